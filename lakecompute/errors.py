@@ -1,0 +1,206 @@
+"""Every error lakecompute raises.
+
+Each class derives from :class:`LakeComputeError` and from the builtin it is nearest to, so
+``except ValueError`` keeps working for code that does not know lakecompute. Messages say what
+is wrong (expected vs got) and then what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CommitConflictError",
+    "DatasetCorruptError",
+    "DatasetExistsError",
+    "DatasetNotFoundError",
+    "FingerprintError",
+    "InvalidArgumentError",
+    "InvalidSampleError",
+    "InvalidTypeError",
+    "LakeComputeError",
+    "LakeComputeWarning",
+    "RaggedShapeError",
+    "ReadOnlyError",
+    "RemoteError",
+    "SampleIndexError",
+    "TensorDoesNotExistError",
+    "TensorExistsError",
+    "TransformError",
+    "WorkerDiedError",
+]
+
+
+class LakeComputeError(Exception):
+    """Raised for every failure lakecompute detects; the base of all its errors."""
+
+
+class LakeComputeWarning(UserWarning):
+    """Warned when lakecompute falls back to a slower or weaker behaviour instead of raising."""
+
+
+class InvalidArgumentError(LakeComputeError, ValueError):
+    """Raised when an argument has an unusable value (an unknown htype, a bad tensor name, ...)."""
+
+
+class InvalidTypeError(LakeComputeError, TypeError):
+    """Raised when an argument has the wrong type."""
+
+
+class DatasetExistsError(LakeComputeError, FileExistsError):
+    """Raised when creating a dataset where one already exists and ``overwrite`` is False."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"A dataset already exists at {path!r}. "
+            "Pass overwrite=True to replace it, or use lc.load() to open it."
+        )
+
+
+class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
+    """Raised when opening a path that holds no dataset (or a version that does not exist)."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        extra = f" {detail}" if detail else ""
+        super().__init__(
+            f"No lakecompute dataset at {path!r}.{extra} "
+            "Create one with lc.empty(path) or lc.dataset(path)."
+        )
+
+
+class DatasetCorruptError(LakeComputeError):
+    """Raised when a dataset file exists but cannot be read (a damaged version manifest, ...)."""
+
+    def __init__(self, path: str, file: str, reason: str, hint: str = "") -> None:
+        self.path = path
+        self.file = file
+        self.reason = reason
+        tail = f" {hint}" if hint else ""
+        super().__init__(f"Dataset {path!r} is damaged: cannot read {file!r} ({reason}).{tail}")
+
+
+class TensorDoesNotExistError(LakeComputeError, KeyError):
+    """Raised when a tensor name is not in the dataset."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = list(known)
+        super().__init__(
+            f"Tensor {name!r} does not exist. Known tensors: {sorted(self.known)!r}. "
+            "Create it with ds.create_tensor(name, ...)."
+        )
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message; show it as written.
+        return str(self.args[0])
+
+
+class TensorExistsError(LakeComputeError, ValueError):
+    """Raised when creating a tensor whose name is already taken."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"Tensor {name!r} already exists. Choose another name, or use ds[{name!r}] to write to it."
+        )
+
+
+class InvalidSampleError(LakeComputeError, ValueError):
+    """Raised when a sample cannot be stored in a tensor (wrong dtype, rank, label, ...).
+
+    Attributes:
+        tensor: the tensor the sample was meant for.
+    """
+
+    def __init__(self, tensor: str, message: str) -> None:
+        self.tensor = tensor
+        super().__init__(f"Cannot store sample in tensor {tensor!r}: {message}")
+
+
+class RaggedShapeError(LakeComputeError, ValueError):
+    """Raised when samples of different shapes are asked for as one stacked array."""
+
+
+class ReadOnlyError(LakeComputeError, PermissionError):
+    """Raised when writing to a read-only dataset, an old version, or a view."""
+
+
+class SampleIndexError(LakeComputeError, IndexError):
+    """Raised when an index is past the end of a tensor or dataset."""
+
+
+class CommitConflictError(LakeComputeError, RuntimeError):
+    """Raised when another writer committed a version of the dataset first.
+
+    Attributes:
+        path: the dataset.
+        expected: the version this writer started from.
+        found: the version another writer committed.
+    """
+
+    def __init__(self, path: str, expected: int, found: int) -> None:
+        self.path = path
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"Dataset {path!r} was changed by another writer: this writer started from version "
+            f"{expected} but version {found} exists now. Nothing of this write was committed; "
+            "reload the dataset with lc.load() and run the write again."
+        )
+
+
+class FingerprintError(LakeComputeError, TypeError):
+    """Raised when an eval cannot be fingerprinted for checkpointing (an argument with no stable identity)."""
+
+
+class WorkerDiedError(LakeComputeError, RuntimeError):
+    """Raised when a worker process dies (killed, segfault, out of memory) while running a task.
+
+    Attributes:
+        task: a description of the task the worker was running (its input range), or None.
+        exitcode: the worker's exit code (negative: the signal that killed it), or None.
+    """
+
+    def __init__(self, message: str, task: Any = None, exitcode: int | None = None) -> None:
+        self.task = task
+        self.exitcode = exitcode
+        super().__init__(message)
+
+
+class RemoteError(LakeComputeError):
+    """Stands in for an exception from a worker that could not be sent back as itself.
+
+    Attributes:
+        type_name: the qualified name of the original exception type.
+        message: ``str()`` of the original exception.
+        traceback_text: the formatted traceback from the worker.
+    """
+
+    def __init__(self, type_name: str, message: str, traceback_text: str) -> None:
+        self.type_name = type_name
+        self.message = message
+        self.traceback_text = traceback_text
+        super().__init__(f"{type_name}: {message}\n\nTraceback in the worker:\n{traceback_text}")
+
+
+class TransformError(LakeComputeError):
+    """Raised when user code inside a transform fails on a sample.
+
+    The original exception is ``__cause__``.
+
+    Attributes:
+        index: the position of the failing sample in ``data_in``.
+        sample: the failing input sample (``None`` if it could not be brought back from a worker).
+        function: the name of the compute function that failed.
+    """
+
+    def __init__(self, message: str, index: int | None, sample: Any, function: str | None) -> None:
+        self.index = index
+        self.sample = sample
+        self.function = function
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.args[0], self.index, self.sample, self.function))

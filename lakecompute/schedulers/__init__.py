@@ -1,0 +1,144 @@
+"""Schedulers: run a task function over many tasks, in the caller, in threads or in processes.
+
+A scheduler knows nothing of datasets; the compute engine hands it tasks and commits their results.
+
+Example:
+    >>> from lakecompute.schedulers import get_scheduler
+    >>> sched = get_scheduler("serial", num_workers=0)
+    >>> list(sched.run(lambda task, progress: task + 1, [10, 20]))
+    [(0, 11), (1, 21)]
+
+Backends are registered by name (``"serial"``, ``"threaded"``, ``"processed"``, and ``"ray"``, which is
+imported only when asked for); :func:`register_scheduler` adds more.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn, parse_num_workers, worker_id
+from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
+from lakecompute.schedulers._serial import SerialScheduler
+from lakecompute.schedulers._threaded import ThreadedScheduler
+
+__all__ = [
+    "ProcessedScheduler",
+    "ProgressFn",
+    "Scheduler",
+    "SchedulerFactory",
+    "SerialScheduler",
+    "StartMethod",
+    "TaskFn",
+    "ThreadedScheduler",
+    "get_scheduler",
+    "register_scheduler",
+    "scheduler_names",
+    "worker_id",
+]
+
+SchedulerFactory = Callable[..., Scheduler]
+"""Builds a scheduler: called as ``factory(num_workers, **options)``."""
+
+_REGISTRY: dict[str, SchedulerFactory] = {}
+
+
+def register_scheduler(name: str, factory: SchedulerFactory) -> None:
+    """Make a scheduler available to :func:`get_scheduler` under ``name``.
+
+    Registering a name again replaces the earlier factory.
+
+    Args:
+        name: the name users pass as ``scheduler=``.
+        factory: called as ``factory(num_workers, **options)``; returns a :class:`Scheduler`. A
+            :class:`Scheduler` subclass works as its own factory.
+
+    Raises:
+        InvalidArgumentError: if ``name`` is empty.
+        InvalidTypeError: if ``name`` is not a str or ``factory`` is not callable.
+
+    Example:
+        >>> from lakecompute.schedulers import ThreadedScheduler, register_scheduler
+        >>> register_scheduler("my-threads", ThreadedScheduler)
+    """
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"Expected the scheduler name to be a str. Got {name!r}.")
+    if not name:
+        raise InvalidArgumentError("Expected a non-empty scheduler name. Got ''.")
+    if not callable(factory):
+        raise InvalidTypeError(
+            f"Expected the factory for scheduler {name!r} to be callable. Got {factory!r}."
+        )
+    _REGISTRY[name] = factory
+
+
+def scheduler_names() -> list[str]:
+    """The names :func:`get_scheduler` knows, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_scheduler(name: str, num_workers: int, **options: Any) -> Scheduler:
+    """Build the scheduler registered under ``name``.
+
+    With ``num_workers=0`` every name gives the serial scheduler (tasks run in the calling thread),
+    and ``options`` are not used.
+
+    Args:
+        name: ``"serial"``, ``"threaded"``, ``"processed"``, ``"ray"``, or a registered name.
+        num_workers: how many tasks may run at once; 0 to run them in the calling thread.
+        **options: passed to the scheduler's factory, e.g. ``start_method="spawn"`` for
+            ``"processed"``.
+
+    Returns:
+        A new scheduler.
+
+    Raises:
+        InvalidArgumentError: if ``name`` is unknown, ``num_workers`` is negative, or the backend cannot
+            be used here (e.g. ``"ray"`` without Ray installed).
+        InvalidTypeError: if ``num_workers`` is not an int.
+
+    Example:
+        >>> from lakecompute.schedulers import get_scheduler
+        >>> get_scheduler("processed", num_workers=0)
+        SerialScheduler(num_workers=0)
+    """
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise InvalidArgumentError(
+            f"Unknown scheduler {name!r}. Expected one of {scheduler_names()!r}. "
+            "Register new ones with lakecompute.schedulers.register_scheduler()."
+        )
+    parse_num_workers(num_workers)
+    if num_workers == 0:
+        return SerialScheduler()
+    return factory(num_workers, **options)
+
+
+def _ray_factory(num_workers: int, **options: Any) -> Scheduler:
+    """Build the Ray scheduler, importing Ray only now: ``import lakecompute`` must stay fast."""
+    try:
+        importlib.import_module("ray")
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            "The 'ray' scheduler needs Ray, which is not installed. "
+            'Install it with pip install "lakecompute[ray]", or use the "processed" scheduler.'
+        ) from exc
+    try:
+        module = importlib.import_module("lakecompute.schedulers._ray")
+    except ModuleNotFoundError as exc:
+        if exc.name != "lakecompute.schedulers._ray":
+            raise
+        raise InvalidArgumentError(
+            "Ray support is not available yet in this version of lakecompute. "
+            'Use the "processed" scheduler; once it is, install it with pip install "lakecompute[ray]".'
+        ) from exc
+    scheduler: Scheduler = module.RayScheduler(num_workers, **options)
+    return scheduler
+
+
+register_scheduler(SerialScheduler.name, SerialScheduler)
+register_scheduler(ThreadedScheduler.name, ThreadedScheduler)
+register_scheduler(ProcessedScheduler.name, ProcessedScheduler)
+register_scheduler("ray", _ray_factory)

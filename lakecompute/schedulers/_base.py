@@ -1,0 +1,207 @@
+"""The scheduler interface shared by every backend, and small helpers they all use."""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import ClassVar, TypeVar
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "ProgressFn",
+    "Scheduler",
+    "TaskFn",
+    "describe_task",
+    "parse_max_in_flight",
+    "parse_num_workers",
+    "worker_id",
+]
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
+
+ProgressFn = Callable[[int], None]
+"""What a task calls to report progress: ``progress(n)`` adds ``n`` (e.g. samples done) to the total."""
+
+TaskFn = Callable[[TaskT, ProgressFn], ResultT]
+"""A task function: ``fn(task, progress) -> result``."""
+
+# Longest task description put into an error message; a repr() of a big task would drown the message.
+_MAX_DESCRIPTION = 300
+
+
+class Scheduler(abc.ABC):
+    """Runs a function over tasks and yields results as they complete.
+
+    A scheduler knows nothing of datasets: it only calls ``fn(task, progress)`` for every task, somewhere
+    (in the caller, in threads, in processes), and hands back the results.
+
+    Subclasses implement :meth:`run`. They may override :meth:`close` to release resources kept across
+    runs (the built-in schedulers keep none: each :meth:`run` starts and stops its own workers).
+
+    Example:
+        >>> from lakecompute.schedulers import get_scheduler
+        >>> sched = get_scheduler("threaded", num_workers=2)
+        >>> sorted(sched.run(lambda task, progress: task * 2, [1, 2, 3]))
+        [(0, 2), (1, 4), (2, 6)]
+    """
+
+    name: ClassVar[str]
+    """The name the scheduler is registered under (``"serial"``, ``"threaded"``, ...)."""
+
+    def __init__(self, num_workers: int = 1) -> None:
+        """Create the scheduler.
+
+        Args:
+            num_workers: how many tasks may run at the same time.
+        """
+        self._num_workers = parse_num_workers(num_workers)
+
+    @property
+    def num_workers(self) -> int:
+        """How many tasks may run at the same time."""
+        return self._num_workers
+
+    @abc.abstractmethod
+    def run(
+        self,
+        fn: TaskFn[TaskT, ResultT],
+        tasks: Iterable[TaskT],
+        *,
+        on_progress: ProgressFn | None = None,
+        max_in_flight: int | None = None,
+    ) -> Iterator[tuple[int, ResultT]]:
+        """Run ``fn(task, progress)`` for every task and yield ``(position, result)`` as tasks complete.
+
+        Results come in completion order; ``position`` is the task's index in ``tasks``. ``tasks`` may
+        be a lazy iterable without a length: at most ``max_in_flight`` tasks are taken from it and
+        outstanding at once.
+
+        If a task raises, outstanding work is cancelled, the workers are stopped, and the exception is
+        raised from this generator. Closing the generator early (``close()``, an exception or
+        ``KeyboardInterrupt`` in the consumer) also cancels everything and stops the workers; wrap the
+        generator in :func:`contextlib.closing` so that this happens at once rather than when the
+        generator is garbage-collected.
+
+        Args:
+            fn: the task function, called as ``fn(task, progress)``.
+            tasks: the tasks, in order.
+            on_progress: called in the thread iterating this generator with the increments the tasks
+                report through ``progress``; never called concurrently.
+            max_in_flight: most tasks outstanding at once; default ``2 * num_workers`` (at least 1).
+
+        Yields:
+            ``(position, result)`` pairs, one per task, in completion order.
+        """
+
+    def close(self) -> None:  # noqa: B027 (an optional hook: doing nothing is the right default)
+        """Release resources the scheduler keeps across runs. Does nothing unless a backend needs it."""
+
+    def __enter__(self) -> Scheduler:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_workers={self.num_workers})"
+
+
+def parse_num_workers(num_workers: int) -> int:
+    """Check a worker count and return it.
+
+    Raises:
+        InvalidTypeError: if ``num_workers`` is not an int.
+        InvalidArgumentError: if ``num_workers`` is negative.
+    """
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+        raise InvalidTypeError(
+            f"Expected num_workers to be an int. Got {num_workers!r} of type {type(num_workers).__name__}."
+        )
+    if num_workers < 0:
+        raise InvalidArgumentError(
+            f"Expected num_workers >= 0. Got {num_workers!r}. "
+            "Use 0 to run in the calling process, or a positive number of workers."
+        )
+    return num_workers
+
+
+def parse_max_in_flight(max_in_flight: int | None, num_workers: int) -> int:
+    """Check ``max_in_flight`` and resolve its default, ``2 * num_workers`` but at least 1.
+
+    Raises:
+        InvalidTypeError: if ``max_in_flight`` is not an int or None.
+        InvalidArgumentError: if ``max_in_flight`` is less than 1.
+    """
+    if max_in_flight is None:
+        return max(1, 2 * num_workers)
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
+        raise InvalidTypeError(
+            f"Expected max_in_flight to be an int or None. Got {max_in_flight!r} "
+            f"of type {type(max_in_flight).__name__}."
+        )
+    if max_in_flight < 1:
+        raise InvalidArgumentError(
+            f"Expected max_in_flight >= 1. Got {max_in_flight!r}. "
+            "Pass None for the default (2 * num_workers)."
+        )
+    return max_in_flight
+
+
+def describe_task(task: object) -> str:
+    """Describe a task for an error message: its ``describe()`` if it has one, else its ``repr()``."""
+    describe = getattr(task, "describe", None)
+    text: str | None = None
+    if callable(describe):
+        try:
+            described = describe()
+        except Exception:
+            # A broken describe() must not hide the error being reported; fall back to repr().
+            described = None
+        if isinstance(described, str):
+            text = described
+    if text is None:
+        try:
+            text = repr(task)
+        except Exception:
+            text = f"<{type(task).__name__} object>"
+    if len(text) > _MAX_DESCRIPTION:
+        text = text[: _MAX_DESCRIPTION - 3] + "..."
+    return text
+
+
+# Which worker is running the current code. Threads get their own value (the threaded scheduler sets it
+# per worker thread); a worker process sets the process-wide value once at start-up, which also covers
+# threads that user code starts inside a worker.
+_thread_state = threading.local()
+_process_worker_id = 0
+
+
+def worker_id() -> int:
+    """The id of the worker running the calling code, unique among the workers of one run.
+
+    0 in the calling process (the serial scheduler), the thread's index for the threaded scheduler, the
+    process's index for the processed scheduler. Useful to check that per-worker state is built once
+    per worker.
+    """
+    value: int = getattr(_thread_state, "worker_id", _process_worker_id)
+    return value
+
+
+def _set_thread_worker_id(value: int) -> None:
+    """Set the worker id of the calling thread (threaded scheduler)."""
+    _thread_state.worker_id = value
+
+
+def _set_process_worker_id(value: int) -> None:
+    """Set the worker id of the whole process (processed scheduler, in the worker at start-up)."""
+    global _process_worker_id
+    _process_worker_id = value

@@ -1,0 +1,61 @@
+"""The serial scheduler: every task runs in the calling thread, one after the other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import ClassVar, TypeVar
+
+from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn, parse_max_in_flight
+
+__all__ = ["SerialScheduler"]
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
+
+
+def _ignore_progress(increment: int) -> None:
+    """Stand in for ``on_progress`` when the caller passed none."""
+
+
+class SerialScheduler(Scheduler):
+    """Runs tasks one by one in the calling thread; the easiest to debug (``num_workers=0``).
+
+    ``num_workers`` is accepted for a uniform interface and ignored. Exceptions propagate as they are,
+    with their full traceback, and ``progress`` calls ``on_progress`` directly.
+    """
+
+    name: ClassVar[str] = "serial"
+
+    def __init__(self, num_workers: int = 0) -> None:
+        """Create the scheduler.
+
+        Args:
+            num_workers: ignored; tasks always run in the calling thread.
+        """
+        super().__init__(num_workers)
+
+    def run(
+        self,
+        fn: TaskFn[TaskT, ResultT],
+        tasks: Iterable[TaskT],
+        *,
+        on_progress: ProgressFn | None = None,
+        max_in_flight: int | None = None,
+    ) -> Iterator[tuple[int, ResultT]]:
+        """Run ``fn(task, progress)`` for every task in order; see :meth:`Scheduler.run`.
+
+        Only one task is ever outstanding, whatever ``max_in_flight`` says (it is still checked).
+        """
+        # Check arguments now rather than at the first next(), so mistakes surface where they are made.
+        parse_max_in_flight(max_in_flight, 1)
+        report = on_progress if on_progress is not None else _ignore_progress
+        return _run_serial(fn, tasks, report)
+
+
+def _run_serial(
+    fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn
+) -> Iterator[tuple[int, ResultT]]:
+    """The generator behind :meth:`SerialScheduler.run`."""
+    # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken.
+    for position, task in enumerate(tasks):
+        yield position, fn(task, report)

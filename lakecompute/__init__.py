@@ -1,0 +1,68 @@
+"""lakecompute: parallel, safe and fast dataset transforms into zarr v3-backed datasets.
+
+>>> import lakecompute as lc
+>>> ds = lc.empty("mem://doc-example", overwrite=True)
+>>> _ = ds.create_tensor("x", dtype="int16")
+>>> ds.x.extend([1, 2, 3])
+>>> ds.x.numpy().tolist()
+[1, 2, 3]
+"""
+
+from lakecompute.api import dataset, delete, empty, exists, like, load
+from lakecompute.dataset import Dataset, DatasetView, Row
+from lakecompute.errors import (
+    CommitConflictError,
+    DatasetCorruptError,
+    DatasetExistsError,
+    DatasetNotFoundError,
+    FingerprintError,
+    InvalidArgumentError,
+    InvalidSampleError,
+    InvalidTypeError,
+    LakeComputeError,
+    LakeComputeWarning,
+    RaggedShapeError,
+    ReadOnlyError,
+    RemoteError,
+    SampleIndexError,
+    TensorDoesNotExistError,
+    TensorExistsError,
+    TransformError,
+    WorkerDiedError,
+)
+from lakecompute.tensor import Tensor, TensorView
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CommitConflictError",
+    "Dataset",
+    "DatasetCorruptError",
+    "DatasetExistsError",
+    "DatasetNotFoundError",
+    "DatasetView",
+    "FingerprintError",
+    "InvalidArgumentError",
+    "InvalidSampleError",
+    "InvalidTypeError",
+    "LakeComputeError",
+    "LakeComputeWarning",
+    "RaggedShapeError",
+    "ReadOnlyError",
+    "RemoteError",
+    "Row",
+    "SampleIndexError",
+    "Tensor",
+    "TensorDoesNotExistError",
+    "TensorExistsError",
+    "TensorView",
+    "TransformError",
+    "WorkerDiedError",
+    "__version__",
+    "dataset",
+    "delete",
+    "empty",
+    "exists",
+    "like",
+    "load",
+]

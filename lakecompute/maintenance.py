@@ -1,0 +1,179 @@
+"""Compaction and cleanup of stored data.
+
+Data is written once and never changed in place, so crashes and aborted writes leave bytes that
+no version references. :func:`vacuum` removes them — but never bytes a live writer may still
+commit: it skips segments younger than ``grace_seconds`` and segments whose writer process is
+still running on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.core.sync import sync
+
+from lakecompute._write import WriteSession
+from lakecompute.errors import InvalidArgumentError
+from lakecompute.storage import Fragment, Manifest, SampleBuffer, list_versions, read_manifest, segment_time
+from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
+
+if TYPE_CHECKING:
+    from lakecompute.dataset import Dataset
+
+__all__ = ["compact", "vacuum"]
+
+_BLOCK = 4096
+
+
+def compact(ds: Dataset) -> int:
+    """Rewrite every tensor into one contiguous fragment; content is unchanged. Returns the version."""
+    ds._check_writable()
+    with ds:
+        for name, state in ds._head.tensors.items():
+            if len(state.fragments) <= 1:
+                continue
+            reader = ds._reader(name)
+            session = WriteSession(ds._new_slot)
+            frags: list[Fragment] = []
+            indexed = any(f.shape is None for f in state.fragments) or len({f.shape for f in state.fragments}) > 1
+            if indexed:
+                session._indexed.add(name)
+            for start in range(0, state.length, _BLOCK):
+                stop = min(start + _BLOCK, state.length)
+                _copy_block(ds, reader, state, session, start, stop)
+                frags.extend(session.flush(state))
+            new_state = state.copy()
+            new_state.fragments = []
+            from lakecompute.storage import append_fragment
+
+            for f in frags:
+                append_fragment(new_state, f)
+            ds._head.tensors[name] = new_state
+            ds._readers.pop(name, None)
+            ds._dirty = True
+    return ds.version
+
+
+def _copy_block(ds: Dataset, reader: Any, state: Any, session: WriteSession, start: int, stop: int) -> None:
+    from lakecompute.htypes import Encoded
+
+    if state.spec.kind == "bytes":
+        # Copy encoded blobs as they are: re-encoding images would be slow and (jpeg) lossy.
+        buf = session.buffers.setdefault(state.spec.name, SampleBuffer())
+        for loc in reader._locate(start, stop):
+            f = loc.frag
+            offs = reader._byte_offsets(f)
+            rows = reader._rows(f)
+            s0 = f.k + loc.first
+            lo, hi = int(offs[s0]), int(offs[s0 + loc.count])
+            raw = reader.cache.read(f"segments/{f.seg}/data", f.off + lo, hi - lo)
+            for s in range(s0, s0 + loc.count):
+                a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
+                buf.add(Encoded(None, raw[a:b].tobytes(), tuple(int(x) for x in rows[s, 1:])))
+        return
+    values = reader.read_range(start, stop)
+    if isinstance(values, np.ndarray):
+        session.add(state, values)
+    else:
+        session.add(state, [Encoded(np.asarray(v), None, np.shape(v)) for v in values])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _collect(it: AsyncIterator[str]) -> list[str]:
+    return [x async for x in it]
+
+
+def _referenced(manifests: list[Manifest]) -> dict[str, list[tuple[str, int, int]]]:
+    """Per segment: (array, first, last) chunk ranges that some version needs."""
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for m in manifests:
+        for state in m.tensors.values():
+            for f in state.fragments:
+                ranges = out.setdefault(f.seg, [])
+                if f.nbytes:
+                    ranges.append(("data", f.off // DATA_CHUNK, (f.off + f.nbytes - 1) // DATA_CHUNK))
+                if f.idx is not None:
+                    n = f.total * (1 + f.ndim)
+                    ranges.append(("index", f.idx // INDEX_CHUNK, (f.idx + n - 1) // INDEX_CHUNK))
+    return out
+
+
+def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
+    """Delete stored data no kept version references.
+
+    Args:
+        ds: the dataset (its latest version is always kept).
+        grace_seconds: segments younger than this are left alone (a writer may still commit them).
+        keep_versions: keep only this many newest versions (None keeps all).
+
+    Returns:
+        Counts of removed ``versions``, ``segments`` and ``chunks``.
+    """
+    if keep_versions is not None and keep_versions < 1:
+        raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
+    ds._check_writable()
+    backend, store = ds._backend, ds._store
+    versions = list_versions(backend)
+    removed = {"versions": 0, "segments": 0, "chunks": 0}
+    if keep_versions is not None and len(versions) > keep_versions:
+        for v in versions[:-keep_versions]:
+            backend.delete(f"versions/{v:010d}.json")
+            removed["versions"] += 1
+        versions = versions[-keep_versions:]
+    manifests = [read_manifest(backend, v) for v in versions]
+    needed = _referenced(manifests)
+    own = set(ds._segments.values())
+    now = time.time()
+    for seg in sync(_collect(store.list_dir("segments"))):
+        seg = seg.strip("/")
+        if seg == "zarr.json":
+            continue
+        if seg in own or now - segment_time(seg) < grace_seconds:
+            continue
+        parts = seg.split("-")
+        if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) != os.getpid() and _pid_alive(int(parts[1])):
+            continue  # its writer is still running here
+        if seg not in needed:
+            sync(store.delete_dir(f"segments/{seg}"))
+            removed["segments"] += 1
+            continue
+        ranges = needed[seg]
+        for array in ("data", "index"):
+            keep = [(a, b) for kind, a, b in ranges if kind == array]
+            keys = sync(_collect(store.list_prefix(f"segments/{seg}/{array}/c/")))
+            for key in keys:
+                c = int(key.rsplit("/", 1)[1])
+                if not any(a <= c <= b for a, b in keep):
+                    sync(store.delete(key))
+                    removed["chunks"] += 1
+    _sweep_partials(backend, grace_seconds)
+    return removed
+
+
+def _sweep_partials(backend: Any, grace_seconds: float) -> None:
+    root = backend.local_path("")
+    if root is None:
+        return
+    now = time.time()
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(".partial"):
+                p = os.path.join(dirpath, name)
+                try:
+                    if now - os.path.getmtime(p) >= grace_seconds:
+                        os.unlink(p)
+                except OSError:
+                    pass

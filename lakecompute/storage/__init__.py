@@ -1,0 +1,49 @@
+"""Storage: dataset locations, write-once segments, fragments and version manifests.
+
+Nothing here knows about transforms; the dataset layer builds on these pieces.
+"""
+
+from lakecompute.storage._backend import Backend, BackendSpec, LocalBackend, MemoryBackend, open_backend
+from lakecompute.storage._fragments import FragmentReader, SampleBuffer, append_fragment, write_fragment
+from lakecompute.storage._manifest import (
+    Fragment,
+    Manifest,
+    TensorState,
+    commit_manifest,
+    latest_version,
+    list_versions,
+    read_manifest,
+    version_key,
+)
+from lakecompute.storage._segments import (
+    ArrayCache,
+    SlotWriter,
+    create_segment,
+    new_segment_id,
+    segment_time,
+)
+
+__all__ = [
+    "ArrayCache",
+    "Backend",
+    "BackendSpec",
+    "Fragment",
+    "FragmentReader",
+    "LocalBackend",
+    "Manifest",
+    "MemoryBackend",
+    "SampleBuffer",
+    "SlotWriter",
+    "TensorState",
+    "append_fragment",
+    "commit_manifest",
+    "create_segment",
+    "latest_version",
+    "list_versions",
+    "new_segment_id",
+    "open_backend",
+    "read_manifest",
+    "segment_time",
+    "version_key",
+    "write_fragment",
+]

@@ -1,0 +1,252 @@
+"""Where a dataset lives: a zarr store for data plus a few small files for versions.
+
+A :class:`Backend` gives the dataset code two things: a zarr store (all tensor data goes through
+zarr's own stores) and a handful of byte-level operations on small files — above all
+``create_exclusive``, which is how a version is committed. Exactly one of several writers racing
+for the same version number wins; on a local disk that is ``os.link`` of a finished temp file
+(the name appears whole or not at all), on S3 it will be a conditional put.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zarr.abc.store import Store
+from zarr.storage import LocalStore, MemoryStore
+
+from lakecompute.errors import InvalidArgumentError
+
+__all__ = ["Backend", "BackendSpec", "LocalBackend", "MemoryBackend", "open_backend"]
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """Everything needed to reopen a backend in another process (picklable, no open handles).
+
+    Attributes:
+        url: the dataset location as given by the user.
+        storage_options: options passed through to the object-store client (S3 only).
+    """
+
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """A dataset location: a zarr store plus atomic small-file operations."""
+
+    #: Whether other processes can see what this backend writes (False for ``mem://``).
+    shared_between_processes: bool = True
+
+    def __init__(self, spec: BackendSpec) -> None:
+        self.spec = spec
+
+    @property
+    def url(self) -> str:
+        """The location as the user gave it."""
+        return self.spec.url
+
+    @abstractmethod
+    def zarr_store(self) -> Store:
+        """The zarr store rooted at the dataset."""
+
+    @abstractmethod
+    def read(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``, or None if there are none."""
+
+    @abstractmethod
+    def write(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``, replacing it atomically (readers see old or new, whole)."""
+
+    @abstractmethod
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` only if nothing is there; True if this call created it."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` holds data."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> list[str]:
+        """The names directly under the folder ``prefix`` (not recursive)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+
+    @abstractmethod
+    def delete_tree(self, prefix: str) -> None:
+        """Remove everything under ``prefix`` ('' for the whole dataset)."""
+
+    def local_path(self, key: str) -> str | None:
+        """A filesystem path for ``key`` when the backend is a local disk, else None."""
+        return None
+
+
+class LocalBackend(Backend):
+    """A dataset in a local directory."""
+
+    def __init__(self, spec: BackendSpec, root: str) -> None:
+        super().__init__(spec)
+        self.root = Path(root)
+
+    def zarr_store(self) -> Store:
+        return LocalStore(str(self.root))
+
+    def _p(self, key: str) -> Path:
+        return self.root / key
+
+    def local_path(self, key: str) -> str | None:
+        return str(self._p(key))
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            return self._p(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def _write_temp(self, key: str, data: bytes) -> Path:
+        target = self._p(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.partial"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        return tmp
+
+    def write(self, key: str, data: bytes) -> None:
+        tmp = self._write_temp(key, data)
+        os.replace(tmp, self._p(key))
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        # Write the whole file under a private name first, then link it into place: link fails
+        # if the name exists, so of several racing committers exactly one wins, and a reader
+        # can never see a half-written manifest (the name appears only once it is complete).
+        tmp = self._write_temp(key, data)
+        try:
+            os.link(tmp, self._p(key))
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def exists(self, key: str) -> bool:
+        return self._p(key).exists()
+
+    def list(self, prefix: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self._p(prefix)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def delete(self, key: str) -> None:
+        self._p(key).unlink(missing_ok=True)
+
+    def delete_tree(self, prefix: str) -> None:
+        import shutil
+
+        target = self._p(prefix)
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        elif target.exists():
+            target.unlink()
+
+
+# mem:// datasets live in this process only: name -> (zarr store, small files).
+_MEMORY: dict[str, tuple[MemoryStore, dict[str, bytes]]] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+class MemoryBackend(Backend):
+    """A dataset held in this process (``mem://name``), for tests and scratch work."""
+
+    shared_between_processes = False
+
+    def __init__(self, spec: BackendSpec, name: str) -> None:
+        super().__init__(spec)
+        with _MEMORY_LOCK:
+            if name not in _MEMORY:
+                _MEMORY[name] = (MemoryStore(), {})
+            self._store, self._files = _MEMORY[name]
+        self.name = name
+
+    def zarr_store(self) -> Store:
+        return self._store
+
+    def read(self, key: str) -> bytes | None:
+        return self._files.get(key)
+
+    def write(self, key: str, data: bytes) -> None:
+        self._files[key] = bytes(data)
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        with _MEMORY_LOCK:
+            if key in self._files:
+                return False
+            self._files[key] = bytes(data)
+            return True
+
+    def exists(self, key: str) -> bool:
+        if key in self._files:
+            return True
+        return any(k.startswith(key + "/") for k in self._files)
+
+    def list(self, prefix: str) -> list[str]:
+        head = prefix.rstrip("/") + "/" if prefix else ""
+        names = {k[len(head) :].split("/", 1)[0] for k in self._files if k.startswith(head)}
+        return sorted(names)
+
+    def delete(self, key: str) -> None:
+        self._files.pop(key, None)
+
+    def delete_tree(self, prefix: str) -> None:
+        with _MEMORY_LOCK:
+            if not prefix:
+                _MEMORY[self.name] = (MemoryStore(), {})
+                self._store, self._files = _MEMORY[self.name]
+                return
+            head = prefix.rstrip("/") + "/"
+            for k in [k for k in self._files if k.startswith(head) or k == prefix]:
+                del self._files[k]
+            store_dict = self._store._store_dict
+            for k in [k for k in store_dict if k.startswith(head)]:
+                del store_dict[k]
+
+
+def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Backend:
+    """Resolve a dataset location to its backend.
+
+    Args:
+        url: a local path, ``file://path``, or ``mem://name``.
+        storage_options: options for an object-store client (reserved for ``s3://``).
+
+    Raises:
+        InvalidArgumentError: for an unsupported scheme or an empty path.
+    """
+    text = os.fspath(url)
+    spec = BackendSpec(text, dict(storage_options or {}))
+    if not text:
+        raise InvalidArgumentError("Expected a dataset path. Got an empty string.")
+    if text.startswith("mem://"):
+        name = text[len("mem://") :].strip("/")
+        if not name:
+            raise InvalidArgumentError(f"Expected mem://<name>. Got {text!r}; add a name, e.g. 'mem://scratch'.")
+        return MemoryBackend(spec, name)
+    if text.startswith("file://"):
+        return LocalBackend(spec, os.path.abspath(text[len("file://") :]))
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        if scheme == "s3":
+            raise InvalidArgumentError(
+                f"s3:// datasets are not supported in this version yet. Got {text!r}; use a local path."
+            )
+        raise InvalidArgumentError(
+            f"Unsupported dataset location {text!r}. Expected a local path, 'file://…' or 'mem://name'."
+        )
+    return LocalBackend(spec, os.path.abspath(text))

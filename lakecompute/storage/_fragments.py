@@ -1,0 +1,266 @@
+"""Turning buffered samples into fragments, and fragments back into samples."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lakecompute.errors import InvalidSampleError
+from lakecompute.htypes import Encoded, TensorSpec, decode_sample
+from lakecompute.storage._manifest import Fragment, TensorState
+from lakecompute.storage._segments import ArrayCache, SlotWriter
+
+__all__ = ["FragmentReader", "SampleBuffer", "append_fragment", "write_fragment"]
+
+
+class SampleBuffer:
+    """Checked samples of one tensor waiting to be written, as stacked blocks or single samples."""
+
+    __slots__ = ("count", "items", "nbytes")
+
+    def __init__(self) -> None:
+        self.items: list[np.ndarray | Encoded] = []  # ndarray: a block of samples stacked on axis 0
+        self.count = 0
+        self.nbytes = 0
+
+    def add(self, sample: Encoded) -> None:
+        self.items.append(sample)
+        self.count += 1
+        self.nbytes += sample.array.nbytes if sample.array is not None else len(sample.blob or b"")
+
+    def add_block(self, block: np.ndarray) -> None:
+        self.items.append(block)
+        self.count += len(block)
+        self.nbytes += block.nbytes
+
+    def clear(self) -> None:
+        self.items = []
+        self.count = 0
+        self.nbytes = 0
+
+
+def _ndim_error(spec: TensorSpec, expected: int, got: int) -> InvalidSampleError:
+    return InvalidSampleError(
+        spec.name,
+        f"every sample of a tensor has the same number of dimensions: expected {expected}, got {got}.",
+    )
+
+
+def write_fragment(
+    spec: TensorSpec,
+    state_ndim: int | None,
+    buffer: SampleBuffer,
+    writer: SlotWriter,
+    prefer_indexed: bool,
+) -> Fragment | None:
+    """Write a buffer's samples into ``writer``'s slot as one fragment (None if it is empty)."""
+    if buffer.count == 0:
+        return None
+    if spec.kind == "bytes":
+        blobs: list[bytes] = []
+        shapes: list[tuple[int, ...]] = []
+        for item in buffer.items:
+            assert isinstance(item, Encoded) and item.blob is not None
+            blobs.append(item.blob)
+            shapes.append(item.shape)
+        ndim = _common_ndim(spec, state_ndim, shapes)
+        payload = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        rows = np.empty((len(blobs), 1 + ndim), dtype=np.int64)
+        rows[:, 0] = [len(b) for b in blobs]
+        if ndim:
+            rows[:, 1:] = shapes
+        off = writer.write_data(payload)
+        idx = writer.write_index(rows)
+        return Fragment(writer.seg_id, off, payload.size, len(blobs), spec.dtype or "", None, idx, ndim, 0, len(blobs))
+
+    arrays: list[np.ndarray] = []
+    for item in buffer.items:
+        if isinstance(item, np.ndarray):
+            arrays.append(item)
+        else:
+            assert item.array is not None
+            arrays.append(item.array[None])
+    dtype = np.result_type(*arrays) if spec.dtype is None else np.dtype(spec.dtype)
+    sample_shapes = {a.shape[1:] for a in arrays}
+    ndim = _common_ndim(spec, state_ndim, list(sample_shapes))
+    if len(sample_shapes) == 1 and not prefer_indexed:
+        (shape,) = sample_shapes
+        block = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
+        block = np.ascontiguousarray(block, dtype=dtype)
+        off = writer.write_data(block.reshape(-1).view(np.uint8))
+        return Fragment(writer.seg_id, off, block.nbytes, len(block), dtype.name, shape, None, ndim, 0, len(block))
+    samples = [s for a in arrays for s in a]
+    rows = np.empty((len(samples), 1 + ndim), dtype=np.int64)
+    rows[:, 0] = [s.size * dtype.itemsize for s in samples]
+    if ndim:
+        rows[:, 1:] = [s.shape for s in samples]
+    payload = np.concatenate([np.ascontiguousarray(s, dtype=dtype).reshape(-1).view(np.uint8) for s in samples])
+    off = writer.write_data(payload)
+    idx = writer.write_index(rows)
+    return Fragment(writer.seg_id, off, payload.size, len(samples), dtype.name, None, idx, ndim, 0, len(samples))
+
+
+def _common_ndim(spec: TensorSpec, state_ndim: int | None, shapes: list[tuple[int, ...]]) -> int:
+    ndims = {len(s) for s in shapes}
+    expected = state_ndim if state_ndim is not None else min(ndims)
+    for n in ndims:
+        if n != expected:
+            raise _ndim_error(spec, expected, n)
+    return expected
+
+
+def append_fragment(state: TensorState, frag: Fragment) -> None:
+    """Add ``frag`` at the end of ``state``, merging it into the last fragment when contiguous."""
+    if state.ndim is None:
+        state.ndim = frag.ndim
+    if state.fragments:
+        last = state.fragments[-1]
+        contiguous = (
+            last.seg == frag.seg
+            and last.off + last.nbytes == frag.off
+            and last.k + last.n == last.total
+            and frag.k == 0
+            and frag.n == frag.total
+            and last.dtype == frag.dtype
+            and last.ndim == frag.ndim
+        )
+        if contiguous and last.shape is not None and last.shape == frag.shape:
+            state.fragments[-1] = Fragment(
+                last.seg, last.off, last.nbytes + frag.nbytes, last.total + frag.total, last.dtype,
+                last.shape, None, last.ndim, last.k, last.n + frag.n,
+            )  # fmt: skip
+            return
+        if (
+            contiguous
+            and last.idx is not None
+            and frag.idx is not None
+            and last.idx + last.total * (1 + last.ndim) == frag.idx
+        ):
+            state.fragments[-1] = Fragment(
+                last.seg, last.off, last.nbytes + frag.nbytes, last.total + frag.total, last.dtype,
+                None, last.idx, last.ndim, last.k, last.n + frag.n,
+            )  # fmt: skip
+            return
+    state.fragments.append(frag)
+
+
+@dataclass(slots=True)
+class _Located:
+    frag: Fragment
+    first: int  # first used sample of the fragment wanted (relative to frag.k)
+    count: int
+
+
+class FragmentReader:
+    """Reads samples of one tensor state (immutable: build a new reader when the state changes)."""
+
+    def __init__(self, state: TensorState, cache: ArrayCache) -> None:
+        self.spec = state.spec
+        self.dtype = None if state.spec.dtype in (None, "str", "json") else np.dtype(state.spec.dtype)
+        self.frags = list(state.fragments)
+        self.starts = [0]
+        for f in self.frags:
+            self.starts.append(self.starts[-1] + f.n)
+        self.length = self.starts[-1]
+        self.cache = cache
+        self._offsets: dict[tuple[str, int, int], np.ndarray] = {}
+
+    # -- locating -----------------------------------------------------------------------------
+    def _locate(self, start: int, stop: int) -> list[_Located]:
+        out = []
+        j = bisect.bisect_right(self.starts, start) - 1
+        pos = start
+        while pos < stop:
+            f = self.frags[j]
+            first = pos - self.starts[j]
+            count = min(stop, self.starts[j + 1]) - pos
+            out.append(_Located(f, first, count))
+            pos += count
+            j += 1
+        return out
+
+    def _rows(self, f: Fragment) -> np.ndarray:
+        assert f.idx is not None
+        return self.cache.index_rows(f.seg, f.idx, f.total, 1 + f.ndim)
+
+    def _byte_offsets(self, f: Fragment) -> np.ndarray:
+        assert f.idx is not None
+        key = (f.seg, f.idx, f.total)
+        offs = self._offsets.get(key)
+        if offs is None:
+            rows = self._rows(f)
+            offs = np.zeros(f.total + 1, dtype=np.int64)
+            np.cumsum(rows[:, 0], out=offs[1:])
+            self._offsets[key] = offs
+        return offs
+
+    # -- reading ------------------------------------------------------------------------------
+    def shape_of(self, i: int) -> tuple[int, ...]:
+        (loc,) = self._locate(i, i + 1)
+        f = loc.frag
+        if f.shape is not None:
+            return f.shape
+        row = self._rows(f)[f.k + loc.first]
+        return tuple(int(x) for x in row[1:])
+
+    def shapes(self, start: int, stop: int) -> list[tuple[int, ...]]:
+        out: list[tuple[int, ...]] = []
+        for loc in self._locate(start, stop):
+            f = loc.frag
+            if f.shape is not None:
+                out.extend([f.shape] * loc.count)
+            else:
+                rows = self._rows(f)[f.k + loc.first : f.k + loc.first + loc.count, 1:]
+                out.extend(tuple(int(x) for x in r) for r in rows)
+        return out
+
+    def read_range(self, start: int, stop: int) -> list[Any] | np.ndarray:
+        """Samples ``start..stop``: one stacked array when they come from uniform fragments of one
+        shape, else a list of values."""
+        parts: list[Any] = []
+        for loc in self._locate(start, stop):
+            parts.append(self._read_loc(loc))
+        if len(parts) == 1:
+            return parts[0]  # type: ignore[no-any-return]
+        if all(isinstance(p, np.ndarray) for p in parts) and len({p.shape[1:] for p in parts}) == 1:
+            return np.concatenate(parts, axis=0)
+        out: list[Any] = []
+        for p in parts:
+            out.extend(list(p))
+        return out
+
+    def _read_loc(self, loc: _Located) -> np.ndarray | list[Any]:
+        f = loc.frag
+        s0 = f.k + loc.first
+        if f.shape is not None:
+            sb = math.prod(f.shape) * np.dtype(f.dtype).itemsize
+            raw = self.cache.read(f"segments/{f.seg}/data", f.off + s0 * sb, loc.count * sb)
+            arr = raw.view(np.dtype(f.dtype)).reshape((loc.count, *f.shape))
+            if self.dtype is not None and arr.dtype != self.dtype:
+                arr = arr.astype(self.dtype)
+            return arr
+        offs = self._byte_offsets(f)
+        rows = self._rows(f)
+        lo, hi = int(offs[s0]), int(offs[s0 + loc.count])
+        raw = self.cache.read(f"segments/{f.seg}/data", f.off + lo, hi - lo)
+        values: list[Any] = []
+        for s in range(s0, s0 + loc.count):
+            a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
+            shape = tuple(int(x) for x in rows[s, 1:])
+            if self.spec.kind == "bytes":
+                values.append(decode_sample(self.spec, raw[a:b], shape))
+            else:
+                v = raw[a:b].view(np.dtype(f.dtype)).reshape(shape)
+                if self.dtype is not None and v.dtype != self.dtype:
+                    v = v.astype(self.dtype)
+                values.append(v)
+        return values
+
+    def read_one(self, i: int) -> Any:
+        value = self.read_range(i, i + 1)
+        return value[0]
+

@@ -1,0 +1,215 @@
+"""Segments: long-lived, write-once byte arrays that hold every tensor's data.
+
+A segment is a pair of 1-D zarr arrays under ``segments/<id>/``: ``data`` (uint8, the sample
+bytes) and ``index`` (int64, per-sample rows ``[nbytes, *shape]`` for samples whose shapes vary
+or that are encoded). Both arrays are created with an enormous shape: unwritten chunks cost
+nothing, so the space is carved into *slots* of ``SLOT_BYTES`` bytes (and ``SLOT_INDEX`` index
+entries) that start on a chunk boundary. One slot is written by exactly one writer (a dataset
+handle or an eval task), which is the condition STORAGE-NOTES.md measured as lossless for
+concurrent zarr writers. A writer only ever appends inside its slot, and always writes whole
+chunks (the partly filled last chunk is kept in memory and rewritten, padded, with the next
+write), so zarr never has to read a chunk back to merge a partial write.
+
+Which bytes form a tensor is decided by the version manifest, never by the arrays' shapes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.abc.store import Store
+
+__all__ = [
+    "DATA_CHUNK",
+    "INDEX_CHUNK",
+    "SLOT_BYTES",
+    "SLOT_INDEX",
+    "ArrayCache",
+    "SlotWriter",
+    "create_segment",
+    "new_segment_id",
+]
+
+DATA_CHUNK = 1 << 20  # 1 MiB: zarr's fixed cost per chunk is small next to this (STORAGE-NOTES)
+INDEX_CHUNK = 1 << 13  # int64 entries: 64 KiB
+SLOT_BYTES = 1 << 40  # virtual bytes per slot; 2**22 slots fit in one segment
+SLOT_INDEX = 1 << 34
+_CAPACITY_BYTES = 1 << 62
+_CAPACITY_INDEX = 1 << 56
+MAX_SLOTS = _CAPACITY_BYTES // SLOT_BYTES
+
+
+def new_segment_id() -> str:
+    """A unique, time-ordered segment name (the time lets cleanup spare young segments)."""
+    return f"{int(time.time() * 1000):013d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def segment_time(seg_id: str) -> float:
+    """The creation time (seconds since the epoch) encoded in a segment name."""
+    try:
+        return int(seg_id.split("-", 1)[0]) / 1000.0
+    except ValueError:
+        return 0.0
+
+
+def create_segment(store: Store, seg_id: str, compressors: tuple[Any, ...]) -> None:
+    """Create the ``data`` and ``index`` arrays of a new segment (one process only)."""
+    zarr.create_array(
+        store,
+        name=f"segments/{seg_id}/data",
+        shape=(_CAPACITY_BYTES,),
+        chunks=(DATA_CHUNK,),
+        dtype="uint8",
+        fill_value=0,
+        compressors=compressors,
+        attributes={"lakecompute": "segment-data"},
+    )
+    zarr.create_array(
+        store,
+        name=f"segments/{seg_id}/index",
+        shape=(_CAPACITY_INDEX,),
+        chunks=(INDEX_CHUNK,),
+        dtype="int64",
+        fill_value=0,
+        compressors=(zarr.codecs.ZstdCodec(level=1),),
+        attributes={"lakecompute": "segment-index"},
+    )
+
+
+class _Appender:
+    """Appends values to a 1-D array from ``start``, writing whole chunks only."""
+
+    def __init__(self, array: zarr.Array, start: int, chunk: int, dtype: np.dtype[Any]) -> None:
+        self.array = array
+        self.pos = start
+        self.chunk = chunk
+        self.tail = np.empty(0, dtype=dtype)
+
+    def append(self, values: np.ndarray) -> int:
+        offset = self.pos
+        if values.size == 0:
+            return offset
+        chunk_start = self.pos - self.tail.size
+        total = self.tail.size + values.size
+        padded = -(-total // self.chunk) * self.chunk
+        buf = np.zeros(padded, dtype=self.tail.dtype)
+        buf[: self.tail.size] = self.tail
+        buf[self.tail.size : total] = values
+        self.array[chunk_start : chunk_start + padded] = buf
+        full = (total // self.chunk) * self.chunk
+        self.tail = buf[full:total].copy()
+        self.pos += values.size
+        return offset
+
+
+class SlotWriter:
+    """Writes sample bytes and index rows into one slot of one segment."""
+
+    def __init__(self, store: Store, seg_id: str, slot: int, cache: ArrayCache | None = None) -> None:
+        if not 0 <= slot < MAX_SLOTS:
+            raise ValueError(f"slot {slot} outside 0..{MAX_SLOTS - 1}")
+        self.seg_id = seg_id
+        self.slot = slot
+        self._cache = cache
+        data = zarr.open_array(store, path=f"segments/{seg_id}/data", mode="r+")
+        index = zarr.open_array(store, path=f"segments/{seg_id}/index", mode="r+")
+        self._data = _Appender(data, slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
+        self._index = _Appender(index, slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
+
+    def write_data(self, payload: np.ndarray) -> int:
+        """Append raw bytes (a uint8 array); returns their offset in the data array."""
+        first = self._data.pos // DATA_CHUNK
+        off = self._data.append(payload)
+        if self._cache is not None:
+            # Our own reads may have cached the old, shorter tail chunk.
+            last = max(first, (self._data.pos - 1) // DATA_CHUNK)
+            self._cache.forget(f"segments/{self.seg_id}/data", first, last)
+        return off
+
+    def write_index(self, rows: np.ndarray) -> int:
+        """Append index entries (an int64 array, flattened rows); returns their offset."""
+        first = self._index.pos // INDEX_CHUNK
+        off = self._index.append(rows.reshape(-1))
+        if self._cache is not None:
+            last = max(first, (self._index.pos - 1) // INDEX_CHUNK)
+            self._cache.forget(f"segments/{self.seg_id}/index", first, last)
+        return off
+
+
+class ArrayCache:
+    """Opened arrays and recently decoded chunks, so sequential reads decode each chunk once."""
+
+    def __init__(self, store: Store, max_chunks: int = 32) -> None:
+        self.store = store
+        self.max_chunks = max_chunks
+        self._arrays: dict[str, zarr.Array] = {}
+        self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def array(self, path: str) -> zarr.Array:
+        arr = self._arrays.get(path)
+        if arr is None:
+            arr = zarr.open_array(self.store, path=path, mode="r")
+            self._arrays[path] = arr
+        return arr
+
+    def clear(self) -> None:
+        with self._lock:
+            self._chunks.clear()
+            self._index_rows.clear()
+
+    def forget(self, path: str, first: int, last: int) -> None:
+        with self._lock:
+            for c in range(first, last + 1):
+                self._chunks.pop((path, c), None)
+
+    def _chunk(self, path: str, arr: zarr.Array, c: int, size: int) -> np.ndarray:
+        key = (path, c)
+        with self._lock:
+            hit = self._chunks.get(key)
+            if hit is not None:
+                self._chunks.move_to_end(key)
+                return hit
+        values = np.asarray(arr[c * size : (c + 1) * size])
+        with self._lock:
+            self._chunks[key] = values
+            while len(self._chunks) > self.max_chunks:
+                self._chunks.popitem(last=False)
+        return values
+
+    def read(self, path: str, start: int, count: int) -> np.ndarray:
+        """``count`` values of a 1-D array from ``start`` (a view into cached chunks when possible)."""
+        arr = self.array(path)
+        size = int(arr.chunks[0])
+        if count <= 0:
+            return np.empty(0, dtype=arr.dtype)
+        first, last = start // size, (start + count - 1) // size
+        if last - first >= 4:
+            # Large reads go straight to zarr, which fetches and decodes chunks concurrently.
+            return np.asarray(arr[start : start + count])
+        if first == last:
+            chunk = self._chunk(path, arr, first, size)
+            lo = start - first * size
+            return chunk[lo : lo + count]
+        parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
+        joined = np.concatenate(parts)
+        lo = start - first * size
+        return joined[lo : lo + count]
+
+    def index_rows(self, seg: str, idx: int, total: int, width: int) -> np.ndarray:
+        """The ``(total, width)`` index rows of a fragment (cached: they are small and immutable)."""
+        key = (seg, idx, total, width)
+        rows = self._index_rows.get(key)
+        if rows is None:
+            flat = self.read(f"segments/{seg}/index", idx, total * width)
+            rows = np.array(flat, dtype=np.int64).reshape(total, width)
+            self._index_rows[key] = rows
+        return rows

@@ -1,0 +1,274 @@
+"""Tensors: one named column of a dataset, and read-only selections of it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lakecompute._index import Positions, compose, parse_index
+from lakecompute.errors import InvalidTypeError, RaggedShapeError, ReadOnlyError
+from lakecompute.storage import FragmentReader
+
+if TYPE_CHECKING:
+    from lakecompute.dataset import Dataset
+
+__all__ = ["Tensor", "TensorInfo", "TensorView"]
+
+
+class TensorInfo(dict[str, Any]):
+    """A tensor's info: a dict whose keys also read as attributes (``info.class_names``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"Tensor info has no {name!r}; it has {sorted(self)!r}.") from None
+
+
+def _stack(values: list[Any], name: str) -> np.ndarray:
+    if not values:
+        return np.empty((0,))
+    shapes = {np.shape(v) for v in values}
+    if len(shapes) > 1:
+        raise RaggedShapeError(
+            f"Samples of tensor {name!r} have different shapes ({len(shapes)} distinct, e.g. "
+            f"{sorted(shapes)[:3]}), so they cannot be stacked into one array. "
+            "Use .numpy(aslist=True) to get a list of arrays."
+        )
+    return np.stack([np.asarray(v) for v in values])
+
+
+class _Readable:
+    """Reading shared by whole tensors and selections of them."""
+
+    _ds: Dataset
+    name: str
+
+    def _reader(self) -> FragmentReader:
+        return self._ds._reader(self.name)
+
+    def _positions(self) -> Positions:
+        raise NotImplementedError
+
+    def _values(self) -> list[Any] | np.ndarray | Any:
+        reader = self._reader()
+        pos = self._positions()
+        if isinstance(pos, int):
+            return reader.read_one(pos)
+        if isinstance(pos, range) and pos.step == 1:
+            return reader.read_range(pos.start, pos.stop) if len(pos) else []
+        out = []
+        for p in np.asarray(pos, dtype=np.int64).tolist():
+            out.append(reader.read_one(p))
+        return out
+
+    def numpy(self, aslist: bool = False) -> Any:
+        """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.
+
+        Raises:
+            RaggedShapeError: samples of different shapes without ``aslist=True``.
+        """
+        values = self._values()
+        if isinstance(self._positions(), int):
+            return np.asarray(values) if not isinstance(values, np.ndarray) else values
+        if isinstance(values, np.ndarray):
+            return list(values) if aslist else values
+        if aslist:
+            return [np.asarray(v) if not isinstance(v, np.ndarray) else v for v in values]
+        return _stack(values, self.name)
+
+    def text(self) -> Any:
+        """The text of a text sample (a list for several samples)."""
+        return self._decoded("text")
+
+    def data(self) -> Any:
+        """The value of a json sample (or text; a list for several samples)."""
+        return self._decoded("json", "text")
+
+    def _decoded(self, *htypes: str) -> Any:
+        htype = self._ds._state(self.name).spec.htype
+        if htype not in htypes:
+            raise InvalidTypeError(
+                f"Tensor {self.name!r} has htype {htype!r}; text() is for text tensors and data() for json "
+                "and text tensors. Use .numpy() for arrays."
+            )
+        values = self._values()
+        return values if isinstance(self._positions(), int) else list(values)
+
+    def tolist(self) -> list[Any]:
+        """Samples as a list (arrays for numeric tensors, values for text/json)."""
+        pos = self._positions()
+        if isinstance(pos, int):
+            return [self._values()]
+        values = self._values()
+        return list(values)
+
+
+class TensorView(_Readable):
+    """A read-only selection of a tensor: one sample (``ds.images[3]``) or several (``ds.images[2:9]``)."""
+
+    def __init__(self, ds: Dataset, name: str, positions: Positions) -> None:
+        self._ds = ds
+        self.name = name
+        self._pos = positions
+
+    def _positions(self) -> Positions:
+        return self._pos
+
+    def __len__(self) -> int:
+        if isinstance(self._pos, int):
+            raise InvalidTypeError(f"A single sample of {self.name!r} has no len(); use .shape or .numpy().")
+        return len(self._pos)
+
+    def __getitem__(self, key: Any) -> TensorView:
+        if isinstance(self._pos, int):
+            raise InvalidTypeError(f"Cannot index a single sample of {self.name!r}; index .numpy() instead.")
+        return TensorView(self._ds, self.name, compose(self._pos, key, f"tensor {self.name!r}"))
+
+    def __iter__(self) -> Iterator[TensorView]:
+        if isinstance(self._pos, int):
+            raise InvalidTypeError(f"Cannot iterate over a single sample of {self.name!r}.")
+        for p in self._pos:
+            yield TensorView(self._ds, self.name, int(p))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise ReadOnlyError(
+            f"Cannot write to a selection of tensor {self.name!r}. Write through the dataset: ds.{self.name}[i] = value."
+        )
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """The sample's shape, or (count, *shape) with None where samples differ."""
+        reader = self._reader()
+        if isinstance(self._pos, int):
+            return reader.shape_of(self._pos)
+        if isinstance(self._pos, range) and self._pos.step == 1:
+            shapes = reader.shapes(self._pos.start, self._pos.stop)
+        else:
+            shapes = [reader.shape_of(int(p)) for p in self._pos]
+        return (len(shapes), *_merge_shapes(shapes))
+
+    @property
+    def dtype(self) -> np.dtype[Any] | None:
+        return self._ds[self.name].dtype
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = np.asarray(self.numpy())
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def __repr__(self) -> str:
+        where = self._pos if isinstance(self._pos, int) else f"{len(self._pos)} samples"
+        return f"TensorView({self.name!r}, {where})"
+
+
+def _merge_shapes(shapes: list[tuple[int, ...]]) -> tuple[int | None, ...]:
+    if not shapes:
+        return ()
+    first = shapes[0]
+    out: list[int | None] = list(first)
+    for s in shapes[1:]:
+        if len(s) != len(out):
+            return tuple(None for _ in out)
+        for d, v in enumerate(s):
+            if out[d] != v:
+                out[d] = None
+    return tuple(out)
+
+
+class Tensor(_Readable):
+    """A named column of a dataset: ``ds.images`` or ``ds["images"]``."""
+
+    def __init__(self, ds: Dataset, name: str) -> None:
+        self._ds = ds
+        self.name = name
+
+    def _positions(self) -> Positions:
+        return range(len(self))
+
+    # -- description -----------------------------------------------------------------------------
+    @property
+    def htype(self) -> str:
+        return self._ds._state(self.name).spec.htype
+
+    @property
+    def dtype(self) -> np.dtype[Any] | None:
+        """The numpy dtype (None for a generic tensor nothing has been written to; object for text/json)."""
+        spec = self._ds._state(self.name).spec
+        if spec.dtype in ("str", "json"):
+            return np.dtype(object)
+        if spec.dtype is None:
+            state = self._ds._state(self.name)
+            kinds = {f.dtype for f in state.fragments}
+            return np.result_type(*kinds) if kinds else None
+        return np.dtype(spec.dtype)
+
+    @property
+    def sample_compression(self) -> str | None:
+        return self._ds._state(self.name).spec.sample_compression
+
+    @property
+    def chunk_compression(self) -> str | None:
+        return self._ds._state(self.name).spec.chunk_compression
+
+    @property
+    def info(self) -> TensorInfo:
+        """The tensor's info; ``info.class_names`` for class_label tensors."""
+        return TensorInfo(self._ds._state(self.name).info)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        state = self._ds._state(self.name)
+        return {**state.spec.to_json(), "ndim": state.ndim, "info": dict(state.info)}
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """(length, *sample shape), with None in dimensions where samples differ."""
+        state = self._ds._state(self.name)
+        n = len(self)
+        if state.spec.htype in ("text", "json"):
+            return (n,)
+        reader = self._reader()
+        shapes: list[tuple[int, ...]] = []
+        for f in reader.frags:
+            if f.shape is not None:
+                shapes.append(f.shape)
+        uniform = all(f.shape is not None for f in reader.frags)
+        if not uniform:
+            shapes = reader.shapes(0, n)
+        return (n, *_merge_shapes(shapes)) if shapes else (n,)
+
+    @property
+    def ndim(self) -> int | None:
+        return self._ds._state(self.name).ndim
+
+    def __len__(self) -> int:
+        return self._ds._tensor_length(self.name)
+
+    # -- reading -------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> TensorView:
+        return TensorView(self._ds, self.name, parse_index(key, len(self), f"tensor {self.name!r}"))
+
+    def __iter__(self) -> Iterator[TensorView]:
+        for i in range(len(self)):
+            yield TensorView(self._ds, self.name, i)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = np.asarray(self.numpy())
+        return arr.astype(dtype) if dtype is not None else arr
+
+    # -- writing -------------------------------------------------------------------------------
+    def append(self, value: Any) -> None:
+        """Append one sample."""
+        self._ds._tensor_append(self.name, value)
+
+    def extend(self, values: Any) -> None:
+        """Append many samples (a list, or an array stacked on its first axis)."""
+        self._ds._tensor_extend(self.name, values)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._ds._tensor_setitem(self.name, key, value)
+
+    def __repr__(self) -> str:
+        return f"Tensor(name={self.name!r}, htype={self.htype!r}, shape={self.shape}, dtype={self.dtype})"

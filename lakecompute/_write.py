@@ -35,20 +35,21 @@ class WriteSession:
         self._indexed: set[str] = set()
 
     # -- checking -------------------------------------------------------------------------------
-    def _ndim_check(self, state: TensorState, ndim: int) -> None:
+    def _ndim_check(self, state: TensorState, ndim: int, batch_ndim: int | None = None) -> None:
+        # Only checks: the rank is recorded by add(), so a refused call leaves no trace behind.
         known = self._ndims.get(state.spec.name, state.ndim)
         if known is None:
-            self._ndims[state.spec.name] = ndim
-        elif known != ndim:
+            known = batch_ndim
+        if known is not None and known != ndim:
             raise InvalidSampleError(
                 state.spec.name,
                 f"every sample of a tensor has the same number of dimensions: expected {known}, got {ndim}.",
             )
 
-    def encode(self, state: TensorState, value: object) -> Encoded:
+    def encode(self, state: TensorState, value: object, batch_ndim: int | None = None) -> Encoded:
         """Check one sample (raises InvalidSampleError; buffers nothing)."""
         enc = encode_sample(state.spec, value, _class_names(state))
-        self._ndim_check(state, len(enc.shape))
+        self._ndim_check(state, len(enc.shape), batch_ndim)
         return enc
 
     def encode_many(self, state: TensorState, values: object) -> np.ndarray | list[Encoded]:
@@ -63,7 +64,10 @@ class WriteSession:
                 state.spec.name,
                 f"extend() takes a sequence of samples. Got {type(values).__name__}; use append() for one sample.",
             )
-        return [self.encode(state, v) for v in values]
+        out: list[Encoded] = []
+        for v in values:
+            out.append(self.encode(state, v, len(out[0].shape) if out else None))
+        return out
 
     # -- buffering ------------------------------------------------------------------------------
     def add(self, state: TensorState, item: Encoded | np.ndarray | list[Encoded]) -> list[Fragment]:
@@ -73,11 +77,15 @@ class WriteSession:
         if buf is None:
             buf = self.buffers[name] = SampleBuffer()
         if isinstance(item, np.ndarray):
+            self._ndims.setdefault(name, item.ndim - 1)
             buf.add_block(item)
         elif isinstance(item, list):
+            if item:
+                self._ndims.setdefault(name, len(item[0].shape))
             for enc in item:
                 buf.add(enc)
         else:
+            self._ndims.setdefault(name, len(item.shape))
             buf.add(item)
         if buf.nbytes >= self.flush_bytes:
             return self.flush(state)

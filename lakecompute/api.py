@@ -7,10 +7,25 @@ import os
 from typing import Any
 
 import zarr
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
 
 from lakecompute.dataset import Dataset, DatasetView
-from lakecompute.errors import DatasetExistsError, DatasetNotFoundError, InvalidArgumentError, InvalidTypeError
-from lakecompute.storage import Backend, Manifest, commit_manifest, latest_version, open_backend, read_manifest
+from lakecompute.errors import (
+    DatasetExistsError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    InvalidTypeError,
+)
+from lakecompute.storage import (
+    Backend,
+    Manifest,
+    MemoryBackend,
+    commit_manifest,
+    latest_version,
+    open_backend,
+    read_manifest,
+)
 
 __all__ = ["dataset", "delete", "empty", "exists", "like", "load"]
 
@@ -18,8 +33,17 @@ PathLike = str | os.PathLike[str]
 _MARK = "lakecompute"
 
 
-def _is_dataset(backend: Backend) -> bool:
+def _root_meta(backend: Backend) -> bytes | None:
     raw = backend.read("zarr.json")
+    if raw is None and isinstance(backend, MemoryBackend):
+        # A mem:// backend keeps only version files itself; the group's zarr.json is in its zarr store.
+        buf = sync(backend.zarr_store().get("zarr.json", default_buffer_prototype()))
+        raw = None if buf is None else buf.to_bytes()
+    return raw
+
+
+def _is_dataset(backend: Backend) -> bool:
+    raw = _root_meta(backend)
     if raw is None:
         return False
     try:

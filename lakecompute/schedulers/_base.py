@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from types import TracebackType
 from typing import ClassVar, TypeVar
 
@@ -73,7 +73,7 @@ class Scheduler(abc.ABC):
         *,
         on_progress: ProgressFn | None = None,
         max_in_flight: int | None = None,
-    ) -> Iterator[tuple[int, ResultT]]:
+    ) -> Generator[tuple[int, ResultT], None, None]:
         """Run ``fn(task, progress)`` for every task and yield ``(position, result)`` as tasks complete.
 
         Results come in completion order; ``position`` is the task's index in ``tasks``. ``tasks`` may

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
@@ -138,7 +138,7 @@ class ProcessedScheduler(Scheduler):
         *,
         on_progress: ProgressFn | None = None,
         max_in_flight: int | None = None,
-    ) -> Iterator[tuple[int, ResultT]]:
+    ) -> Generator[tuple[int, ResultT], None, None]:
         """Run ``fn(task, progress)`` for every task in worker processes; see :meth:`Scheduler.run`.
 
         Raises:
@@ -154,7 +154,7 @@ class ProcessedScheduler(Scheduler):
         tasks: Iterable[TaskT],
         on_progress: ProgressFn | None,
         limit: int,
-    ) -> Iterator[tuple[int, ResultT]]:
+    ) -> Generator[tuple[int, ResultT], None, None]:
         """The generator behind :meth:`run`."""
         iterator = iter(tasks)
         # Look at the first task before starting any process: an empty input costs nothing.
@@ -397,7 +397,8 @@ class _Progress:
         self._send = send
         self._index = index
         self._pending = 0
-        self._last_sent = time.monotonic()
+        # The first increment goes out at once, so a progress bar moves as soon as work starts.
+        self._last_sent = float("-inf")
 
     def __call__(self, increment: int) -> None:
         self._pending += increment

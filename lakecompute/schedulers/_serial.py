@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import ClassVar, TypeVar
 
 from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn, parse_max_in_flight
@@ -41,7 +41,7 @@ class SerialScheduler(Scheduler):
         *,
         on_progress: ProgressFn | None = None,
         max_in_flight: int | None = None,
-    ) -> Iterator[tuple[int, ResultT]]:
+    ) -> Generator[tuple[int, ResultT], None, None]:
         """Run ``fn(task, progress)`` for every task in order; see :meth:`Scheduler.run`.
 
         Only one task is ever outstanding, whatever ``max_in_flight`` says (it is still checked).
@@ -54,7 +54,7 @@ class SerialScheduler(Scheduler):
 
 def _run_serial(
     fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn
-) -> Iterator[tuple[int, ResultT]]:
+) -> Generator[tuple[int, ResultT], None, None]:
     """The generator behind :meth:`SerialScheduler.run`."""
     # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken.
     for position, task in enumerate(tasks):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar, Generic, TypeVar, cast
 
@@ -94,7 +94,7 @@ class ThreadedScheduler(Scheduler):
         *,
         on_progress: ProgressFn | None = None,
         max_in_flight: int | None = None,
-    ) -> Iterator[tuple[int, ResultT]]:
+    ) -> Generator[tuple[int, ResultT], None, None]:
         """Run ``fn(task, progress)`` for every task in threads; see :meth:`Scheduler.run`."""
         limit = parse_max_in_flight(max_in_flight, self.num_workers)
         return self._run(fn, tasks, on_progress, limit)
@@ -105,7 +105,7 @@ class ThreadedScheduler(Scheduler):
         tasks: Iterable[TaskT],
         on_progress: ProgressFn | None,
         limit: int,
-    ) -> Iterator[tuple[int, ResultT]]:
+    ) -> Generator[tuple[int, ResultT], None, None]:
         """The generator behind :meth:`run`."""
         # Workers never call on_progress themselves: they post events here, and the iterating thread
         # delivers them, so on_progress runs in one thread and never concurrently.

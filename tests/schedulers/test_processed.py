@@ -1,0 +1,297 @@
+"""The processed scheduler: the conformance suite, and what only worker processes need."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import multiprocess
+import pytest
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
+from lakecompute.schedulers import ProcessedScheduler, ProgressFn, Scheduler, get_scheduler, worker_id
+from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class TestProcessed(SchedulerTests):
+    scheduler_name = "processed"
+    pickles_exceptions = True
+
+    def assert_workers_stopped(self) -> None:
+        """No worker process of the run is alive."""
+        assert multiprocess.active_children() == []
+
+
+class TestProcessedSpawn(TestProcessed):
+    """The same suite with workers started by spawn (the default outside Linux)."""
+
+    def make_scheduler(self, num_workers: int = 2) -> Scheduler:
+        """Build a processed scheduler whose workers are spawned."""
+        return get_scheduler("processed", num_workers, start_method="spawn")
+
+
+@dataclass(frozen=True)
+class DescribedTask:
+    """A task that describes itself for error messages."""
+
+    index: int
+
+    def describe(self) -> str:
+        """Name the rows the task covers."""
+        return f"rows {self.index * 10}..{self.index * 10 + 10}"
+
+
+def kill_self_on_3(task: DescribedTask, progress: ProgressFn) -> int:
+    """SIGKILL the worker on task 3, sleep a little otherwise."""
+    if task.index == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.01)
+    return task.index
+
+
+def exit_on_3(task: int, progress: ProgressFn) -> int:
+    """Leave the worker with os._exit(3) on task 3."""
+    if task == 3:
+        os._exit(3)
+    time.sleep(0.01)
+    return task
+
+
+# Per-worker state, as the engine keeps its class-based compute instances: built once per worker process.
+_STATE: dict[str, int] = {}
+
+
+def init_once_per_worker(task: tuple[str, int], progress: ProgressFn) -> tuple[int, int, int]:
+    """Count initialisations of this worker's state for one test (keyed by a token); return them."""
+    token, _ = task
+    if token not in _STATE:
+        _STATE[token] = 0
+    _STATE[token] += 0 if f"{token}-init" in _STATE else 1
+    _STATE[f"{token}-init"] = 1
+    time.sleep(0.02)
+    return worker_id(), os.getpid(), _STATE[token]
+
+
+def return_generator(task: int, progress: ProgressFn) -> object:
+    """Return something that cannot be pickled."""
+    return (i for i in range(task))
+
+
+@pytest.mark.timeout(30)
+def test_processed_sigkill_raises_worker_died() -> None:
+    """A worker killed with SIGKILL raises WorkerDiedError naming the task and the signal."""
+    tasks = [DescribedTask(i) for i in range(10)]
+    with pytest.raises(WorkerDiedError) as info:
+        list(ProcessedScheduler(2).run(kill_self_on_3, tasks))
+    error = info.value
+    assert error.task == DescribedTask(3)
+    assert error.exitcode == -signal.SIGKILL
+    assert "signal SIGKILL" in str(error)
+    assert "while running task rows 30..40" in str(error)
+    assert multiprocess.active_children() == []
+
+
+@pytest.mark.timeout(30)
+def test_processed_os_exit_raises_worker_died() -> None:
+    """A worker leaving with os._exit(3) raises WorkerDiedError with exit code 3 and the task's repr."""
+    with pytest.raises(WorkerDiedError) as info:
+        list(ProcessedScheduler(2).run(exit_on_3, range(10)))
+    error = info.value
+    assert error.task == 3
+    assert error.exitcode == 3
+    assert "exit code 3 while running task 3." in str(error)
+    assert "num_workers=0" in str(error)
+    assert multiprocess.active_children() == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
+def test_processed_closures_and_lambdas(start_method: str) -> None:
+    """Closures and lambdas work as task functions with every start method."""
+    offset = 100
+
+    def add_offset(task: int, progress: ProgressFn) -> int:
+        progress(1)
+        return task + offset
+
+    received: list[int] = []
+    sched = get_scheduler("processed", 2, start_method=start_method)
+    assert dict(sched.run(add_offset, range(6), on_progress=received.append)) == {
+        i: i + offset for i in range(6)
+    }
+    assert sum(received) == 6
+    assert dict(sched.run(lambda task, progress: task * 3, range(4))) == {i: i * 3 for i in range(4)}
+    assert multiprocess.active_children() == []
+
+
+def test_processed_worker_ids_and_state_per_worker() -> None:
+    """Each worker process has its own id, runs several tasks, and builds its state once."""
+    token = uuid.uuid4().hex
+    values = [
+        value for _, value in ProcessedScheduler(2).run(init_once_per_worker, [(token, i) for i in range(40)])
+    ]
+    assert {worker for worker, _, _ in values} == {0, 1}
+    pids_by_worker = {worker: {pid for w, pid, _ in values if w == worker} for worker in (0, 1)}
+    assert all(len(pids) == 1 for pids in pids_by_worker.values())
+    assert pids_by_worker[0] != pids_by_worker[1]
+    assert os.getpid() not in pids_by_worker[0] | pids_by_worker[1]
+    tasks_per_worker = [sum(1 for w, _, _ in values if w == worker) for worker in (0, 1)]
+    assert min(tasks_per_worker) >= 2
+    assert {count for _, _, count in values} == {1}
+
+
+def test_processed_remote_traceback_attached() -> None:
+    """A re-raised exception carries the worker's traceback as a str attribute and as a note."""
+    with pytest.raises(SchedulerTestError) as info:
+        list(ProcessedScheduler(1).run(raise_with_cause, [5]))
+    remote = info.value.remote_traceback  # type: ignore[attr-defined]  # added by the scheduler
+    assert isinstance(remote, str)
+    assert "in raise_with_cause" in remote
+    assert "OSError: disk of task 5 is full" in remote
+    assert info.value.__notes__ == [f"Traceback in the worker process:\n{remote.rstrip()}"]
+
+
+def test_processed_unpicklable_result_raises_invalid_type() -> None:
+    """A result that cannot be pickled raises InvalidTypeError naming the task."""
+    with pytest.raises(InvalidTypeError, match="The result of task 2 cannot be sent from the worker process"):
+        list(ProcessedScheduler(1).run(return_generator, [2]))
+    assert multiprocess.active_children() == []
+
+
+def test_processed_rejects_bad_arguments() -> None:
+    """An unknown start method or zero workers are refused with InvalidArgumentError."""
+    with pytest.raises(InvalidArgumentError, match="Expected start_method to be one of"):
+        ProcessedScheduler(2, start_method="threads")  # type: ignore[arg-type]  # the wrong value on purpose
+    with pytest.raises(InvalidArgumentError, match="Expected num_workers >= 1 for the processed scheduler"):
+        ProcessedScheduler(0)
+
+
+def test_processed_default_start_method() -> None:
+    """The default start method is fork on Linux and spawn elsewhere."""
+    expected = "fork" if sys.platform.startswith("linux") else "spawn"
+    assert ProcessedScheduler(1).start_method == expected
+
+
+_PARENT_SCRIPT = textwrap.dedent(
+    """
+    import time
+
+    import multiprocess
+
+    from lakecompute.schedulers import get_scheduler
+
+
+    def slow(task, progress):
+        progress(1)
+        time.sleep(120)
+        return task
+
+
+    announced = False
+
+
+    def on_progress(increment):
+        global announced
+        if not announced:
+            announced = True
+            print("READY", *[p.pid for p in multiprocess.active_children()], flush=True)
+
+
+    for _ in get_scheduler("processed", 2).run(slow, range(10), on_progress=on_progress):
+        pass
+    """
+)
+
+
+def _session_members(session: int) -> list[int]:
+    """Pids of live (not zombie) processes in a session, read from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces) start at the last ')'.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, sid = fields[0], int(fields[3])
+        if sid == session and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _wait_for_no_members(session: int, timeout: float) -> list[int]:
+    """Wait until a session has no live process left; return those still alive at the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        members = _session_members(session)
+        if not members or time.monotonic() > deadline:
+            return members
+        time.sleep(0.05)
+
+
+def _run_parent_then_signal(signum: int) -> tuple[subprocess.Popen[str], list[int], str]:
+    """Start a parent running a processed job in its own session, wait for its workers, send it a signal."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PARENT_SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # Its own session, so every process it starts can be found (and cleaned up) by session id.
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    if not line or line[0] != "READY":
+        proc.kill()
+        _, stderr = proc.communicate(timeout=20)
+        pytest.fail(f"The parent script did not start its workers:\n{stderr}")
+    workers = [int(pid) for pid in line[1:]]
+    os.kill(proc.pid, signum)
+    # communicate() also closes the pipes.
+    _, stderr = proc.communicate(timeout=20)
+    return proc, workers, stderr
+
+
+@pytest.mark.timeout(60)
+def test_processed_sigint_in_parent_stops_workers() -> None:
+    """SIGINT to the parent raises KeyboardInterrupt there and leaves no worker process behind."""
+    proc, workers, stderr = _run_parent_then_signal(signal.SIGINT)
+    try:
+        assert len(workers) == 2
+        assert "KeyboardInterrupt" in stderr
+        assert proc.returncode == -signal.SIGINT
+        # Workers were terminated by the parent before it exited.
+        assert _wait_for_no_members(proc.pid, timeout=10) == []
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.timeout(60)
+def test_processed_parent_killed_workers_exit() -> None:
+    """Workers whose parent is killed with SIGKILL notice it and exit instead of lingering as orphans."""
+    proc, workers, _ = _run_parent_then_signal(signal.SIGKILL)
+    try:
+        assert len(workers) == 2
+        assert proc.returncode == -signal.SIGKILL
+        assert _wait_for_no_members(proc.pid, timeout=15) == []
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

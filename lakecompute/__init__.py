@@ -9,6 +9,7 @@
 """
 
 from lakecompute.api import dataset, delete, empty, exists, like, load
+from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
 from lakecompute.dataset import Dataset, DatasetView, Row
 from lakecompute.errors import (
     CommitConflictError,
@@ -36,17 +37,21 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CommitConflictError",
+    "ComputeFunction",
     "Dataset",
     "DatasetCorruptError",
     "DatasetExistsError",
     "DatasetNotFoundError",
     "DatasetView",
+    "EvalResult",
+    "FailedSample",
     "FingerprintError",
     "InvalidArgumentError",
     "InvalidSampleError",
     "InvalidTypeError",
     "LakeComputeError",
     "LakeComputeWarning",
+    "Pipeline",
     "RaggedShapeError",
     "ReadOnlyError",
     "RemoteError",
@@ -59,6 +64,8 @@ __all__ = [
     "TransformError",
     "WorkerDiedError",
     "__version__",
+    "compose",
+    "compute",
     "dataset",
     "delete",
     "empty",

@@ -1,0 +1,238 @@
+"""``@lc.compute`` and ``lc.compose``: turning user functions into runnable transforms."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, overload
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+
+if TYPE_CHECKING:
+    from lakecompute.compute._engine import EvalResult
+
+__all__ = ["ComputeFunction", "Pipeline", "compose", "compute"]
+
+P = ParamSpec("P")
+
+
+class ComputeFunction:
+    """A compute function with its extra arguments bound; nothing runs until :meth:`eval`.
+
+    Attributes:
+        func: the decorated function, or the decorated class.
+        args: bound positional arguments (after ``sample_in, sample_out``).
+        kwargs: bound keyword arguments.
+    """
+
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+
+    @property
+    def name(self) -> str:
+        return getattr(self.func, "__qualname__", None) or repr(self.func)
+
+    @property
+    def is_class(self) -> bool:
+        return inspect.isclass(self.func)
+
+    def instantiate(self) -> Callable[[Any, Any], Any]:
+        """The per-sample callable: a bound function, or a new instance of the class (its
+        ``__init__`` runs here — once per worker)."""
+        if self.is_class:
+            instance: Callable[[Any, Any], Any] = self.func(*self.args, **self.kwargs)
+            return instance
+        func, args, kwargs = self.func, self.args, self.kwargs
+        if not args and not kwargs:
+            return func
+        return lambda sample_in, sample_out: func(sample_in, sample_out, *args, **kwargs)
+
+    def eval(
+        self,
+        data_in: Any,
+        data_out: Any = None,
+        num_workers: int = 0,
+        scheduler: str = "processed",
+        progressbar: bool = True,
+        skip_ok: bool = False,
+        check_lengths: bool = True,
+        pad_data_in: bool = False,
+        ignore_errors: bool = False,
+        checkpoint_interval: int = 0,
+        batch_size: int | None = None,
+    ) -> EvalResult:
+        """Run the transform over ``data_in`` and write the outputs into ``data_out``.
+
+        See :meth:`Pipeline.eval` for the arguments.
+        """
+        return Pipeline([self]).eval(
+            data_in,
+            data_out,
+            num_workers=num_workers,
+            scheduler=scheduler,
+            progressbar=progressbar,
+            skip_ok=skip_ok,
+            check_lengths=check_lengths,
+            pad_data_in=pad_data_in,
+            ignore_errors=ignore_errors,
+            checkpoint_interval=checkpoint_interval,
+            batch_size=batch_size,
+        )
+
+    def __repr__(self) -> str:
+        bound = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.name}({', '.join(bound)})"
+
+
+class Pipeline:
+    """Compute functions run one after another on each sample, fused inside one worker.
+
+    Every output sample of step k is a ``sample_in`` of step k+1; nothing is written between steps.
+    """
+
+    def __init__(self, functions: Sequence[ComputeFunction]) -> None:
+        self.functions = list(functions)
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    def __repr__(self) -> str:
+        return f"Pipeline([{', '.join(repr(f) for f in self.functions)}])"
+
+    def eval(
+        self,
+        data_in: Any,
+        data_out: Any = None,
+        num_workers: int = 0,
+        scheduler: str = "processed",
+        progressbar: bool = True,
+        skip_ok: bool = False,
+        check_lengths: bool = True,
+        pad_data_in: bool = False,
+        ignore_errors: bool = False,
+        checkpoint_interval: int = 0,
+        batch_size: int | None = None,
+    ) -> EvalResult:
+        """Run the pipeline over ``data_in`` and write the outputs into ``data_out``.
+
+        Args:
+            data_in: a Dataset or view, a sequence (list, numpy array, anything with ``__len__`` and
+                ``__getitem__``), or an iterable without a length (streamed).
+            data_out: the Dataset to write; None to transform ``data_in`` (a Dataset) in place.
+            num_workers: 0 runs in the calling process; otherwise how many workers run tasks.
+            scheduler: ``"serial"``, ``"threaded"``, ``"processed"`` or ``"ray"``.
+            progressbar: show a progress bar.
+            skip_ok: tensors of ``data_out`` that the functions never write are allowed.
+            check_lengths: every written tensor must get the same number of items per input.
+            pad_data_in: for dataset input, pad shorter tensors (with empty samples) to the longest.
+            ignore_errors: skip failing samples and report them in the result instead of raising.
+            checkpoint_interval: commit every this many input samples; a rerun resumes after the last.
+            batch_size: give the functions batches of this many samples.
+
+        Returns:
+            An :class:`EvalResult`.
+
+        Raises:
+            TransformError: user code failed on a sample (``.index``, ``.sample``, ``__cause__``).
+        """
+        from lakecompute.compute._engine import run_eval
+
+        return run_eval(
+            self,
+            data_in,
+            data_out,
+            num_workers=num_workers,
+            scheduler=scheduler,
+            progressbar=progressbar,
+            skip_ok=skip_ok,
+            check_lengths=check_lengths,
+            pad_data_in=pad_data_in,
+            ignore_errors=ignore_errors,
+            checkpoint_interval=checkpoint_interval,
+            batch_size=batch_size,
+        )
+
+
+class _ComputeFactory(Generic[P]):
+    """What ``@lc.compute`` returns: call it with the extra arguments to get a ComputeFunction."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> ComputeFunction:
+        return ComputeFunction(self.func, tuple(args), dict(kwargs))
+
+    def __repr__(self) -> str:
+        return f"<lakecompute.compute {getattr(self.func, '__qualname__', self.func)!r}>"
+
+
+@overload
+def compute(func: Callable[..., Any]) -> _ComputeFactory[...]: ...
+@overload
+def compute(func: type) -> _ComputeFactory[...]: ...
+def compute(func: Callable[..., Any] | type) -> _ComputeFactory[...]:
+    """Make a transform of ``f(sample_in, sample_out, *args, **kwargs)`` (or of a class).
+
+    Calling the result binds the extra arguments and returns a :class:`ComputeFunction`; nothing
+    runs until ``.eval(...)``. On a class, ``__init__(*args, **kwargs)`` runs once per worker (load a
+    model once) and ``__call__(sample_in, sample_out)`` runs per sample.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> @lc.compute
+        ... def double(sample_in, sample_out, factor=2):
+        ...     sample_out.x.append(sample_in * factor)
+        >>> double(factor=3)
+        double(factor=3)
+    """
+    if not callable(func):
+        raise InvalidTypeError(f"@lc.compute decorates a function or a class. Got {type(func).__name__}.")
+    if inspect.isclass(func):
+        if not callable(getattr(func, "__call__", None)):  # noqa: B004 (classes are callable; we need instances to be)
+            raise InvalidTypeError(f"@lc.compute on class {func.__name__}: it needs __call__(self, sample_in, sample_out).")
+    else:
+        try:
+            params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        if params and len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in params):
+            raise InvalidArgumentError(
+                f"@lc.compute function {getattr(func, '__name__', func)!r} must take (sample_in, sample_out, ...). "
+                f"Got parameters {[p.name for p in params]!r}."
+            )
+    return _ComputeFactory(func)
+
+
+def compose(functions: Sequence[ComputeFunction | Pipeline]) -> Pipeline:
+    """Chain compute functions into a :class:`Pipeline`.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> @lc.compute
+        ... def a(sample_in, sample_out):
+        ...     sample_out.x.append(sample_in)
+        >>> lc.compose([a(), a()])
+        Pipeline([a(), a()])
+    """
+    if isinstance(functions, (ComputeFunction, Pipeline)) or not isinstance(functions, Sequence):
+        raise InvalidTypeError(f"lc.compose takes a list of compute functions. Got {type(functions).__name__}.")
+    flat: list[ComputeFunction] = []
+    for f in functions:
+        if isinstance(f, Pipeline):
+            flat.extend(f.functions)
+        elif isinstance(f, ComputeFunction):
+            flat.append(f)
+        elif isinstance(f, _ComputeFactory):
+            raise InvalidTypeError(
+                f"lc.compose got {f!r}, a compute factory: call it to bind its arguments, e.g. {f.func.__name__}()."
+            )
+        else:
+            raise InvalidTypeError(f"lc.compose takes compute functions (made with @lc.compute). Got {f!r}.")
+    if not flat:
+        raise InvalidArgumentError("lc.compose needs at least one compute function. Got an empty list.")
+    return Pipeline(flat)

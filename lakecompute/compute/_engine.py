@@ -1,0 +1,665 @@
+"""How ``eval`` runs: plan, preflight, tasks on a scheduler, commits in input order.
+
+::
+
+    eval ─▶ plan (check arguments, resolve in place, split into tasks)
+         ─▶ preflight (run the first sample here, check it against data_out)
+         ─▶ scheduler.run(run_task, tasks)   each task reads its input range, runs the fused
+         │                                    pipeline per sample, writes fragments into its own
+         │                                    slots, and returns only their descriptions
+         ─▶ apply results in task order, commit (at checkpoints and at the end) ─▶ EvalResult
+
+Nothing per sample crosses a process boundary: tasks are ranges, results are fragment metadata.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lakecompute import compression
+from lakecompute._write import WriteSession
+from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, make_source
+from lakecompute.compute._samples import InputRow, SampleOut
+from lakecompute.dataset import Dataset, DatasetView
+from lakecompute.errors import (
+    InvalidArgumentError,
+    InvalidSampleError,
+    InvalidTypeError,
+    LakeComputeError,
+    ReadOnlyError,
+    TransformError,
+)
+from lakecompute.htypes import Encoded
+from lakecompute.schedulers import ProgressFn, get_scheduler
+from lakecompute.storage import BackendSpec, Fragment, SlotWriter, TensorState, create_segment, new_segment_id, open_backend
+from lakecompute.storage._segments import MAX_SLOTS
+
+if TYPE_CHECKING:
+    from lakecompute.compute._decorator import Pipeline
+
+__all__ = ["EvalResult", "FailedSample", "Task", "TaskResult", "run_eval"]
+
+MAX_TASK = 8192  # inputs per task: small enough to balance load, large enough to amortise a task's cost
+BLOCK_BYTES = 16 << 20  # input read and output buffered per block, bounding a worker's memory
+
+
+@dataclass(frozen=True, slots=True)
+class FailedSample:
+    """A sample skipped with ``ignore_errors=True``.
+
+    Attributes:
+        index: its position in ``data_in``.
+        function: the compute function that failed.
+        error_type: the exception's type name.
+        message: the exception's message.
+        traceback: the formatted traceback from where it ran.
+    """
+
+    index: int
+    function: str
+    error_type: str
+    message: str
+    traceback: str
+
+    def __repr__(self) -> str:
+        return f"FailedSample(index={self.index}, {self.error_type}: {self.message!s:.80})"
+
+
+@dataclass(slots=True)
+class EvalResult:
+    """What an eval did.
+
+    Attributes:
+        inputs: input samples processed (skipped failures included).
+        outputs: samples written, per tensor.
+        failed: samples skipped with ``ignore_errors=True``, in input order.
+        seconds: wall time.
+        version: the version of ``data_out`` that holds the result.
+        resumed_from: inputs already done by an earlier, interrupted run of the same eval.
+    """
+
+    inputs: int
+    outputs: dict[str, int]
+    failed: list[FailedSample]
+    seconds: float
+    version: int
+    resumed_from: int = 0
+
+    @property
+    def failed_indices(self) -> list[int]:
+        return [f.index for f in self.failed]
+
+    def __repr__(self) -> str:
+        extra = f", resumed_from={self.resumed_from}" if self.resumed_from else ""
+        return (
+            f"EvalResult(inputs={self.inputs}, outputs={self.outputs}, failed={len(self.failed)}, "
+            f"seconds={self.seconds:.3f}, version={self.version}{extra})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A range of inputs for one worker; ``items`` only for streamed (length-less) input."""
+
+    number: int
+    start: int
+    stop: int
+    slot_base: int
+    items: list[Any] | None = None
+
+    def describe(self) -> str:
+        return f"task {self.number} (data_in[{self.start}:{self.stop}])"
+
+    def __repr__(self) -> str:
+        return f"Task({self.number}, data_in[{self.start}:{self.stop}])"
+
+
+@dataclass(slots=True)
+class TaskResult:
+    """What a task sends back: fragment descriptions and counts, never sample data."""
+
+    number: int
+    start: int
+    stop: int
+    fragments: dict[str, list[list[Any]]]
+    counts: dict[str, int]
+    failed: list[FailedSample]
+
+
+@dataclass(slots=True)
+class Job:
+    """Everything a worker needs, fixed before the first task starts."""
+
+    token: str
+    pipeline: Pipeline
+    source: Source
+    out: BackendSpec
+    states: dict[str, TensorState]
+    segments: dict[str, str]
+    tensor_pos: dict[str, int]
+    ignore_errors: bool
+    check_lengths: bool
+    skip_ok: bool
+    batch_size: int | None
+    block: int
+    names: list[str] = field(default_factory=list)
+
+
+# -- the worker side -------------------------------------------------------------------------------
+
+_WORKER_STATE: dict[tuple[str, int], _WorkerState] = {}
+_WORKER_LOCK = threading.Lock()
+
+
+class _WorkerState:
+    """Per worker (process or thread) and job: built once, reused by every task it runs."""
+
+    def __init__(self, job: Job) -> None:
+        # Class-based compute functions are instantiated here: once per worker.
+        self.stages = [(f.instantiate(), f.name) for f in job.pipeline.functions]
+        self.store = open_backend(job.out.url, job.out.storage_options).zarr_store()
+
+
+def _state_for(job: Job) -> _WorkerState:
+    key = (job.token, threading.get_ident())
+    st = _WORKER_STATE.get(key)
+    if st is None:
+        with _WORKER_LOCK:
+            st = _WORKER_STATE.get(key)
+            if st is None:
+                st = _WORKER_STATE[key] = _WorkerState(job)
+    return st
+
+
+def _forget(token: str) -> None:
+    with _WORKER_LOCK:
+        for key in [k for k in _WORKER_STATE if k[0] == token]:
+            del _WORKER_STATE[key]
+
+
+class _StageFailure(Exception):
+    def __init__(self, function: str, exc: BaseException) -> None:
+        self.function = function
+        self.exc = exc
+
+
+def _rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> list[InputRow]:
+    """A middle step's outputs as the next step's ``sample_in`` rows."""
+    items = {k: v for k, v in out.items().items() if v}
+    if not items:
+        return []
+    counts = {k: len(v) for k, v in items.items()}
+    n = max(counts.values())
+    if len(set(counts.values())) > 1:
+        if check_lengths:
+            raise _StageFailure(
+                function,
+                InvalidArgumentError(
+                    f"{function} wrote different numbers of samples per tensor {counts}; the next step needs "
+                    "whole rows. Write every tensor once per output sample."
+                ),
+            )
+        n = min(counts.values())
+    return [InputRow({k: v[j] for k, v in items.items()}, index) for j in range(n)]
+
+
+def _run_sample(stages: list[tuple[Callable[[Any, Any], Any], str]], sample: Any, index: int, final: SampleOut, check_lengths: bool) -> None:
+    current = [sample]
+    last = len(stages) - 1
+    for k, (fn, name) in enumerate(stages):
+        out = final if k == last else SampleOut(None)
+        for s in current:
+            try:
+                fn(s, out)
+            except Exception as exc:
+                raise _StageFailure(name, exc) from exc
+        if k != last:
+            current = _rows_of(out, index, name, check_lengths)
+            if not current:
+                return
+
+
+def _failure_error(function: str, index: int, exc: BaseException) -> TransformError:
+    err = TransformError(
+        f"Transform {function!r} failed on data_in[{index}]: {type(exc).__name__}: {exc}",
+        index,
+        None,
+        function,
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _check_sample_counts(job: Job, before: dict[str, int], after: dict[str, int], last_fn: str) -> None:
+    written = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
+    if not written:
+        return  # a filter: no output for this input
+    if job.check_lengths and len(set(written.values())) > 1:
+        raise _StageFailure(
+            last_fn,
+            InvalidArgumentError(
+                f"the function wrote different numbers of samples per tensor for one input: {written}. "
+                "Write every tensor the same number of times, or pass check_lengths=False."
+            ),
+        )
+    if not job.skip_ok:
+        missing = [k for k in job.names if k not in written]
+        if missing:
+            raise _StageFailure(
+                last_fn,
+                InvalidArgumentError(
+                    f"the function wrote {sorted(written)} but not {missing} of data_out. Write every tensor "
+                    "of data_out, or pass skip_ok=True to leave the others short."
+                ),
+            )
+
+
+def _fast_block(values: list[Any]) -> np.ndarray | None:
+    """Stack a tensor's values when they are arrays (or numbers) of one shape and dtype."""
+    first = values[0]
+    if isinstance(first, np.ndarray):
+        shape, dtype = first.shape, first.dtype
+        if dtype.kind not in "biufc":
+            return None
+        for v in values:
+            if not isinstance(v, np.ndarray) or v.shape != shape or v.dtype != dtype:
+                return None
+        return np.stack(values)
+    if isinstance(first, (int, float, np.generic)) and not isinstance(first, (bool, str)):
+        arr = np.asarray(values)
+        if arr.ndim == 1 and arr.dtype.kind in "biuf":
+            return arr
+    return None
+
+
+def _encode_outputs(
+    job: Job, session: WriteSession, name: str, values: list[Any], owners: list[int], function: str
+) -> np.ndarray | list[Encoded]:
+    state = job.states[name]
+    if state.spec.kind == "array":
+        block = _fast_block(values)
+        if block is not None:
+            try:
+                return session.encode_many(state, block)
+            except InvalidSampleError:
+                pass  # find the sample to blame below
+    items = []
+    for v, owner in zip(values, owners, strict=True):
+        try:
+            items.append(session.encode(state, v))
+        except InvalidSampleError as exc:
+            raise _failure_error(function, owner, exc) from exc
+    return items
+
+
+def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
+    """Run one task: read its inputs, run the pipeline per sample, write fragments."""
+    st = _state_for(job)
+    seg_of = job.segments
+    store = st.store
+
+    def slot_for(spec: Any) -> SlotWriter:
+        codec = spec.chunk_compression or "none"
+        return SlotWriter(store, seg_of[codec], task.slot_base + job.tensor_pos[spec.name])
+
+    session = WriteSession(slot_for)
+    fragments: dict[str, list[list[Any]]] = {n: [] for n in job.names}
+    counts = dict.fromkeys(job.names, 0)
+    failed: list[FailedSample] = []
+    last_fn = st.stages[-1][1]
+    final = SampleOut(job.names)
+    owners: dict[str, list[int]] = {n: [] for n in job.names}
+    batch = job.batch_size
+
+    def drain() -> None:
+        for name, values in final.items().items():
+            if not values:
+                continue
+            encoded = _encode_outputs(job, session, name, values, owners[name], last_fn)
+            for frag in session.add(job.states[name], encoded):
+                fragments[name].append(frag.to_json())
+            counts[name] += len(values)
+        final.reset()
+        for o in owners.values():
+            o.clear()
+
+    step = batch or 1
+    for block_start in range(task.start, task.stop, job.block):
+        block_stop = min(task.stop, block_start + job.block)
+        if task.items is not None:
+            items = task.items[block_start - task.start : block_stop - task.start]
+            samples: list[tuple[int, Any]] = []
+            if batch:
+                for b in range(0, len(items), batch):
+                    samples.append((block_start + b, items[b : b + batch]))
+            else:
+                samples = list(zip(range(block_start, block_stop), items, strict=True))
+        elif batch:
+            samples = []
+            for b in range(block_start, block_stop, batch):
+                samples.append((b, job.source.read(b, min(b + batch, block_stop), batch=True)[0]))
+        else:
+            samples = list(zip(range(block_start, block_stop), job.source.read(block_start, block_stop, batch=False), strict=True))
+        done = 0
+        for index, sample in samples:
+            before = final.counts()
+            try:
+                _run_sample(st.stages, sample, index, final, job.check_lengths)
+                after = final.counts()
+                _check_sample_counts(job, before, after, last_fn)
+                if job.ignore_errors:
+                    # Check this sample's outputs now, so a bad value skips only its own sample.
+                    for name in job.names:
+                        fresh = final.items()[name][before[name] :]
+                        for v in fresh:
+                            session.encode(job.states[name], v)
+            except (_StageFailure, InvalidSampleError) as failure:
+                final.truncate(before)
+                fn_name = failure.function if isinstance(failure, _StageFailure) else last_fn
+                exc = failure.exc if isinstance(failure, _StageFailure) else failure
+                if not job.ignore_errors:
+                    raise _failure_error(fn_name, index, exc) from exc
+                failed.append(
+                    FailedSample(index, fn_name, type(exc).__name__, str(exc), "".join(traceback.format_exception(exc)))
+                )
+            else:
+                for name in job.names:
+                    grew = after[name] - before[name]
+                    if grew:
+                        owners[name].extend([index] * grew)
+            done += min(step, task.stop - index)
+            if done >= 64:
+                progress(done)
+                done = 0
+        drain()
+        if done:
+            progress(done)
+    for name in job.names:
+        for frag in session.flush(job.states[name]):
+            fragments[name].append(frag.to_json())
+    return TaskResult(task.number, task.start, task.stop, fragments, counts, failed)
+
+
+# -- the parent side -------------------------------------------------------------------------------
+
+
+def _parse_options(num_workers: Any, scheduler: Any, checkpoint_interval: Any, batch_size: Any) -> None:
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+        raise InvalidArgumentError(f"num_workers must be an int >= 0. Got {num_workers!r}.")
+    if not isinstance(scheduler, str):
+        raise InvalidTypeError(f"scheduler must be a name such as 'processed'. Got {scheduler!r}.")
+    if not isinstance(checkpoint_interval, int) or isinstance(checkpoint_interval, bool) or checkpoint_interval < 0:
+        raise InvalidArgumentError(f"checkpoint_interval must be an int >= 0 (0: no checkpoints). Got {checkpoint_interval!r}.")
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+        raise InvalidArgumentError(f"batch_size must be None or an int >= 1. Got {batch_size!r}.")
+
+
+def _task_size(length: int | None, num_workers: int, checkpoint_interval: int, batch_size: int | None) -> int:
+    if length is None:
+        size = 1024
+    else:
+        size = min(MAX_TASK, max(1, math.ceil(length / max(1, 4 * num_workers))))
+    if checkpoint_interval:
+        size = min(size, checkpoint_interval)
+    if batch_size:
+        size = max(batch_size, (size // batch_size) * batch_size)
+    return size
+
+
+def _plan_ranges(length: int, size: int, checkpoint_interval: int) -> list[tuple[int, int]]:
+    """Task ranges of at most ``size`` inputs that never cross a checkpoint boundary."""
+    ranges = []
+    start = 0
+    while start < length:
+        stop = min(length, start + size)
+        if checkpoint_interval:
+            boundary = (start // checkpoint_interval + 1) * checkpoint_interval
+            stop = min(stop, boundary)
+        ranges.append((start, stop))
+        start = stop
+    return ranges
+
+
+def _block_size(sample_bytes: int, batch_size: int | None) -> int:
+    block = max(1, min(4096, BLOCK_BYTES // max(1, sample_bytes)))
+    if batch_size:
+        block = max(batch_size, (block // batch_size) * batch_size)
+    return block
+
+
+def _estimate_bytes(value: Any) -> int:
+    if isinstance(value, InputRow):
+        return sum(_estimate_bytes(v) for v in value.to_dict().values())
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (bytes, str)):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return sum(_estimate_bytes(v) for v in value[:16]) * max(1, len(value)) // max(1, min(16, len(value)))
+    return 64
+
+
+def _preflight(job: Job, first: Any, index: int) -> None:
+    """Run the first sample here, before any worker starts, and check its outputs against data_out."""
+    stages = [(f.instantiate(), f.name) for f in job.pipeline.functions]
+    final = SampleOut(job.names)
+    last_fn = stages[-1][1]
+    try:
+        _run_sample(stages, first, index, final, job.check_lengths)
+        _check_sample_counts(job, dict.fromkeys(job.names, 0), final.counts(), last_fn)
+        session = WriteSession(lambda spec: None)  # type: ignore[arg-type,return-value]  # encode only, never writes
+        for name, values in final.items().items():
+            for v in values:
+                session.encode(job.states[name], v)
+    except _StageFailure as failure:
+        raise _failure_error(failure.function, index, failure.exc) from failure.exc
+    except InvalidSampleError as exc:
+        raise _failure_error(last_fn, index, exc) from exc
+
+
+def run_eval(
+    pipeline: Pipeline,
+    data_in: Any,
+    data_out: Any,
+    *,
+    num_workers: int,
+    scheduler: str,
+    progressbar: bool,
+    skip_ok: bool,
+    check_lengths: bool,
+    pad_data_in: bool,
+    ignore_errors: bool,
+    checkpoint_interval: int,
+    batch_size: int | None,
+) -> EvalResult:
+    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see :meth:`Pipeline.eval`)."""
+    t0 = time.perf_counter()
+    _parse_options(num_workers, scheduler, checkpoint_interval, batch_size)
+    in_place = data_out is None
+    if in_place:
+        if not isinstance(data_in, Dataset):
+            raise InvalidArgumentError(
+                "data_out=None transforms data_in in place, so data_in must be a Dataset (not a view or a "
+                f"sequence). Got {type(data_in).__name__}; pass a data_out dataset."
+            )
+        data_out = data_in
+    if isinstance(data_out, DatasetView):
+        raise ReadOnlyError("data_out is a dataset view, which is read-only. Pass a Dataset as data_out.")
+    if not isinstance(data_out, Dataset):
+        raise InvalidTypeError(f"data_out must be a lakecompute Dataset. Got {type(data_out).__name__}.")
+    data_out._check_writable()
+    if data_out._dirty or data_out._depth:
+        raise InvalidArgumentError(
+            f"data_out {data_out.path!r} has uncommitted changes or is inside a `with` block. Commit first: "
+            "an eval commits on its own."
+        )
+    names = list(data_out._head.tensors)
+    if not names:
+        raise InvalidArgumentError(
+            f"data_out {data_out.path!r} has no tensors. Create them first (ds.create_tensor or lc.like)."
+        )
+    source = make_source(data_in, pad_data_in)
+    sched = get_scheduler(scheduler, num_workers)
+    if sched.name in ("processed", "ray") and not data_out._backend.shared_between_processes:
+        raise InvalidArgumentError(
+            f"data_out {data_out.path!r} lives in this process's memory, which worker processes cannot write. "
+            "Use a local path, or scheduler='threaded' (or num_workers=0)."
+        )
+
+    # Snapshot of the output tensors the workers check samples against (no fragments: kept small).
+    states = {n: TensorState(s.spec, dict(s.info), None if in_place else s.ndim) for n, s in data_out._head.tensors.items()}
+    job = Job(
+        token=uuid.uuid4().hex,
+        pipeline=pipeline,
+        source=source,
+        out=data_out._backend.spec,
+        states=states,
+        segments={},
+        tensor_pos={n: i for i, n in enumerate(names)},
+        ignore_errors=ignore_errors,
+        check_lengths=check_lengths,
+        skip_ok=skip_ok,
+        batch_size=batch_size,
+        block=1,
+        names=names,
+    )
+
+    # The first sample: from the source, without consuming a streamed iterable.
+    stream_items: Iterator[Any] | None = None
+    if isinstance(source, IterableSource):
+        it = iter(source.data)
+        try:
+            first_item = next(it)
+        except StopIteration:
+            return EvalResult(0, dict.fromkeys(names, 0), [], time.perf_counter() - t0, data_out.version)
+        stream_items = itertools.chain([first_item], it)
+        first: Any = [first_item] if batch_size else first_item
+    else:
+        if source.length == 0:
+            return EvalResult(0, dict.fromkeys(names, 0), [], time.perf_counter() - t0, data_out.version)
+        first = source.read(0, min(batch_size or 1, source.length or 1), batch=bool(batch_size))[0]
+    job.block = _block_size(_estimate_bytes(first) // (batch_size or 1), batch_size)
+    if not ignore_errors:
+        try:
+            _preflight(job, first, 0)
+        except TransformError as err:
+            err.sample = first
+            raise
+
+    for name in names:
+        codec = states[name].spec.chunk_compression or "none"
+        if codec not in job.segments:
+            seg = new_segment_id()
+            create_segment(data_out._store, seg, compression.zarr_compressors(states[name].spec.chunk_compression))
+            job.segments[codec] = seg
+
+    size = _task_size(source.length, num_workers, checkpoint_interval, batch_size)
+    n_tensors = len(names)
+    in_flight: dict[int, Task] = {}
+
+    def tasks() -> Iterator[Task]:
+        if stream_items is not None:
+            assert isinstance(source, IterableSource)
+            start = 0
+            for number, chunk in enumerate(IterableSource(stream_items).chunks(size)):
+                task = Task(number, start, start + len(chunk), _slot(number), chunk)
+                in_flight[number] = task
+                yield task
+                start += len(chunk)
+        else:
+            assert source.length is not None
+            for number, (a, b) in enumerate(_plan_ranges(source.length, size, checkpoint_interval)):
+                task = Task(number, a, b, _slot(number))
+                in_flight[number] = task
+                yield task
+
+    def _slot(number: int) -> int:
+        slot = number * n_tensors
+        if slot + n_tensors > MAX_SLOTS:
+            raise LakeComputeError(f"Too many tasks for one eval ({number}); use a larger task size.")
+        return slot
+
+    if in_place:
+        for name in names:
+            data_out._head.tensors[name].fragments = []
+            data_out._head.tensors[name].ndim = None
+            data_out._readers.pop(name, None)
+        data_out._dirty = True
+
+    outputs = dict.fromkeys(names, 0)
+    failed: list[FailedSample] = []
+    inputs_done = 0
+    pending: dict[int, TaskResult] = {}
+    next_number = 0
+    label = " → ".join(f.name for f in pipeline.functions)
+    bar = _progress_bar(progressbar, source.length, label)
+
+    def apply(res: TaskResult) -> None:
+        nonlocal inputs_done
+        for name, rows in res.fragments.items():
+            for row in rows:
+                data_out._add_fragment(name, Fragment.from_json(row))
+        for name, c in res.counts.items():
+            outputs[name] += c
+        failed.extend(res.failed)
+        inputs_done = res.stop
+
+    runner = sched.run(lambda task, progress: run_task(job, task, progress), tasks(), on_progress=bar.update if bar else None)
+    try:
+        with contextlib.closing(runner):
+            for _position, res in runner:
+                pending[res.number] = res
+                while next_number in pending:
+                    done = pending.pop(next_number)
+                    in_flight.pop(next_number, None)
+                    apply(done)
+                    next_number += 1
+                    if checkpoint_interval and not in_place and done.stop % checkpoint_interval == 0:
+                        data_out._commit(f"eval {label}: checkpoint at {done.stop}")
+        data_out._commit(f"eval {label}" + (" (in place)" if in_place else ""))
+    except TransformError as err:
+        data_out.rollback()
+        if err.sample is None and err.index is not None:
+            err.sample = _sample_for(source, in_flight, err.index)
+        raise
+    except BaseException:
+        data_out.rollback()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        _forget(job.token)
+    return EvalResult(inputs_done, outputs, failed, time.perf_counter() - t0, data_out.version)
+
+
+def _sample_for(source: Source, in_flight: dict[int, Task], index: int) -> Any:
+    for task in in_flight.values():
+        if task.items is not None and task.start <= index < task.stop:
+            return task.items[index - task.start]
+    if isinstance(source, IterableSource):
+        return None
+    try:
+        if isinstance(source, DatasetSource):
+            return source.sample(index)
+        return source.sample(index)
+    except Exception:
+        return None
+
+
+def _progress_bar(enabled: bool, total: int | None, label: str) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"eval {label}", unit="sample", dynamic_ncols=True, leave=False)

@@ -1,0 +1,195 @@
+"""The objects user code sees: ``sample_in`` rows and the ``sample_out`` buffer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
+
+__all__ = ["InputRow", "InputValue", "SampleOut"]
+
+
+class InputValue:
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def numpy(self, aslist: bool = False) -> Any:
+        v = self._value
+        if aslist and isinstance(v, list):
+            return v
+        if isinstance(v, np.ndarray):
+            return v
+        if isinstance(v, list):
+            return np.stack([np.asarray(x) for x in v]) if v else np.empty((0,))
+        return np.asarray(v)
+
+    def text(self) -> Any:
+        return self._value
+
+    def data(self) -> Any:
+        return self._value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(np.shape(self._value))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr.astype(dtype) if dtype is not None else np.asarray(arr)
+
+    def __repr__(self) -> str:
+        return f"InputValue({self._value!r:.60})"
+
+
+class InputRow:
+    """A ``sample_in`` row: attribute or item access by tensor name gives an :class:`InputValue`."""
+
+    __slots__ = ("_values", "index")
+
+    def __init__(self, values: Mapping[str, Any], index: int) -> None:
+        self._values = values
+        self.index = index
+
+    def __getattr__(self, name: str) -> InputValue:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return InputValue(self._values[name])
+        except KeyError:
+            raise AttributeError(f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}.") from None
+
+    def __getitem__(self, name: str) -> InputValue:
+        try:
+            return InputValue(self._values[name])
+        except KeyError:
+            raise TensorDoesNotExistError(name, list(self._values)) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def keys(self) -> list[str]:
+        return list(self._values)
+
+    @property
+    def tensors(self) -> dict[str, InputValue]:
+        return {k: InputValue(v) for k, v in self._values.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InputRow, (dict(self._values), self.index))
+
+    def __repr__(self) -> str:
+        return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
+
+
+class _TensorOut:
+    __slots__ = ("_items", "_name")
+
+    def __init__(self, items: list[Any], name: str) -> None:
+        self._items = items
+        self._name = name
+
+    def append(self, value: Any) -> None:
+        self._items.append(value)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        if isinstance(values, (str, bytes, Mapping)):
+            raise InvalidTypeError(
+                f"sample_out.{self._name}.extend() takes a sequence of samples. Got {type(values).__name__}; "
+                "use append() for one sample."
+            )
+        if isinstance(values, np.ndarray) and values.ndim == 0:
+            raise InvalidTypeError(f"sample_out.{self._name}.extend() got a 0-d array; use append().")
+        self._items.extend(values)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class SampleOut:
+    """What a compute function writes to: ``append(dict)``, ``extend(dict of lists)``,
+    ``sample_out.<tensor>.append/extend`` and ``sample_out["tensor"]``.
+
+    Args:
+        tensors: the names that may be written, or None to accept any (a pipeline's middle step).
+    """
+
+    def __init__(self, tensors: Iterable[str] | None) -> None:
+        object.__setattr__(self, "_allowed", None if tensors is None else list(tensors))
+        object.__setattr__(self, "_data", {} if tensors is None else {t: [] for t in tensors})
+
+    def _tensor(self, name: str) -> _TensorOut:
+        data: dict[str, list[Any]] = self._data
+        items = data.get(name)
+        if items is None:
+            if self._allowed is not None:
+                raise TensorDoesNotExistError(name, self._allowed)
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError(f"sample_out tensor names are non-empty strings. Got {name!r}.")
+            items = data[name] = []
+        return _TensorOut(items, name)
+
+    def __getattr__(self, name: str) -> _TensorOut:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._tensor(name)
+
+    def __getitem__(self, name: str) -> _TensorOut:
+        return self._tensor(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise InvalidTypeError(
+            f"Cannot assign sample_out.{name}; append to it instead: sample_out.{name}.append(value)."
+        )
+
+    def append(self, sample: Mapping[str, Any]) -> SampleOut:
+        """Add one output sample: ``{"images": a, "labels": 0}``."""
+        if not isinstance(sample, Mapping):
+            raise InvalidTypeError(f"sample_out.append() takes a dict of tensor -> value. Got {type(sample).__name__}.")
+        targets = [(self._tensor(k), v) for k, v in sample.items()]
+        for t, v in targets:
+            t.append(v)
+        return self
+
+    def extend(self, samples: Mapping[str, Any]) -> SampleOut:
+        """Add several output samples: ``{"images": [a, b], "labels": [0, 1]}``."""
+        if not isinstance(samples, Mapping):
+            raise InvalidTypeError(
+                f"sample_out.extend() takes a dict of tensor -> list of values. Got {type(samples).__name__}."
+            )
+        targets = [(self._tensor(k), v) for k, v in samples.items()]
+        for t, v in targets:
+            t.extend(v)
+        return self
+
+    # -- for the engine ------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        data: dict[str, list[Any]] = self._data
+        return {k: len(v) for k, v in data.items()}
+
+    def items(self) -> dict[str, list[Any]]:
+        data: dict[str, list[Any]] = self._data
+        return data
+
+    def truncate(self, counts: Mapping[str, int]) -> None:
+        """Drop everything written after ``counts`` (a failed sample's partial output)."""
+        data: dict[str, list[Any]] = self._data
+        for k, v in data.items():
+            del v[counts.get(k, 0) :]
+
+    def reset(self) -> None:
+        data: dict[str, list[Any]] = self._data
+        for v in data.values():
+            v.clear()
+
+    def __repr__(self) -> str:
+        return f"SampleOut({self.counts()!r})"

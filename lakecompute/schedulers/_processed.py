@@ -331,6 +331,8 @@ class _Pool:
             if process.exitcode is None:
                 process.kill()
                 process.join()
+            # Release the sentinel's file descriptor now rather than when the object is collected.
+            process.close()
         # The queue's feeder thread may still hold tasks nobody will read: drop them rather than
         # block the interpreter's exit flushing them.
         self._tasks.cancel_join_thread()

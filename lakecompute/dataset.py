@@ -239,6 +239,24 @@ class Dataset(_Reading):
         self._readers.clear()
         self._dirty = False
 
+    def _commit_record(self, message: str, evals: dict[str, Any]) -> None:
+        """Commit a version with the base's content and new eval records, keeping the head as it is.
+
+        An in-place eval checkpoints this way: its progress is saved, but readers keep seeing the
+        old content until the eval's final commit replaces it.
+        """
+        for name in list(self._head.tensors):
+            self._flush(name)
+        new = self._base.copy()
+        new.evals = evals
+        new.version = self._base.version + 1
+        new.parent = self._base.version
+        new.message = message
+        if not commit_manifest(self._backend, new):
+            found = latest_version(self._backend) or new.version
+            raise CommitConflictError(self.path, self._base.version, found)
+        self._base = new
+
     # -- slots ---------------------------------------------------------------------------------
     def _new_slot(self, spec: TensorSpec) -> SlotWriter:
         codec = spec.chunk_compression or "none"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import signal
 import threading
 import time
 import traceback
@@ -29,6 +30,7 @@ import numpy as np
 
 from lakecompute import compression
 from lakecompute._write import WriteSession
+from lakecompute.compute._fingerprint import fingerprint_eval
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, make_source
 from lakecompute.compute._samples import InputRow, SampleOut
 from lakecompute.dataset import Dataset, DatasetView
@@ -417,10 +419,9 @@ def _task_size(length: int | None, num_workers: int, checkpoint_interval: int, b
     return size
 
 
-def _plan_ranges(length: int, size: int, checkpoint_interval: int) -> list[tuple[int, int]]:
-    """Task ranges of at most ``size`` inputs that never cross a checkpoint boundary."""
+def _plan_ranges(length: int, size: int, checkpoint_interval: int, start: int = 0) -> list[tuple[int, int]]:
+    """Task ranges of at most ``size`` inputs from ``start`` that never cross a checkpoint boundary."""
     ranges = []
-    start = 0
     while start < length:
         stop = min(length, start + size)
         if checkpoint_interval:
@@ -557,6 +558,44 @@ def run_eval(
             err.sample = first
             raise
 
+    # Checkpointed evals are identified by a fingerprint; a matching record in data_out's latest
+    # version says how far an earlier run of the same eval got (or that it finished).
+    fp: str | None = None
+    record: dict[str, Any] | None = None
+    if checkpoint_interval:
+        identity = source.identity()
+        if in_place:
+            identity = {**identity, "version": None}  # in place, the input is the version the eval started from
+        options = {
+            "skip_ok": skip_ok, "check_lengths": check_lengths, "pad_data_in": pad_data_in,
+            "ignore_errors": ignore_errors, "checkpoint_interval": checkpoint_interval, "batch_size": batch_size,
+        }  # fmt: skip
+        output = {
+            "path": data_out.path,
+            "in_place": in_place,
+            "tensors": {n: s.spec.to_json() for n, s in data_out._head.tensors.items()},
+            "options": options,
+        }
+        fp = fingerprint_eval(pipeline, identity, output)
+        found = data_out._base.evals.get(fp)
+        # A record counts only if nothing else was committed after it: otherwise this is a new eval.
+        if isinstance(found, dict) and found.get("version") == data_out.version:
+            record = found
+        if record is not None and record.get("status") == "done":
+            return EvalResult(
+                int(record["inputs"]),
+                {k: int(v) for k, v in record["outputs"].items()},
+                [FailedSample(*f) for f in record.get("failed", [])],
+                time.perf_counter() - t0,
+                data_out.version,
+                resumed_from=int(record["inputs"]),
+            )
+        if record is not None and in_place and isinstance(source, DatasetSource):
+            source.version = int(record["base_version"])
+            source._ds = None
+    resume_from = int(record["done"]) if record is not None else 0
+    base_version = int(record["base_version"]) if record is not None else data_out.version
+
     for name in names:
         codec = states[name].spec.chunk_compression or "none"
         if codec not in job.segments:
@@ -579,7 +618,7 @@ def run_eval(
                 start += len(chunk)
         else:
             assert source.length is not None
-            for number, (a, b) in enumerate(_plan_ranges(source.length, size, checkpoint_interval)):
+            for number, (a, b) in enumerate(_plan_ranges(source.length, size, checkpoint_interval, resume_from)):
                 task = Task(number, a, b, _slot(number))
                 in_flight[number] = task
                 yield task
@@ -591,19 +630,50 @@ def run_eval(
         return slot
 
     if in_place:
+        # The new content is built beside the old: the head starts empty (or with what a checkpoint
+        # of an earlier run kept aside) and replaces the old tensors only at the final commit.
+        kept = record.get("pending", {}) if record is not None else {}
         for name in names:
-            data_out._head.tensors[name].fragments = []
-            data_out._head.tensors[name].ndim = None
+            state = data_out._head.tensors[name]
+            state.fragments = []
+            state.ndim = None
+            for row in kept.get(name, []):
+                data_out._add_fragment(name, Fragment.from_json(row))
             data_out._readers.pop(name, None)
         data_out._dirty = True
 
-    outputs = dict.fromkeys(names, 0)
-    failed: list[FailedSample] = []
-    inputs_done = 0
+    outputs = {n: int(record["outputs"].get(n, 0)) if record else 0 for n in names}
+    failed: list[FailedSample] = [FailedSample(*f) for f in record.get("failed", [])] if record else []
+    inputs_done = resume_from
     pending: dict[int, TaskResult] = {}
     next_number = 0
     label = " → ".join(f.name for f in pipeline.functions)
     bar = _progress_bar(progressbar, source.length, label)
+
+    def eval_record(status: str) -> dict[str, Any]:
+        assert fp is not None
+        rec: dict[str, Any] = {
+            "status": status,
+            "done": inputs_done,
+            "inputs": inputs_done,
+            "outputs": dict(outputs),
+            "failed": [[f.index, f.function, f.error_type, f.message, f.traceback] for f in failed],
+            "base_version": base_version,
+            "functions": label,
+            "version": data_out.version + 1,
+        }
+        if in_place and status != "done":
+            rec["pending"] = {n: [f.to_json() for f in data_out._head.tensors[n].fragments] for n in names}
+        evals = dict(data_out._base.evals)
+        evals[fp] = rec
+        return evals
+
+    def checkpoint() -> None:
+        message = f"eval {label}: checkpoint at {inputs_done}"
+        if in_place:
+            data_out._commit_record(message, eval_record("running"))
+        else:
+            data_out._commit(message, evals=eval_record("running") if fp else None)
 
     def apply(res: TaskResult) -> None:
         nonlocal inputs_done
@@ -615,9 +685,11 @@ def run_eval(
         failed.extend(res.failed)
         inputs_done = res.stop
 
+    if bar is not None and resume_from:
+        bar.update(resume_from)
     runner = sched.run(lambda task, progress: run_task(job, task, progress), tasks(), on_progress=bar.update if bar else None)
     try:
-        with contextlib.closing(runner):
+        with _sigterm_as_interrupt(), contextlib.closing(runner):
             for _position, res in runner:
                 pending[res.number] = res
                 while next_number in pending:
@@ -625,9 +697,12 @@ def run_eval(
                     in_flight.pop(next_number, None)
                     apply(done)
                     next_number += 1
-                    if checkpoint_interval and not in_place and done.stop % checkpoint_interval == 0:
-                        data_out._commit(f"eval {label}: checkpoint at {done.stop}")
-        data_out._commit(f"eval {label}" + (" (in place)" if in_place else ""))
+                    at_end = source.length is not None and done.stop == source.length
+                    if checkpoint_interval and done.stop % checkpoint_interval == 0 and not at_end:
+                        checkpoint()
+            data_out._commit(
+                f"eval {label}" + (" (in place)" if in_place else ""), evals=eval_record("done") if fp else None
+            )
     except TransformError as err:
         data_out.rollback()
         if err.sample is None and err.index is not None:
@@ -640,7 +715,24 @@ def run_eval(
         if bar is not None:
             bar.close()
         _forget(job.token)
-    return EvalResult(inputs_done, outputs, failed, time.perf_counter() - t0, data_out.version)
+    return EvalResult(inputs_done, outputs, failed, time.perf_counter() - t0, data_out.version, resume_from)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while an eval runs, so it stops workers and commits nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"eval stopped by signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _sample_for(source: Source, in_flight: dict[int, Task], index: int) -> Any:

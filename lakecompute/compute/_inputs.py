@@ -122,7 +122,9 @@ class SequenceSource(Source):
         return self.data[index]
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": "sequence", "type": type(self.data).__qualname__, "length": self.length}
+        from lakecompute.compute._fingerprint import fingerprint_value
+
+        return {"kind": "sequence", "content": fingerprint_value(self.data, "data_in")}
 
 
 class IterableSource(Source):
@@ -146,7 +148,13 @@ class IterableSource(Source):
         return None
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": "iterable", "type": type(self.data).__qualname__}
+        from lakecompute.errors import FingerprintError
+
+        raise FingerprintError(
+            f"Cannot fingerprint data_in of type {type(self.data).__name__}: a stream without a length cannot be "
+            "resumed, so checkpoint_interval needs a dataset or a sequence. Pass list(data_in), or run without "
+            "checkpoint_interval."
+        )
 
 
 def make_source(data_in: Any, pad: bool) -> Source:

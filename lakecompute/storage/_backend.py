@@ -64,6 +64,15 @@ class Backend(ABC):
     def write(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``, replacing it atomically (readers see old or new, whole)."""
 
+    def write_hint(self, key: str, data: bytes) -> None:
+        """Store a small advisory value that every reader validates (e.g. ``versions/LATEST``).
+
+        Unlike :meth:`write` this may overwrite in place, so a reader racing the write, or a crash
+        during it, can leave a torn value; use it only for values whose readers treat anything
+        odd as "no hint". Callers should write values of one fixed width.
+        """
+        self.write(key, data)
+
     @abstractmethod
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Store ``data`` under ``key`` only if nothing is there; True if this call created it."""
@@ -122,6 +131,22 @@ class LocalBackend(Backend):
     def write(self, key: str, data: bytes) -> None:
         tmp = self._write_temp(key, data)
         os.replace(tmp, self._p(key))
+
+    def write_hint(self, key: str, data: bytes) -> None:
+        # A temp file renamed over an existing name makes ext4 start writeback of the new file
+        # (auto_da_alloc): 0.4-1.4 ms here, against ~5 us for an in-place write. Commits write
+        # the hint every time, so it is overwritten in place.
+        path = self._p(key)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         # Write the whole file under a private name first, then link it into place: link fails

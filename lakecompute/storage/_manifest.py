@@ -227,7 +227,9 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> bool:
     if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
         return False
     try:
-        backend.write(_HINT, str(manifest.version).encode())
+        # Fixed width, written in place: a reader that sees a torn or stale value finds a
+        # missing version (and lists) or an older one (and steps forward), never a wrong answer.
+        backend.write_hint(_HINT, f"{manifest.version:010d}".encode())
     except OSError:
         pass  # the hint is an optimisation; readers find the version without it
     return True

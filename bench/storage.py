@@ -1,0 +1,338 @@
+"""The dataset layer against plain zarr (issue 2): writes, appends, commits, scans, random reads.
+
+Every workload is run on the same MNIST-like data (:func:`bench._data.mnist_like`) and compared
+with the plain-zarr (or Pillow) way of doing the same thing:
+
+* the zarr baseline array is ``(N, 28, 28)`` uint8 chunked ``(1337, 28, 28)`` (~1 MB, the same
+  chunk size as our segments), zstd level 1, in a ``LocalStore`` on a temp dir;
+* PNG rows compare with encoding / decoding the same images with Pillow directly in a loop
+  (PNG level 1, as lakecompute encodes).
+
+Fast workloads take the median of ``--runs`` runs (3 by default); the slow per-call ones
+(commits, naive zarr loops, random reads) run once over a fixed number of calls.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from typing import Any
+
+import numpy as np
+
+from bench import Row, Timer, median_of, rate, scratch_dir, suite
+
+N = 60_000
+CHUNK_ROWS = (1 << 20) // (28 * 28)  # 1337 images: ~1 MB, like a segment chunk
+
+
+def _zarr_images(root: str, name: str, n: int) -> Any:
+    import zarr
+    from zarr.codecs import ZstdCodec
+    from zarr.storage import LocalStore
+
+    return zarr.create_array(
+        LocalStore(root),
+        name=name,
+        shape=(n, 28, 28),
+        chunks=(CHUNK_ROWS, 28, 28),
+        dtype="uint8",
+        fill_value=0,
+        compressors=(ZstdCodec(level=1),),
+    )
+
+
+def _new_ds(path: str, png: bool = False, labels: bool = False) -> Any:
+    import lakecompute as lc
+
+    ds = lc.empty(path, overwrite=True)
+    with ds:
+        if png:
+            ds.create_tensor("images", htype="image", sample_compression="png")
+        else:
+            ds.create_tensor("images", htype="image")
+        if labels:
+            ds.create_tensor("labels", htype="class_label")
+    return ds
+
+
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+@suite("storage")
+def storage(opts: Any) -> list[Row]:
+    """Dataset layer vs plain zarr: extend, appends, commits, scans, random reads (uncompressed and PNG)."""
+    import lakecompute as lc
+    from PIL import Image
+
+    runs: int = opts.runs
+    n = 10_000 if opts.quick else N
+    commits = 300 if opts.quick else 2_000
+    zarr_appends = 200 if opts.quick else 500
+    naive = 1_000
+    random_reads = 1_000
+    images, labels = mnist_like_cached(n)
+    rows: list[Row] = []
+    rng = np.random.default_rng(1)
+
+    with scratch_dir() as tmp:
+        # -- 1. one extend of n images -------------------------------------------------------
+        def ours_extend() -> float:
+            ds = _new_ds(f"{tmp}/extend")
+            with Timer() as t:
+                ds.images.extend(images)
+            return t.seconds
+
+        counter = iter(range(1_000_000))
+
+        def zarr_extend() -> float:
+            z = _zarr_images(f"{tmp}/zarr-extend-{next(counter)}", "images", n)
+            with Timer() as t:
+                z[:] = images
+            return t.seconds
+
+        ours_s, ours_all = median_of(runs, ours_extend)
+        base_s, _ = median_of(runs, zarr_extend)
+        r = Row(
+            f"extend {n:,} images (1 call + commit)",
+            rate(n, ours_s),
+            rate(n, base_s),
+            "samples/s",
+            ">= 0.5x baseline",
+            baseline_name="zarr arr[:] = images",
+            note=f"median of {runs}",
+        )
+        r.ok = (r.ratio or 0) >= 0.5
+        rows.append(r)
+
+        # -- 2. n single appends inside one `with` -----------------------------------------------
+        def ours_with() -> float:
+            ds = _new_ds(f"{tmp}/with")
+            with Timer() as t:
+                with ds:
+                    for i in range(n):
+                        ds.append({"images": images[i]})
+            return t.seconds
+
+        ours_s, _ = median_of(runs, ours_with)
+        z = _zarr_images(f"{tmp}/zarr-naive-write", "images", n)
+        with Timer() as t:
+            for i in range(naive):
+                z[i] = images[i]
+        r = Row(
+            f"{n:,} ds.append in one `with`",
+            rate(n, ours_s),
+            rate(naive, t.seconds),
+            "samples/s",
+            ">= 20,000/s",
+            baseline_name=f"zarr arr[i] = img ({naive:,} calls)",
+            note=f"median of {runs}; buffered, one commit",
+        )
+        r.ok = r.ours >= 20_000
+        rows.append(r)
+
+        # -- 3. single appends, each its own commit ------------------------------------------------
+        for with_labels in (False, True):
+            ds = _new_ds(f"{tmp}/commits-{with_labels}", labels=with_labels)
+            with Timer() as t:
+                for i in range(commits):
+                    if with_labels:
+                        ds.append({"images": images[i], "labels": int(labels[i])})
+                    else:
+                        ds.append({"images": images[i]})
+            ours_rate = rate(commits, t.seconds)
+            assert ds.version == commits + 1, ds.version
+            import zarr
+            from zarr.storage import LocalStore
+
+            zs = [
+                zarr.create_array(
+                    LocalStore(f"{tmp}/zarr-append-{with_labels}"),
+                    name=name,
+                    shape=(0, *shape),
+                    chunks=(CHUNK_ROWS if shape else 1 << 18, *shape),
+                    dtype="uint8",
+                    fill_value=0,
+                    compressors=(zarr.codecs.ZstdCodec(level=1),),
+                )
+                for name, shape in ([("images", (28, 28))] + ([("labels", ())] if with_labels else []))
+            ]
+            with Timer() as t:
+                for i in range(zarr_appends):
+                    zs[0].append(images[i : i + 1])
+                    if with_labels:
+                        zs[1].append(labels[i : i + 1])
+            what = "images + labels" if with_labels else "images"
+            r = Row(
+                f"ds.append outside `with` ({what}), commit each",
+                ours_rate,
+                rate(zarr_appends, t.seconds),
+                "samples/s",
+                ">= 200/s",
+                baseline_name=f"zarr arr.append(1 sample) ({zarr_appends:,} calls{', 2 arrays' if with_labels else ''})",
+                note=f"{commits:,} commits",
+            )
+            r.ok = r.ours >= 200
+            rows.append(r)
+
+        # -- 4. sample-by-sample scan ------------------------------------------------------------
+        path = f"{tmp}/extend"  # holds the n images from step 1
+
+        def ours_scan() -> float:
+            ds = lc.load(path, read_only=True)
+            with Timer() as t:
+                for v in ds.images:
+                    v.numpy()
+            return t.seconds
+
+        ours_s, _ = median_of(runs, ours_scan)
+        scan_rate = rate(n, ours_s)
+        z = _zarr_images(f"{tmp}/zarr-read", "images", n)
+        z[:] = images
+        with Timer() as t:
+            for i in range(naive):
+                z[i]
+        r = Row(
+            "scan sample by sample",
+            scan_rate,
+            rate(naive, t.seconds),
+            "samples/s",
+            ">= 20,000/s",
+            baseline_name=f"zarr arr[i] per sample ({naive:,})",
+            note=f"for v in ds.images: v.numpy(); median of {runs}",
+        )
+        r.ok = r.ours >= 20_000
+        rows.append(r)
+
+        def zarr_chunk_scan() -> float:
+            with Timer() as t:
+                for a in range(0, n, CHUNK_ROWS):
+                    block = z[a : a + CHUNK_ROWS]
+                    for img in block:
+                        pass
+            return t.seconds
+
+        base_s, _ = median_of(runs, zarr_chunk_scan)
+        r = Row(
+            "scan sample by sample",
+            scan_rate,
+            rate(n, base_s),
+            "samples/s",
+            ">= 20,000/s",
+            baseline_name="zarr chunk at a time, then rows",
+            note="same run as above",
+        )
+        r.ok = r.ours >= 20_000
+        rows.append(r)
+
+        # -- 5. random single-sample reads --------------------------------------------------------
+        idx = rng.integers(0, n, size=random_reads)
+        rows.append(_random_row("random single-sample read", lc.load(path, read_only=True), z, idx))
+
+        # -- 6. PNG: extend, scan, random reads against Pillow ------------------------------------
+        def ours_png_extend() -> float:
+            ds = _new_ds(f"{tmp}/png", png=True)
+            with Timer() as t:
+                ds.images.extend(images)
+            return t.seconds
+
+        def pil_encode() -> tuple[float, list[bytes]]:
+            out = []
+            with Timer() as t:
+                for img in images:
+                    buf = io.BytesIO()
+                    Image.fromarray(img).save(buf, format="PNG", compress_level=1)
+                    out.append(buf.getvalue())
+            return t.seconds, out
+
+        ours_s, _ = median_of(runs, ours_png_extend)
+        enc_times = []
+        blobs: list[bytes] = []
+        for _ in range(runs):
+            s, blobs = pil_encode()
+            enc_times.append(s)
+        rows.append(
+            Row(
+                f"PNG: extend {n:,} images",
+                rate(n, ours_s),
+                rate(n, statistics.median(enc_times)),
+                "samples/s",
+                baseline_name="Pillow PNG encode loop (level 1)",
+                note=f"median of {runs}; encoding dominates",
+            )
+        )
+
+        def ours_png_scan() -> float:
+            ds = lc.load(f"{tmp}/png", read_only=True)
+            with Timer() as t:
+                for v in ds.images:
+                    v.numpy()
+            return t.seconds
+
+        def pil_decode() -> float:
+            with Timer() as t:
+                for b in blobs:
+                    im = Image.open(io.BytesIO(b))
+                    np.asarray(im)
+            return t.seconds
+
+        ours_s, _ = median_of(runs, ours_png_scan)
+        base_s, _ = median_of(runs, pil_decode)
+        rows.append(
+            Row(
+                "PNG: scan sample by sample",
+                rate(n, ours_s),
+                rate(n, base_s),
+                "samples/s",
+                ">= 20,000/s",
+                baseline_name="Pillow PNG decode loop",
+                note=f"median of {runs}",
+                ok=rate(n, ours_s) >= 20_000,
+            )
+        )
+        rows.append(_random_row("PNG: random single-sample read", lc.load(f"{tmp}/png", read_only=True), blobs, idx))
+    return rows
+
+
+def _random_row(name: str, ds: Any, baseline: Any, idx: np.ndarray) -> Row:
+    """Median latency of ``ds.images[i].numpy()`` for each i, against zarr ``z[i]`` or a Pillow decode."""
+    from PIL import Image
+
+    ours: list[float] = []
+    for i in idx.tolist():
+        with Timer() as t:
+            ds.images[i].numpy()
+        ours.append(t.seconds * 1e3)
+    base: list[float] = []
+    for i in idx[:300].tolist():
+        with Timer() as t:
+            if isinstance(baseline, list):
+                np.asarray(Image.open(io.BytesIO(baseline[i])))
+            else:
+                baseline[i]
+        base.append(t.seconds * 1e3)
+    med = statistics.median(ours)
+    what = "Pillow decode of one PNG" if isinstance(baseline, list) else "zarr arr[i]"
+    return Row(
+        name,
+        med,
+        statistics.median(base),
+        "ms",
+        "median < 2 ms",
+        ok=med < 2.0,
+        baseline_name=f"{what} (median of 300)",
+        note=f"median of {len(idx):,} reads on a fresh handle; p90 {_pct(ours, 0.9):.2f} ms, max {max(ours):.1f} ms",
+    )
+
+
+_DATA: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def mnist_like_cached(n: int) -> tuple[np.ndarray, np.ndarray]:
+    from bench._data import mnist_like
+
+    if n not in _DATA:
+        _DATA[n] = mnist_like(n, seed=0)
+    return _DATA[n]

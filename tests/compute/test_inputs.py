@@ -1,0 +1,119 @@
+"""Every kind of ``data_in``: datasets, views, sequences, custom sequences, generators; empty input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from compute_helpers import Sched, assert_same, make_numbers, out_like, reference
+
+import lakecompute as lc
+
+N = 30
+
+
+class TorchLike:
+    """A stand-in for a torch or Hugging Face dataset: ``__len__`` and ``__getitem__`` only, items are tuples."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, int]:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return np.full(2, i, dtype=np.int64), i
+
+
+def numbers(n: int) -> Iterator[int]:
+    """A generator: streamed input without a length."""
+    yield from range(n)
+
+
+@lc.compute
+def row_square(sample_in, sample_out):
+    x = int(sample_in.x.numpy())
+    sample_out.y.append(x * x)
+
+
+@lc.compute
+def item_square(sample_in, sample_out):
+    x = int(np.asarray(sample_in).reshape(-1)[0])
+    sample_out.y.append(x * x)
+
+
+@lc.compute
+def tuple_square(sample_in, sample_out):
+    arr, label = sample_in
+    sample_out.y.append(int(arr[0]) * label)
+
+
+def _dataset(tmp_path: Path) -> lc.Dataset:
+    return make_numbers(tmp_path / "in", N)
+
+
+MASK = np.arange(N) % 3 == 1
+INPUTS: dict[str, tuple[Callable[[Path], Any], Any, list[int]]] = {
+    # name: (build data_in, compute function, the x values it covers in order)
+    "dataset": (_dataset, row_square, list(range(N))),
+    "view-slice": (lambda p: _dataset(p)[5:25], row_square, list(range(5, 25))),
+    "view-step": (lambda p: _dataset(p)[1:29:4], row_square, list(range(1, 29, 4))),
+    "view-index-list": (lambda p: _dataset(p)[[7, 3, 3, 29, 0]], row_square, [7, 3, 3, 29, 0]),
+    "view-bool-mask": (lambda p: _dataset(p)[MASK], row_square, [i for i in range(N) if i % 3 == 1]),
+    "list": (lambda p: list(range(N)), item_square, list(range(N))),
+    "tuple": (lambda p: tuple(range(N)), item_square, list(range(N))),
+    "range": (lambda p: range(N), item_square, list(range(N))),
+    "numpy-1d": (lambda p: np.arange(N, dtype=np.int32), item_square, list(range(N))),
+    "numpy-2d": (lambda p: np.arange(N)[:, None].repeat(3, axis=1), item_square, list(range(N))),
+    "custom-sequence": (lambda p: TorchLike(N), tuple_square, list(range(N))),
+    "generator": (lambda p: numbers(N), item_square, list(range(N))),
+}
+
+
+@pytest.mark.parametrize("kind", list(INPUTS))
+def test_eval_data_in_kinds(scheduler: Sched, tmp_path: Path, kind: str) -> None:
+    """Every kind of data_in gives the same dataset as a plain loop over it."""
+    build, fn, xs = INPUTS[kind]
+    data_in = build(tmp_path)
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    result = fn().eval(data_in, out, **scheduler.kw)
+    assert_same(out, reference(tmp_path / "ref", out, [{"y": x * x} for x in xs]))
+    assert result.inputs == len(xs)
+    assert result.outputs == {"y": len(xs)}
+    assert result.failed == []
+
+
+def test_eval_streamed_generator_is_consumed_lazily(scheduler: Sched, tmp_path: Path) -> None:
+    """A long generator is read in tasks as it goes, and every item is transformed once, in order."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    result = item_square().eval(numbers(3000), out, **scheduler.kw)
+    assert result.inputs == 3000
+    assert out.y.numpy().tolist() == [i * i for i in range(3000)]
+
+
+EMPTY: dict[str, Callable[[Path], Any]] = {
+    "list": lambda p: [],
+    "generator": lambda p: numbers(0),
+    "numpy": lambda p: np.zeros((0, 3)),
+    "dataset": lambda p: make_numbers(p / "in", 0),
+    "view": lambda p: make_numbers(p / "in", 5)[5:],
+}
+
+
+@pytest.mark.parametrize("kind", list(EMPTY))
+def test_eval_empty_input_is_a_no_op(scheduler: Sched, tmp_path: Path, kind: str) -> None:
+    """Empty input runs nothing, commits nothing and reports zero inputs and outputs."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    version = out.version
+    fn = row_square if kind in ("dataset", "view") else item_square
+    result = fn().eval(EMPTY[kind](tmp_path), out, **scheduler.kw)
+    assert result.inputs == 0
+    assert result.outputs == {"y": 0}
+    assert result.failed == []
+    assert result.version == out.version == version
+    assert lc.load(str(tmp_path / "out")).version == version

@@ -16,7 +16,7 @@ N = 30
 
 
 class TorchLike:
-    """A stand-in for a torch or Hugging Face dataset: ``__len__`` and ``__getitem__`` only, items are tuples."""
+    """A stand-in for a torch or Hugging Face dataset: ``__len__`` and ``__getitem__``, tuple items."""
 
     def __init__(self, n: int) -> None:
         self.n = n

@@ -152,7 +152,7 @@ class TensorView(_Readable):
 
     @property
     def dtype(self) -> np.dtype[Any] | None:
-        return self._ds[self.name].dtype
+        return Tensor(self._ds, self.name).dtype
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = np.asarray(self.numpy())
@@ -200,8 +200,8 @@ class Tensor(_Readable):
             return np.dtype(object)
         if spec.dtype is None:
             state = self._ds._state(self.name)
-            kinds = {f.dtype for f in state.fragments}
-            return np.result_type(*kinds) if kinds else None
+            kinds = {np.dtype(f.dtype) for f in state.fragments}
+            return np.dtype(np.result_type(*kinds)) if kinds else None
         return np.dtype(spec.dtype)
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
@@ -170,11 +170,7 @@ class _ComputeFactory(Generic[P]):
         return f"<lakecompute.compute {getattr(self.func, '__qualname__', self.func)!r}>"
 
 
-@overload
-def compute(func: Callable[..., Any]) -> _ComputeFactory[...]: ...
-@overload
-def compute(func: type) -> _ComputeFactory[...]: ...
-def compute(func: Callable[..., Any] | type) -> _ComputeFactory[...]:
+def compute(func: Callable[P, Any]) -> _ComputeFactory[...]:
     """Make a transform of ``f(sample_in, sample_out, *args, **kwargs)`` (or of a class).
 
     Calling the result binds the extra arguments and returns a :class:`ComputeFunction`; nothing

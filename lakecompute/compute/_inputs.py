@@ -53,7 +53,7 @@ class DatasetSource(Source):
             )
         self.spec: BackendSpec = base._backend.spec
         self.version = base.version
-        self.tensor_names = list(base._head.tensors)
+        self.tensor_names: list[str] = list(base._head.tensors)
         full = base.max_len if pad else len(base)
         self.positions: range | np.ndarray = data_in.positions if isinstance(data_in, DatasetView) else range(full)
         self.length = len(self.positions)
@@ -86,7 +86,7 @@ class DatasetSource(Source):
     def read(self, start: int, stop: int, batch: bool) -> list[Any]:
         ds = self.dataset()
         pos = self.positions[start:stop]
-        columns = {name: self._column(ds, name, pos) for name in self.tensor_names}
+        columns = {name: self._column(ds, name, pos) for name in self.tensor_names or []}
         if batch:
             return [InputRow(columns, start)]
         return [InputRow({k: v[j] for k, v in columns.items()}, start + j) for j in range(stop - start)]

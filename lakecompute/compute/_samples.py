@@ -123,12 +123,15 @@ class SampleOut:
         tensors: the names that may be written, or None to accept any (a pipeline's middle step).
     """
 
+    _allowed: list[str] | None
+    _data: dict[str, list[Any]]
+
     def __init__(self, tensors: Iterable[str] | None) -> None:
         object.__setattr__(self, "_allowed", None if tensors is None else list(tensors))
         object.__setattr__(self, "_data", {} if tensors is None else {t: [] for t in tensors})
 
     def _tensor(self, name: str) -> _TensorOut:
-        data: dict[str, list[Any]] = self._data
+        data = self._data
         items = data.get(name)
         if items is None:
             if self._allowed is not None:
@@ -173,21 +176,21 @@ class SampleOut:
 
     # -- for the engine ------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        data: dict[str, list[Any]] = self._data
+        data = self._data
         return {k: len(v) for k, v in data.items()}
 
     def items(self) -> dict[str, list[Any]]:
-        data: dict[str, list[Any]] = self._data
+        data = self._data
         return data
 
     def truncate(self, counts: Mapping[str, int]) -> None:
         """Drop everything written after ``counts`` (a failed sample's partial output)."""
-        data: dict[str, list[Any]] = self._data
+        data = self._data
         for k, v in data.items():
             del v[counts.get(k, 0) :]
 
     def reset(self) -> None:
-        data: dict[str, list[Any]] = self._data
+        data = self._data
         for v in data.values():
             v.clear()
 

@@ -34,6 +34,22 @@ __all__ = [
 class LakeComputeError(Exception):
     """Raised for every failure lakecompute detects; the base of all its errors."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other constructor arguments than their ``args`` (a tensor name, a path...),
+        # so the default pickling, which calls ``cls(*args)``, fails to unpickle them. Rebuild without
+        # calling __init__, so they cross process boundaries as themselves, attributes included.
+        return (_restore_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore_error(
+    cls: type[LakeComputeError], args: tuple[Any, ...], state: dict[str, Any]
+) -> LakeComputeError:
+    """Unpickle a :class:`LakeComputeError` (see ``LakeComputeError.__reduce__``)."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class LakeComputeWarning(UserWarning):
     """Warned when lakecompute falls back to a slower or weaker behaviour instead of raising."""
@@ -201,6 +217,3 @@ class TransformError(LakeComputeError):
         self.sample = sample
         self.function = function
         super().__init__(message)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.args[0], self.index, self.sample, self.function))

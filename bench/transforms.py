@@ -134,7 +134,9 @@ def floor_w1(images: np.ndarray, labels: np.ndarray, pool: bool) -> float:
     else:
         out, out_labels = np.empty_like(images), np.empty_like(labels)
         cuts = _halves(len(images))
-        for (a, b), (o, ol) in zip(cuts, _pool2(w1_loop, [(images[a:b], labels[a:b]) for a, b in cuts]), strict=True):
+        for (a, b), (o, ol) in zip(
+            cuts, _pool2(w1_loop, [(images[a:b], labels[a:b]) for a, b in cuts]), strict=True
+        ):
             out[a:b], out_labels[a:b] = o, ol
     return time.perf_counter() - t0
 
@@ -147,7 +149,9 @@ def floor_w2(blobs: list[bytes], labels: np.ndarray, pool: bool) -> float:
         out: list[bytes] = [b""] * len(blobs)
         out_labels = np.empty_like(labels)
         cuts = _halves(len(blobs))
-        for (a, b), (o, ol) in zip(cuts, _pool2(w2_loop, [(blobs[a:b], labels[a:b]) for a, b in cuts]), strict=True):
+        for (a, b), (o, ol) in zip(
+            cuts, _pool2(w2_loop, [(blobs[a:b], labels[a:b]) for a, b in cuts]), strict=True
+        ):
             out[a:b], out_labels[a:b] = o, ol
     return time.perf_counter() - t0
 
@@ -169,8 +173,9 @@ def floor_w3(vectors: np.ndarray, w: np.ndarray, pool: bool) -> float:
 
 def functions() -> dict[str, Any]:
     """The compute functions the evals run (built lazily: importing lakecompute takes a while)."""
-    import lakecompute as lc
     from PIL import Image
+
+    import lakecompute as lc
 
     @lc.compute
     def flip_vertical(sample_in: Any, sample_out: Any) -> Any:
@@ -213,24 +218,35 @@ import lakecompute as lc
 
 src, dst, rec = sys.argv[1:4]
 
+
+def peak_kib():
+    # VmHWM, not ru_maxrss: after fork + exec, ru_maxrss still counts the exec-ing parent's peak.
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
 @lc.compute
 class FlipRecordingRss:
-    # flip_vertical, plus: every 256 samples, write this worker's peak RSS to a file named by its pid.
+    # flip_vertical, plus: every 256 samples, write this process's peak RSS to a file named by its pid
+    # (preflight runs it once in the parent too, which writes the parent's, small, peak).
     def __init__(self, where):
         self.where = where
         self.n = 0
 
     def __call__(self, sample_in, sample_out):
-        sample_out.append({"labels": sample_in.labels.numpy(), "images": np.flip(sample_in.images.numpy(), axis=0)})
+        image = np.flip(sample_in.images.numpy(), axis=0)
+        sample_out.append({"labels": sample_in.labels.numpy(), "images": image})
         self.n += 1
         if self.n % 256 == 1:
             with open(os.path.join(self.where, str(os.getpid())), "w") as fh:
-                fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+                fh.write(str(peak_kib()))
 
 ds = lc.load(src, read_only=True)
 out = lc.like(dst, ds, overwrite=True)
 FlipRecordingRss(where=rec).eval(ds, out, num_workers=2, scheduler="processed", progressbar=False)
-print(json.dumps({"parent_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"parent_kib": peak_kib()}))
 """
 
 
@@ -239,7 +255,9 @@ def worker_peak_rss(src: str, dst: str) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="lc-rss-") as rec:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        subprocess.run([sys.executable, "-c", _MEMORY_CHILD, src, dst, rec], check=True, env=env, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", _MEMORY_CHILD, src, dst, rec], check=True, env=env, capture_output=True
+        )
         peaks = []
         for name in os.listdir(rec):
             with open(os.path.join(rec, name)) as fh:
@@ -262,7 +280,12 @@ def print_table(lines: list[tuple[str, str, str, str, str, str, str]]) -> None:
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     print("\n== transforms: eval vs plain-loop floor (median of runs; ratio = ours / matching floor) ==")
     for j, r in enumerate(table):
-        print("  ".join(c.rjust(w) if 0 < i < 5 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip())
+        print(
+            "  ".join(
+                c.rjust(w) if 0 < i < 5 else c.ljust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
         if j == 0:
             print("  ".join("-" * w for w in widths))
 
@@ -350,15 +373,16 @@ def transforms(opts: Any) -> list[Row]:
         targets = {("W1", 0): 3.0, ("W1", 2): 3.0, ("W2", 2): 1.3, ("W3", 2): 1.3}
         for wl in ("W1", "W2", "W3"):
             m = med[wl]
-            for workers in ((0, 2) if wl == "W1" else (2, 0)):
+            for workers in (0, 2) if wl == "W1" else (2, 0):
                 ours = m[f"ours{workers}"]
                 floor = m["floor1" if workers == 0 else "floor2"]
                 limit = targets.get((wl, workers))
                 ratio = ours / floor
                 ok = None if limit is None else ratio <= limit
+                status = "" if ok is None else ("PASS" if ok else "MISS")
                 lines.append((
-                    f"{wl} {sizes[wl]}, {workers} workers", _fmt_s(ours), _fmt_s(m["floor1"]), _fmt_s(m["floor2"]),
-                    f"{ratio:.2f}x", f"<= {limit:g}x" if limit else "—", "" if ok is None else ("PASS" if ok else "MISS"),
+                    f"{wl} {sizes[wl]}, {workers} workers", _fmt_s(ours), _fmt_s(m["floor1"]),
+                    _fmt_s(m["floor2"]), f"{ratio:.2f}x", f"<= {limit:g}x" if limit else "—", status,
                 ))  # fmt: skip
                 rows.append(Row(
                     f"{wl} eval, {workers} workers", ours * 1e3, floor * 1e3, "ms",
@@ -376,8 +400,7 @@ def transforms(opts: Any) -> list[Row]:
         rows.append(Row("W3 speedup 2 vs 0 workers", speedup, floor_speedup, "x", ">= 1.7x", ok,
                         "floor Pool(2) vs 1 process"))  # fmt: skip
 
-        # -- peak RSS per worker, W1 at 1x and 4x --
-        del images, labels
+        # -- peak RSS per worker, W1 at 1x and 4x (measured in a fresh interpreter) --
         big, big_labels = mnist_like(4 * n1, seed=1)
         ds4 = lc.empty(f"{tmp}/w1x4", overwrite=True)
         with ds4:
@@ -385,14 +408,13 @@ def transforms(opts: Any) -> list[Row]:
             ds4.create_tensor("labels", htype="class_label", class_names=[str(i) for i in range(10)])
             ds4.images.extend(big)
             ds4.labels.extend(big_labels)
-        del big, big_labels
         rss1, _ = worker_peak_rss(f"{tmp}/w1", f"{tmp}/w1-rss")
         rss4, _ = worker_peak_rss(f"{tmp}/w1x4", f"{tmp}/w1x4-rss")
         growth = rss4 / rss1
         ok = growth < 1.3
         lines.append((
-            "W1 peak RSS per worker, 1x -> 4x input", f"{rss1:.0f} -> {rss4:.0f} MiB", "", "", f"{growth:.2f}x",
-            "< 1.3x", "PASS" if ok else "MISS",
+            "W1 peak RSS per worker, 1x -> 4x input", f"{rss1:.0f} -> {rss4:.0f} MiB", "", "",
+            f"{growth:.2f}x", "< 1.3x", "PASS" if ok else "MISS",
         ))  # fmt: skip
         rows.append(Row("W1 worker peak RSS, 4x input", rss4, rss1, "MiB", "< 1.3x of 1x input", ok,
                         "the same at 1x input", f"{n1:,} vs {4 * n1:,} samples, 2 workers"))  # fmt: skip

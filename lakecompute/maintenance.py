@@ -9,6 +9,7 @@ still running on this machine.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["compact", "vacuum"]
 
 _BLOCK = 4096
+_SEGMENT_NAME = re.compile(r"^\d+-\d+-[0-9a-f]+$")  # see new_segment_id()
 
 
 def compact(ds: Dataset) -> int:
@@ -139,8 +141,8 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     now = time.time()
     for seg in sync(_collect(store.list_dir("segments"))):
         seg = seg.strip("/")
-        if seg == "zarr.json":
-            continue
+        if not _SEGMENT_NAME.match(seg):
+            continue  # zarr.json, or a temp file of a killed write (swept below), not a segment
         if seg in own or now - segment_time(seg) < grace_seconds:
             continue
         parts = seg.split("-")
@@ -155,7 +157,10 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
             keep = [(a, b) for kind, a, b in ranges if kind == array]
             keys = sync(_collect(store.list_prefix(f"segments/{seg}/{array}/c/")))
             for key in keys:
-                c = int(key.rsplit("/", 1)[1])
+                name = key.rsplit("/", 1)[1]
+                if not name.isdigit():
+                    continue  # a temp file of a killed chunk write: swept below
+                c = int(name)
                 if not any(a <= c <= b for a, b in keep):
                     sync(store.delete(key))
                     removed["chunks"] += 1

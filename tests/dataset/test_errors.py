@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import CLASS_NAMES, make_mixed, row, snapshot
 
 import lakecompute as lc
+from tests.dataset.conftest import CLASS_NAMES, make_mixed, row, snapshot
 
 BadWrite = Callable[[lc.Dataset], Any]
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_mixed, row, snapshot
 
 import lakecompute as lc
+from tests.dataset.conftest import make_mixed, row, snapshot
 
 CHUNK_COMPRESSIONS = [None, "zstd", "lz4", "gzip"]
 NUMERIC_DTYPES = ["bool", "int8", "uint16", "int32", "int64", "float16", "float32", "float64", "complex64"]

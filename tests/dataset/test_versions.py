@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_mixed, row, snapshot
 
 import lakecompute as lc
+from tests.dataset.conftest import make_mixed, row, snapshot
 
 _FORK = multiprocessing.get_context("fork")
 

@@ -1,0 +1,327 @@
+"""Error paths: TransformError's index, sample, function and cause; fail fast; nothing committed."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import multiprocess
+import pytest
+
+import lakecompute as lc
+from tests.compute.compute_helpers import Sched, make_numbers, out_like, read_lines, snapshot
+
+
+class BadPixelError(ValueError):
+    """A user exception that pickles: it must arrive as itself, also from a worker process."""
+
+
+class UnpicklableError(Exception):
+    """A user exception whose constructor takes other arguments than ``.args``: it cannot be unpickled."""
+
+    def __init__(self, code: int, detail: str) -> None:
+        super().__init__(f"code {code}: {detail}")
+        self.code = code
+
+
+def numbers(n: int) -> Iterator[int]:
+    yield from range(n)
+
+
+def _value(sample_in: Any) -> int:
+    """The number a sample holds, for list and dataset input alike."""
+    if hasattr(sample_in, "keys"):
+        return int(sample_in.x.numpy())
+    return int(sample_in)
+
+
+@lc.compute
+def fail_at(sample_in, sample_out, bad):
+    x = _value(sample_in)
+    if x == bad:
+        raise BadPixelError(f"pixel {x} is bad")
+    sample_out.y.append(x)
+
+
+@lc.compute
+def duplicate(sample_in, sample_out):
+    sample_out.x.extend([int(sample_in), int(sample_in)])
+
+
+@lc.compute
+def fail_on_second_copy(sample_in, sample_out, bad):
+    # Sees each input twice (after `duplicate`); fails on one copy of input `bad`.
+    x = int(sample_in.x.numpy())
+    if x == bad:
+        raise BadPixelError(f"copy of {x} is bad")
+    sample_out.y.append(x)
+
+
+@lc.compute
+def fail_unpicklable(sample_in, sample_out, bad):
+    if sample_in == bad:
+        raise UnpicklableError(7, f"sample {sample_in} cannot be read")
+    sample_out.y.append(sample_in)
+
+
+@lc.compute
+def counted(sample_in, sample_out, log, bad, delay):
+    with open(log, "a") as f:
+        f.write(f"{sample_in}\n")
+    if sample_in == bad:
+        raise BadPixelError(f"sample {sample_in} is bad")
+    time.sleep(delay)
+    sample_out.y.append(sample_in)
+
+
+@lc.compute
+def fail_every_seventh(sample_in, sample_out):
+    if sample_in % 7 == 0:
+        raise (KeyError if sample_in % 2 else BadPixelError)(f"no {sample_in}")
+    sample_out.y.append(sample_in if sample_in != 10 else 300)
+
+
+@lc.compute
+def write_unknown_at(sample_in, sample_out, bad):
+    sample_out.y.append(sample_in)
+    if sample_in == bad:
+        sample_out.labelz.append(1)
+
+
+@lc.compute
+def logged_value(sample_in, sample_out, log, value_at_bad, bad):
+    with open(log, "a") as f:
+        f.write(f"{sample_in} {os.getpid()} {threading.current_thread().name}\n")
+    sample_out.y.append(value_at_bad if sample_in == bad else sample_in)
+
+
+@lc.compute
+def logged_unknown(sample_in, sample_out, log):
+    with open(log, "a") as f:
+        f.write(f"{sample_in} {os.getpid()} {threading.current_thread().name}\n")
+    sample_out.append({"y": sample_in, "nope": sample_in})
+
+
+@lc.compute
+def flip_rows(sample_in, sample_out, bad):
+    x = int(sample_in.x.numpy())
+    if x == bad:
+        raise BadPixelError(f"pixel {x} is bad")
+    sample_out.x.append(-x)
+
+
+def _assert_no_workers_left() -> None:
+    assert multiprocess.active_children() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("lakecompute-worker")]
+
+
+INPUT_KINDS = ["list", "dataset", "generator"]
+
+
+@pytest.mark.parametrize("kind", INPUT_KINDS)
+def test_transform_error_attributes(scheduler: Sched, tmp_path: Path, kind: str) -> None:
+    """A failure in a worker raises TransformError with index, sample, function, cause and message."""
+    n, bad = 40, 13
+    data_in: Any = {"list": list(range(n)), "generator": numbers(n)}.get(kind)
+    if kind == "dataset":
+        data_in = make_numbers(tmp_path / "in", n)
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(lc.TransformError) as info:
+        fail_at(bad=bad).eval(data_in, out, **scheduler.kw)
+    err = info.value
+    assert err.index == bad
+    assert err.function == "fail_at"
+    assert _value(err.sample) == bad
+    assert type(err.__cause__) is BadPixelError
+    assert str(err.__cause__) == "pixel 13 is bad"
+    assert str(err).startswith("Transform 'fail_at' failed on data_in[13]: BadPixelError: pixel 13 is bad")
+    _assert_no_workers_left()
+
+
+def test_transform_error_in_a_later_pipeline_stage(scheduler: Sched, tmp_path: Path) -> None:
+    """A failure in step 2 of a pipeline names step 2 and the index of the input in data_in."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    pipeline = lc.compose([duplicate(), fail_on_second_copy(bad=21)])
+    with pytest.raises(lc.TransformError, match=r"'fail_on_second_copy' failed on data_in\[21\]") as info:
+        pipeline.eval(list(range(30)), out, **scheduler.kw)
+    assert info.value.index == 21
+    assert info.value.sample == 21
+    assert info.value.function == "fail_on_second_copy"
+    assert type(info.value.__cause__) is BadPixelError
+    assert str(info.value.__cause__) == "copy of 21 is bad"
+
+
+def test_transform_error_cause_survives_processes(tmp_path: Path) -> None:
+    """Across processes the cause is the user's exception itself, with the worker's traceback attached."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(lc.TransformError) as info:
+        fail_at(bad=17).eval(list(range(40)), out, num_workers=2, scheduler="processed", progressbar=False)
+    cause = info.value.__cause__
+    assert type(cause) is BadPixelError
+    assert cause.args == ("pixel 17 is bad",)
+    assert "in fail_at" in info.value.remote_traceback
+    assert 'raise BadPixelError(f"pixel {x} is bad")' in info.value.remote_traceback
+
+
+def test_transform_error_unpicklable_cause(scheduler: Sched, tmp_path: Path) -> None:
+    """An exception that cannot travel arrives as RemoteError with its type name, message and traceback."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(lc.TransformError) as info:
+        fail_unpicklable(bad=9).eval(list(range(30)), out, **scheduler.kw)
+    err = info.value
+    assert (err.index, err.sample, err.function) == (9, 9, "fail_unpicklable")
+    assert "UnpicklableError: code 7: sample 9 cannot be read" in str(err)
+    cause = err.__cause__
+    if scheduler.name == "processed":
+        assert isinstance(cause, lc.RemoteError)
+        assert cause.type_name.endswith("UnpicklableError")
+        assert cause.message == "code 7: sample 9 cannot be read"
+        assert "in fail_unpicklable" in cause.traceback_text
+        assert "raise UnpicklableError(7" in cause.traceback_text
+    else:
+        assert type(cause) is UnpicklableError
+        assert cause.code == 7
+
+
+def test_fail_fast_at_index_zero_runs_one_sample(scheduler: Sched, tmp_path: Path) -> None:
+    """A failure at index 0 is found by the preflight: one sample runs, and no worker ever starts."""
+    log = tmp_path / "log"
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(lc.TransformError) as info:
+        counted(log=str(log), bad=0, delay=0.0).eval(list(range(2000)), out, **scheduler.kw)
+    assert (info.value.index, info.value.sample) == (0, 0)
+    assert read_lines(log) == ["0"]
+
+
+def test_fail_fast_cancels_outstanding_work(scheduler: Sched, tmp_path: Path) -> None:
+    """A failure early in the first task stops the run long before the rest of the input is processed."""
+    n = 2000
+    log = tmp_path / "log"
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(lc.TransformError) as info:
+        counted(log=str(log), bad=2, delay=0.001).eval(list(range(n)), out, **scheduler.kw)
+    assert info.value.index == 2
+    done = len(read_lines(log))
+    # Tasks hold n / (4 * workers) = 250 inputs: at most the failing task's start and one other task ran.
+    assert done < n // 4, done
+    _assert_no_workers_left()
+    time.sleep(0.3)
+    assert len(read_lines(log)) == done  # nothing is still running
+    assert len(out.y) == 0
+
+
+def _filled_out(path: Path) -> lc.Dataset:
+    out = out_like(path, y={"dtype": "int64"})
+    out.y.extend([-1, -2, -3])
+    return out
+
+
+def test_failed_eval_commits_nothing(scheduler: Sched, tmp_path: Path) -> None:
+    """A failure after many tasks completed leaves data_out's version and content as they were."""
+    out = _filled_out(tmp_path / "out")
+    before, version = snapshot(out), out.version
+    with pytest.raises(lc.TransformError):
+        fail_at(bad=1900).eval(list(range(2000)), out, **scheduler.kw)
+    assert out.version == version
+    assert snapshot(out) == before
+    reopened = lc.load(str(tmp_path / "out"))
+    assert reopened.version == version
+    assert snapshot(reopened) == before
+    # data_out stays usable: the next eval appends after the old content, nothing of the failed one.
+    fail_at(bad=-1).eval(list(range(5)), out, **scheduler.kw)
+    assert out.y.numpy().tolist() == [-1, -2, -3, 0, 1, 2, 3, 4]
+    assert lc.load(str(tmp_path / "out")).y.numpy().tolist() == [-1, -2, -3, 0, 1, 2, 3, 4]
+
+
+def test_failed_in_place_eval_leaves_data_intact(scheduler: Sched, tmp_path: Path) -> None:
+    """A failing in-place eval leaves the dataset's content and version as they were, also on disk."""
+    ds = make_numbers(tmp_path / "ds", 1000)
+    before, version = snapshot(ds), ds.version
+    with pytest.raises(lc.TransformError) as info:
+        flip_rows(bad=990).eval(ds, **scheduler.kw)
+    assert info.value.index == 990
+    assert int(info.value.sample.x.numpy()) == 990
+    assert ds.version == version
+    assert snapshot(ds) == before
+    assert snapshot(lc.load(str(tmp_path / "ds"))) == before
+    flip_rows(bad=-1).eval(ds, **scheduler.kw)
+    assert ds.x.numpy().tolist() == [-i for i in range(1000)]
+
+
+def test_ignore_errors_skips_and_reports(scheduler: Sched, tmp_path: Path) -> None:
+    """``ignore_errors=True`` skips failing samples (index 0 too) and lists each with its error."""
+    out = out_like(tmp_path / "out", y={"dtype": "uint8"})
+    result = fail_every_seventh().eval(list(range(60)), out, ignore_errors=True, **scheduler.kw)
+    bad = sorted([*range(0, 60, 7), 10])
+    assert result.failed_indices == bad
+    assert [f.index for f in result.failed] == bad
+    assert out.y.numpy().tolist() == [i for i in range(60) if i not in bad]
+    assert result.inputs == 60
+    assert result.outputs == {"y": 60 - len(bad)}
+    by_index = {f.index: f for f in result.failed}
+    assert by_index[0].error_type == "BadPixelError"
+    assert by_index[0].message == "no 0"
+    assert by_index[7].error_type == "KeyError"
+    assert by_index[10].error_type == "InvalidSampleError"
+    assert "uint8" in by_index[10].message
+    assert all(f.function == "fail_every_seventh" for f in result.failed)
+    assert "in fail_every_seventh" in by_index[7].traceback
+    assert repr(by_index[0]) == "FailedSample(index=0, BadPixelError: no 0)"
+
+
+@pytest.mark.parametrize("bad", [0, 6])
+def test_unknown_tensor_names_it_and_the_known_ones(scheduler: Sched, tmp_path: Path, bad: int) -> None:
+    """Writing a tensor data_out lacks fails naming it and the known ones (in preflight or a worker)."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"}, z={"dtype": "int64"})
+    with pytest.raises(lc.TransformError, match=r"'labelz' does not exist") as info:
+        write_unknown_at(bad=bad).eval(list(range(20)), out, skip_ok=True, **scheduler.kw)
+    err = info.value
+    assert (err.index, err.sample, err.function) == (bad, bad, "write_unknown_at")
+    assert isinstance(err.__cause__, lc.TensorDoesNotExistError)
+    assert err.__cause__.name == "labelz"
+    assert err.__cause__.known == ["y", "z"]
+    assert "Known tensors: ['y', 'z']" in str(err)
+    assert len(out.y) == 0
+
+
+@pytest.mark.parametrize("bad", [0, 6])
+def test_value_that_does_not_fit_the_dtype(scheduler: Sched, tmp_path: Path, bad: int) -> None:
+    """300 written to a uint8 tensor fails with the index of its input, in the preflight or in a worker."""
+    out = out_like(tmp_path / "out", y={"dtype": "uint8"})
+    log = tmp_path / "log"
+    with pytest.raises(lc.TransformError, match=rf"'logged_value' failed on data_in\[{bad}\]") as info:
+        logged_value(log=str(log), value_at_bad=300, bad=bad).eval(list(range(20)), out, **scheduler.kw)
+    err = info.value
+    assert (err.index, err.sample, err.function) == (bad, bad, "logged_value")
+    assert isinstance(err.__cause__, lc.InvalidSampleError)
+    assert err.__cause__.tensor == "y"
+    assert "uint8" in str(err.__cause__)
+    assert "Cannot store sample in tensor 'y'" in str(err)
+    assert len(out.y) == 0
+
+
+def test_preflight_runs_first_sample_here_before_workers(scheduler: Sched, tmp_path: Path) -> None:
+    """The first sample runs in the calling thread and its problems surface before any worker starts."""
+    log = tmp_path / "log"
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(lc.TransformError, match=r"'nope' does not exist") as info:
+        logged_unknown(log=str(log)).eval(list(range(500)), out, **scheduler.kw)
+    assert info.value.index == 0
+    assert read_lines(log) == [f"0 {os.getpid()} {threading.current_thread().name}"]
+    out2 = out_like(tmp_path / "out2", y={"dtype": "uint8"})
+    with pytest.raises(lc.TransformError, match=r"data_in\[0\]") as info:
+        logged_value(log=str(log), value_at_bad=300, bad=0).eval(list(range(500)), out2, **scheduler.kw)
+    assert isinstance(info.value.__cause__, lc.InvalidSampleError)
+    assert read_lines(log)[1:] == [f"0 {os.getpid()} {threading.current_thread().name}"]
+
+
+def test_transform_error_is_a_lakecompute_error() -> None:
+    """TransformError derives from LakeComputeError, so one except clause catches every lakecompute error."""
+    assert issubclass(lc.TransformError, lc.LakeComputeError)
+    err = lc.TransformError("msg", 3, {"x": 1}, "f")
+    assert (err.index, err.sample, err.function) == (3, {"x": 1}, "f")
+    assert err.args == ("msg",)

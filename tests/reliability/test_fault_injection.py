@@ -1,0 +1,131 @@
+"""Fault injection: the parent of a checkpointed eval is killed with SIGKILL at random moments, then rerun."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from tests.reliability.reliability_helpers import (
+    double,
+    doubled_prefix,
+    kill_session,
+    make_numbers,
+    make_out,
+    start_eval,
+    versions,
+    wait_session_empty,
+)
+
+TRIALS = 18
+N = 120
+INTERVAL = 4  # a checkpoint commit every 4 inputs, so kills often land on or next to a commit
+SLEEP = "0.002"  # seconds per input in the killed run: long enough to be killed part-way
+
+
+def _wait_for_start(proc: Any) -> None:
+    line = proc.stdout.readline()
+    if line.strip() != "START":
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f"the eval script did not start: {line!r}\n{err}")
+
+
+def _kill_near_commit(proc: Any, path: Path, rng: random.Random) -> str:
+    """Kill ``proc`` while a manifest is being written if that is seen, else right after a new one appears."""
+    folder = path / "versions"
+    target = len(versions(path)) + rng.randint(1, 12)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        names = os.listdir(folder)
+        if any(n.endswith(".partial") for n in names):
+            os.kill(proc.pid, signal.SIGKILL)
+            return "mid-commit"
+        if sum(1 for n in names if n.endswith(".json")) >= target:
+            os.kill(proc.pid, signal.SIGKILL)
+            return "after-commit"
+        if proc.poll() is not None:
+            return "finished"
+    os.kill(proc.pid, signal.SIGKILL)
+    return "timeout"
+
+
+def _check_after_kill(path: Path, in_place: bool) -> int:
+    """The dataset loads and holds exactly committed output; return the inputs a rerun should skip."""
+    ds = lc.load(str(path))
+    evals = list(ds._base.evals.values())
+    record = evals[0] if evals else None
+    if in_place:
+        x = ds.x.numpy()
+        finished = record is not None and record["status"] == "done"
+        # In place, readers see the old content until the final commit replaces it whole.
+        np.testing.assert_array_equal(x, 2 * np.arange(N) if finished else np.arange(N))
+        return int(record["done"]) if record is not None else 0
+    k = doubled_prefix(ds, INTERVAL)
+    done = int(record["done"]) if record is not None else 0
+    assert k == done, "the outputs and the checkpoint record disagree"
+    return k
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_eval_parent_sigkill_then_rerun_gives_exact_output(tmp_path: Path) -> None:
+    """After each SIGKILL of an eval's parent (often mid-commit) the dataset loads and a rerun ends exact."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = random.Random(seed)
+    moments: list[str] = []
+    resumed: list[int] = []
+    for trial in range(TRIALS):
+        in_place = trial % 3 == 2
+        workers = 2 if trial % 2 else 0
+        path = tmp_path / f"trial{trial}"
+        make_numbers(path, N) if in_place else make_out(path)
+        kw = {"workers": workers, "interval": INTERVAL, "in_place": in_place}
+        proc = start_eval(str(path), N, LC_TEST_SLEEP=SLEEP, **kw)
+        try:
+            _wait_for_start(proc)
+            if trial % 3 == 1:
+                time.sleep(rng.uniform(0.0, 1.0))
+                os.kill(proc.pid, signal.SIGKILL)
+                moments.append("random")
+            else:
+                moments.append(_kill_near_commit(proc, path, rng))
+            proc.communicate(timeout=30)
+            where = f"trial {trial} ({moments[-1]}, workers={workers}, in_place={in_place}, seed {seed})"
+            assert proc.returncode in (-signal.SIGKILL, 0), where
+            skip = _check_after_kill(path, in_place)
+            # The killed parent's workers notice it is gone and exit: nothing of its session lingers.
+            assert wait_session_empty(proc.pid, timeout=10) == [], where
+        finally:
+            kill_session(proc.pid)
+        resumed.append(skip)
+
+        # Rerun with the other worker count; then once more, which must write nothing.
+        ds = lc.load(str(path))
+        kw = {"num_workers": 0 if workers else 2, "scheduler": "processed", "checkpoint_interval": INTERVAL}
+        data_in = ds if in_place else list(range(N))
+        result = double().eval(data_in, None if in_place else ds, progressbar=False, **kw)
+        assert result.resumed_from == skip, where
+        assert result.inputs == N, where
+        np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N), err_msg=where)
+        before = versions(path)
+        again = double().eval(data_in, None if in_place else ds, progressbar=False, **kw)
+        assert (again.inputs, again.outputs, again.version) == (N, {"x": N}, result.version), where
+        assert versions(path) == before, where
+
+        # What the crash left unreferenced goes; every remaining version still loads.
+        lc.load(str(path)).vacuum(grace_seconds=0)
+        np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N), err_msg=where)
+
+    near = sum(m in ("mid-commit", "after-commit") for m in moments)
+    print(f"\nseed {seed}: kill moments {moments}; resumed from {resumed}")
+    assert moments.count("finished") <= TRIALS // 4, f"too many runs finished before the kill: {moments}"
+    assert near >= TRIALS // 2, f"too few kills landed at a commit: {moments}"
+    assert len({r for r in resumed if r}) >= 3, f"too few distinct resume points to test anything: {resumed}"

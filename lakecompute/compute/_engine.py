@@ -687,7 +687,7 @@ def run_eval(
 
     if bar is not None and resume_from:
         bar.update(resume_from)
-    runner = sched.run(lambda task, progress: run_task(job, task, progress), tasks(), on_progress=bar.update if bar else None)
+    runner = sched.run(lambda task, progress: run_task(job, task, progress), tasks(), on_progress=bar.update if bar is not None else None)
     try:
         with _sigterm_as_interrupt(), contextlib.closing(runner):
             for _position, res in runner:

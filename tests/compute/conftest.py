@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from compute_helpers import SCHEDULERS, Sched
+
+from tests.compute.compute_helpers import SCHEDULERS, Sched
 
 
 @pytest.fixture(params=SCHEDULERS, ids=str)

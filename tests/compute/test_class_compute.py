@@ -8,10 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from compute_helpers import Sched, out_like, read_lines
 
 import lakecompute as lc
 from lakecompute.schedulers import worker_id
+from tests.compute.compute_helpers import Sched, out_like, read_lines
 
 
 def _where() -> str:

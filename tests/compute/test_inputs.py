@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from compute_helpers import Sched, assert_same, make_numbers, out_like, reference
 
 import lakecompute as lc
+from tests.compute.compute_helpers import Sched, assert_same, make_numbers, out_like, reference
 
 N = 30
 

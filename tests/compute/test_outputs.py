@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from compute_helpers import Sched, assert_same, make_numbers, out_like, reference, snapshot
 
 import lakecompute as lc
+from tests.compute.compute_helpers import Sched, assert_same, make_numbers, out_like, reference, snapshot
 
 
 @lc.compute

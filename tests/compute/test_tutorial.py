@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from compute_helpers import DIGITS, Sched, assert_same, make_images, reference, snapshot
 from PIL import Image
 
 import lakecompute as lc
+from tests.compute.compute_helpers import DIGITS, Sched, assert_same, make_images, reference, snapshot
 
 
 @lc.compute

@@ -31,6 +31,7 @@ from lakecompute.errors import (
     TransformError,
     WorkerDiedError,
 )
+from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
 from lakecompute.tensor import Tensor, TensorView
 
 __version__ = "0.1.0"
@@ -46,6 +47,7 @@ __all__ = [
     "EvalResult",
     "FailedSample",
     "FingerprintError",
+    "ImageFile",
     "InvalidArgumentError",
     "InvalidSampleError",
     "InvalidTypeError",
@@ -70,6 +72,9 @@ __all__ = [
     "delete",
     "empty",
     "exists",
+    "from_numpy",
+    "ingest_classification",
     "like",
     "load",
+    "read",
 ]

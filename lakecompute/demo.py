@@ -1,62 +1,154 @@
-"""The main job a newcomer runs (``make demo`` / ``lakecompute demo``).
+"""The main job a newcomer runs (``make demo`` / ``lakecompute demo``), and the image folders it,
+the examples and the tests ingest.
 
-Builds a small image dataset, runs the tutorial's flip → resize pipeline on 2 worker processes,
-and writes before/after contact sheets.
+The demo writes a folder of synthetic image files (PNG, JPEG, WebP and BMP, in class sub-folders),
+ingests it with :func:`lakecompute.ingest_classification`, runs the tutorial's flip → resize pipeline
+on worker processes with a progress bar, and writes before/after contact sheets.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-from PIL import Image
 
 import lakecompute as lc
-from lakecompute.testing.data import make_shapes_dataset
-from lakecompute.viz import contact_sheet
 
-__all__ = ["flip_vertical", "resize", "run_demo"]
+__all__ = ["flip_vertical", "resize", "run_demo", "write_image_folder"]
+
+_EXTENSIONS = {"png": ".png", "jpeg": ".jpg", "webp": ".webp", "bmp": ".bmp"}
+
+
+def write_image_folder(
+    root: str | os.PathLike[str],
+    n: int = 60,
+    size: tuple[int, int] = (48, 48),
+    formats: Sequence[str] = ("png", "jpeg", "webp", "bmp"),
+    seed: int = 0,
+    vary_size: bool = False,
+) -> dict[str, int]:
+    """Write ``n`` synthetic images into ``root/<class>/`` (circle, square, triangle).
+
+    Image ``i`` is saved in ``formats[i % len(formats)]`` as ``<class>/<i:05d>.<ext>``, so a sorted
+    listing gives the images in the order they were made.
+
+    Args:
+        root: the folder to write (created if missing).
+        n: how many images.
+        size: height and width of each image.
+        formats: file formats to cycle through (``png``, ``jpeg``, ``webp``, ``bmp``).
+        seed: makes the pictures reproducible.
+        vary_size: give every third image a different size (height and width plus 8).
+
+    Returns:
+        Images written per class name.
+    """
+    from PIL import Image
+
+    from lakecompute.testing.data import CLASS_NAMES, make_images
+
+    images, labels = make_images(n, size, rgb=True, seed=seed)
+    counts = dict.fromkeys(CLASS_NAMES, 0)
+    for i, (pixels, label) in enumerate(zip(images, labels, strict=True)):
+        fmt = formats[i % len(formats)]
+        name = CLASS_NAMES[int(label)]
+        folder = os.path.join(os.fspath(root), name)
+        os.makedirs(folder, exist_ok=True)
+        image = Image.fromarray(pixels)
+        if vary_size and i % 3 == 2:
+            image = image.resize((size[1] + 8, size[0] + 8))
+        options: dict[str, Any] = (
+            {"quality": 95} if fmt == "jpeg" else {"lossless": True} if fmt == "webp" else {}
+        )
+        image.save(os.path.join(folder, f"{i:05d}{_EXTENSIONS[fmt]}"), format=fmt.upper(), **options)
+        counts[name] += 1
+    return counts
 
 
 @lc.compute
-def flip_vertical(sample_in: lc.Row, sample_out: object) -> None:
+def flip_vertical(sample_in: lc.Row, sample_out: Any) -> None:
     """Flip each image upside down; keep its label."""
-    sample_out.append(  # type: ignore[attr-defined]  # sample_out is a SampleOut at run time
+    sample_out.append(
         {"labels": sample_in.labels.numpy(), "images": np.flip(sample_in.images.numpy(), axis=0)}
     )
 
 
 @lc.compute
-def resize(sample_in: lc.Row, sample_out: object, new_size: tuple[int, int]) -> None:
+def resize(sample_in: lc.Row, sample_out: Any, new_size: tuple[int, int]) -> None:
     """Resize each image (bilinear); keep its label."""
+    from PIL import Image
+
     image = Image.fromarray(sample_in.images.numpy()).resize(new_size, Image.Resampling.BILINEAR)
-    sample_out.labels.append(sample_in.labels.numpy())  # type: ignore[attr-defined]
-    sample_out.images.append(np.asarray(image))  # type: ignore[attr-defined]
+    sample_out.labels.append(sample_in.labels.numpy())
+    sample_out.images.append(np.asarray(image))
 
 
-def run_demo(out_dir: str = "demo-output", n: int = 600, num_workers: int = 2, progressbar: bool = True) -> dict[str, str]:
-    """Run the demo; returns the paths it wrote."""
+def run_demo(
+    out_dir: str = "demo-output", n: int = 600, num_workers: int = 2, progressbar: bool = True
+) -> dict[str, str]:
+    """Run the demo; returns the paths it wrote (``files``, ``input``, ``output``, ``before``, ``after``)."""
+    from lakecompute.viz import contact_sheet
+
     os.makedirs(out_dir, exist_ok=True)
+    files = os.path.join(out_dir, "shapes-files")
     src_path = os.path.join(out_dir, "shapes")
     dst_path = os.path.join(out_dir, "shapes-flipped-64")
-    print(f"1. Building {n} synthetic images (48x48, PNG) in {src_path} ...")
-    src = make_shapes_dataset(src_path, n=n, size=(48, 48))
-    assert isinstance(src, lc.Dataset)
+
+    print(f"1. Writing {n} synthetic images (48x48; PNG, JPEG, WebP, BMP) into {files}/<class>/ ...")
+    if os.path.isdir(files):
+        import shutil
+
+        shutil.rmtree(files)
+    counts = write_image_folder(files, n=n, size=(48, 48))
+    print("   " + ", ".join(f"{name}: {count}" for name, count in counts.items()))
+
+    print(f"\n2. Ingesting them with lc.ingest_classification({files!r}, {src_path!r}) ...")
+    src = lc.ingest_classification(
+        files,
+        src_path,
+        image_compression="png",
+        num_workers=num_workers,
+        progressbar=progressbar,
+        overwrite=True,
+    )
     src.summary()
-    print(f"\n2. Running compose([flip_vertical(), resize(new_size=(64, 64))]) with {num_workers} workers ...")
+
+    print(
+        f"\n3. Running lc.compose([flip_vertical(), resize(new_size=(64, 64))]) on {num_workers} workers ..."
+    )
     out = lc.like(dst_path, src, overwrite=True)
     pipeline = lc.compose([flip_vertical(), resize(new_size=(64, 64))])
     t0 = time.perf_counter()
     result = pipeline.eval(src, out, num_workers=num_workers, progressbar=progressbar)
-    print(f"   {result}  ({n / (time.perf_counter() - t0):.0f} samples/s)")
+    elapsed = time.perf_counter() - t0
+    print(f"   {result}  ({n / elapsed:.0f} samples/s)")
     out.summary()
+
     before = os.path.join(out_dir, "before.png")
     after = os.path.join(out_dir, "after.png")
-    contact_sheet(src, cols=8, rows=3).save(before)
-    contact_sheet(out, cols=8, rows=3).save(after)
-    print("\n3. Wrote:")
-    for label, path in [("input dataset", src_path), ("output dataset", dst_path), ("before", before), ("after", after)]:
-        print(f"   {label:15s} {os.path.abspath(path)}")
-    print(f"\nOpen the output with: lc.load({dst_path!r})  — or: lakecompute info {dst_path}")
-    return {"input": src_path, "output": dst_path, "before": before, "after": after}
+    # Samples spread over the whole dataset: ingest orders them by class, so the first 24 would be one class.
+    shown = sorted({int(i) for i in np.linspace(0, len(src) - 1, num=min(24, len(src)))})
+    contact_sheet(src, indices=shown, cols=8, title="before: ingested 48x48 images").save(before)
+    contact_sheet(out, indices=shown, cols=8, title="after: flip_vertical -> resize(64, 64)").save(after)
+
+    print("\n4. Wrote:")
+    paths = {"files": files, "input": src_path, "output": dst_path, "before": before, "after": after}
+    labels = {
+        "files": "image files",
+        "input": "input dataset",
+        "output": "output dataset",
+        "before": "contact sheet",
+        "after": "contact sheet",
+    }
+    for key, path in paths.items():
+        print(f"   {labels[key]:15s} {os.path.abspath(path)}")
+    print(
+        f"\nLook inside:  lakecompute info {dst_path}\n"
+        f"              lakecompute log {dst_path}\n"
+        f"              lakecompute show {dst_path} --tensor images --rows 2 --cols 6 -o grid.png\n"
+        f"In Python:    lc.load({dst_path!r})"
+    )
+    return paths

@@ -1,0 +1,452 @@
+"""Getting data in: folders of images, image files, and numpy arrays.
+
+* :func:`ingest_classification` turns a folder of class sub-folders of images into a dataset with
+  ``images`` and ``labels``. The parent only lists files (and peeks at their headers); opening and
+  decoding every file runs in parallel on the transform engine, so a corrupt file is reported like
+  any failing sample, by name.
+* :func:`read` opens one image file lazily. Appended to an image tensor whose sample compression
+  is the file's own format, its bytes are stored as they are (a JPEG is not re-encoded and loses
+  nothing); otherwise it is decoded like an array.
+* :func:`from_numpy` makes a dataset from a dict of arrays.
+
+Example:
+    >>> import lakecompute as lc
+    >>> import numpy as np
+    >>> ds = lc.from_numpy("mem://from-numpy-doc", {"x": np.arange(6).reshape(3, 2)}, overwrite=True)
+    >>> ds.x.numpy().tolist()
+    [[0, 1], [2, 3], [4, 5]]
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from io import BytesIO
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import numpy as np
+
+from lakecompute.errors import (
+    InvalidArgumentError,
+    InvalidSampleError,
+    InvalidTypeError,
+    LakeComputeWarning,
+    TransformError,
+)
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+    from lakecompute.dataset import Dataset
+
+__all__ = ["IMAGE_EXTENSIONS", "ImageFile", "from_numpy", "ingest_classification", "read"]
+
+IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+"""File name endings (any case) that :func:`ingest_classification` reads as images."""
+
+# Pillow's format names -> ours (the sample compressions; other formats keep Pillow's name, lower case).
+_FORMATS: Final[dict[str, str]] = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp", "BMP": "bmp"}
+
+# Below this many files, starting worker processes costs more than it saves.
+_PARALLEL_FROM: Final = 100
+
+PathLike = str | os.PathLike[str]
+
+
+# -- one image file ----------------------------------------------------------------------------------
+
+
+class ImageFile:
+    """An image file, read on first use and decoded only when its pixels are asked for.
+
+    Made by :func:`read`. It can be appended wherever an image array can:
+
+    * to an image tensor whose ``sample_compression`` is the file's format, the file's bytes are
+      stored as they are (checked to decode first) — no re-encoding, no extra JPEG loss;
+    * anywhere else it is decoded (``.numpy()``) and stored like an array.
+
+    Pixels come back as uint8: HxW for greyscale, HxWx3 for colour, HxWx4 with transparency.
+
+    Attributes:
+        path: the file's path as given.
+    """
+
+    __slots__ = ("_data", "_format", "_shape", "path")
+
+    def __init__(self, path: str, data: bytes | None = None) -> None:
+        self.path = path
+        self._data = data
+        self._format: str | None = None
+        self._shape: tuple[int, ...] | None = None
+
+    def _bytes(self) -> bytes:
+        if self._data is None:
+            try:
+                with open(self.path, "rb") as f:
+                    self._data = f.read()
+            except OSError as exc:
+                raise InvalidArgumentError(f"Cannot read image file {self.path!r} ({exc}).") from exc
+        return self._data
+
+    def _open(self) -> Image.Image:
+        from PIL import Image
+
+        try:
+            return Image.open(BytesIO(self._bytes()))
+        except Exception as exc:  # Pillow raises OSError, ValueError or SyntaxError for broken files
+            raise _unreadable(self.path, exc) from exc
+
+    def _header(self) -> None:
+        from lakecompute.compression import _decoded_mode
+
+        image = self._open()
+        fmt = image.format or "unknown"
+        self._format = _FORMATS.get(fmt, fmt.lower())
+        try:
+            mode = _decoded_mode(image)
+        except InvalidArgumentError as exc:
+            raise _unreadable(self.path, exc) from exc
+        width, height = image.size
+        self._shape = (height, width) if mode == "L" else (height, width, len(mode))
+
+    @property
+    def format(self) -> str:
+        """The file's format: ``"jpeg"``, ``"png"``, ``"webp"``, ``"bmp"``, ... (from its content)."""
+        if self._format is None:
+            self._header()
+        assert self._format is not None
+        return self._format
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape :meth:`numpy` returns, read from the file's header only."""
+        if self._shape is None:
+            self._header()
+        assert self._shape is not None
+        return self._shape
+
+    def numpy(self) -> np.ndarray:
+        """Decode the pixels.
+
+        Raises:
+            InvalidSampleError: the file is not a readable 8-bit image (the message names it).
+        """
+        from lakecompute.compression import decode_image
+
+        try:
+            return decode_image(self._bytes(), self.shape)
+        except InvalidArgumentError as exc:
+            raise _unreadable(self.path, exc) from exc
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def _lakecompute_blob(self) -> tuple[str, bytes, tuple[int, ...]]:
+        """``(format, bytes, shape)`` for storing the file as it is (see ``htypes.encode_sample``)."""
+        self.numpy()  # a file that does not decode must not be stored
+        return self.format, self._bytes(), self.shape
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent to a worker before it was read, an ImageFile travels as its path only.
+        return (ImageFile, (self.path, self._data))
+
+    def __repr__(self) -> str:
+        return f"ImageFile({self.path!r})"
+
+
+def read(path: PathLike) -> ImageFile:
+    """Open an image file lazily; append the result to an image tensor like an array.
+
+    Args:
+        path: a JPEG, PNG, WebP or BMP file (any format Pillow reads).
+
+    Returns:
+        An :class:`ImageFile`: ``.numpy()``, ``.shape``, ``.format``.
+
+    Raises:
+        InvalidArgumentError: there is no such file.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> ds = lc.empty("./photos", overwrite=True)  # doctest: +SKIP
+        >>> ds.create_tensor("images", htype="image", sample_compression="jpeg")  # doctest: +SKIP
+        >>> ds.images.append(lc.read("cat.jpg"))  # stored as the file's own bytes  # doctest: +SKIP
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise InvalidArgumentError(
+            f"No image file at {name!r}. Check the path (relative to {os.getcwd()!r})."
+        )
+    return ImageFile(name)
+
+
+def _unreadable(path: str, exc: BaseException) -> InvalidSampleError:
+    return InvalidSampleError(
+        "images",
+        f"cannot read image file {path!r} ({type(exc).__name__}: {exc}). "
+        "Fix or remove the file, or pass skip_errors=True to skip unreadable files.",
+    )
+
+
+# -- folders of classes ------------------------------------------------------------------------------
+
+
+def _is_image(name: str) -> bool:
+    return not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+def _scan(src: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """Class names (sorted folder names) and ``(path, label)`` for every image, in sorted order."""
+    if not os.path.isdir(src):
+        raise InvalidArgumentError(
+            f"Expected a folder of class sub-folders at {src!r}. Got "
+            + ("a file." if os.path.exists(src) else "nothing: the path does not exist.")
+        )
+    classes: list[tuple[str, list[str]]] = []
+    for entry in sorted(os.scandir(src), key=lambda e: e.name):
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        files: list[str] = []
+        # Images in sub-sub-folders belong to the class too; walk them in sorted order.
+        for root, dirs, names in os.walk(entry.path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            files.extend(os.path.join(root, n) for n in sorted(names) if _is_image(n))
+        if files:
+            classes.append((entry.name, sorted(files)))
+    if not classes:
+        raise InvalidArgumentError(
+            f"Found no images in class sub-folders of {src!r}. Expected a layout like {src}/cat/1.jpg, "
+            f"{src}/dog/2.png (image files ending in {', '.join(sorted(IMAGE_EXTENSIONS))})."
+        )
+    names = [c for c, _ in classes]
+    items = [(path, label) for label, (_, files) in enumerate(classes) for path in files]
+    return names, items
+
+
+def _target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
+    """``L`` when every readable file is greyscale, else ``RGB``: a tensor's samples share one rank."""
+    from PIL import Image
+
+    for path in paths:
+        try:
+            with Image.open(path) as image:  # reads the header only
+                mode = image.mode
+        except Exception:
+            continue  # an unreadable file is reported, by name, by the worker that decodes it
+        if mode not in ("L", "1"):
+            return "RGB"
+    return "L"
+
+
+def _load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray | ImageFile:
+    """Decode one file fully (so a broken one fails here, named); the bytes themselves when they can
+    be stored as they are, else the pixels in ``mode``."""
+    from PIL import Image
+
+    from lakecompute.compression import _decoded_mode
+
+    file = ImageFile(path)
+    data = file._bytes()
+    try:
+        with Image.open(BytesIO(data)) as opened:
+            opened.load()
+            decoded = _decoded_mode(opened)
+            fmt = _FORMATS.get(opened.format or "", "")
+            if compression is not None and fmt == compression and decoded == mode:
+                file._format = fmt
+                width, height = opened.size
+                file._shape = (height, width) if mode == "L" else (height, width, 3)
+                return file
+            image: Image.Image = opened
+            if image.mode != decoded:
+                # Via the decoded mode: Pillow warns when a palette with transparency goes straight to RGB.
+                image = image.convert(decoded)
+            pixels = np.asarray(image.convert(mode) if image.mode != mode else image)
+    except Exception as exc:  # Pillow raises OSError, ValueError or SyntaxError for broken files
+        raise _unreadable(path, exc) from exc
+    return pixels
+
+
+def _ingest_file(sample_in: tuple[str, int], sample_out: Any, mode: str, compression: str | None) -> None:
+    path, label = sample_in
+    sample_out.images.append(_load_for_ingest(path, mode, compression))
+    sample_out.labels.append(label)
+
+
+def ingest_classification(
+    src_folder: PathLike,
+    dest: PathLike,
+    image_compression: Literal["png", "jpeg", "webp"] | None = "png",
+    progressbar: bool = True,
+    *,
+    num_workers: int | None = None,
+    scheduler: str = "processed",
+    skip_errors: bool = False,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> Dataset:
+    """Turn a folder of class sub-folders of images into a dataset of ``images`` and ``labels``.
+
+    ::
+
+        animals/
+          cats/  1.jpg  2.png  indoor/3.jpg     -> label 0 ("cats"), nested folders included
+          dogs/  4.webp 5.bmp                   -> label 1 ("dogs")
+
+    Class names are the sub-folder names, sorted; samples follow sorted paths, so the result is the
+    same on every run. Files ending in .jpg, .jpeg, .png, .webp or .bmp (any case) are read; other
+    files and hidden entries are ignored. Images keep their sizes. They are stored as RGB (HxWx3;
+    transparency is dropped, greyscale repeated) unless every image is greyscale, in which case they
+    are stored as HxW: a tensor's samples share one rank. A file already in ``image_compression``'s
+    format (and colour mode) is stored as it is, not re-encoded.
+
+    Files are opened and decoded in parallel by :meth:`ComputeFunction.eval`.
+
+    Args:
+        src_folder: the folder of class sub-folders.
+        dest: where to create the dataset (a path, ``mem://name`` or ``s3://...``).
+        image_compression: how ``images`` are stored: ``"png"`` (lossless), ``"jpeg"``, ``"webp"``
+            (lossless) or None (raw arrays).
+        progressbar: show a progress bar.
+        num_workers: worker processes; None picks one per CPU (at most 8), or none for fewer than 100 files.
+        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
+        skip_errors: skip files that cannot be read, with a :class:`LakeComputeWarning` listing them,
+            instead of raising.
+        overwrite: replace a dataset already at ``dest``.
+        storage_options: passed to the object store for ``s3://`` paths.
+
+    Returns:
+        The new dataset.
+
+    Raises:
+        InvalidSampleError: a file cannot be read (the message names it); nothing is left at ``dest``.
+        InvalidArgumentError: ``src_folder`` holds no class sub-folders with images.
+        DatasetExistsError: a dataset is at ``dest`` and ``overwrite`` is False.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> ds = lc.ingest_classification("./animals", "./animals-lc")  # doctest: +SKIP
+        >>> ds.labels.info.class_names  # doctest: +SKIP
+        ['cats', 'dogs']
+    """
+    import lakecompute as lc
+    from lakecompute.compression import parse_sample_compression
+
+    compression = parse_sample_compression(image_compression)
+    if num_workers is not None and (
+        not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0
+    ):
+        raise InvalidArgumentError(f"num_workers must be None or an int >= 0. Got {num_workers!r}.")
+    if not isinstance(skip_errors, bool):
+        raise InvalidTypeError(f"skip_errors must be True or False. Got {skip_errors!r}.")
+    src = os.fspath(src_folder)
+    class_names, items = _scan(src)
+    mode = _target_mode([p for p, _ in items])
+    if num_workers is None:
+        num_workers = 0 if len(items) < _PARALLEL_FROM else min(8, os.cpu_count() or 1)
+
+    ds = lc.empty(dest, overwrite=overwrite, storage_options=storage_options)
+    try:
+        with ds:
+            ds.create_tensor("images", htype="image", sample_compression=compression)
+            ds.create_tensor("labels", htype="class_label", class_names=class_names)
+        result = lc.compute(_ingest_file)(mode=mode, compression=compression).eval(
+            items,
+            ds,
+            num_workers=num_workers,
+            scheduler=scheduler,
+            progressbar=progressbar,
+            ignore_errors=skip_errors,
+        )
+    except TransformError as err:
+        lc.delete(dest, missing_ok=True, storage_options=storage_options)
+        cause = err.__cause__ or err
+        path = items[err.index][0] if err.index is not None else src
+        if isinstance(cause, InvalidSampleError) and path in str(cause):
+            # The worker's own message names the file already; raise it as the caller's error.
+            detail = str(cause).removeprefix(f"Cannot store sample in tensor {cause.tensor!r}: ")
+            raise InvalidSampleError(cause.tensor, detail) from err
+        raise _unreadable(path, cause) from err
+    except BaseException:
+        lc.delete(dest, missing_ok=True, storage_options=storage_options)
+        raise
+    if result.failed:
+        skipped = [items[f.index][0] for f in result.failed]
+        shown = "\n  ".join(skipped[:20]) + (
+            f"\n  ... and {len(skipped) - 20} more" if len(skipped) > 20 else ""
+        )
+        warnings.warn(
+            f"Skipped {len(skipped)} unreadable file(s) of {len(items)} in {src!r}:\n  {shown}",
+            LakeComputeWarning,
+            stacklevel=2,
+        )
+    return ds
+
+
+# -- arrays ------------------------------------------------------------------------------------------
+
+
+def from_numpy(
+    path: PathLike,
+    arrays: Mapping[str, Any],
+    *,
+    htypes: Mapping[str, str] | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> Dataset:
+    """Make a dataset with one tensor per array; the first axis of each array indexes samples.
+
+    Args:
+        path: where to create the dataset.
+        arrays: tensor name -> a numpy array (or a list of per-sample arrays, which may differ in
+            shape). Every entry must have the same number of samples. String arrays become ``text``
+            tensors.
+        htypes: tensor name -> htype for tensors that are not ``generic`` (e.g. ``{"images": "image"}``).
+        overwrite: replace a dataset already at ``path``.
+        storage_options: passed to the object store for ``s3://`` paths.
+
+    Returns:
+        The new dataset, with everything in one commit.
+
+    Raises:
+        InvalidArgumentError: the arrays have different numbers of samples, or an htype is unknown.
+
+    Example:
+        >>> import numpy as np, lakecompute as lc
+        >>> ds = lc.from_numpy("mem://fn-doc", {"x": np.zeros((4, 2)), "y": np.arange(4)}, overwrite=True)
+        >>> len(ds), ds.x.shape
+        (4, (4, 2))
+    """
+    import lakecompute as lc
+
+    if not isinstance(arrays, Mapping) or not arrays:
+        raise InvalidTypeError(f"Expected a non-empty dict of tensor name -> array. Got {arrays!r:.80}.")
+    htypes = dict(htypes or {})
+    unknown = sorted(set(htypes) - set(arrays))
+    if unknown:
+        raise InvalidArgumentError(
+            f"htypes names tensors {unknown!r} that are not in arrays ({sorted(arrays)!r})."
+        )
+    lengths = {name: len(values) for name, values in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        raise InvalidArgumentError(
+            f"Every array needs the same number of samples (first axis). Got {lengths}."
+        )
+    ds = lc.empty(path, overwrite=overwrite, storage_options=storage_options)
+    with ds:
+        for name, values in arrays.items():
+            htype = htypes.get(name)
+            if htype is None and isinstance(values, np.ndarray) and values.dtype.kind in "US":
+                htype = "text"
+            dtype = values.dtype if isinstance(values, np.ndarray) and htype in (None, "generic") else None
+            ds.create_tensor(name, htype=htype, dtype=dtype)
+        ds.extend(
+            {name: (values.tolist() if _is_text(values) else values) for name, values in arrays.items()}
+        )
+    return ds
+
+
+def _is_text(values: Any) -> bool:
+    return isinstance(values, np.ndarray) and values.dtype.kind in "US"

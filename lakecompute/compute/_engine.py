@@ -536,30 +536,9 @@ def run_eval(
         names=names,
     )
 
-    # The first sample: from the source, without consuming a streamed iterable.
-    stream_items: Iterator[Any] | None = None
-    if isinstance(source, IterableSource):
-        it = iter(source.data)
-        try:
-            first_item = next(it)
-        except StopIteration:
-            return EvalResult(0, dict.fromkeys(names, 0), [], time.perf_counter() - t0, data_out.version)
-        stream_items = itertools.chain([first_item], it)
-        first: Any = [first_item] if batch_size else first_item
-    else:
-        if source.length == 0:
-            return EvalResult(0, dict.fromkeys(names, 0), [], time.perf_counter() - t0, data_out.version)
-        first = source.read(0, min(batch_size or 1, source.length or 1), batch=bool(batch_size))[0]
-    job.block = _block_size(_estimate_bytes(first) // (batch_size or 1), batch_size)
-    if not ignore_errors:
-        try:
-            _preflight(job, first, 0)
-        except TransformError as err:
-            err.sample = first
-            raise
-
     # Checkpointed evals are identified by a fingerprint; a matching record in data_out's latest
-    # version says how far an earlier run of the same eval got (or that it finished).
+    # version says how far an earlier run of the same eval got (or that it finished). Looked up
+    # before the preflight, so that a completed rerun runs no user code at all.
     fp: str | None = None
     record: dict[str, Any] | None = None
     if checkpoint_interval:
@@ -593,6 +572,28 @@ def run_eval(
         if record is not None and in_place and isinstance(source, DatasetSource):
             source.version = int(record["base_version"])
             source._ds = None
+    # The first sample: from the source, without consuming a streamed iterable.
+    stream_items: Iterator[Any] | None = None
+    if isinstance(source, IterableSource):
+        it = iter(source.data)
+        try:
+            first_item = next(it)
+        except StopIteration:
+            return EvalResult(0, dict.fromkeys(names, 0), [], time.perf_counter() - t0, data_out.version)
+        stream_items = itertools.chain([first_item], it)
+        first: Any = [first_item] if batch_size else first_item
+    else:
+        if source.length == 0:
+            return EvalResult(0, dict.fromkeys(names, 0), [], time.perf_counter() - t0, data_out.version)
+        first = source.read(0, min(batch_size or 1, source.length or 1), batch=bool(batch_size))[0]
+    job.block = _block_size(_estimate_bytes(first) // (batch_size or 1), batch_size)
+    if not ignore_errors:
+        try:
+            _preflight(job, first, 0)
+        except TransformError as err:
+            err.sample = first
+            raise
+
     resume_from = int(record["done"]) if record is not None else 0
     base_version = int(record["base_version"]) if record is not None else data_out.version
 

@@ -198,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--labels", default="labels", help="the class_label tensor for captions, or 'none' (default: labels)"
     )
-    p.add_argument("--rows", type=_positive, default=4, help="rows of the grid (default: 4)")
+    p.add_argument(
+        "--rows", type=_positive, default=None, help="rows of the grid (default: 4, or what --indices needs)"
+    )
     p.add_argument("--cols", type=_positive, default=8, help="columns of the grid (default: 8)")
     p.add_argument(
         "--indices", default="", help="comma-separated sample indices (default: the first rows*cols)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -385,6 +385,7 @@ class Dataset(_Reading):
             raise InvalidTypeError(f"Expected a dict of tensor name -> list of values. Got {type(samples).__name__}.")
         with self._write("extend"):
             self._check_keys(list(samples), skip_ok, "extend()")
+            samples = {k: _as_sequence(k, v) for k, v in samples.items()}
             lengths = {k: len(v) for k, v in samples.items()}
             if len(set(lengths.values())) > 1:
                 raise InvalidArgumentError(f"extend() needs the same number of samples for every tensor. Got {lengths}.")
@@ -491,6 +492,20 @@ class Dataset(_Reading):
     # -- for the transform engine --------------------------------------------------------------
     def _latest_time(self) -> float:
         return time.time()
+
+
+def _as_sequence(name: str, values: Any) -> Any:
+    """``values`` if it has a length, a list of it if it is another iterable (a generator)."""
+    if isinstance(values, (str, bytes, Mapping)) or (isinstance(values, np.ndarray) and values.ndim == 0):
+        pass
+    elif hasattr(values, "__len__"):
+        return values
+    elif isinstance(values, Iterable):
+        return list(values)
+    raise InvalidTypeError(
+        f"extend() takes a sequence of samples for each tensor. Got {type(values).__name__} for {name!r}; "
+        "use append() for one sample."
+    )
 
 
 def _replace_sample(state: TensorState, pos: int, frag: Fragment) -> None:

@@ -186,6 +186,13 @@ BAD_WRITES = [
         id="extend-unequal-lengths",
     ),
     pytest.param(
+        lambda ds: ds.extend({**{k: [v] for k, v in row(50).items()}, "u": 5}),
+        lc.InvalidTypeError,
+        r"extend\(\) takes a sequence of samples for each tensor\. Got int for 'u'",
+        None,
+        id="extend-scalar-not-sequence",
+    ),
+    pytest.param(
         lambda ds: ds.create_tensor("u"),
         lc.TensorExistsError,
         r"Tensor 'u' already exists",

@@ -274,3 +274,15 @@ def test_generic_roundtrip_memory_backend() -> None:
     got = lc.load(path).x.numpy(aslist=True)
     assert [g.tolist() for g in got] == [[1, -2], [3]]
     lc.delete(path)
+
+
+def test_dataset_extend_accepts_generators(ds_path: str) -> None:
+    """ds.extend() and tensor.extend() take generators as well as lists and arrays."""
+    ds = lc.empty(ds_path)
+    ds.create_tensor("t", htype="text")
+    ds.create_tensor("x", dtype="int16")
+    ds.extend({"t": (f"s{i}" for i in range(3)), "x": (np.int16(i) for i in range(3))})
+    ds.t.extend(f"g{i}" for i in range(2))
+    again = lc.load(ds_path)
+    assert again.t.text() == ["s0", "s1", "s2", "g0", "g1"]
+    assert again.x.numpy().tolist() == [0, 1, 2]

@@ -461,8 +461,14 @@ def _preflight(job: Job, first: Any, index: int) -> None:
         _check_sample_counts(job, dict.fromkeys(job.names, 0), final.counts(), last_fn)
         session = WriteSession(lambda spec: None)  # type: ignore[arg-type,return-value]  # encode only, never writes
         for name, values in final.items().items():
+            state = job.states[name]
             for v in values:
-                session.encode(job.states[name], v)
+                enc = session.encode(state, v)
+                if state.ndim is None:
+                    # A new tensor's rank is decided here, once, from the first sample. Workers then
+                    # blame the input whose output has another rank, rather than each task choosing
+                    # its own and the tasks disagreeing at commit, where no input index is known.
+                    state.ndim = len(enc.shape)
     except _StageFailure as failure:
         raise _failure_error(failure.function, index, failure.exc) from failure.exc
     except InvalidSampleError as exc:

@@ -199,3 +199,30 @@ def test_eval_inferred_dtype_is_the_same_everywhere(scheduler: Sched, tmp_path: 
     assert str(out.x.dtype) == "float64"
     assert_same(out, ref)
     assert snapshot(lc.load(str(tmp_path / "out"))) == snapshot(ref)
+
+
+@lc.compute
+def rank_switch(sample_in, sample_out, switch):
+    i = int(sample_in.x.numpy()) if hasattr(sample_in, "keys") else sample_in
+    sample_out.x.append(np.zeros(2, np.int64) if i < switch else np.zeros((2, 2), np.int64))
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_eval_rank_is_decided_once(scheduler: Sched, tmp_path: Path, in_place: bool) -> None:
+    """The first sample fixes a new tensor's rank: a later sample of another rank is blamed by its index."""
+    if in_place:
+        data_in = out = make_numbers(tmp_path / "ds", 40)
+        before = snapshot(out)
+    else:
+        data_in, out = list(range(40)), out_like(tmp_path / "out", x={})
+    with pytest.raises(lc.TransformError, match=r"'rank_switch' failed on data_in\[\d+\]") as info:
+        rank_switch(switch=20).eval(data_in, None if in_place else out, **scheduler.kw)
+    # Every input from 20 on is bad; in parallel, whichever failing task reports first stops the run.
+    assert info.value.index == 20 if scheduler.name == "serial" else info.value.index >= 20
+    assert f"data_in[{info.value.index}]" in str(info.value)
+    assert isinstance(info.value.__cause__, lc.InvalidSampleError)
+    assert "same number of dimensions: expected 1, got 2" in str(info.value.__cause__)
+    if in_place:
+        assert snapshot(out) == before
+    else:
+        assert len(out.x) == 0

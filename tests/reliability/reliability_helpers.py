@@ -7,6 +7,8 @@ armed or not: a rerun without the fault resumes the crashed run.
 
 from __future__ import annotations
 
+import ctypes
+import faulthandler
 import os
 import signal
 import subprocess
@@ -26,6 +28,7 @@ EVAL_SCRIPT = HERE / "eval_script.py"
 FAIL_AT = "LC_TEST_FAIL_AT"  # raise RuntimeError on this input
 KILL_AT = "LC_TEST_KILL_AT"  # the process running this input SIGKILLs itself
 EXIT_AT = "LC_TEST_EXIT_AT"  # the process running this input leaves with os._exit(7)
+SEGV_AT = "LC_TEST_SEGV_AT"  # the process running this input crashes with a segmentation fault
 SLEEP = "LC_TEST_SLEEP"  # seconds to sleep per input
 CALLS = "LC_TEST_CALLS"  # a file every call appends its input to
 
@@ -51,6 +54,9 @@ def double(sample_in: Any, sample_out: Any) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if i == _armed(EXIT_AT):
         os._exit(7)
+    if i == _armed(SEGV_AT):
+        faulthandler.disable()  # die of the signal itself, quietly
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
     sample_out.append({"x": np.int64(2 * i)})
 
 

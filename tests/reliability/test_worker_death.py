@@ -1,0 +1,75 @@
+"""A worker that dies mid-task (SIGKILL, segfault, os._exit) is a prompt, named error, never a hang."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import multiprocess
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from tests.reliability.reliability_helpers import (
+    EXIT_AT,
+    KILL_AT,
+    SEGV_AT,
+    double,
+    doubled_prefix,
+    make_numbers,
+    make_out,
+)
+
+N = 100
+INTERVAL = 10
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    ("fault", "how"),
+    [(KILL_AT, "signal SIGKILL"), (SEGV_AT, "signal SIGSEGV"), (EXIT_AT, "exit code 7")],
+    ids=["sigkill", "segfault", "os-exit"],
+)
+def test_worker_death_names_task_range_and_commits_nothing_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str, how: str
+) -> None:
+    """A worker dying on input 57 raises WorkerDiedError naming data_in[50:60] at once; a rerun resumes."""
+    out = make_out(tmp_path / "out")
+    monkeypatch.setenv(fault, "57")
+    t0 = time.monotonic()
+    match = rf"died with {how} while running task .*data_in\[50:60\]"
+    with pytest.raises(lc.WorkerDiedError, match=match) as info:
+        double().eval(list(range(N)), out, num_workers=2, checkpoint_interval=INTERVAL, progressbar=False)
+    assert time.monotonic() - t0 < 30
+    err = info.value
+    assert isinstance(err, lc.LakeComputeError)
+    assert (err.task.start, err.task.stop) == (50, 60)
+    assert err.exitcode == {KILL_AT: -signal.SIGKILL, SEGV_AT: -signal.SIGSEGV, EXIT_AT: 7}[fault]
+    assert "num_workers=0 to debug it" in str(err)
+    assert multiprocess.active_children() == []
+    k = doubled_prefix(lc.load(str(tmp_path / "out")), INTERVAL)
+    assert k <= 50
+
+    monkeypatch.delenv(fault)
+    out = lc.load(str(tmp_path / "out"))
+    kw = {"num_workers": 2, "checkpoint_interval": INTERVAL, "progressbar": False}
+    result = double().eval(list(range(N)), out, **kw)
+    assert result.resumed_from == k
+    np.testing.assert_array_equal(lc.load(str(tmp_path / "out")).x.numpy(), 2 * np.arange(N))
+
+
+@pytest.mark.timeout(90)
+def test_worker_death_in_place_keeps_old_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed in an in-place eval without checkpoints leaves the dataset exactly as it was."""
+    ds = make_numbers(tmp_path / "ds", N)
+    version = ds.version
+    monkeypatch.setenv(KILL_AT, "80")
+    with pytest.raises(lc.WorkerDiedError, match=r"data_in\[\d+:\d+\]"):
+        double().eval(ds, num_workers=2, progressbar=False)
+    assert multiprocess.active_children() == []
+    again = lc.load(str(tmp_path / "ds"))
+    assert again.version == version
+    np.testing.assert_array_equal(again.x.numpy(), np.arange(N))
+    # The handle that ran the eval is usable again and sees the old content too.
+    np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))

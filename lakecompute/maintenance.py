@@ -8,6 +8,7 @@ still running on this machine.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -15,11 +16,25 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import zarr
 from zarr.core.sync import sync
 
+from lakecompute import compression
 from lakecompute._write import WriteSession
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import Fragment, Manifest, SampleBuffer, list_versions, read_manifest, segment_time
+from lakecompute.storage import (
+    Fragment,
+    FragmentReader,
+    Manifest,
+    SampleBuffer,
+    TensorState,
+    append_fragment,
+    list_versions,
+    new_segment_id,
+    read_manifest,
+    segment_time,
+)
+from lakecompute.storage._fragments import TYPED_PREFIX
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
 
 if TYPE_CHECKING:
@@ -32,32 +47,74 @@ _SEGMENT_NAME = re.compile(r"^\d+-\d+-[0-9a-f]+$")  # see new_segment_id()
 
 
 def compact(ds: Dataset) -> int:
-    """Rewrite every tensor into one contiguous fragment; content is unchanged. Returns the version."""
+    """Rewrite every tensor into one contiguous fragment; content is unchanged. Returns the version.
+
+    A tensor of fixed-shape numeric samples becomes one typed ``(n, *shape)`` zarr array under
+    ``tensors/<name>/`` — readable with plain zarr; others (encoded images, text, ragged) become
+    one run in a fresh segment.
+    """
     ds._check_writable()
     with ds:
         for name, state in ds._head.tensors.items():
-            if len(state.fragments) <= 1:
+            if not state.fragments or _is_compact(state):
                 continue
             reader = ds._reader(name)
-            session = WriteSession(ds._new_slot)
-            frags: list[Fragment] = []
-            indexed = any(f.shape is None for f in state.fragments) or len({f.shape for f in state.fragments}) > 1
-            if indexed:
-                session._indexed.add(name)
-            for start in range(0, state.length, _BLOCK):
-                stop = min(start + _BLOCK, state.length)
-                _copy_block(ds, reader, state, session, start, stop)
-                frags.extend(session.flush(state))
+            shapes = {f.shape for f in state.fragments}
+            if state.spec.kind == "array" and None not in shapes and len(shapes) == 1 and state.spec.dtype:
+                frags = [_write_typed(ds, reader, state)]
+            else:
+                session = WriteSession(ds._new_slot)
+                frags = []
+                if state.spec.kind == "bytes" or None in shapes or len(shapes) > 1:
+                    session._indexed.add(name)
+                for start in range(0, state.length, _BLOCK):
+                    stop = min(start + _BLOCK, state.length)
+                    _copy_block(ds, reader, state, session, start, stop)
+                    frags.extend(session.flush(state))
             new_state = state.copy()
             new_state.fragments = []
-            from lakecompute.storage import append_fragment
-
             for f in frags:
                 append_fragment(new_state, f)
             ds._head.tensors[name] = new_state
             ds._readers.pop(name, None)
             ds._dirty = True
     return ds.version
+
+
+def _is_compact(state: TensorState) -> bool:
+    if len(state.fragments) != 1:
+        return False
+    f = state.fragments[0]
+    whole = f.k == 0 and f.n == f.total
+    return whole and (f.seg.startswith(TYPED_PREFIX) or state.spec.kind == "bytes" or f.shape is None)
+
+
+def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:
+    """Copy a fixed-shape numeric tensor into a new typed zarr array; returns its fragment."""
+    shape = state.fragments[0].shape
+    assert shape is not None and state.spec.dtype is not None
+    dtype = np.dtype(state.spec.dtype)
+    n = state.length
+    sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
+    rows = max(1, DATA_CHUNK // sample_bytes)
+    path = f"tensors/{state.spec.name}/{new_segment_id()}"
+    arr = zarr.create_array(
+        ds._store,
+        name=path,
+        shape=(n, *shape),
+        chunks=(rows, *shape),
+        dtype=dtype,
+        fill_value=0,
+        compressors=compression.zarr_compressors(state.spec.chunk_compression),
+        attributes={"lakecompute": "compacted-tensor", "tensor": state.spec.name},
+    )
+    step = rows * max(1, _BLOCK // rows)  # whole chunks per write: no read-modify-write
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        arr[start:stop] = np.asarray(reader.read_range(start, stop))
+    return Fragment(
+        TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n
+    )
 
 
 def _copy_block(ds: Dataset, reader: Any, state: Any, session: WriteSession, start: int, stop: int) -> None:
@@ -105,6 +162,8 @@ def _referenced(manifests: list[Manifest]) -> dict[str, list[tuple[str, int, int
         for state in m.tensors.values():
             for f in state.fragments:
                 ranges = out.setdefault(f.seg, [])
+                if f.seg.startswith(TYPED_PREFIX):
+                    continue  # a whole typed array: kept as long as it is named
                 if f.nbytes:
                     ranges.append(("data", f.off // DATA_CHUNK, (f.off + f.nbytes - 1) // DATA_CHUNK))
                 if f.idx is not None:
@@ -139,15 +198,29 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     needed = _referenced(manifests)
     own = set(ds._segments.values())
     now = time.time()
+
+    def removable(name: str) -> bool:
+        """Whether stored data named by a segment-style id may go: old enough, its writer gone."""
+        if not _SEGMENT_NAME.match(name):
+            return False  # zarr.json, or a temp file of a killed write (swept below)
+        if name in own or now - segment_time(name) < grace_seconds:
+            return False
+        pid = int(name.split("-")[1])
+        # A running writer here may still commit it. This process counts too: another handle or an
+        # eval in it may hold the segment uncommitted; a later process collects it if it is garbage.
+        return not _pid_alive(pid)
+
+    for tensor_dir in sync(_collect(store.list_dir("tensors"))):
+        tensor_dir = tensor_dir.strip("/")
+        for array_id in sync(_collect(store.list_dir(f"tensors/{tensor_dir}"))):
+            path = f"tensors/{tensor_dir}/{array_id.strip('/')}"
+            if removable(array_id.strip("/")) and TYPED_PREFIX + path not in needed:
+                sync(store.delete_dir(path))
+                removed["segments"] += 1
     for seg in sync(_collect(store.list_dir("segments"))):
         seg = seg.strip("/")
-        if not _SEGMENT_NAME.match(seg):
-            continue  # zarr.json, or a temp file of a killed write (swept below), not a segment
-        if seg in own or now - segment_time(seg) < grace_seconds:
+        if not removable(seg):
             continue
-        parts = seg.split("-")
-        if len(parts) >= 2 and parts[1].isdigit() and int(parts[1]) != os.getpid() and _pid_alive(int(parts[1])):
-            continue  # its writer is still running here
         if seg not in needed:
             sync(store.delete_dir(f"segments/{seg}"))
             removed["segments"] += 1

@@ -14,7 +14,11 @@ from lakecompute.htypes import Encoded, TensorSpec, decode_sample
 from lakecompute.storage._manifest import Fragment, TensorState
 from lakecompute.storage._segments import ArrayCache, SlotWriter
 
-__all__ = ["FragmentReader", "SampleBuffer", "append_fragment", "write_fragment"]
+__all__ = ["TYPED_PREFIX", "FragmentReader", "SampleBuffer", "append_fragment", "write_fragment"]
+
+#: A fragment whose ``seg`` starts with this names a typed ``(n, *shape)`` zarr array (written by
+#: ``compact()``, readable with plain zarr) instead of a segment; ``off`` is then a row number.
+TYPED_PREFIX = "@"
 
 
 class SampleBuffer:
@@ -236,6 +240,12 @@ class FragmentReader:
     def _read_loc(self, loc: _Located) -> np.ndarray | list[Any]:
         f = loc.frag
         s0 = f.k + loc.first
+        if f.seg.startswith(TYPED_PREFIX):
+            # A typed (n, *shape) array written by compact(): rows are samples.
+            arr = self.cache.read(f.seg[len(TYPED_PREFIX) :], f.off + s0, loc.count)
+            if self.dtype is not None and arr.dtype != self.dtype:
+                arr = arr.astype(self.dtype)
+            return arr
         if f.shape is not None:
             sb = math.prod(f.shape) * np.dtype(f.dtype).itemsize
             raw = self.cache.read(f"segments/{f.seg}/data", f.off + s0 * sb, loc.count * sb)

@@ -516,3 +516,19 @@ def test_mixed_fixture_holds_expected_content(mixed: lc.Dataset) -> None:
     assert snap["caption"] == ["caption 0 é", "caption 1 é", "caption 2 é"]
     assert snap["g"] == [[0], [1, 2], [2, 3, 4]]
     assert len(CLASS_NAMES) == 3
+
+
+def test_with_block_refused_call_leaves_empty_tensor_rank_open(ds_path: str) -> None:
+    """A refused row inside ``with`` does not fix the rank of an empty generic tensor for later writes."""
+    ds = lc.empty(ds_path)
+    ds.create_tensor("g")
+    ds.create_tensor("u", dtype="uint8")
+    with ds:
+        with pytest.raises(lc.InvalidSampleError, match=r"value 300 does not fit"):
+            ds.append({"g": np.zeros((2, 2)), "u": 300})
+        ds.append({"g": np.arange(3.0), "u": 1})
+    ds.append({"g": np.arange(2.0), "u": 2})
+    again = lc.load(ds_path)
+    assert again.g.ndim == 1
+    assert [a.tolist() for a in again.g.numpy(aslist=True)] == [[0.0, 1.0, 2.0], [0.0, 1.0]]
+    assert again.u.numpy().tolist() == [1, 2]

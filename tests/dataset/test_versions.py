@@ -333,3 +333,21 @@ def test_vacuum_keep_versions_drops_old_versions(ds_path: str) -> None:
     assert snapshot(lc.load(ds_path)) == latest
     with pytest.raises(lc.InvalidArgumentError, match=r"keep_versions must be at least 1"):
         ds.vacuum(keep_versions=0)
+
+
+def test_vacuum_sweeps_temp_files_of_killed_writes(ds_path: str) -> None:
+    """vacuum() tolerates and removes the '*.partial' temp files a killed zarr write leaves behind."""
+    ds = make_mixed(ds_path, n=2)
+    before = snapshot(ds)
+    seg = sorted(_segments(ds_path))[0]
+    debris = [
+        os.path.join(ds_path, "segments", "zarr.0123abcd.partial"),
+        os.path.join(ds_path, "segments", seg, "data", "c", "0.4567cdef.partial"),
+        os.path.join(ds_path, "versions", ".0000000099.json.89abcdef.partial"),
+    ]
+    for f in debris:
+        with open(f, "wb") as fh:
+            fh.write(b"half")
+    ds.vacuum(grace_seconds=0)
+    assert not [f for f in debris if os.path.exists(f)]
+    assert snapshot(lc.load(ds_path)) == before

@@ -199,14 +199,14 @@ def test_fail_fast_at_index_zero_runs_one_sample(scheduler: Sched, tmp_path: Pat
 
 def test_fail_fast_cancels_outstanding_work(scheduler: Sched, tmp_path: Path) -> None:
     """A failure early in the first task stops the run long before the rest of the input is processed."""
-    n = 2000
+    n = 4000
     log = tmp_path / "log"
     out = out_like(tmp_path / "out", y={"dtype": "int64"})
     with pytest.raises(lc.TransformError) as info:
         counted(log=str(log), bad=2, delay=0.001).eval(list(range(n)), out, **scheduler.kw)
     assert info.value.index == 2
     done = len(read_lines(log))
-    # Tasks hold n / (4 * workers) = 250 inputs: at most the failing task's start and one other task ran.
+    # Tasks hold n / (4 * workers) = 500 inputs: at most the failing task's start and one other task ran.
     assert done < n // 4, done
     _assert_no_workers_left()
     time.sleep(0.3)

@@ -2,12 +2,15 @@
 
 Usage: ``eval_script.py PATH N NUM_WORKERS CHECKPOINT_INTERVAL [in-place]``. Without ``in-place`` it
 evaluates ``range(N)`` into the dataset at PATH; with it, it doubles PATH's tensor ``x`` in place.
-Prints ``START`` just before the eval and ``DONE inputs resumed_from version`` after it.
+Prints ``START`` just before the eval and ``DONE inputs resumed_from version`` after it. With
+``LC_TEST_GO=FILE`` it waits after ``START`` until FILE exists.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import lakecompute as lc
 from tests.reliability.reliability_helpers import double
@@ -25,6 +28,9 @@ def main(argv: list[str]) -> None:
         "progressbar": False,
     }
     print("START", flush=True)
+    go = os.environ.get("LC_TEST_GO")
+    while go and not os.path.exists(go):
+        time.sleep(0.005)  # a start line shared with another writer, for the concurrency tests
     result = double().eval(ds, **kw) if in_place else double().eval(list(range(n)), ds, **kw)
     print(f"DONE {result.inputs} {result.resumed_from} {result.version}", flush=True)
 

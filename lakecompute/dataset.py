@@ -292,7 +292,7 @@ class Dataset(_Reading):
         htype: str | None = None,
         dtype: Any = None,
         sample_compression: str | None = None,
-        chunk_compression: str | None = None,
+        chunk_compression: str | None = "default",
         class_names: Sequence[str] | None = None,
         **info: Any,
     ) -> Tensor:
@@ -303,7 +303,8 @@ class Dataset(_Reading):
             htype: ``generic`` (default), ``image``, ``class_label``, ``embedding``, ``text``, ``json``.
             dtype: a numpy dtype; implied by image (uint8), class_label (uint32), embedding (float32).
             sample_compression: ``png``, ``jpeg`` or ``webp`` for images.
-            chunk_compression: ``zstd`` (default for numbers), ``lz4``, ``gzip`` or None.
+            chunk_compression: ``zstd``, ``lz4``, ``gzip`` or None (uncompressed); the default is zstd
+                for numeric tensors and none for encoded images, text and json.
             class_names: label names for ``class_label`` tensors.
             **info: extra JSON-serialisable information kept in ``tensor.info``.
 

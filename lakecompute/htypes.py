@@ -105,9 +105,13 @@ def parse_tensor_spec(
     htype: str | None = None,
     dtype: object = None,
     sample_compression: str | None = None,
-    chunk_compression: str | None = None,
+    chunk_compression: str | None = "default",
 ) -> TensorSpec:
-    """Check and normalise the arguments of ``create_tensor``."""
+    """Check and normalise the arguments of ``create_tensor``.
+
+    ``chunk_compression="default"`` picks zstd for numeric tensors and nothing for encoded images,
+    text and json; None stores the bytes uncompressed.
+    """
     parse_tensor_name(name)
     ht = "generic" if htype is None else str(htype)
     if ht not in HTYPES:
@@ -120,7 +124,8 @@ def parse_tensor_spec(
         )
     if sc is not None and ht == "generic":
         ht = "image"
-    cc = compression.parse_chunk_compression(chunk_compression)
+    use_default = chunk_compression == "default"
+    cc = None if use_default else compression.parse_chunk_compression(chunk_compression)
     default = _DEFAULT_DTYPE[ht]
     if dtype is None:
         dt = default
@@ -143,7 +148,7 @@ def parse_tensor_spec(
         if ht == "embedding" and npdt.kind != "f":
             raise InvalidArgumentError(f"embedding tensor {name!r} needs a float dtype. Got {npdt}.")
         dt = npdt.name
-    if cc is None and chunk_compression is None and sc is None and ht not in ("text", "json"):
+    if use_default and sc is None and ht not in ("text", "json"):
         cc = "zstd"  # cheap and effective on numeric data; encoded images gain nothing from it
     return TensorSpec(name=name, htype=ht, dtype=dt, sample_compression=sc, chunk_compression=cc)
 

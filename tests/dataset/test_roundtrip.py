@@ -6,11 +6,22 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zarr
 
 import lakecompute as lc
 from tests.dataset.conftest import make_mixed, row, snapshot
 
 CHUNK_COMPRESSIONS = [None, "zstd", "lz4", "gzip"]
+
+
+def test_create_tensor_default_chunk_compression(tmp_path: Path) -> None:
+    """Without chunk_compression, numeric tensors get zstd and encoded images get none."""
+    ds = lc.empty(str(tmp_path / "d"))
+    assert ds.create_tensor("x", dtype="int16").chunk_compression == "zstd"
+    assert ds.create_tensor("img", htype="image", sample_compression="png").chunk_compression is None
+    assert ds.create_tensor("t", htype="text").chunk_compression is None
+
+
 NUMERIC_DTYPES = ["bool", "int8", "uint16", "int32", "int64", "float16", "float32", "float64", "complex64"]
 
 
@@ -57,8 +68,11 @@ def test_generic_roundtrip_exact(
     for v in want[3:]:
         ds.x.append(v)
     again = lc.load(ds_path)
-    # None means the default, zstd, for numeric tensors.
-    assert again.x.chunk_compression == (chunk_compression or "zstd")
+    # None means uncompressed: the tensor's segment has no compressor.
+    assert again.x.chunk_compression == chunk_compression
+    seg = again._head.tensors["x"].fragments[0].seg
+    compressors = zarr.open_array(ds_path, path=f"segments/{seg}/data", mode="r").compressors
+    assert (len(compressors) == 0) == (chunk_compression is None)
     assert again.x.dtype == np.dtype(dtype)
     _assert_exact(again.x.numpy(aslist=True), want, dtype)
     if shapes is FIXED:

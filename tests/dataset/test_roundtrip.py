@@ -14,7 +14,7 @@ from tests.dataset.conftest import make_mixed, row, snapshot
 CHUNK_COMPRESSIONS = [None, "zstd", "lz4", "gzip"]
 
 
-def test_create_tensor_default_chunk_compression(tmp_path: Path) -> None:
+def test_create_tensor_default_chunk_compression(tmp_path: Any) -> None:
     """Without chunk_compression, numeric tensors get zstd and encoded images get none."""
     ds = lc.empty(str(tmp_path / "d"))
     assert ds.create_tensor("x", dtype="int16").chunk_compression == "zstd"

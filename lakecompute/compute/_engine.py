@@ -15,8 +15,11 @@ Nothing per sample crosses a process boundary: tasks are ranges, results are fra
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
+import os
+import operator
 import signal
 import threading
 import time
@@ -32,7 +35,7 @@ from lakecompute import compression
 from lakecompute._write import WriteSession
 from lakecompute.compute._fingerprint import fingerprint_eval
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, make_source
-from lakecompute.compute._samples import InputRow, SampleOut
+from lakecompute.compute._samples import InputRow, SampleOut, row_class
 from lakecompute.dataset import Dataset, DatasetView
 from lakecompute.errors import (
     InvalidArgumentError,
@@ -160,7 +163,8 @@ class Job:
 
 # -- the worker side -------------------------------------------------------------------------------
 
-_WORKER_STATE: dict[tuple[str, int], _WorkerState] = {}
+# Keyed by process and thread: a forked worker inherits the parent's entries but never matches them.
+_WORKER_STATE: dict[tuple[str, int, int], _WorkerState] = {}
 _WORKER_LOCK = threading.Lock()
 
 
@@ -174,7 +178,7 @@ class _WorkerState:
 
 
 def _state_for(job: Job) -> _WorkerState:
-    key = (job.token, threading.get_ident())
+    key = (job.token, os.getpid(), threading.get_ident())
     st = _WORKER_STATE.get(key)
     if st is None:
         with _WORKER_LOCK:
@@ -213,7 +217,8 @@ def _rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> 
                 ),
             )
         n = min(counts.values())
-    return [InputRow({k: v[j] for k, v in items.items()}, index) for j in range(n)]
+    row = row_class(tuple(items))
+    return [row({k: v[j] for k, v in items.items()}, index) for j in range(n)]
 
 
 def _run_sample(stages: list[tuple[Callable[[Any, Any], Any], str]], sample: Any, index: int, final: SampleOut, check_lengths: bool) -> None:
@@ -274,8 +279,10 @@ def _fast_block(values: list[Any]) -> np.ndarray | None:
         shape, dtype = first.shape, first.dtype
         if dtype.kind not in "biufc":
             return None
+        nd = np.ndarray
         for v in values:
-            if not isinstance(v, np.ndarray) or v.shape != shape or v.dtype != dtype:
+            # Exact type first (the common case, cheap), then what isinstance would accept.
+            if (v.__class__ is not nd and not isinstance(v, nd)) or v.shape != shape or v.dtype != dtype:
                 return None
         return np.stack(values)
     if isinstance(first, (int, float, np.generic)) and not isinstance(first, (bool, str)):
@@ -285,8 +292,25 @@ def _fast_block(values: list[Any]) -> np.ndarray | None:
     return None
 
 
+def _owners(marks: list[tuple[int, list[int]]], k: int) -> list[int]:
+    """The input index of each buffered value of tensor ``k``, from the per-sample marks."""
+    out: list[int] = []
+    prev = 0
+    for index, after in marks:
+        grew = after[k] - prev
+        if grew:
+            out.extend([index] * grew)
+        prev = after[k]
+    return out
+
+
 def _encode_outputs(
-    job: Job, session: WriteSession, name: str, values: list[Any], owners: list[int], function: str
+    job: Job,
+    session: WriteSession,
+    name: str,
+    values: list[Any],
+    owners: Callable[[], list[int]],
+    function: str,
 ) -> np.ndarray | list[Encoded]:
     state = job.states[name]
     if state.spec.kind == "array":
@@ -297,7 +321,7 @@ def _encode_outputs(
             except InvalidSampleError:
                 pass  # find the sample to blame below
     items = []
-    for v, owner in zip(values, owners, strict=True):
+    for v, owner in zip(values, owners(), strict=True):
         try:
             items.append(session.encode(state, v))
         except InvalidSampleError as exc:
@@ -321,20 +345,31 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     failed: list[FailedSample] = []
     last_fn = st.stages[-1][1]
     final = SampleOut(job.names)
-    owners: dict[str, list[int]] = {n: [] for n in job.names}
     batch = job.batch_size
+    # The per-sample bookkeeping is the engine's overhead on small samples, so it works on plain
+    # lists: the output lists of ``final`` (stable objects: reset and truncate empty them in
+    # place), their lengths before and after each sample, and one mark per kept sample (its index
+    # and the lengths after it), from which a failing value's input index is found when needed.
+    names = job.names
+    lists = [final.items()[n] for n in names]
+    ones = [1] * len(names)
+    marks: list[tuple[int, list[int]]] = []
+    stages = st.stages
+    single = len(stages) == 1
+    only_fn, only_name = stages[0]
+    check_each = job.ignore_errors
+    sub = operator.sub
 
     def drain() -> None:
-        for name, values in final.items().items():
+        for k, (name, values) in enumerate(final.items().items()):
             if not values:
                 continue
-            encoded = _encode_outputs(job, session, name, values, owners[name], last_fn)
+            encoded = _encode_outputs(job, session, name, values, functools.partial(_owners, marks, k), last_fn)
             for frag in session.add(job.states[name], encoded):
                 fragments[name].append(frag.to_json())
             counts[name] += len(values)
         final.reset()
-        for o in owners.values():
-            o.clear()
+        marks.clear()
 
     step = batch or 1
     for block_start in range(task.start, task.stop, job.block):
@@ -355,19 +390,25 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
             samples = list(zip(range(block_start, block_stop), job.source.read(block_start, block_stop, batch=False), strict=True))
         done = 0
         for index, sample in samples:
-            before = final.counts()
+            before = list(map(len, lists))
             try:
-                _run_sample(st.stages, sample, index, final, job.check_lengths)
-                after = final.counts()
-                _check_sample_counts(job, before, after, last_fn)
-                if job.ignore_errors:
+                if single:
+                    try:
+                        only_fn(sample, final)
+                    except Exception as error:
+                        raise _StageFailure(only_name, error) from error
+                else:
+                    _run_sample(stages, sample, index, final, job.check_lengths)
+                after = list(map(len, lists))
+                if list(map(sub, after, before)) != ones:  # not one value per tensor: check it
+                    _check_sample_counts(job, dict(zip(names, before, strict=True)), dict(zip(names, after, strict=True)), last_fn)
+                if check_each:
                     # Check this sample's outputs now, so a bad value skips only its own sample.
-                    for name in job.names:
-                        fresh = final.items()[name][before[name] :]
-                        for v in fresh:
+                    for name, values, b in zip(names, lists, before, strict=True):
+                        for v in values[b:]:
                             session.encode(job.states[name], v)
             except (_StageFailure, InvalidSampleError) as failure:
-                final.truncate(before)
+                final.truncate(dict(zip(names, before, strict=True)))
                 fn_name = failure.function if isinstance(failure, _StageFailure) else last_fn
                 exc = failure.exc if isinstance(failure, _StageFailure) else failure
                 if not job.ignore_errors:
@@ -376,10 +417,7 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
                     FailedSample(index, fn_name, type(exc).__name__, str(exc), "".join(traceback.format_exception(exc)))
                 )
             else:
-                for name in job.names:
-                    grew = after[name] - before[name]
-                    if grew:
-                        owners[name].extend([index] * grew)
+                marks.append((index, after))
             done += min(step, task.stop - index)
             if done >= 64:
                 progress(done)
@@ -452,8 +490,12 @@ def _estimate_bytes(value: Any) -> int:
 
 
 def _preflight(job: Job, first: Any, index: int) -> None:
-    """Run the first sample here, before any worker starts, and check its outputs against data_out."""
-    stages = [(f.instantiate(), f.name) for f in job.pipeline.functions]
+    """Run the first sample here, before any worker starts, and check its outputs against data_out.
+
+    The functions are instantiated through this thread's worker state, so when tasks also run in
+    this thread (``num_workers=0``) a class-based function is built once, not twice.
+    """
+    stages = _state_for(job).stages
     final = SampleOut(job.names)
     last_fn = stages[-1][1]
     try:
@@ -517,7 +559,14 @@ def run_eval(
             f"data_out {data_out.path!r} has no tensors. Create them first (ds.create_tensor or lc.like)."
         )
     source = make_source(data_in, pad_data_in)
-    sched = get_scheduler(scheduler, num_workers)
+    # Object-store clients (obstore, s3fs) hang or refuse to work in a child forked after the
+    # parent used them, even when the child builds a fresh client (STORAGE-NOTES.md, "Processes").
+    # So when any dataset involved is remote, processed workers start from a clean fork server
+    # (~0.6 s for the first pool, then ~50 ms) instead of being forked from this process.
+    involved = [data_out, data_in._base_ds() if isinstance(data_in, (Dataset, DatasetView)) else None]
+    remote = any(ds is not None and not ds._backend.fork_safe for ds in involved)
+    sched_options: dict[str, Any] = {"start_method": "forkserver"} if remote and scheduler == "processed" else {}
+    sched = get_scheduler(scheduler, num_workers, **sched_options)
     if sched.name in ("processed", "ray") and not data_out._backend.shared_between_processes:
         raise InvalidArgumentError(
             f"data_out {data_out.path!r} lives in this process's memory, which worker processes cannot write. "

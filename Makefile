@@ -4,13 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint bench demo clean
+.PHONY: install test lint bench demo docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+
+$(VENV)/.installed-docs: $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,docs]"
+	touch $@
 
 install: $(STAMP)
 
@@ -28,5 +32,8 @@ bench: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lakecompute demo
 
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site demo-output

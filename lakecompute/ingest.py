@@ -1,13 +1,13 @@
 """Getting data in: folders of images, image files, and numpy arrays.
 
-* :func:`ingest_classification` turns a folder of class sub-folders of images into a dataset with
+* `ingest_classification` turns a folder of class sub-folders of images into a dataset with
   ``images`` and ``labels``. The parent only lists files (and peeks at their headers); opening and
   decoding every file runs in parallel on the transform engine, so a corrupt file is reported like
   any failing sample, by name.
-* :func:`read` opens one image file lazily. Appended to an image tensor whose sample compression
+* `read` opens one image file lazily. Appended to an image tensor whose sample compression
   is the file's own format, its bytes are stored as they are (a JPEG is not re-encoded and loses
   nothing); otherwise it is decoded like an array.
-* :func:`from_numpy` makes a dataset from a dict of arrays.
+* `from_numpy` makes a dataset from a dict of arrays.
 
 Example:
     >>> import lakecompute as lc
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["IMAGE_EXTENSIONS", "ImageFile", "from_numpy", "ingest_classification", "read"]
 
 IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
-"""File name endings (any case) that :func:`ingest_classification` reads as images."""
+"""File name endings (any case) that `ingest_classification` reads as images."""
 
 # Pillow's format names -> ours (the sample compressions; other formats keep Pillow's name, lower case).
 _FORMATS: Final[dict[str, str]] = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp", "BMP": "bmp"}
@@ -60,7 +60,7 @@ PathLike = str | os.PathLike[str]
 class ImageFile:
     """An image file, read on first use and decoded only when its pixels are asked for.
 
-    Made by :func:`read`. It can be appended wherever an image array can:
+    Made by `lc.read`. It can be appended wherever an image array can:
 
     * to an image tensor whose ``sample_compression`` is the file's format, the file's bytes are
       stored as they are (checked to decode first) — no re-encoding, no extra JPEG loss;
@@ -120,7 +120,7 @@ class ImageFile:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape :meth:`numpy` returns, read from the file's header only."""
+        """The shape `numpy()` returns, read from the file's header only."""
         if self._shape is None:
             self._header()
         assert self._shape is not None
@@ -163,7 +163,7 @@ def read(path: PathLike) -> ImageFile:
         path: a JPEG, PNG, WebP or BMP file (any format Pillow reads).
 
     Returns:
-        An :class:`ImageFile`: ``.numpy()``, ``.shape``, ``.format``.
+        An `ImageFile`: ``.numpy()``, ``.shape``, ``.format``.
 
     Raises:
         InvalidArgumentError: there is no such file.
@@ -289,11 +289,11 @@ def ingest_classification(
 ) -> Dataset:
     """Turn a folder of class sub-folders of images into a dataset of ``images`` and ``labels``.
 
-    ::
-
-        animals/
-          cats/  1.jpg  2.png  indoor/3.jpg     -> label 0 ("cats"), nested folders included
-          dogs/  4.webp 5.bmp                   -> label 1 ("dogs")
+    ```text
+    animals/
+      cats/  1.jpg  2.png  indoor/3.jpg     -> label 0 ("cats"), nested folders included
+      dogs/  4.webp 5.bmp                   -> label 1 ("dogs")
+    ```
 
     Class names are the sub-folder names, sorted; samples follow sorted paths, so the result is the
     same on every run. Files ending in .jpg, .jpeg, .png, .webp or .bmp (any case) are read; other
@@ -302,7 +302,7 @@ def ingest_classification(
     are stored as HxW: a tensor's samples share one rank. A file already in ``image_compression``'s
     format (and colour mode) is stored as it is, not re-encoded.
 
-    Files are opened and decoded in parallel by :meth:`ComputeFunction.eval`.
+    Files are opened and decoded in parallel, by an eval on the transform engine.
 
     Args:
         src_folder: the folder of class sub-folders.
@@ -312,7 +312,7 @@ def ingest_classification(
         progressbar: show a progress bar.
         num_workers: worker processes; None picks one per CPU (at most 8), or none for fewer than 100 files.
         scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
-        skip_errors: skip files that cannot be read, with a :class:`LakeComputeWarning` listing them,
+        skip_errors: skip files that cannot be read, with a `LakeComputeWarning` listing them,
             instead of raising.
         overwrite: replace a dataset already at ``dest``.
         storage_options: passed to the object store for ``s3://`` paths.

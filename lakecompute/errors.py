@@ -14,6 +14,7 @@ __all__ = [
     "DatasetCorruptError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "EvalConflictError",
     "FingerprintError",
     "InvalidArgumentError",
     "InvalidSampleError",
@@ -24,6 +25,7 @@ __all__ = [
     "ReadOnlyError",
     "RemoteError",
     "SampleIndexError",
+    "StorageError",
     "TensorDoesNotExistError",
     "TensorExistsError",
     "TransformError",
@@ -217,3 +219,46 @@ class TransformError(LakeComputeError):
         self.sample = sample
         self.function = function
         super().__init__(message)
+
+
+class StorageError(LakeComputeError, OSError):
+    """Raised when a dataset's storage cannot be used: an endpoint that does not answer, a missing
+    bucket, missing or refused credentials.
+
+    Attributes:
+        url: the dataset location.
+        reason: what is wrong: ``"unreachable"``, ``"bucket"``, ``"credentials"``, ``"fork"`` (a client
+            used in a forked child) or ``"other"``.
+    """
+
+    def __init__(self, message: str, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        # OSError.__str__ would show "[Errno ...]" forms for some argument counts; show the message.
+        return str(self.args[0])
+
+
+class EvalConflictError(LakeComputeError, RuntimeError):
+    """Raised when a checkpointed eval cannot resume because its ``data_out`` changed after a checkpoint.
+
+    Attributes:
+        path: the output dataset.
+        done: inputs the interrupted run had committed.
+        checkpoint_version: the version its last checkpoint produced.
+        version: the version ``data_out`` has now.
+    """
+
+    def __init__(self, path: str, done: int, checkpoint_version: int, version: int) -> None:
+        self.path = path
+        self.done = done
+        self.checkpoint_version = checkpoint_version
+        self.version = version
+        super().__init__(
+            f"Cannot resume this eval into {path!r}: an earlier run committed its first {done} inputs "
+            f"(version {checkpoint_version}), but the dataset was changed since (now version {version}), so "
+            "resuming would break the output's order and starting over would write those outputs twice. "
+            "Write into a fresh data_out, or remove the partial output first."
+        )

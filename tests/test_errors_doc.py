@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.reliability.reliability_helpers import KILL_AT, double, double_with
+from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 
@@ -98,6 +98,16 @@ def _eval_conflict(tmp: Path) -> Any:
     stale = lc.load(str(tmp / "out"))
     out.x.append(1)
     double().eval(list(range(5)), stale, progressbar=False)
+
+
+def _eval_resume_conflict(tmp: Path) -> Any:
+    out = _out(tmp)
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(lc.TransformError):
+        mp.setenv(FAIL_AT, "7")  # the first run stops after its checkpoint at 5
+        double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
+    out = lc.load(str(tmp / "out"))
+    out.x.append(99)  # someone else writes after the checkpoint
+    double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
 
 
 def _worker_died(tmp: Path) -> Any:
@@ -187,6 +197,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
     "eval-commit-conflict": _eval_conflict,
+    "eval-resume-conflict": _eval_resume_conflict,
     "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(
         list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
     ),

@@ -38,6 +38,7 @@ from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, m
 from lakecompute.compute._samples import InputRow, SampleOut, row_class
 from lakecompute.dataset import Dataset, DatasetView
 from lakecompute.errors import (
+    EvalConflictError,
     InvalidArgumentError,
     InvalidSampleError,
     InvalidTypeError,
@@ -565,7 +566,10 @@ def run_eval(
     # (~0.6 s for the first pool, then ~50 ms) instead of being forked from this process.
     involved = [data_out, data_in._base_ds() if isinstance(data_in, (Dataset, DatasetView)) else None]
     remote = any(ds is not None and not ds._backend.fork_safe for ds in involved)
-    sched_options: dict[str, Any] = {"start_method": "forkserver"} if remote and scheduler == "processed" else {}
+    sched_options: dict[str, Any] = {}
+    if remote and scheduler == "processed" and num_workers:
+        _preload_forkserver()
+        sched_options["start_method"] = "forkserver"
     sched = get_scheduler(scheduler, num_workers, **sched_options)
     if sched.name in ("processed", "ray") and not data_out._backend.shared_between_processes:
         raise InvalidArgumentError(
@@ -615,6 +619,10 @@ def run_eval(
         # A record counts only if nothing else was committed after it: otherwise this is a new eval.
         if isinstance(found, dict) and found.get("version") == data_out.version:
             record = found
+        elif isinstance(found, dict) and found.get("status") == "running" and not in_place:
+            # Its checkpointed outputs are visible in data_out, and something was committed after
+            # them: neither resuming nor starting over would give each output once, in order.
+            raise EvalConflictError(data_out.path, int(found["done"]), int(found["version"]), data_out.version)
         if record is not None and record.get("status") == "done":
             return EvalResult(
                 int(record["inputs"]),
@@ -772,6 +780,20 @@ def run_eval(
             bar.close()
         _forget(job.token)
     return EvalResult(inputs_done, outputs, failed, time.perf_counter() - t0, data_out.version, resume_from)
+
+
+def _preload_forkserver() -> None:
+    """Have the fork server import the engine and the S3 client once, so that the workers it forks
+    start warm: 0.75-0.85 s for an eval with 2 workers on S3 instead of 1.8-2.0 s (spawn: 3-5.7 s).
+
+    Only takes effect when the fork server starts (the first forkserver pool of the process). The
+    modules only load code; no client is created, so the fork server stays fork-safe.
+    """
+    import multiprocess.forkserver
+
+    multiprocess.forkserver.set_forkserver_preload(
+        ["__main__", "lakecompute.compute._engine", "lakecompute.storage._s3", "obstore", "zarr.storage"]
+    )
 
 
 @contextlib.contextmanager

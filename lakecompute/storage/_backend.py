@@ -43,6 +43,9 @@ class Backend(ABC):
 
     #: Whether other processes can see what this backend writes (False for ``mem://``).
     shared_between_processes: bool = True
+    #: Whether a child forked after this process used the backend can still use the storage
+    #: (False for object stores, whose clients hang after fork: see STORAGE-NOTES.md).
+    fork_safe: bool = True
 
     def __init__(self, spec: BackendSpec) -> None:
         self.spec = spec
@@ -248,11 +251,14 @@ def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | 
     """Resolve a dataset location to its backend.
 
     Args:
-        url: a local path, ``file://path``, or ``mem://name``.
-        storage_options: options for an object-store client (reserved for ``s3://``).
+        url: a local path, ``file://path``, ``mem://name`` or ``s3://bucket/prefix``.
+        storage_options: options for the object-store client of ``s3://`` locations
+            (``endpoint_url``, ``key``, ``secret``, ``region``, ``anonymous``, ...).
 
     Raises:
         InvalidArgumentError: for an unsupported scheme or an empty path.
+        StorageError: an ``s3://`` location that cannot be used (no such bucket, no credentials,
+            an endpoint that does not answer).
     """
     text = os.fspath(url)
     spec = BackendSpec(text, dict(storage_options or {}))
@@ -268,10 +274,12 @@ def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | 
     if "://" in text:
         scheme = text.split("://", 1)[0]
         if scheme == "s3":
-            raise InvalidArgumentError(
-                f"s3:// datasets are not supported in this version yet. Got {text!r}; use a local path."
-            )
+            # Imported here: the S3 client is an optional extra, and `import lakecompute` stays fast.
+            from lakecompute.storage._s3 import open_s3_backend
+
+            return open_s3_backend(spec)
         raise InvalidArgumentError(
-            f"Unsupported dataset location {text!r}. Expected a local path, 'file://…' or 'mem://name'."
+            f"Unsupported dataset location {text!r}. Expected a local path, 'file://…', 'mem://name' or "
+            "'s3://bucket/prefix'."
         )
     return LocalBackend(spec, os.path.abspath(text))

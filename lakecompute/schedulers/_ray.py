@@ -1,0 +1,277 @@
+"""The Ray scheduler: every task runs as a Ray task, on one machine or across a cluster.
+
+Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` never imports Ray).
+
+- **Starting Ray is the user's choice.** If Ray is already initialised (``ray.init(address=...)``
+  to join a cluster, or any ``ray.init(...)``), the scheduler uses that. Otherwise it starts a
+  local instance with ``num_cpus=num_workers`` and no dashboard, which lives until the process
+  exits (or ``ray.shutdown()``).
+- **At most ``num_workers`` tasks run at once.** Each submitted task holds one of ``num_workers``
+  slots; the slot number is the task's :func:`~lakecompute.schedulers.worker_id`, so ids stay in
+  ``range(num_workers)`` however many worker processes Ray uses. Up to ``max_in_flight`` tasks
+  are taken from the input ahead of time (a streamed input stays bounded).
+- **Results are small.** A task returns its result pickled (with dill, like the processed
+  scheduler), or its exception with the whole ``__cause__`` chain and the worker's traceback, so
+  an error arrives as itself, exactly as with the processed scheduler (:class:`RemoteError` if it
+  cannot be unpickled). Progress increments are summed in the task and delivered when it ends.
+- **Fail fast.** On a failure (or when the consumer stops early) outstanding tasks are cancelled:
+  first by interrupting them (``KeyboardInterrupt`` in the task, the worker process survives and
+  Ray reuses it), then, for tasks still running after a grace period, by killing their worker.
+  Tasks not yet submitted never start. Ray's own retries are off (``max_retries=0``): a task that
+  crashed its worker is reported as :class:`WorkerDiedError`, not run again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Generator, Iterable
+from typing import Any, ClassVar, TypeVar, cast
+
+import multiprocess.reduction
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
+from lakecompute.schedulers._base import (
+    ProgressFn,
+    Scheduler,
+    TaskFn,
+    _set_process_worker_id,
+    describe_task,
+    parse_max_in_flight,
+)
+from lakecompute.schedulers._processed import _pickle_exception, _PickledError, _rebuild_exception
+
+__all__ = ["RayScheduler"]
+
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
+
+# How long interrupted tasks may take to stop before their workers are killed, and how long to wait
+# for the kill to be done (seconds).
+_CANCEL_GRACE = 1.0
+_KILL_TIMEOUT = 5.0
+
+# The Ray remote function, built once per process (Ray exports it again to a new session by itself).
+_REMOTE: Any = None
+
+
+def _run_in_worker(fn: TaskFn[Any, Any], task: Any, slot: int) -> tuple[str, Any, int]:
+    """The body of every Ray task: run ``fn(task, progress)`` and pack the outcome for the driver."""
+    # The slot is unique among the tasks of a run that are running at the same time.
+    _set_process_worker_id(slot)
+    total = 0
+
+    def progress(increment: int) -> None:
+        nonlocal total
+        total += increment
+
+    try:
+        value = fn(task, progress)
+    except BaseException as exc:
+        # Sent as data, not raised: Ray would pickle the exception without its __cause__ chain.
+        # (A KeyboardInterrupt here is our own cancellation; nobody reads its outcome.)
+        return ("error", _pickle_exception(exc), total)
+    try:
+        data = bytes(multiprocess.reduction.ForkingPickler.dumps(value))
+    except Exception as exc:
+        error = InvalidTypeError(
+            f"The result of task {describe_task(task)} cannot be sent from the Ray worker: {exc}. "
+            "Return plain data (numbers, strings, lists, dicts, numpy arrays) from the task function."
+        )
+        error.__cause__ = exc
+        return ("error", _pickle_exception(error), total)
+    return ("done", data, total)
+
+
+def _remote_function(ray: Any) -> Any:
+    global _REMOTE
+    if _REMOTE is None:
+        # max_retries=0: a task that crashed its worker must be reported, not silently run again.
+        _REMOTE = ray.remote(max_retries=0)(_run_in_worker)
+    return _REMOTE
+
+
+class RayScheduler(Scheduler):
+    """Runs tasks as Ray tasks, at most ``num_workers`` at a time.
+
+    Task functions may be closures and lambdas (Ray pickles them with cloudpickle). Workers must be
+    able to import lakecompute and the modules your functions live in: on a cluster, install them
+    on every node or ship them with ``ray.init(runtime_env=...)``.
+
+    Example:
+        >>> import ray  # doctest: +SKIP
+        >>> ray.init(address="auto")  # join a running cluster (else a local Ray starts)  # doctest: +SKIP
+        >>> from lakecompute.schedulers import get_scheduler  # doctest: +SKIP
+        >>> sorted(get_scheduler("ray", 8).run(lambda task, progress: task * 2, [1, 2]))  # doctest: +SKIP
+        [(0, 2), (1, 4)]
+    """
+
+    name: ClassVar[str] = "ray"
+
+    def __init__(
+        self,
+        num_workers: int = 1,
+        *,
+        init_options: dict[str, Any] | None = None,
+        remote_options: dict[str, Any] | None = None,
+    ) -> None:
+        """Create the scheduler (Ray itself is started, if needed, by the first :meth:`run`).
+
+        Args:
+            num_workers: how many tasks may run at the same time, at least 1.
+            init_options: passed to ``ray.init`` when Ray is not initialised yet (they override
+                the defaults ``num_cpus=num_workers, include_dashboard=False``); ignored when Ray
+                is already running.
+            remote_options: resources of each task, passed to Ray's ``.options()`` (e.g.
+                ``{"num_cpus": 2}`` or ``{"num_gpus": 1}``); default one CPU per task.
+
+        Raises:
+            InvalidArgumentError: if ``num_workers`` is less than 1.
+        """
+        super().__init__(num_workers)
+        if self.num_workers < 1:
+            raise InvalidArgumentError(
+                f"Expected num_workers >= 1 for the ray scheduler. Got {num_workers!r}. "
+                "Use get_scheduler('ray', 0) or SerialScheduler() to run in the calling process."
+            )
+        self._init_options = dict(init_options or {})
+        self._remote_options = dict(remote_options or {})
+
+    def _ray(self) -> Any:
+        """The ``ray`` module, initialised."""
+        import ray
+
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"num_cpus": self.num_workers, "include_dashboard": False}
+            options.update(self._init_options)
+            ray.init(**options)
+        return ray
+
+    def run(
+        self,
+        fn: TaskFn[TaskT, ResultT],
+        tasks: Iterable[TaskT],
+        *,
+        on_progress: ProgressFn | None = None,
+        max_in_flight: int | None = None,
+    ) -> Generator[tuple[int, ResultT], None, None]:
+        """Run ``fn(task, progress)`` for every task as Ray tasks; see :meth:`Scheduler.run`.
+
+        Raises:
+            WorkerDiedError: if a Ray worker (or its node) dies while running a task.
+            RemoteError: if a task raised an exception that cannot be unpickled in the driver.
+        """
+        limit = parse_max_in_flight(max_in_flight, self.num_workers)
+        return self._run(fn, tasks, on_progress, limit)
+
+    def _run(
+        self,
+        fn: TaskFn[TaskT, ResultT],
+        tasks: Iterable[TaskT],
+        on_progress: ProgressFn | None,
+        limit: int,
+    ) -> Generator[tuple[int, ResultT], None, None]:
+        """The generator behind :meth:`run`."""
+        iterator = iter(tasks)
+        # Look at the first task before touching Ray: an empty input costs nothing.
+        try:
+            first = next(iterator)
+        except StopIteration:
+            return
+        ray = self._ray()
+        remote = _remote_function(ray)
+        if self._remote_options:
+            remote = remote.options(**self._remote_options)
+        # Stored once in Ray's object store; each task gets a reference, not another copy.
+        fn_ref = ray.put(fn)
+        pending = itertools.chain([first], iterator)
+        positions = itertools.count()
+        queued: deque[tuple[int, Any]] = deque()
+        running: dict[Any, tuple[int, Any, int]] = {}
+        free_slots = list(range(self.num_workers - 1, -1, -1))
+        exhausted = False
+        try:
+            while True:
+                # Pull lazily: tasks taken from the input and not yet handed out stay within `limit`.
+                while not exhausted and len(queued) + len(running) < limit:
+                    try:
+                        task = next(pending)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    queued.append((next(positions), task))
+                while queued and free_slots:
+                    position, task = queued.popleft()
+                    slot = free_slots.pop()
+                    running[remote.remote(fn_ref, task, slot)] = (position, task, slot)
+                if not running:
+                    return
+                ready, _ = ray.wait(list(running), num_returns=1)
+                for ref in ready:
+                    position, task, slot = running.pop(ref)
+                    free_slots.append(slot)
+                    kind, payload, increments = self._outcome(ray, ref, task)
+                    if increments and on_progress is not None:
+                        on_progress(increments)
+                    if kind == "error":
+                        raise _rebuild_exception(cast(_PickledError, payload))
+                    yield position, cast(ResultT, _load_result(payload))
+        finally:
+            # Reached on success (nothing is running), on a failure, and when the consumer stops.
+            self._cancel(ray, list(running))
+
+    @staticmethod
+    def _outcome(ray: Any, ref: Any, task: Any) -> tuple[str, Any, int]:
+        """What a finished Ray task returned; a dead worker or node becomes WorkerDiedError."""
+        try:
+            outcome = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            # Our task body never raises, so this is Ray failing around it (e.g. the worker could
+            # not unpickle the task function because a module is missing there): raise the cause.
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            raise cause from None
+        except ray.exceptions.RayError as exc:
+            why = type(exc).__name__
+            hint = (
+                "the node ran out of memory"
+                if "OutOfMemory" in why
+                else "the worker process or its node died"
+            )
+            raise WorkerDiedError(
+                f"A Ray worker failed with {why} while running task {describe_task(task)}: {hint} "
+                "(for example a segfault in native code, or a killed process). Run it with num_workers=0 "
+                "to debug it in this process.",
+                task=task,
+                exitcode=None,
+            ) from exc
+        return cast(tuple[str, Any, int], outcome)
+
+    @staticmethod
+    def _cancel(ray: Any, refs: list[Any]) -> None:
+        """Stop outstanding tasks: interrupt them, then kill the workers of those that do not stop."""
+        if not refs:
+            return
+        for ref in refs:
+            # Not started yet: removed from Ray's queue. Running: KeyboardInterrupt in the task.
+            ray.cancel(ref, force=False)
+        _, still_running = ray.wait(refs, num_returns=len(refs), timeout=_CANCEL_GRACE)
+        if not still_running:
+            return
+        for ref in still_running:
+            # E.g. a task stuck in native code, which a KeyboardInterrupt cannot reach.
+            ray.cancel(ref, force=True)
+        ray.wait(still_running, num_returns=len(still_running), timeout=_KILL_TIMEOUT)
+
+    def __repr__(self) -> str:
+        return f"RayScheduler(num_workers={self.num_workers})"
+
+
+def _load_result(data: bytes) -> Any:
+    """Unpickle a task's result in the driver."""
+    try:
+        return multiprocess.reduction.ForkingPickler.loads(data)
+    except Exception as exc:
+        raise InvalidTypeError(
+            f"The result of a task could not be unpickled in the driver: {exc!r}. "
+            "Return plain data (numbers, strings, lists, dicts, numpy arrays) from the task function."
+        ) from exc

@@ -1,0 +1,98 @@
+"""The Ray scheduler: the conformance suite on a local Ray, and what only Ray tasks need."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from lakecompute.errors import InvalidArgumentError, WorkerDiedError
+from lakecompute.schedulers import ProgressFn, Scheduler, get_scheduler
+from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+from tests.s3.ray_session import ray_session
+
+pytest.importorskip("ray")
+
+__all__ = ["ray_session"]  # the session fixture, imported so that pytest finds it here
+
+
+@pytest.fixture(autouse=True)
+def _ray(ray_session: Any) -> None:
+    """Every test here runs on the session's local Ray."""
+
+
+class TestRay(SchedulerTests):
+    scheduler_name = "ray"
+    pickles_exceptions = True
+
+
+def exit_on_3(task: int, progress: ProgressFn) -> int:
+    """Leave the worker with os._exit(3) on task 3."""
+    if task == 3:
+        os._exit(3)
+    time.sleep(0.01)
+    return task
+
+
+def kill_self_on_2(task: int, progress: ProgressFn) -> int:
+    """SIGKILL the worker on task 2."""
+    if task == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.01)
+    return task
+
+
+def return_pid(task: int, progress: ProgressFn) -> int:
+    """Return the worker's process id."""
+    time.sleep(0.01)
+    return os.getpid()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fn", [exit_on_3, kill_self_on_2])
+def test_ray_worker_death_raises_worker_died(fn: Any) -> None:
+    """A Ray worker that dies raises WorkerDiedError naming the task, without Ray retrying it."""
+    failing = 3 if fn is exit_on_3 else 2
+    with pytest.raises(WorkerDiedError) as info:
+        list(get_scheduler("ray", 2).run(fn, range(8)))
+    assert info.value.task == failing
+    assert f"while running task {failing}:" in str(info.value)
+    assert "num_workers=0" in str(info.value)
+
+
+def test_ray_runs_in_other_processes() -> None:
+    """Tasks run in Ray worker processes, not in the driver."""
+    pids = {pid for _, pid in get_scheduler("ray", 2).run(return_pid, range(6))}
+    assert os.getpid() not in pids
+
+
+def test_ray_remote_traceback_attached() -> None:
+    """A re-raised exception carries the worker's traceback, as with the processed scheduler."""
+    with pytest.raises(SchedulerTestError) as info:
+        list(get_scheduler("ray", 1).run(raise_with_cause, [5]))
+    remote = info.value.remote_traceback  # type: ignore[attr-defined]  # added by the scheduler
+    assert "in raise_with_cause" in remote
+    assert "OSError: disk of task 5 is full" in remote
+
+
+def test_ray_rejects_zero_workers() -> None:
+    """RayScheduler(0) is refused; get_scheduler('ray', 0) runs serially."""
+    from lakecompute.schedulers._ray import RayScheduler
+
+    with pytest.raises(InvalidArgumentError, match="Expected num_workers >= 1 for the ray scheduler"):
+        RayScheduler(0)
+    sched: Scheduler = get_scheduler("ray", 0)
+    assert sched.name == "serial"
+
+
+def test_ray_uses_running_instance() -> None:
+    """With Ray initialised by the user, the scheduler uses it rather than starting another."""
+    import ray
+
+    before = ray.get_runtime_context().get_node_id()
+    assert dict(get_scheduler("ray", 2, init_options={"num_cpus": 99}).run(return_pid, [1])).keys() == {0}
+    assert ray.get_runtime_context().get_node_id() == before
+    assert ray.cluster_resources()["CPU"] == 2

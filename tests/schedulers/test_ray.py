@@ -96,3 +96,12 @@ def test_ray_uses_running_instance() -> None:
     assert dict(get_scheduler("ray", 2, init_options={"num_cpus": 99}).run(return_pid, [1])).keys() == {0}
     assert ray.get_runtime_context().get_node_id() == before
     assert ray.cluster_resources()["CPU"] == 2
+
+
+def test_ray_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Ray importable, scheduler='ray' says which extra to install."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(InvalidArgumentError, match=r'pip install "lakecompute\[ray\]"'):
+        get_scheduler("ray", 2)

@@ -1,0 +1,241 @@
+"""Datasets on S3 (a local moto server): round trips, atomic commits, damage, and clear, fast errors."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from lakecompute.storage import open_backend
+from lakecompute.storage._s3 import S3Backend
+from tests.s3.moto_server import MotoServer
+
+
+def _fill_all_htypes(ds: lc.Dataset, n: int) -> None:
+    """Create one tensor of every htype and write ``n`` samples to each, in one commit."""
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("labels", htype="class_label", class_names=["cat", "dog"])
+        ds.create_tensor("emb", htype="embedding", dtype="float32")
+        ds.create_tensor("caption", htype="text")
+        ds.create_tensor("meta", htype="json")
+        ds.create_tensor("x", dtype="int16", chunk_compression="zstd")
+        ds.create_tensor("ragged", dtype="float64")
+        for i in range(n):
+            ds.append(
+                {
+                    "images": np.full((4 + i % 3, 5, 3), i, dtype=np.uint8),
+                    "labels": "dog" if i % 2 else "cat",
+                    "emb": np.arange(8, dtype=np.float32) + i,
+                    "caption": f"sample {i}",
+                    "meta": {"i": i, "tags": ["a"] * (i % 3)},
+                    "x": np.int16(-i),
+                    "ragged": np.ones(i % 4 + 1) * i,
+                }
+            )
+
+
+def test_s3_roundtrip_all_htypes(bucket: str, storage_options: dict[str, Any]) -> None:
+    """Every htype written to s3:// reads back exactly from a fresh load."""
+    url = f"s3://{bucket}/data/all"
+    ds = lc.empty(url, storage_options=storage_options)
+    _fill_all_htypes(ds, 12)
+    back = lc.load(url, storage_options=storage_options)
+    assert len(back) == 12
+    for i in range(12):
+        np.testing.assert_array_equal(back.images[i].numpy(), np.full((4 + i % 3, 5, 3), i, dtype=np.uint8))
+        assert int(back.labels[i].numpy()) == i % 2
+        np.testing.assert_array_equal(back.emb[i].numpy(), np.arange(8, dtype=np.float32) + i)
+        assert back.caption[i].text() == f"sample {i}"
+        assert back.meta[i].data() == {"i": i, "tags": ["a"] * (i % 3)}
+        np.testing.assert_array_equal(back.ragged[i].numpy(), np.ones(i % 4 + 1) * i)
+    np.testing.assert_array_equal(back.x.numpy(), -np.arange(12, dtype=np.int16))
+    assert back.labels.info.class_names == ["cat", "dog"]
+    assert back.images.dtype == np.uint8
+
+
+def test_s3_exists_delete_and_versions(bucket: str, storage_options: dict[str, Any]) -> None:
+    """exists/dataset/delete work on s3://, and older versions stay loadable."""
+    url = f"s3://{bucket}/v"
+    assert not lc.exists(url, storage_options=storage_options)
+    ds = lc.dataset(url, storage_options=storage_options)
+    ds.create_tensor("x", dtype="int32")
+    ds.x.extend([1, 2, 3])
+    ds.x.extend([4])
+    assert lc.exists(url, storage_options=storage_options)
+    latest = lc.load(url, storage_options=storage_options)
+    assert latest.x.numpy().tolist() == [1, 2, 3, 4]
+    old = lc.load(url, version=latest.version - 1, storage_options=storage_options)
+    assert old.x.numpy().tolist() == [1, 2, 3]
+    # A sibling prefix that shares the name's start is another location.
+    assert not lc.exists(f"s3://{bucket}/v2", storage_options=storage_options)
+    lc.delete(url, storage_options=storage_options)
+    assert not lc.exists(url, storage_options=storage_options)
+    assert open_backend(url, storage_options).list("") == []
+    with pytest.raises(lc.DatasetNotFoundError):
+        lc.load(url, storage_options=storage_options)
+
+
+def test_s3_create_exclusive_one_winner_of_eight(bucket: str, storage_options: dict[str, Any]) -> None:
+    """Eight writers racing to create the same key: exactly one wins, and its bytes are what is stored."""
+    backends = [open_backend(f"s3://{bucket}/race", storage_options) for _ in range(8)]
+    barrier = threading.Barrier(8)
+    wins: list[int] = []
+
+    def commit(i: int) -> None:
+        barrier.wait()
+        if backends[i].create_exclusive("versions/0000000007.json", f"writer {i}".encode()):
+            wins.append(i)
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+    assert backends[0].read("versions/0000000007.json") == f"writer {wins[0]}".encode()
+
+
+def test_s3_racing_committers_one_conflict(bucket: str, storage_options: dict[str, Any]) -> None:
+    """Two handles committing on top of the same version: one commit lands, the other raises
+    CommitConflictError and leaves nothing behind."""
+    url = f"s3://{bucket}/conflict"
+    ds = lc.empty(url, storage_options=storage_options)
+    ds.create_tensor("x", dtype="int32")
+    first = lc.load(url, storage_options=storage_options)
+    second = lc.load(url, storage_options=storage_options)
+    first.x.extend([1, 2])
+    with pytest.raises(lc.CommitConflictError) as info:
+        second.x.extend([9])
+    assert info.value.expected == first.version - 1
+    assert lc.load(url, storage_options=storage_options).x.numpy().tolist() == [1, 2]
+
+
+def test_s3_damaged_manifest_named(bucket: str, storage_options: dict[str, Any]) -> None:
+    """A damaged version manifest on S3 raises DatasetCorruptError naming the file."""
+    url = f"s3://{bucket}/damaged"
+    ds = lc.empty(url, storage_options=storage_options)
+    ds.create_tensor("x", dtype="int32")
+    ds.x.extend([1, 2])
+    key = f"versions/{ds.version:010d}.json"
+    open_backend(url, storage_options).write(key, b'{"format": "lakecompute/1", "vers')
+    with pytest.raises(lc.DatasetCorruptError) as info:
+        lc.load(url, storage_options=storage_options)
+    assert info.value.file == key
+
+
+def test_s3_unknown_option_refused(bucket: str, storage_options: dict[str, Any]) -> None:
+    """An unknown storage option is refused with the list of accepted ones."""
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"Unknown storage option 'endpiont_url'.*'endpoint_url'"
+    ):
+        lc.exists(f"s3://{bucket}/x", storage_options={**storage_options, "endpiont_url": "x"})
+
+
+def test_s3_s3fs_style_options_accepted(moto_server: MotoServer, bucket: str) -> None:
+    """s3fs spellings (client_kwargs, aws_* names) reach the same place."""
+    options = {
+        "client_kwargs": {"endpoint_url": moto_server.endpoint, "region_name": "us-east-1"},
+        "aws_access_key_id": "k",
+        "aws_secret_access_key": "s",
+    }
+    ds = lc.empty(f"s3://{bucket}/s3fs-style", storage_options=options)
+    assert isinstance(ds._backend, S3Backend)
+
+
+@pytest.mark.timeout(20)
+def test_s3_unreachable_endpoint_fails_fast(bucket: str, storage_options: dict[str, Any]) -> None:
+    """A closed port fails within seconds with StorageError naming the endpoint."""
+    options = {**storage_options, "endpoint_url": "http://127.0.0.1:1"}
+    start = time.monotonic()
+    with pytest.raises(lc.StorageError) as info:
+        lc.load(f"s3://{bucket}/x", storage_options=options)
+    assert time.monotonic() - start < 10
+    assert info.value.reason == "unreachable"
+    assert "http://127.0.0.1:1" in str(info.value)
+    assert "endpoint_url" in str(info.value)
+    assert isinstance(info.value, OSError)
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """An endpoint that accepts connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.timeout(20)
+def test_s3_silent_endpoint_fails_fast(
+    bucket: str, storage_options: dict[str, Any], silent_endpoint: str
+) -> None:
+    """An endpoint that never answers fails within 10 s instead of hanging in retries."""
+    start = time.monotonic()
+    with pytest.raises(lc.StorageError) as info:
+        lc.exists(f"s3://{bucket}/x", storage_options={**storage_options, "endpoint_url": silent_endpoint})
+    assert time.monotonic() - start < 10
+    assert info.value.reason == "unreachable"
+    assert silent_endpoint in str(info.value)
+
+
+@pytest.mark.timeout(20)
+def test_s3_missing_bucket(storage_options: dict[str, Any], moto_server: MotoServer) -> None:
+    """A bucket that does not exist raises StorageError naming it, quickly."""
+    start = time.monotonic()
+    with pytest.raises(lc.StorageError) as info:
+        lc.empty("s3://no-such-bucket-here/ds", storage_options=storage_options)
+    assert time.monotonic() - start < 10
+    assert info.value.reason == "bucket"
+    assert str(info.value) == (
+        f"S3 bucket 'no-such-bucket-here' does not exist (at {moto_server.endpoint}). "
+        "Create it first, or check the bucket name in the path."
+    )
+
+
+@pytest.mark.timeout(20)
+def test_s3_missing_credentials(
+    bucket: str, moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No key in the options or the environment raises StorageError saying how to pass them."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    start = time.monotonic()
+    with pytest.raises(lc.StorageError) as info:
+        lc.load(f"s3://{bucket}/x", storage_options={"endpoint_url": moto_server.endpoint})
+    assert time.monotonic() - start < 10
+    assert info.value.reason == "credentials"
+    assert f"No S3 credentials found for s3://{bucket}/x at endpoint {moto_server.endpoint}." in str(
+        info.value
+    )
+    assert "storage_options={'key': ..., 'secret': ...}" in str(info.value)
+    assert "'anonymous': True" in str(info.value)
+
+
+@pytest.mark.timeout(20)
+def test_s3_half_credentials_refused(bucket: str, moto_server: MotoServer) -> None:
+    """A key without a secret is refused before any request."""
+    with pytest.raises(lc.StorageError, match="has key but not secret"):
+        lc.exists(f"s3://{bucket}/x", storage_options={"endpoint_url": moto_server.endpoint, "key": "k"})
+
+
+def test_s3_anonymous_requests_unsigned(bucket: str, moto_server: MotoServer) -> None:
+    """anonymous=True opens without credentials and configures unsigned requests."""
+    backend = open_backend(f"s3://{bucket}/public", {"endpoint_url": moto_server.endpoint, "anonymous": True})
+    assert isinstance(backend, S3Backend)
+    assert backend._client.config.get("skip_signature") in (True, "true")
+
+
+def test_s3_bad_urls() -> None:
+    """s3:// without a bucket, or with empty path parts, is refused with InvalidArgumentError."""
+    with pytest.raises(lc.InvalidArgumentError, match="add the bucket name"):
+        open_backend("s3://")
+    with pytest.raises(lc.InvalidArgumentError, match="plain names"):
+        open_backend("s3://bucket/a//b")

@@ -29,7 +29,8 @@ class Row:
         name: what was measured (short).
         ours: our measurement, in ``unit``.
         baseline: the baseline's measurement in the same unit, or None if there is none.
-        unit: ``"samples/s"`` style rates (higher is better) or ``"ms"`` latencies (lower is better).
+        unit: ``"…/s"`` rates and ``"x"`` factors (higher is better), or ``"ms"``/``"s"`` times and
+            ``"MiB"``/``"MB"`` sizes (lower is better).
         target: a human-readable target such as ``">= 0.5x baseline"`` or ``">= 200/s"`` ("" if none).
         ok: whether the target is met (None when there is no target).
         baseline_name: what the baseline is.
@@ -47,7 +48,7 @@ class Row:
 
     @property
     def lower_is_better(self) -> bool:
-        return self.unit in ("ms", "s", "us")
+        return self.unit in ("ms", "s", "us", "MiB", "MB", "GiB", "GB", "bytes")
 
     @property
     def ratio(self) -> float | None:

@@ -29,11 +29,13 @@ def _discover() -> None:
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "—"
+    if unit.endswith("/s"):
+        return f"{value:,.0f}/s" if value >= 100 else f"{value:,.1f}/s"
     if unit == "ms":
-        return f"{value:.3f} ms"
-    if value >= 100:
-        return f"{value:,.0f}/s"
-    return f"{value:,.1f}/s"
+        return f"{value:,.3f} ms"
+    if unit == "x":
+        return f"{value:.2f}x"
+    return f"{value:,.4g} {unit}"
 
 
 def print_rows(suite: str, rows: list[Row]) -> None:

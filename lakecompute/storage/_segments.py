@@ -120,6 +120,7 @@ class _ChunkPut:
         self._root: str | None = None
         self._encode: Any = None
         self._verified = False
+        self._dirs: set[str] = set()
         try:
             self._setup()
         except Exception:  # any surprise in zarr's layout: use zarr for everything
@@ -165,10 +166,18 @@ class _ChunkPut:
             raw = part.view(np.uint8)
             data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
             path = self._path(start // size + j)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            folder = os.path.dirname(path)
+            if folder not in self._dirs:
+                os.makedirs(folder, exist_ok=True)
+                self._dirs.add(folder)
             tmp = f"{path}.{uuid.uuid4().hex}.partial"
             try:
-                with open(tmp, "wb") as fh:
+                try:
+                    fh = open(tmp, "wb")
+                except FileNotFoundError:  # the folder went away since we made it
+                    os.makedirs(folder, exist_ok=True)
+                    fh = open(tmp, "wb")
+                with fh:
                     fh.write(data)
                 os.replace(tmp, path)
             except BaseException:
@@ -191,7 +200,8 @@ class _Appender:
         self._put = _ChunkPut(array)
         self.pos = start
         self.chunk = chunk
-        self.tail = np.empty(0, dtype=dtype)
+        self.tail = np.empty(0, dtype=dtype)  # values of the last, partly filled chunk
+        self._tail_chunk: np.ndarray | None = None  # that chunk, zero-padded, when kept
 
     def append(self, values: np.ndarray) -> int:
         offset = self.pos
@@ -199,6 +209,17 @@ class _Appender:
             return offset
         chunk_start = self.pos - self.tail.size
         total = self.tail.size + values.size
+        if total < self.chunk:
+            # Still inside the tail chunk (every small commit): fill the zero-padded chunk kept
+            # from the last write instead of allocating and copying 1 MiB again.
+            if self._tail_chunk is None:
+                self._tail_chunk = np.zeros(self.chunk, dtype=self.tail.dtype)
+                self._tail_chunk[: self.tail.size] = self.tail
+            self._tail_chunk[self.tail.size : total] = values
+            self._put.put(chunk_start, self._tail_chunk)
+            self.tail = self._tail_chunk[:total]
+            self.pos += values.size
+            return offset
         padded = -(-total // self.chunk) * self.chunk
         buf = np.zeros(padded, dtype=self.tail.dtype)
         buf[: self.tail.size] = self.tail
@@ -206,6 +227,7 @@ class _Appender:
         self._put.put(chunk_start, buf)
         full = (total // self.chunk) * self.chunk
         self.tail = buf[full:total].copy()
+        self._tail_chunk = None
         self.pos += values.size
         return offset
 

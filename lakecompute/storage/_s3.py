@@ -18,9 +18,11 @@ engine starts processed workers with ``forkserver`` when a dataset lives here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -302,6 +304,30 @@ class S3Backend(Backend):
             )
         return StorageError(f"Cannot use {self._where()}: {_first_line(text)}", url=self.url, reason="other")
 
+    @contextlib.contextmanager
+    def _request(self, what: str, key: str) -> Iterator[None]:
+        """Turn a failed request into StorageError naming the object and what to check."""
+        try:
+            yield
+        except (FileNotFoundError, StorageError):
+            raise
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] != "obstore":
+                raise
+            text = str(exc)
+            refused = any(code in text for code in ("403", "AccessDenied", "PermissionDenied"))
+            hint = (
+                "Check the credentials and the bucket's permissions."
+                if refused
+                else "Check the endpoint and your network; the request was retried "
+                f"{self._options.get('max_retries', 5)} times."
+            )
+            raise StorageError(
+                f"S3 {what} of {key!r} in {self._where()} failed: {_first_line(text)}. {hint}",
+                url=self.url,
+                reason="credentials" if refused else "other",
+            ) from exc
+
     # -- Backend -----------------------------------------------------------------------------------
 
     def zarr_store(self) -> Store:
@@ -315,7 +341,8 @@ class S3Backend(Backend):
         import obstore
 
         try:
-            return bytes(obstore.get(self._client, key).bytes())
+            with self._request("GET", key):
+                return bytes(obstore.get(self._client, key).bytes())
         except FileNotFoundError:
             return None
 
@@ -323,7 +350,8 @@ class S3Backend(Backend):
         import obstore
 
         # A PUT replaces an object whole: readers see the old bytes or the new ones.
-        obstore.put(self._client, key, data)
+        with self._request("PUT", key):
+            obstore.put(self._client, key, data)
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         import obstore
@@ -338,9 +366,11 @@ class S3Backend(Backend):
             except (AlreadyExistsError, PreconditionError):
                 return False
             except Exception as exc:
-                if "409" not in str(exc) or attempt == _CONFLICT_RETRIES - 1:
+                if "409" in str(exc) and attempt < _CONFLICT_RETRIES - 1:
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                with self._request("conditional PUT", key):
                     raise
-                time.sleep(0.05 * (attempt + 1))
         return False  # pragma: no cover (the loop returns or raises)
 
     def exists(self, key: str) -> bool:
@@ -359,7 +389,8 @@ class S3Backend(Backend):
         import obstore
 
         head = prefix.strip("/")
-        result = obstore.list_with_delimiter(self._client, head or None)
+        with self._request("LIST", head):
+            result = obstore.list_with_delimiter(self._client, head or None)
         names: set[str] = set()
         for path in result["common_prefixes"]:
             names.add(path.rstrip("/").rsplit("/", 1)[-1])

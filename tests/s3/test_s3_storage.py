@@ -239,3 +239,16 @@ def test_s3_bad_urls() -> None:
         open_backend("s3://")
     with pytest.raises(lc.InvalidArgumentError, match="plain names"):
         open_backend("s3://bucket/a//b")
+
+
+def test_s3_refused_request_is_storage_error(moto_server: MotoServer, bucket: str) -> None:
+    """A request S3 refuses (here: an unsigned read of a private object) raises StorageError naming it."""
+    backend = open_backend(
+        f"s3://{bucket}/private", {"endpoint_url": moto_server.endpoint, "anonymous": True}
+    )
+    signed = open_backend(f"s3://{bucket}/private", moto_server.storage_options())
+    signed.write("versions/LATEST", b"0000000000")
+    with pytest.raises(lc.StorageError) as info:
+        backend.read("versions/LATEST")
+    assert info.value.reason == "credentials"
+    assert "S3 GET of 'versions/LATEST'" in str(info.value)

@@ -1,4 +1,9 @@
-"""One local Ray instance for the whole test session (Ray takes ~10 s to start here)."""
+"""A local Ray instance for the test modules that use it (Ray takes ~10 s to start here).
+
+Module-scoped rather than session-scoped on purpose: a Ray driver keeps gRPC threads in the test
+process, and later tests fork worker processes (the processed scheduler's default on Linux), which
+such threads make fragile. Two starts (tests/s3 and tests/schedulers) cost ~20 s in all.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +29,9 @@ RAY_INIT_OPTIONS: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_session() -> Iterator[Any]:
-    """Start a local Ray once for the session (unless one is running) and shut it down at the end."""
+    """Start a local Ray for the module (unless one is running) and shut it down after it."""
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:

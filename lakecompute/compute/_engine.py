@@ -281,11 +281,22 @@ def _fast_block(values: list[Any]) -> np.ndarray | None:
         if dtype.kind not in "biufc":
             return None
         nd = np.ndarray
+        exact = True
         for v in values:
             # Exact type first (the common case, cheap), then what isinstance would accept.
-            if (v.__class__ is not nd and not isinstance(v, nd)) or v.shape != shape or v.dtype != dtype:
+            if v.__class__ is not nd:
+                if not isinstance(v, nd):
+                    return None
+                exact = False
+            if v.shape != shape or v.dtype != dtype:
                 return None
-        return np.stack(values)
+        if not exact:
+            return np.stack(values)
+        # The same result as np.stack, without its per-array expand_dims: 1.5x faster on small
+        # images, 10x on scalars (once per output value, so it shows on small samples).
+        if not shape:
+            return np.array(values, dtype=dtype)
+        return np.concatenate(values).reshape((len(values), *shape))
     if isinstance(first, (int, float, np.generic)) and not isinstance(first, (bool, str)):
         arr = np.asarray(values)
         if arr.ndim == 1 and arr.dtype.kind in "biuf":
@@ -365,7 +376,8 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         for k, (name, values) in enumerate(final.items().items()):
             if not values:
                 continue
-            encoded = _encode_outputs(job, session, name, values, functools.partial(_owners, marks, k), last_fn)
+            owners = functools.partial(_owners, marks, k)
+            encoded = _encode_outputs(job, session, name, values, owners, last_fn)
             for frag in session.add(job.states[name], encoded):
                 fragments[name].append(frag.to_json())
             counts[name] += len(values)
@@ -390,8 +402,8 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         else:
             samples = list(zip(range(block_start, block_stop), job.source.read(block_start, block_stop, batch=False), strict=True))
         done = 0
+        before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
         for index, sample in samples:
-            before = list(map(len, lists))
             try:
                 if single:
                     try:
@@ -402,7 +414,8 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
                     _run_sample(stages, sample, index, final, job.check_lengths)
                 after = list(map(len, lists))
                 if list(map(sub, after, before)) != ones:  # not one value per tensor: check it
-                    _check_sample_counts(job, dict(zip(names, before, strict=True)), dict(zip(names, after, strict=True)), last_fn)
+                    counted = dict(zip(names, before, strict=True)), dict(zip(names, after, strict=True))
+                    _check_sample_counts(job, *counted, last_fn)
                 if check_each:
                     # Check this sample's outputs now, so a bad value skips only its own sample.
                     for name, values, b in zip(names, lists, before, strict=True):
@@ -419,7 +432,8 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
                 )
             else:
                 marks.append((index, after))
-            done += min(step, task.stop - index)
+                before = after
+            done += 1 if step == 1 else min(step, task.stop - index)
             if done >= 64:
                 progress(done)
                 done = 0
@@ -472,7 +486,7 @@ def _plan_ranges(length: int, size: int, checkpoint_interval: int, start: int = 
 
 
 def _block_size(sample_bytes: int, batch_size: int | None) -> int:
-    block = max(1, min(4096, BLOCK_BYTES // max(1, sample_bytes)))
+    block = max(1, min(MAX_TASK, BLOCK_BYTES // max(1, sample_bytes)))  # few, large reads: zarr's cost per call is ~ms
     if batch_size:
         block = max(batch_size, (block // batch_size) * batch_size)
     return block

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from lakecompute.compute._samples import row_class
+from lakecompute.compute._samples import column_row_class, row_class
 from lakecompute.dataset import Dataset, DatasetView
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.storage import BackendSpec, open_backend, read_manifest
@@ -89,13 +89,9 @@ class DatasetSource(Source):
         columns = {name: self._column(ds, name, pos) for name in self.tensor_names or []}
         if batch:
             return [row_class(tuple(columns))(columns, start)]
-        # One row per sample: zip walks the columns (numpy rows or list items) without indexing.
-        keys = list(columns)
-        row = row_class(tuple(keys))
-        rows = zip(*columns.values(), strict=True)
-        return [
-            row(dict(zip(keys, values, strict=True)), i) for i, values in zip(range(start, stop), rows, strict=True)
-        ]
+        # One row per sample, holding the columns and its position: no dict per sample.
+        row = column_row_class(tuple(columns))
+        return [row(columns, j, start + j) for j in range(stop - start)]
 
     def sample(self, index: int) -> Any:
         (row,) = self.read(index, index + 1, batch=False)

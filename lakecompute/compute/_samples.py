@@ -9,7 +9,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 
-__all__ = ["InputRow", "InputValue", "SampleOut", "row_class"]
+__all__ = ["ColumnRow", "InputRow", "InputValue", "SampleOut", "column_row_class", "row_class"]
 
 
 class InputValue:
@@ -65,7 +65,9 @@ class InputRow:
         try:
             return InputValue(self._values[name])
         except KeyError:
-            raise AttributeError(f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}.") from None
+            raise AttributeError(
+                f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}."
+            ) from None
 
     def __getitem__(self, name: str) -> InputValue:
         try:
@@ -96,11 +98,66 @@ class InputRow:
 _ROW_CLASSES: dict[tuple[str, ...], type[InputRow]] = {}
 
 
+def _plain_name(name: object, cls: type) -> bool:
+    """Whether tensor ``name`` can be a property of ``cls`` (an identifier it does not use)."""
+    return (
+        isinstance(name, str) and name.isidentifier() and not name.startswith("_") and not hasattr(cls, name)
+    )
+
+
 def _tensor_property(name: str) -> property:
     def get(self: InputRow) -> InputValue:
         return InputValue(self._values[name])
 
     return property(get)
+
+
+class ColumnRow(InputRow):
+    """A row of a block that was read column by column (dataset input).
+
+    Building a dict per sample costs more than most small samples' numpy work, so a column row
+    keeps the block's columns and its position, and takes values from the columns when they are
+    asked for. Everything else behaves as a plain row: its ``_values`` dict is built on first use.
+    """
+
+    __slots__ = ("_columns", "_j")
+
+    def __init__(self, columns: Mapping[str, Any], j: int, index: int) -> None:
+        self._columns = columns
+        self._j = j
+        self.index = index
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_values":
+            values = {k: v[self._j] for k, v in self._columns.items()}
+            self._values = values
+            return values
+        return InputRow.__getattr__(self, name)
+
+
+def _column_property(name: str) -> property:
+    def get(self: ColumnRow) -> InputValue:
+        return InputValue(self._columns[name][self._j])
+
+    return property(get)
+
+
+_COLUMN_ROW_CLASSES: dict[tuple[str, ...], type[ColumnRow]] = {}
+
+
+def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
+    """A :class:`ColumnRow` subclass in which the tensors ``names`` are properties (see
+    :func:`row_class`)."""
+    cls = _COLUMN_ROW_CLASSES.get(names)
+    if cls is None:
+        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
+        for n in names:
+            if _plain_name(n, ColumnRow):
+                attrs[n] = _column_property(n)
+        cls = type("InputRow", (ColumnRow,), attrs)
+        if len(_COLUMN_ROW_CLASSES) < 256:
+            _COLUMN_ROW_CLASSES[names] = cls
+    return cls
 
 
 def row_class(names: tuple[str, ...]) -> type[InputRow]:
@@ -115,7 +172,7 @@ def row_class(names: tuple[str, ...]) -> type[InputRow]:
     if cls is None:
         attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
         for n in names:
-            if isinstance(n, str) and n.isidentifier() and not n.startswith("_") and not hasattr(InputRow, n):
+            if _plain_name(n, InputRow):
                 attrs[n] = _tensor_property(n)
         cls = type("InputRow", (InputRow,), attrs)
         if len(_ROW_CLASSES) < 256:  # middle steps may write many different sets of names
@@ -210,7 +267,9 @@ class SampleOut:
                     items.append(v)  # type: ignore[union-attr]
                 return self
         elif not isinstance(sample, Mapping):
-            raise InvalidTypeError(f"sample_out.append() takes a dict of tensor -> value. Got {type(sample).__name__}.")
+            raise InvalidTypeError(
+                f"sample_out.append() takes a dict of tensor -> value. Got {type(sample).__name__}."
+            )
         targets = [(self._tensor(k), v) for k, v in sample.items()]
         for t, v in targets:
             t.append(v)

@@ -185,6 +185,10 @@ def _state_for(job: Job) -> _WorkerState:
         with _WORKER_LOCK:
             st = _WORKER_STATE.get(key)
             if st is None:
+                # A worker that outlives its eval (a Ray worker, a thread of a long-lived process) would
+                # otherwise keep every earlier eval's state — models included — alive.
+                for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
+                    del _WORKER_STATE[old]
                 st = _WORKER_STATE[key] = _WorkerState(job)
     return st
 

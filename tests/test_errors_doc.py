@@ -184,6 +184,12 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "num-workers": lambda t: double().eval(list(range(5)), _out(t), num_workers=-1),
     "checkpoint-interval": lambda t: double().eval(list(range(5)), _out(t), checkpoint_interval=-5),
     "batch-size": lambda t: double().eval(list(range(5)), _out(t), batch_size=0),
+    "storage-unreachable": lambda t: lc.load(
+        "s3://bucket/ds", storage_options={"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"}
+    ),
+    "storage-half-credentials": lambda t: lc.load(
+        "s3://bucket/ds", storage_options={"endpoint_url": "http://127.0.0.1:1", "key": "k"}
+    ),
     "unknown-scheduler": lambda t: double().eval(list(range(5)), _out(t), scheduler="dask", num_workers=2),
     "ray-missing": _ray,
     "in-place-not-dataset": lambda t: double().eval(list(range(5))),

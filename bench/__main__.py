@@ -51,7 +51,9 @@ def print_rows(suite: str, rows: list[Row]) -> None:
     right = {1, 2, 3}
     print(f"\n== {suite} ==")
     for j, row in enumerate(table):
-        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         print("  ".join(cells).rstrip())
         if j == 0:
             print("  ".join("-" * w for w in widths))
@@ -63,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("suites", nargs="*", help=f"suites to run (default: all of {sorted(SUITES)})")
     parser.add_argument("--runs", type=int, default=3, help="runs per fast workload; the median is reported")
-    parser.add_argument("--quick", action="store_true", help="smaller workloads (a smoke test, not for numbers)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller workloads (a smoke test, not for numbers)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--list", action="store_true", help="list the suites and exit")
     opts = parser.parse_args(argv)

@@ -64,8 +64,9 @@ def _pct(values: list[float], q: float) -> float:
 @suite("storage")
 def storage(opts: Any) -> list[Row]:
     """Dataset layer vs plain zarr: extend, appends, commits, scans, random reads (uncompressed and PNG)."""
-    import lakecompute as lc
     from PIL import Image
+
+    import lakecompute as lc
 
     runs: int = opts.runs
     n = 10_000 if opts.quick else N
@@ -93,7 +94,7 @@ def storage(opts: Any) -> list[Row]:
                 z[:] = images
             return t.seconds
 
-        ours_s, ours_all = median_of(runs, ours_extend)
+        ours_s, _ = median_of(runs, ours_extend)
         base_s, _ = median_of(runs, zarr_extend)
         r = Row(
             f"extend {n:,} images (1 call + commit)",
@@ -110,10 +111,9 @@ def storage(opts: Any) -> list[Row]:
         # -- 2. n single appends inside one `with` -----------------------------------------------
         def ours_with() -> float:
             ds = _new_ds(f"{tmp}/with")
-            with Timer() as t:
-                with ds:
-                    for i in range(n):
-                        ds.append({"images": images[i]})
+            with Timer() as t, ds:
+                for i in range(n):
+                    ds.append({"images": images[i]})
             return t.seconds
 
         ours_s, _ = median_of(runs, ours_with)
@@ -165,13 +165,14 @@ def storage(opts: Any) -> list[Row]:
                     if with_labels:
                         zs[1].append(labels[i : i + 1])
             what = "images + labels" if with_labels else "images"
+            extra = ", 2 arrays" if with_labels else ""
             r = Row(
                 f"ds.append outside `with` ({what}), commit each",
                 ours_rate,
                 rate(zarr_appends, t.seconds),
                 "samples/s",
                 ">= 200/s",
-                baseline_name=f"zarr arr.append(1 sample) ({zarr_appends:,} calls{', 2 arrays' if with_labels else ''})",
+                baseline_name=f"zarr arr.append(1 sample) ({zarr_appends:,} calls{extra})",
                 note=f"{commits:,} commits",
             )
             r.ok = r.ours >= 200
@@ -210,7 +211,7 @@ def storage(opts: Any) -> list[Row]:
             with Timer() as t:
                 for a in range(0, n, CHUNK_ROWS):
                     block = z[a : a + CHUNK_ROWS]
-                    for img in block:
+                    for _img in block:
                         pass
             return t.seconds
 
@@ -230,7 +231,11 @@ def storage(opts: Any) -> list[Row]:
         # -- 5. random single-sample reads --------------------------------------------------------
         idx = rng.integers(0, n, size=random_reads)
         rows.append(_random_row("random single-sample read", lc.load(path, read_only=True), z, idx))
-        rows.append(_random_row("random read, cold chunk cache", lc.load(path, read_only=True), z, idx[:300], cold=True))
+        rows.append(
+            _random_row(
+                "random read, cold chunk cache", lc.load(path, read_only=True), z, idx[:300], cold=True
+            )
+        )
 
         # -- 6. PNG: extend, scan, random reads against Pillow ------------------------------------
         def ours_png_extend() -> float:
@@ -293,7 +298,9 @@ def storage(opts: Any) -> list[Row]:
                 note=f"median of {runs}; decoding dominates",
             )
         )
-        rows.append(_random_row("PNG: random single-sample read", lc.load(f"{tmp}/png", read_only=True), blobs, idx))
+        rows.append(
+            _random_row("PNG: random single-sample read", lc.load(f"{tmp}/png", read_only=True), blobs, idx)
+        )
     return rows
 
 
@@ -329,7 +336,10 @@ def _random_row(name: str, ds: Any, baseline: Any, idx: np.ndarray, cold: bool =
         "median < 2 ms",
         ok=med < 2.0,
         baseline_name=f"{what} (median of 300)",
-        note=f"median of {len(idx):,} reads on a fresh handle{' (cache emptied each time)' if cold else ''}; p90 {_pct(ours, 0.9):.2f} ms, max {max(ours):.1f} ms",
+        note=(
+            f"median of {len(idx):,} reads on a fresh handle{' (cache emptied each time)' if cold else ''}; "
+            f"p90 {_pct(ours, 0.9):.2f} ms, max {max(ours):.1f} ms"
+        ),
     )
 
 

@@ -99,6 +99,11 @@ def _for_writing(array: zarr.Array) -> zarr.Array:
         return array
 
 
+def _write_file(path: str, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
 class _ChunkPut:
     """Stores whole chunks of a 1-D array on a local disk without zarr's asynchronous machinery.
 
@@ -137,7 +142,8 @@ class _ChunkPut:
         codecs = tuple(meta.codecs)
         if not codecs or not isinstance(codecs[0], BytesCodec):
             return
-        if self.array.dtype.itemsize > 1 and (codecs[0].endian is None or codecs[0].endian.value != sys.byteorder):
+        endian = codecs[0].endian
+        if self.array.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
             return
         if len(codecs) == 1:
             self._encode = None
@@ -173,12 +179,10 @@ class _ChunkPut:
             tmp = f"{path}.{uuid.uuid4().hex}.partial"
             try:
                 try:
-                    fh = open(tmp, "wb")
+                    _write_file(tmp, data)
                 except FileNotFoundError:  # the folder went away since we made it
                     os.makedirs(folder, exist_ok=True)
-                    fh = open(tmp, "wb")
-                with fh:
-                    fh.write(data)
+                    _write_file(tmp, data)
                 os.replace(tmp, path)
             except BaseException:
                 with contextlib.suppress(OSError):

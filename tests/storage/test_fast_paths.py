@@ -20,7 +20,8 @@ def test_slot_writes_read_back_through_zarr(tmp_path, codec):
     create_segment(store, "s", compression.zarr_compressors(codec))
     w = SlotWriter(store, "s", 1)
     rng = np.random.default_rng(0)
-    parts = [rng.integers(0, 255, size=k, dtype=np.uint8) for k in (5, 784, DATA_CHUNK - 100, 300, 3 * DATA_CHUNK + 7, 1)]
+    sizes = (5, 784, DATA_CHUNK - 100, 300, 3 * DATA_CHUNK + 7, 1)
+    parts = [rng.integers(0, 255, size=k, dtype=np.uint8) for k in sizes]
     offs = [w.write_data(p) for p in parts]
     expected = np.concatenate(parts)
     assert offs[0] == SLOT_BYTES

@@ -314,7 +314,8 @@ class ArrayCache:
         return values
 
     def read(self, path: str, start: int, count: int) -> np.ndarray:
-        """``count`` values of a 1-D array from ``start`` (a view into cached chunks when possible)."""
+        """``count`` values (rows, for an N-D array) from ``start`` along the first axis (a view into
+        cached chunks when possible)."""
         arr = self.array(path)
         size = self._sizes.get(path)
         if size is None:

@@ -85,7 +85,7 @@ def create_segment(store: Store, seg_id: str, compressors: tuple[Any, ...]) -> N
     )
 
 
-def _for_writing(array: zarr.Array) -> zarr.Array:
+def _for_writing(array: zarr.Array[Any]) -> zarr.Array[Any]:
     """``array`` with ``write_empty_chunks`` on.
 
     With it off (zarr's default) every chunk write first compares the whole chunk with the fill
@@ -120,7 +120,7 @@ class _ChunkPut:
     differs from what this class assumes costs speed, never data.
     """
 
-    def __init__(self, array: zarr.Array) -> None:
+    def __init__(self, array: zarr.Array[Any]) -> None:
         self.array = array
         self._root: str | None = None
         self._encode: Any = None
@@ -199,7 +199,7 @@ class _ChunkPut:
 class _Appender:
     """Appends values to a 1-D array from ``start``, writing whole chunks only."""
 
-    def __init__(self, array: zarr.Array, start: int, chunk: int, dtype: np.dtype[Any]) -> None:
+    def __init__(self, array: zarr.Array[Any], start: int, chunk: int, dtype: np.dtype[Any]) -> None:
         self.array = array
         self._put = _ChunkPut(array)
         self.pos = start
@@ -276,13 +276,13 @@ class ArrayCache:
     def __init__(self, store: Store, max_chunks: int = 32) -> None:
         self.store = store
         self.max_chunks = max_chunks
-        self._arrays: dict[str, zarr.Array] = {}
+        self._arrays: dict[str, zarr.Array[Any]] = {}
         self._sizes: dict[str, int] = {}  # chunk length along axis 0 (zarr's .chunks costs ~4 us a call)
         self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
         self._lock = threading.Lock()
 
-    def array(self, path: str) -> zarr.Array:
+    def array(self, path: str) -> zarr.Array[Any]:
         arr = self._arrays.get(path)
         if arr is None:
             arr = zarr.open_array(self.store, path=path, mode="r")
@@ -299,7 +299,7 @@ class ArrayCache:
             for c in range(first, last + 1):
                 self._chunks.pop((path, c), None)
 
-    def _chunk(self, path: str, arr: zarr.Array, c: int, size: int) -> np.ndarray:
+    def _chunk(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
         key = (path, c)
         with self._lock:
             hit = self._chunks.get(key)

@@ -34,14 +34,16 @@ def parse_index(key: Any, length: int, what: str = "a dataset") -> Positions:
         if arr.dtype == bool:
             if arr.shape != (length,):
                 raise SampleIndexError(
-                    f"A boolean mask must have one entry per sample: expected {length}, got shape {arr.shape}."
+                    f"A boolean mask must have one entry per sample: expected {length}, "
+                    f"got shape {arr.shape}."
                 )
             return np.flatnonzero(arr)
         if arr.size == 0:
             return np.empty(0, dtype=np.int64)
         if arr.dtype.kind not in "iu" or arr.ndim != 1:
             raise InvalidTypeError(
-                f"Expected an int, a slice, a list of ints or a boolean mask. Got {arr.dtype} of shape {arr.shape}."
+                "Expected an int, a slice, a list of ints or a boolean mask. "
+                f"Got {arr.dtype} of shape {arr.shape}."
             )
         out = arr.astype(np.int64)
         out = np.where(out < 0, out + length, out)

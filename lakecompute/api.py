@@ -97,7 +97,9 @@ def load(
     """
     backend = open_backend(path, storage_options)
     if not _is_dataset(backend):
-        detail = "The path does not exist." if not backend.list("") else "The path holds no lakecompute dataset."
+        detail = (
+            "The path does not exist." if not backend.list("") else "The path holds no lakecompute dataset."
+        )
         raise DatasetNotFoundError(backend.url, detail)
     if version is not None:
         if not isinstance(version, int) or isinstance(version, bool):
@@ -109,7 +111,9 @@ def load(
     return Dataset(backend, read_manifest(backend, latest), read_only=read_only)
 
 
-def dataset(path: PathLike, read_only: bool = False, storage_options: dict[str, Any] | None = None) -> Dataset:
+def dataset(
+    path: PathLike, read_only: bool = False, storage_options: dict[str, Any] | None = None
+) -> Dataset:
     """Open the dataset at ``path``, creating an empty one if there is none."""
     if exists(path, storage_options):
         return load(path, read_only=read_only, storage_options=storage_options)

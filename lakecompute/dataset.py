@@ -68,7 +68,8 @@ class _Reading:
             return self[name]
         except TensorDoesNotExistError:
             raise AttributeError(
-                f"{type(self).__name__} has no attribute or tensor {name!r}; tensors: {sorted(self.tensors)!r}."
+                f"{type(self).__name__} has no attribute or tensor {name!r}; "
+                f"tensors: {sorted(self.tensors)!r}."
             ) from None
 
     def __getitem__(self, key: Any) -> Any:
@@ -79,7 +80,9 @@ class Dataset(_Reading):
     """A lakecompute dataset. Create or open one with :func:`lakecompute.empty`, :func:`lakecompute.load`
     or :func:`lakecompute.dataset`."""
 
-    def __init__(self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False) -> None:
+    def __init__(
+        self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False
+    ) -> None:
         self._backend = backend
         self._store = backend.zarr_store()
         self._cache = ArrayCache(self._store)
@@ -196,11 +199,14 @@ class Dataset(_Reading):
     def _check_writable(self) -> None:
         if self._pinned:
             raise ReadOnlyError(
-                f"Version {self._base.version} of {self.path!r} was opened with version=; old versions are read-only. "
+                f"Version {self._base.version} of {self.path!r} was opened with version=; "
+                "old versions are read-only. "
                 "Open the latest with lc.load(path) to write."
             )
         if self._read_only:
-            raise ReadOnlyError(f"Dataset {self.path!r} was opened read-only. Open it with lc.load(path) to write.")
+            raise ReadOnlyError(
+                f"Dataset {self.path!r} was opened read-only. Open it with lc.load(path) to write."
+            )
 
     def rollback(self) -> None:
         """Drop every uncommitted change (what ``with ds:`` does when its block raises)."""
@@ -225,7 +231,9 @@ class Dataset(_Reading):
             if state.spec.dtype is None and state.fragments:
                 # A generic tensor's dtype is decided once, here, from everything written to it.
                 dtype = np.result_type(*{np.dtype(f.dtype) for f in state.fragments})
-                state.spec = TensorSpec(name, state.spec.htype, dtype.name, None, state.spec.chunk_compression)
+                state.spec = TensorSpec(
+                    name, state.spec.htype, dtype.name, None, state.spec.chunk_compression
+                )
         if evals is not None:
             new.evals = evals
         new.version = self._base.version + 1
@@ -279,7 +287,9 @@ class Dataset(_Reading):
         state = self._head.tensors[name]
         if state.ndim is not None and frag.ndim != state.ndim:
             raise InvalidSampleError(
-                name, f"every sample of a tensor has the same number of dimensions: expected {state.ndim}, got {frag.ndim}."
+                name,
+                "every sample of a tensor has the same number of dimensions: "
+                f"expected {state.ndim}, got {frag.ndim}.",
             )
         append_fragment(state, frag)
         self._readers.pop(name, None)
@@ -376,21 +386,31 @@ class Dataset(_Reading):
         with self._write("append"):
             self._check_keys(list(sample), skip_ok, "append()")
             # Check every value before buffering any, so a bad value leaves nothing half-appended.
-            checked = [(self._head.tensors[k], self._session.encode(self._head.tensors[k], v)) for k, v in sample.items()]
+            checked = [
+                (self._head.tensors[k], self._session.encode(self._head.tensors[k], v))
+                for k, v in sample.items()
+            ]
             for state, enc in checked:
                 self._buffer(state, enc)
 
     def extend(self, samples: Mapping[str, Any], skip_ok: bool = False) -> None:
         """Append many samples: ``{"images": [a, b], "labels": [0, 1]}`` (lists or stacked arrays)."""
         if not isinstance(samples, Mapping):
-            raise InvalidTypeError(f"Expected a dict of tensor name -> list of values. Got {type(samples).__name__}.")
+            raise InvalidTypeError(
+                f"Expected a dict of tensor name -> list of values. Got {type(samples).__name__}."
+            )
         with self._write("extend"):
             self._check_keys(list(samples), skip_ok, "extend()")
             samples = {k: _as_sequence(k, v) for k, v in samples.items()}
             lengths = {k: len(v) for k, v in samples.items()}
             if len(set(lengths.values())) > 1:
-                raise InvalidArgumentError(f"extend() needs the same number of samples for every tensor. Got {lengths}.")
-            checked = [(self._head.tensors[k], self._session.encode_many(self._head.tensors[k], v)) for k, v in samples.items()]
+                raise InvalidArgumentError(
+                    f"extend() needs the same number of samples for every tensor. Got {lengths}."
+                )
+            checked = [
+                (self._head.tensors[k], self._session.encode_many(self._head.tensors[k], v))
+                for k, v in samples.items()
+            ]
             for state, enc in checked:
                 self._buffer(state, enc)
 
@@ -422,7 +442,8 @@ class Dataset(_Reading):
                 values = list(value)
                 if len(values) != len(positions):
                     raise InvalidArgumentError(
-                        f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; give one per sample."
+                        f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
+                        "give one per sample."
                     )
             encoded = [self._session.encode(state, v) for v in values]
             for p, enc in zip(positions, encoded, strict=True):

@@ -83,8 +83,7 @@ class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
         self.path = path
         extra = f" {detail}" if detail else ""
         super().__init__(
-            f"No lakecompute dataset at {path!r}.{extra} "
-            "Create one with lc.empty(path) or lc.dataset(path)."
+            f"No lakecompute dataset at {path!r}.{extra} Create one with lc.empty(path) or lc.dataset(path)."
         )
 
 

@@ -115,7 +115,9 @@ def parse_tensor_spec(
     parse_tensor_name(name)
     ht = "generic" if htype is None else str(htype)
     if ht not in HTYPES:
-        raise InvalidArgumentError(f"Unknown htype {htype!r} for tensor {name!r}. Expected one of {list(HTYPES)!r}.")
+        raise InvalidArgumentError(
+            f"Unknown htype {htype!r} for tensor {name!r}. Expected one of {list(HTYPES)!r}."
+        )
     sc = compression.parse_sample_compression(sample_compression)
     if sc is not None and ht not in ("image", "generic"):
         raise InvalidArgumentError(
@@ -131,7 +133,9 @@ def parse_tensor_spec(
         dt = default
     else:
         if ht in ("text", "json"):
-            raise InvalidArgumentError(f"htype {ht!r} stores {default} values; do not pass dtype (got {dtype!r}).")
+            raise InvalidArgumentError(
+                f"htype {ht!r} stores {default} values; do not pass dtype (got {dtype!r})."
+            )
         try:
             npdt = np.dtype(dtype)  # type: ignore[call-overload]
         except TypeError as exc:
@@ -167,7 +171,11 @@ def cast_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarr
     if arr.dtype == dtype:
         return arr
     src, dst = arr.dtype.kind, dtype.kind
-    if np.can_cast(arr.dtype, dtype, "safe") or (src in "biuf" and dst in "fc") or (src == "c" and dst == "c"):
+    if (
+        np.can_cast(arr.dtype, dtype, "safe")
+        or (src in "biuf" and dst in "fc")
+        or (src == "c" and dst == "c")
+    ):
         return arr.astype(dtype)
     if src in "biu" and dst in "iu":
         if arr.size:
@@ -199,7 +207,8 @@ def _as_array(value: object, tensor: str) -> np.ndarray:
     if arr.dtype.kind not in "biufc":
         raise InvalidSampleError(
             tensor,
-            f"expected numbers (a numpy array, list or scalar). Got {type(value).__name__} with dtype {arr.dtype}.",
+            "expected numbers (a numpy array, list or scalar). "
+            f"Got {type(value).__name__} with dtype {arr.dtype}.",
         )
     return arr
 
@@ -240,7 +249,9 @@ def encode_sample(spec: TensorSpec, value: object, class_names: list[str]) -> En
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "U":
             value = str(value)
         if not isinstance(value, str):
-            raise InvalidSampleError(name, f"expected str for a text tensor. Got {type(value).__name__}: {value!r:.80}.")
+            raise InvalidSampleError(
+                name, f"expected str for a text tensor. Got {type(value).__name__}: {value!r:.80}."
+            )
         return Encoded(None, value.encode("utf-8"), ())
     if ht == "json":
         if hasattr(value, "data") and callable(value.data):
@@ -265,7 +276,9 @@ def encode_sample(spec: TensorSpec, value: object, class_names: list[str]) -> En
         raise InvalidSampleError(name, f"expected a 1-D embedding vector. Got shape {arr.shape}.")
     elif ht == "class_label":
         if arr.dtype.kind not in "biu":
-            raise InvalidSampleError(name, f"expected an integer class index or a class name. Got {arr.dtype} {value!r:.80}.")
+            raise InvalidSampleError(
+                name, f"expected an integer class index or a class name. Got {arr.dtype} {value!r:.80}."
+            )
         _check_label_range(arr, class_names, name)
     if spec.dtype is not None:
         arr = cast_checked(arr, np.dtype(spec.dtype), name)
@@ -282,7 +295,9 @@ def encode_batch(spec: TensorSpec, values: np.ndarray, class_names: list[str]) -
     if ht == "image":
         _check_image(values[0] if len(values) else values.reshape(values.shape[1:]), name)
     elif ht == "embedding" and values.ndim != 2:
-        raise InvalidSampleError(name, f"expected 1-D embedding vectors. Got samples of shape {values.shape[1:]}.")
+        raise InvalidSampleError(
+            name, f"expected 1-D embedding vectors. Got samples of shape {values.shape[1:]}."
+        )
     elif ht == "class_label":
         if values.dtype.kind not in "biu":
             raise InvalidSampleError(name, f"expected integer class indices. Got dtype {values.dtype}.")

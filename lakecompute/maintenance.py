@@ -92,7 +92,8 @@ def _is_compact(state: TensorState) -> bool:
 def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:
     """Copy a fixed-shape numeric tensor into a new typed zarr array; returns its fragment."""
     shape = state.fragments[0].shape
-    assert shape is not None and state.spec.dtype is not None
+    assert shape is not None
+    assert state.spec.dtype is not None
     dtype = np.dtype(state.spec.dtype)
     n = state.length
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
@@ -112,9 +113,7 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
     for start in range(0, n, step):
         stop = min(n, start + step)
         arr[start:stop] = np.asarray(reader.read_range(start, stop))
-    return Fragment(
-        TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n
-    )
+    return Fragment(TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n)
 
 
 def _copy_block(ds: Dataset, reader: Any, state: Any, session: WriteSession, start: int, stop: int) -> None:

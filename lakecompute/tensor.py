@@ -135,7 +135,8 @@ class TensorView(_Readable):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ReadOnlyError(
-            f"Cannot write to a selection of tensor {self.name!r}. Write through the dataset: ds.{self.name}[i] = value."
+            f"Cannot write to a selection of tensor {self.name!r}. "
+            f"Write through the dataset: ds.{self.name}[i] = value."
         )
 
     @property

@@ -102,9 +102,10 @@ def _eval_conflict(tmp: Path) -> Any:
 
 def _eval_resume_conflict(tmp: Path) -> Any:
     out = _out(tmp)
-    with pytest.MonkeyPatch.context() as mp, pytest.raises(lc.TransformError):
+    with pytest.MonkeyPatch.context() as mp:
         mp.setenv(FAIL_AT, "7")  # the first run stops after its checkpoint at 5
-        double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
+        with pytest.raises(lc.TransformError):
+            double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
     out = lc.load(str(tmp / "out"))
     out.x.append(99)  # someone else writes after the checkpoint
     double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)

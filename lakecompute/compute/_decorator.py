@@ -189,16 +189,21 @@ def compute(func: Callable[P, Any]) -> _ComputeFactory[...]:
         raise InvalidTypeError(f"@lc.compute decorates a function or a class. Got {type(func).__name__}.")
     if inspect.isclass(func):
         if not callable(getattr(func, "__call__", None)):  # noqa: B004 (classes are callable; we need instances to be)
-            raise InvalidTypeError(f"@lc.compute on class {func.__name__}: it needs __call__(self, sample_in, sample_out).")
+            raise InvalidTypeError(
+                f"@lc.compute on class {func.__name__}: it needs __call__(self, sample_in, sample_out)."
+            )
     else:
         try:
             params = list(inspect.signature(func).parameters.values())
         except (TypeError, ValueError):
             params = []
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        positional = [
+            p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
         if params and len(positional) < 2 and not any(p.kind == p.VAR_POSITIONAL for p in params):
             raise InvalidArgumentError(
-                f"@lc.compute function {getattr(func, '__name__', func)!r} must take (sample_in, sample_out, ...). "
+                f"@lc.compute function {getattr(func, '__name__', func)!r} must take "
+                "(sample_in, sample_out, ...). "
                 f"Got parameters {[p.name for p in params]!r}."
             )
     return _ComputeFactory(func)
@@ -216,7 +221,9 @@ def compose(functions: Sequence[ComputeFunction | Pipeline]) -> Pipeline:
         Pipeline([a(), a()])
     """
     if isinstance(functions, (ComputeFunction, Pipeline)) or not isinstance(functions, Sequence):
-        raise InvalidTypeError(f"lc.compose takes a list of compute functions. Got {type(functions).__name__}.")
+        raise InvalidTypeError(
+            f"lc.compose takes a list of compute functions. Got {type(functions).__name__}."
+        )
     flat: list[ComputeFunction] = []
     for f in functions:
         if isinstance(f, Pipeline):
@@ -225,7 +232,8 @@ def compose(functions: Sequence[ComputeFunction | Pipeline]) -> Pipeline:
             flat.append(f)
         elif isinstance(f, _ComputeFactory):
             raise InvalidTypeError(
-                f"lc.compose got {f!r}, a compute factory: call it to bind its arguments, e.g. {f.func.__name__}()."
+                f"lc.compose got {f!r}, a compute factory: call it to bind its arguments, "
+                f"e.g. {f.func.__name__}()."
             )
         else:
             raise InvalidTypeError(f"lc.compose takes compute functions (made with @lc.compute). Got {f!r}.")

@@ -35,7 +35,7 @@ def _code_identity(obj: Any) -> list[Any]:
     except (OSError, TypeError):
         code = getattr(obj, "__code__", None)
         if code is None and inspect.isclass(obj):
-            code = getattr(getattr(obj, "__call__", None), "__code__", None)
+            code = getattr(inspect.getattr_static(obj, "__call__", None), "__code__", None)
         if code is None:
             raise FingerprintError(
                 f"Cannot fingerprint {name}: its source code is not available. "
@@ -107,5 +107,7 @@ def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> st
         args = [fingerprint_value(a, f"argument {i} of {f.name}") for i, a in enumerate(f.args)]
         kwargs = {k: fingerprint_value(v, f"argument {k!r} of {f.name}") for k, v in f.kwargs.items()}
         stages.append({"code": _code_identity(f.func), "args": args, "kwargs": kwargs})
-    body = json.dumps({"stages": stages, "input": input_identity, "output": output}, sort_keys=True, default=str)
+    body = json.dumps(
+        {"stages": stages, "input": input_identity, "output": output}, sort_keys=True, default=str
+    )
     return hashlib.sha256(body.encode()).hexdigest()[:32]

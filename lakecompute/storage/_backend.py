@@ -267,7 +267,9 @@ def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | 
     if text.startswith("mem://"):
         name = text[len("mem://") :].strip("/")
         if not name:
-            raise InvalidArgumentError(f"Expected mem://<name>. Got {text!r}; add a name, e.g. 'mem://scratch'.")
+            raise InvalidArgumentError(
+                f"Expected mem://<name>. Got {text!r}; add a name, e.g. 'mem://scratch'."
+            )
         return MemoryBackend(spec, name)
     if text.startswith("file://"):
         return LocalBackend(spec, os.path.abspath(text[len("file://") :]))

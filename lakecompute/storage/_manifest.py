@@ -73,7 +73,18 @@ class Fragment:
 
     def to_json(self) -> list[Any]:
         shape = None if self.shape is None else list(self.shape)
-        return [self.seg, self.off, self.nbytes, self.total, self.dtype, shape, self.idx, self.ndim, self.k, self.n]
+        return [
+            self.seg,
+            self.off,
+            self.nbytes,
+            self.total,
+            self.dtype,
+            shape,
+            self.idx,
+            self.ndim,
+            self.k,
+            self.n,
+        ]
 
     @classmethod
     def from_json(cls, row: list[Any]) -> Fragment:

@@ -9,7 +9,9 @@ __all__ = ["CLASS_NAMES", "make_images", "make_shapes_dataset"]
 CLASS_NAMES = ["circle", "square", "triangle"]
 
 
-def make_images(n: int, size: tuple[int, int] = (32, 32), rgb: bool = True, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def make_images(
+    n: int, size: tuple[int, int] = (32, 32), rgb: bool = True, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` images of a filled circle, square or triangle on a gradient, and their labels.
 
     Returns:
@@ -42,7 +44,14 @@ def make_images(n: int, size: tuple[int, int] = (32, 32), rgb: bool = True, seed
     return images, labels
 
 
-def make_shapes_dataset(path: str, n: int = 200, size: tuple[int, int] = (48, 48), sample_compression: str | None = "png", seed: int = 0, overwrite: bool = True) -> object:
+def make_shapes_dataset(
+    path: str,
+    n: int = 200,
+    size: tuple[int, int] = (48, 48),
+    sample_compression: str | None = "png",
+    seed: int = 0,
+    overwrite: bool = True,
+) -> object:
     """A dataset of :func:`make_images` with ``images`` (image) and ``labels`` (class_label)."""
     import lakecompute as lc
 

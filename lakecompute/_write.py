@@ -62,7 +62,8 @@ class WriteSession:
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
             raise InvalidSampleError(
                 state.spec.name,
-                f"extend() takes a sequence of samples. Got {type(values).__name__}; use append() for one sample.",
+                f"extend() takes a sequence of samples. Got {type(values).__name__}; "
+                "use append() for one sample.",
             )
         out: list[Encoded] = []
         for v in values:

@@ -18,8 +18,8 @@ import contextlib
 import functools
 import itertools
 import math
-import os
 import operator
+import os
 import signal
 import threading
 import time
@@ -48,7 +48,15 @@ from lakecompute.errors import (
 )
 from lakecompute.htypes import Encoded
 from lakecompute.schedulers import ProgressFn, get_scheduler
-from lakecompute.storage import BackendSpec, Fragment, SlotWriter, TensorState, create_segment, new_segment_id, open_backend
+from lakecompute.storage import (
+    BackendSpec,
+    Fragment,
+    SlotWriter,
+    TensorState,
+    create_segment,
+    new_segment_id,
+    open_backend,
+)
 from lakecompute.storage._segments import MAX_SLOTS
 
 if TYPE_CHECKING:
@@ -226,7 +234,13 @@ def _rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> 
     return [row({k: v[j] for k, v in items.items()}, index) for j in range(n)]
 
 
-def _run_sample(stages: list[tuple[Callable[[Any, Any], Any], str]], sample: Any, index: int, final: SampleOut, check_lengths: bool) -> None:
+def _run_sample(
+    stages: list[tuple[Callable[[Any, Any], Any], str]],
+    sample: Any,
+    index: int,
+    final: SampleOut,
+    check_lengths: bool,
+) -> None:
     current = [sample]
     last = len(stages) - 1
     for k, (fn, name) in enumerate(stages):
@@ -404,7 +418,13 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
             for b in range(block_start, block_stop, batch):
                 samples.append((b, job.source.read(b, min(b + batch, block_stop), batch=True)[0]))
         else:
-            samples = list(zip(range(block_start, block_stop), job.source.read(block_start, block_stop, batch=False), strict=True))
+            samples = list(
+                zip(
+                    range(block_start, block_stop),
+                    job.source.read(block_start, block_stop, batch=False),
+                    strict=True,
+                )
+            )
         done = 0
         before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
         for index, sample in samples:
@@ -432,7 +452,9 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
                 if not job.ignore_errors:
                     raise _failure_error(fn_name, index, exc) from exc
                 failed.append(
-                    FailedSample(index, fn_name, type(exc).__name__, str(exc), "".join(traceback.format_exception(exc)))
+                    FailedSample(
+                        index, fn_name, type(exc).__name__, str(exc), "".join(traceback.format_exception(exc))
+                    )
                 )
             else:
                 marks.append((index, after))
@@ -458,17 +480,23 @@ def _parse_options(num_workers: Any, scheduler: Any, checkpoint_interval: Any, b
         raise InvalidArgumentError(f"num_workers must be an int >= 0. Got {num_workers!r}.")
     if not isinstance(scheduler, str):
         raise InvalidTypeError(f"scheduler must be a name such as 'processed'. Got {scheduler!r}.")
-    if not isinstance(checkpoint_interval, int) or isinstance(checkpoint_interval, bool) or checkpoint_interval < 0:
-        raise InvalidArgumentError(f"checkpoint_interval must be an int >= 0 (0: no checkpoints). Got {checkpoint_interval!r}.")
-    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+    if (
+        not isinstance(checkpoint_interval, int)
+        or isinstance(checkpoint_interval, bool)
+        or checkpoint_interval < 0
+    ):
+        raise InvalidArgumentError(
+            f"checkpoint_interval must be an int >= 0 (0: no checkpoints). Got {checkpoint_interval!r}."
+        )
+    if batch_size is not None and (
+        not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1
+    ):
         raise InvalidArgumentError(f"batch_size must be None or an int >= 1. Got {batch_size!r}.")
 
 
 def _task_size(length: int | None, num_workers: int, checkpoint_interval: int, batch_size: int | None) -> int:
-    if length is None:
-        size = 1024
-    else:
-        size = min(MAX_TASK, max(1, math.ceil(length / max(1, 4 * num_workers))))
+    # About four tasks per worker (so one slow region does not hold up the rest), at most MAX_TASK.
+    size = 1024 if length is None else min(MAX_TASK, max(1, math.ceil(length / max(1, 4 * num_workers))))
     if checkpoint_interval:
         size = min(size, checkpoint_interval)
     if batch_size:
@@ -490,7 +518,9 @@ def _plan_ranges(length: int, size: int, checkpoint_interval: int, start: int = 
 
 
 def _block_size(sample_bytes: int, batch_size: int | None) -> int:
-    block = max(1, min(MAX_TASK, BLOCK_BYTES // max(1, sample_bytes)))  # few, large reads: zarr's cost per call is ~ms
+    block = max(
+        1, min(MAX_TASK, BLOCK_BYTES // max(1, sample_bytes))
+    )  # few, large reads: zarr's cost per call is ~ms
     if batch_size:
         block = max(batch_size, (block // batch_size) * batch_size)
     return block
@@ -591,12 +621,16 @@ def run_eval(
     sched = get_scheduler(scheduler, num_workers, **sched_options)
     if sched.name in ("processed", "ray") and not data_out._backend.shared_between_processes:
         raise InvalidArgumentError(
-            f"data_out {data_out.path!r} lives in this process's memory, which worker processes cannot write. "
+            f"data_out {data_out.path!r} lives in this process's memory, "
+            "which worker processes cannot write. "
             "Use a local path, or scheduler='threaded' (or num_workers=0)."
         )
 
     # Snapshot of the output tensors the workers check samples against (no fragments: kept small).
-    states = {n: TensorState(s.spec, dict(s.info), None if in_place else s.ndim) for n, s in data_out._head.tensors.items()}
+    states = {
+        n: TensorState(s.spec, dict(s.info), None if in_place else s.ndim)
+        for n, s in data_out._head.tensors.items()
+    }
     job = Job(
         token=uuid.uuid4().hex,
         pipeline=pipeline,
@@ -621,10 +655,14 @@ def run_eval(
     if checkpoint_interval:
         identity = source.identity()
         if in_place:
-            identity = {**identity, "version": None}  # in place, the input is the version the eval started from
+            identity = {
+                **identity,
+                "version": None,
+            }  # in place, the input is the version the eval started from
         options = {
             "skip_ok": skip_ok, "check_lengths": check_lengths, "pad_data_in": pad_data_in,
-            "ignore_errors": ignore_errors, "checkpoint_interval": checkpoint_interval, "batch_size": batch_size,
+            "ignore_errors": ignore_errors, "checkpoint_interval": checkpoint_interval,
+            "batch_size": batch_size,
         }  # fmt: skip
         output = {
             "path": data_out.path,
@@ -640,7 +678,9 @@ def run_eval(
         elif isinstance(found, dict) and found.get("status") == "running" and not in_place:
             # Its checkpointed outputs are visible in data_out, and something was committed after
             # them: neither resuming nor starting over would give each output once, in order.
-            raise EvalConflictError(data_out.path, int(found["done"]), int(found["version"]), data_out.version)
+            raise EvalConflictError(
+                data_out.path, int(found["done"]), int(found["version"]), data_out.version
+            )
         if record is not None and record.get("status") == "done":
             return EvalResult(
                 int(record["inputs"]),
@@ -682,7 +722,9 @@ def run_eval(
         codec = states[name].spec.chunk_compression or "none"
         if codec not in job.segments:
             seg = new_segment_id()
-            create_segment(data_out._store, seg, compression.zarr_compressors(states[name].spec.chunk_compression))
+            create_segment(
+                data_out._store, seg, compression.zarr_compressors(states[name].spec.chunk_compression)
+            )
             job.segments[codec] = seg
 
     size = _task_size(source.length, num_workers, checkpoint_interval, batch_size)
@@ -700,7 +742,9 @@ def run_eval(
                 start += len(chunk)
         else:
             assert source.length is not None
-            for number, (a, b) in enumerate(_plan_ranges(source.length, size, checkpoint_interval, resume_from)):
+            for number, (a, b) in enumerate(
+                _plan_ranges(source.length, size, checkpoint_interval, resume_from)
+            ):
                 task = Task(number, a, b, _slot(number))
                 in_flight[number] = task
                 yield task
@@ -769,7 +813,11 @@ def run_eval(
 
     if bar is not None and resume_from:
         bar.update(resume_from)
-    runner = sched.run(lambda task, progress: run_task(job, task, progress), tasks(), on_progress=bar.update if bar is not None else None)
+    runner = sched.run(
+        lambda task, progress: run_task(job, task, progress),
+        tasks(),
+        on_progress=bar.update if bar is not None else None,
+    )
     try:
         with _sigterm_as_interrupt(), contextlib.closing(runner):
             for _position, res in runner:
@@ -783,7 +831,8 @@ def run_eval(
                     if checkpoint_interval and done.stop % checkpoint_interval == 0 and not at_end:
                         checkpoint()
             data_out._commit(
-                f"eval {label}" + (" (in place)" if in_place else ""), evals=eval_record("done") if fp else None
+                f"eval {label}" + (" (in place)" if in_place else ""),
+                evals=eval_record("done") if fp else None,
             )
     except TransformError as err:
         data_out.rollback()

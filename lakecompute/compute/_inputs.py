@@ -55,7 +55,9 @@ class DatasetSource(Source):
         self.version = base.version
         self.tensor_names: list[str] = list(base._head.tensors)
         full = base.max_len if pad else len(base)
-        self.positions: range | np.ndarray = data_in.positions if isinstance(data_in, DatasetView) else range(full)
+        self.positions: range | np.ndarray = (
+            data_in.positions if isinstance(data_in, DatasetView) else range(full)
+        )
         self.length = len(self.positions)
         self.pad = pad
         self.lengths = {n: base._head.tensors[n].length for n in self.tensor_names}
@@ -80,7 +82,9 @@ class DatasetSource(Source):
         ndim = ds._head.tensors[name].ndim or 0
         out: list[Any] = []
         for p in (int(x) for x in pos):
-            out.append(reader.read_one(p) if p < n else np.zeros((0,) * max(ndim, 1), dtype=reader.dtype or "uint8"))
+            out.append(
+                reader.read_one(p) if p < n else np.zeros((0,) * max(ndim, 1), dtype=reader.dtype or "uint8")
+            )
         return out
 
     def read(self, start: int, stop: int, batch: bool) -> list[Any]:
@@ -100,7 +104,13 @@ class DatasetSource(Source):
     def identity(self) -> dict[str, Any]:
         pos = self.positions
         where = [pos.start, pos.stop, pos.step] if isinstance(pos, range) else np.asarray(pos).tolist()
-        return {"kind": "dataset", "path": self.spec.url, "version": self.version, "positions": where, "pad": self.pad}
+        return {
+            "kind": "dataset",
+            "path": self.spec.url,
+            "version": self.version,
+            "positions": where,
+            "pad": self.pad,
+        }
 
 
 class SequenceSource(Source):
@@ -153,9 +163,9 @@ class IterableSource(Source):
         from lakecompute.errors import FingerprintError
 
         raise FingerprintError(
-            f"Cannot fingerprint data_in of type {type(self.data).__name__}: a stream without a length cannot be "
-            "resumed, so checkpoint_interval needs a dataset or a sequence. Pass list(data_in), or run without "
-            "checkpoint_interval."
+            f"Cannot fingerprint data_in of type {type(self.data).__name__}: a stream without a length "
+            "cannot be resumed, so checkpoint_interval needs a dataset or a sequence. Pass list(data_in), "
+            "or run without checkpoint_interval."
         )
 
 
@@ -175,5 +185,6 @@ def make_source(data_in: Any, pad: bool) -> Source:
     if isinstance(data_in, Iterable):
         return IterableSource(data_in)
     raise InvalidTypeError(
-        f"data_in must be a dataset, a sequence (with len and indexing) or an iterable. Got {type(data_in).__name__}."
+        "data_in must be a dataset, a sequence (with len and indexing) or an iterable. "
+        f"Got {type(data_in).__name__}."
     )

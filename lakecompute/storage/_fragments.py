@@ -68,7 +68,8 @@ def write_fragment(
         blobs: list[bytes] = []
         shapes: list[tuple[int, ...]] = []
         for item in buffer.items:
-            assert isinstance(item, Encoded) and item.blob is not None
+            assert isinstance(item, Encoded)
+            assert item.blob is not None
             blobs.append(item.blob)
             shapes.append(item.shape)
         ndim = _common_ndim(spec, state_ndim, shapes)
@@ -79,7 +80,9 @@ def write_fragment(
             rows[:, 1:] = shapes
         off = writer.write_data(payload)
         idx = writer.write_index(rows)
-        return Fragment(writer.seg_id, off, payload.size, len(blobs), spec.dtype or "", None, idx, ndim, 0, len(blobs))
+        return Fragment(
+            writer.seg_id, off, payload.size, len(blobs), spec.dtype or "", None, idx, ndim, 0, len(blobs)
+        )
 
     arrays: list[np.ndarray] = []
     for item in buffer.items:
@@ -96,16 +99,22 @@ def write_fragment(
         block = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
         block = np.ascontiguousarray(block, dtype=dtype)
         off = writer.write_data(block.reshape(-1).view(np.uint8))
-        return Fragment(writer.seg_id, off, block.nbytes, len(block), dtype.name, shape, None, ndim, 0, len(block))
+        return Fragment(
+            writer.seg_id, off, block.nbytes, len(block), dtype.name, shape, None, ndim, 0, len(block)
+        )
     samples = [s for a in arrays for s in a]
     rows = np.empty((len(samples), 1 + ndim), dtype=np.int64)
     rows[:, 0] = [s.size * dtype.itemsize for s in samples]
     if ndim:
         rows[:, 1:] = [s.shape for s in samples]
-    payload = np.concatenate([np.ascontiguousarray(s, dtype=dtype).reshape(-1).view(np.uint8) for s in samples])
+    payload = np.concatenate(
+        [np.ascontiguousarray(s, dtype=dtype).reshape(-1).view(np.uint8) for s in samples]
+    )
     off = writer.write_data(payload)
     idx = writer.write_index(rows)
-    return Fragment(writer.seg_id, off, payload.size, len(samples), dtype.name, None, idx, ndim, 0, len(samples))
+    return Fragment(
+        writer.seg_id, off, payload.size, len(samples), dtype.name, None, idx, ndim, 0, len(samples)
+    )
 
 
 def _common_ndim(spec: TensorSpec, state_ndim: int | None, shapes: list[tuple[int, ...]]) -> int:
@@ -273,4 +282,3 @@ class FragmentReader:
     def read_one(self, i: int) -> Any:
         value = self.read_range(i, i + 1)
         return value[0]
-

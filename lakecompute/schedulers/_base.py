@@ -39,8 +39,9 @@ class Scheduler(abc.ABC):
     A scheduler knows nothing of datasets: it only calls ``fn(task, progress)`` for every task, somewhere
     (in the caller, in threads, in processes), and hands back the results.
 
-    Subclasses implement :meth:`run`. They may override :meth:`close` to release resources kept across
-    runs (the built-in schedulers keep none: each :meth:`run` starts and stops its own workers).
+    Subclasses implement :meth:`_run` (the generator behind :meth:`run`). They may override
+    :meth:`close` to release resources kept across runs (the built-in schedulers keep none: each
+    :meth:`run` starts and stops its own workers).
 
     Example:
         >>> from lakecompute.schedulers import get_scheduler
@@ -65,7 +66,6 @@ class Scheduler(abc.ABC):
         """How many tasks may run at the same time."""
         return self._num_workers
 
-    @abc.abstractmethod
     def run(
         self,
         fn: TaskFn[TaskT, ResultT],
@@ -96,6 +96,20 @@ class Scheduler(abc.ABC):
         Yields:
             ``(position, result)`` pairs, one per task, in completion order.
         """
+        # Arguments are checked here, at the call, not at the generator's first next(): mistakes
+        # surface where they are made.
+        limit = parse_max_in_flight(max_in_flight, self.num_workers)
+        return self._run(fn, tasks, on_progress, limit)
+
+    @abc.abstractmethod
+    def _run(
+        self,
+        fn: TaskFn[TaskT, ResultT],
+        tasks: Iterable[TaskT],
+        on_progress: ProgressFn | None,
+        limit: int,
+    ) -> Generator[tuple[int, ResultT], None, None]:
+        """The generator behind :meth:`run`, with ``max_in_flight`` checked and resolved to ``limit``."""
 
     def close(self) -> None:  # noqa: B027 (an optional hook: doing nothing is the right default)
         """Release resources the scheduler keeps across runs. Does nothing unless a backend needs it."""

@@ -37,7 +37,6 @@ from lakecompute.schedulers._base import (
     TaskFn,
     _set_process_worker_id,
     describe_task,
-    parse_max_in_flight,
 )
 
 __all__ = ["ProcessedScheduler", "StartMethod"]
@@ -131,23 +130,6 @@ class ProcessedScheduler(Scheduler):
     def __repr__(self) -> str:
         return f"ProcessedScheduler(num_workers={self.num_workers}, start_method={self.start_method!r})"
 
-    def run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        *,
-        on_progress: ProgressFn | None = None,
-        max_in_flight: int | None = None,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """Run ``fn(task, progress)`` for every task in worker processes; see :meth:`Scheduler.run`.
-
-        Raises:
-            WorkerDiedError: if a worker process dies while the run is going on.
-            RemoteError: if a task raised an exception that cannot be pickled.
-        """
-        limit = parse_max_in_flight(max_in_flight, self.num_workers)
-        return self._run(fn, tasks, on_progress, limit)
-
     def _run(
         self,
         fn: TaskFn[TaskT, ResultT],
@@ -155,7 +137,12 @@ class ProcessedScheduler(Scheduler):
         on_progress: ProgressFn | None,
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind :meth:`run`."""
+        """The generator behind :meth:`run`.
+
+        Raises:
+            WorkerDiedError: if a worker process dies while the run is going on.
+            RemoteError: if a task raised an exception that cannot be pickled.
+        """
         iterator = iter(tasks)
         # Look at the first task before starting any process: an empty input costs nothing.
         try:

@@ -37,7 +37,6 @@ from lakecompute.schedulers._base import (
     TaskFn,
     _set_process_worker_id,
     describe_task,
-    parse_max_in_flight,
 )
 from lakecompute.schedulers._processed import _pickle_exception, _PickledError, _rebuild_exception
 
@@ -147,23 +146,6 @@ class RayScheduler(Scheduler):
             ray.init(**options)
         return ray
 
-    def run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        *,
-        on_progress: ProgressFn | None = None,
-        max_in_flight: int | None = None,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """Run ``fn(task, progress)`` for every task as Ray tasks; see :meth:`Scheduler.run`.
-
-        Raises:
-            WorkerDiedError: if a Ray worker (or its node) dies while running a task.
-            RemoteError: if a task raised an exception that cannot be unpickled in the driver.
-        """
-        limit = parse_max_in_flight(max_in_flight, self.num_workers)
-        return self._run(fn, tasks, on_progress, limit)
-
     def _run(
         self,
         fn: TaskFn[TaskT, ResultT],
@@ -171,7 +153,12 @@ class RayScheduler(Scheduler):
         on_progress: ProgressFn | None,
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind :meth:`run`."""
+        """The generator behind :meth:`run`.
+
+        Raises:
+            WorkerDiedError: if a Ray worker (or its node) dies while running a task.
+            RemoteError: if a task raised an exception that cannot be unpickled in the driver.
+        """
         iterator = iter(tasks)
         # Look at the first task before touching Ray: an empty input costs nothing.
         try:

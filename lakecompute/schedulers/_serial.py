@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 from typing import ClassVar, TypeVar
 
-from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn, parse_max_in_flight
+from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn
 
 __all__ = ["SerialScheduler"]
 
@@ -34,20 +34,14 @@ class SerialScheduler(Scheduler):
         """
         super().__init__(num_workers)
 
-    def run(
+    def _run(
         self,
         fn: TaskFn[TaskT, ResultT],
         tasks: Iterable[TaskT],
-        *,
-        on_progress: ProgressFn | None = None,
-        max_in_flight: int | None = None,
+        on_progress: ProgressFn | None,
+        limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """Run ``fn(task, progress)`` for every task in order; see :meth:`Scheduler.run`.
-
-        Only one task is ever outstanding, whatever ``max_in_flight`` says (it is still checked).
-        """
-        # Check arguments now rather than at the first next(), so mistakes surface where they are made.
-        parse_max_in_flight(max_in_flight, 1)
+        """Tasks run in order, one at a time, whatever ``max_in_flight`` says (it is still checked)."""
         report = on_progress if on_progress is not None else _ignore_progress
         return _run_serial(fn, tasks, report)
 

@@ -19,7 +19,6 @@ from lakecompute.schedulers._base import (
     Scheduler,
     TaskFn,
     _set_thread_worker_id,
-    parse_max_in_flight,
 )
 
 __all__ = ["ThreadedScheduler"]
@@ -86,18 +85,6 @@ class ThreadedScheduler(Scheduler):
                 f"Expected num_workers >= 1 for the threaded scheduler. Got {num_workers!r}. "
                 "Use get_scheduler('threaded', 0) or SerialScheduler() to run in the calling thread."
             )
-
-    def run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        *,
-        on_progress: ProgressFn | None = None,
-        max_in_flight: int | None = None,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """Run ``fn(task, progress)`` for every task in threads; see :meth:`Scheduler.run`."""
-        limit = parse_max_in_flight(max_in_flight, self.num_workers)
-        return self._run(fn, tasks, on_progress, limit)
 
     def _run(
         self,

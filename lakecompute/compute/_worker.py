@@ -67,7 +67,7 @@ class Task:
     items: list[Any] | None = None
 
     def describe(self) -> str:
-        return f"task {self.number} (data_in[{self.start}:{self.stop}])"
+        return f"{self.number} (data_in[{self.start}:{self.stop}])"  # read as "task 3 (data_in[a:b])"
 
     def __repr__(self) -> str:
         return f"Task({self.number}, data_in[{self.start}:{self.stop}])"

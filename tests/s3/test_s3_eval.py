@@ -125,7 +125,7 @@ def test_eval_s3_resume_after_failure(
     assert info.value.index == 57
     kept = len(lc.load(url, storage_options=storage_options).x)
     assert kept % 10 == 0
-    assert 0 < kept <= 50
+    assert 0 <= kept <= 50  # 0 when the failing task reports before any earlier one is applied
 
     out = lc.load(url, storage_options=storage_options)
     result = fn.eval(

@@ -23,6 +23,7 @@ DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "quickstart.md"]
 SKIPPED = {
     "make": "make targets run in CI itself (.ci/run), and make demo is tested through `lakecompute demo`",
     "pip": "the tests already run in an environment where the package is installed",
+    "source": "activating the Makefile's environment: the tests already run inside it",
 }
 
 _BLOCK = re.compile(r"^```(python|bash)\n(.*?)^```", re.MULTILINE | re.DOTALL)

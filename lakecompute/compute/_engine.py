@@ -115,7 +115,8 @@ def _parse_options(num_workers: Any, scheduler: Any, checkpoint_interval: Any, b
 
 
 def _task_size(length: int | None, num_workers: int, checkpoint_interval: int, batch_size: int | None) -> int:
-    # About four tasks per worker (so one slow region does not hold up the rest), at most MAX_TASK.
+    # The largest task: about a quarter of a worker's share (so one slow region does not hold up the
+    # rest), at most MAX_TASK; _plan_ranges makes the later tasks smaller.
     size = 1024 if length is None else min(MAX_TASK, max(1, math.ceil(length / max(1, 4 * num_workers))))
     if checkpoint_interval:
         size = min(size, checkpoint_interval)
@@ -124,11 +125,24 @@ def _task_size(length: int | None, num_workers: int, checkpoint_interval: int, b
     return size
 
 
-def _plan_ranges(length: int, size: int, checkpoint_interval: int, start: int = 0) -> list[tuple[int, int]]:
-    """Task ranges of at most ``size`` inputs from ``start`` that never cross a checkpoint boundary."""
+def _plan_ranges(
+    length: int, size: int, num_workers: int, checkpoint_interval: int, batch_size: int | None, start: int = 0
+) -> list[tuple[int, int]]:
+    """Task ranges from ``start`` that never cross a checkpoint boundary.
+
+    With several workers the sizes are *guided*: each task takes a share of what is left (about
+    1 / (2 * num_workers)), down to a floor, so tasks shrink towards the end and the workers finish
+    together instead of one idling while another runs a last large task. ``size`` caps every task.
+    """
+    floor = max(batch_size or 1, math.ceil(length / max(1, 16 * num_workers)))
     ranges = []
     while start < length:
-        stop = min(length, start + size)
+        step = size
+        if num_workers > 1:
+            step = min(size, max(floor, math.ceil((length - start) / (2 * num_workers))))
+            if batch_size:
+                step = max(batch_size, (step // batch_size) * batch_size)
+        stop = min(length, start + step)
         if checkpoint_interval:
             boundary = (start // checkpoint_interval + 1) * checkpoint_interval
             stop = min(stop, boundary)
@@ -335,7 +349,7 @@ def run_eval(
         else:
             assert source.length is not None
             for number, (a, b) in enumerate(
-                _plan_ranges(source.length, size, checkpoint_interval, resume_from)
+                _plan_ranges(source.length, size, num_workers, checkpoint_interval, batch_size, resume_from)
             ):
                 task = Task(number, a, b, _slot(number))
                 in_flight[number] = task

@@ -1,0 +1,60 @@
+"""How eval splits its input into tasks: full coverage, checkpoint boundaries, guided sizes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from lakecompute.compute._engine import MAX_TASK, _plan_ranges, _task_size
+
+
+def _plan(
+    length: int, num_workers: int, checkpoint: int = 0, batch: int | None = None, start: int = 0
+) -> list[tuple[int, int]]:
+    return _plan_ranges(
+        length, _task_size(length, num_workers, checkpoint, batch), num_workers, checkpoint, batch, start
+    )
+
+
+@pytest.mark.parametrize("length", [1, 7, 100, 2_000, 20_000, 60_000, 100_003])
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 8])
+def test_plan_covers_the_input_once_in_order(length: int, num_workers: int) -> None:
+    """Tasks are contiguous, non-empty, in order, at most MAX_TASK long, and cover every input once."""
+    ranges = _plan(length, num_workers)
+    assert ranges[0][0] == 0
+    assert ranges[-1][1] == length
+    assert all(a < b <= a + MAX_TASK for a, b in ranges)
+    assert all(prev[1] == nxt[0] for prev, nxt in itertools.pairwise(ranges))
+
+
+def test_plan_shrinks_tasks_towards_the_end_with_workers() -> None:
+    """With several workers the last tasks are smaller than the first, so workers finish together."""
+    sizes = [b - a for a, b in _plan(20_000, 2)]
+    assert sizes[0] == 2_500
+    assert sizes[-2] < sizes[0] / 3
+    assert sizes == sorted(sizes, reverse=True)
+    assert len(sizes) > 8  # more tasks than the 4 per worker of equal sizes
+
+
+def test_plan_without_workers_uses_few_equal_tasks() -> None:
+    """In the calling process there is no tail to balance: tasks are as large as allowed."""
+    assert [b - a for a, b in _plan(20_000, 0)] == [8192, 8192, 3616]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2, 3])
+def test_plan_never_crosses_a_checkpoint_boundary(num_workers: int) -> None:
+    """Every multiple of checkpoint_interval is a task boundary, also when resuming from one."""
+    for start in (0, 30):
+        ranges = _plan(1_000, num_workers, checkpoint=30, start=start)
+        assert ranges[0][0] == start
+        assert ranges[-1][1] == 1_000
+        for a, b in ranges:
+            assert a // 30 == (b - 1) // 30
+
+
+def test_plan_keeps_whole_batches() -> None:
+    """With batch_size, every task but the last holds whole batches."""
+    ranges = _plan(10_000, 2, batch=64)
+    assert all((b - a) % 64 == 0 for a, b in ranges[:-1])
+    assert ranges[-1][1] == 10_000

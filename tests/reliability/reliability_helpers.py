@@ -115,33 +115,6 @@ def start_eval(path: str, n: int, *, workers: int, interval: int, in_place: bool
     )
 
 
-def session_members(session: int) -> list[int]:
-    """Pids of live (not zombie) processes in a session, read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name (which may hold spaces) start at the last ')'.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[3]) == session and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def wait_session_empty(session: int, timeout: float) -> list[int]:
-    """Wait until a session has no live process; return the pids still alive at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        members = session_members(session)
-        if not members or time.monotonic() > deadline:
-            return members
-        time.sleep(0.05)
-
-
 def kill_session(session: int) -> None:
     """SIGKILL whatever is left of a session this test started (cleanup after a failed assertion)."""
     try:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
     kill_session,
@@ -20,7 +21,6 @@ from tests.reliability.reliability_helpers import (
     segments,
     start_eval,
     versions,
-    wait_session_empty,
 )
 
 _FORK = multiprocessing.get_context("fork")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
     doubled_prefix,
@@ -21,7 +22,6 @@ from tests.reliability.reliability_helpers import (
     make_out,
     start_eval,
     versions,
-    wait_session_empty,
 )
 
 TRIALS = 18

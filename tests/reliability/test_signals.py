@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
     doubled_prefix,
@@ -18,7 +19,6 @@ from tests.reliability.reliability_helpers import (
     make_out,
     start_eval,
     versions,
-    wait_session_empty,
 )
 
 N = 400

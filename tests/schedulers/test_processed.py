@@ -18,6 +18,7 @@ import pytest
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers import ProcessedScheduler, ProgressFn, Scheduler, get_scheduler, worker_id
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+from tests.procs import wait_session_empty
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -212,34 +213,6 @@ _PARENT_SCRIPT = textwrap.dedent(
 )
 
 
-def _session_members(session: int) -> list[int]:
-    """Pids of live (not zombie) processes in a session, read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name (which may hold spaces) start at the last ')'.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        state, sid = fields[0], int(fields[3])
-        if sid == session and state != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def _wait_for_no_members(session: int, timeout: float) -> list[int]:
-    """Wait until a session has no live process left; return those still alive at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        members = _session_members(session)
-        if not members or time.monotonic() > deadline:
-            return members
-        time.sleep(0.05)
-
-
 def _run_parent_then_signal(signum: int) -> tuple[subprocess.Popen[str], list[int], str]:
     """Start a parent running a processed job in its own session, wait for its workers, send it a signal."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -274,7 +247,7 @@ def test_processed_sigint_in_parent_stops_workers() -> None:
         assert "KeyboardInterrupt" in stderr
         assert proc.returncode == -signal.SIGINT
         # Workers were terminated by the parent before it exited.
-        assert _wait_for_no_members(proc.pid, timeout=10) == []
+        assert wait_session_empty(proc.pid, timeout=10) == []
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -289,7 +262,7 @@ def test_processed_parent_killed_workers_exit() -> None:
     try:
         assert len(workers) == 2
         assert proc.returncode == -signal.SIGKILL
-        assert _wait_for_no_members(proc.pid, timeout=15) == []
+        assert wait_session_empty(proc.pid, timeout=15) == []
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

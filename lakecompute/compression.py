@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from io import BytesIO
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import numpy as np
 from PIL import Image
@@ -62,6 +63,8 @@ _SAMPLE_ALIASES: Final[dict[str, SampleCompression]] = {
     "jpg": "jpeg",
     "webp": "webp",
 }
+_Name = TypeVar("_Name", bound=str)
+
 _CHUNK_ALIASES: Final[dict[str, ChunkCompression]] = {"zstd": "zstd", "lz4": "lz4", "gzip": "gzip"}
 
 # PNG level 1 encodes ~35% faster than the default level 6 for a few percent more bytes; encoding,
@@ -116,18 +119,7 @@ def parse_sample_compression(value: str | None) -> SampleCompression | None:
         >>> parse_sample_compression("JPG")
         'jpeg'
     """
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidTypeError(
-            f"Expected the sample compression as a str or None. Got {type(value).__name__} {value!r}."
-        )
-    name = _SAMPLE_ALIASES.get(value.strip().lower())
-    if name is None:
-        raise InvalidArgumentError(
-            f"Unknown sample compression {value!r}. Expected one of None, 'jpeg', 'png', 'webp'."
-        )
-    return name
+    return _parse_name(value, "sample compression", _SAMPLE_ALIASES, "None, 'jpeg', 'png', 'webp'")
 
 
 def parse_chunk_compression(value: str | None) -> ChunkCompression | None:
@@ -147,17 +139,18 @@ def parse_chunk_compression(value: str | None) -> ChunkCompression | None:
         >>> parse_chunk_compression("ZSTD")
         'zstd'
     """
+    return _parse_name(value, "chunk compression", _CHUNK_ALIASES, "None, 'gzip', 'lz4', 'zstd'")
+
+
+def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expected: str) -> _Name | None:
+    """Normalise a compression name through ``aliases``; None stays None."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidTypeError(
-            f"Expected the chunk compression as a str or None. Got {type(value).__name__} {value!r}."
-        )
-    name = _CHUNK_ALIASES.get(value.strip().lower())
+        raise InvalidTypeError(f"Expected the {what} as a str or None. Got {type(value).__name__} {value!r}.")
+    name = aliases.get(value.strip().lower())
     if name is None:
-        raise InvalidArgumentError(
-            f"Unknown chunk compression {value!r}. Expected one of None, 'gzip', 'lz4', 'zstd'."
-        )
+        raise InvalidArgumentError(f"Unknown {what} {value!r}. Expected one of {expected}.")
     return name
 
 

@@ -487,17 +487,14 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _sample_for(source: Source, in_flight: dict[int, Task], index: int) -> Any:
+    """The failing input sample for TransformError.sample, read here (it never travels back)."""
     for task in in_flight.values():
         if task.items is not None and task.start <= index < task.stop:
-            return task.items[index - task.start]
-    if isinstance(source, IterableSource):
-        return None
+            return task.items[index - task.start]  # a streamed sample: only its task holds it
     try:
-        if isinstance(source, DatasetSource):
-            return source.sample(index)
-        return source.sample(index)
+        return source.sample(index)  # None for a stream whose task is gone
     except Exception:
-        return None
+        return None  # the error itself matters more than a sample we cannot re-read
 
 
 def _progress_bar(enabled: bool, total: int | None, label: str) -> Any:

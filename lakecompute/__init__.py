@@ -10,7 +10,7 @@
 
 from lakecompute.api import dataset, delete, empty, exists, like, load
 from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
-from lakecompute.dataset import Dataset, DatasetView, Row
+from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorView
 from lakecompute.errors import (
     CommitConflictError,
     DatasetCorruptError,
@@ -34,7 +34,6 @@ from lakecompute.errors import (
     WorkerDiedError,
 )
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
-from lakecompute.tensor import Tensor, TensorView
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ import zarr
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-from lakecompute.dataset import Dataset, DatasetView
+from lakecompute.datasets import Dataset, DatasetView
 from lakecompute.errors import (
     DatasetExistsError,
     DatasetNotFoundError,

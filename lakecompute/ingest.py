@@ -38,7 +38,7 @@ from lakecompute.errors import (
 if TYPE_CHECKING:
     from PIL import Image
 
-    from lakecompute.dataset import Dataset
+    from lakecompute.datasets import Dataset
 
 __all__ = ["IMAGE_EXTENSIONS", "ImageFile", "from_numpy", "ingest_classification", "read"]
 

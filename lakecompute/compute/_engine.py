@@ -33,7 +33,7 @@ from lakecompute.compute._fingerprint import fingerprint_eval
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, make_source
 from lakecompute.compute._samples import InputRow
 from lakecompute.compute._worker import FailedSample, Job, Task, TaskResult, forget_job, preflight, run_task
-from lakecompute.dataset import Dataset, DatasetView
+from lakecompute.datasets import Dataset, DatasetView
 from lakecompute.errors import (
     EvalConflictError,
     InvalidArgumentError,

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._samples import column_row_class, row_class
-from lakecompute.dataset import Dataset, DatasetView
+from lakecompute.datasets import Dataset, DatasetView
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.storage import BackendSpec, open_backend, read_manifest
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute._write import WriteSession
 from lakecompute.compute._inputs import Source
 from lakecompute.compute._samples import InputRow, SampleOut, row_class
+from lakecompute.datasets._session import WriteSession
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TransformError
 from lakecompute.htypes import Encoded
 from lakecompute.schedulers import ProgressFn

@@ -12,7 +12,7 @@ from lakecompute.errors import InvalidTypeError, RaggedShapeError, ReadOnlyError
 from lakecompute.storage import FragmentReader
 
 if TYPE_CHECKING:
-    from lakecompute.dataset import Dataset
+    from lakecompute.datasets._dataset import Dataset
 
 __all__ = ["Tensor", "TensorInfo", "TensorView"]
 

@@ -20,7 +20,7 @@ import zarr
 from zarr.core.sync import sync
 
 from lakecompute import compression
-from lakecompute._write import WriteSession
+from lakecompute.datasets._session import WriteSession
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import (
     Fragment,
@@ -38,7 +38,7 @@ from lakecompute.storage._fragments import TYPED_PREFIX
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
 
 if TYPE_CHECKING:
-    from lakecompute.dataset import Dataset
+    from lakecompute.datasets._dataset import Dataset
 
 __all__ = ["compact", "vacuum"]
 

@@ -1,0 +1,12 @@
+"""The dataset layer: datasets, tensors, views, and the write transaction under every commit.
+
+Everything that reads or writes a dataset's committed versions lives here; the storage layer below
+knows bytes, segments and manifests, and the compute layer above uses only what this package exports.
+"""
+
+from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._maintenance import compact, vacuum
+from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
+from lakecompute.datasets._views import DatasetView, Row
+
+__all__ = ["Dataset", "DatasetView", "Row", "Tensor", "TensorInfo", "TensorView", "compact", "vacuum"]

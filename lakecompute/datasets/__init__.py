@@ -6,7 +6,21 @@ knows bytes, segments and manifests, and the compute layer above uses only what 
 
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._maintenance import compact, vacuum
+from lakecompute.datasets._read import RowReader, Snapshot, StreamReader, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
 from lakecompute.datasets._views import DatasetView, Row
 
-__all__ = ["Dataset", "DatasetView", "Row", "Tensor", "TensorInfo", "TensorView", "compact", "vacuum"]
+__all__ = [
+    "Dataset",
+    "DatasetView",
+    "Row",
+    "RowReader",
+    "Snapshot",
+    "StreamReader",
+    "Tensor",
+    "TensorInfo",
+    "TensorView",
+    "compact",
+    "snapshot",
+    "vacuum",
+]

@@ -1,0 +1,227 @@
+"""Loaders: training from a dataset (``ds.batches()``, ``ds.pytorch()``, ``ds.tokens.blocks()``).
+
+This package sits above :mod:`lakecompute.datasets` and :mod:`lakecompute.compute`; the dataset layer
+reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytorch`` and
+``Tensor.blocks``. torch is imported only by :func:`pytorch` (``pip install "lakecompute[torch]"``).
+
+The pieces: :class:`IndexPlan` (pure arithmetic: permutation, rank and worker strides, steps,
+resume), chunk-aware reading (:class:`lakecompute.datasets.RowReader`), worker processes bounded by
+``prefetch``, the torch adapter, and :class:`TokenBlocks`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lakecompute.datasets import Dataset, DatasetView, StreamReader, snapshot
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
+from lakecompute.loaders._blocks import TokenBlocks
+from lakecompute.loaders._loader import Batches, LoaderSpec
+from lakecompute.loaders._plan import IndexPlan, _check_int
+from lakecompute.loaders._sources import RowSource, TokenSource
+from lakecompute.loaders._transform import check_transform
+
+if TYPE_CHECKING:
+    import torch.utils.data
+
+__all__ = [
+    "Batches",
+    "IndexPlan",
+    "TokenBlocks",
+    "batches",
+    "blocks",
+    "make_batches",
+    "make_dataloader",
+    "pytorch",
+]
+
+
+def _tensor_names(known: Sequence[str], tensors: str | Sequence[str] | None) -> tuple[str, ...]:
+    if tensors is None:
+        return tuple(known)
+    names = [tensors] if isinstance(tensors, str) else list(tensors)
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"Expected tensors= to be tensor names. Got {name!r}.")
+        if name not in known:
+            raise TensorDoesNotExistError(name, list(known))
+    if not names:
+        raise InvalidArgumentError("tensors= is empty. Name at least one tensor, or pass None for all.")
+    return tuple(names)
+
+
+def _spec(
+    source: RowSource | TokenSource,
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    drop_last: bool,
+    rank: int,
+    world_size: int,
+    start_from_step: int,
+    transform: Any,
+) -> LoaderSpec:
+    check_transform(transform)
+    plan = IndexPlan(
+        source.length, batch_size, bool(shuffle), seed, epoch, bool(drop_last), rank, world_size,
+        start_from_step,
+    )  # fmt: skip
+    return LoaderSpec(source, plan, transform)
+
+
+def _check_workers(source: RowSource | TokenSource, num_workers: int, prefetch: int) -> None:
+    _check_int("num_workers", num_workers, 0)
+    _check_int("prefetch", prefetch, 1)
+    if num_workers and not source.snapshot.shared_between_processes and not _can_fork():
+        raise InvalidArgumentError(
+            f"{source.snapshot.url!r} lives in this process's memory, which loader workers started "
+            "without fork cannot read. Use a local path, or num_workers=0."
+        )
+
+
+def _can_fork() -> bool:
+    return sys.platform.startswith("linux")
+
+
+def make_batches(
+    source: RowSource | TokenSource,
+    batch_size: int,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    drop_last: bool = False,
+    rank: int = 0,
+    world_size: int = 1,
+    start_from_step: int = 0,
+    transform: Any = None,
+    num_workers: int = 0,
+    prefetch: int = 2,
+) -> Batches:
+    """A batch iterator over any source (what :func:`batches` and ``TokenBlocks.batches`` build)."""
+    spec = _spec(
+        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step, transform
+    )
+    _check_workers(source, num_workers, prefetch)
+    return Batches(spec, num_workers, prefetch)
+
+
+def _distributed_defaults(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """``rank`` and ``world_size``, each defaulting to torch.distributed's when it is initialised."""
+    import torch.distributed as dist
+
+    active = dist.is_available() and dist.is_initialized()
+    if rank is None:
+        rank = dist.get_rank() if active else 0
+    if world_size is None:
+        world_size = dist.get_world_size() if active else 1
+    return rank, world_size
+
+
+def _import_torch() -> None:
+    try:
+        import torch  # noqa: F401  (only checking that it is there)
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            "pytorch() needs torch, which is not installed. "
+            'Install it with pip install "lakecompute[torch]", or use batches() for numpy batches.'
+        ) from exc
+
+
+def make_dataloader(
+    source: RowSource | TokenSource,
+    batch_size: int,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    drop_last: bool = False,
+    rank: int | None = None,
+    world_size: int | None = None,
+    start_from_step: int = 0,
+    transform: Any = None,
+    num_workers: int = 0,
+    prefetch: int = 2,
+    collate_fn: Callable[[Any], Any] | None = None,
+    pin_memory: bool = False,
+) -> torch.utils.data.DataLoader[Any]:
+    """A torch DataLoader over any source (what :func:`pytorch` and ``TokenBlocks.pytorch`` build)."""
+    _import_torch()
+    from lakecompute.loaders._torch import make_dataloader as torch_loader
+
+    rank, world_size = _distributed_defaults(rank, world_size)
+    spec = _spec(
+        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step, transform
+    )
+    _check_workers(source, num_workers, prefetch)
+    return torch_loader(spec, num_workers, prefetch, collate_fn, bool(pin_memory))
+
+
+def batches(
+    data: Dataset | DatasetView,
+    batch_size: int,
+    tensors: str | Sequence[str] | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    drop_last: bool = False,
+    rank: int = 0,
+    world_size: int = 1,
+    start_from_step: int = 0,
+    transform: Any = None,
+    num_workers: int = 0,
+    prefetch: int = 2,
+) -> Batches:
+    """Batches of a dataset or view as dicts of numpy arrays; see :meth:`lakecompute.Dataset.batches`."""
+    snap = snapshot(data)
+    source = RowSource(snap, _tensor_names(snap.tensors, tensors))
+    return make_batches(
+        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
+        transform, num_workers, prefetch,
+    )  # fmt: skip
+
+
+def pytorch(
+    data: Dataset | DatasetView,
+    batch_size: int,
+    tensors: str | Sequence[str] | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    epoch: int = 0,
+    drop_last: bool = False,
+    rank: int | None = None,
+    world_size: int | None = None,
+    start_from_step: int = 0,
+    transform: Any = None,
+    num_workers: int = 0,
+    prefetch: int = 2,
+    collate_fn: Callable[[Any], Any] | None = None,
+    pin_memory: bool = False,
+) -> torch.utils.data.DataLoader[Any]:
+    """A torch DataLoader over a dataset or view; see :meth:`lakecompute.Dataset.pytorch`."""
+    snap = snapshot(data)
+    source = RowSource(snap, _tensor_names(snap.tensors, tensors))
+    return make_dataloader(
+        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
+        transform, num_workers, prefetch, collate_fn, pin_memory,
+    )  # fmt: skip
+
+
+def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) -> TokenBlocks:
+    """Token blocks over tensor ``tensor`` of ``data``; see :meth:`lakecompute.Tensor.blocks`.
+
+    Raises:
+        InvalidTypeError: the tensor does not hold 1-D integer samples.
+        InvalidArgumentError: ``seq_len`` is less than 1.
+    """
+    _check_int("seq_len", seq_len, 1)
+    t = data[tensor]
+    if t.dtype is not None and (t.dtype.kind not in "iu" or t.ndim not in (None, 1)):
+        raise InvalidTypeError(
+            f"blocks() reads a tensor of 1-D integer samples (token ids); {tensor!r} has dtype "
+            f"{t.dtype} and {t.ndim} dimensions per sample."
+        )
+    snap = snapshot(data)
+    stream = StreamReader(snap.open(), tensor)
+    return TokenBlocks(TokenSource(snap, tensor, seq_len, bool(next_token), stream.length))

@@ -1,0 +1,117 @@
+"""What a loader reads: rows of a dataset (or view), or fixed windows over a token stream.
+
+A source is described in the caller and opened in each worker (:meth:`Source.open`): it carries a
+:class:`~lakecompute.datasets.Snapshot` (location, version, positions), never data, so a worker
+process opens its own store client (STORAGE-NOTES "Processes") and decodes its own chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from lakecompute.datasets import RowReader, Snapshot, StreamReader
+
+__all__ = ["BatchReader", "RowSource", "Source", "TokenSource"]
+
+
+class BatchReader(Protocol):
+    """An opened source: reads the samples at some source indices as one batch dict."""
+
+    def read(self, indices: np.ndarray) -> dict[str, Any]: ...
+
+
+class Source(Protocol):
+    """A source as described in the caller: its length, where it lives, and how to open it."""
+
+    @property
+    def length(self) -> int: ...
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+
+    def open(self) -> BatchReader: ...
+
+
+def _dataset_positions(positions: range | np.ndarray, indices: np.ndarray) -> np.ndarray:
+    if isinstance(positions, range):
+        return np.asarray(positions.start + indices * positions.step, dtype=np.int64)
+    selected: np.ndarray = np.asarray(positions, dtype=np.int64)[indices]
+    return selected
+
+
+@dataclass(frozen=True, slots=True)
+class RowSource:
+    """Rows of a dataset or view: batch ``{tensor: values}``, index ``i`` is the view's ``i``-th sample.
+
+    Attributes:
+        snapshot: the dataset version and the view's positions.
+        tensors: the tensors read.
+    """
+
+    snapshot: Snapshot
+    tensors: tuple[str, ...]
+
+    @property
+    def length(self) -> int:
+        return len(self.snapshot)
+
+    def open(self) -> _RowBatches:
+        return _RowBatches(self.snapshot, self.tensors)
+
+
+class _RowBatches:
+    def __init__(self, snapshot: Snapshot, tensors: Sequence[str]) -> None:
+        self._positions = snapshot.positions
+        self.reader = RowReader(snapshot.open(), tensors)
+
+    def read(self, indices: np.ndarray) -> dict[str, Any]:
+        return self.reader.read(_dataset_positions(self._positions, indices))
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSource:
+    """Fixed windows over the concatenated samples of a 1-D tensor (seed 003).
+
+    Block ``i`` is ``x = stream[i * seq_len : (i + 1) * seq_len]`` and, with ``next_token``, the
+    labels ``y`` are the same window one value later. Batches are ``{"x": (n, seq_len)}`` plus ``"y"``.
+
+    Attributes:
+        snapshot: the dataset version.
+        tensor: the tensor whose samples form the stream.
+        seq_len: values per block.
+        next_token: whether blocks carry next-value labels ``y`` (then each needs ``seq_len + 1``
+            values, so the last value of the stream is never an input).
+        num_values: values in the stream.
+    """
+
+    snapshot: Snapshot
+    tensor: str
+    seq_len: int
+    next_token: bool
+    num_values: int
+
+    @property
+    def length(self) -> int:
+        usable = self.num_values - 1 if self.next_token else self.num_values
+        return max(0, usable) // self.seq_len
+
+    def open(self) -> _TokenBatches:
+        return _TokenBatches(self)
+
+
+class _TokenBatches:
+    def __init__(self, source: TokenSource) -> None:
+        self.source = source
+        self.reader = StreamReader(source.snapshot.open(), source.tensor)
+
+    def read(self, indices: np.ndarray) -> dict[str, Any]:
+        n = self.source.seq_len
+        width = n + 1 if self.source.next_token else n
+        windows = self.reader.windows(np.asarray(indices, dtype=np.int64) * n, width)
+        if not self.source.next_token:
+            return {"x": windows}
+        return {"x": np.ascontiguousarray(windows[:, :n]), "y": np.ascontiguousarray(windows[:, 1:])}

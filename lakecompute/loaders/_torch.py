@@ -1,0 +1,73 @@
+"""The torch adapter: a real ``torch.utils.data.DataLoader`` over a loader run.
+
+Imported only by :func:`lakecompute.loaders.pytorch`, so ``import lakecompute`` never imports torch.
+
+The dataset handed to the DataLoader is an ``IterableDataset`` whose every item is a whole batch
+(``batch_size=None``: no per-sample collation). Each DataLoader worker reads the steps
+:meth:`IndexPlan.worker_steps` gives it; the DataLoader takes one batch from each worker in turn,
+which is the steps' order, and ``prefetch_factor`` bounds what each worker reads ahead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import torch.utils.data
+
+from lakecompute.loaders._loader import LoaderSpec, worker_batches
+
+__all__ = ["TorchBatches", "make_dataloader"]
+
+
+class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  # items are batch dicts
+    """A loader run as a torch ``IterableDataset`` of batches.
+
+    Attributes:
+        spec: what is read, and how.
+    """
+
+    def __init__(self, spec: LoaderSpec) -> None:
+        super().__init__()
+        self.spec = spec
+
+    def __len__(self) -> int:
+        return len(self.spec.plan)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        info = torch.utils.data.get_worker_info()
+        if info is None:
+            return worker_batches(self.spec, 0, 0)
+        return worker_batches(self.spec, info.id, info.num_workers)
+
+
+def _reseed_numpy(worker: int) -> None:
+    # torch seeds its own and Python's generators per worker, but not numpy's, which every forked
+    # worker would otherwise inherit: draws from np.random would repeat across workers.
+    np.random.seed()
+
+
+def make_dataloader(
+    spec: LoaderSpec,
+    num_workers: int,
+    prefetch: int,
+    collate_fn: Callable[[Any], Any] | None,
+    pin_memory: bool,
+) -> torch.utils.data.DataLoader[Any]:
+    """A DataLoader yielding the run's batches in step order (numpy arrays become tensors)."""
+    options: dict[str, Any] = {}
+    if num_workers:
+        options["prefetch_factor"] = prefetch
+        options["worker_init_fn"] = _reseed_numpy
+        if not spec.source.snapshot.fork_safe:
+            # An object store's client hangs in a forked child once the parent used it.
+            options["multiprocessing_context"] = "forkserver"
+    return torch.utils.data.DataLoader(
+        TorchBatches(spec),
+        batch_size=None,
+        num_workers=num_workers,
+        collate_fn=collate_fn,
+        pin_memory=pin_memory,
+        **options,
+    )

@@ -13,6 +13,7 @@ from lakecompute.storage import FragmentReader
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
+    from lakecompute.loaders import TokenBlocks
 
 __all__ = ["Tensor", "TensorInfo", "TensorView"]
 
@@ -258,6 +259,39 @@ class Tensor(_Readable):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = np.asarray(self.numpy())
         return arr.astype(dtype) if dtype is not None else arr
+
+    # -- training (lakecompute.loaders) ----------------------------------------------------------
+    def blocks(self, seq_len: int, next_token: bool = True) -> TokenBlocks:
+        """Fixed windows of ``seq_len`` values over this tensor's samples read as one stream (seed 003).
+
+        For a tensor of 1-D integer samples, one per document (token ids): the documents are read as
+        one concatenated stream and cut into blocks of any length, without tokenizing again and
+        without holding the stream in memory. Block ``i`` is ``x = stream[i * seq_len : (i + 1) *
+        seq_len]``; with ``next_token`` its labels ``y`` are the same window one value later. ``len()``
+        is the number of whole blocks, ``blocks[i]`` gives ``(x, y)`` (or ``x``) reading only the chunks
+        that cover it, and ``.batches()`` / ``.pytorch()`` take the options of
+        :meth:`lakecompute.Dataset.batches` and yield ``{"x": ..., "y": ...}`` batches.
+
+        Args:
+            seq_len: values per block.
+            next_token: also give next-value labels ``y`` (each block then needs ``seq_len + 1`` values).
+
+        Raises:
+            InvalidTypeError: the samples are not 1-D integers.
+            InvalidArgumentError: ``seq_len`` is less than 1, or uncommitted changes.
+
+        Example:
+            >>> import numpy as np, lakecompute as lc
+            >>> ds = lc.empty("mem://tensor-blocks-doc", overwrite=True)
+            >>> _ = ds.create_tensor("tokens", dtype="int32")
+            >>> ds.tokens.extend([np.array([1, 2, 3]), np.array([4, 5, 6, 7])])
+            >>> x, y = ds.tokens.blocks(3)[1]
+            >>> x.tolist(), y.tolist()
+            ([4, 5, 6], [5, 6, 7])
+        """
+        from lakecompute.loaders import blocks
+
+        return blocks(self._ds, self.name, seq_len, next_token)
 
     # -- writing -------------------------------------------------------------------------------
     def append(self, value: Any) -> None:

@@ -38,11 +38,14 @@ from lakecompute.storage._fragments import TYPED_PREFIX
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
 
 if TYPE_CHECKING:
+    from zarr.core.array_spec import ArrayConfigParams
+
     from lakecompute.datasets._dataset import Dataset
 
 __all__ = ["compact", "vacuum"]
 
 _BLOCK = 4096
+_STREAM = "compacted-stream"  # the attribute of a typed stream's data array (see _write_stream)
 _SEGMENT_NAME = re.compile(r"^\d+-\d+-[0-9a-f]+$")  # see new_segment_id()
 
 
@@ -50,18 +53,22 @@ def compact(ds: Dataset) -> int:
     """Rewrite every tensor into one contiguous fragment; content is unchanged. Returns the version.
 
     A tensor of fixed-shape numeric samples becomes one typed ``(n, *shape)`` zarr array under
-    ``tensors/<name>/`` — readable with plain zarr; others (encoded images, text, ragged) become
+    ``tensors/<name>/`` — readable with plain zarr; numeric samples of varying shapes (token ids, one
+    1-D sample per document) become one typed stream, the samples' values back to back in a fresh
+    segment's ``data`` array (see :func:`_write_stream`); others (encoded images, text, json) become
     one run in a fresh segment.
     """
     ds._check_writable()
     with ds:
         for name, state in ds._head.tensors.items():
-            if not state.fragments or _is_compact(state):
+            if not state.fragments or _is_compact(ds, state):
                 continue
             reader = ds._reader(name)
             shapes = {f.shape for f in state.fragments}
             if state.spec.kind == "array" and None not in shapes and len(shapes) == 1 and state.spec.dtype:
                 frags = [_write_typed(ds, reader, state)]
+            elif state.spec.kind == "array" and state.spec.dtype:
+                frags = [_write_stream(ds, reader, state)]
             else:
                 session = WriteSession(ds._new_slot)
                 frags = []
@@ -81,12 +88,59 @@ def compact(ds: Dataset) -> int:
     return ds.version
 
 
-def _is_compact(state: TensorState) -> bool:
+def _is_compact(ds: Dataset, state: TensorState) -> bool:
     if len(state.fragments) != 1:
         return False
     f = state.fragments[0]
     whole = f.k == 0 and f.n == f.total
-    return whole and (f.seg.startswith(TYPED_PREFIX) or state.spec.kind == "bytes" or f.shape is None)
+    if not whole:
+        return False
+    if f.seg.startswith(TYPED_PREFIX) or state.spec.kind == "bytes":
+        return True
+    # Numeric samples of varying shapes are compact once they are a typed stream of their own.
+    data = ds._cache.array(f"segments/{f.seg}/data")
+    return f.shape is None and data.attrs.get("lakecompute") == _STREAM
+
+
+def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:
+    """Copy numeric samples of varying shapes into a new *typed stream* segment; returns its fragment.
+
+    The segment's ``data`` array has the tensor's dtype (not bytes) and exactly as many values as the
+    samples hold, back to back in order: for a tensor of token ids it is the whole token stream as one
+    typed zarr array (attribute ``"lakecompute": "compacted-stream"``), which plain zarr opens. Its
+    ``index`` array has the usual rows ``[size, *shape]``, with sizes, like the fragment's ``off`` and
+    ``nbytes``, counted in items of the data array (for the byte arrays of other segments, items are
+    bytes): the fragment reader then reads it unchanged. Chunks hold ``DATA_CHUNK`` items, so chunk
+    numbers computed from the fragment (as vacuum does) stay right.
+    """
+    dtype = np.dtype(state.spec.dtype)
+    n = state.length
+    ndim = state.ndim or 0
+    rows = np.empty((n, 1 + ndim), dtype=np.int64)
+    if ndim:
+        rows[:, 1:] = reader.shapes(0, n)
+    rows[:, 0] = np.prod(rows[:, 1:], axis=1) if ndim else 1
+    total = int(rows[:, 0].sum())
+    seg = new_segment_id()
+    full: ArrayConfigParams = {"write_empty_chunks": True}  # every chunk stored: missing means damage
+    data = zarr.create_array(
+        ds._store, name=f"segments/{seg}/data", shape=(total,), chunks=(DATA_CHUNK,), dtype=dtype,
+        fill_value=0, compressors=compression.zarr_compressors(state.spec.chunk_compression),
+        attributes={"lakecompute": _STREAM, "tensor": state.spec.name}, config=full,
+    )  # fmt: skip
+    index = zarr.create_array(
+        ds._store, name=f"segments/{seg}/index", shape=(rows.size,), chunks=(INDEX_CHUNK,),
+        dtype="int64", fill_value=0, compressors=(zarr.codecs.ZstdCodec(level=1),),
+        attributes={"lakecompute": "segment-index"}, config=full,
+    )  # fmt: skip
+    index[:] = rows.reshape(-1)
+    pos = 0
+    for start in range(0, n, _BLOCK):
+        values = reader.read_range(start, min(n, start + _BLOCK))
+        flat = np.concatenate([np.asarray(v, dtype=dtype).reshape(-1) for v in values])
+        data[pos : pos + flat.size] = flat
+        pos += flat.size
+    return Fragment(seg, 0, total, n, dtype.name, None, 0, ndim, 0, n)
 
 
 def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:

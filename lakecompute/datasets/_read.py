@@ -347,6 +347,7 @@ class StreamReader:
     Attributes:
         length: values in the stream (the sum of the samples' lengths).
         dtype: the tensor's dtype.
+        starts: where each fragment's run begins in the stream (one more than runs).
     """
 
     def __init__(self, ds: Dataset, name: str, max_bytes: int = CACHE_BYTES) -> None:
@@ -370,6 +371,17 @@ class StreamReader:
         self._runs = runs
         self.starts = np.cumsum([0, *counts], dtype=np.int64)
         self.length = int(self.starts[-1])
+
+    @property
+    def array_path(self) -> str | None:
+        """Where the whole stream is one typed zarr array of its own (after ``compact()``): its path in
+        the dataset's store; else None (the stream spans runs of bytes in shared segments)."""
+        if len(self._runs) != 1:
+            return None
+        run = self._runs[0]
+        typed = run.unit == 1 and run.first == 0 and self.cache.layout(run.path)[2] == self.dtype
+        shape = self.cache.fetch.array(run.path).shape
+        return run.path if typed and math.prod(shape) == self.length else None
 
     def _run(self, column: _Column, j: int, f: Fragment) -> tuple[_Run, int]:
         dtype = np.dtype(f.dtype)

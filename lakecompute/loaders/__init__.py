@@ -41,7 +41,11 @@ __all__ = [
 def _tensor_names(known: Sequence[str], tensors: str | Sequence[str] | None) -> tuple[str, ...]:
     if tensors is None:
         return tuple(known)
-    names = [tensors] if isinstance(tensors, str) else list(tensors)
+    if isinstance(tensors, str):
+        tensors = [tensors]
+    if not isinstance(tensors, Sequence):
+        raise InvalidTypeError(f"Expected tensors= to be a name or a list of names. Got {tensors!r}.")
+    names = list(tensors)
     for name in names:
         if not isinstance(name, str):
             raise InvalidTypeError(f"Expected tensors= to be tensor names. Got {name!r}.")
@@ -224,4 +228,5 @@ def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) ->
         )
     snap = snapshot(data)
     stream = StreamReader(snap.open(), tensor)
-    return TokenBlocks(TokenSource(snap, tensor, seq_len, bool(next_token), stream.length))
+    source = TokenSource(snap, tensor, seq_len, bool(next_token), stream.length, stream.array_path)
+    return TokenBlocks(source)

@@ -59,6 +59,16 @@ class TokenBlocks:
         """Values (tokens) in the whole stream."""
         return self.source.num_values
 
+    @property
+    def zarr_path(self) -> str | None:
+        """The path, inside the dataset, of the typed zarr array that holds the whole stream.
+
+        Set once the tensor is compacted (``ds.compact()``): then
+        ``zarr.open_array(f"{ds.path}/{blocks.zarr_path}")[:]`` is the stream with plain zarr. None
+        before: the stream is spread over runs of bytes in shared segments.
+        """
+        return self.source.array_path
+
     def __len__(self) -> int:
         return self.source.length
 

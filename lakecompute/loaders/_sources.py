@@ -86,6 +86,7 @@ class TokenSource:
         next_token: whether blocks carry next-value labels ``y`` (then each needs ``seq_len + 1``
             values, so the last value of the stream is never an input).
         num_values: values in the stream.
+        array_path: the typed zarr array holding the whole stream, if it is one (after compact()).
     """
 
     snapshot: Snapshot
@@ -93,6 +94,7 @@ class TokenSource:
     seq_len: int
     next_token: bool
     num_values: int
+    array_path: str | None = None
 
     @property
     def length(self) -> int:

@@ -1,0 +1,262 @@
+"""ds.batches(): values, views, sharding, shuffling, resume, workers, transforms and errors."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from lakecompute.loaders import IndexPlan
+
+# The package, not the decorator of the same name that `lakecompute.compute` means.
+COMPUTE = importlib.import_module("lakecompute.compute")
+
+N = 103
+
+
+def _idx(batches: Any) -> list[list[int]]:
+    return [b["idx"].tolist() for b in batches]
+
+
+def test_batches_yield_dicts_of_numpy_arrays_and_lists(numbered: lc.Dataset) -> None:
+    """Each batch maps tensor names to stacked arrays, or lists for ragged and text tensors."""
+    batches = numbered.batches(10)
+    assert len(batches) == 11
+    first = next(batches)
+    assert first["idx"].tolist() == list(range(10))
+    assert first["idx"].dtype == np.int64
+    assert first["img"].shape == (10, 4, 4)
+    assert first["img"].dtype == np.uint8
+    assert [a.tolist() for a in first["rag"][:3]] == [[0], [1, 1], [2, 2, 2]]
+    assert first["txt"][:2] == ["s0", "s1"]
+    rest = list(batches)
+    assert len(rest) == 10
+    assert rest[-1]["idx"].tolist() == [100, 101, 102]
+
+
+def test_batches_of_views_index_the_view(numbered: lc.Dataset) -> None:
+    """ds[10:50] and ds[[3, 1, 7]] give their own samples, in the view's order."""
+    assert _idx(numbered[10:50].batches(16)) == [
+        list(range(10, 26)),
+        list(range(26, 42)),
+        list(range(42, 50)),
+    ]
+    assert _idx(numbered[[3, 1, 7]].batches(2, tensors="idx")) == [[3, 1], [7]]
+    shuffled = sorted(i for b in _idx(numbered[::2].batches(8, shuffle=True)) for i in b)
+    assert shuffled == list(range(0, N, 2))
+
+
+def test_batches_read_only_the_tensors_asked_for(numbered: lc.Dataset) -> None:
+    """tensors= limits the batch to those tensors; an unknown name is an error listing the known ones."""
+    assert set(next(numbered.batches(4, tensors=["idx", "txt"]))) == {"idx", "txt"}
+    with pytest.raises(lc.TensorDoesNotExistError, match="nope"):
+        numbered.batches(4, tensors=["nope"])
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_shuffle_is_shared_by_ranks_and_new_each_epoch(
+    numbered: lc.Dataset, num_workers: int
+) -> None:
+    """Ranks' shares interleave into one permutation of every index; another epoch has another order."""
+
+    options: dict[str, Any] = {"shuffle": True, "seed": 4, "world_size": 2, "num_workers": num_workers}
+
+    def interleaved(epoch: int) -> list[int]:
+        shares = [
+            [i for b in _idx(numbered.batches(8, **options, epoch=epoch, rank=r)) for i in b]
+            for r in range(2)
+        ]
+        return [shares[r][q] for q in range(len(shares[0])) for r in range(2)]
+
+    e0, e1 = interleaved(0), interleaved(1)
+    assert len(e0) == 104
+    assert set(e0) == set(range(N))
+    assert e0[-1] == e0[0]  # the padding wraps around to the start of the order
+    assert e0 != e1
+    assert set(e1) == set(range(N))
+    assert interleaved(0) == e0
+
+
+@pytest.mark.parametrize(("before", "after"), [(0, 0), (0, 2), (2, 1), (2, 3)])
+def test_batches_resume_equals_the_tail_of_an_uninterrupted_run(
+    numbered: lc.Dataset, before: int, after: int
+) -> None:
+    """start_from_step=k yields the uninterrupted run's batches from k, with any num_workers."""
+    options: dict[str, Any] = {"shuffle": True, "seed": 9, "epoch": 3, "rank": 1, "world_size": 3}
+    full = [b["img"] for b in numbered.batches(5, num_workers=before, **options)]
+    tail = [b["img"] for b in numbered.batches(5, start_from_step=4, num_workers=after, **options)]
+    assert len(tail) == len(full) - 4
+    for a, b in zip(full[4:], tail, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_batches_resume_never_reads_skipped_samples(
+    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resuming reads only the indices of the steps it yields."""
+    from lakecompute.loaders import _sources
+
+    read: list[int] = []
+    original = _sources._RowBatches.read
+
+    def spy(self: Any, indices: np.ndarray) -> dict[str, Any]:
+        read.extend(indices.tolist())
+        return original(self, indices)
+
+    monkeypatch.setattr(_sources._RowBatches, "read", spy)
+    plan = IndexPlan(N, 10, shuffle=True, seed=1)
+    list(numbered.batches(10, shuffle=True, seed=1, start_from_step=8))
+    assert read == [i for s in range(8, plan.steps) for i in plan.step_indices(s).tolist()]
+    assert len(read) == N - 80
+
+
+@pytest.mark.parametrize("num_workers", [1, 2, 3])
+def test_batches_with_workers_equal_batches_in_process(numbered: lc.Dataset, num_workers: int) -> None:
+    """Worker processes yield the same batches, in the same order, as reading in this process."""
+    here = list(numbered.batches(7, shuffle=True, seed=2, drop_last=True))
+    there = list(numbered.batches(7, shuffle=True, seed=2, drop_last=True, num_workers=num_workers))
+    assert len(here) == len(there) == N // 7
+    for a, b in zip(here, there, strict=True):
+        assert a["idx"].tolist() == b["idx"].tolist()
+        np.testing.assert_array_equal(a["img"], b["img"])
+        assert a["txt"] == b["txt"]
+        assert [x.tolist() for x in a["rag"]] == [x.tolist() for x in b["rag"]]
+
+
+def _draw_global(batch: dict[str, Any]) -> dict[str, Any]:
+    return {**batch, "draw": np.random.random(len(batch["idx"]))}
+
+
+def test_batches_workers_never_repeat_numpy_global_draws(numbered: lc.Dataset) -> None:
+    """Code drawing from np.random in a transform gets different values in every worker."""
+    draws = np.concatenate([b["draw"] for b in numbered.batches(4, transform=_draw_global, num_workers=2)])
+    assert len(draws) == N
+    assert len(set(draws.tolist())) == N
+
+
+def _double(batch: dict[str, Any]) -> dict[str, Any]:
+    return {"idx": batch["idx"] * 2}
+
+
+def test_batches_apply_a_callable_transform_to_each_batch(numbered: lc.Dataset) -> None:
+    """A plain callable gets the batch dict and returns the new one, in workers too."""
+    assert _idx(numbered.batches(50, transform=_double, num_workers=2))[2] == [200, 202, 204]
+    with pytest.raises(lc.InvalidTypeError, match=r"must return the batch as a dict\. Got list"):
+        next(numbered.batches(5, transform=lambda b: [b]))
+    with pytest.raises(lc.InvalidTypeError, match="Expected transform= to be a compute function"):
+        numbered.batches(5, transform=3)
+
+
+class _FakeRunner:
+    """Stands in for the engine's SampleRunner: records how it is called, returns one row per sample."""
+
+    built: ClassVar[list[int]] = []
+
+    def __init__(self, transform: Any, seed: int) -> None:
+        self.seed = seed
+        _FakeRunner.built.append(os.getpid())
+
+    def run(self, values: dict[str, Any], index: int, key: tuple[int, ...]) -> list[dict[str, Any]]:
+        rng = np.random.default_rng([self.seed, index, *key])
+        rows = [{"idx": values["idx"], "noise": rng.random(), "pid": os.getpid()}]
+        return rows * (2 if values["idx"] == 5 else 1) if values["idx"] != 6 else []
+
+
+@lc.compute
+def _noop(sample_in: Any, sample_out: Any) -> None:
+    sample_out.append({"idx": sample_in.idx.numpy()})
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_run_compute_transforms_per_sample_with_the_seed_index_and_epoch(
+    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, num_workers: int
+) -> None:
+    """A compute transform runs through one SampleRunner per worker, once per sample with its index
+    and key (epoch,); 0, 1 or 2 rows per sample make the batch."""
+    monkeypatch.setattr(COMPUTE, "SampleRunner", _FakeRunner, raising=False)
+    batches = list(numbered[:12].batches(4, seed=3, epoch=2, transform=_noop(), num_workers=num_workers))
+    assert [b["idx"].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 5, 7], [8, 9, 10, 11]]
+    expected = [np.random.default_rng([3, i, 2]).random() for i in [4, 5, 5, 7]]
+    assert batches[1]["noise"].tolist() == expected
+    pids = {p for b in batches for p in b["pid"].tolist()}
+    assert len(pids) == max(1, num_workers)
+    if num_workers == 0:
+        assert _FakeRunner.built.count(os.getpid()) == 1  # built once, lazily, for the whole run
+
+
+@pytest.mark.skipif(not hasattr(COMPUTE, "SampleRunner"), reason="needs SampleRunner (issue 11 #1)")
+def test_batches_compute_transform_draws_are_the_same_for_any_workers(numbered: lc.Dataset) -> None:
+    """A random compute transform gives identical batches for 0 and 2 workers, new draws each epoch."""
+
+    @lc.compute
+    def jitter(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
+        sample_out.append({"idx": sample_in.idx.numpy(), "noise": rng.random()})
+
+    a = [b["noise"] for b in numbered.batches(8, shuffle=True, transform=jitter(), num_workers=0)]
+    b = [b["noise"] for b in numbered.batches(8, shuffle=True, transform=jitter(), num_workers=2)]
+    c = [b["noise"] for b in numbered.batches(8, shuffle=True, epoch=1, transform=jitter())]
+    np.testing.assert_array_equal(np.concatenate(a), np.concatenate(b))
+    assert not np.array_equal(np.sort(np.concatenate(a)), np.sort(np.concatenate(c)))
+
+
+def _fail_on_step_three(batch: dict[str, Any]) -> dict[str, Any]:
+    if 30 in batch["idx"].tolist():
+        raise KeyError("boom at 30")
+    return batch
+
+
+def test_batches_raise_a_worker_error_as_itself(numbered: lc.Dataset) -> None:
+    """An exception in a worker reaches the caller with its type, message and the worker's traceback."""
+    batches = numbered.batches(10, transform=_fail_on_step_three, num_workers=2)
+    assert len([next(batches) for _ in range(3)]) == 3
+    with pytest.raises(KeyError, match="boom at 30") as info:
+        next(batches)
+    assert any("Raised in loader worker 1" in note for note in info.value.__notes__)
+
+
+def _die_on_step_two(batch: dict[str, Any]) -> dict[str, Any]:
+    if 20 in batch["idx"].tolist():
+        os.kill(os.getpid(), signal.SIGKILL)
+    return batch
+
+
+def test_batches_report_a_dead_worker(numbered: lc.Dataset) -> None:
+    """A worker killed while reading is a WorkerDiedError within moments, never a hang."""
+    batches = numbered.batches(10, transform=_die_on_step_two, num_workers=2)
+    with pytest.raises(lc.WorkerDiedError, match=r"Loader worker 0 .* died with exit code -9") as info:
+        list(batches)
+    assert info.value.exitcode == -signal.SIGKILL
+
+
+def test_batches_close_stops_the_workers(numbered: lc.Dataset) -> None:
+    """Leaving a `with` block early stops the worker processes."""
+    import multiprocess
+
+    with numbered.batches(2, num_workers=2) as batches:
+        next(batches)
+        assert len(multiprocess.active_children()) == 2
+    assert multiprocess.active_children() == []
+    with pytest.raises(StopIteration):
+        next(batches)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"num_workers": -1}, lc.InvalidArgumentError, "Expected num_workers >= 0. Got -1."),
+        ({"prefetch": 0}, lc.InvalidArgumentError, "Expected prefetch >= 1. Got 0."),
+        ({"rank": 3}, lc.InvalidArgumentError, "Expected 0 <= rank < world_size. Got rank=3, world_size=1."),
+        ({"tensors": []}, lc.InvalidArgumentError, "tensors= is empty"),
+    ],
+)
+def test_batches_refuse_bad_options_at_the_call(
+    numbered: lc.Dataset, kwargs: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    """Bad options fail when batches() is called, not at the first batch."""
+    with pytest.raises(error, match=message):
+        numbered.batches(4, **kwargs)

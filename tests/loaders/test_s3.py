@@ -1,0 +1,40 @@
+"""Loaders on s3:// (a local moto server): workers open their own clients and read their share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from lakecompute.loaders import IndexPlan
+from tests.loaders.conftest import N, fill_numbered
+from tests.s3.conftest import bucket, moto_server, storage_options
+
+__all__ = ["bucket", "moto_server", "storage_options"]
+
+
+@pytest.fixture
+def s3_numbered(bucket: str, storage_options: dict[str, Any]) -> lc.Dataset:
+    """The numbered dataset, on S3."""
+    return fill_numbered(lc.empty(f"s3://{bucket}/numbered", storage_options=storage_options))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_s3_batches_read_each_rank_share(s3_numbered: lc.Dataset, num_workers: int) -> None:
+    """batches() on S3, in this process and in forkserver workers, yields the plan's samples."""
+    plan = IndexPlan(N, 16, True, 3, 0, False, 1, 2)
+    batches = list(
+        s3_numbered.batches(16, shuffle=True, seed=3, rank=1, world_size=2, num_workers=num_workers)
+    )
+    assert [b["idx"].tolist() for b in batches] == [plan.step_indices(s).tolist() for s in range(plan.steps)]
+    np.testing.assert_array_equal(batches[0]["img"][:, 0, 0], np.array(batches[0]["idx"]) % 256)
+    assert batches[0]["txt"][0] == f"s{batches[0]['idx'][0]}"
+
+
+def test_s3_pytorch_with_workers(s3_numbered: lc.Dataset) -> None:
+    """A DataLoader with 2 workers over S3 (forkserver: the parent's client is never reused)."""
+    torch = pytest.importorskip("torch")
+    idx = torch.cat([b["idx"] for b in s3_numbered.pytorch(20, tensors="idx", num_workers=2)])
+    assert idx.tolist() == list(range(N))

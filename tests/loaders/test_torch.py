@@ -1,0 +1,148 @@
+"""ds.pytorch(): a real torch DataLoader; sharding on every rank and worker; torch.distributed (gloo)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from lakecompute.loaders import IndexPlan
+
+torch = pytest.importorskip("torch", reason='the loader tests need torch: pip install "lakecompute[torch]"')
+
+N = 103
+
+
+def _with_worker(batch: dict[str, Any]) -> dict[str, Any]:
+    info = torch.utils.data.get_worker_info()
+    return {**batch, "worker": np.full(len(batch["idx"]), -1 if info is None else info.id)}
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_pytorch_is_a_dataloader_of_tensor_batches(numbered: lc.Dataset, num_workers: int) -> None:
+    """A real DataLoader: len() batches of tensors (lists for ragged and text), in order."""
+    loader = numbered.pytorch(10, num_workers=num_workers, prefetch=3)
+    assert isinstance(loader, torch.utils.data.DataLoader)
+    assert len(loader) == 11
+    assert loader.prefetch_factor == (3 if num_workers else None)
+    batches = list(loader)
+    assert len(batches) == 11
+    assert isinstance(batches[0]["img"], torch.Tensor)
+    assert batches[0]["img"].shape == (10, 4, 4)
+    assert torch.cat([b["idx"] for b in batches]).tolist() == list(range(N))
+    assert batches[0]["rag"][2].tolist() == [2, 2, 2]
+    assert batches[0]["txt"][1] == "s1"
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_pytorch_shards_exactly_by_rank_then_worker(
+    numbered: lc.Dataset, world_size: int, num_workers: int
+) -> None:
+    """Every index is read, shares are disjoint up to the padding, every rank has as many batches, and
+    step s of each rank comes from worker s % num_workers with the plan's samples."""
+    seen: list[int] = []
+    counts = set()
+    for rank in range(world_size):
+        loader = numbered.pytorch(
+            8, shuffle=True, seed=11, rank=rank, world_size=world_size, num_workers=num_workers,
+            transform=_with_worker,
+        )  # fmt: skip
+        plan = IndexPlan(N, 8, True, 11, 0, False, rank, world_size)
+        batches = list(loader)
+        counts.add(len(batches))
+        for step, batch in enumerate(batches):
+            assert batch["idx"].tolist() == plan.step_indices(step).tolist()
+            assert set(batch["worker"].tolist()) == {step % num_workers if num_workers else -1}
+            seen.extend(batch["idx"].tolist())
+    assert len(counts) == 1
+    assert set(seen) == set(range(N))
+    padding = len(seen) - N
+    assert padding == IndexPlan(N, 8, world_size=world_size).padding < world_size
+
+
+@pytest.mark.parametrize(("before", "after"), [(0, 2), (2, 0), (2, 2)])
+def test_pytorch_resume_equals_the_tail_of_an_uninterrupted_run(
+    numbered: lc.Dataset, before: int, after: int
+) -> None:
+    """A DataLoader from start_from_step=k yields the uninterrupted one's batches from k."""
+    options: dict[str, Any] = {"shuffle": True, "seed": 5, "epoch": 1, "rank": 0, "world_size": 2}
+    full = [b["idx"].tolist() for b in numbered.pytorch(4, num_workers=before, **options)]
+    tail = numbered.pytorch(4, start_from_step=5, num_workers=after, **options)
+    assert len(tail) == len(full) - 5
+    assert [b["idx"].tolist() for b in tail] == full[5:]
+
+
+def _global_draws(batch: dict[str, Any]) -> dict[str, Any]:
+    return {"draw": np.random.random(len(batch["idx"]))}
+
+
+def test_pytorch_workers_never_repeat_numpy_global_draws(numbered: lc.Dataset) -> None:
+    """numpy's global generator is reseeded in each DataLoader worker."""
+    draws = torch.cat([b["draw"] for b in numbered.pytorch(4, transform=_global_draws, num_workers=2)])
+    assert len(set(draws.tolist())) == N
+
+
+def test_pytorch_passes_collate_fn_and_pin_memory(numbered: lc.Dataset) -> None:
+    """collate_fn receives each numpy batch dict; pin_memory reaches the DataLoader."""
+    loader = numbered.pytorch(50, tensors="idx", collate_fn=lambda b: b["idx"].sum())
+    assert list(loader) == [sum(range(50)), sum(range(50, 100)), 100 + 101 + 102]
+    assert numbered.pytorch(50, pin_memory=True).pin_memory is True
+
+
+def test_pytorch_without_torch_names_the_extra(numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without torch, pytorch() says which extra to install."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(lc.InvalidArgumentError, match=r'pip install "lakecompute\[torch\]"'):
+        numbered.pytorch(4)
+
+
+def _rank_main(path: str, port: int, rank: int, out: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        ds = lc.load(path, read_only=True)
+        loader = ds.pytorch(8, tensors="idx", shuffle=True, seed=2, num_workers=1)  # rank from torch
+        idx = [b["idx"].tolist() for b in loader]
+        sizes = [torch.zeros(1) for _ in range(2)]
+        dist.all_gather(sizes, torch.tensor([float(len(idx))]))  # every rank must step equally
+        Path(out).write_text(json.dumps({"idx": idx, "sizes": [s.item() for s in sizes]}))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_pytorch_under_torch_distributed_gives_each_rank_its_share(
+    numbered: lc.Dataset, tmp_path: Path
+) -> None:
+    """Two gloo processes on 127.0.0.1: rank and world_size come from torch.distributed, each rank gets
+    its plan's share, and the shares cover every sample with equal batch counts."""
+    port = _free_port()
+    ctx = multiprocessing.get_context("spawn")
+    outs = [str(tmp_path / f"rank{r}.json") for r in range(2)]
+    procs = [ctx.Process(target=_rank_main, args=(numbered.path, port, r, outs[r])) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    results = [json.loads(Path(o).read_text()) for o in outs]
+    for rank, result in enumerate(results):
+        plan = IndexPlan(N, 8, True, 2, 0, False, rank, 2)
+        assert result["idx"] == [plan.step_indices(s).tolist() for s in range(plan.steps)]
+        assert result["sizes"] == [7.0, 7.0]
+    assert {i for r in results for b in r["idx"] for i in b} == set(range(N))

@@ -1,6 +1,6 @@
-"""Tokenize a text dataset once into a token tensor, then read it back as one flat token array cut
-into blocks of any length (seed: Archai's memory-mapped token cache). Rerunning the same
-checkpointed eval is a no-op: the dataset remembers it finished."""
+"""Tokenize a text dataset once into a token tensor, then read it as one token stream cut into blocks
+of any length with ``blocks()``, never holding the stream in memory (seed: Archai's memory-mapped token
+cache). Rerunning the same checkpointed eval is a no-op: the dataset remembers it finished."""
 
 import json
 import re
@@ -40,14 +40,6 @@ class Tokenize:
         sample_out.tokens.append(np.array(ids, dtype=np.int32))
 
 
-def blocks(tokens, seq_len):
-    """Inputs and next-token labels of length seq_len from the flat token stream."""
-    n = (len(tokens) - 1) // seq_len
-    x = tokens[: n * seq_len].reshape(n, seq_len)
-    y = tokens[1 : n * seq_len + 1].reshape(n, seq_len)
-    return x, y
-
-
 def main():
     texts = make_corpus(500)
     corpus = lc.from_numpy("./corpus", {"text": np.array(texts)}, overwrite=True)
@@ -60,12 +52,16 @@ def main():
     assert again.resumed_from == first.inputs == 500  # already done: nothing ran
     print(f"tokenized {first.inputs} documents; the rerun did nothing (resumed_from={again.resumed_from})")
 
-    flat = np.concatenate(out.tokens.numpy(aslist=True))
-    assert (flat == EOS).sum() == len(texts)
+    out.compact()  # the token stream becomes one typed zarr array (blocks read it the same either way)
     for seq_len in (16, 64):  # any sequence length, without tokenizing again
-        x, y = blocks(flat, seq_len)
-        print(f"seq_len={seq_len}: {x.shape[0]} blocks; first: {x[0][:8].tolist()} -> {y[0][:8].tolist()}")
-    print(f"{len(flat)} tokens, vocabulary of {len(vocab)}")
+        blocks = out.tokens.blocks(seq_len)  # windows over the stream; nothing is read yet
+        x, y = blocks[0]  # y: the next token of each x
+        print(f"seq_len={seq_len}: {len(blocks)} blocks; first: {x[:8].tolist()} -> {y[:8].tolist()}")
+    eos = 0
+    for batch in blocks.batches(32, shuffle=True, seed=0):  # what a training loop would read
+        assert batch["x"].shape[1:] == batch["y"].shape[1:] == (64,)
+        eos += int((batch["x"] == EOS).sum())
+    print(f"{blocks.num_values} tokens, vocabulary of {len(vocab)}; {eos} document ends seen in one epoch")
 
 
 if __name__ == "__main__":

@@ -328,7 +328,7 @@ class _TaskRun:
                 call(sample, index, before)
                 after = list(map(len, lists))
                 if list(map(sub, after, before)) != expected:  # not the common case: check it
-                    self._check(before, after)
+                    self._check(before, after, min(step, self.task.stop - index))
                 if self.job.ignore_errors:
                     self._check_values(before)
             except (StageFailure, InvalidSampleError) as failure:
@@ -343,15 +343,15 @@ class _TaskRun:
         if done:
             self.progress(done)
 
-    def _check(self, before: list[int], after: list[int]) -> None:
-        written = {n: a - b for n, a, b in zip(self.names, after, before, strict=True)}
-        if self.job.aligned:
-            raise _alignment_error(
-                self.last_fn, written, dict(zip(self.names, self.job.expected, strict=True))
-            )
-        job = self.job
+    def _check(self, before: list[int], after: list[int], inputs: int) -> None:
+        """Check what one input (or one batch of ``inputs`` inputs) wrote, when it was unusual."""
+        job, names = self.job, self.names
+        written = {n: a - b for n, a, b in zip(names, after, before, strict=True)}
+        expected = {n: e * inputs for n, e in zip(names, job.expected, strict=True)}
+        if job.aligned and written != expected:
+            raise _alignment_error(self.last_fn, written, expected)
         check_counts(
-            written, self.names, skip_ok=job.skip_ok, check_lengths=job.check_lengths, function=self.last_fn
+            written, names, skip_ok=job.skip_ok, check_lengths=job.check_lengths, function=self.last_fn
         )
 
     def _check_values(self, before: list[int]) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._index import parse_index
-from lakecompute.datasets._records import EvalRecord
+from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.datasets._views import DatasetView, Row, _Reading
@@ -374,11 +374,20 @@ class Dataset(_Reading):
 
     # -- history and maintenance -----------------------------------------------------------------
     def log(self) -> list[dict[str, Any]]:
-        """Committed versions, oldest first: number, time, message and sample counts."""
+        """Committed versions, oldest first: number, time, message and sample counts.
+
+        A version committed by an eval also has ``"eval"``: its functions (``label``), ``status``
+        (``"running"`` at a checkpoint, ``"done"``), inputs ``done`` and the ``seed`` its ``rng``
+        generators came from — pass it to ``eval(seed=)`` to reproduce the run.
+        """
         out = []
         for v in list_versions(self._backend):
             m = read_manifest(self._backend, v)
-            out.append({"version": v, "time": m.time, "message": m.message, "samples": m.sample_counts()})
+            entry = {"version": v, "time": m.time, "message": m.message, "samples": m.sample_counts()}
+            for record in parse_records(m, self.path).values():
+                if record.version == v:
+                    entry["eval"] = {k: getattr(record, k) for k in ("label", "status", "done", "seed")}
+            out.append(entry)
         return out
 
     def reload(self) -> None:

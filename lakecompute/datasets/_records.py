@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lakecompute.storage import Fragment
+from lakecompute.errors import DatasetCorruptError
+from lakecompute.storage import Fragment, Manifest, version_key
 
 __all__ = ["MAX_RECORDED_FAILURES", "EvalProgress", "EvalRecord", "FailedSample", "parse_records"]
 
@@ -169,16 +170,17 @@ def _count(value: Any) -> int:
     return value
 
 
-def parse_records(evals: Mapping[str, Any]) -> dict[str, EvalRecord]:
-    """The typed records of a manifest's ``evals`` field.
+def parse_records(manifest: Manifest, url: str) -> dict[str, EvalRecord]:
+    """The typed eval records of a version's manifest, by fingerprint.
 
     Raises:
-        ValueError: a record is malformed (the message names its fingerprint and what is wrong).
+        DatasetCorruptError: a record is malformed (names the manifest file, the record and the problem).
     """
     out: dict[str, EvalRecord] = {}
-    for fp, obj in evals.items():
+    for fp, obj in manifest.evals.items():
         try:
             out[fp] = EvalRecord.from_json(fp, obj)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(f"eval record {fp!r}: {type(exc).__name__}: {exc}") from exc
+            reason = f"eval record {fp!r}: {type(exc).__name__}: {exc}"
+            raise DatasetCorruptError(url, version_key(manifest.version), reason) from exc
     return out

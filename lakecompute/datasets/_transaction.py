@@ -20,7 +20,7 @@ from zarr.abc.store import Store
 from lakecompute import compression
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import CommitConflictError, DatasetCorruptError, InvalidSampleError
+from lakecompute.errors import CommitConflictError, InvalidSampleError
 from lakecompute.htypes import Encoded, TensorSpec
 from lakecompute.storage import (
     MAX_SLOTS,
@@ -35,7 +35,6 @@ from lakecompute.storage import (
     create_segment,
     latest_version,
     new_segment_id,
-    version_key,
 )
 
 if TYPE_CHECKING:
@@ -234,10 +233,7 @@ class Transaction:
         Raises:
             DatasetCorruptError: a record is malformed (names the manifest file).
         """
-        try:
-            return parse_records(self.base.evals)
-        except ValueError as exc:
-            raise DatasetCorruptError(self.backend.url, version_key(self.base.version), str(exc)) from exc
+        return parse_records(self.base, self.backend.url)
 
     def begin_eval(
         self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None

@@ -302,8 +302,8 @@ class _OrderedRun:
             self.plan.seed,
         )
         if bar is not None:  # the bar stays on screen; this line says how it ended
-            written = sum(outcome.outputs.values())
-            summary = f"{outcome.inputs} inputs -> {written} samples in {outcome.seconds:.1f} s"
+            rows = max(outcome.outputs.values(), default=0)
+            summary = f"{outcome.inputs} inputs -> {rows} outputs in {outcome.seconds:.1f} s"
             bar.write(f"eval {self.plan.label}: {summary} (version {version})", file=bar.fp)
         return outcome
 

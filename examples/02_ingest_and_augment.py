@@ -11,10 +11,10 @@ SIZE = 48
 
 
 @lc.compute
-def augment(sample_in, sample_out, copies, seed):
+def augment(sample_in, sample_out, copies, rng):
+    # rng: a numpy Generator per input sample, derived from eval's seed and the sample's index, so
+    # the output is the same whatever worker runs it (and after a resume).
     image = Image.fromarray(sample_in.images.numpy())
-    # One generator per input sample: the same output whatever worker runs it.
-    rng = np.random.default_rng([seed, sample_in.index])
     for _ in range(copies):
         w, h = image.size
         cw, ch = int(w * rng.uniform(0.6, 1.0)), int(h * rng.uniform(0.6, 1.0))
@@ -35,8 +35,12 @@ def main():
     ds.summary()  # images have shape (60, None, None, 3): sizes vary
 
     out = lc.like("./shapes-augmented", ds, overwrite=True)
-    result = augment(copies=3, seed=0).eval(ds, out, num_workers=2)
+    result = augment(copies=3).eval(ds, out, num_workers=2, seed=0)
     assert result.outputs == {"images": 180, "labels": 180}
+    # The same seed gives the same augmentations, whatever the number of workers.
+    again = lc.like("./shapes-augmented-again", ds, overwrite=True)
+    augment(copies=3).eval(ds, again, num_workers=0, seed=0, progressbar=False)
+    assert np.array_equal(again.images.numpy(), out.images.numpy())
     assert out.images.shape == (180, SIZE, SIZE, 3)
     out.summary()
 

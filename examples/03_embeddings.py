@@ -1,5 +1,6 @@
-"""Add an embedding column computed by a model that each worker loads once (seed: Accelerate's
-"distributed datasets mapping"). The model is a small numpy network saved to a file."""
+"""Add an embedding column, computed by a model each worker loads once, to a dataset in place (seed:
+Accelerate's "distributed datasets mapping"). The images are not copied: only the new column is written.
+The model is a small numpy network saved to a file."""
 
 import numpy as np
 
@@ -26,27 +27,29 @@ class Embed:
         x = images.reshape(len(images), -1).astype(np.float32) / 255
         emb = np.tanh(x @ self.weights)
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-        sample_out.extend({"images": images, "labels": sample_in.labels.numpy(), "embedding": emb})
+        sample_out.embedding.extend(emb)  # only the new column: images and labels stay as they are
 
 
 def main():
     ds = make_shapes_dataset("./shapes", n=200, size=(32, 32))
     train_model("./model.npy", input_size=32 * 32 * 3)
 
-    # The output: the input's tensors plus the new column, in the input's order.
-    out = lc.like("./shapes-embedded", ds, overwrite=True)
-    out.create_tensor("embedding", htype="embedding", dtype="float32")
-    result = Embed(weights_path="./model.npy").eval(ds, out, num_workers=2, batch_size=32)
+    images_before = ds.images.numpy()
+
+    # A new, empty column, filled in place over the dataset's rows; skip_ok: the function writes
+    # only it, and the other tensors keep their content (nothing of them is rewritten).
+    ds.create_tensor("embedding", htype="embedding", dtype="float32")
+    result = Embed(weights_path="./model.npy").eval(ds, num_workers=2, batch_size=32, skip_ok=True)
     print(result)
 
-    emb = out.embedding.numpy()
+    emb = ds.embedding.numpy()
     assert emb.shape == (200, DIM)
-    assert np.array_equal(out.images.numpy(), ds.images.numpy())
+    assert np.array_equal(ds.images.numpy(), images_before)
     # Use it: the nearest neighbour of each sample by cosine similarity.
     sims = emb @ emb.T
     np.fill_diagonal(sims, -np.inf)
     nearest = sims.argmax(axis=1)
-    labels = out.labels.numpy()
+    labels = ds.labels.numpy()
     agree = float((labels[nearest] == labels).mean())
     print(f"embedding {emb.shape}; nearest neighbour has the same label for {agree:.0%} of samples")
 

@@ -10,7 +10,7 @@ import zarr
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-from lakecompute.datasets import Dataset, DatasetView
+from lakecompute.datasets import Dataset, DatasetView, base_dataset
 from lakecompute.errors import (
     DatasetExistsError,
     DatasetNotFoundError,
@@ -128,11 +128,12 @@ def like(
 ) -> Dataset:
     """Create an empty dataset with the same tensors as ``source`` (names, htypes, dtypes,
     compressions, class names) and no samples."""
-    src = source if isinstance(source, Dataset) else source._base_ds()
+    src = base_dataset(source)
     out = empty(path, overwrite=overwrite, storage_options=storage_options)
     with out:
         for name, tensor in src.tensors.items():
             out.create_tensor_like(name, tensor)
+        out.commit(f"create tensors like {src.path}")
     return out
 
 

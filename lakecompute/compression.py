@@ -37,6 +37,7 @@ __all__ = [
     "ChunkCompression",
     "SampleCompression",
     "decode_image",
+    "decoded_mode",
     "encode_image",
     "image_shape_from_bytes",
     "parse_chunk_compression",
@@ -249,7 +250,7 @@ def decode_image(data: bytes | memoryview, shape: tuple[int, ...] | None = None)
     """
     image = _open(data)
     if shape is None:
-        mode = _decoded_mode(image)
+        mode = decoded_mode(image)
     else:
         mode = _mode_for_shape(shape)
         width, height = image.size
@@ -294,7 +295,7 @@ def image_shape_from_bytes(data: bytes | memoryview) -> tuple[int, ...]:
     # Image.open parses the header only; the pixels are decoded on first access, which never comes.
     image = _open(data)
     width, height = image.size
-    mode = _decoded_mode(image)
+    mode = decoded_mode(image)
     return (height, width) if mode == "L" else (height, width, len(mode))
 
 
@@ -344,7 +345,7 @@ def _open(data: bytes | memoryview) -> Image.Image:
         ) from exc
 
 
-def _decoded_mode(image: Image.Image) -> str:
+def decoded_mode(image: Image.Image) -> str:
     """Return the 8-bit mode (L, RGB or RGBA) decode_image turns ``image`` into."""
     if image.mode == "P":
         return "RGBA" if "transparency" in image.info else "RGB"

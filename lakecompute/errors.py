@@ -7,6 +7,8 @@ is wrong (expected vs got) and then what to do.
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from typing import Any
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "TensorExistsError",
     "TransformError",
     "WorkerDiedError",
+    "warn",
 ]
 
 
@@ -55,6 +58,16 @@ def _restore_error(
 
 class LakeComputeWarning(UserWarning):
     """Warned when lakecompute falls back to a slower or weaker behaviour instead of raising."""
+
+
+def warn(message: str) -> None:
+    """Warn with a `LakeComputeWarning` pointing at the user's code (the first frame outside lakecompute)."""
+    frame = inspect.currentframe()
+    level = 1
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("lakecompute"):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, LakeComputeWarning, stacklevel=level)
 
 
 class InvalidArgumentError(LakeComputeError, ValueError):

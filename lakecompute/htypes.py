@@ -128,33 +128,39 @@ def parse_tensor_spec(
         ht = "image"
     use_default = chunk_compression == "default"
     cc = None if use_default else compression.parse_chunk_compression(chunk_compression)
-    default = _DEFAULT_DTYPE[ht]
-    if dtype is None:
-        dt = default
-    else:
-        if ht in ("text", "json"):
-            raise InvalidArgumentError(
-                f"htype {ht!r} stores {default} values; do not pass dtype (got {dtype!r})."
-            )
-        try:
-            npdt = np.dtype(dtype)  # type: ignore[call-overload]
-        except TypeError as exc:
-            raise InvalidArgumentError(f"Unknown dtype {dtype!r} for tensor {name!r}.") from exc
-        if npdt.kind not in "biufc":
-            raise InvalidArgumentError(
-                f"Tensor {name!r}: expected a numeric dtype (bool, int, uint, float, complex). Got {npdt}. "
-                "Use htype='text' for strings and htype='json' for objects."
-            )
-        if ht == "image" and npdt != np.uint8:
-            raise InvalidArgumentError(f"Image tensor {name!r} must have dtype uint8. Got {npdt}.")
-        if ht == "class_label" and npdt.kind not in "iu":
-            raise InvalidArgumentError(f"class_label tensor {name!r} needs an integer dtype. Got {npdt}.")
-        if ht == "embedding" and npdt.kind != "f":
-            raise InvalidArgumentError(f"embedding tensor {name!r} needs a float dtype. Got {npdt}.")
-        dt = npdt.name
+    dt = _DEFAULT_DTYPE[ht] if dtype is None else _parse_dtype(name, ht, dtype)
     if use_default and sc is None and ht not in ("text", "json"):
         cc = "zstd"  # cheap and effective on numeric data; encoded images gain nothing from it
     return TensorSpec(name=name, htype=ht, dtype=dt, sample_compression=sc, chunk_compression=cc)
+
+
+def _parse_dtype(name: str, ht: str, dtype: object) -> str:
+    """Check a dtype given to ``create_tensor`` against the tensor's htype; its numpy name."""
+    if ht in ("text", "json"):
+        raise InvalidArgumentError(
+            f"htype {ht!r} stores {_DEFAULT_DTYPE[ht]} values; do not pass dtype (got {dtype!r})."
+        )
+    try:
+        npdt = np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise InvalidArgumentError(f"Unknown dtype {dtype!r} for tensor {name!r}.") from exc
+    if npdt.kind not in "biufc":
+        raise InvalidArgumentError(
+            f"Tensor {name!r}: expected a numeric dtype (bool, int, uint, float, complex). Got {npdt}. "
+            "Use htype='text' for strings and htype='json' for objects."
+        )
+    refused = {
+        "image": (npdt != np.uint8, f"Image tensor {name!r} must have dtype uint8. Got {npdt}."),
+        "class_label": (
+            npdt.kind not in "iu",
+            f"class_label tensor {name!r} needs an integer dtype. Got {npdt}.",
+        ),
+        "embedding": (npdt.kind != "f", f"embedding tensor {name!r} needs a float dtype. Got {npdt}."),
+    }
+    wrong, message = refused.get(ht, (False, ""))
+    if wrong:
+        raise InvalidArgumentError(message)
+    return str(npdt.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,34 +248,53 @@ def _check_image(arr: np.ndarray, tensor: str) -> None:
 
 def encode_sample(spec: TensorSpec, value: object, class_names: list[str]) -> Encoded:
     """Check one sample against ``spec`` and turn it into what is stored."""
-    name, ht = spec.name, spec.htype
-    if ht == "text":
-        if hasattr(value, "text") and callable(value.text):
-            value = value.text()
-        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "U":
-            value = str(value)
-        if not isinstance(value, str):
-            raise InvalidSampleError(
-                name, f"expected str for a text tensor. Got {type(value).__name__}: {value!r:.80}."
-            )
-        return Encoded(None, value.encode("utf-8"), ())
-    if ht == "json":
-        if hasattr(value, "data") and callable(value.data):
-            value = value.data()
-        try:
-            blob = json.dumps(value, default=_json_default, allow_nan=False).encode("utf-8")
-        except (TypeError, ValueError) as exc:
-            raise InvalidSampleError(name, f"value is not JSON-serialisable ({exc}).") from exc
-        return Encoded(None, blob, ())
+    if spec.htype == "text":
+        return _encode_text(spec.name, value)
+    if spec.htype == "json":
+        return _encode_json(spec.name, value)
     blob_in = getattr(value, "_lakecompute_blob", None)
     if blob_in is not None and spec.sample_compression is not None:
         # A lazily read file (lc.read) whose encoding already matches: store its bytes as they are.
         fmt, data, shape = blob_in()
         if fmt == spec.sample_compression:
             return Encoded(None, data, tuple(shape))
-    if ht == "class_label":
-        value = _class_index(value, class_names, name)
-    arr = _as_array(value, name)
+    if spec.htype == "class_label":
+        value = _class_index(value, class_names, spec.name)
+    arr = _as_array(value, spec.name)
+    _check_htype(spec, arr, value, class_names)
+    if spec.dtype is not None:
+        arr = cast_checked(arr, np.dtype(spec.dtype), spec.name)
+    if spec.sample_compression is not None:
+        blob = compression.encode_image(arr, spec.sample_compression, tensor=spec.name)
+        return Encoded(None, blob, arr.shape)
+    return Encoded(arr, None, arr.shape)
+
+
+def _encode_text(name: str, value: object) -> Encoded:
+    if hasattr(value, "text") and callable(value.text):
+        value = value.text()
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "U":
+        value = str(value)
+    if not isinstance(value, str):
+        raise InvalidSampleError(
+            name, f"expected str for a text tensor. Got {type(value).__name__}: {value!r:.80}."
+        )
+    return Encoded(None, value.encode("utf-8"), ())
+
+
+def _encode_json(name: str, value: object) -> Encoded:
+    if hasattr(value, "data") and callable(value.data):
+        value = value.data()
+    try:
+        blob = json.dumps(value, default=_json_default, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise InvalidSampleError(name, f"value is not JSON-serialisable ({exc}).") from exc
+    return Encoded(None, blob, ())
+
+
+def _check_htype(spec: TensorSpec, arr: np.ndarray, value: object, class_names: list[str]) -> None:
+    """What an image, an embedding or a class label must be, beyond being numbers."""
+    name, ht = spec.name, spec.htype
     if ht == "image":
         _check_image(arr, name)
     elif ht == "embedding" and arr.ndim != 1:
@@ -280,11 +305,6 @@ def encode_sample(spec: TensorSpec, value: object, class_names: list[str]) -> En
                 name, f"expected an integer class index or a class name. Got {arr.dtype} {value!r:.80}."
             )
         _check_label_range(arr, class_names, name)
-    if spec.dtype is not None:
-        arr = cast_checked(arr, np.dtype(spec.dtype), name)
-    if spec.sample_compression is not None:
-        return Encoded(None, compression.encode_image(arr, spec.sample_compression, tensor=name), arr.shape)
-    return Encoded(arr, None, arr.shape)
 
 
 def encode_batch(spec: TensorSpec, values: np.ndarray, class_names: list[str]) -> np.ndarray | None:

@@ -98,13 +98,13 @@ class ImageFile:
             raise _unreadable(self.path, exc) from exc
 
     def _header(self) -> None:
-        from lakecompute.compression import _decoded_mode
+        from lakecompute.compression import decoded_mode
 
         image = self._open()
         fmt = image.format or "unknown"
         self._format = _FORMATS.get(fmt, fmt.lower())
         try:
-            mode = _decoded_mode(image)
+            mode = decoded_mode(image)
         except InvalidArgumentError as exc:
             raise _unreadable(self.path, exc) from exc
         width, height = image.size
@@ -245,14 +245,14 @@ def _load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarra
     be stored as they are, else the pixels in ``mode``."""
     from PIL import Image
 
-    from lakecompute.compression import _decoded_mode
+    from lakecompute.compression import decoded_mode
 
     file = ImageFile(path)
     data = file._bytes()
     try:
         with Image.open(BytesIO(data)) as opened:
             opened.load()
-            decoded = _decoded_mode(opened)
+            decoded = decoded_mode(opened)
             fmt = _FORMATS.get(opened.format or "", "")
             if compression is not None and fmt == compression and decoded == mode:
                 file._format = fmt

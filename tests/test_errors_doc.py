@@ -117,18 +117,47 @@ def _worker_died(tmp: Path) -> Any:
         double().eval(list(range(20)), _out(tmp), num_workers=2, checkpoint_interval=5, progressbar=False)
 
 
-def _uncommitted_out(tmp: Path) -> Any:
-    out = _out(tmp)
-    with out:
-        out.x.append(1)
-        double().eval(list(range(5)), out, progressbar=False)
+LOCK = threading.Lock()
 
 
-def _uncommitted_in(tmp: Path) -> Any:
-    src = _numbers(tmp)
-    with src:
-        src.x.append(1)
-        double().eval(src, _out(tmp), progressbar=False)
+@lc.compute
+def reads_lock(sample_in: Any, sample_out: Any) -> None:
+    """Write x, reading a global that has no stable identity."""
+    with LOCK:
+        sample_out.x.append(int(sample_in))
+
+
+@lc.compute
+def drops_odd(sample_in: Any, sample_out: Any) -> None:
+    """Relabel even rows only: a filter, which in place would misalign the kept tensors."""
+    if int(sample_in.x.numpy()) % 2 == 0:
+        sample_out.y.append(0)
+
+
+@lc.compute
+def writes_and_returns(sample_in: Any, sample_out: Any) -> dict[str, int]:
+    """Append a row and also return one."""
+    sample_out.x.append(1)
+    return {"x": 2}
+
+
+@lc.compute
+def returns_int(sample_in: Any, sample_out: Any) -> int:
+    """Return an int instead of rows."""
+    return 3
+
+
+@lc.compute
+def with_rng(sample_in: Any, sample_out: Any, rng: Any) -> None:
+    """Write a random draw."""
+    sample_out.x.append(int(rng.integers(10)))
+
+
+def _two_columns(tmp: Path) -> lc.Dataset:
+    ds = _numbers(tmp)
+    ds.create_tensor("y", dtype="int64")
+    ds.y.extend(np.arange(20))
+    return ds
 
 
 def _ray(tmp: Path) -> Any:
@@ -197,8 +226,18 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "out-is-view": lambda t: double().eval(list(range(5)), _out(t)[0:0]),
     "out-not-dataset": lambda t: double().eval(list(range(5)), [], progressbar=False),
     "out-no-tensors": lambda t: double().eval(list(range(5)), lc.empty(str(t / "e")), progressbar=False),
-    "out-uncommitted": _uncommitted_out,
-    "in-uncommitted": _uncommitted_in,
+    "in-place-aligned": lambda t: drops_odd().eval(_two_columns(t), skip_ok=True, progressbar=False),
+    "in-place-ignore-errors": lambda t: drops_odd().eval(
+        _two_columns(t), skip_ok=True, ignore_errors=True, progressbar=False
+    ),
+    "return-and-write": lambda t: writes_and_returns().eval(list(range(5)), _out(t), progressbar=False),
+    "return-other": lambda t: returns_int().eval(list(range(5)), _out(t), progressbar=False),
+    "factory-eval": lambda t: double.eval(list(range(5)), _out(t)),
+    "rng-bound": lambda t: with_rng(rng=1),
+    "seed": lambda t: double().eval(list(range(5)), _out(t), seed=-1),
+    "fingerprint-global": lambda t: reads_lock().eval(
+        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
+    ),
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
 
 if TYPE_CHECKING:
     from lakecompute.compute._engine import EvalResult
@@ -39,16 +39,22 @@ class ComputeFunction:
     def is_class(self) -> bool:
         return inspect.isclass(self.func)
 
-    def instantiate(self) -> Callable[[Any, Any], Any]:
-        """The per-sample callable: a bound function, or a new instance of the class (its
-        ``__init__`` runs here — once per worker)."""
+    @property
+    def wants_rng(self) -> bool:
+        """Whether the function (or the class's ``__call__``) takes an ``rng`` argument: a seeded
+        ``numpy.random.Generator`` per sample (see ``eval(seed=)``)."""
+        return _takes_rng(self.func)
+
+    def instantiate(self) -> Callable[..., Any]:
+        """The per-sample callable, ``call(sample_in, sample_out)`` (plus ``rng=`` if it takes one): a
+        bound function, or a new instance of the class (its ``__init__`` runs here — once per worker)."""
         if self.is_class:
-            instance: Callable[[Any, Any], Any] = self.func(*self.args, **self.kwargs)
+            instance: Callable[..., Any] = self.func(*self.args, **self.kwargs)
             return instance
         func, args, kwargs = self.func, self.args, self.kwargs
         if not args and not kwargs:
             return func
-        return lambda sample_in, sample_out: func(sample_in, sample_out, *args, **kwargs)
+        return lambda sample_in, sample_out, **rng: func(sample_in, sample_out, *args, **kwargs, **rng)
 
     def eval(
         self,
@@ -63,10 +69,12 @@ class ComputeFunction:
         ignore_errors: bool = False,
         checkpoint_interval: int = 0,
         batch_size: int | None = None,
+        seed: int | None = None,
+        rerun: bool = False,
     ) -> EvalResult:
         """Run the transform over ``data_in`` and write the outputs into ``data_out``.
 
-        See :meth:`Pipeline.eval` for the arguments.
+        See `Pipeline.eval` for the arguments.
         """
         return Pipeline([self]).eval(
             data_in,
@@ -80,6 +88,8 @@ class ComputeFunction:
             ignore_errors=ignore_errors,
             checkpoint_interval=checkpoint_interval,
             batch_size=batch_size,
+            seed=seed,
+            rerun=rerun,
         )
 
     def __repr__(self) -> str:
@@ -115,35 +125,43 @@ class Pipeline:
         ignore_errors: bool = False,
         checkpoint_interval: int = 0,
         batch_size: int | None = None,
+        seed: int | None = None,
+        rerun: bool = False,
     ) -> EvalResult:
         """Run the pipeline over ``data_in`` and write the outputs into ``data_out``.
 
         Args:
             data_in: a Dataset or view, a sequence (list, numpy array, anything with ``__len__`` and
                 ``__getitem__``), or an iterable without a length (streamed).
-            data_out: the Dataset to write; None to transform ``data_in`` (a Dataset) in place.
+            data_out: the Dataset to write; None to transform ``data_in`` (a Dataset) in place: the tensors
+                the functions write are replaced in one commit, the others keep their content.
             num_workers: 0 runs in the calling process; otherwise how many workers run tasks.
             scheduler: ``"serial"``, ``"threaded"``, ``"processed"`` or ``"ray"``.
             progressbar: show a progress bar.
-            skip_ok: tensors of ``data_out`` that the functions never write are allowed.
+            skip_ok: tensors of ``data_out`` that the functions never write are allowed (left short, or
+                kept as they are in place).
             check_lengths: every written tensor must get the same number of items per input.
-            pad_data_in: for dataset input, pad shorter tensors (with empty samples) to the longest.
+            pad_data_in: for dataset input, pad shorter tensors to the longest (empty arrays; a scalar
+                tensor with zero, text with ``""``, json with None).
             ignore_errors: skip failing samples and report them in the result instead of raising.
             checkpoint_interval: commit every this many input samples; a rerun resumes after the last.
             batch_size: give the functions batches of this many samples.
+            seed: the seed of the ``rng`` argument a function may take: a ``numpy.random.Generator``
+                derived from (seed, input index, stage), the same for any workers and after a resume.
+                None draws one, reported in the result and the version's log.
+            rerun: write again even if an identical eval already completed into ``data_out`` (otherwise
+                that rerun does nothing and warns).
 
         Returns:
-            An :class:`EvalResult`.
+            An `EvalResult`.
 
         Raises:
             TransformError: user code failed on a sample (``.index``, ``.sample``, ``__cause__``).
         """
         from lakecompute.compute._engine import run_eval
+        from lakecompute.compute._options import EvalOptions
 
-        return run_eval(
-            self,
-            data_in,
-            data_out,
+        options = EvalOptions.parse(
             num_workers=num_workers,
             scheduler=scheduler,
             progressbar=progressbar,
@@ -153,7 +171,15 @@ class Pipeline:
             ignore_errors=ignore_errors,
             checkpoint_interval=checkpoint_interval,
             batch_size=batch_size,
+            seed=seed,
+            rerun=rerun,
         )
+        try:
+            return run_eval(self, data_in, data_out, options)
+        except TransformError as err:
+            # Raised again from here: the traceback shows the user's call and this frame, not the
+            # engine's internals (the worker's full traceback is in err.remote_traceback).
+            raise err.with_traceback(None) from err.__cause__
 
 
 class _ComputeFactory(Generic[P]):
@@ -164,7 +190,20 @@ class _ComputeFactory(Generic[P]):
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> ComputeFunction:
+        if "rng" in kwargs and _takes_rng(self.func):
+            raise InvalidArgumentError(
+                f"{getattr(self.func, '__name__', self.func)}(rng=...): rng is given to the function by "
+                "eval, one seeded generator per sample. Pass seed= to eval instead."
+            )
         return ComputeFunction(self.func, tuple(args), dict(kwargs))
+
+    def eval(self, *args: Any, **kwargs: Any) -> Any:
+        """Refuse, explaining: a factory must be called (binding its arguments) before ``.eval``."""
+        name = getattr(self.func, "__name__", "fn")
+        raise InvalidTypeError(
+            f"{name}.eval(...) is called on the compute factory itself: call it first to bind its "
+            f"arguments, then eval: {name}().eval(...) (or {name}(arg=...).eval(...))."
+        )
 
     def __repr__(self) -> str:
         return f"<lakecompute.compute {getattr(self.func, '__qualname__', self.func)!r}>"
@@ -240,3 +279,34 @@ def compose(functions: Sequence[ComputeFunction | Pipeline]) -> Pipeline:
     if not flat:
         raise InvalidArgumentError("lc.compose needs at least one compute function. Got an empty list.")
     return Pipeline(flat)
+
+
+def as_pipeline(transform: ComputeFunction | Pipeline) -> Pipeline:
+    """A pipeline of one function, or the pipeline itself.
+
+    Raises:
+        InvalidTypeError: ``transform`` is neither (a factory that was not called, say).
+    """
+    if isinstance(transform, Pipeline):
+        return transform
+    if isinstance(transform, ComputeFunction):
+        return Pipeline([transform])
+    if isinstance(transform, _ComputeFactory):
+        raise InvalidTypeError(
+            f"Got {transform!r}, a compute factory: call it to bind its arguments, "
+            f"e.g. {transform.func.__name__}()."
+        )
+    raise InvalidTypeError(
+        "Expected a compute function (made with @lc.compute and called) or lc.compose([...]). "
+        f"Got {transform!r}."
+    )
+
+
+def _takes_rng(func: Callable[..., Any]) -> bool:
+    target = getattr(func, "__call__", None) if inspect.isclass(func) else func  # noqa: B004 (the class's instances' call)
+    try:
+        params = inspect.signature(target).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    rng = params.get("rng")
+    return rng is not None and rng.kind in (rng.POSITIONAL_OR_KEYWORD, rng.KEYWORD_ONLY)

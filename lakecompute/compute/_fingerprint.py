@@ -1,17 +1,27 @@
-"""Fingerprints of evals: what makes a rerun "the same eval" for checkpoint resume.
+"""Fingerprints of evals: what makes a rerun "the same eval".
 
-A fingerprint hashes the code of every compute function, its bound arguments, the input's
-identity (location, version and positions for datasets; content for plain sequences) and the output
-tensors. A value that has no stable identity raises :class:`FingerprintError` naming it — a random
-key would silently defeat resume, which is worse than an error.
+A fingerprint hashes the code of every compute function together with what that code depends on —
+its bound arguments, the variables it captured in a closure, and the module globals it reads (by
+value, recursively into the user's own functions) — plus the input's identity (location, version and
+positions for datasets; content for plain sequences), the output tensors and the options that change
+what is written. It is how a rerun finds the checkpoints of an interrupted run, and how an identical
+completed eval is recognised and not written twice.
+
+A value that has no stable identity raises :class:`FingerprintError` naming it (an argument, a captured
+variable, a global): a random key would silently defeat resume, which is worse than an error. Library
+code (the standard library, installed packages, lakecompute) is identified by its qualified name only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import dis
 import hashlib
 import inspect
-import json
+import os
+import struct
+import sys
+import sysconfig
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -24,90 +34,224 @@ if TYPE_CHECKING:
 
 __all__ = ["fingerprint_eval", "fingerprint_value"]
 
-_MAX_SEQUENCE = 10_000_000
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL"})
 
 
-def _code_identity(obj: Any) -> list[Any]:
-    """The identity of a function or class: its qualified name and its source (or bytecode)."""
-    name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # lakecompute itself
+    return tuple(os.path.abspath(r) + os.sep for r in roots)
+
+
+_LIBRARY_ROOTS = _library_roots()
+
+
+def _is_library(obj: Any) -> bool:
+    """Whether ``obj`` is defined by library code (identified by name, not by its source)."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    if module is None or path is None:
+        return module is not None and module.__name__ != "__main__"  # a built-in module
+    return os.path.abspath(str(path)).startswith(_LIBRARY_ROOTS)
+
+
+class _Hasher:
+    """Feeds a canonical byte form of values into a sha256, raising FingerprintError on the unknown."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+        self._code_seen: set[int] = set()
+
+    def digest(self) -> str:
+        return self._h.hexdigest()[:32]
+
+    def key(self, text: str) -> None:
+        """Feed a name that labels the next value (a keyword argument's, say)."""
+        self._text(b"k", text)
+
+    def _put(self, tag: bytes, data: bytes = b"") -> None:
+        self._h.update(tag + struct.pack("<Q", len(data)) + data)
+
+    def _text(self, tag: bytes, text: str) -> None:
+        self._put(tag, text.encode("utf-8", "surrogatepass"))
+
+    # -- values ----------------------------------------------------------------------------------
+    def value(self, value: Any, what: str) -> None:
+        """Feed ``value`` (named ``what`` in errors)."""
+        if value is None or isinstance(value, (bool, int, float, complex, str)):
+            self._text(b"p" + type(value).__name__.encode(), repr(value))
+            return
+        if isinstance(value, bytes):
+            self._put(b"y", value)
+            return
+        if isinstance(value, np.generic):
+            self._text(b"g", f"{value.dtype.str}:{value.item()!r}")
+            return
+        if isinstance(value, np.ndarray):
+            self._array(value, what)
+            return
+        if isinstance(value, (list, tuple, range, dict, set, frozenset)):
+            self._container(value, what)
+            return
+        self._object(value, what)
+
+    def _array(self, value: np.ndarray, what: str) -> None:
+        if value.dtype.kind == "O":
+            self._container(value.tolist(), what)
+            return
+        self._text(b"a", f"{value.dtype.str}{value.shape}")
+        self._h.update(np.ascontiguousarray(value).tobytes())
+
+    def _container(self, value: Any, what: str) -> None:
+        if isinstance(value, range):
+            self._text(b"r", f"{value.start}:{value.stop}:{value.step}")
+        elif isinstance(value, dict):
+            items = sorted((repr(k), _sub(v, f"{what}[{k!r}]")) for k, v in value.items())
+            self._text(b"d", repr(items))
+        elif isinstance(value, (set, frozenset)):
+            self._text(b"s", repr(sorted(_sub(v, what) for v in value)))
+        else:
+            self._text(b"l" + type(value).__name__.encode(), str(len(value)))
+            for i, v in enumerate(value):
+                self.value(v, f"{what}[{i}]")
+
+    def _object(self, value: Any, what: str) -> None:
+        custom = getattr(value, "__lakecompute_fingerprint__", None)
+        if callable(custom) and not isinstance(value, type):
+            self._text(b"c", type(value).__qualname__)
+            self.value(custom(), what)
+            return
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            self.code(type(value), what)
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            self.value(fields, what)
+            return
+        inner = getattr(value, "func", None)
+        if inner is not None and hasattr(value, "args") and callable(inner):
+            # functools.partial, our ComputeFunction and compute factories: the function and its arguments.
+            self.code(inner, what)
+            self.value(tuple(getattr(value, "args", ())), f"{what}.args")
+            self.value(dict(getattr(value, "kwargs", None) or getattr(value, "keywords", None) or {}), what)
+            return
+        if isinstance(value, types.ModuleType):
+            self._text(b"m", value.__name__)
+            return
+        if inspect.isroutine(value) or inspect.isclass(value) or isinstance(value, np.ufunc):
+            self.code(value, what)  # instances are values, never code: a model object is not its class
+            return
+        raise FingerprintError(
+            f"Cannot fingerprint {what} of type {type(value).__name__}: it has no stable identity, so a "
+            "rerun could not be recognised as the same eval. Pass plain values (numbers, strings, lists, "
+            "dicts, numpy arrays), give the type a __lakecompute_fingerprint__() method, or run without "
+            "checkpoint_interval."
+        )
+
+    # -- code ------------------------------------------------------------------------------------
+    def code(self, obj: Any, what: str) -> None:
+        """Feed a function or class: its name, its source, and (for user code) what it depends on."""
+        name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', None) or repr(obj)}"
+        self._text(b"n", name)
+        if _is_library(obj) or id(obj) in self._code_seen:
+            return  # library code by name; user code once (it may refer to itself)
+        self._code_seen.add(id(obj))
+        self._text(b"S", _source(obj, name))
+        for function in _functions_of(obj):
+            self._closure(function, name)
+            self._globals(function, name)
+
+    def _closure(self, function: types.FunctionType, name: str) -> None:
+        for var, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=False):
+            self._text(b"v", var)
+            try:
+                contents = cell.cell_contents
+            except ValueError:
+                self._text(b"e", "empty")
+                continue
+            self.value(contents, f"variable {var!r} captured by {name}")
+
+    def _globals(self, function: types.FunctionType, name: str) -> None:
+        namespace = function.__globals__
+        for var in sorted(_global_names(function.__code__)):
+            if var in namespace:
+                self._text(b"G", var)
+                self.value(namespace[var], f"global {var!r} read by {name}")
+
+
+def _sub(value: Any, what: str) -> str:
+    h = _Hasher()
+    h.value(value, what)
+    return h.digest()
+
+
+def _source(obj: Any, name: str) -> str:
     try:
-        source = inspect.getsource(obj)
+        return inspect.getsource(obj)
     except (OSError, TypeError):
-        code = getattr(obj, "__code__", None)
-        if code is None and inspect.isclass(obj):
-            code = getattr(inspect.getattr_static(obj, "__call__", None), "__code__", None)
-        if code is None:
-            raise FingerprintError(
-                f"Cannot fingerprint {name}: its source code is not available. "
-                "Define it in a module file, or run without checkpoint_interval."
-            ) from None
-        source = _code_bytes(code).hex()
-    return [name, source]
+        pass
+    code = getattr(obj, "__code__", None)
+    if code is None and inspect.isclass(obj):
+        code = getattr(inspect.getattr_static(obj, "__call__", None), "__code__", None)
+    if code is None:
+        raise FingerprintError(
+            f"Cannot fingerprint {name}: its source code is not available. "
+            "Define it in a module file, or run without checkpoint_interval."
+        ) from None
+    return _code_bytes(code).hex()
 
 
 def _code_bytes(code: types.CodeType) -> bytes:
     parts = [code.co_code]
     for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            parts.append(_code_bytes(const))
-        else:
-            parts.append(repr(const).encode())
+        parts.append(_code_bytes(const) if isinstance(const, types.CodeType) else repr(const).encode())
     return b"".join(parts)
 
 
-def fingerprint_value(value: Any, what: str) -> Any:
-    """A JSON-able stand-in for ``value`` that is equal exactly when the value is.
+def _functions_of(obj: Any) -> list[types.FunctionType]:
+    """The Python functions whose closures and globals ``obj`` depends on (a class: its methods)."""
+    if inspect.isfunction(obj):
+        return [obj]
+    if not inspect.isclass(obj):
+        return []
+    out = []
+    for attr in vars(obj).values():
+        target = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+        if inspect.isfunction(target):
+            out.append(target)
+    return out
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in _GLOBAL_OPS}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def fingerprint_value(value: Any, what: str) -> str:
+    """A digest of ``value`` that is equal exactly when the value is.
 
     Raises:
         FingerprintError: the value has no stable identity (named by ``what``).
     """
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, bytes):
-        return {"bytes": hashlib.sha256(value).hexdigest()}
-    if isinstance(value, np.generic):
-        return {"np": value.dtype.str, "v": repr(value.item())}
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind == "O":
-            return {"list": [fingerprint_value(v, f"{what}[{i}]") for i, v in enumerate(value.tolist())]}
-        digest = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
-        return {"ndarray": digest, "dtype": value.dtype.str, "shape": list(value.shape)}
-    if isinstance(value, (list, tuple)):
-        if len(value) > _MAX_SEQUENCE:
-            raise FingerprintError(f"Cannot fingerprint {what}: {len(value)} items is too many to hash.")
-        return {type(value).__name__: [fingerprint_value(v, f"{what}[{i}]") for i, v in enumerate(value)]}
-    if isinstance(value, range):
-        return {"range": [value.start, value.stop, value.step]}
-    if isinstance(value, dict):
-        items = sorted(((repr(k), fingerprint_value(v, f"{what}[{k!r}]")) for k, v in value.items()))
-        return {"dict": items}
-    if isinstance(value, (set, frozenset)):
-        return {"set": sorted(json.dumps(fingerprint_value(v, what)) for v in value)}
-    custom = getattr(value, "__lakecompute_fingerprint__", None)
-    if callable(custom):
-        return {"custom": fingerprint_value(custom(), what)}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"dataclass": _code_identity(type(value))[0], "fields": fingerprint_value(fields, what)}
-    if inspect.isfunction(value) or inspect.isclass(value):
-        return {"code": _code_identity(value)}
-    raise FingerprintError(
-        f"Cannot fingerprint {what} of type {type(value).__name__}: it has no stable identity, so a rerun "
-        "could not be recognised as the same eval. Pass plain values (numbers, strings, lists, dicts, numpy "
-        "arrays), give the type a __lakecompute_fingerprint__() method, or run without checkpoint_interval."
-    )
+    return _sub(value, what)
 
 
 def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> str:
-    """The fingerprint of an eval: functions, bound arguments, input identity and output tensors."""
-    stages = []
+    """The fingerprint of an eval: functions (and what they read), arguments, input and output.
+
+    Raises:
+        FingerprintError: something the eval depends on cannot be fingerprinted (named in the message).
+    """
+    h = _Hasher()
     for f in pipeline.functions:
-        args = [fingerprint_value(a, f"argument {i} of {f.name}") for i, a in enumerate(f.args)]
-        kwargs = {k: fingerprint_value(v, f"argument {k!r} of {f.name}") for k, v in f.kwargs.items()}
-        stages.append({"code": _code_identity(f.func), "args": args, "kwargs": kwargs})
-    body = json.dumps(
-        {"stages": stages, "input": input_identity, "output": output}, sort_keys=True, default=str
-    )
-    return hashlib.sha256(body.encode()).hexdigest()[:32]
+        h.code(f.func, f.name)
+        for i, a in enumerate(f.args):
+            h.value(a, f"argument {i} of {f.name}")
+        for k in sorted(f.kwargs):
+            h.key(k)
+            h.value(f.kwargs[k], f"argument {k!r} of {f.name}")
+    h.value(input_identity, "data_in")
+    h.value(output, "data_out")
+    return h.digest()

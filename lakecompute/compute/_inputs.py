@@ -7,17 +7,19 @@ per worker; only length-less iterables send their items with each task.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import column_row_class, row_class
-from lakecompute.datasets import Dataset, DatasetView
+from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
-from lakecompute.storage import BackendSpec, open_backend, read_manifest
+from lakecompute.storage import BackendSpec
 
-__all__ = ["DatasetSource", "IterableSource", "SequenceSource", "Source", "make_source"]
+__all__ = ["DatasetSource", "IterableSource", "SequenceSource", "Source", "estimate_bytes", "make_source"]
 
 
 class Source:
@@ -42,25 +44,29 @@ class Source:
 
 
 class DatasetSource(Source):
-    """Dataset or view input: workers open the same committed version and read their range."""
+    """Dataset or view input: workers open the same committed version and read their range.
 
-    def __init__(self, data_in: Dataset | DatasetView, pad: bool) -> None:
-        base = data_in._base_ds()
-        if base._dirty or any(base._session.pending(n) for n in base._head.tensors):
-            raise InvalidArgumentError(
-                f"data_in {base.path!r} has uncommitted changes. Commit them first (leave the `with` block "
-                "or call ds.commit()), so the workers read what you see."
-            )
-        self.spec: BackendSpec = base._backend.spec
+    Args:
+        data_in: the dataset or view (its pending changes must be committed: workers read a version).
+        pad: pad shorter tensors to the longest (see `lakecompute.datasets.pad_value`).
+        rows_of_data: read only the tensors that hold data, over the rows they share (an in-place eval:
+            a tensor created empty for the eval to fill is not part of its input).
+    """
+
+    def __init__(self, data_in: Dataset | DatasetView, pad: bool, rows_of_data: bool = False) -> None:
+        base = base_dataset(data_in)
+        self.spec: BackendSpec = base.location
         self.version = base.version
-        self.tensor_names: list[str] = list(base._head.tensors)
-        full = base.max_len if pad else len(base)
+        lengths = {name: len(t) for name, t in base.tensors.items()}
+        if rows_of_data:
+            lengths = {name: n for name, n in lengths.items() if n}
+        self.tensor_names: list[str] = list(lengths)
+        full = max(lengths.values(), default=0) if pad else min(lengths.values(), default=0)
         self.positions: range | np.ndarray = (
             data_in.positions if isinstance(data_in, DatasetView) else range(full)
         )
         self.length = len(self.positions)
         self.pad = pad
-        self.lengths = {n: base._head.tensors[n].length for n in self.tensor_names}
         self._ds: Dataset | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -70,27 +76,13 @@ class DatasetSource(Source):
 
     def dataset(self) -> Dataset:
         if self._ds is None:
-            backend = open_backend(self.spec.url, self.spec.storage_options)
-            self._ds = Dataset(backend, read_manifest(backend, self.version), read_only=True, pinned=True)
+            from lakecompute.api import load
+
+            self._ds = load(self.spec.url, version=self.version, storage_options=self.spec.storage_options)
         return self._ds
 
-    def _column(self, ds: Dataset, name: str, pos: range | np.ndarray) -> list[Any] | np.ndarray:
-        reader = ds._reader(name)
-        n = self.lengths[name]
-        if isinstance(pos, range) and pos.step == 1 and pos.stop <= n:
-            return reader.read_range(pos.start, pos.stop) if len(pos) else []
-        ndim = ds._head.tensors[name].ndim or 0
-        out: list[Any] = []
-        for p in (int(x) for x in pos):
-            out.append(
-                reader.read_one(p) if p < n else np.zeros((0,) * max(ndim, 1), dtype=reader.dtype or "uint8")
-            )
-        return out
-
     def read(self, start: int, stop: int, batch: bool) -> list[Any]:
-        ds = self.dataset()
-        pos = self.positions[start:stop]
-        columns = {name: self._column(ds, name, pos) for name in self.tensor_names or []}
+        columns = read_columns(self.dataset(), self.tensor_names or [], self.positions[start:stop], self.pad)
         if batch:
             return [row_class(tuple(columns))(columns, start)]
         # One row per sample, holding the columns and its position: no dict per sample.
@@ -103,13 +95,16 @@ class DatasetSource(Source):
 
     def identity(self) -> dict[str, Any]:
         pos = self.positions
-        where = [pos.start, pos.stop, pos.step] if isinstance(pos, range) else np.asarray(pos).tolist()
+        where: Any = (
+            [pos.start, pos.stop, pos.step] if isinstance(pos, range) else fingerprint_value(pos, "data_in")
+        )
         return {
             "kind": "dataset",
             "path": self.spec.url,
             "version": self.version,
             "positions": where,
             "pad": self.pad,
+            "tensors": self.tensor_names,
         }
 
 
@@ -134,8 +129,6 @@ class SequenceSource(Source):
         return self.data[index]
 
     def identity(self) -> dict[str, Any]:
-        from lakecompute.compute._fingerprint import fingerprint_value
-
         return {"kind": "sequence", "content": fingerprint_value(self.data, "data_in")}
 
 
@@ -146,13 +139,25 @@ class IterableSource(Source):
         self.data = data
         self.length = None
 
-    def chunks(self, size: int) -> Iterator[list[Any]]:
+    def peek(self, n: int) -> list[Any]:
+        """The first ``n`` items (fewer if the stream is shorter), without consuming them."""
+        it = iter(self.data)
+        head = list(itertools.islice(it, n))
+        self.data = itertools.chain(head, it)
+        return head
+
+    def chunks(self, size: int, max_bytes: int, multiple: int = 1) -> Iterator[list[Any]]:
+        """Items in lists of at most ``size`` items and about ``max_bytes`` bytes (estimated), so that
+        the items the caller holds for tasks in flight stay bounded whatever the items' size. Every list
+        but the last holds a multiple of ``multiple`` items (whole batches)."""
         chunk: list[Any] = []
+        nbytes = 0
         for item in self.data:
             chunk.append(item)
-            if len(chunk) >= size:
+            nbytes += estimate_bytes(item)
+            if (len(chunk) >= size or nbytes >= max_bytes) and len(chunk) % multiple == 0:
                 yield chunk
-                chunk = []
+                chunk, nbytes = [], 0
         if chunk:
             yield chunk
 
@@ -169,10 +174,27 @@ class IterableSource(Source):
         )
 
 
-def make_source(data_in: Any, pad: bool) -> Source:
+def estimate_bytes(value: Any) -> int:
+    """About how many bytes ``value`` holds (arrays, bytes and strings exactly; containers sampled)."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, (bytes, str)):
+        return len(value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return sum(estimate_bytes(v) for v in to_dict().values())
+    if isinstance(value, dict):
+        return sum(estimate_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        head = value[:16]
+        return sum(estimate_bytes(v) for v in head) * max(1, len(value)) // max(1, len(head))
+    return 64
+
+
+def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     """Choose the adapter for ``data_in``."""
     if isinstance(data_in, (Dataset, DatasetView)):
-        return DatasetSource(data_in, pad)
+        return DatasetSource(data_in, pad, rows_of_data=in_place)
     if pad:
         raise InvalidArgumentError("pad_data_in=True is only for dataset input; data_in is not a dataset.")
     if isinstance(data_in, (str, bytes, dict)):

@@ -291,6 +291,10 @@ class SampleOut:
         data = self._data
         return {k: len(v) for k, v in data.items()}
 
+    def total(self) -> int:
+        """Values written so far, over all tensors."""
+        return sum(map(len, self._data.values()))
+
     def items(self) -> dict[str, list[Any]]:
         data = self._data
         return data

@@ -1,10 +1,12 @@
 """The worker side of an eval: what runs for each task, wherever the scheduler puts it.
 
-A task reads its own input range (datasets: from the committed version; sequences: by index),
-runs the fused pipeline per sample, checks and buffers the outputs, writes them as fragments into
-the task's own slots, and returns only fragment descriptions and counts (:class:`TaskResult`).
-Per-worker state (instances of class-based compute functions, the output store) is built once per
-worker and job.
+A task reads its own input range (datasets: from the committed version; sequences: by index), runs the
+fused pipeline per sample, checks and buffers the outputs, writes them as fragments into the task's
+own slots (through the dataset layer's :class:`~lakecompute.datasets.TaskWriter`), and returns only
+fragment descriptions and counts (:class:`TaskResult`). A sample that fails ends the task with a
+:class:`TaskFailure` in its result — a value, not an exception, so that the engine can still wait for
+the tasks before it (see ``_engine``). Per-worker state (the stages, with class-based functions
+instantiated) is built once per worker and eval.
 """
 
 from __future__ import annotations
@@ -12,48 +14,38 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import random
 import threading
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakecompute.compute._inputs import Source
-from lakecompute.compute._samples import InputRow, SampleOut, row_class
-from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TransformError
+from lakecompute.compute._runner import (
+    Stage,
+    StageFailure,
+    absorb_return,
+    build_stages,
+    run_sample,
+)
+from lakecompute.compute._samples import SampleOut
+from lakecompute.datasets import Decisions, FailedSample, OutputSchema, SlotGrant, TaskWriter
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError, RemoteError
 from lakecompute.htypes import Encoded
 from lakecompute.schedulers import ProgressFn
-from lakecompute.storage import BackendSpec, SlotWriter, TensorState, open_backend
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
+    from lakecompute.storage import Fragment
 
-__all__ = ["FailedSample", "Job", "Task", "TaskResult", "forget_job", "preflight", "run_task"]
+__all__ = ["Job", "Task", "TaskFailure", "TaskResult", "forget_job", "preflight", "run_task"]
 
-
-@dataclass(frozen=True, slots=True)
-class FailedSample:
-    """A sample skipped with ``ignore_errors=True``.
-
-    Attributes:
-        index: its position in ``data_in``.
-        function: the compute function that failed.
-        error_type: the exception's type name.
-        message: the exception's message.
-        traceback: the formatted traceback from where it ran.
-    """
-
-    index: int
-    function: str
-    error_type: str
-    message: str
-    traceback: str
-
-    def __repr__(self) -> str:
-        return f"FailedSample(index={self.index}, {self.error_type}: {self.message!s:.80})"
+#: Samples the preflight tries, at most, to find one whose outputs decide ranks and dtypes (it goes on
+#: past the first only when that one failed under ``ignore_errors`` or wrote nothing).
+PREFLIGHT_SCAN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +55,6 @@ class Task:
     number: int
     start: int
     stop: int
-    slot_base: int
     items: list[Any] | None = None
 
     def describe(self) -> str:
@@ -73,188 +64,376 @@ class Task:
         return f"Task({self.number}, data_in[{self.start}:{self.stop}])"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class TaskFailure:
+    """The sample a task stopped at: user code failed on it (or wrote what cannot be stored).
+
+    Attributes:
+        index: the sample's position in ``data_in``.
+        function: the compute function to blame.
+        exc: the exception (a `RemoteError` standing in for one that cannot cross processes).
+        traceback: the exception's traceback, formatted where it was raised.
+        where: the innermost frame of that traceback in the user's code (two indented lines), or "".
+    """
+
+    index: int
+    function: str
+    exc: BaseException
+    traceback: str
+    where: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class TaskResult:
     """What a task sends back: fragment descriptions and counts, never sample data."""
 
     number: int
     start: int
     stop: int
-    fragments: dict[str, list[list[Any]]]
-    counts: dict[str, int]
-    failed: list[FailedSample]
+    fragments: Mapping[str, Sequence[Fragment]]
+    counts: Mapping[str, int]
+    failed: tuple[FailedSample, ...]
+    failure: TaskFailure | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Job:
-    """Everything a worker needs, fixed before the first task starts."""
+    """Everything a worker needs, fixed once before the first task starts.
+
+    Attributes:
+        token: identifies the eval (per-worker state is kept per eval).
+        pipeline: the functions to run.
+        source: where the inputs come from.
+        grant: where the outputs go.
+        schema: the decided output schema the outputs are checked against.
+        seed: the seed of the functions' ``rng`` generators.
+        expected: per output tensor, the values one input writes in the common case (1 for the tensors
+            the first input wrote, 0 for the others); an input that writes otherwise is checked.
+        aligned: every input must write exactly ``expected`` (in place, with tensors kept).
+        ignore_errors, check_lengths, skip_ok, batch_size: the eval's options.
+        block: inputs read and processed at once (bounds a worker's memory).
+        parent_pid: the process that planned the eval (workers elsewhere reseed global generators).
+    """
 
     token: str
     pipeline: Pipeline
     source: Source
-    out: BackendSpec
-    states: dict[str, TensorState]
-    segments: dict[str, str]
-    tensor_pos: dict[str, int]
+    grant: SlotGrant
+    schema: OutputSchema
+    seed: int
+    expected: tuple[int, ...]
+    aligned: bool
     ignore_errors: bool
     check_lengths: bool
     skip_ok: bool
     batch_size: int | None
     block: int
-    names: list[str] = field(default_factory=list)
+    parent_pid: int
 
 
-# -- the worker side -------------------------------------------------------------------------------
+# -- per-worker state --------------------------------------------------------------------------------
 
-# Keyed by process and thread: a forked worker inherits the parent's entries but never matches them.
-_WORKER_STATE: dict[tuple[str, int, int], _WorkerState] = {}
+# Keyed by eval, process and thread: a forked worker inherits the parent's entries but never matches them.
+_WORKER_STATE: dict[tuple[str, int, int], list[Stage]] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-class _WorkerState:
-    """Per worker (process or thread) and job: built once, reused by every task it runs."""
-
-    def __init__(self, job: Job) -> None:
-        # Class-based compute functions are instantiated here: once per worker.
-        self.stages = [(f.instantiate(), f.name) for f in job.pipeline.functions]
-        self.store = open_backend(job.out.url, job.out.storage_options).zarr_store()
-
-
-def _state_for(job: Job) -> _WorkerState:
-    key = (job.token, os.getpid(), threading.get_ident())
-    st = _WORKER_STATE.get(key)
-    if st is None:
+def _stages_for(token: str, pipeline: Pipeline, parent_pid: int) -> list[Stage]:
+    """This worker's stages for eval ``token``: built (class-based functions instantiated) once."""
+    key = (token, os.getpid(), threading.get_ident())
+    stages = _WORKER_STATE.get(key)
+    if stages is None:
         with _WORKER_LOCK:
-            st = _WORKER_STATE.get(key)
-            if st is None:
+            stages = _WORKER_STATE.get(key)
+            if stages is None:
                 # A worker that outlives its eval (a Ray worker, a thread of a long-lived process) would
                 # otherwise keep every earlier eval's state — models included — alive.
                 for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
                     del _WORKER_STATE[old]
-                st = _WORKER_STATE[key] = _WorkerState(job)
-    return st
+                if os.getpid() != parent_pid:
+                    _reseed_globals()
+                stages = _WORKER_STATE[key] = build_stages(pipeline)
+    return stages
+
+
+def _reseed_globals() -> None:
+    """Fresh entropy for numpy's and Python's global generators in a worker process: forked workers copy
+    the parent's state, so code that ignores ``rng`` would otherwise draw the same numbers in each."""
+    np.random.seed(None)
+    random.seed()
 
 
 def forget_job(token: str) -> None:
-    """Drop this process's per-worker state of a finished eval (its instances, its store)."""
+    """Drop this process's per-worker state of a finished eval (its instances)."""
     with _WORKER_LOCK:
         for key in [k for k in _WORKER_STATE if k[0] == token]:
             del _WORKER_STATE[key]
 
 
-class _StageFailure(Exception):
-    def __init__(self, function: str, exc: BaseException) -> None:
-        self.function = function
-        self.exc = exc
+# -- checks shared by the preflight and the tasks --------------------------------------------------
 
 
-def _rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> list[InputRow]:
-    """A middle step's outputs as the next step's ``sample_in`` rows."""
-    items = {k: v for k, v in out.items().items() if v}
-    if not items:
-        return []
-    counts = {k: len(v) for k, v in items.items()}
-    n = max(counts.values())
-    if len(set(counts.values())) > 1:
-        if check_lengths:
-            raise _StageFailure(
-                function,
-                InvalidArgumentError(
-                    f"{function} wrote different numbers of samples per tensor {counts}; the next step needs "
-                    "whole rows. Write every tensor once per output sample."
-                ),
-            )
-        n = min(counts.values())
-    row = row_class(tuple(items))
-    return [row({k: v[j] for k, v in items.items()}, index) for j in range(n)]
-
-
-def _run_sample(
-    stages: list[tuple[Callable[[Any, Any], Any], str]],
-    sample: Any,
-    index: int,
-    final: SampleOut,
-    check_lengths: bool,
+def check_counts(
+    written: Mapping[str, int], names: Sequence[str], *, skip_ok: bool, check_lengths: bool, function: str
 ) -> None:
-    current = [sample]
-    last = len(stages) - 1
-    for k, (fn, name) in enumerate(stages):
-        out = final if k == last else SampleOut(None)
-        for s in current:
-            try:
-                fn(s, out)
-            except Exception as exc:
-                raise _StageFailure(name, exc) from exc
-        if k != last:
-            current = _rows_of(out, index, name, check_lengths)
-            if not current:
-                return
-
-
-def _failure_error(function: str, index: int, exc: BaseException) -> TransformError:
-    err = TransformError(
-        f"Transform {function!r} failed on data_in[{index}]: {type(exc).__name__}: {exc}",
-        index,
-        None,
-        function,
-    )
-    err.__cause__ = exc
-    return err
-
-
-def _check_sample_counts(job: Job, before: dict[str, int], after: dict[str, int], last_fn: str) -> None:
-    written = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
+    """Check what one input wrote (tensor -> values); raises StageFailure blaming ``function``."""
+    written = {k: v for k, v in written.items() if v}
     if not written:
         return  # a filter: no output for this input
-    if job.check_lengths and len(set(written.values())) > 1:
-        raise _StageFailure(
-            last_fn,
+    if check_lengths and len(set(written.values())) > 1:
+        raise StageFailure(
+            function,
             InvalidArgumentError(
                 f"the function wrote different numbers of samples per tensor for one input: {written}. "
                 "Write every tensor the same number of times, or pass check_lengths=False."
             ),
         )
-    if not job.skip_ok:
-        missing = [k for k in job.names if k not in written]
-        if missing:
-            raise _StageFailure(
-                last_fn,
-                InvalidArgumentError(
-                    f"the function wrote {sorted(written)} but not {missing} of data_out. Write every tensor "
-                    "of data_out, or pass skip_ok=True to leave the others short."
-                ),
-            )
+    missing = [k for k in names if k not in written]
+    if missing and not skip_ok:
+        raise StageFailure(
+            function,
+            InvalidArgumentError(
+                f"the function wrote {sorted(written)} but not {missing} of data_out. Write every tensor "
+                "of data_out, or pass skip_ok=True to leave the others short."
+            ),
+        )
+
+
+def _alignment_error(function: str, written: Mapping[str, int], expected: Mapping[str, int]) -> StageFailure:
+    replaced = sorted(k for k, v in expected.items() if v)
+    kept = sorted(k for k, v in expected.items() if not v)
+    written = {k: v for k, v in written.items() if v or expected[k]}
+    return StageFailure(
+        function,
+        InvalidArgumentError(
+            f"in place, with tensors {kept} kept, every input must give exactly one value to each of "
+            f"{replaced} and nothing else, so that rows stay aligned; this input gave {dict(written)}. "
+            "To filter, or to write several outputs per input, write into a new dataset "
+            "(data_out=lc.like(path, ds)) instead of in place."
+        ),
+    )
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling (to cross to the parent), else a RemoteError standing in for it."""
+    import multiprocess.reduction
+
+    dumps, loads = multiprocess.reduction.ForkingPickler.dumps, multiprocess.reduction.ForkingPickler.loads
+    try:
+        if type(loads(dumps(exc))) is type(exc):
+            return exc
+    except Exception:
+        pass
+    text = "".join(traceback.format_exception(exc))
+    return RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), text)
+
+
+def _failure(index: int, function: str, exc: BaseException, parent_pid: int) -> TaskFailure:
+    """The failure of ``data_in[index]``; its exception made portable when it must cross processes."""
+    text = "".join(traceback.format_exception(exc))
+    portable = exc if os.getpid() == parent_pid else _portable(exc)
+    return TaskFailure(index, function, portable, text, _user_frame(exc))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _user_frame(exc: BaseException) -> str:
+    """Where in the user's code ``exc`` was raised: its innermost frame outside lakecompute."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_PACKAGE)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    code = f"\n    {frame.line}" if frame.line else ""
+    return f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}{code}\n'
+
+
+class _Stop(Exception):
+    """Ends a task at its first failing sample (carried in its result, see TaskFailure)."""
+
+    def __init__(self, failure: TaskFailure) -> None:
+        super().__init__(failure.index)
+        self.failure = failure
+
+
+# -- one task ----------------------------------------------------------------------------------------
+
+
+class _TaskRun:
+    """One task in a worker: reading blocks, running samples, buffering and writing outputs."""
+
+    def __init__(self, job: Job, task: Task, progress: ProgressFn) -> None:
+        self.job = job
+        self.task = task
+        self.progress = progress
+        self.stages = _stages_for(job.token, job.pipeline, job.parent_pid)
+        self.writer = TaskWriter(job.grant, job.schema, task.number)
+        self.names = job.schema.names
+        self.final = SampleOut(self.names)
+        # The per-sample bookkeeping is the engine's overhead on small samples, so it works on plain
+        # lists: the output lists of ``final`` (stable objects: reset and truncate empty them in place),
+        # their lengths before and after each sample, and one mark per kept sample (its index and the
+        # lengths after it), from which a failing value's input index is found when needed.
+        self.lists = [self.final.items()[n] for n in self.names]
+        self.marks: list[tuple[int, list[int]]] = []
+        self.counts = dict.fromkeys(self.names, 0)
+        self.failed: list[FailedSample] = []
+        self.last_fn = self.stages[-1].name
+        single = len(self.stages) == 1 and not self.stages[0].wants_rng
+        self.call = self._call_one if single else self._call_all
+
+    # -- reading ---------------------------------------------------------------------------------
+    def blocks(self) -> Iterator[list[tuple[int, Any]]]:
+        """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs."""
+        task, job = self.task, self.job
+        for start in range(task.start, task.stop, job.block):
+            yield self._samples(start, min(task.stop, start + job.block))
+
+    def _samples(self, start: int, stop: int) -> list[tuple[int, Any]]:
+        task, batch = self.task, self.job.batch_size
+        if task.items is not None:
+            items = task.items[start - task.start : stop - task.start]
+            if batch:
+                return [(start + b, items[b : b + batch]) for b in range(0, len(items), batch)]
+            return list(zip(range(start, stop), items, strict=True))
+        source = self.job.source
+        if batch:
+            return [
+                (b, source.read(b, min(b + batch, stop), batch=True)[0]) for b in range(start, stop, batch)
+            ]
+        return list(zip(range(start, stop), source.read(start, stop, batch=False), strict=True))
+
+    # -- running ---------------------------------------------------------------------------------
+    def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
+        stage = self.stages[0]
+        try:
+            value = stage.call(sample, self.final)
+            if value is not None and value is not self.final:
+                absorb_return(value, self.final, list(map(len, self.lists)) != before, stage.name)
+        except Exception as error:
+            raise StageFailure(stage.name, error) from error
+
+    def _call_all(self, sample: Any, index: int, before: list[int]) -> None:
+        job = self.job
+        run_sample(self.stages, sample, index, self.final, check_lengths=job.check_lengths, seed=job.seed)
+
+    def run_block(self, samples: list[tuple[int, Any]]) -> None:
+        """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
+        lists, expected, call, sub = self.lists, list(self.job.expected), self.call, operator.sub
+        step = self.job.batch_size or 1
+        done = 0
+        before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
+        for index, sample in samples:
+            try:
+                call(sample, index, before)
+                after = list(map(len, lists))
+                if list(map(sub, after, before)) != expected:  # not the common case: check it
+                    self._check(before, after, min(step, self.task.stop - index))
+                if self.job.ignore_errors:
+                    self._check_values(before)
+            except (StageFailure, InvalidSampleError) as failure:
+                self._failed(index, failure, before)
+            else:
+                self.marks.append((index, after))
+                before = after
+            done += min(step, self.task.stop - index)
+            if done >= 64:
+                self.progress(done)
+                done = 0
+        if done:
+            self.progress(done)
+
+    def _check(self, before: list[int], after: list[int], inputs: int) -> None:
+        """Check what one input (or one batch of ``inputs`` inputs) wrote, when it was unusual."""
+        job, names = self.job, self.names
+        written = {n: a - b for n, a, b in zip(names, after, before, strict=True)}
+        expected = {n: e * inputs for n, e in zip(names, job.expected, strict=True)}
+        if job.aligned and written != expected:
+            raise _alignment_error(self.last_fn, written, expected)
+        check_counts(
+            written, names, skip_ok=job.skip_ok, check_lengths=job.check_lengths, function=self.last_fn
+        )
+
+    def _check_values(self, before: list[int]) -> None:
+        # Check this sample's outputs now, so a bad value skips only its own sample.
+        for name, values, b in zip(self.names, self.lists, before, strict=True):
+            for v in values[b:]:
+                self.writer.encode(name, v)
+
+    def _failed(self, index: int, failure: StageFailure | InvalidSampleError, before: list[int]) -> None:
+        self.final.truncate(dict(zip(self.names, before, strict=True)))
+        function = failure.function if isinstance(failure, StageFailure) else self.last_fn
+        exc = failure.exc if isinstance(failure, StageFailure) else failure
+        if not self.job.ignore_errors:
+            raise _Stop(_failure(index, function, exc, self.job.parent_pid))
+        tb = "".join(traceback.format_exception(exc))
+        self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb))
+
+    # -- writing ---------------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Check, buffer and (when buffers fill) write the block's outputs; empty ``final``."""
+        for k, (name, values) in enumerate(self.final.items().items()):
+            if values:
+                owners = functools.partial(_owners, self.marks, k)
+                self.writer.add(name, self._encode(name, values, owners))
+                self.counts[name] += len(values)
+        self.final.reset()
+        self.marks.clear()
+
+    def _encode(self, name: str, values: list[Any], owners: Any) -> np.ndarray | list[Encoded]:
+        writer = self.writer
+        if writer.states[name].spec.kind == "array":
+            block = _fast_block(values)
+            if block is not None:
+                try:
+                    return writer.encode_many(name, block)
+                except InvalidSampleError:
+                    pass  # find the sample to blame below
+        items = []
+        for v, owner in zip(values, owners(), strict=True):
+            try:
+                items.append(writer.encode(name, v))
+            except InvalidSampleError as exc:
+                raise _Stop(_failure(owner, self.last_fn, exc, self.job.parent_pid)) from exc
+        return items
+
+    def result(self) -> TaskResult:
+        task = self.task
+        return TaskResult(
+            task.number, task.start, task.stop, self.writer.finish(), self.counts, tuple(self.failed)
+        )
 
 
 def _fast_block(values: list[Any]) -> np.ndarray | None:
     """Stack a tensor's values when they are arrays (or numbers) of one shape and dtype."""
     first = values[0]
     if isinstance(first, np.ndarray):
-        shape, dtype = first.shape, first.dtype
-        if dtype.kind not in "biufc":
-            return None
-        nd = np.ndarray
-        exact = True
-        for v in values:
-            # Exact type first (the common case, cheap), then what isinstance would accept.
-            if v.__class__ is not nd:
-                if not isinstance(v, nd):
-                    return None
-                exact = False
-            if v.shape != shape or v.dtype != dtype:
-                return None
-        if not exact:
-            return np.stack(values)
-        # The same result as np.stack, without its per-array expand_dims: 1.5x faster on small
-        # images, 10x on scalars (once per output value, so it shows on small samples).
-        if not shape:
-            return np.array(values, dtype=dtype)
-        return np.concatenate(values).reshape((len(values), *shape))
+        return _stack_arrays(values, first) if first.dtype.kind in "biufc" else None
     if isinstance(first, (int, float, np.generic)) and not isinstance(first, (bool, str)):
         arr = np.asarray(values)
         if arr.ndim == 1 and arr.dtype.kind in "biuf":
             return arr
     return None
+
+
+def _stack_arrays(values: list[Any], first: np.ndarray) -> np.ndarray | None:
+    shape, dtype, nd = first.shape, first.dtype, np.ndarray
+    exact = True
+    for v in values:
+        # Exact type first (the common case, cheap), then what isinstance would accept.
+        if v.__class__ is not nd:
+            if not isinstance(v, nd):
+                return None
+            exact = False
+        if v.shape != shape or v.dtype != dtype:
+            return None
+    if not exact:
+        return np.stack(values)
+    # The same result as np.stack, without its per-array expand_dims: 1.5x faster on small images, 10x
+    # on scalars (once per output value, so it shows on small samples).
+    if not shape:
+        return np.array(values, dtype=dtype)
+    return np.concatenate(values).reshape((len(values), *shape))
 
 
 def _owners(marks: list[tuple[int, list[int]]], k: int) -> list[int]:
@@ -269,167 +448,52 @@ def _owners(marks: list[tuple[int, list[int]]], k: int) -> list[int]:
     return out
 
 
-def _encode_outputs(
-    job: Job,
-    session: WriteSession,
-    name: str,
-    values: list[Any],
-    owners: Callable[[], list[int]],
-    function: str,
-) -> np.ndarray | list[Encoded]:
-    state = job.states[name]
-    if state.spec.kind == "array":
-        block = _fast_block(values)
-        if block is not None:
-            try:
-                return session.encode_many(state, block)
-            except InvalidSampleError:
-                pass  # find the sample to blame below
-    items = []
-    for v, owner in zip(values, owners(), strict=True):
-        try:
-            items.append(session.encode(state, v))
-        except InvalidSampleError as exc:
-            raise _failure_error(function, owner, exc) from exc
-    return items
-
-
 def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     """Run one task: read its inputs, run the pipeline per sample, write fragments."""
-    st = _state_for(job)
-    seg_of = job.segments
-    store = st.store
-
-    def slot_for(spec: Any) -> SlotWriter:
-        codec = spec.chunk_compression or "none"
-        return SlotWriter(store, seg_of[codec], task.slot_base + job.tensor_pos[spec.name])
-
-    session = WriteSession(slot_for)
-    fragments: dict[str, list[list[Any]]] = {n: [] for n in job.names}
-    counts = dict.fromkeys(job.names, 0)
-    failed: list[FailedSample] = []
-    last_fn = st.stages[-1][1]
-    final = SampleOut(job.names)
-    batch = job.batch_size
-    # The per-sample bookkeeping is the engine's overhead on small samples, so it works on plain
-    # lists: the output lists of ``final`` (stable objects: reset and truncate empty them in
-    # place), their lengths before and after each sample, and one mark per kept sample (its index
-    # and the lengths after it), from which a failing value's input index is found when needed.
-    names = job.names
-    lists = [final.items()[n] for n in names]
-    ones = [1] * len(names)
-    marks: list[tuple[int, list[int]]] = []
-    stages = st.stages
-    single = len(stages) == 1
-    only_fn, only_name = stages[0]
-    check_each = job.ignore_errors
-    sub = operator.sub
-
-    def drain() -> None:
-        for k, (name, values) in enumerate(final.items().items()):
-            if not values:
-                continue
-            owners = functools.partial(_owners, marks, k)
-            encoded = _encode_outputs(job, session, name, values, owners, last_fn)
-            for frag in session.add(job.states[name], encoded):
-                fragments[name].append(frag.to_json())
-            counts[name] += len(values)
-        final.reset()
-        marks.clear()
-
-    step = batch or 1
-    for block_start in range(task.start, task.stop, job.block):
-        block_stop = min(task.stop, block_start + job.block)
-        if task.items is not None:
-            items = task.items[block_start - task.start : block_stop - task.start]
-            samples: list[tuple[int, Any]] = []
-            if batch:
-                for b in range(0, len(items), batch):
-                    samples.append((block_start + b, items[b : b + batch]))
-            else:
-                samples = list(zip(range(block_start, block_stop), items, strict=True))
-        elif batch:
-            samples = []
-            for b in range(block_start, block_stop, batch):
-                samples.append((b, job.source.read(b, min(b + batch, block_stop), batch=True)[0]))
-        else:
-            samples = list(
-                zip(
-                    range(block_start, block_stop),
-                    job.source.read(block_start, block_stop, batch=False),
-                    strict=True,
-                )
-            )
-        done = 0
-        before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
-        for index, sample in samples:
-            try:
-                if single:
-                    try:
-                        only_fn(sample, final)
-                    except Exception as error:
-                        raise _StageFailure(only_name, error) from error
-                else:
-                    _run_sample(stages, sample, index, final, job.check_lengths)
-                after = list(map(len, lists))
-                if list(map(sub, after, before)) != ones:  # not one value per tensor: check it
-                    counted = dict(zip(names, before, strict=True)), dict(zip(names, after, strict=True))
-                    _check_sample_counts(job, *counted, last_fn)
-                if check_each:
-                    # Check this sample's outputs now, so a bad value skips only its own sample.
-                    for name, values, b in zip(names, lists, before, strict=True):
-                        for v in values[b:]:
-                            session.encode(job.states[name], v)
-            except (_StageFailure, InvalidSampleError) as failure:
-                final.truncate(dict(zip(names, before, strict=True)))
-                fn_name = failure.function if isinstance(failure, _StageFailure) else last_fn
-                exc = failure.exc if isinstance(failure, _StageFailure) else failure
-                if not job.ignore_errors:
-                    raise _failure_error(fn_name, index, exc) from exc
-                failed.append(
-                    FailedSample(
-                        index, fn_name, type(exc).__name__, str(exc), "".join(traceback.format_exception(exc))
-                    )
-                )
-            else:
-                marks.append((index, after))
-                before = after
-            done += 1 if step == 1 else min(step, task.stop - index)
-            if done >= 64:
-                progress(done)
-                done = 0
-        drain()
-        if done:
-            progress(done)
-    for name in job.names:
-        for frag in session.flush(job.states[name]):
-            fragments[name].append(frag.to_json())
-    return TaskResult(task.number, task.start, task.stop, fragments, counts, failed)
-
-
-def preflight(job: Job, first: Any, index: int) -> None:
-    """Run the first sample here, before any worker starts, and check its outputs against data_out.
-
-    The functions are instantiated through this thread's worker state, so when tasks also run in
-    this thread (``num_workers=0``) a class-based function is built once, not twice.
-    """
-    stages = _state_for(job).stages
-    final = SampleOut(job.names)
-    last_fn = stages[-1][1]
+    run = _TaskRun(job, task, progress)
     try:
-        _run_sample(stages, first, index, final, job.check_lengths)
-        _check_sample_counts(job, dict.fromkeys(job.names, 0), final.counts(), last_fn)
-        session = WriteSession(lambda spec: None)  # type: ignore[arg-type,return-value]  # encode only, never writes
-        for name, values in final.items().items():
-            state = job.states[name]
-            for v in values:
-                enc = session.encode(state, v)
-                if state.ndim is None:
-                    # A new tensor's rank is decided here, once, from the first sample. Workers then
-                    # blame the input whose output has another rank, rather than each task choosing
-                    # its own and the tasks disagreeing at commit, where no input index is known.
-                    state.ndim = len(enc.shape)
-    except _StageFailure as failure:
-        raise _failure_error(failure.function, index, failure.exc) from failure.exc
-    except InvalidSampleError as exc:
-        raise _failure_error(last_fn, index, exc) from exc
+        for samples in run.blocks():
+            run.run_block(samples)
+            run.drain()
+    except _Stop as stop:
+        return TaskResult(task.number, task.start, task.stop, {}, {}, (), stop.failure)
+    return run.result()
+
+
+# -- the preflight -----------------------------------------------------------------------------------
+
+
+def preflight(job: Job, samples: Iterable[tuple[int, Any]]) -> tuple[Decisions, TaskFailure | None]:
+    """Run the first samples here and derive the output decisions from the first that writes something.
+
+    ``job``'s schema is the undecided one. Normally one sample is enough. Under ``ignore_errors`` a failing
+    sample is passed over (its task will report it), and a sample that writes nothing (a filter) is too,
+    up to :data:`PREFLIGHT_SCAN` samples.
+
+    Returns:
+        The decisions (empty if no sample wrote anything), and the failure of the first sample when it
+        failed and errors are not ignored (the eval stops there).
+    """
+    stages = _stages_for(job.token, job.pipeline, job.parent_pid)
+    for n, (index, sample) in enumerate(samples):
+        final = SampleOut(job.schema.names)
+        try:
+            run_sample(stages, sample, index, final, check_lengths=job.check_lengths, seed=job.seed)
+            counts = final.counts()
+            check_counts(
+                counts,
+                job.schema.names,
+                skip_ok=job.skip_ok,
+                check_lengths=job.check_lengths,
+                function=stages[-1].name,
+            )
+            decisions = job.schema.decide(final.items())
+        except (StageFailure, InvalidSampleError) as failure:
+            if not job.ignore_errors:
+                function = failure.function if isinstance(failure, StageFailure) else stages[-1].name
+                exc = failure.exc if isinstance(failure, StageFailure) else failure
+                return Decisions({}, ()), _failure(index, function, exc, job.parent_pid)
+            continue
+        if decisions.written or n + 1 >= PREFLIGHT_SCAN:
+            return decisions, None
+    return Decisions({}, ()), None

@@ -4,23 +4,45 @@ Everything that reads or writes a dataset's committed versions lives here; the s
 knows bytes, segments and manifests, and the compute layer above uses only what this package exports.
 """
 
+from lakecompute.datasets._columns import pad_value, read_columns
 from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._eval_write import (
+    Decisions,
+    EvalWrite,
+    OutputSchema,
+    SlotGrant,
+    TaskWriter,
+    TensorSchema,
+)
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._read import RowReader, Snapshot, StreamReader, snapshot
+from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
 from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
-from lakecompute.datasets._views import DatasetView, Row
+from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [
     "Dataset",
     "DatasetView",
+    "Decisions",
+    "EvalProgress",
+    "EvalRecord",
+    "EvalWrite",
+    "FailedSample",
+    "OutputSchema",
     "Row",
     "RowReader",
+    "SlotGrant",
     "Snapshot",
     "StreamReader",
+    "TaskWriter",
     "Tensor",
     "TensorInfo",
+    "TensorSchema",
     "TensorView",
+    "base_dataset",
     "compact",
+    "pad_value",
+    "read_columns",
     "snapshot",
     "vacuum",
 ]

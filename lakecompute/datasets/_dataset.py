@@ -1,53 +1,47 @@
 """Datasets: a handle on a versioned collection of tensors.
 
-A :class:`Dataset` reads one committed version (its *base*) and keeps a working copy (its
-*head*) that writes change. Writes go to this handle's own segments — nobody else writes there —
-and become visible to others only when the head is committed as the next version. Outside a
-``with ds:`` block every top-level write call commits; inside one, the block commits once.
+A :class:`Dataset` reads one committed version (its *base*) and keeps a working copy (its *head*)
+that writes change. Both live in the handle's :class:`~lakecompute.datasets._transaction.Transaction`,
+which is the only way anything is committed. Writes go to this handle's own segments — nobody else
+writes there — and become visible to others only when the head is committed as the next version.
+Outside a ``with ds:`` block every top-level write call commits; inside one, the block commits once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute import compression
-from lakecompute._index import parse_index
-from lakecompute.datasets._session import WriteSession
+from lakecompute.datasets._eval_write import EvalWrite
+from lakecompute.datasets._index import parse_index
+from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
+from lakecompute.datasets._transaction import Transaction
 from lakecompute.datasets._views import DatasetView, Row, _Reading
 from lakecompute.errors import (
-    CommitConflictError,
     InvalidArgumentError,
-    InvalidSampleError,
     InvalidTypeError,
     ReadOnlyError,
     TensorDoesNotExistError,
     TensorExistsError,
 )
-from lakecompute.htypes import TensorSpec, parse_tensor_spec
+from lakecompute.htypes import parse_tensor_spec
 from lakecompute.storage import (
     ArrayCache,
     Backend,
+    BackendSpec,
     Fragment,
     FragmentReader,
     Manifest,
-    SlotWriter,
     TensorState,
-    append_fragment,
-    commit_manifest,
-    create_segment,
     latest_version,
     list_versions,
-    new_segment_id,
     read_manifest,
 )
-from lakecompute.storage._segments import MAX_SLOTS
 
 if TYPE_CHECKING:
     import torch.utils.data
@@ -58,25 +52,17 @@ __all__ = ["Dataset"]
 
 
 class Dataset(_Reading):
-    """A lakecompute dataset. Create or open one with :func:`lakecompute.empty`, :func:`lakecompute.load`
-    or :func:`lakecompute.dataset`."""
+    """A lakecompute dataset. Create or open one with `lc.empty`, `lc.load` or `lc.dataset`."""
 
     def __init__(
         self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False
     ) -> None:
         self._backend = backend
-        self._store = backend.zarr_store()
-        self._cache = ArrayCache(self._store)
-        self._base = manifest
-        self._head = manifest.copy()
+        self._cache = ArrayCache(backend.zarr_store())
         self._read_only = read_only or pinned
         self._pinned = pinned
-        self._depth = 0
-        self._dirty = False
         self._readers: dict[str, FragmentReader] = {}
-        self._segments: dict[str, str] = {}  # chunk codec -> this handle's segment
-        self._next_slot: dict[str, int] = {}
-        self._session = WriteSession(self._new_slot)
+        self._txn = Transaction(backend, self._cache.store, self._cache, manifest, self._forget_reader)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -85,9 +71,14 @@ class Dataset(_Reading):
         return self._backend.url
 
     @property
+    def location(self) -> BackendSpec:
+        """Where the dataset lives: its path and storage options, enough to open it in another process."""
+        return self._backend.spec
+
+    @property
     def version(self) -> int:
         """The committed version this handle reads (and builds on)."""
-        return self._base.version
+        return self._txn.base.version
 
     @property
     def read_only(self) -> bool:
@@ -99,35 +90,43 @@ class Dataset(_Reading):
     @property
     def tensors(self) -> dict[str, Tensor]:
         """Tensors by name, in creation order."""
-        return {name: Tensor(self, name) for name in self._head.tensors}
+        return {name: Tensor(self, name) for name in self._txn.head.tensors}
+
+    def _names(self) -> list[str]:
+        return list(self._txn.head.tensors)
 
     def _state(self, name: str) -> TensorState:
         try:
-            return self._head.tensors[name]
+            return self._txn.state(name)
         except KeyError:
-            raise TensorDoesNotExistError(name, list(self._head.tensors)) from None
+            raise TensorDoesNotExistError(name, self._names()) from None
 
     def _tensor_length(self, name: str) -> int:
-        return self._state(name).length + self._session.pending(name)
+        self._state(name)
+        return self._txn.length(name)
 
     def __len__(self) -> int:
         """The length of the shortest tensor (0 without tensors)."""
-        if not self._head.tensors:
-            return 0
-        return min(self._tensor_length(n) for n in self._head.tensors)
+        return min((self._txn.length(n) for n in self._txn.head.tensors), default=0)
 
     @property
     def max_len(self) -> int:
         """The length of the longest tensor."""
-        return max((self._tensor_length(n) for n in self._head.tensors), default=0)
+        return max((self._txn.length(n) for n in self._txn.head.tensors), default=0)
 
     def _reader(self, name: str) -> FragmentReader:
-        if self._session.pending(name):
-            self._flush(name)
+        if self._txn.session.pending(name):
+            self._txn.flush(name)
         reader = self._readers.get(name)
         if reader is None:
             reader = self._readers[name] = FragmentReader(self._state(name), self._cache)
         return reader
+
+    def _forget_reader(self, name: str | None) -> None:
+        if name is None:
+            self._readers.clear()
+        else:
+            self._readers.pop(name, None)
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
@@ -145,42 +144,43 @@ class Dataset(_Reading):
 
     # -- transactions --------------------------------------------------------------------------
     def __enter__(self) -> Dataset:
-        self._check_writable()
-        self._depth += 1
+        self.check_writable()
+        self._txn.depth += 1
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._depth -= 1
-        if self._depth:
+        self._txn.depth -= 1
+        if self._txn.depth:
             return
         if exc_type is None:
-            self._commit("write")
+            self._txn.commit("write")
         else:
             self.rollback()
 
     @contextlib.contextmanager
     def _write(self, message: str) -> Iterator[None]:
         """One top-level write call: its own commit outside ``with``, part of the block inside."""
-        self._check_writable()
-        if self._depth:
+        self.check_writable()
+        if self._txn.depth:
             yield
             return
-        self._depth = 1
+        self._txn.depth = 1
         try:
             yield
-            self._commit(message)
+            self._txn.commit(message)
         except BaseException:
             self.rollback()
             raise
         finally:
-            self._depth = 0
+            self._txn.depth = 0
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise `ReadOnlyError`, saying why and what to do, unless this handle can write."""
         if self._pinned:
             raise ReadOnlyError(
-                f"Version {self._base.version} of {self.path!r} was opened with version=; "
+                f"Version {self.version} of {self.path!r} was opened with version=; "
                 "old versions are read-only. "
                 "Open the latest with lc.load(path) to write."
             )
@@ -191,90 +191,48 @@ class Dataset(_Reading):
 
     def rollback(self) -> None:
         """Drop every uncommitted change (what ``with ds:`` does when its block raises)."""
-        self._session.discard()
-        self._head = self._base.copy()
-        self._readers.clear()
-        self._dirty = False
+        self._txn.rollback()
 
     def commit(self, message: str = "commit") -> int:
-        """Commit pending changes now (only needed inside ``with``); returns the version."""
-        self._check_writable()
-        self._commit(message)
+        """Commit pending changes now (inside ``with``, or before an eval); returns the version.
+
+        Does nothing when nothing is pending.
+        """
+        self.check_writable()
+        self._txn.commit(message)
         return self.version
 
-    def _commit(self, message: str, evals: dict[str, Any] | None = None) -> None:
-        for name in list(self._head.tensors):
-            self._flush(name)
-        if not self._dirty and evals is None:
-            return
-        new = self._head.copy()
-        for name, state in new.tensors.items():
-            if state.spec.dtype is None and state.fragments:
-                # A generic tensor's dtype is decided once, here, from everything written to it.
-                dtype = np.result_type(*{np.dtype(f.dtype) for f in state.fragments})
-                state.spec = TensorSpec(
-                    name, state.spec.htype, dtype.name, None, state.spec.chunk_compression
-                )
-        if evals is not None:
-            new.evals = evals
-        new.version = self._base.version + 1
-        new.parent = self._base.version
-        new.message = message
-        if not commit_manifest(self._backend, new):
-            found = latest_version(self._backend) or new.version
-            raise CommitConflictError(self.path, self._base.version, found)
-        self._base = new
-        self._head = new.copy()
-        self._readers.clear()
-        self._dirty = False
+    @property
+    def has_pending_changes(self) -> bool:
+        """Whether this handle holds writes that are not committed yet (inside ``with``, say)."""
+        return self._txn.pending
 
-    def _commit_record(self, message: str, evals: dict[str, Any]) -> None:
-        """Commit a version with the base's content and new eval records, keeping the head as it is.
+    # -- for the transform engine --------------------------------------------------------------
+    def eval_records(self) -> dict[str, EvalRecord]:
+        """The records of the evals committed into this version, by fingerprint (see ``EvalRecord``).
 
-        An in-place eval checkpoints this way: its progress is saved, but readers keep seeing the
-        old content until the eval's final commit replaces it.
+        Raises:
+            DatasetCorruptError: a record in the version's manifest is malformed.
         """
-        for name in list(self._head.tensors):
-            self._flush(name)
-        new = self._base.copy()
-        new.evals = evals
-        new.version = self._base.version + 1
-        new.parent = self._base.version
-        new.message = message
-        if not commit_manifest(self._backend, new):
-            found = latest_version(self._backend) or new.version
-            raise CommitConflictError(self.path, self._base.version, found)
-        self._base = new
+        return self._txn.records()
 
-    # -- slots ---------------------------------------------------------------------------------
-    def _new_slot(self, spec: TensorSpec) -> SlotWriter:
-        codec = spec.chunk_compression or "none"
-        seg = self._segments.get(codec)
-        if seg is None or self._next_slot[seg] >= MAX_SLOTS:
-            seg = new_segment_id()
-            create_segment(self._store, seg, compression.zarr_compressors(spec.chunk_compression))
-            self._segments[codec] = seg
-            self._next_slot[seg] = 0
-        slot = self._next_slot[seg]
-        self._next_slot[seg] += 1
-        return SlotWriter(self._store, seg, slot, self._cache)
+    def begin_eval(
+        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None = None
+    ) -> EvalWrite:
+        """Start an eval's writes into this dataset: its part of the write transaction.
 
-    def _flush(self, name: str) -> None:
-        state = self._head.tensors[name]
-        for frag in self._session.flush(state):
-            self._add_fragment(name, frag)
+        Pending changes must be committed first (``commit()``), so that the eval's commits hold only
+        its own outputs.
 
-    def _add_fragment(self, name: str, frag: Fragment) -> None:
-        state = self._head.tensors[name]
-        if state.ndim is not None and frag.ndim != state.ndim:
-            raise InvalidSampleError(
-                name,
-                "every sample of a tensor has the same number of dimensions: "
-                f"expected {state.ndim}, got {frag.ndim}.",
+        Raises:
+            ReadOnlyError: the dataset was opened read-only or at an old version.
+        """
+        self.check_writable()
+        if self._txn.pending:
+            raise InvalidArgumentError(
+                f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        append_fragment(state, frag)
-        self._readers.pop(name, None)
-        self._dirty = True
+        return self._txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume)
 
     # -- schema --------------------------------------------------------------------------------
     def create_tensor(
@@ -304,7 +262,7 @@ class Dataset(_Reading):
             InvalidArgumentError: a bad name, htype, dtype or compression.
         """
         with self._write(f"create tensor {name}"):
-            if name in self._head.tensors:
+            if name in self._txn.head.tensors:
                 raise TensorExistsError(name)
             spec = parse_tensor_spec(name, htype, dtype, sample_compression, chunk_compression)
             meta: dict[str, Any] = dict(info)
@@ -319,8 +277,7 @@ class Dataset(_Reading):
                 meta["class_names"] = names
             elif spec.htype == "class_label":
                 meta["class_names"] = []
-            self._head.tensors[name] = TensorState(spec, meta)
-            self._dirty = True
+            self._txn.add_tensor(TensorState(spec, meta))
         return Tensor(self, name)
 
     def create_tensor_like(self, name: str, source: Tensor) -> Tensor:
@@ -343,17 +300,14 @@ class Dataset(_Reading):
         """Remove a tensor from the next version (older versions keep it)."""
         with self._write(f"delete tensor {name}"):
             self._state(name)
-            self._session.buffers.pop(name, None)
-            del self._head.tensors[name]
-            self._readers.pop(name, None)
-            self._dirty = True
+            self._txn.drop_tensor(name)
 
     # -- writing -------------------------------------------------------------------------------
     def _check_keys(self, keys: Sequence[str], skip_ok: bool, what: str) -> None:
-        unknown = [k for k in keys if k not in self._head.tensors]
+        unknown = [k for k in keys if k not in self._txn.head.tensors]
         if unknown:
-            raise TensorDoesNotExistError(unknown[0], list(self._head.tensors))
-        missing = [k for k in self._head.tensors if k not in keys]
+            raise TensorDoesNotExistError(unknown[0], self._names())
+        missing = [k for k in self._txn.head.tensors if k not in keys]
         if missing and not skip_ok:
             raise InvalidArgumentError(
                 f"{what} is missing tensors {missing!r} (it has {sorted(keys)!r}). "
@@ -367,12 +321,10 @@ class Dataset(_Reading):
         with self._write("append"):
             self._check_keys(list(sample), skip_ok, "append()")
             # Check every value before buffering any, so a bad value leaves nothing half-appended.
-            checked = [
-                (self._head.tensors[k], self._session.encode(self._head.tensors[k], v))
-                for k, v in sample.items()
-            ]
-            for state, enc in checked:
-                self._buffer(state, enc)
+            session = self._txn.session
+            checked = [(k, session.encode(self._txn.state(k), v)) for k, v in sample.items()]
+            for name, enc in checked:
+                self._txn.write(name, enc)
 
     def extend(self, samples: Mapping[str, Any], skip_ok: bool = False) -> None:
         """Append many samples: ``{"images": [a, b], "labels": [0, 1]}`` (lists or stacked arrays)."""
@@ -388,33 +340,23 @@ class Dataset(_Reading):
                 raise InvalidArgumentError(
                     f"extend() needs the same number of samples for every tensor. Got {lengths}."
                 )
-            checked = [
-                (self._head.tensors[k], self._session.encode_many(self._head.tensors[k], v))
-                for k, v in samples.items()
-            ]
-            for state, enc in checked:
-                self._buffer(state, enc)
-
-    def _buffer(self, state: TensorState, item: Any) -> None:
-        for frag in self._session.add(state, item):
-            self._add_fragment(state.spec.name, frag)
-        self._readers.pop(state.spec.name, None)
-        self._dirty = True
+            session = self._txn.session
+            checked = [(k, session.encode_many(self._txn.state(k), v)) for k, v in samples.items()]
+            for name, enc in checked:
+                self._txn.write(name, enc)
 
     def _tensor_append(self, name: str, value: Any) -> None:
         with self._write(f"append {name}"):
-            state = self._state(name)
-            self._buffer(state, self._session.encode(state, value))
+            self._txn.write(name, self._txn.session.encode(self._state(name), value))
 
     def _tensor_extend(self, name: str, values: Any) -> None:
         with self._write(f"extend {name}"):
-            state = self._state(name)
-            self._buffer(state, self._session.encode_many(state, values))
+            self._txn.write(name, self._txn.session.encode_many(self._state(name), values))
 
     def _tensor_setitem(self, name: str, key: Any, value: Any) -> None:
         with self._write(f"update {name}"):
             state = self._state(name)
-            self._flush(name)
+            self._txn.flush(name)
             pos = parse_index(key, state.length, f"tensor {name!r}")
             if isinstance(pos, int):
                 positions, values = [pos], [value]
@@ -426,31 +368,41 @@ class Dataset(_Reading):
                         f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
                         "give one per sample."
                     )
-            encoded = [self._session.encode(state, v) for v in values]
+            session = self._txn.session
+            encoded = [session.encode(state, v) for v in values]
+            fragments = list(state.fragments)
             for p, enc in zip(positions, encoded, strict=True):
-                self._session.add(state, enc)
-                frags = self._session.flush(state)
-                assert len(frags) == 1
-                _replace_sample(state, p, frags[0])
-            self._readers.pop(name, None)
-            self._dirty = True
+                session.add(state, enc)
+                (frag,) = session.flush(state)
+                fragments = _replace_sample(fragments, p, frag)
+            self._txn.set_fragments(name, fragments)
 
     # -- history and maintenance -----------------------------------------------------------------
     def log(self) -> list[dict[str, Any]]:
-        """Committed versions, oldest first: number, time, message and sample counts."""
+        """Committed versions, oldest first: number, time, message and sample counts.
+
+        A version committed by an eval also has ``"eval"``: its functions (``label``), ``status``
+        (``"running"`` at a checkpoint, ``"done"``), inputs ``done`` and the ``seed`` its ``rng``
+        generators came from — pass it to ``eval(seed=)`` to reproduce the run.
+        """
         out = []
         for v in list_versions(self._backend):
             m = read_manifest(self._backend, v)
-            out.append({"version": v, "time": m.time, "message": m.message, "samples": m.sample_counts()})
+            entry = {"version": v, "time": m.time, "message": m.message, "samples": m.sample_counts()}
+            for record in parse_records(m, self.path).values():
+                if record.version == v:
+                    entry["eval"] = {k: getattr(record, k) for k in ("label", "status", "done", "seed")}
+            out.append(entry)
         return out
 
     def reload(self) -> None:
         """Move this handle to the latest committed version (drops uncommitted changes)."""
         latest = latest_version(self._backend)
+        base = self._txn.base
         if latest is not None and not self._pinned:
-            self._base = read_manifest(self._backend, latest)
+            base = read_manifest(self._backend, latest)
         self._cache.clear()
-        self.rollback()
+        self._txn.reset(base)
 
     def compact(self) -> int:
         """Rewrite every tensor into one fragment (content unchanged); returns the new version."""
@@ -459,7 +411,7 @@ class Dataset(_Reading):
         return compact(self)
 
     def vacuum(self, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
-        """Remove stored data that no version references (see :func:`lakecompute.datasets.vacuum`)."""
+        """Remove stored data that no version references (see `lakecompute.datasets.vacuum`)."""
         from lakecompute.datasets._maintenance import vacuum
 
         return vacuum(self, grace_seconds=grace_seconds, keep_versions=keep_versions)
@@ -602,13 +554,9 @@ class Dataset(_Reading):
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._read_only else ""
         return (
-            f"Dataset(path={self.path!r}, version={self.version}, tensors={list(self._head.tensors)!r}, "
+            f"Dataset(path={self.path!r}, version={self.version}, tensors={self._names()!r}, "
             f"samples={len(self)}{mode})"
         )
-
-    # -- for the transform engine --------------------------------------------------------------
-    def _latest_time(self) -> float:
-        return time.time()
 
 
 def _as_sequence(name: str, values: Any) -> Any:
@@ -625,10 +573,10 @@ def _as_sequence(name: str, values: Any) -> Any:
     )
 
 
-def _replace_sample(state: TensorState, pos: int, frag: Fragment) -> None:
+def _replace_sample(fragments: list[Fragment], pos: int, frag: Fragment) -> list[Fragment]:
     out: list[Fragment] = []
     start = 0
-    for f in state.fragments:
+    for f in fragments:
         end = start + f.n
         if start <= pos < end:
             local = pos - start
@@ -640,4 +588,4 @@ def _replace_sample(state: TensorState, pos: int, frag: Fragment) -> None:
         else:
             out.append(f)
         start = end
-    state.fragments = out
+    return out

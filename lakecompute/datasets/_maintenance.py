@@ -22,20 +22,20 @@ from zarr.core.sync import sync
 from lakecompute import compression
 from lakecompute.datasets._session import WriteSession
 from lakecompute.errors import InvalidArgumentError
+from lakecompute.htypes import Encoded
 from lakecompute.storage import (
+    DATA_CHUNK,
+    INDEX_CHUNK,
+    TYPED_PREFIX,
     Fragment,
     FragmentReader,
     Manifest,
-    SampleBuffer,
     TensorState,
-    append_fragment,
     list_versions,
     new_segment_id,
     read_manifest,
     segment_time,
 )
-from lakecompute.storage._fragments import TYPED_PREFIX
-from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArrayConfigParams
@@ -56,36 +56,44 @@ def compact(ds: Dataset) -> int:
     ``tensors/<name>/`` — readable with plain zarr; numeric samples of varying shapes (token ids, one
     1-D sample per document) become one typed stream, the samples' values back to back in a fresh
     segment's ``data`` array (see :func:`_write_stream`); others (encoded images, text, json) become
-    one run in a fresh segment.
+    one run in a fresh segment. Committed through the dataset's write transaction, as message
+    ``compact`` (or as part of the enclosing ``with ds:`` block).
     """
-    ds._check_writable()
-    with ds:
-        for name, state in ds._head.tensors.items():
-            if not state.fragments or _is_compact(ds, state):
-                continue
-            reader = ds._reader(name)
-            shapes = {f.shape for f in state.fragments}
-            if state.spec.kind == "array" and None not in shapes and len(shapes) == 1 and state.spec.dtype:
-                frags = [_write_typed(ds, reader, state)]
-            elif state.spec.kind == "array" and state.spec.dtype:
-                frags = [_write_stream(ds, reader, state)]
-            else:
-                session = WriteSession(ds._new_slot)
-                frags = []
-                if state.spec.kind == "bytes" or None in shapes or len(shapes) > 1:
-                    session._indexed.add(name)
-                for start in range(0, state.length, _BLOCK):
-                    stop = min(start + _BLOCK, state.length)
-                    _copy_block(ds, reader, state, session, start, stop)
-                    frags.extend(session.flush(state))
-            new_state = state.copy()
-            new_state.fragments = []
-            for f in frags:
-                append_fragment(new_state, f)
-            ds._head.tensors[name] = new_state
-            ds._readers.pop(name, None)
-            ds._dirty = True
+    with ds._write("compact"):
+        txn = ds._txn
+        for name in list(txn.head.tensors):
+            state = txn.state(name)
+            if state.fragments and not _is_compact(ds, state):
+                txn.set_fragments(name, _compacted(ds, state))
     return ds.version
+
+
+def _compacted(ds: Dataset, state: TensorState) -> list[Fragment]:
+    """The fragments of ``state`` rewritten as one run."""
+    name = state.spec.name
+    reader = ds._reader(name)
+    shapes = {f.shape for f in state.fragments}
+    if state.spec.kind == "array" and None not in shapes and len(shapes) == 1 and state.spec.dtype:
+        return [_write_typed(ds, reader, state)]
+    if state.spec.kind == "array" and state.spec.dtype:
+        return [_write_stream(ds, reader, state)]
+    session = WriteSession(ds._txn.slots.new_slot)
+    if state.spec.kind == "bytes" or None in shapes or len(shapes) > 1:
+        session.prefer_indexed(name)
+    frags: list[Fragment] = []
+    for start in range(0, state.length, _BLOCK):
+        stop = min(start + _BLOCK, state.length)
+        if state.spec.kind == "bytes":
+            # Copy encoded blobs as they are: re-encoding images would be slow and (jpeg) lossy.
+            session.add(state, reader.read_encoded(start, stop))
+        else:
+            values = reader.read_range(start, stop)
+            if isinstance(values, np.ndarray):
+                session.add(state, values)
+            else:
+                session.add(state, [Encoded(np.asarray(v), None, np.shape(v)) for v in values])
+        frags.extend(session.flush(state))
+    return frags
 
 
 def _is_compact(ds: Dataset, state: TensorState) -> bool:
@@ -124,12 +132,12 @@ def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fr
     seg = new_segment_id()
     full: ArrayConfigParams = {"write_empty_chunks": True}  # every chunk stored: missing means damage
     data = zarr.create_array(
-        ds._store, name=f"segments/{seg}/data", shape=(total,), chunks=(DATA_CHUNK,), dtype=dtype,
+        ds._cache.store, name=f"segments/{seg}/data", shape=(total,), chunks=(DATA_CHUNK,), dtype=dtype,
         fill_value=0, compressors=compression.zarr_compressors(state.spec.chunk_compression),
         attributes={"lakecompute": _STREAM, "tensor": state.spec.name}, config=full,
     )  # fmt: skip
     index = zarr.create_array(
-        ds._store, name=f"segments/{seg}/index", shape=(rows.size,), chunks=(INDEX_CHUNK,),
+        ds._cache.store, name=f"segments/{seg}/index", shape=(rows.size,), chunks=(INDEX_CHUNK,),
         dtype="int64", fill_value=0, compressors=(zarr.codecs.ZstdCodec(level=1),),
         attributes={"lakecompute": "segment-index"}, config=full,
     )  # fmt: skip
@@ -154,7 +162,7 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
     rows = max(1, DATA_CHUNK // sample_bytes)
     path = f"tensors/{state.spec.name}/{new_segment_id()}"
     arr = zarr.create_array(
-        ds._store,
+        ds._cache.store,
         name=path,
         shape=(n, *shape),
         chunks=(rows, *shape),
@@ -168,30 +176,6 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
         stop = min(n, start + step)
         arr[start:stop] = np.asarray(reader.read_range(start, stop))
     return Fragment(TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n)
-
-
-def _copy_block(ds: Dataset, reader: Any, state: Any, session: WriteSession, start: int, stop: int) -> None:
-    from lakecompute.htypes import Encoded
-
-    if state.spec.kind == "bytes":
-        # Copy encoded blobs as they are: re-encoding images would be slow and (jpeg) lossy.
-        buf = session.buffers.setdefault(state.spec.name, SampleBuffer())
-        for loc in reader._locate(start, stop):
-            f = loc.frag
-            offs = reader._byte_offsets(f)
-            rows = reader._rows(f)
-            s0 = f.k + loc.first
-            lo, hi = int(offs[s0]), int(offs[s0 + loc.count])
-            raw = reader.cache.read(f"segments/{f.seg}/data", f.off + lo, hi - lo)
-            for s in range(s0, s0 + loc.count):
-                a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
-                buf.add(Encoded(None, raw[a:b].tobytes(), tuple(int(x) for x in rows[s, 1:])))
-        return
-    values = reader.read_range(start, stop)
-    if isinstance(values, np.ndarray):
-        session.add(state, values)
-    else:
-        session.add(state, [Encoded(np.asarray(v), None, np.shape(v)) for v in values])
 
 
 def _pid_alive(pid: int) -> bool:
@@ -238,8 +222,8 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     """
     if keep_versions is not None and keep_versions < 1:
         raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
-    ds._check_writable()
-    backend, store = ds._backend, ds._store
+    ds.check_writable()
+    backend, store = ds._backend, ds._cache.store
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
     if keep_versions is not None and len(versions) > keep_versions:
@@ -249,7 +233,7 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         versions = versions[-keep_versions:]
     manifests = [read_manifest(backend, v) for v in versions]
     needed = _referenced(manifests)
-    own = set(ds._segments.values())
+    own = ds._txn.slots.own()
     now = time.time()
 
     def removable(name: str) -> bool:

@@ -29,7 +29,14 @@ from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._views import DatasetView
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.htypes import decode_sample
-from lakecompute.storage import ArrayCache, Fragment, TensorState, open_backend, read_manifest
+from lakecompute.storage import (
+    TYPED_PREFIX,
+    ArrayCache,
+    Fragment,
+    TensorState,
+    open_backend,
+    read_manifest,
+)
 
 __all__ = ["CACHE_BYTES", "ChunkCache", "RowReader", "Snapshot", "StreamReader", "snapshot"]
 
@@ -37,10 +44,6 @@ __all__ = ["CACHE_BYTES", "ChunkCache", "RowReader", "Snapshot", "StreamReader",
 #: chunk in every batch, so a tensor whose decoded size fits here is decoded once per epoch; a larger one
 #: is decoded again as chunks fall out, but memory stays bounded.
 CACHE_BYTES = 256 << 20
-
-# The storage layer's TYPED_PREFIX: a fragment whose segment starts with it names a compacted typed
-# ``(n, *shape)`` array. Not exported by lakecompute.storage, so spelled here.
-_TYPED_PREFIX = "@"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,7 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         InvalidArgumentError: the dataset has uncommitted changes (workers could not see them).
     """
     base = data._base_ds()
-    if base._dirty or any(base._session.pending(n) for n in base._head.tensors):
+    if base.has_pending_changes:
         raise InvalidArgumentError(
             f"Dataset {base.path!r} has uncommitted changes, which a loader cannot read. "
             "Commit them first (leave the `with` block or call ds.commit())."
@@ -89,11 +92,11 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
     positions = data.positions if isinstance(data, DatasetView) else range(len(base))
     backend = base._backend
     return Snapshot(
-        backend.spec.url,
-        dict(backend.spec.storage_options),
+        base.location.url,
+        dict(base.location.storage_options),
         base.version,
         positions,
-        tuple(base._head.tensors),
+        tuple(base._names()),
         backend.fork_safe,
         backend.shared_between_processes,
     )
@@ -280,8 +283,8 @@ class _Column:
         """Fixed-shape samples of one fragment: one gather over the items that hold them."""
         assert f.shape is not None
         dtype = np.dtype(f.dtype)
-        if f.seg.startswith(_TYPED_PREFIX):
-            path = f.seg[len(_TYPED_PREFIX) :]
+        if f.seg.startswith(TYPED_PREFIX):
+            path = f.seg[len(TYPED_PREFIX) :]
             width = math.prod(f.shape)
             block = self.cache.gather(path, (f.off + local) * width, width)
         else:
@@ -327,7 +330,7 @@ class RowReader:
 
     def __init__(self, ds: Dataset, names: Sequence[str], max_bytes: int = CACHE_BYTES) -> None:
         # A tiny LRU below: whole chunks are kept in the ChunkCache, not twice.
-        self.cache = ChunkCache(ArrayCache(ds._store, max_chunks=2), max_bytes)
+        self.cache = ChunkCache(ArrayCache(ds._cache.store, max_chunks=2), max_bytes)
         self._columns = {name: _Column(ds._state(name), self.cache) for name in names}
 
     def shape(self, name: str) -> tuple[int, ...] | None:
@@ -372,7 +375,7 @@ class StreamReader:
                 "token ids."
             )
         self.dtype = np.dtype(spec.dtype)
-        self.cache = ChunkCache(ArrayCache(ds._store, max_chunks=2), max_bytes)
+        self.cache = ChunkCache(ArrayCache(ds._cache.store, max_chunks=2), max_bytes)
         column = _Column(state, self.cache)
         runs: list[_Run] = []
         counts: list[int] = []
@@ -397,10 +400,10 @@ class StreamReader:
 
     def _run(self, column: _Column, j: int, f: Fragment) -> tuple[_Run, int]:
         dtype = np.dtype(f.dtype)
-        if f.seg.startswith(_TYPED_PREFIX):
+        if f.seg.startswith(TYPED_PREFIX):
             assert f.shape is not None
             width = math.prod(f.shape)
-            return _Run(f.seg[len(_TYPED_PREFIX) :], (f.off + f.k) * width, 1, dtype), f.n * width
+            return _Run(f.seg[len(TYPED_PREFIX) :], (f.off + f.k) * width, 1, dtype), f.n * width
         path = f"segments/{f.seg}/data"
         # A segment's data array holds bytes, or (compacted streams) values of the tensor's dtype.
         unit = dtype.itemsize if self.cache.layout(path)[2] == np.uint8 else 1

@@ -70,6 +70,10 @@ class WriteSession:
             out.append(self.encode(state, v, len(out[0].shape) if out else None))
         return out
 
+    def prefer_indexed(self, name: str) -> None:
+        """Write ``name``'s samples as indexed runs (per-sample rows) even when their shapes agree."""
+        self._indexed.add(name)
+
     # -- buffering ------------------------------------------------------------------------------
     def add(self, state: TensorState, item: Encoded | np.ndarray | list[Encoded]) -> list[Fragment]:
         """Buffer checked samples; returns fragments if the buffer had to be written out."""

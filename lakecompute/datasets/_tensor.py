@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute._index import Positions, compose, parse_index
+from lakecompute.datasets._index import Positions, compose, parse_index
 from lakecompute.errors import InvalidTypeError, RaggedShapeError, ReadOnlyError
 from lakecompute.storage import FragmentReader
 

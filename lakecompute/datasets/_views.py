@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute._index import compose
+from lakecompute.datasets._index import compose
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.loaders import Batches
 
-__all__ = ["DatasetView", "Row"]
+__all__ = ["DatasetView", "Row", "base_dataset"]
 
 
 class _Reading:
@@ -74,7 +74,7 @@ class DatasetView(_Reading):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._head.tensors}
+        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._names()}
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -236,7 +236,7 @@ class Row(_Reading):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._head.tensors}
+        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._names()}
 
     def __getitem__(self, key: Any) -> Any:
         if not isinstance(key, str):
@@ -245,7 +245,7 @@ class Row(_Reading):
         return TensorView(self._ds, key, self._pos)
 
     def keys(self) -> list[str]:
-        return list(self._ds._head.tensors)
+        return list(self._ds._names())
 
     def to_dict(self) -> dict[str, Any]:
         """The row's values by tensor name (arrays, or str/values for text/json)."""
@@ -259,3 +259,8 @@ class Row(_Reading):
 
     def __repr__(self) -> str:
         return f"Row(index={self._pos}, tensors={self.keys()!r})"
+
+
+def base_dataset(data: Dataset | DatasetView | Row) -> Dataset:
+    """The dataset a view or row reads from (a dataset is its own)."""
+    return data._base_ds()

@@ -89,7 +89,7 @@ class BatchTransform:
             # Built here, in the worker, on first use: a class-based function's __init__ (a model
             # loading) runs once per loader worker and never in the caller.
             # The engine's per-sample runner (issue 11, item 1): the same code and rng as eval.
-            from lakecompute.compute import SampleRunner  # type: ignore[attr-defined]  # until it lands
+            from lakecompute.compute import SampleRunner
 
             self._runner = SampleRunner(self.transform, seed=self.seed)
         rows: list[dict[str, Any]] = []

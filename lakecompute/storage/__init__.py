@@ -3,8 +3,21 @@
 Nothing here knows about transforms; the dataset layer builds on these pieces.
 """
 
-from lakecompute.storage._backend import Backend, BackendSpec, LocalBackend, MemoryBackend, open_backend
-from lakecompute.storage._fragments import FragmentReader, SampleBuffer, append_fragment, write_fragment
+from lakecompute.storage._backend import (
+    Backend,
+    BackendSpec,
+    LocalBackend,
+    MemoryBackend,
+    backend_class,
+    open_backend,
+)
+from lakecompute.storage._fragments import (
+    TYPED_PREFIX,
+    FragmentReader,
+    SampleBuffer,
+    append_fragment,
+    write_fragment,
+)
 from lakecompute.storage._manifest import (
     Fragment,
     Manifest,
@@ -16,6 +29,9 @@ from lakecompute.storage._manifest import (
     version_key,
 )
 from lakecompute.storage._segments import (
+    DATA_CHUNK,
+    INDEX_CHUNK,
+    MAX_SLOTS,
     ArrayCache,
     SlotWriter,
     create_segment,
@@ -24,6 +40,10 @@ from lakecompute.storage._segments import (
 )
 
 __all__ = [
+    "DATA_CHUNK",
+    "INDEX_CHUNK",
+    "MAX_SLOTS",
+    "TYPED_PREFIX",
     "ArrayCache",
     "Backend",
     "BackendSpec",
@@ -36,6 +56,7 @@ __all__ = [
     "SlotWriter",
     "TensorState",
     "append_fragment",
+    "backend_class",
     "commit_manifest",
     "create_segment",
     "latest_version",

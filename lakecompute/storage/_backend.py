@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from zarr.abc.store import Store
+from zarr.core.sync import sync
 from zarr.storage import LocalStore, MemoryStore
 
 from lakecompute.errors import InvalidArgumentError
 
-__all__ = ["Backend", "BackendSpec", "LocalBackend", "MemoryBackend", "open_backend"]
+__all__ = ["Backend", "BackendSpec", "LocalBackend", "MemoryBackend", "backend_class", "open_backend"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,9 +243,7 @@ class MemoryBackend(Backend):
             head = prefix.rstrip("/") + "/"
             for k in [k for k in self._files if k.startswith(head) or k == prefix]:
                 del self._files[k]
-            store_dict = self._store._store_dict
-            for k in [k for k in store_dict if k.startswith(head)]:
-                del store_dict[k]
+            sync(self._store.delete_dir(prefix.rstrip("/")))
 
 
 def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Backend:
@@ -285,3 +284,16 @@ def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | 
             "'s3://bucket/prefix'."
         )
     return LocalBackend(spec, os.path.abspath(text))
+
+
+def backend_class(url: str | os.PathLike[str]) -> type[Backend]:
+    """The kind of backend a location opens as, without opening it (to ask about its traits, such as
+    `Backend.fork_safe`)."""
+    text = os.fspath(url)
+    if text.startswith("mem://"):
+        return MemoryBackend
+    if text.startswith("s3://"):
+        from lakecompute.storage._s3 import S3Backend
+
+        return S3Backend
+    return LocalBackend

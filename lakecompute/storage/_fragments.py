@@ -279,6 +279,22 @@ class FragmentReader:
                 values.append(v)
         return values
 
+    def read_encoded(self, start: int, stop: int) -> list[Encoded]:
+        """Samples ``start..stop`` of a ``bytes`` kind tensor as stored: encoded blobs with their shapes,
+        not decoded (for copying them elsewhere without re-encoding)."""
+        out: list[Encoded] = []
+        for loc in self._locate(start, stop):
+            f = loc.frag
+            offs = self._byte_offsets(f)
+            rows = self._rows(f)
+            s0 = f.k + loc.first
+            lo, hi = int(offs[s0]), int(offs[s0 + loc.count])
+            raw = self.cache.read(f"segments/{f.seg}/data", f.off + lo, hi - lo)
+            for s in range(s0, s0 + loc.count):
+                a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
+                out.append(Encoded(None, raw[a:b].tobytes(), tuple(int(x) for x in rows[s, 1:])))
+        return out
+
     def read_one(self, i: int) -> Any:
         value = self.read_range(i, i + 1)
         return value[0]

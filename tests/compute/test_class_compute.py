@@ -84,6 +84,6 @@ def test_class_compute_new_instances_per_eval(tmp_path: Path) -> None:
     fn = Scale(log_dir=str(tmp_path), factor=2)
     fn.eval(list(range(10)), out, num_workers=2, scheduler="threaded", progressbar=False)
     first = len(read_lines(tmp_path / "inits"))
-    fn.eval(list(range(10)), out, num_workers=2, scheduler="threaded", progressbar=False)
+    fn.eval(list(range(10)), out, num_workers=2, scheduler="threaded", progressbar=False, rerun=True)
     assert len(read_lines(tmp_path / "inits")) > first
     assert out.y.numpy().tolist() == [2 * i for i in range(10)] * 2

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -325,3 +327,39 @@ def test_transform_error_is_a_lakecompute_error() -> None:
     err = lc.TransformError("msg", 3, {"x": 1}, "f")
     assert (err.index, err.sample, err.function) == (3, {"x": 1}, "f")
     assert err.args == ("msg",)
+
+
+_FAILING_SCRIPT = """
+import lakecompute as lc
+
+@lc.compute
+def broken(sample_in, sample_out):
+    sample_out.y.append(1 // (sample_in - 3))
+
+out = lc.empty(OUT, overwrite=True)
+out.create_tensor("y", dtype="int64")
+broken().eval(list(range(10)), out, num_workers=WORKERS, progressbar=False)
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_transform_error_at_the_terminal_is_one_short_traceback(tmp_path: Path, workers: int) -> None:
+    """An uncaught TransformError prints one traceback block: the user's call first, their failing line and
+    the cause last, not the engine's internals or a second worker traceback."""
+    script = tmp_path / "user_script.py"
+    body = _FAILING_SCRIPT.replace("OUT", repr(str(tmp_path / "out"))).replace("WORKERS", str(workers))
+    script.write_text(body)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    err = done.stderr
+    assert err.count("Traceback (most recent call last)") == 1
+    block = err[err.index("Traceback (most recent call last)") :].splitlines()
+    assert block[1].strip() == f'File "{script}", line 10, in <module>'  # the user's own call comes first
+    assert len(block) <= 12
+    assert block[-3:] == [
+        f'  File "{script}", line 6, in broken',
+        "    sample_out.y.append(1 // (sample_in - 3))",
+        "Nothing of this run was written.",
+    ]
+    assert "TransformError: Transform 'broken' failed on data_in[3]: ZeroDivisionError" in err
+    assert err.index("ZeroDivisionError: integer division or modulo by zero") < err.index("Traceback")

@@ -168,7 +168,7 @@ def test_eval_result_fields_and_repr(scheduler: Sched, tmp_path: Path) -> None:
     assert result.resumed_from == 0
     assert re.fullmatch(
         r"EvalResult\(inputs=25, outputs=\{'y': 25\}, failed=0, seconds=\d+\.\d{3}, "
-        rf"version={version + 1}\)",
+        rf"version={version + 1}, seed={result.seed}\)",
         repr(result),
     )
 

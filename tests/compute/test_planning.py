@@ -6,7 +6,9 @@ import itertools
 
 import pytest
 
-from lakecompute.compute._engine import MAX_TASK, _plan_ranges, _task_size
+from lakecompute.compute._plan import MAX_TASK
+from lakecompute.compute._plan import plan_ranges as _plan_ranges
+from lakecompute.compute._plan import task_size as _task_size
 
 
 def _plan(

@@ -70,7 +70,7 @@ def test_generic_roundtrip_exact(
     again = lc.load(ds_path)
     # None means uncompressed: the tensor's segment has no compressor.
     assert again.x.chunk_compression == chunk_compression
-    seg = again._head.tensors["x"].fragments[0].seg
+    seg = again._txn.head.tensors["x"].fragments[0].seg
     compressors = zarr.open_array(ds_path, path=f"segments/{seg}/data", mode="r").compressors
     assert (len(compressors) == 0) == (chunk_compression is None)
     assert again.x.dtype == np.dtype(dtype)

@@ -114,7 +114,7 @@ def _live_writer(path: str, ready: Any, go: Any) -> None:
     ds = lc.load(path)
     with ds:
         ds.x.extend(np.arange(500, 520))
-        ds._flush("x")  # the block's data is in its segment now, referenced by no version yet
+        ds._txn.flush("x")  # the block's data is in its segment now, referenced by no version yet
         ready.set()
         go.wait(60)
 
@@ -154,7 +154,7 @@ def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path)
         mine = lc.load(str(path))
         with pytest.raises(_RollBack), mine:  # noqa: PT012  # the block is the live writer under test
             mine.x.extend(np.arange(900, 905))
-            mine._flush("x")
+            mine._txn.flush("x")
             removed = lc.load(str(path)).vacuum(grace_seconds=0)
             assert removed["segments"] >= len(crashed)
             assert not crashed & segments(path)

@@ -86,7 +86,7 @@ def test_resume_in_place_keeps_old_content_until_the_end(
     with pytest.raises(lc.TransformError, match=r"data_in\[57\]"):
         double().eval(ds, num_workers=0, checkpoint_interval=INTERVAL, progressbar=False)
     crashed = lc.load(str(tmp_path / "ds"))
-    (record,) = crashed._base.evals.values()
+    (record,) = crashed._txn.base.evals.values()
     k = record["done"]
     assert record["status"] == "running"
     assert k == 50
@@ -117,7 +117,8 @@ def test_completed_rerun_is_a_noop_returning_the_earlier_result(
     before = versions(path)
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv(CALLS, str(calls))
-    again = double().eval(src, out, num_workers=2, checkpoint_interval=INTERVAL, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match=r"already completed .* at version \d+; nothing was"):
+        again = double().eval(src, out, num_workers=2, checkpoint_interval=INTERVAL, progressbar=False)
     assert (again.inputs, again.outputs, again.failed, again.version) == (
         first.inputs,
         first.outputs,
@@ -136,7 +137,8 @@ def test_completed_rerun_keeps_ignored_failures(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv(FAIL_AT, "33")
     kw = {"num_workers": 2, "checkpoint_interval": INTERVAL, "ignore_errors": True, "progressbar": False}
     first = double().eval(list(range(N)), out, **kw)
-    again = double().eval(list(range(N)), out, **kw)
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        again = double().eval(list(range(N)), out, **kw)
     assert first.failed_indices == again.failed_indices == [33]
     assert again.failed[0].message == "injected failure at 33"
     assert again.version == first.version

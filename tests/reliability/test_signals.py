@@ -66,7 +66,7 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
         kill_session(proc.pid)
 
     ds = lc.load(str(path))
-    (record,) = ds._base.evals.values()
+    (record,) = ds._txn.base.evals.values()
     assert record["status"] == "running"
     done = record["done"]
     assert 2 * INTERVAL <= done < N

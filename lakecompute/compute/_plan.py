@@ -1,0 +1,225 @@
+"""Planning an eval: what to read, where to write, whether it already ran, and how to split it.
+
+Everything here happens in the calling process before any user code runs, and decides nothing that
+depends on timing: the same call plans the same eval, so every scheduler and worker count gives the
+same result and a rerun can be recognised.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakecompute.compute._fingerprint import fingerprint_eval
+from lakecompute.compute._inputs import Source, estimate_bytes, make_source
+from lakecompute.compute._options import EvalOptions, draw_seed
+from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset
+from lakecompute.errors import (
+    EvalConflictError,
+    FingerprintError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    ReadOnlyError,
+)
+
+if TYPE_CHECKING:
+    from lakecompute.compute._decorator import Pipeline
+
+__all__ = [
+    "BLOCK_BYTES",
+    "MAX_TASK",
+    "STREAM_TASK_BYTES",
+    "EvalPlan",
+    "block_size",
+    "plan_eval",
+    "plan_ranges",
+    "task_size",
+]
+
+MAX_TASK = 8192  # inputs per task: small enough to balance load, large enough to amortise a task's cost
+BLOCK_BYTES = 16 << 20  # input read and output buffered per block, bounding a worker's memory
+STREAM_TASK_BYTES = 8 << 20  # items of a streamed input per task: what the caller holds per task in flight
+
+
+@dataclass(frozen=True, slots=True)
+class EvalPlan:
+    """An eval, planned: everything decided before user code runs.
+
+    Attributes:
+        pipeline: the functions.
+        options: the checked options.
+        source: the input.
+        out: the dataset written.
+        in_place: whether ``out`` is also the input.
+        fingerprint: what identifies the eval, or None when something it depends on cannot be
+            fingerprinted (then nothing is recorded and a rerun is a new eval).
+        record: a record of the same eval in ``out``: completed (the eval is a no-op) or interrupted
+            (it resumes after ``record.done``).
+        seed: the seed of the ``rng`` generators (the resumed run's, when resuming without one).
+        label: the functions' names, for messages, logs and the progress bar.
+    """
+
+    pipeline: Pipeline
+    options: EvalOptions
+    source: Source
+    out: Dataset
+    in_place: bool
+    fingerprint: str | None
+    record: EvalRecord | None
+    seed: int
+    label: str
+
+    @property
+    def completed(self) -> bool:
+        return self.record is not None and self.record.complete
+
+    @property
+    def resume(self) -> EvalRecord | None:
+        return self.record if self.record is not None and not self.record.complete else None
+
+    @property
+    def resume_from(self) -> int:
+        return self.record.done if self.record is not None else 0
+
+
+def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> EvalPlan:
+    """Check the arguments, commit pending changes, and find an earlier run of the same eval.
+
+    Raises:
+        InvalidArgumentError, InvalidTypeError, ReadOnlyError: bad arguments (nothing is changed).
+        FingerprintError: ``checkpoint_interval`` without a fingerprintable eval.
+        EvalConflictError: an interrupted run's output was changed since its last checkpoint.
+    """
+    out, in_place = _target(data_in, data_out)
+    _commit_pending(out, data_in)
+    source = make_source(data_in, options.pad_data_in, in_place)
+    fingerprint = _fingerprint(pipeline, source, out, in_place, options)
+    record = _earlier_run(out, fingerprint, in_place, options)
+    if options.seed is not None:
+        seed = options.seed
+    elif record is not None and record.seed is not None:
+        seed = record.seed
+    else:
+        seed = draw_seed()
+    label = " → ".join(f.name for f in pipeline.functions)
+    return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label)
+
+
+def _target(data_in: Any, data_out: Any) -> tuple[Dataset, bool]:
+    if data_out is None:
+        if not isinstance(data_in, Dataset):
+            raise InvalidArgumentError(
+                "data_out=None transforms data_in in place, so data_in must be a Dataset (not a view or a "
+                f"sequence). Got {type(data_in).__name__}; pass a data_out dataset."
+            )
+        data_out = data_in
+    if isinstance(data_out, DatasetView):
+        raise ReadOnlyError("data_out is a dataset view, which is read-only. Pass a Dataset as data_out.")
+    if not isinstance(data_out, Dataset):
+        raise InvalidTypeError(f"data_out must be a lakecompute Dataset. Got {type(data_out).__name__}.")
+    data_out.check_writable()
+    if not data_out.tensors:
+        raise InvalidArgumentError(
+            f"data_out {data_out.path!r} has no tensors. Create them first (ds.create_tensor or lc.like)."
+        )
+    return data_out, data_out is data_in
+
+
+def _commit_pending(out: Dataset, data_in: Any) -> None:
+    """Commit what the caller wrote but did not commit yet (inside ``with ds:``, say), as its own version:
+    the workers read committed versions, and the eval's commits hold only its own outputs."""
+    for ds in (out, base_dataset(data_in) if isinstance(data_in, (Dataset, DatasetView)) else None):
+        if ds is not None and not ds.read_only and ds.has_pending_changes:
+            ds.commit("changes before eval")
+
+
+def _fingerprint(
+    pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
+) -> str | None:
+    try:
+        identity = source.identity()
+        if in_place:
+            identity = {**identity, "version": None}  # the input is the version the eval started from
+        output = {
+            "path": out.path,
+            "in_place": in_place,
+            # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
+            "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
+            "options": options.identity(),
+        }
+        return fingerprint_eval(pipeline, identity, output)
+    except FingerprintError:
+        if options.checkpoint_interval:
+            raise
+        return None  # nothing to resume from: the eval runs, unrecorded
+
+
+def _earlier_run(
+    out: Dataset, fingerprint: str | None, in_place: bool, options: EvalOptions
+) -> EvalRecord | None:
+    """The record of the same eval to skip (completed) or resume (interrupted), if there is one."""
+    record = out.eval_records().get(fingerprint) if fingerprint is not None else None
+    if record is None:
+        return None
+    if record.complete:
+        # In place, the eval is the same only right after it ran: later versions are other input.
+        same_input = not in_place or record.version == out.version
+        return record if same_input and not options.rerun else None
+    if record.version == out.version:
+        return record
+    if not in_place:
+        # Its checkpointed outputs are visible in data_out, and something was committed after them:
+        # neither resuming nor starting over would give each output once, in order.
+        raise EvalConflictError(out.path, record.done, record.version, out.version)
+    return None
+
+
+# -- splitting the input into tasks -----------------------------------------------------------------
+
+
+def task_size(length: int | None, num_workers: int, checkpoint_interval: int, batch_size: int | None) -> int:
+    """The largest task: about a quarter of a worker's share (so one slow region does not hold up the
+    rest), at most MAX_TASK; `plan_ranges` makes the later tasks smaller."""
+    size = 1024 if length is None else min(MAX_TASK, max(1, math.ceil(length / max(1, 4 * num_workers))))
+    if checkpoint_interval:
+        size = min(size, checkpoint_interval)
+    if batch_size:
+        size = max(batch_size, (size // batch_size) * batch_size)
+    return size
+
+
+def plan_ranges(
+    length: int, size: int, num_workers: int, checkpoint_interval: int, batch_size: int | None, start: int = 0
+) -> list[tuple[int, int]]:
+    """Task ranges from ``start`` that never cross a checkpoint boundary.
+
+    With several workers the sizes are *guided*: each task takes a share of what is left (about
+    1 / (2 * num_workers)), down to a floor, so tasks shrink towards the end and the workers finish
+    together instead of one idling while another runs a last large task. ``size`` caps every task.
+    """
+    floor = max(batch_size or 1, math.ceil(length / max(1, 16 * num_workers)))
+    ranges = []
+    while start < length:
+        step = size
+        if num_workers > 1:
+            step = min(size, max(floor, math.ceil((length - start) / (2 * num_workers))))
+            if batch_size:
+                step = max(batch_size, (step // batch_size) * batch_size)
+        stop = min(length, start + step)
+        if checkpoint_interval:
+            boundary = (start // checkpoint_interval + 1) * checkpoint_interval
+            stop = min(stop, boundary)
+        ranges.append((start, stop))
+        start = stop
+    return ranges
+
+
+def block_size(first: Any, batch_size: int | None) -> int:
+    """Inputs per block, from the size of the first input: few, large reads (zarr's cost per call is
+    ~ms), within BLOCK_BYTES of input."""
+    sample_bytes = estimate_bytes(first) // (batch_size or 1)
+    block = max(1, min(MAX_TASK, BLOCK_BYTES // max(1, sample_bytes)))
+    if batch_size:
+        block = max(batch_size, (block // batch_size) * batch_size)
+    return block

@@ -1,0 +1,223 @@
+"""Running a pipeline on one sample: the code every eval worker and every loader worker shares.
+
+A pipeline's functions become :class:`Stage` objects once per worker (a class-based function's
+``__init__`` runs then). For each input, the stages run in order inside the worker: every output row of
+stage k is a ``sample_in`` of stage k+1, and the last stage writes into the final ``sample_out``.
+
+A function may write to ``sample_out``, or return one output row (a dict) or several (a list of dicts),
+the ``datasets.map`` habit — not both. A function with an ``rng`` parameter gets a
+``numpy.random.Generator`` derived from ``(seed, *key, input index, stage, row)``: the same numbers for
+the same input whatever worker, scheduler or task size runs it, and after a resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lakecompute.compute._options import draw_seed
+from lakecompute.compute._samples import InputRow, SampleOut, row_class
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
+
+if TYPE_CHECKING:
+    from lakecompute.compute._decorator import ComputeFunction, Pipeline
+
+__all__ = [
+    "SampleRunner",
+    "Stage",
+    "StageFailure",
+    "absorb_return",
+    "build_stages",
+    "failure_error",
+    "make_rng",
+    "rows_of",
+    "run_sample",
+]
+
+
+class Stage:
+    """One compute function of a pipeline, ready to call in this worker.
+
+    Attributes:
+        call: the per-sample callable (a bound function, or an instance of the class).
+        name: the function's name, for errors.
+        number: its position in the pipeline (part of its ``rng``'s key).
+        wants_rng: whether it takes an ``rng`` argument.
+    """
+
+    __slots__ = ("call", "name", "number", "wants_rng")
+
+    def __init__(self, function: ComputeFunction, number: int) -> None:
+        self.call = function.instantiate()
+        self.name = function.name
+        self.number = number
+        self.wants_rng = function.wants_rng
+
+
+def build_stages(pipeline: Pipeline) -> list[Stage]:
+    """The stages of ``pipeline``; class-based functions are instantiated here (once per worker)."""
+    return [Stage(f, k) for k, f in enumerate(pipeline.functions)]
+
+
+class StageFailure(Exception):
+    """User code failed: which function, and the exception it raised."""
+
+    def __init__(self, function: str, exc: BaseException) -> None:
+        super().__init__(function, exc)
+        self.function = function
+        self.exc = exc
+
+
+def make_rng(seed: int, key: Sequence[int]) -> np.random.Generator:
+    """The generator for ``key`` (``(*prefix, index, stage, row)``) of an eval or loader with ``seed``."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=tuple(key))))
+
+
+def absorb_return(value: Any, out: SampleOut, wrote: bool, function: str) -> None:
+    """Write what a compute function returned into ``out`` (``None`` and ``sample_out`` write nothing).
+
+    Raises:
+        InvalidTypeError: the value is not a dict, a list of dicts, None or ``sample_out``.
+        InvalidArgumentError: the function also wrote to ``sample_out`` in the same call.
+    """
+    if value is None or value is out:
+        return
+    if isinstance(value, Mapping):
+        rows: list[Any] = [value]
+    elif isinstance(value, list) and all(isinstance(r, Mapping) for r in value):
+        rows = value
+    else:
+        raise InvalidTypeError(
+            f"{function} returned {type(value).__name__} {value!r:.60}. A compute function returns None "
+            "(having written to sample_out), sample_out, a dict (one output row) or a list of dicts (rows)."
+        )
+    if wrote:
+        raise InvalidArgumentError(
+            f"{function} wrote to sample_out and also returned {type(value).__name__}; do one or the other: "
+            "either append to sample_out and return None, or return the rows without touching sample_out."
+        )
+    for row in rows:
+        out.append(row)
+
+
+def call_stage(stage: Stage, sample: Any, out: SampleOut, seed: int, key: tuple[int, ...]) -> None:
+    """Run one stage on one ``sample_in``; user errors come out as :class:`StageFailure`."""
+    before = out.total()
+    try:
+        if stage.wants_rng:
+            value = stage.call(sample, out, rng=make_rng(seed, key))
+        else:
+            value = stage.call(sample, out)
+        if value is not None and value is not out:
+            absorb_return(value, out, out.total() != before, stage.name)
+    except Exception as exc:
+        raise StageFailure(stage.name, exc) from exc
+
+
+def rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> list[InputRow]:
+    """A stage's outputs as rows: the next stage's ``sample_in`` objects."""
+    items = {k: v for k, v in out.items().items() if v}
+    if not items:
+        return []
+    counts = {k: len(v) for k, v in items.items()}
+    n = max(counts.values())
+    if len(set(counts.values())) > 1:
+        if check_lengths:
+            raise StageFailure(
+                function,
+                InvalidArgumentError(
+                    f"{function} wrote different numbers of samples per tensor {counts}; the next step needs "
+                    "whole rows. Write every tensor once per output sample."
+                ),
+            )
+        n = min(counts.values())
+    row = row_class(tuple(items))
+    return [row({k: v[j] for k, v in items.items()}, index) for j in range(n)]
+
+
+def run_sample(
+    stages: Sequence[Stage],
+    sample: Any,
+    index: int,
+    final: SampleOut,
+    *,
+    check_lengths: bool,
+    seed: int,
+    prefix: tuple[int, ...] = (),
+) -> None:
+    """Run every stage on one input (``index`` in ``data_in``), writing the last stage's rows to ``final``."""
+    current = [sample]
+    last = len(stages) - 1
+    for stage in stages:
+        out = final if stage.number == last else SampleOut(None)
+        for j, s in enumerate(current):
+            call_stage(stage, s, out, seed, (*prefix, index, stage.number, j))
+        if stage.number != last:
+            current = rows_of(out, index, stage.name, check_lengths)
+            if not current:
+                return
+
+
+def failure_error(function: str, index: int, exc: BaseException, sample: Any = None) -> TransformError:
+    """The TransformError for user code that raised ``exc`` on ``data_in[index]``."""
+    err = TransformError(
+        f"Transform {function!r} failed on data_in[{index}]: {type(exc).__name__}: {exc}",
+        index,
+        sample,
+        function,
+    )
+    err.__cause__ = exc
+    return err
+
+
+class SampleRunner:
+    """Runs a compute function or pipeline on one sample at a time, in this process, as eval's workers do.
+
+    For code that applies a transform on the fly (the loaders' ``transform=``): the same functions users
+    run offline with ``eval``, with the same return-value rules and the same seeded ``rng``.
+
+    Args:
+        transform: a `ComputeFunction` or `Pipeline`; a class-based function is instantiated here.
+        seed: the seed of the ``rng`` generators (None: a fresh one, in ``.seed``).
+
+    Example:
+        >>> import lakecompute as lc
+        >>> @lc.compute
+        ... def double(sample_in, sample_out):
+        ...     sample_out.x.append(sample_in.x.numpy() * 2)
+        >>> SampleRunner(double(), seed=0).run({"x": 3}, index=0)
+        [{'x': array(6)}]
+    """
+
+    def __init__(self, transform: ComputeFunction | Pipeline, seed: int | None = None) -> None:
+        from lakecompute.compute._decorator import as_pipeline
+
+        self.pipeline = as_pipeline(transform)
+        self.stages = build_stages(self.pipeline)
+        self.seed = draw_seed() if seed is None else seed
+
+    def run(self, values: Any, index: int, key: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+        """Run the transform on one sample.
+
+        Args:
+            values: the sample: a dict of tensor name -> value (given to the functions as a row, like a
+                dataset's ``sample_in``), or any other value (given as it is).
+            index: the sample's index (part of its ``rng``'s key, and named by errors).
+            key: more of the ``rng``'s key, before the index (the loaders pass ``(epoch,)``).
+
+        Returns:
+            The output rows: 0, 1 or many dicts of tensor name -> value.
+
+        Raises:
+            TransformError: the transform failed (``.index``, ``.sample``, ``__cause__``).
+        """
+        sample = row_class(tuple(values))(values, index) if isinstance(values, Mapping) else values
+        out = SampleOut(None)
+        try:
+            run_sample(self.stages, sample, index, out, check_lengths=True, seed=self.seed, prefix=key)
+            rows = rows_of(out, index, self.stages[-1].name, True)
+        except StageFailure as failure:
+            raise failure_error(failure.function, index, failure.exc, sample) from failure.exc
+        return [r.to_dict() for r in rows]

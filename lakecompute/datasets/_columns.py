@@ -1,0 +1,49 @@
+"""Reading blocks of columns: how the transform engine reads its input from a dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from lakecompute.datasets._dataset import Dataset
+
+__all__ = ["pad_value", "read_columns"]
+
+
+def pad_value(ds: Dataset, name: str) -> Any:
+    """What stands in for a missing sample of tensor ``name`` when shorter tensors are padded
+    (``eval(pad_data_in=True)``): an empty array of the tensor's rank and dtype — zero for a tensor of
+    scalars (a label, a number), so that the value can be stored again — ``""`` for text, None for json."""
+    state = ds._state(name)
+    spec = state.spec
+    if spec.htype == "text":
+        return ""
+    if spec.htype == "json":
+        return None
+    dtype = np.dtype(spec.dtype or "float64")
+    ndim = state.ndim or 0
+    return np.zeros((0,) * ndim if ndim else (), dtype=dtype)
+
+
+def read_columns(
+    ds: Dataset, names: Sequence[str], positions: range | np.ndarray, pad: bool = False
+) -> dict[str, np.ndarray | list[Any]]:
+    """The samples at ``positions`` of each tensor in ``names``: one stacked array per tensor when its
+    samples come from uniform fragments of one shape, else a list of values.
+
+    Contiguous ranges are read in a few large reads (whole chunks, decoded once). With ``pad``,
+    positions past a tensor's end give its `pad_value`.
+    """
+    return {name: _column(ds, name, positions, pad) for name in names}
+
+
+def _column(ds: Dataset, name: str, pos: range | np.ndarray, pad: bool) -> np.ndarray | list[Any]:
+    reader = ds._reader(name)
+    n = reader.length
+    if isinstance(pos, range) and pos.step == 1 and pos.stop <= n:
+        return reader.read_range(pos.start, pos.stop) if len(pos) else []
+    filler = pad_value(ds, name) if pad else None
+    return [reader.read_one(p) if p < n else filler for p in (int(x) for x in pos)]

@@ -1,0 +1,361 @@
+"""An eval's writes into its output dataset, on both sides of the process boundary.
+
+In the calling process, :class:`EvalWrite` (made by the dataset's transaction) owns the eval's part of
+the write transaction: the decisions about ranks and dtypes (made once, from the first outputs, before
+any worker writes), the segments its tasks write into, the fragments applied in input order,
+checkpoints and the final commit. In the workers, a :class:`TaskWriter` built from the frozen
+:class:`SlotGrant` and :class:`OutputSchema` checks, buffers and writes one task's outputs into the
+slots reserved for that task, and hands back only fragment descriptions.
+
+::
+
+    EvalWrite.schema ──▶ preflight: schema.decide(first outputs) ──▶ EvalWrite.decide(decisions)
+    EvalWrite.grant + decided schema ──▶ workers: TaskWriter(grant, schema, task) ──▶ fragments
+    fragments, in input order ──▶ EvalWrite.apply ──▶ checkpoint(...) / commit(...)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.abc.store import Store
+
+from lakecompute.datasets._records import EvalProgress, EvalRecord
+from lakecompute.datasets._session import WriteSession
+from lakecompute.errors import InvalidSampleError, LakeComputeError
+from lakecompute.htypes import Encoded, TensorSpec
+from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, SlotWriter, TensorState, open_backend
+
+if TYPE_CHECKING:
+    from lakecompute.datasets._transaction import Transaction
+
+__all__ = ["Decisions", "EvalWrite", "OutputSchema", "SlotGrant", "TaskWriter", "TensorSchema"]
+
+
+# -- what workers check outputs against ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSchema:
+    """What every output sample of one tensor is checked against.
+
+    Attributes:
+        spec: the tensor's spec; its dtype is set once decided.
+        ndim: the samples' rank once decided, else None.
+        class_names: for class_label tensors, the names a string label maps to.
+    """
+
+    spec: TensorSpec
+    ndim: int | None
+    class_names: tuple[str, ...] = ()
+
+    def state(self) -> TensorState:
+        """A fresh, empty state to check and buffer samples against."""
+        info: dict[str, Any] = {"class_names": list(self.class_names)} if self.class_names else {}
+        return TensorState(self.spec, info, self.ndim)
+
+
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """Ranks decided from an eval's first outputs, and which tensors those wrote.
+
+    A generic tensor without a dtype is not decided here: it gets the smallest dtype that holds every
+    value the eval writes (numpy's ``result_type``), at each commit, never narrowing: a checkpoint taken
+    before the first float keeps int64, the final version says float64, and no value changes.
+
+    Attributes:
+        ndims: rank per tensor that received values.
+        written: the tensors that received values.
+    """
+
+    ndims: Mapping[str, int]
+    written: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The output tensors of an eval, in ``data_out``'s order, as workers check samples against them.
+
+    Attributes:
+        tensors: tensor name -> :class:`TensorSchema`.
+    """
+
+    tensors: Mapping[str, TensorSchema]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.tensors)
+
+    def decide(self, values: Mapping[str, Sequence[Any]]) -> Decisions:
+        """Check one input's outputs (tensor -> values) and derive the decisions they imply.
+
+        Raises:
+            InvalidSampleError: a value cannot be stored in its tensor (wrong dtype, rank, label, ...).
+        """
+        session = WriteSession(_no_slots)
+        ndims: dict[str, int] = {}
+        for name, vals in values.items():
+            if vals:
+                state = self.tensors[name].state()
+                ndims[name] = _one_rank(name, [session.encode(state, v) for v in vals])
+        return Decisions(ndims, tuple(n for n, v in values.items() if v))
+
+    def decided(self, decisions: Decisions) -> OutputSchema:
+        """This schema with ``decisions`` applied."""
+        out = dict(self.tensors)
+        for name, ndim in decisions.ndims.items():
+            out[name] = replace(out[name], ndim=ndim)
+        return OutputSchema(out)
+
+
+def _one_rank(name: str, encoded: list[Encoded]) -> int:
+    ranks = {len(e.shape) for e in encoded}
+    if len(ranks) > 1:
+        raise InvalidSampleError(
+            name, f"every sample of a tensor has the same number of dimensions: got {sorted(ranks)}."
+        )
+    return ranks.pop()
+
+
+def _no_slots(spec: TensorSpec) -> SlotWriter:
+    raise AssertionError("checking samples never writes")  # pragma: no cover
+
+
+# -- where workers write ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SlotGrant:
+    """The slots an eval's tasks write into: one segment per chunk codec, a slot per task and tensor.
+
+    Attributes:
+        out: where the output dataset lives (reopened in each worker process).
+        segments: chunk codec -> the eval's segment for tensors stored with it.
+        tensors: the output tensors, in order (a tensor's position numbers its slot within a task).
+    """
+
+    out: BackendSpec
+    segments: Mapping[str, str]
+    tensors: tuple[str, ...]
+
+    def slot(self, task: int, spec: TensorSpec) -> tuple[str, int]:
+        """The segment and slot that tensor ``spec`` of task number ``task`` writes into."""
+        slot = task * len(self.tensors) + self.tensors.index(spec.name)
+        if slot >= MAX_SLOTS:
+            raise LakeComputeError(
+                f"Too many tasks for one eval ({task}); use fewer, larger tasks "
+                "(a larger checkpoint_interval)."
+            )
+        return self.segments[spec.chunk_compression or "none"], slot
+
+
+# Per process: the output store of each location, opened once (remote clients are costly to build, and
+# must be built in the process that uses them: they do not survive a fork).
+_STORES: dict[tuple[int, str, str], Store] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def _store_for(spec: BackendSpec) -> Store:
+    key = (os.getpid(), spec.url, json.dumps(spec.storage_options, sort_keys=True, default=str))
+    with _STORES_LOCK:
+        store = _STORES.get(key)
+        if store is None:
+            for old in [k for k in _STORES if k[0] != key[0]]:
+                del _STORES[old]  # inherited from a parent process: never usable here
+            store = _STORES[key] = open_backend(spec.url, spec.storage_options).zarr_store()
+    return store
+
+
+class TaskWriter:
+    """Checks, buffers and writes one task's outputs into the slots its grant reserves for it.
+
+    Args:
+        grant: where the eval's tasks write.
+        schema: the decided output schema.
+        task: the task's number.
+    """
+
+    def __init__(self, grant: SlotGrant, schema: OutputSchema, task: int) -> None:
+        self._grant = grant
+        self._task = task
+        self._store = _store_for(grant.out)
+        self.states = {name: t.state() for name, t in schema.tensors.items()}
+        self._session = WriteSession(self._slot)
+        self._fragments: dict[str, list[Fragment]] = {name: [] for name in schema.tensors}
+
+    def _slot(self, spec: TensorSpec) -> SlotWriter:
+        seg, slot = self._grant.slot(self._task, spec)
+        return SlotWriter(self._store, seg, slot)
+
+    def encode(self, name: str, value: object) -> Encoded:
+        """Check one sample of ``name`` (raises InvalidSampleError; buffers nothing)."""
+        return self._session.encode(self.states[name], value)
+
+    def encode_many(self, name: str, values: object) -> np.ndarray | list[Encoded]:
+        """Check many samples of ``name``: a stacked array when the fast path applies, else a list."""
+        return self._session.encode_many(self.states[name], values)
+
+    def add(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
+        """Buffer checked samples of ``name``; a full buffer is written out."""
+        self._fragments[name].extend(self._session.add(self.states[name], item))
+
+    def finish(self) -> dict[str, list[Fragment]]:
+        """Write out everything buffered; the task's fragments per tensor, in order."""
+        for name, state in self.states.items():
+            self._fragments[name].extend(self._session.flush(state))
+        return self._fragments
+
+
+# -- the calling side -------------------------------------------------------------------------------
+
+
+class EvalWrite:
+    """One eval's part of its output dataset's write transaction.
+
+    Made by ``Dataset.begin_eval``. For an eval into another dataset the new fragments are appended to
+    the output's tensors; in place, the tensors the eval writes are rebuilt beside the old ones and the
+    others keep their content (their fragments carry over, nothing of them is rewritten).
+
+    Args:
+        txn: the output dataset's transaction.
+        fingerprint: the eval's fingerprint, or None when it has none (then no record is kept).
+        label: the compute functions, for commit messages.
+        in_place: whether the eval transforms the dataset it reads.
+        resume: the record of an interrupted run of the same eval to continue from, if any.
+    """
+
+    def __init__(
+        self,
+        txn: Transaction,
+        fingerprint: str | None,
+        *,
+        label: str,
+        in_place: bool,
+        resume: EvalRecord | None,
+    ) -> None:
+        self._txn = txn
+        self.fingerprint = fingerprint
+        self.label = label
+        self.in_place = in_place
+        self.resume = resume
+        self.base_version = resume.base_version if resume is not None else txn.base.version
+        self.written: tuple[str, ...] = ()
+        self._grant: SlotGrant | None = None
+        # Generic tensors whose dtype the eval's data decides: kept open (None) in the head until the
+        # final commit, also across checkpoints and a resume, so that a later float widens it.
+        self.open_dtypes = tuple(
+            n for n, s in txn.head.tensors.items() if s.spec.dtype is None and s.spec.kind == "array"
+        ) + (resume.open_dtypes if resume is not None else ())
+        self._reopen()
+        self.schema = OutputSchema(
+            {
+                name: TensorSchema(
+                    s.spec, None if in_place else s.ndim, tuple(s.info.get("class_names") or ())
+                )
+                for name, s in txn.head.tensors.items()
+            }
+        )
+
+    # -- before the workers ----------------------------------------------------------------------
+    def decide(self, decisions: Decisions, *, replace_all: bool) -> OutputSchema:
+        """Fix ranks and dtypes once, before any worker writes; in place, start the written tensors anew.
+
+        Args:
+            decisions: from :meth:`OutputSchema.decide` on the first outputs.
+            replace_all: in place, whether every tensor is rewritten (else only those the first
+                outputs wrote; the others are kept).
+
+        Returns:
+            The decided schema the workers check against.
+        """
+        self.schema = self.schema.decided(decisions)
+        for name, ndim in decisions.ndims.items():
+            self._txn.state(name).ndim = ndim
+        if self.in_place:
+            self.written = self.schema.names if replace_all or not decisions.written else decisions.written
+            parked = self.resume.parked if self.resume is not None else {}
+            for name in self.written:
+                self._txn.state(name).ndim = decisions.ndims.get(name)
+                self._txn.set_fragments(name, list(parked.get(name, ())))
+        return self.schema
+
+    def kept(self) -> dict[str, int]:
+        """In place: the tensors the eval does not write, with their lengths."""
+        if not self.in_place:
+            return {}
+        return {n: self._txn.length(n) for n in self.schema.names if n not in self.written}
+
+    @property
+    def grant(self) -> SlotGrant:
+        """The slots the eval's tasks write into (its segments are created on first use, here)."""
+        if self._grant is None:
+            codecs = {
+                s.spec.chunk_compression or "none": s.spec.chunk_compression
+                for s in self.schema.tensors.values()
+            }
+            segments = {codec: self._txn.slots.new_segment(cc) for codec, cc in codecs.items()}
+            self._grant = SlotGrant(self._txn.backend.spec, segments, self.schema.names)
+        return self._grant
+
+    # -- in input order --------------------------------------------------------------------------
+    def apply(self, fragments: Mapping[str, Iterable[Fragment]]) -> None:
+        """Append a task's fragments (tasks must be applied in input order)."""
+        for name, frags in fragments.items():
+            for frag in frags:
+                self._txn.add_fragment(name, frag)
+
+    def checkpoint(self, progress: EvalProgress) -> None:
+        """Commit the outputs so far as a checkpoint a rerun resumes from.
+
+        In place, the content readers see does not change: the new fragments are parked in the record.
+        """
+        message = f"eval {self.label}: checkpoint at {progress.done}"
+        record = self._record("running", progress)
+        if not self.in_place:
+            self._txn.commit(message, record)
+            self._reopen()
+        elif record is not None:  # in place, checkpoints exist only to be resumed: they need the record
+            self._txn.commit_record(message, record)
+
+    def commit(self, progress: EvalProgress) -> int:
+        """The final commit; returns the version that holds the eval's result."""
+        suffix = " (in place)" if self.in_place else ""
+        self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress))
+        return self._txn.base.version
+
+    def _reopen(self) -> None:
+        for name in self.open_dtypes:
+            self._txn.reopen_dtype(name)
+
+    def abort(self) -> None:
+        """Forget everything of the eval not committed yet (checkpoints stay)."""
+        self._txn.rollback()
+
+    def _record(self, status: str, progress: EvalProgress) -> EvalRecord | None:
+        if self.fingerprint is None:
+            return None
+        parked: dict[str, tuple[Fragment, ...]] = {}
+        if self.in_place and status == "running":
+            parked = {n: tuple(self._txn.state(n).fragments) for n in self.written}
+        return EvalRecord(
+            fingerprint=self.fingerprint,
+            status="done" if status == "done" else "running",
+            done=progress.done,
+            outputs=dict(progress.outputs),
+            failed=tuple(progress.failed),
+            failed_count=len(progress.failed),
+            base_version=self.base_version,
+            label=self.label,
+            seed=progress.seed,
+            in_place=self.in_place,
+            written=self.written,
+            open_dtypes=self.open_dtypes if status != "done" else (),
+            parked=parked,
+            seconds=progress.seconds,
+        )

@@ -1,0 +1,186 @@
+"""What a dataset remembers about the evals written into it: typed records in the version manifests.
+
+An eval whose inputs can be fingerprinted leaves an :class:`EvalRecord` under its fingerprint in the
+manifest of every version it commits: at each checkpoint (``status="running"``) and at the end
+(``status="done"``). The record is how a rerun is recognised — resumed after the last checkpoint, or
+skipped when it already completed — and it is part of the version, so it is committed atomically
+with the outputs it describes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lakecompute.errors import DatasetCorruptError
+from lakecompute.storage import Fragment, Manifest, version_key
+
+__all__ = ["MAX_RECORDED_FAILURES", "EvalProgress", "EvalRecord", "FailedSample", "parse_records"]
+
+#: Failures kept in full in a record (``ignore_errors=True`` may skip many; the manifest stays small).
+MAX_RECORDED_FAILURES = 1000
+_MAX_TRACEBACK = 4000
+
+
+@dataclass(frozen=True, slots=True)
+class FailedSample:
+    """A sample skipped with ``ignore_errors=True``.
+
+    Attributes:
+        index: its position in ``data_in``.
+        function: the compute function that failed.
+        error_type: the exception's type name.
+        message: the exception's message.
+        traceback: the formatted traceback from where it ran.
+    """
+
+    index: int
+    function: str
+    error_type: str
+    message: str
+    traceback: str
+
+    def to_json(self) -> list[Any]:
+        return [self.index, self.function, self.error_type, self.message, self.traceback[-_MAX_TRACEBACK:]]
+
+    @classmethod
+    def from_json(cls, row: Any) -> FailedSample:
+        index, function, error_type, message, tb = row
+        return cls(int(index), str(function), str(error_type), str(message), str(tb))
+
+    def __repr__(self) -> str:
+        return f"FailedSample(index={self.index}, {self.error_type}: {self.message!s:.80})"
+
+
+@dataclass(frozen=True, slots=True)
+class EvalProgress:
+    """How far an eval got, as its engine reports it at a checkpoint or at the end.
+
+    Attributes:
+        done: inputs whose outputs are applied (a prefix of the input).
+        outputs: samples written per tensor.
+        failed: samples skipped with ``ignore_errors=True``.
+        seed: the seed of the eval's ``rng`` generators.
+        seconds: wall time so far.
+    """
+
+    done: int
+    outputs: Mapping[str, int]
+    failed: tuple[FailedSample, ...] = ()
+    seed: int | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRecord:
+    """One eval's progress as a version records it.
+
+    Attributes:
+        fingerprint: what identifies the eval (its code, arguments, input, output and options).
+        status: ``"running"`` at a checkpoint, ``"done"`` once complete.
+        done: inputs whose outputs this version holds (all of them when done).
+        outputs: samples written per tensor up to ``done``.
+        failed: samples skipped with ``ignore_errors=True`` up to ``done`` (at most
+            :data:`MAX_RECORDED_FAILURES` of them).
+        failed_count: how many samples were skipped in all.
+        base_version: the version the eval started from (its input, for an in-place eval).
+        version: the version this record was committed in.
+        label: the compute functions, for logs and messages.
+        seed: the seed the eval's ``rng`` generators were derived from.
+        in_place: whether the eval transforms its input in place.
+        written: for an in-place eval, the tensors it replaces (the others keep their content).
+        open_dtypes: generic tensors whose dtype the eval's data decides; a checkpoint commits the dtype
+            of the values so far, which the rest of the eval may still widen.
+        parked: for an in-place eval at a checkpoint, the new fragments of ``written`` tensors, kept
+            aside until the final commit swaps them in (readers still see the old content).
+        seconds: wall time up to ``done``.
+    """
+
+    fingerprint: str
+    status: Literal["running", "done"]
+    done: int
+    outputs: Mapping[str, int]
+    failed: tuple[FailedSample, ...] = ()
+    failed_count: int = 0
+    base_version: int = 0
+    version: int = 0
+    label: str = ""
+    seed: int | None = None
+    in_place: bool = False
+    written: tuple[str, ...] = ()
+    open_dtypes: tuple[str, ...] = ()
+    parked: Mapping[str, tuple[Fragment, ...]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "done"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "done": self.done,
+            "outputs": dict(self.outputs),
+            "failed": [f.to_json() for f in self.failed[:MAX_RECORDED_FAILURES]],
+            "failed_count": self.failed_count,
+            "base_version": self.base_version,
+            "version": self.version,
+            "label": self.label,
+            "seed": self.seed,
+            "in_place": self.in_place,
+            "written": list(self.written),
+            "open_dtypes": list(self.open_dtypes),
+            "parked": {k: [f.to_json() for f in v] for k, v in self.parked.items()},
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, fingerprint: str, obj: Mapping[str, Any]) -> EvalRecord:
+        """Rebuild a record; raises ValueError/TypeError/KeyError on a malformed one."""
+        status = obj["status"]
+        if status not in ("running", "done"):
+            raise ValueError(f"status {status!r}")
+        seed = obj.get("seed")
+        return cls(
+            fingerprint=fingerprint,
+            status=status,
+            done=_count(obj["done"]),
+            outputs={str(k): _count(v) for k, v in dict(obj["outputs"]).items()},
+            failed=tuple(FailedSample.from_json(r) for r in obj.get("failed", [])),
+            failed_count=_count(obj.get("failed_count", len(obj.get("failed", [])))),
+            base_version=_count(obj.get("base_version", 0)),
+            version=_count(obj.get("version", 0)),
+            label=str(obj.get("label", obj.get("functions", ""))),  # "functions": records before 0.2
+            seed=None if seed is None else int(seed),
+            in_place=bool(obj.get("in_place", False)),
+            written=tuple(str(n) for n in obj.get("written", [])),
+            open_dtypes=tuple(str(n) for n in obj.get("open_dtypes", [])),
+            parked={
+                str(k): tuple(Fragment.from_json(r) for r in v)
+                for k, v in dict(obj.get("parked", obj.get("pending", {}))).items()  # "pending": before 0.2
+            },
+            seconds=float(obj.get("seconds", 0.0)),
+        )
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a count (an int >= 0), got {value!r}")
+    return value
+
+
+def parse_records(manifest: Manifest, url: str) -> dict[str, EvalRecord]:
+    """The typed eval records of a version's manifest, by fingerprint.
+
+    Raises:
+        DatasetCorruptError: a record is malformed (names the manifest file, the record and the problem).
+    """
+    out: dict[str, EvalRecord] = {}
+    for fp, obj in manifest.evals.items():
+        try:
+            out[fp] = EvalRecord.from_json(fp, obj)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            reason = f"eval record {fp!r}: {type(exc).__name__}: {exc}"
+            raise DatasetCorruptError(url, version_key(manifest.version), reason) from exc
+    return out

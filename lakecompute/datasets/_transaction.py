@@ -1,0 +1,283 @@
+"""The write transaction: the one way anything is committed to a dataset.
+
+A :class:`Transaction` belongs to one dataset handle. It holds the version the handle builds on
+(``base``), the working copy that writes change (``head``), the samples buffered but not yet written,
+and the slots this handle writes into. Every commit goes through it: a write call outside ``with``,
+a ``with`` block, ``compact``, and an eval's checkpoints and final commit (through the
+:class:`~lakecompute.datasets._eval_write.EvalWrite` it hands out). Rolling back is forgetting the head:
+data is written once into slots nobody else uses, and becomes part of the dataset only when a
+manifest that names it is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.abc.store import Store
+
+from lakecompute import compression
+from lakecompute.datasets._records import EvalRecord, parse_records
+from lakecompute.datasets._session import WriteSession
+from lakecompute.errors import CommitConflictError, InvalidSampleError
+from lakecompute.htypes import Encoded, TensorSpec
+from lakecompute.storage import (
+    MAX_SLOTS,
+    ArrayCache,
+    Backend,
+    Fragment,
+    Manifest,
+    SlotWriter,
+    TensorState,
+    append_fragment,
+    commit_manifest,
+    create_segment,
+    latest_version,
+    new_segment_id,
+)
+
+if TYPE_CHECKING:
+    from lakecompute.datasets._eval_write import EvalWrite
+
+__all__ = ["SlotAllocator", "Transaction"]
+
+#: Completed eval records a version keeps (the oldest beyond this are forgotten; running ones stay).
+MAX_DONE_RECORDS = 64
+
+
+class SlotAllocator:
+    """Hands out slots of this handle's own segments: one segment per chunk codec, slots in order."""
+
+    def __init__(self, store: Store, cache: ArrayCache) -> None:
+        self._store = store
+        self._cache = cache
+        self._segments: dict[str, str] = {}  # chunk codec -> this handle's current segment
+        self._next: dict[str, int] = {}  # segment -> its next free slot
+
+    def new_slot(self, spec: TensorSpec) -> SlotWriter:
+        codec = spec.chunk_compression or "none"
+        seg = self._segments.get(codec)
+        if seg is None or self._next[seg] >= MAX_SLOTS:
+            seg = self.new_segment(spec.chunk_compression)
+            self._segments[codec] = seg
+            self._next[seg] = 0
+        slot = self._next[seg]
+        self._next[seg] += 1
+        return SlotWriter(self._store, seg, slot, self._cache)
+
+    def new_segment(self, chunk_compression: str | None) -> str:
+        """Create a fresh segment (in this process: only one process may create arrays)."""
+        seg = new_segment_id()
+        create_segment(self._store, seg, compression.zarr_compressors(chunk_compression))
+        return seg
+
+    def own(self) -> set[str]:
+        """The segments this handle writes into (vacuum must leave them alone)."""
+        return set(self._segments.values())
+
+
+class Transaction:
+    """A dataset handle's uncommitted changes, and the only path to a commit.
+
+    Args:
+        backend: where the dataset lives.
+        store: the zarr store of ``backend``.
+        cache: the handle's chunk cache (slot writers tell it which chunks they replaced).
+        base: the committed version the handle builds on.
+        on_change: called with a tensor name when that tensor's content changed (None: all of them),
+            so the handle can drop readers built on the old content.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: Store,
+        cache: ArrayCache,
+        base: Manifest,
+        on_change: Callable[[str | None], None],
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.cache = cache
+        self.base = base
+        self.head = base.copy()
+        self.dirty = False
+        self.depth = 0  # nesting of `with ds:` blocks (and single write calls) under way
+        self.slots = SlotAllocator(store, cache)
+        self.session = WriteSession(self.slots.new_slot)
+        self._on_change = on_change
+
+    # -- what the head holds ---------------------------------------------------------------------
+    def state(self, name: str) -> TensorState:
+        """The head's state of tensor ``name`` (KeyError if there is none)."""
+        return self.head.tensors[name]
+
+    def length(self, name: str) -> int:
+        """Samples of ``name`` in the head, buffered ones included."""
+        return self.head.tensors[name].length + self.session.pending(name)
+
+    @property
+    def pending(self) -> bool:
+        """Whether anything is waiting to be committed."""
+        return self.dirty or any(self.session.pending(n) for n in self.head.tensors)
+
+    # -- changing the head -----------------------------------------------------------------------
+    def add_tensor(self, state: TensorState) -> None:
+        self.head.tensors[state.spec.name] = state
+        self._changed(state.spec.name)
+
+    def drop_tensor(self, name: str) -> None:
+        self.session.buffers.pop(name, None)
+        del self.head.tensors[name]
+        self._changed(name)
+
+    def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
+        """Buffer checked samples of ``name`` (see :class:`WriteSession`); full buffers are written out."""
+        for frag in self.session.add(self.head.tensors[name], item):
+            self.add_fragment(name, frag)
+        self._changed(name)
+
+    def flush(self, name: str | None = None) -> None:
+        """Write out buffered samples (of one tensor, or of all) as fragments of the head."""
+        for n in [name] if name is not None else list(self.head.tensors):
+            for frag in self.session.flush(self.head.tensors[n]):
+                self.add_fragment(n, frag)
+
+    def add_fragment(self, name: str, frag: Fragment) -> None:
+        """Append a written fragment to tensor ``name`` of the head, checking its rank and dtype."""
+        state = self.head.tensors[name]
+        if state.ndim is not None and frag.ndim != state.ndim:
+            raise InvalidSampleError(
+                name,
+                "every sample of a tensor has the same number of dimensions: "
+                f"expected {state.ndim}, got {frag.ndim}.",
+            )
+        _check_no_narrowing(state, frag)
+        append_fragment(state, frag)
+        self._changed(name)
+
+    def set_fragments(self, name: str, fragments: list[Fragment]) -> None:
+        """Make ``fragments`` the whole content of tensor ``name`` (compact, in-place replacement)."""
+        state = self.head.tensors[name]
+        state.fragments = []
+        for frag in fragments:
+            append_fragment(state, frag)
+        self._changed(name)
+
+    def reopen_dtype(self, name: str) -> None:
+        """Let tensor ``name``'s dtype be decided again, from all its fragments, at the next commit (an
+        eval whose data decides a generic tensor's dtype keeps it open until its final commit)."""
+        state = self.head.tensors[name]
+        state.spec = _with_dtype(state.spec, None)
+
+    def _changed(self, name: str | None) -> None:
+        self.dirty = True
+        self._on_change(name)
+
+    # -- committing ------------------------------------------------------------------------------
+    def commit(self, message: str, record: EvalRecord | None = None) -> bool:
+        """Commit the head as the next version; False (nothing done) when there is nothing to commit.
+
+        Raises:
+            CommitConflictError: another writer committed that version first; nothing of this one is kept.
+        """
+        self.flush()
+        if not self.dirty and record is None:
+            return False
+        new = self.head.copy()
+        for state in new.tensors.values():
+            _decide_dtype(state)
+        self._publish(new, message, record)
+        self.head = new.copy()
+        self.dirty = False
+        self._on_change(None)
+        return True
+
+    def commit_record(self, message: str, record: EvalRecord) -> None:
+        """Commit the base's content with ``record`` added, keeping the head as it is.
+
+        An in-place eval checkpoints this way: its progress is saved (with its new fragments parked in
+        the record), but readers keep seeing the old content until its final commit swaps them in.
+        """
+        self.flush()
+        self._publish(self.base.copy(), message, record)
+
+    def _publish(self, new: Manifest, message: str, record: EvalRecord | None) -> None:
+        new.version = self.base.version + 1
+        new.parent = self.base.version
+        new.message = message
+        if record is not None:
+            new.evals = _with_record(self.base.evals, record, new.version)
+        if not commit_manifest(self.backend, new):
+            found = latest_version(self.backend) or new.version
+            raise CommitConflictError(self.backend.url, self.base.version, found)
+        self.base = new
+
+    def rollback(self) -> None:
+        """Drop every uncommitted change."""
+        self.session.discard()
+        self.head = self.base.copy()
+        self.dirty = False
+        self._on_change(None)
+
+    def reset(self, base: Manifest) -> None:
+        """Build on ``base`` from now on, dropping uncommitted changes (``Dataset.reload``)."""
+        self.base = base
+        self.rollback()
+
+    # -- evals -----------------------------------------------------------------------------------
+    def records(self) -> dict[str, EvalRecord]:
+        """The eval records of the base version, by fingerprint.
+
+        Raises:
+            DatasetCorruptError: a record is malformed (names the manifest file).
+        """
+        return parse_records(self.base, self.backend.url)
+
+    def begin_eval(
+        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None
+    ) -> EvalWrite:
+        """Start an eval's writes into this dataset (see :class:`EvalWrite`)."""
+        from lakecompute.datasets._eval_write import EvalWrite
+
+        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume)
+
+
+def _decide_dtype(state: TensorState) -> None:
+    """A generic tensor's dtype, decided once — at its first commit — from everything written to it."""
+    if state.spec.dtype is None and state.fragments:
+        dtype = np.result_type(*{np.dtype(f.dtype) for f in state.fragments})
+        state.spec = _with_dtype(state.spec, dtype.name)
+
+
+def _with_dtype(spec: TensorSpec, dtype: str | None) -> TensorSpec:
+    return TensorSpec(spec.name, spec.htype, dtype, spec.sample_compression, spec.chunk_compression)
+
+
+def _check_no_narrowing(state: TensorState, frag: Fragment) -> None:
+    """Refuse a fragment whose values the tensor's decided dtype cannot hold (read back, they would be
+    silently cast): a float run into a tensor decided as int, say."""
+    decided = state.spec.dtype
+    if decided is None or state.spec.kind != "array" or frag.dtype == decided:
+        return
+    if not np.can_cast(np.dtype(frag.dtype), np.dtype(decided), "same_kind"):
+        raise InvalidSampleError(
+            state.spec.name,
+            f"the tensor's dtype is {decided} (decided from its first samples), but these samples are "
+            f"{frag.dtype}; storing them would change their values. Convert them, or create the tensor "
+            f"with dtype={frag.dtype!r}.",
+        )
+
+
+def _with_record(evals: Mapping[str, Any], record: EvalRecord, version: int) -> dict[str, Any]:
+    """``evals`` with ``record`` (stamped with the version it is committed in) and old completed
+    records beyond :data:`MAX_DONE_RECORDS` forgotten."""
+    out = {k: v for k, v in evals.items() if k != record.fingerprint}
+    done = [k for k, v in out.items() if isinstance(v, dict) and v.get("status") == "done"]
+    for k in done[: max(0, len(done) - MAX_DONE_RECORDS + 1)]:
+        del out[k]
+    stamped = record.to_json()
+    stamped["version"] = version
+    out[record.fingerprint] = stamped
+    return out

@@ -189,7 +189,6 @@ def test_batches_run_compute_transforms_per_sample_with_the_seed_index_and_epoch
         assert _FakeRunner.built.count(os.getpid()) == 1  # built once, lazily, for the whole run
 
 
-@pytest.mark.skipif(not hasattr(COMPUTE, "SampleRunner"), reason="needs SampleRunner (issue 11 #1)")
 def test_batches_compute_transform_draws_are_the_same_for_any_workers(numbered: lc.Dataset) -> None:
     """A random compute transform gives identical batches for 0 and 2 workers, new draws each epoch."""
 
@@ -202,6 +201,23 @@ def test_batches_compute_transform_draws_are_the_same_for_any_workers(numbered: 
     c = [b["noise"] for b in numbered.batches(8, shuffle=True, epoch=1, transform=jitter())]
     np.testing.assert_array_equal(np.concatenate(a), np.concatenate(b))
     assert not np.array_equal(np.sort(np.concatenate(a)), np.sort(np.concatenate(c)))
+
+
+@lc.compute
+def _fails_on_30(sample_in: Any, sample_out: Any) -> None:
+    if int(sample_in.idx.numpy()) == 30:
+        raise ValueError("no 30")
+    sample_out.append({"idx": sample_in.idx.numpy()})
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_compute_transform_failure_names_the_sample(numbered: lc.Dataset, num_workers: int) -> None:
+    """A compute transform failing in a worker raises TransformError with the sample's index and cause."""
+    with pytest.raises(lc.TransformError, match=r"'_fails_on_30' failed on data_in\[30\]") as info:
+        list(numbered.batches(8, tensors="idx", transform=_fails_on_30(), num_workers=num_workers))
+    assert info.value.index == 30
+    assert isinstance(info.value.__cause__, ValueError)
+    assert str(info.value.__cause__) == "no 30"
 
 
 def _fail_on_step_three(batch: dict[str, Any]) -> dict[str, Any]:

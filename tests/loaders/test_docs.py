@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
@@ -15,15 +14,9 @@ _BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def test_training_page_python_blocks_run_in_order(tmp_path: Path) -> None:
-    """The page's python blocks, run as one script in an empty directory, exit 0.
-
-    Until the engine's SampleRunner lands (issue 11, item 1) the block using a compute transform is
-    left out, and only that one.
-    """
+    """The page's python blocks, run as one script in an empty directory, exit 0."""
     blocks = _BLOCK.findall(PAGE.read_text())
     assert len(blocks) >= 8
-    if not hasattr(importlib.import_module("lakecompute.compute"), "SampleRunner"):
-        blocks = [b for b in blocks if "transform=jitter()" not in b]
     script = tmp_path / "training.py"
     script.write_text("\n".join(blocks))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

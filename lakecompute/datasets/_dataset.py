@@ -487,6 +487,11 @@ class Dataset(_Reading):
             f"samples={len(self)}{mode})"
         )
 
+    def _repr_html_(self) -> str:
+        from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
+
+        return dataset_html(self)
+
     # -- for the transform engine --------------------------------------------------------------
     def _latest_time(self) -> float:
         return time.time()

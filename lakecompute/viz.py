@@ -11,6 +11,7 @@ import base64
 import html
 import io
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -23,14 +24,15 @@ from lakecompute.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from PIL import Image
 
 __all__ = ["MAX_CELLS", "contact_sheet", "dataset_html", "image_tensors", "sample_indices"]
 
 MAX_CELLS = 1024
 """The most images one contact sheet holds (1024 cells of 96 px are a 30-megapixel PNG)."""
+
+Positions = Sequence[int] | np.ndarray
+"""Sample positions: a range, a list, or an integer array (a view's ``positions``)."""
 
 _CAPTION = 14  # pixels of caption under each image (Pillow's default bitmap font is 11 px high)
 _AUTO = "auto"
@@ -92,7 +94,7 @@ def _resolve_labels(ds: Any, label_tensor: str | None) -> str | None:
     )
 
 
-def _spread(positions: Sequence[int] | np.ndarray, count: int) -> list[int]:
+def _spread(positions: Positions, count: int) -> list[int]:
     """``count`` of ``positions`` evenly spaced over them (the middle of ``count`` equal parts)."""
     n = len(positions)
     return [int(positions[(2 * j + 1) * n // (2 * count)]) for j in range(count)]
@@ -120,7 +122,7 @@ def _label_values(ds: Any, name: str) -> np.ndarray | None:
 
 
 def sample_indices(
-    ds: Any, count: int, label_tensor: str | None = _AUTO, positions: Sequence[int] | None = None
+    ds: Any, count: int, label_tensor: str | None = _AUTO, positions: Positions | None = None
 ) -> list[int]:
     """Up to ``count`` sample indices of ``ds`` spread over it, the same every time.
 
@@ -323,21 +325,23 @@ def _png_data_uri(img: Image.Image) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _strip(ds: Any, tensor: str, positions: Sequence[int], count: int, size: int) -> str:
+def _strip(ds: Any, tensor: str, positions: Positions, count: int, size: int) -> str:
     """A row of thumbnails of ``tensor``, spread over ``positions`` and their classes."""
     chosen = sample_indices(ds, count, positions=positions)
     figures = []
     for i, caption in zip(chosen, _captions(ds, chosen, _resolve_labels(ds, _AUTO)), strict=True):
         img = _to_pil(np.asarray(ds[tensor][i].numpy()))
         img.thumbnail((size, size))
+        scale = size / max(img.width, img.height)  # small images are shown larger, pixels kept sharp
+        width, height = round(img.width * scale), round(img.height * scale)
         figures.append(
-            f'<figure><img src="{_png_data_uri(img)}" width="{img.width}" height="{img.height}" '
+            f'<figure><img src="{_png_data_uri(img)}" width="{width}" height="{height}" '
             f'alt="{_esc(tensor)}[{i}]"><figcaption>{_esc(caption)}</figcaption></figure>'
         )
     return f"<div><b>{_esc(tensor)}</b></div><div>{''.join(figures)}</div>"
 
 
-def dataset_html(ds: Any, positions: Sequence[int] | None = None, thumbnails: int = 8, size: int = 64) -> str:
+def dataset_html(ds: Any, positions: Positions | None = None, thumbnails: int = 8, size: int = 64) -> str:
     """The notebook view of a dataset or view: the summary table, the class names, and a strip of
     thumbnails per image tensor captioned with index and class name (what ``ds._repr_html_`` shows).
 

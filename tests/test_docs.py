@@ -11,6 +11,8 @@ code. A block that cannot run here follows a ``<!-- docs-test: skip (reason) -->
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
 import re
@@ -186,3 +188,45 @@ def test_docs_blocks_run(document: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, f"{document.name} failed:\n{proc.stdout}\n{proc.stderr}"
     assert "Warning" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def _resolve(target: str) -> object:
+    """The object a ``::: target`` line of the API reference documents."""
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise AssertionError(f"cannot import {target!r}")
+
+
+def test_docs_reference_lists_each_public_name_once() -> None:
+    """docs/reference.md documents each name of ``lakecompute.__all__`` once, and no package whole."""
+    import lakecompute as lc
+
+    documented: list[str] = []
+    for target in re.findall(r"^::: (\S+)$", (ROOT / "docs" / "reference.md").read_text(), re.MULTILINE):
+        obj = _resolve(target)
+        if inspect.ismodule(obj):
+            assert target == "lakecompute.errors", f"{target} would document a whole package"
+            documented += obj.__all__
+        else:
+            documented.append(getattr(obj, "__name__", target))
+    public = sorted(name for name in lc.__all__ if name != "__version__")
+    assert sorted(name for name in documented if name in public) == public
+
+
+def test_docs_docstrings_have_no_sphinx_roles() -> None:
+    """Docstrings use Markdown (backticks, mkdocstrings cross-references), never Sphinx roles like :class:."""
+    role = re.compile(r":(class|func|meth|attr|mod|exc|data|obj):`")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "lakecompute").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if role.search(line)
+    ]
+    assert found == []

@@ -1,5 +1,5 @@
 """How ``eval`` runs, on the calling side: plan, preflight, tasks on a scheduler, commits in input
-order. What each task does in its worker is in :mod:`lakecompute.compute._worker`.
+order. What each task does in its worker is in `lakecompute.compute._worker`.
 
 ::
 
@@ -187,7 +187,7 @@ def run_eval(
     checkpoint_interval: int,
     batch_size: int | None,
 ) -> EvalResult:
-    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see :meth:`Pipeline.eval`)."""
+    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see `Pipeline.eval`)."""
     t0 = time.perf_counter()
     _parse_options(num_workers, scheduler, checkpoint_interval, batch_size)
     in_place = data_out is None

@@ -2,7 +2,7 @@
 
 A fingerprint hashes the code of every compute function, its bound arguments, the input's
 identity (location, version and positions for datasets; content for plain sequences) and the output
-tensors. A value that has no stable identity raises :class:`FingerprintError` naming it — a random
+tensors. A value that has no stable identity raises `FingerprintError` naming it — a random
 key would silently defeat resume, which is worse than an error.
 """
 

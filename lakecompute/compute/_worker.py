@@ -2,7 +2,7 @@
 
 A task reads its own input range (datasets: from the committed version; sequences: by index),
 runs the fused pipeline per sample, checks and buffers the outputs, writes them as fragments into
-the task's own slots, and returns only fragment descriptions and counts (:class:`TaskResult`).
+the task's own slots, and returns only fragment descriptions and counts (`TaskResult`).
 Per-worker state (instances of class-based compute functions, the output store) is built once per
 worker and job.
 """

@@ -1,6 +1,6 @@
 """Datasets: a handle on a versioned collection of tensors.
 
-A :class:`Dataset` reads one committed version (its *base*) and keeps a working copy (its
+A `Dataset` reads one committed version (its *base*) and keeps a working copy (its
 *head*) that writes change. Writes go to this handle's own segments — nobody else writes there —
 and become visible to others only when the head is committed as the next version. Outside a
 ``with ds:`` block every top-level write call commits; inside one, the block commits once.
@@ -53,8 +53,8 @@ __all__ = ["Dataset"]
 
 
 class Dataset(_Reading):
-    """A lakecompute dataset. Create or open one with :func:`lakecompute.empty`, :func:`lakecompute.load`
-    or :func:`lakecompute.dataset`."""
+    """A lakecompute dataset. Create or open one with [`lc.empty`][lakecompute.empty],
+    [`lc.load`][lakecompute.load] or [`lc.dataset`][lakecompute.dataset]."""
 
     def __init__(
         self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False
@@ -454,7 +454,7 @@ class Dataset(_Reading):
         return compact(self)
 
     def vacuum(self, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
-        """Remove stored data that no version references (see :func:`lakecompute.datasets.vacuum`)."""
+        """Remove stored data that no version references (see `lakecompute.datasets.vacuum`)."""
         from lakecompute.datasets._maintenance import vacuum
 
         return vacuum(self, grace_seconds=grace_seconds, keep_versions=keep_versions)

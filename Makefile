@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint bench demo docs clean
+.PHONY: install test lint bench demo docs docs-serve clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ demo: $(STAMP)
 
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The documentation site at http://127.0.0.1:8000, rebuilt as you edit docs/ or the docstrings.
+docs-serve: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --watch lakecompute
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site demo-output

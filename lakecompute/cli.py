@@ -1,16 +1,21 @@
-"""The ``lakecompute`` command: look at datasets, ingest image folders, compact, and run the demo.
+"""The ``lakecompute`` command: look at datasets, ingest image folders, compact, vacuum, and run the demo.
 
-Exit codes: 0 on success, 1 when lakecompute reports an error (the message goes to stderr, with no
-traceback), 2 for a usage error (unknown command or bad option; argparse's convention).
+A user's mistake never ends in a traceback: it prints one line, ``lakecompute: error: ...``, on stderr.
+Exit codes: 0 on success, 1 when lakecompute reports an error (a missing dataset, a file it cannot write,
+...), 2 for a usage error (an unknown command or a bad option), 130 on Ctrl-C, 141 when the reader of
+the output went away (``lakecompute log DS | head -1``: the rest is dropped quietly, like any Unix tool).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import Literal, NoReturn
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "shell_message"]
 
 _EPILOG = """examples:
   lakecompute demo
@@ -18,6 +23,7 @@ _EPILOG = """examples:
   lakecompute info ./animals-lc
   lakecompute show ./animals-lc --tensor images --rows 2 --cols 6 -o grid.png
   lakecompute log ./animals-lc
+  lakecompute vacuum ./animals-lc --keep-versions 3
 
 Run 'lakecompute COMMAND --help' for a command's options."""
 
@@ -25,9 +31,29 @@ Run 'lakecompute COMMAND --help' for a command's options."""
 def _info(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
-    ds = lc.load(args.path, read_only=True, version=args.version)
+    try:
+        ds = lc.load(args.path, read_only=True, version=args.version)
+    except lc.DatasetNotFoundError:
+        if args.version is None or not lc.exists(args.path):
+            raise
+        versions = [entry["version"] for entry in lc.load(args.path, read_only=True).log()]
+        raise lc.InvalidArgumentError(
+            f"The dataset at {args.path!r} has no version {args.version}: its versions are "
+            f"{_spans(versions)}. 'lakecompute log {args.path}' lists them."
+        ) from None
     print(ds.summary_table())
     return 0
+
+
+def _spans(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _log(args: argparse.Namespace) -> int:
@@ -78,12 +104,48 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _folder_bytes(path: str) -> int | None:
+    """Bytes of the files under a local folder; None for other locations (s3://, mem://)."""
+    if not os.path.isdir(path):
+        return None
+    return sum(
+        os.path.getsize(os.path.join(root, name)) for root, _dirs, files in os.walk(path) for name in files
+    )
+
+
+def _vacuum(args: argparse.Namespace) -> int:
+    import lakecompute as lc
+
+    ds = lc.load(args.path)
+    before = _folder_bytes(args.path)
+    removed = ds.vacuum(grace_seconds=args.grace_seconds, keep_versions=args.keep_versions)
+    after = _folder_bytes(args.path)
+    if not any(removed.values()):
+        print(f"Vacuumed {args.path}: nothing to remove.")
+        return 0
+    parts = [f"{count} {what if count != 1 else what[:-1]}" for what, count in removed.items()]
+    freed = "" if before is None or after is None else f"; {_size(before - after)} freed"
+    print(f"Vacuumed {args.path}: removed {', '.join(parts[:-1])} and {parts[-1]}{freed}.")
+    return 0
+
+
+def _size(nbytes: int) -> str:
+    """``2048`` as ``"2.0 kB"``."""
+    if abs(nbytes) < 1000:
+        return f"{nbytes} bytes"
+    for unit, scale in (("kB", 1e3), ("MB", 1e6)):
+        if abs(nbytes) < 1000 * scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes / 1e9:.1f} GB"
+
+
 def _show(args: argparse.Namespace) -> int:
     import lakecompute as lc
     from lakecompute.viz import contact_sheet
 
+    _check_image_file_name(args.output)
     ds = lc.load(args.path, read_only=True)
-    indices = None
+    indices: list[int] | Literal["spread"] = "spread"
     if args.indices:
         try:
             indices = [int(x) for x in args.indices.split(",") if x.strip()]
@@ -91,13 +153,27 @@ def _show(args: argparse.Namespace) -> int:
             raise lc.InvalidArgumentError(
                 f"--indices takes comma-separated integers such as 0,5,9. Got {args.indices!r}."
             ) from None
-    label_tensor = None if args.labels == "none" else args.labels
+    labels = {"auto": "auto", "none": None}.get(args.labels, args.labels)
     sheet = contact_sheet(
-        ds, tensor=args.tensor, label_tensor=label_tensor, indices=indices, cols=args.cols, rows=args.rows
+        ds, tensor=args.tensor, label_tensor=labels, indices=indices, cols=args.cols, rows=args.rows
     )
     sheet.save(args.output)
     print(f"Wrote {args.output} ({sheet.width}x{sheet.height}).")
     return 0
+
+
+def _check_image_file_name(path: str) -> None:
+    """Refuse, before any work, an output name whose extension names no image format Pillow writes."""
+    from PIL import Image
+
+    from lakecompute.errors import InvalidArgumentError
+
+    ext = os.path.splitext(path)[1].lower()
+    if Image.registered_extensions().get(ext) not in Image.SAVE:
+        raise InvalidArgumentError(
+            f"-o takes an image file name such as grid.png or grid.jpg. Got {path!r}, whose extension "
+            f"{ext or '(none)'} names no image format."
+        )
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -107,32 +183,53 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+def _integer(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _integer(text, 1)
 
 
 def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return _integer(text, 0)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
     return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line: what is wrong, then where to read the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}. Run '{self.prog} --help' for the usage.\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``lakecompute`` command."""
     from lakecompute import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lakecompute",
         description="Parallel, safe and fast dataset transforms into zarr v3-backed datasets.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"lakecompute {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser(
         "info",
@@ -140,7 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print a dataset's tensors: htype, dtype, shape, compression and length.",
     )
     p.add_argument("path", help="the dataset (a folder, or s3://...)")
-    p.add_argument("--version", type=int, default=None, help="show an older committed version")
+    p.add_argument(
+        "--version", type=_non_negative, default=None, help="show an older committed version (see 'log')"
+    )
     p.set_defaults(func=_info)
 
     p = sub.add_parser(
@@ -188,22 +287,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_compact)
 
     p = sub.add_parser(
+        "vacuum",
+        help="delete stored data that no kept version needs",
+        description="Delete what aborted writes left behind and, with --keep-versions, all but the newest "
+        "versions and their data. Data younger than --grace-seconds and data of writers still running "
+        "are left alone. Prints what was removed.",
+    )
+    p.add_argument("path", help="the dataset")
+    p.add_argument(
+        "--grace-seconds",
+        type=_seconds,
+        default=3600.0,
+        help="leave data younger than this alone: a writer may still commit it (default: 3600)",
+    )
+    p.add_argument(
+        "--keep-versions",
+        type=_positive,
+        default=None,
+        help="keep only the N newest versions; older ones can no longer be loaded (default: keep all)",
+    )
+    p.set_defaults(func=_vacuum)
+
+    p = sub.add_parser(
         "show",
         help="write a contact sheet of image samples with their labels",
-        description="Write a PNG grid of the first (or chosen) image samples, captioned with their "
-        "index and class name.",
+        description="Write a PNG grid of image samples captioned with their index and class name. "
+        "Without --indices the samples are spread over the dataset, an equal share for every class "
+        "(the same ones every time).",
     )
     p.add_argument("path", help="the dataset")
     p.add_argument("--tensor", default="images", help="the image tensor (default: images)")
     p.add_argument(
-        "--labels", default="labels", help="the class_label tensor for captions, or 'none' (default: labels)"
+        "--labels",
+        default="auto",
+        help="the class_label tensor for captions and for choosing samples per class, or 'none' "
+        "(default: 'labels', or the dataset's first class_label tensor, if any)",
     )
     p.add_argument(
         "--rows", type=_positive, default=None, help="rows of the grid (default: 4, or what --indices needs)"
     )
     p.add_argument("--cols", type=_positive, default=8, help="columns of the grid (default: 8)")
     p.add_argument(
-        "--indices", default="", help="comma-separated sample indices (default: the first rows*cols)"
+        "--indices", default="", help="comma-separated sample indices (default: rows*cols spread out)"
     )
     p.add_argument("-o", "--output", default="grid.png", help="the PNG file to write (default: grid.png)")
     p.set_defaults(func=_show)
@@ -222,6 +347,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Library messages name Python arguments; on the command line the same hint names the flag.
+_SHELL_HINTS = [
+    (
+        r"Pass overwrite=True to replace it, or use lc\.load\(\) to open it\.",
+        "Pass --overwrite to replace it.",
+    ),
+    (r"\boverwrite=True\b", "--overwrite"),
+    (r"\bskip_errors=True\b", "--skip-errors"),
+    (r"\bnum_workers=(\d+)", r"--num-workers \1"),
+    (r"\bkeep_versions\b", "--keep-versions"),
+    (r"\bgrace_seconds\b", "--grace-seconds"),
+    (r"\blabel_tensor=None\b", "--labels none"),
+    (r"\blabel_tensor=", "--labels "),
+    (r"\btensor=", "--tensor "),
+    (r"Got cols \* rows = (\d+); ask for fewer rows or cols\.", r"Got --cols x --rows = \1; ask for fewer."),
+    (
+        r" Create one with lc\.empty\(path\) or lc\.dataset\(path\)\.",
+        " Check the path: a dataset is the folder that holds its zarr.json and versions/.",
+    ),
+    (r"reload the dataset with lc\.load\(\) and run the write again\.", "run the command again."),
+]
+
+
+def shell_message(message: str) -> str:
+    """``message`` with the Python argument names of its hints turned into the command's flags."""
+    for pattern, replacement in _SHELL_HINTS:
+        message = re.sub(pattern, replacement, message)
+    return message
+
+
+def _os_message(exc: OSError) -> str:
+    """``No such file or directory: 'x/grid.png'`` rather than ``[Errno 2] ...``."""
+    what = exc.strerror or str(exc)
+    return f"{what}: {exc.filename!r}" if exc.filename else what
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away: point stdout at /dev/null, so that the interpreter's
+    final flush does not fail again with a second BrokenPipeError message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # io.UnsupportedOperation is a ValueError: stdout is no file here
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     from lakecompute.errors import LakeComputeError
@@ -229,9 +400,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # here, so that a closed pipe is noticed inside this try
         return code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
     except LakeComputeError as exc:
-        print(f"lakecompute: error: {exc}", file=sys.stderr)
+        print(f"lakecompute: error: {shell_message(str(exc))}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a file or folder named on the command line cannot be read or written
+        print(f"lakecompute: error: {_os_message(exc)}.", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("lakecompute: interrupted; nothing uncommitted was kept.", file=sys.stderr)

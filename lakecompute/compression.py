@@ -162,15 +162,15 @@ def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expe
 def encode_image(array: np.ndarray, compression: str, *, tensor: str = "images") -> bytes:
     """Encode one uint8 image as PNG, JPEG or WebP.
 
-    PNG and WebP are lossless: :func:`decode_image` gives back exactly ``array``. JPEG (quality 90)
-    is lossy. An HxWx1 image is stored as greyscale; pass its shape to :func:`decode_image` to get
+    PNG and WebP are lossless: `decode_image` gives back exactly ``array``. JPEG (quality 90)
+    is lossy. An HxWx1 image is stored as greyscale; pass its shape to `decode_image` to get
     HxWx1 back.
 
     Args:
         array: a uint8 array of shape HxW (greyscale) or HxWxC with C 1 (greyscale), 3 (RGB) or
             4 (RGBA).
         compression: ``"png"``, ``"jpeg"`` or ``"webp"`` (any spelling
-            :func:`parse_sample_compression` accepts).
+            `parse_sample_compression` accepts).
         tensor: the tensor the image is for, named in error messages.
 
     Returns:
@@ -277,7 +277,7 @@ def decode_image(data: bytes | memoryview, shape: tuple[int, ...] | None = None)
 
 
 def image_shape_from_bytes(data: bytes | memoryview) -> tuple[int, ...]:
-    """Return the shape :func:`decode_image` gives for ``data``, reading only the header.
+    """Return the shape `decode_image` gives for ``data``, reading only the header.
 
     Args:
         data: an encoded image.
@@ -379,7 +379,7 @@ def zarr_compressors(name: str | None) -> tuple[BytesBytesCodec, ...]:
 
     Args:
         name: ``"zstd"``, ``"lz4"``, ``"gzip"`` or ``None`` (any spelling
-            :func:`parse_chunk_compression` accepts).
+            `parse_chunk_compression` accepts).
 
     Returns:
         The codecs, empty for ``None``.

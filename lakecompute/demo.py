@@ -2,7 +2,7 @@
 the examples and the tests ingest.
 
 The demo writes a folder of synthetic image files (PNG, JPEG, WebP and BMP, in class sub-folders),
-ingests it with :func:`lakecompute.ingest_classification`, runs the tutorial's flip → resize pipeline
+ingests it with `lakecompute.ingest_classification`, runs the tutorial's flip → resize pipeline
 on worker processes with a progress bar, and writes before/after contact sheets.
 """
 
@@ -90,7 +90,7 @@ def run_demo(
     out_dir: str = "demo-output", n: int = 600, num_workers: int = 2, progressbar: bool = True
 ) -> dict[str, str]:
     """Run the demo; returns the paths it wrote (``files``, ``input``, ``output``, ``before``, ``after``)."""
-    from lakecompute.viz import contact_sheet
+    from lakecompute.viz import contact_sheet, sample_indices
 
     os.makedirs(out_dir, exist_ok=True)
     files = os.path.join(out_dir, "shapes-files")
@@ -129,8 +129,8 @@ def run_demo(
 
     before = os.path.join(out_dir, "before.png")
     after = os.path.join(out_dir, "after.png")
-    # Samples spread over the whole dataset: ingest orders them by class, so the first 24 would be one class.
-    shown = sorted({int(i) for i in np.linspace(0, len(src) - 1, num=min(24, len(src)))})
+    # Ingest orders the samples by class, so the first 24 would be one class: take 8 of each, spread out.
+    shown = sample_indices(src, 24)
     contact_sheet(src, indices=shown, cols=8, title="before: ingested 48x48 images").save(before)
     contact_sheet(out, indices=shown, cols=8, title="after: flip_vertical -> resize(64, 64)").save(after)
 

@@ -1,6 +1,6 @@
 """Every error lakecompute raises.
 
-Each class derives from :class:`LakeComputeError` and from the builtin it is nearest to, so
+Each class derives from `LakeComputeError` and from the builtin it is nearest to, so
 ``except ValueError`` keeps working for code that does not know lakecompute. Messages say what
 is wrong (expected vs got) and then what to do.
 """
@@ -49,7 +49,7 @@ class LakeComputeError(Exception):
 def _restore_error(
     cls: type[LakeComputeError], args: tuple[Any, ...], state: dict[str, Any]
 ) -> LakeComputeError:
-    """Unpickle a :class:`LakeComputeError` (see ``LakeComputeError.__reduce__``)."""
+    """Unpickle a `LakeComputeError` (see ``LakeComputeError.__reduce__``)."""
     err = cls.__new__(cls, *args)
     err.args = args
     err.__dict__.update(state)

@@ -1,6 +1,6 @@
 """Tensor kinds (htypes): what a sample may be, how it is checked, and how it is stored.
 
-Every sample passes through :func:`encode_sample` (or :func:`encode_batch` for a stacked array)
+Every sample passes through `encode_sample` (or `encode_batch` for a stacked array)
 before it is buffered, so a bad value is refused at the call that tried to write it and nothing
 already written is touched. Samples are stored either as raw numeric bytes (``array`` kind) or
 as one encoded blob each (``bytes`` kind: PNG/JPEG/WEBP images, UTF-8 text, JSON).
@@ -49,7 +49,7 @@ class TensorSpec:
 
     Attributes:
         name: the tensor's name in the dataset.
-        htype: one of :data:`HTYPES`.
+        htype: one of `HTYPES`.
         dtype: numpy dtype name; None for generic tensors until the first commit decides it;
             ``"str"`` for text and ``"json"`` for json.
         sample_compression: ``png`` / ``jpeg`` / ``webp`` for images stored encoded, else None.

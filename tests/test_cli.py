@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +17,32 @@ from lakecompute.cli import main
 from lakecompute.demo import write_image_folder
 from lakecompute.testing.data import CLASS_NAMES, make_shapes_dataset
 
-SUBCOMMANDS = ["info", "log", "ingest-classification", "compact", "show", "demo"]
+SUBCOMMANDS = ["info", "log", "ingest-classification", "compact", "vacuum", "show", "demo"]
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    """Run the command line in this process: exit code (usage errors included), stdout, stderr."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def _sorted_shapes(path: str, per_class: int = 5) -> str:
+    """A dataset whose samples are stored class by class, as ingest stores them (15 samples, 16x16)."""
+    from lakecompute.testing.data import make_images
+
+    images, labels = make_images(3 * per_class * 2, (16, 16), seed=1)
+    order = np.argsort(labels, kind="stable")
+    keep = np.concatenate([order[labels[order] == c][:per_class] for c in range(3)])
+    ds = lc.empty(path, overwrite=True)
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("labels", htype="class_label", class_names=CLASS_NAMES)
+        ds.extend({"images": images[keep], "labels": labels[keep]})
+    return path
 
 
 @pytest.fixture
@@ -46,13 +67,69 @@ def test_cli_help(capsys: pytest.CaptureFixture[str], command: str | None) -> No
             assert name in out
 
 
-def test_cli_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    """An unknown command, a missing argument or a bad option value exit with 2."""
-    for argv in (["frobnicate"], ["info"], ["show", "x", "--rows", "0"], []):
-        with pytest.raises(SystemExit) as info:
-            main(argv)
-        assert info.value.code == 2, argv
-    assert "usage:" in capsys.readouterr().err
+# Bad arguments for every subcommand: (argv, exit code, a piece of the one line on stderr).
+# {ds} is a small dataset, {missing} a path without one, {file} an existing plain file, {tmp} a folder,
+# {src} a folder of class sub-folders of images.
+USER_ERRORS = [
+    ([], 2, "required: COMMAND"),
+    (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+    (["info"], 2, "required: path"),
+    (["info", "{missing}"], 1, "No lakecompute dataset at"),
+    (["info", "{ds}", "--version", "9"], 1, "has no version 9: its versions are 0-"),
+    (["info", "{ds}", "--version", "x"], 2, "--version: expected an integer >= 0, got 'x'"),
+    (["log"], 2, "required: path"),
+    (["log", "{missing}"], 1, "No lakecompute dataset at"),
+    (["log", "{ds}", "--oneline"], 2, "unrecognized arguments: --oneline"),
+    (["ingest-classification", "{missing}", "{tmp}/out"], 1, "Expected a folder of class sub-folders"),
+    (["ingest-classification", "{src}", "{ds}"], 1, "Pass --overwrite to replace it."),
+    (["ingest-classification", "{tmp}", "{tmp}/o", "--image-compression", "gif"], 2, "invalid choice: 'gif'"),
+    (["ingest-classification", "{tmp}", "{tmp}/o", "--num-workers", "-1"], 2, "expected an integer >= 0"),
+    (["compact"], 2, "required: path"),
+    (["compact", "{missing}"], 1, "No lakecompute dataset at"),
+    (["vacuum", "{missing}"], 1, "No lakecompute dataset at"),
+    (["vacuum", "{ds}", "--keep-versions", "0"], 2, "--keep-versions: expected an integer >= 1, got '0'"),
+    (["vacuum", "{ds}", "--grace-seconds", "soon"], 2, "--grace-seconds: expected a number of seconds"),
+    (["show", "{missing}"], 1, "No lakecompute dataset at"),
+    (["show", "{ds}", "--tensor", "labels"], 1, "Expected an image tensor. Got --tensor 'labels'"),
+    (["show", "{ds}", "--tensor", "pixels"], 1, "Tensor 'pixels' does not exist"),
+    (["show", "{ds}", "--labels", "nope"], 1, "Got --labels 'nope', which is not in the dataset"),
+    (["show", "{ds}", "--labels", "images"], 1, "Got --labels 'images', which is of htype 'image'"),
+    (["show", "{ds}", "--indices", "3,99"], 1, "[99] are out of range"),
+    (["show", "{ds}", "--indices", "a,b"], 1, "--indices takes comma-separated integers"),
+    (["show", "{ds}", "--rows", "0"], 2, "--rows: expected an integer >= 1, got '0'"),
+    (["show", "{ds}", "--rows", "99", "--cols", "99"], 1, "at most 1024 images. Got --cols x --rows = 9801"),
+    (["show", "{ds}", "-o", "{tmp}/grid.txt"], 1, "-o takes an image file name"),
+    (["show", "{ds}", "-o", "{tmp}/no/such/folder/grid.png"], 1, "No such file or directory"),
+    (["demo", "--samples", "0"], 2, "--samples: expected an integer >= 1, got '0'"),
+    (["demo", "--output-dir", "{file}"], 1, "File exists"),
+]  # fmt: skip
+
+
+def test_cli_user_errors_cover_every_subcommand() -> None:
+    """The bad-argument table below has cases for every subcommand."""
+    assert {argv[0] for argv, _, _ in USER_ERRORS if argv} >= set(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "excerpt"), USER_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
+def test_cli_user_error_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], code: int, excerpt: str
+) -> None:
+    """A user's mistake exits non-zero with one line on stderr that says what is wrong, naming flags."""
+    places = {"ds": str(tmp_path / "ds"), "missing": str(tmp_path / "missing"), "tmp": str(tmp_path)}
+    places["file"], places["src"] = str(tmp_path / "a-file"), str(tmp_path / "src")
+    Path(places["file"]).write_text("not a folder")
+    write_image_folder(places["src"], n=3, size=(8, 8))
+    make_shapes_dataset(places["ds"], n=6, size=(8, 8))
+    got, _, err = _run(capsys, *(a.format(**places) for a in argv))
+    assert got == code, err
+    assert err.endswith("\n"), err
+    assert err.count("\n") == 1, err
+    assert re.match(r"lakecompute( [a-z-]+)?: error: ", err), err
+    assert excerpt in err
+    assert "Traceback" not in err
+    assert not re.search(r"\b[a-z_]+=(True|None)\b|lc\.[a-z]+\(", err), f"a Python hint: {err}"
 
 
 def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,8 +156,22 @@ def test_cli_info_missing_dataset_exits_1(capsys: pytest.CaptureFixture[str], tm
     code, out, err = _run(capsys, "info", str(tmp_path / "nothing"))
     assert code == 1
     assert out == ""
-    assert err.startswith("lakecompute: error: No lakecompute dataset at")
-    assert "Traceback" not in err
+    assert err == (
+        f"lakecompute: error: No lakecompute dataset at {str(tmp_path / 'nothing')!r}. The path does not "
+        "exist. Check the path: a dataset is the folder that holds its zarr.json and versions/.\n"
+    )
+
+
+def test_cli_info_missing_version(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
+    """``info --version N`` for a version that is not there says so and lists the versions there are."""
+    lc.load(shapes).vacuum(keep_versions=1)  # only the latest version is left
+    latest = lc.load(shapes).version
+    code, out, err = _run(capsys, "info", shapes, "--version", "0")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"lakecompute: error: The dataset at {shapes!r} has no version 0: its versions are {latest}. "
+        f"'lakecompute log {shapes}' lists them.\n"
+    )
 
 
 def test_cli_log(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
@@ -169,6 +260,99 @@ def test_cli_show_errors(capsys: pytest.CaptureFixture[str], shapes: str, tmp_pa
     code, _, err = _run(capsys, "show", shapes, "--indices", "a,b", "-o", str(tmp_path / "g.png"))
     assert code == 1
     assert "comma-separated integers" in err
+
+
+def test_cli_show_spreads_over_classes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Without ``--indices``, ``show`` takes an equal share of every class, spread within it, every time."""
+    from lakecompute.viz import contact_sheet
+
+    ds = lc.load(_sorted_shapes(str(tmp_path / "sorted")))  # 0-4 circles, 5-9 squares, 10-14 triangles
+    for attempt in range(2):
+        grid = tmp_path / f"grid{attempt}.png"
+        code, _, _ = _run(capsys, "show", ds.path, "--rows", "1", "--cols", "6", "-o", str(grid))
+        assert code == 0
+        with Image.open(grid) as image:
+            shown = np.asarray(image.convert("RGB"))
+        expected = contact_sheet(ds, indices=[1, 3, 6, 8, 11, 13], cols=6)  # two of each class
+        assert np.array_equal(shown, np.asarray(expected))
+
+
+def test_cli_show_labels_none_spreads_over_samples(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--labels none`` captions with indices only and spreads evenly over all samples."""
+    from lakecompute.viz import contact_sheet
+
+    ds = lc.load(_sorted_shapes(str(tmp_path / "sorted")))
+    grid = tmp_path / "grid.png"
+    code, _, _ = _run(
+        capsys, "show", ds.path, "--labels", "none", "--cols", "3", "--rows", "1", "-o", str(grid)
+    )
+    assert code == 0
+    with Image.open(grid) as image:
+        expected = contact_sheet(ds, indices=[2, 7, 12], cols=3, label_tensor=None)
+        assert np.array_equal(np.asarray(image.convert("RGB")), np.asarray(expected))
+
+
+def test_cli_vacuum(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``vacuum`` prints what it removed; the latest version reads the same and older ones are gone."""
+    path = str(tmp_path / "vac")
+    script = (
+        "import numpy as np, lakecompute as lc\n"
+        f"ds = lc.empty({path!r})\n"
+        "ds.create_tensor('x', dtype='int64')\n"
+        "for i in range(3):\n"
+        "    ds.x.extend(np.arange(100) + i)\n"
+        "ds.compact()\n"
+    )
+    # Written by a process that has ended: vacuum never removes data of a writer still running.
+    subprocess.run([sys.executable, "-c", script], check=True)
+    values = lc.load(path).x.numpy()
+    versions = len(lc.load(path).log())
+    code, out, _ = _run(capsys, "vacuum", path)  # the default grace period keeps today's data
+    assert (code, out) == (0, f"Vacuumed {path}: nothing to remove.\n")
+    code, out, _ = _run(capsys, "vacuum", path, "--grace-seconds", "0", "--keep-versions", "1")
+    assert code == 0
+    assert re.fullmatch(
+        rf"Vacuumed {re.escape(path)}: removed {versions - 1} versions, 1 segment and 0 chunks; "
+        r"[0-9.]+ kB freed\.\n",
+        out,
+    ), out
+    assert np.array_equal(lc.load(path).x.numpy(), values)
+    assert [entry["version"] for entry in lc.load(path).log()] == [versions - 1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["log", "{ds}"], ["demo", "--samples", "6", "--num-workers", "0", "--no-progress"]],
+    ids=["log", "demo"],
+)
+def test_cli_closed_pipe_is_quiet(shapes: str, tmp_path: Path, argv: list[str]) -> None:
+    """When the reader of the output is gone (``| head``), the command stops with 141 and prints nothing."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # no reader at all: the first write fails with EPIPE
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "lakecompute", *(a.format(ds=shapes) for a in argv)],
+            stdout=write_end, stderr=subprocess.PIPE, cwd=tmp_path, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert proc.stderr == ""
+    assert proc.returncode == 141
+
+
+def test_cli_hints_name_flags() -> None:
+    """Hints in library messages come out naming the command's flags instead of Python arguments."""
+    from lakecompute.cli import shell_message
+
+    assert shell_message(str(lc.DatasetExistsError("x"))) == (
+        "A dataset already exists at 'x'. Pass --overwrite to replace it."
+    )
+    assert shell_message("Fix or remove the file, or pass skip_errors=True to skip unreadable files.") == (
+        "Fix or remove the file, or pass --skip-errors to skip unreadable files."
+    )
+    assert shell_message("keep_versions must be at least 1 (or None). Got 0.").startswith("--keep-versions")
 
 
 def test_cli_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

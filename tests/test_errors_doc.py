@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.viz import contact_sheet
 from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
@@ -199,6 +200,8 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "append-not-dict": lambda t: _out(t).append(5),
     "commit-conflict": _conflict,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
+    "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
+    "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),
     # -- evals ---------------------------------------------------------------------------------
     "transform-error": lambda t: fails_on_three().eval(list(range(10)), _out(t), progressbar=False),
     "eval-unknown-tensor": lambda t: writes_unknown().eval(list(range(5)), _out(t), progressbar=False),

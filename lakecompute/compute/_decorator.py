@@ -18,7 +18,7 @@ P = ParamSpec("P")
 
 
 class ComputeFunction:
-    """A compute function with its extra arguments bound; nothing runs until :meth:`eval`.
+    """A compute function with its extra arguments bound; nothing runs until `eval`.
 
     Attributes:
         func: the decorated function, or the decorated class.
@@ -212,7 +212,7 @@ class _ComputeFactory(Generic[P]):
 def compute(func: Callable[P, Any]) -> _ComputeFactory[...]:
     """Make a transform of ``f(sample_in, sample_out, *args, **kwargs)`` (or of a class).
 
-    Calling the result binds the extra arguments and returns a :class:`ComputeFunction`; nothing
+    Calling the result binds the extra arguments and returns a `ComputeFunction`; nothing
     runs until ``.eval(...)``. On a class, ``__init__(*args, **kwargs)`` runs once per worker (load a
     model once) and ``__call__(sample_in, sample_out)`` runs per sample.
 
@@ -249,7 +249,7 @@ def compute(func: Callable[P, Any]) -> _ComputeFactory[...]:
 
 
 def compose(functions: Sequence[ComputeFunction | Pipeline]) -> Pipeline:
-    """Chain compute functions into a :class:`Pipeline`.
+    """Chain compute functions into a `Pipeline`.
 
     Example:
         >>> import lakecompute as lc

@@ -301,7 +301,7 @@ class _OrderedRun:
             self.plan.resume_from,
             self.plan.seed,
         )
-        if bar is not None:  # the bar stays on screen; this line says how it ended
+        if bar is not None and not bar.disable:  # the bar stays on screen; this line says how it ended
             rows = max(outcome.outputs.values(), default=0)
             summary = f"{outcome.inputs} inputs -> {rows} outputs in {outcome.seconds:.1f} s"
             bar.write(f"eval {self.plan.label}: {summary} (version {version})", file=bar.fp)

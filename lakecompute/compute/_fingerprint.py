@@ -7,7 +7,7 @@ positions for datasets; content for plain sequences), the output tensors and the
 what is written. It is how a rerun finds the checkpoints of an interrupted run, and how an identical
 completed eval is recognised and not written twice.
 
-A value that has no stable identity raises :class:`FingerprintError` naming it (an argument, a captured
+A value that has no stable identity raises `FingerprintError` naming it (an argument, a captured
 variable, a global): a random key would silently defeat resume, which is worse than an error. Library
 code (the standard library, installed packages, lakecompute) is identified by its qualified name only.
 """

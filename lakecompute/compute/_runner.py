@@ -1,6 +1,6 @@
 """Running a pipeline on one sample: the code every eval worker and every loader worker shares.
 
-A pipeline's functions become :class:`Stage` objects once per worker (a class-based function's
+A pipeline's functions become `Stage` objects once per worker (a class-based function's
 ``__init__`` runs then). For each input, the stages run in order inside the worker: every output row of
 stage k is a ``sample_in`` of stage k+1, and the last stage writes into the final ``sample_out``.
 
@@ -103,7 +103,7 @@ def absorb_return(value: Any, out: SampleOut, wrote: bool, function: str) -> Non
 
 
 def call_stage(stage: Stage, sample: Any, out: SampleOut, seed: int, key: tuple[int, ...]) -> None:
-    """Run one stage on one ``sample_in``; user errors come out as :class:`StageFailure`."""
+    """Run one stage on one ``sample_in``; user errors come out as `StageFailure`."""
     before = out.total()
     try:
         if stage.wants_rng:

@@ -51,7 +51,7 @@ class InputValue:
 
 
 class InputRow:
-    """A ``sample_in`` row: attribute or item access by tensor name gives an :class:`InputValue`."""
+    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`."""
 
     __slots__ = ("_values", "index")
 
@@ -146,8 +146,8 @@ _COLUMN_ROW_CLASSES: dict[tuple[str, ...], type[ColumnRow]] = {}
 
 
 def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
-    """A :class:`ColumnRow` subclass in which the tensors ``names`` are properties (see
-    :func:`row_class`)."""
+    """A `ColumnRow` subclass in which the tensors ``names`` are properties (see
+    `row_class`)."""
     cls = _COLUMN_ROW_CLASSES.get(names)
     if cls is None:
         attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
@@ -161,7 +161,7 @@ def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
 
 
 def row_class(names: tuple[str, ...]) -> type[InputRow]:
-    """An :class:`InputRow` subclass in which the tensors ``names`` are properties.
+    """An `InputRow` subclass in which the tensors ``names`` are properties.
 
     ``sample_in.images`` on a plain row goes through ``__getattr__``, which Python 3.11 calls only
     after making and discarding an AttributeError: ~1 µs per access, once per tensor per sample,

@@ -2,9 +2,9 @@
 
 A task reads its own input range (datasets: from the committed version; sequences: by index), runs the
 fused pipeline per sample, checks and buffers the outputs, writes them as fragments into the task's
-own slots (through the dataset layer's :class:`~lakecompute.datasets.TaskWriter`), and returns only
-fragment descriptions and counts (:class:`TaskResult`). A sample that fails ends the task with a
-:class:`TaskFailure` in its result — a value, not an exception, so that the engine can still wait for
+own slots (through the dataset layer's `lakecompute.datasets.TaskWriter`), and returns only
+fragment descriptions and counts (`TaskResult`). A sample that fails ends the task with a
+`TaskFailure` in its result — a value, not an exception, so that the engine can still wait for
 the tasks before it (see ``_engine``). Per-worker state (the stages, with class-based functions
 instantiated) is built once per worker and eval.
 """
@@ -468,7 +468,7 @@ def preflight(job: Job, samples: Iterable[tuple[int, Any]]) -> tuple[Decisions, 
 
     ``job``'s schema is the undecided one. Normally one sample is enough. Under ``ignore_errors`` a failing
     sample is passed over (its task will report it), and a sample that writes nothing (a filter) is too,
-    up to :data:`PREFLIGHT_SCAN` samples.
+    up to `PREFLIGHT_SCAN` samples.
 
     Returns:
         The decisions (empty if no sample wrote anything), and the failure of the first sample when it

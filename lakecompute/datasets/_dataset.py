@@ -1,7 +1,7 @@
 """Datasets: a handle on a versioned collection of tensors.
 
-A :class:`Dataset` reads one committed version (its *base*) and keeps a working copy (its *head*)
-that writes change. Both live in the handle's :class:`~lakecompute.datasets._transaction.Transaction`,
+A `Dataset` reads one committed version (its *base*) and keeps a working copy (its *head*)
+that writes change. Both live in the handle's `Transaction`,
 which is the only way anything is committed. Writes go to this handle's own segments — nobody else
 writes there — and become visible to others only when the head is committed as the next version.
 Outside a ``with ds:`` block every top-level write call commits; inside one, the block commits once.
@@ -550,6 +550,11 @@ class Dataset(_Reading):
     def summary(self) -> None:
         """Print a table of the tensors: htype, dtype, shape, compression, length."""
         print(self.summary_table())
+
+    def _repr_html_(self) -> str:
+        from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
+
+        return dataset_html(self)
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._read_only else ""

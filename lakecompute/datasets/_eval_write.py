@@ -1,10 +1,10 @@
 """An eval's writes into its output dataset, on both sides of the process boundary.
 
-In the calling process, :class:`EvalWrite` (made by the dataset's transaction) owns the eval's part of
+In the calling process, `EvalWrite` (made by the dataset's transaction) owns the eval's part of
 the write transaction: the decisions about ranks and dtypes (made once, from the first outputs, before
 any worker writes), the segments its tasks write into, the fragments applied in input order,
-checkpoints and the final commit. In the workers, a :class:`TaskWriter` built from the frozen
-:class:`SlotGrant` and :class:`OutputSchema` checks, buffers and writes one task's outputs into the
+checkpoints and the final commit. In the workers, a `TaskWriter` built from the frozen
+`SlotGrant` and `OutputSchema` checks, buffers and writes one task's outputs into the
 slots reserved for that task, and hands back only fragment descriptions.
 
 ::
@@ -83,7 +83,7 @@ class OutputSchema:
     """The output tensors of an eval, in ``data_out``'s order, as workers check samples against them.
 
     Attributes:
-        tensors: tensor name -> :class:`TensorSchema`.
+        tensors: tensor name -> `TensorSchema`.
     """
 
     tensors: Mapping[str, TensorSchema]
@@ -267,7 +267,7 @@ class EvalWrite:
         """Fix ranks and dtypes once, before any worker writes; in place, start the written tensors anew.
 
         Args:
-            decisions: from :meth:`OutputSchema.decide` on the first outputs.
+            decisions: from `OutputSchema.decide` on the first outputs.
             replace_all: in place, whether every tensor is rewritten (else only those the first
                 outputs wrote; the others are kept).
 

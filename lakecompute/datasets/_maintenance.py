@@ -1,7 +1,7 @@
 """Compaction and cleanup of stored data.
 
 Data is written once and never changed in place, so crashes and aborted writes leave bytes that
-no version references. :func:`vacuum` removes them — but never bytes a live writer may still
+no version references. `vacuum` removes them — but never bytes a live writer may still
 commit: it skips segments younger than ``grace_seconds`` and segments whose writer process is
 still running on this machine.
 """

@@ -1,6 +1,6 @@
 """What a dataset remembers about the evals written into it: typed records in the version manifests.
 
-An eval whose inputs can be fingerprinted leaves an :class:`EvalRecord` under its fingerprint in the
+An eval whose inputs can be fingerprinted leaves an `EvalRecord` under its fingerprint in the
 manifest of every version it commits: at each checkpoint (``status="running"``) and at the end
 (``status="done"``). The record is how a rerun is recognised — resumed after the last checkpoint, or
 skipped when it already completed — and it is part of the version, so it is committed atomically
@@ -82,7 +82,7 @@ class EvalRecord:
         done: inputs whose outputs this version holds (all of them when done).
         outputs: samples written per tensor up to ``done``.
         failed: samples skipped with ``ignore_errors=True`` up to ``done`` (at most
-            :data:`MAX_RECORDED_FAILURES` of them).
+            `MAX_RECORDED_FAILURES` of them).
         failed_count: how many samples were skipped in all.
         base_version: the version the eval started from (its input, for an in-place eval).
         version: the version this record was committed in.

@@ -1,10 +1,10 @@
 """The write transaction: the one way anything is committed to a dataset.
 
-A :class:`Transaction` belongs to one dataset handle. It holds the version the handle builds on
+A `Transaction` belongs to one dataset handle. It holds the version the handle builds on
 (``base``), the working copy that writes change (``head``), the samples buffered but not yet written,
 and the slots this handle writes into. Every commit goes through it: a write call outside ``with``,
 a ``with`` block, ``compact``, and an eval's checkpoints and final commit (through the
-:class:`~lakecompute.datasets._eval_write.EvalWrite` it hands out). Rolling back is forgetting the head:
+`EvalWrite` it hands out). Rolling back is forgetting the head:
 data is written once into slots nobody else uses, and becomes part of the dataset only when a
 manifest that names it is committed.
 """
@@ -133,7 +133,7 @@ class Transaction:
         self._changed(name)
 
     def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
-        """Buffer checked samples of ``name`` (see :class:`WriteSession`); full buffers are written out."""
+        """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out."""
         for frag in self.session.add(self.head.tensors[name], item):
             self.add_fragment(name, frag)
         self._changed(name)
@@ -238,7 +238,7 @@ class Transaction:
     def begin_eval(
         self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None
     ) -> EvalWrite:
-        """Start an eval's writes into this dataset (see :class:`EvalWrite`)."""
+        """Start an eval's writes into this dataset (see `EvalWrite`)."""
         from lakecompute.datasets._eval_write import EvalWrite
 
         return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume)
@@ -272,7 +272,7 @@ def _check_no_narrowing(state: TensorState, frag: Fragment) -> None:
 
 def _with_record(evals: Mapping[str, Any], record: EvalRecord, version: int) -> dict[str, Any]:
     """``evals`` with ``record`` (stamped with the version it is committed in) and old completed
-    records beyond :data:`MAX_DONE_RECORDS` forgotten."""
+    records beyond `MAX_DONE_RECORDS` forgotten."""
     out = {k: v for k, v in evals.items() if k != record.fingerprint}
     done = [k for k, v in out.items() if isinstance(v, dict) and v.get("status") == "done"]
     for k in done[: max(0, len(done) - MAX_DONE_RECORDS + 1)]:

@@ -219,6 +219,11 @@ class DatasetView(_Reading):
     def __repr__(self) -> str:
         return f"DatasetView(path={self.path!r}, version={self.version}, samples={len(self)})"
 
+    def _repr_html_(self) -> str:
+        from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
+
+        return dataset_html(self._ds, self.positions)
+
 
 class Row(_Reading):
     """One sample of a dataset: ``ds[3].images.numpy()``, ``ds[3]["labels"]``."""

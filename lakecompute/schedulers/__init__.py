@@ -9,7 +9,7 @@ Example:
     [(0, 11), (1, 21)]
 
 Backends are registered by name (``"serial"``, ``"threaded"``, ``"processed"``, and ``"ray"``, which is
-imported only when asked for); :func:`register_scheduler` adds more.
+imported only when asked for); `register_scheduler` adds more.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ _REGISTRY: dict[str, SchedulerFactory] = {}
 
 
 def register_scheduler(name: str, factory: SchedulerFactory) -> None:
-    """Make a scheduler available to :func:`get_scheduler` under ``name``.
+    """Make a scheduler available to `get_scheduler` under ``name``.
 
     Registering a name again replaces the earlier factory.
 
     Args:
         name: the name users pass as ``scheduler=``.
-        factory: called as ``factory(num_workers, **options)``; returns a :class:`Scheduler`. A
-            :class:`Scheduler` subclass works as its own factory.
+        factory: called as ``factory(num_workers, **options)``; returns a `Scheduler`. A
+            `Scheduler` subclass works as its own factory.
 
     Raises:
         InvalidArgumentError: if ``name`` is empty.
@@ -75,7 +75,7 @@ def register_scheduler(name: str, factory: SchedulerFactory) -> None:
 
 
 def scheduler_names() -> list[str]:
-    """The names :func:`get_scheduler` knows, sorted."""
+    """The names `get_scheduler` knows, sorted."""
     return sorted(_REGISTRY)
 
 

@@ -39,9 +39,9 @@ class Scheduler(abc.ABC):
     A scheduler knows nothing of datasets: it only calls ``fn(task, progress)`` for every task, somewhere
     (in the caller, in threads, in processes), and hands back the results.
 
-    Subclasses implement :meth:`_run` (the generator behind :meth:`run`). They may override
-    :meth:`close` to release resources kept across runs (the built-in schedulers keep none: each
-    :meth:`run` starts and stops its own workers).
+    Subclasses implement `_run` (the generator behind `run`). They may override
+    `close` to release resources kept across runs (the built-in schedulers keep none: each
+    `run` starts and stops its own workers).
 
     Example:
         >>> from lakecompute.schedulers import get_scheduler
@@ -83,7 +83,7 @@ class Scheduler(abc.ABC):
         If a task raises, outstanding work is cancelled, the workers are stopped, and the exception is
         raised from this generator. Closing the generator early (``close()``, an exception or
         ``KeyboardInterrupt`` in the consumer) also cancels everything and stops the workers; wrap the
-        generator in :func:`contextlib.closing` so that this happens at once rather than when the
+        generator in `contextlib.closing` so that this happens at once rather than when the
         generator is garbage-collected.
 
         Args:
@@ -109,7 +109,7 @@ class Scheduler(abc.ABC):
         on_progress: ProgressFn | None,
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind :meth:`run`, with ``max_in_flight`` checked and resolved to ``limit``."""
+        """The generator behind `run`, with ``max_in_flight`` checked and resolved to ``limit``."""
 
     def close(self) -> None:  # noqa: B027 (an optional hook: doing nothing is the right default)
         """Release resources the scheduler keeps across runs. Does nothing unless a backend needs it."""

@@ -4,13 +4,13 @@ Built on the ``multiprocess`` package (``multiprocessing`` with dill pickling, s
 work as task functions). Not ``multiprocess.Pool``: a Pool hangs when a worker is killed, and it cannot
 say which task the dead worker held. This pool is small enough to reason about:
 
-- ``num_workers`` processes, started per :meth:`ProcessedScheduler.run` and stopped when it ends; they
+- ``num_workers`` processes, started per `ProcessedScheduler.run` and stopped when it ends; they
   run many tasks each, so per-worker state can live in module globals of the worker.
 - One task queue (parent → workers) and one result pipe (workers → parent). A worker sends
   ``started`` before it calls the task function, so the parent always knows which task each worker
   holds, then ``progress`` increments, then ``done`` or ``error``.
 - The parent waits on the result pipe *and* on the process sentinels, so a worker that dies (killed,
-  segfault, ``os._exit``) is noticed at once and reported as :class:`WorkerDiedError`.
+  segfault, ``os._exit``) is noticed at once and reported as `WorkerDiedError`.
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ class ProcessedScheduler(Scheduler):
 
     An exception raised by a task is raised again in the parent as itself (its ``__cause__`` chain
     included), with the worker's formatted traceback in its ``remote_traceback`` attribute and as a
-    note. An exception that cannot be pickled arrives as :class:`RemoteError`. A worker that dies
-    raises :class:`WorkerDiedError`, naming the task it held.
+    note. An exception that cannot be pickled arrives as `RemoteError`. A worker that dies
+    raises `WorkerDiedError`, naming the task it held.
     """
 
     name: ClassVar[str] = "processed"
@@ -137,7 +137,7 @@ class ProcessedScheduler(Scheduler):
         on_progress: ProgressFn | None,
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind :meth:`run`.
+        """The generator behind `run`.
 
         Raises:
             WorkerDiedError: if a worker process dies while the run is going on.

@@ -7,18 +7,18 @@ Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` neve
   local instance with ``num_cpus=num_workers`` and no dashboard, which lives until the process
   exits (or ``ray.shutdown()``).
 - **At most ``num_workers`` tasks run at once.** Each submitted task holds one of ``num_workers``
-  slots; the slot number is the task's :func:`~lakecompute.schedulers.worker_id`, so ids stay in
+  slots; the slot number is the task's `worker_id`, so ids stay in
   ``range(num_workers)`` however many worker processes Ray uses. Up to ``max_in_flight`` tasks
   are taken from the input ahead of time (a streamed input stays bounded).
 - **Results are small.** A task returns its result pickled (with dill, like the processed
   scheduler), or its exception with the whole ``__cause__`` chain and the worker's traceback, so
-  an error arrives as itself, exactly as with the processed scheduler (:class:`RemoteError` if it
+  an error arrives as itself, exactly as with the processed scheduler (`RemoteError` if it
   cannot be unpickled). Progress increments are summed in the task and delivered when it ends.
 - **Fail fast.** On a failure (or when the consumer stops early) outstanding tasks are cancelled:
   first by interrupting them (``KeyboardInterrupt`` in the task, the worker process survives and
   Ray reuses it), then, for tasks still running after a grace period, by killing their worker.
   Tasks not yet submitted never start. Ray's own retries are off (``max_retries=0``): a task that
-  crashed its worker is reported as :class:`WorkerDiedError`, not run again.
+  crashed its worker is reported as `WorkerDiedError`, not run again.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class RayScheduler(Scheduler):
         init_options: dict[str, Any] | None = None,
         remote_options: dict[str, Any] | None = None,
     ) -> None:
-        """Create the scheduler (Ray itself is started, if needed, by the first :meth:`run`).
+        """Create the scheduler (Ray itself is started, if needed, by the first `run`).
 
         Args:
             num_workers: how many tasks may run at the same time, at least 1.
@@ -153,7 +153,7 @@ class RayScheduler(Scheduler):
         on_progress: ProgressFn | None,
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind :meth:`run`.
+        """The generator behind `run`.
 
         Raises:
             WorkerDiedError: if a Ray worker (or its node) dies while running a task.

@@ -49,7 +49,7 @@ class SerialScheduler(Scheduler):
 def _run_serial(
     fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn
 ) -> Generator[tuple[int, ResultT], None, None]:
-    """The generator behind :meth:`SerialScheduler.run`."""
+    """The generator behind `SerialScheduler.run`."""
     # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken.
     for position, task in enumerate(tasks):
         yield position, fn(task, report)

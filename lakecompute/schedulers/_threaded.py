@@ -64,7 +64,7 @@ class ThreadedScheduler(Scheduler):
 
     Threads cannot be killed, so cancelling (after a failure, or when the consumer stops early) works
     like this: tasks not started yet never start, and a running task is stopped at its next
-    ``progress()`` call (which raises an internal BaseException). :meth:`run` waits for running tasks to
+    ``progress()`` call (which raises an internal BaseException). `run` waits for running tasks to
     stop before it returns or raises, so no task of a run is still running afterwards.
     """
 
@@ -93,7 +93,7 @@ class ThreadedScheduler(Scheduler):
         on_progress: ProgressFn | None,
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind :meth:`run`."""
+        """The generator behind `run`."""
         # Workers never call on_progress themselves: they post events here, and the iterating thread
         # delivers them, so on_progress runs in one thread and never concurrently.
         events: queue.SimpleQueue[_Event[ResultT]] = queue.SimpleQueue()

@@ -1,6 +1,6 @@
 """Where a dataset lives: a zarr store for data plus a few small files for versions.
 
-A :class:`Backend` gives the dataset code two things: a zarr store (all tensor data goes through
+A `Backend` gives the dataset code two things: a zarr store (all tensor data goes through
 zarr's own stores) and a handful of byte-level operations on small files — above all
 ``create_exclusive``, which is how a version is committed. Exactly one of several writers racing
 for the same version number wins; on a local disk that is ``os.link`` of a finished temp file
@@ -71,7 +71,7 @@ class Backend(ABC):
     def write_hint(self, key: str, data: bytes) -> None:
         """Store a small advisory value that every reader validates (e.g. ``versions/LATEST``).
 
-        Unlike :meth:`write` this may overwrite in place, so a reader racing the write, or a crash
+        Unlike `write` this may overwrite in place, so a reader racing the write, or a crash
         during it, can leave a torn value; use it only for values whose readers treat anything
         odd as "no hint". Callers should write values of one fixed width.
         """

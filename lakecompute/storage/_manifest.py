@@ -2,7 +2,7 @@
 
 A manifest names, for every tensor, its spec and the ordered list of fragments (runs of samples
 in segments) that form it. Committing is creating the next manifest file exclusively; see
-:meth:`lakecompute.storage.Backend.create_exclusive`. ``versions/LATEST`` is only a hint that
+`lakecompute.storage.Backend.create_exclusive`. ``versions/LATEST`` is only a hint that
 saves a directory listing: readers check forward from it, so a stale hint is harmless.
 """
 

@@ -1,18 +1,18 @@
 """Datasets on S3 (and S3-compatible stores): ``s3://bucket/prefix`` through obstore.
 
-Tensor data goes through zarr's own :class:`zarr.storage.ObjectStore` over an obstore
+Tensor data goes through zarr's own `zarr.storage.ObjectStore` over an obstore
 ``S3Store`` (2-3x faster than s3fs in our measurements, see STORAGE-NOTES.md). The small files
 (version manifests, the ``LATEST`` hint) use the same client directly, because a commit needs to
-know whether *this* writer won: :meth:`S3Backend.create_exclusive` is a conditional put
+know whether *this* writer won: `S3Backend.create_exclusive` is a conditional put
 (``If-None-Match: *``), so of several writers racing for the same version exactly one succeeds.
 
 Opening a backend checks the location once, with short timeouts and no retries, so that a missing
 bucket, missing or refused credentials, or an endpoint that does not answer fail within seconds
-with a :class:`~lakecompute.errors.StorageError` that names the bucket and endpoint, instead of
+with a `StorageError` that names the bucket and endpoint, instead of
 hanging in retries.
 
 Clients are not fork-safe: obstore's runtime hangs in a child forked after the parent used it,
-even for a client created afresh in the child. :attr:`S3Backend.fork_safe` is False, and the
+even for a client created afresh in the child. `S3Backend.fork_safe` is False, and the
 engine starts processed workers with ``forkserver`` when a dataset lives here.
 """
 

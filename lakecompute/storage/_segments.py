@@ -110,7 +110,7 @@ class _ChunkPut:
     A small write through zarr (``array[a:b] = buf``) costs ~2 ms here, mostly hand-offs between
     the caller, zarr's event-loop thread and its worker threads; the work itself (zstd on 1 MiB
     plus one file write) is ~0.5 ms. Single-sample commits write one tail chunk per tensor, so
-    for chunks that go to a :class:`LocalStore` with the plain codecs (bytes, optionally zstd) we
+    for chunks that go to a `LocalStore` with the plain codecs (bytes, optionally zstd) we
     encode with the same numcodecs codec zarr uses and store the file the way zarr's LocalStore
     does (a temp file renamed over the chunk, so a reader sees the old or the new chunk whole).
     Anything else (other stores, codecs or zarr layouts) keeps going through zarr.

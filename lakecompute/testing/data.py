@@ -52,7 +52,7 @@ def make_shapes_dataset(
     seed: int = 0,
     overwrite: bool = True,
 ) -> object:
-    """A dataset of :func:`make_images` with ``images`` (image) and ``labels`` (class_label)."""
+    """A dataset of `make_images` with ``images`` (image) and ``labels`` (class_label)."""
     import lakecompute as lc
 
     images, labels = make_images(n, size, rgb=True, seed=seed)

@@ -1,6 +1,6 @@
 """A conformance suite every scheduler must pass, and the task functions it uses.
 
-Subclass :class:`SchedulerTests` in a test module and name the scheduler::
+Subclass `SchedulerTests` in a test module and name the scheduler::
 
     from lakecompute.testing.schedulers import SchedulerTests
 
@@ -68,7 +68,7 @@ class MarkedTask:
     sleep: float = 0.0
     """How long the task works, in seconds."""
     fail: bool = False
-    """Whether the task raises :class:`SchedulerTestError` right after starting."""
+    """Whether the task raises `SchedulerTestError` right after starting."""
 
 
 def square(task: int, progress: ProgressFn) -> int:
@@ -92,7 +92,7 @@ def report_progress(task: int, progress: ProgressFn) -> int:
 
 
 def fail_on_index(task: tuple[int, int], progress: ProgressFn) -> int:
-    """Return ``task[0]``, or raise :class:`SchedulerTestError` when it equals ``task[1]``."""
+    """Return ``task[0]``, or raise `SchedulerTestError` when it equals ``task[1]``."""
     index, failing = task
     if index == failing:
         raise SchedulerTestError(f"task {index} failed on purpose")
@@ -100,7 +100,7 @@ def fail_on_index(task: tuple[int, int], progress: ProgressFn) -> int:
 
 
 def raise_with_cause(task: int, progress: ProgressFn) -> int:
-    """Raise :class:`SchedulerTestError` whose ``__cause__`` is an OSError."""
+    """Raise `SchedulerTestError` whose ``__cause__`` is an OSError."""
     try:
         raise OSError(f"disk of task {task} is full")
     except OSError as exc:
@@ -108,7 +108,7 @@ def raise_with_cause(task: int, progress: ProgressFn) -> int:
 
 
 def raise_unpicklable(task: int, progress: ProgressFn) -> int:
-    """Raise :class:`UnpicklableError`."""
+    """Raise `UnpicklableError`."""
     raise UnpicklableError(task, "cannot travel")
 
 
@@ -130,15 +130,15 @@ def marked_task(task: MarkedTask, progress: ProgressFn) -> int:
 
 
 def count_marks(directory: Path, kind: str) -> int:
-    """Count the ``started`` or ``finished`` markers :func:`marked_task` left in ``directory``."""
+    """Count the ``started`` or ``finished`` markers `marked_task` left in ``directory``."""
     return len(list(directory.glob(f"{kind}-*")))
 
 
 class SchedulerTests:
-    """Tests every scheduler must pass. Subclass it and set :attr:`scheduler_name`."""
+    """Tests every scheduler must pass. Subclass it and set `scheduler_name`."""
 
     scheduler_name: ClassVar[str]
-    """The name to pass to :func:`~lakecompute.schedulers.get_scheduler`."""
+    """The name to pass to `get_scheduler`."""
     pickles_exceptions: ClassVar[bool] = False
     """Whether exceptions cross a process boundary (then unpicklable ones arrive as RemoteError)."""
 

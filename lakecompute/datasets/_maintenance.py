@@ -55,7 +55,7 @@ def compact(ds: Dataset) -> int:
     A tensor of fixed-shape numeric samples becomes one typed ``(n, *shape)`` zarr array under
     ``tensors/<name>/`` — readable with plain zarr; numeric samples of varying shapes (token ids, one
     1-D sample per document) become one typed stream, the samples' values back to back in a fresh
-    segment's ``data`` array (see :func:`_write_stream`); others (encoded images, text, json) become
+    segment's ``data`` array (see `_write_stream`); others (encoded images, text, json) become
     one run in a fresh segment. Committed through the dataset's write transaction, as message
     ``compact`` (or as part of the enclosing ``with ds:`` block).
     """

@@ -4,13 +4,13 @@ A training loader asks for the samples of one batch in any order: a shuffled bat
 MNIST-size samples touches nearly every stored chunk. Reading them one at a time through a dataset's
 small LRU cache would decode a chunk for almost every sample. Here the positions are grouped by the
 stored chunk that holds them, each chunk is fetched and decoded once into a bounded cache of whole
-chunks (:class:`ChunkCache`), and the samples are sliced out of it with one vectorised gather per chunk.
+chunks (`ChunkCache`), and the samples are sliced out of it with one vectorised gather per chunk.
 
 Every stored array is read in a flat *item* space: a segment's ``data`` array holds bytes, a compacted
 ``(n, *shape)`` array holds ``prod(shape)`` values per row, so a fixed-shape sample is always a run of
 ``width`` consecutive items. The same gather serves fixed-shape rows and windows of a token stream.
 
-:class:`Snapshot` describes what a reader reads (location, version, positions) in a form that travels
+`Snapshot` describes what a reader reads (location, version, positions) in a form that travels
 to worker processes, which open their own store client from it (STORAGE-NOTES "Processes").
 """
 
@@ -105,7 +105,7 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
 class ChunkCache:
     """Whole decoded chunks of a dataset's arrays, seen as flat runs of items, within a byte budget.
 
-    Chunks are fetched through the storage layer's :class:`ArrayCache` (so its checks apply) and kept
+    Chunks are fetched through the storage layer's `ArrayCache` (so its checks apply) and kept
     here, least recently used dropped first once more than ``max_bytes`` are held.
 
     Attributes:
@@ -208,7 +208,7 @@ def _check_range(positions: np.ndarray, length: int, name: str) -> None:
 
 
 class _Column:
-    """One tensor of a version, read by positions through a shared :class:`ChunkCache`."""
+    """One tensor of a version, read by positions through a shared `ChunkCache`."""
 
     def __init__(self, state: TensorState, cache: ChunkCache) -> None:
         self.spec = state.spec

@@ -1,12 +1,12 @@
 """Loaders: training from a dataset (``ds.batches()``, ``ds.pytorch()``, ``ds.tokens.blocks()``).
 
-This package sits above :mod:`lakecompute.datasets` and :mod:`lakecompute.compute`; the dataset layer
+This package sits above `lakecompute.datasets` and `lakecompute.compute`; the dataset layer
 reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytorch`` and
-``Tensor.blocks``. torch is imported only by :func:`pytorch` (``pip install "lakecompute[torch]"``).
+``Tensor.blocks``. torch is imported only by `pytorch` (``pip install "lakecompute[torch]"``).
 
-The pieces: :class:`IndexPlan` (pure arithmetic: permutation, rank and worker strides, steps,
-resume), chunk-aware reading (:class:`lakecompute.datasets.RowReader`), worker processes bounded by
-``prefetch``, the torch adapter, and :class:`TokenBlocks`.
+The pieces: `IndexPlan` (pure arithmetic: permutation, rank and worker strides, steps,
+resume), chunk-aware reading (`lakecompute.datasets.RowReader`), worker processes bounded by
+``prefetch``, the torch adapter, and `TokenBlocks`.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def make_batches(
     num_workers: int = 0,
     prefetch: int = 2,
 ) -> Batches:
-    """A batch iterator over any source (what :func:`batches` and ``TokenBlocks.batches`` build)."""
+    """A batch iterator over any source (what `batches` and ``TokenBlocks.batches`` build)."""
     spec = _spec(
         source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step, transform
     )
@@ -150,7 +150,7 @@ def make_dataloader(
     collate_fn: Callable[[Any], Any] | None = None,
     pin_memory: bool = False,
 ) -> torch.utils.data.DataLoader[Any]:
-    """A torch DataLoader over any source (what :func:`pytorch` and ``TokenBlocks.pytorch`` build)."""
+    """A torch DataLoader over any source (what `pytorch` and ``TokenBlocks.pytorch`` build)."""
     _import_torch()
     from lakecompute.loaders._torch import make_dataloader as torch_loader
 
@@ -177,7 +177,7 @@ def batches(
     num_workers: int = 0,
     prefetch: int = 2,
 ) -> Batches:
-    """Batches of a dataset or view as dicts of numpy arrays; see :meth:`lakecompute.Dataset.batches`."""
+    """Batches of a dataset or view as dicts of numpy arrays; see `lakecompute.Dataset.batches`."""
     snap = snapshot(data)
     source = RowSource(snap, _tensor_names(snap.tensors, tensors))
     return make_batches(
@@ -203,7 +203,7 @@ def pytorch(
     collate_fn: Callable[[Any], Any] | None = None,
     pin_memory: bool = False,
 ) -> torch.utils.data.DataLoader[Any]:
-    """A torch DataLoader over a dataset or view; see :meth:`lakecompute.Dataset.pytorch`."""
+    """A torch DataLoader over a dataset or view; see `lakecompute.Dataset.pytorch`."""
     snap = snapshot(data)
     source = RowSource(snap, _tensor_names(snap.tensors, tensors))
     return make_dataloader(
@@ -213,7 +213,7 @@ def pytorch(
 
 
 def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) -> TokenBlocks:
-    """Token blocks over tensor ``tensor`` of ``data``; see :meth:`lakecompute.Tensor.blocks`.
+    """Token blocks over tensor ``tensor`` of ``data``; see `lakecompute.Tensor.blocks`.
 
     Raises:
         InvalidTypeError: the tensor does not hold 1-D integer samples.

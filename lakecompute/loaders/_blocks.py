@@ -108,7 +108,7 @@ class TokenBlocks:
         prefetch: int = 2,
     ) -> Batches:
         """Batches ``{"x": (n, seq_len), "y": (n, seq_len)}`` of blocks, with the options of
-        :meth:`lakecompute.Dataset.batches` (sharding, resume, transform, workers)."""
+        `lakecompute.Dataset.batches` (sharding, resume, transform, workers)."""
         from lakecompute.loaders import make_batches
 
         return make_batches(
@@ -132,7 +132,7 @@ class TokenBlocks:
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
     ) -> torch.utils.data.DataLoader[Any]:
-        """A torch DataLoader of block batches, with the options of :meth:`lakecompute.Dataset.pytorch`."""
+        """A torch DataLoader of block batches, with the options of `lakecompute.Dataset.pytorch`."""
         from lakecompute.loaders import make_dataloader
 
         return make_dataloader(

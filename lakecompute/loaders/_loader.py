@@ -24,7 +24,7 @@ class LoaderSpec:
     Attributes:
         source: what is read (rows of a dataset, or token blocks).
         plan: which steps this run yields and which samples each reads.
-        transform: applied to each batch after reading (see :mod:`lakecompute.loaders._transform`).
+        transform: applied to each batch after reading (see `lakecompute.loaders._transform`).
     """
 
     source: RowSource | TokenSource
@@ -60,7 +60,7 @@ class Batches(Iterator[dict[str, Any]]):
     """An iterator over the batches of one loader run (one epoch from ``start_from_step``).
 
     ``len()`` is the number of batches it yields in all. With workers, they start at the first
-    ``next()`` and stop when the iterator is exhausted, closed (:meth:`close`, or leaving a ``with``
+    ``next()`` and stop when the iterator is exhausted, closed (`close`, or leaving a ``with``
     block) or garbage-collected.
 
     Attributes:

@@ -131,7 +131,7 @@ class IndexPlan:
 
         Args:
             step: the step, ``0 <= step < steps``.
-            order: :meth:`order`, when the caller computed it once for many steps.
+            order: `order`, when the caller computed it once for many steps.
         """
         if not 0 <= step < self.steps:
             raise InvalidArgumentError(f"Expected 0 <= step < {self.steps}. Got {step}.")

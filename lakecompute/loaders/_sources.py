@@ -1,7 +1,7 @@
 """What a loader reads: rows of a dataset (or view), or fixed windows over a token stream.
 
-A source is described in the caller and opened in each worker (:meth:`Source.open`): it carries a
-:class:`~lakecompute.datasets.Snapshot` (location, version, positions), never data, so a worker
+A source is described in the caller and opened in each worker (`Source.open`): it carries a
+`Snapshot` (location, version, positions), never data, so a worker
 process opens its own store client (STORAGE-NOTES "Processes") and decodes its own chunks.
 """
 

@@ -1,10 +1,10 @@
 """The torch adapter: a real ``torch.utils.data.DataLoader`` over a loader run.
 
-Imported only by :func:`lakecompute.loaders.pytorch`, so ``import lakecompute`` never imports torch.
+Imported only by `lakecompute.loaders.pytorch`, so ``import lakecompute`` never imports torch.
 
 The dataset handed to the DataLoader is an ``IterableDataset`` whose every item is a whole batch
 (``batch_size=None``: no per-sample collation). Each DataLoader worker reads the steps
-:meth:`IndexPlan.worker_steps` gives it; the DataLoader takes one batch from each worker in turn,
+`IndexPlan.worker_steps` gives it; the DataLoader takes one batch from each worker in turn,
 which is the steps' order, and ``prefetch_factor`` bounds what each worker reads ahead.
 """
 

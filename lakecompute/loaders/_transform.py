@@ -3,7 +3,7 @@
 Two kinds are accepted:
 
 - a compute function or pipeline (``@lc.compute``): the same code users run offline with ``eval``,
-  run on each sample of the batch through the engine's :class:`~lakecompute.compute.SampleRunner`, with
+  run on each sample of the batch through the engine's `SampleRunner`, with
   the seeded ``rng`` it derives from ``(seed, index)`` and the loader's key ``(epoch,)``. A sample may
   give 0, 1 or many output rows; the batch is made of all of them, in order.
 - any other callable: called on the batch dict, returning the new batch.

@@ -1,6 +1,6 @@
 """Loader worker processes for ``ds.batches(num_workers=n)`` (torch's DataLoader has its own).
 
-Each worker owns every ``n``-th step of the run (:meth:`IndexPlan.worker_steps`), reads and decodes
+Each worker owns every ``n``-th step of the run (`IndexPlan.worker_steps`), reads and decodes
 them, and puts the batches into its own queue of ``prefetch`` places; the parent takes one batch
 from each worker in turn, which is the steps' order. A full queue blocks its worker, so at most
 ``n * prefetch`` batches (plus one being read per worker) exist at any time, whatever the dataset's size.
@@ -80,7 +80,7 @@ def _context(fork_safe: bool) -> Any:
 
 
 def _receive(channel: Any, process: Any, worker: int) -> dict[str, Any]:
-    """The next batch of ``worker``; raises its error, or :class:`WorkerDiedError` if it died."""
+    """The next batch of ``worker``; raises its error, or `WorkerDiedError` if it died."""
     while True:
         try:
             kind, payload = channel.get(timeout=_POLL)

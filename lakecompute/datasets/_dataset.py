@@ -503,9 +503,9 @@ class Dataset(_Reading):
         pin_memory: bool = False,
     ) -> torch.utils.data.DataLoader[Any]:
         """A ``torch.utils.data.DataLoader`` over the committed version, batched and sharded like
-        :meth:`batches` (numpy arrays arrive as tensors).
+        `batches` (numpy arrays arrive as tensors).
 
-        Takes the options of :meth:`batches`, and:
+        Takes the options of `batches`, and:
 
         Args:
             rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
@@ -521,7 +521,7 @@ class Dataset(_Reading):
 
         Raises:
             InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
-                bad options as for :meth:`batches`.
+                bad options as for `batches`.
         """
         from lakecompute.loaders import pytorch
 

@@ -270,7 +270,7 @@ class Tensor(_Readable):
         seq_len]``; with ``next_token`` its labels ``y`` are the same window one value later. ``len()``
         is the number of whole blocks, ``blocks[i]`` gives ``(x, y)`` (or ``x``) reading only the chunks
         that cover it, and ``.batches()`` / ``.pytorch()`` take the options of
-        :meth:`lakecompute.Dataset.batches` and yield ``{"x": ..., "y": ...}`` batches.
+        `lakecompute.Dataset.batches` and yield ``{"x": ..., "y": ...}`` batches.
 
         Args:
             seq_len: values per block.

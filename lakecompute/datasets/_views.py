@@ -176,9 +176,9 @@ class DatasetView(_Reading):
         pin_memory: bool = False,
     ) -> torch.utils.data.DataLoader[Any]:
         """A ``torch.utils.data.DataLoader`` over the view's samples, batched and sharded like
-        :meth:`batches` (numpy arrays arrive as tensors).
+        `batches` (numpy arrays arrive as tensors).
 
-        Takes the options of :meth:`batches`, and:
+        Takes the options of `batches`, and:
 
         Args:
             rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
@@ -194,7 +194,7 @@ class DatasetView(_Reading):
 
         Raises:
             InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
-                bad options as for :meth:`batches`.
+                bad options as for `batches`.
         """
         from lakecompute.loaders import pytorch
 

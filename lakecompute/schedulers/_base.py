@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import abc
+import os
 import threading
 from collections.abc import Callable, Generator, Iterable
 from types import TracebackType
 from typing import ClassVar, TypeVar
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import ForkInTaskError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "ProgressFn",
     "Scheduler",
     "TaskFn",
+    "call_task",
     "describe_task",
     "parse_max_in_flight",
     "parse_num_workers",
@@ -24,7 +26,15 @@ TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
 ProgressFn = Callable[[int], None]
-"""What a task calls to report progress: ``progress(n)`` adds ``n`` (e.g. samples done) to the total."""
+"""What a task calls to report progress: ``progress(n)`` adds ``n`` (e.g. samples done) to the total.
+
+``progress(0)`` reports nothing and is a *cancellation point*: call it once per unit of work (per
+sample). Every built-in scheduler makes it cost well under a microsecond. Once the run is cancelled
+(another task failed, the consumer stopped, Ctrl-C), it raises an exception derived from
+``BaseException`` (so ``except Exception`` in the task does not swallow it) where the task cannot be
+killed from outside (threads); let it propagate. Elsewhere it does nothing: workers in other processes
+are stopped from outside.
+"""
 
 TaskFn = Callable[[TaskT, ProgressFn], ResultT]
 """A task function: ``fn(task, progress) -> result``."""
@@ -53,6 +63,10 @@ class Scheduler(abc.ABC):
     name: ClassVar[str]
     """The name the scheduler is registered under (``"serial"``, ``"threaded"``, ...)."""
 
+    shares_memory: ClassVar[bool] = False
+    """Whether tasks run in the calling process, seeing its memory: in-memory (``mem://``) datasets and
+    objects the caller changes later. False unless a backend says otherwise."""
+
     def __init__(self, num_workers: int = 1) -> None:
         """Create the scheduler.
 
@@ -65,6 +79,23 @@ class Scheduler(abc.ABC):
     def num_workers(self) -> int:
         """How many tasks may run at the same time."""
         return self._num_workers
+
+    @property
+    def needs_fork_safe_storage(self) -> bool:
+        """Whether workers are forked from the calling process, so that storage clients the caller has
+        already used must keep working in a forked child (local files do; S3 clients do not).
+
+        When they would not, use :meth:`without_fork`. False unless a backend says otherwise.
+        """
+        return False
+
+    def without_fork(self) -> Scheduler:
+        """A scheduler like this one whose workers are not forked from the calling process.
+
+        The processed scheduler with ``start_method="fork"`` returns a copy that starts its workers
+        from a fork server instead; every other scheduler returns itself.
+        """
+        return self
 
     def run(
         self,
@@ -127,6 +158,69 @@ class Scheduler(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_workers={self.num_workers})"
+
+
+def call_task(fn: TaskFn[TaskT, ResultT], task: TaskT, progress: ProgressFn) -> ResultT:
+    """Call ``fn(task, progress)`` where a scheduler runs a task, guarding against forks in the task.
+
+    A process forked inside the task (``os.fork()`` in user code) that returns from ``fn`` would go on
+    running the scheduler's code: report the task's result a second time, take more tasks, or carry
+    on the caller's program. Here such a child ends at once (``os._exit``), and the process that ran
+    the task raises :class:`ForkInTaskError` instead of returning the result. Children that end on
+    their own (``subprocess``, ``multiprocessing``) are not affected.
+    """
+    guard = _ForkGuard()
+    try:
+        try:
+            value = fn(task, progress)
+        finally:
+            guard.end_if_child()
+        guard.check(task)
+    finally:
+        guard.close()
+    return value
+
+
+class _ForkGuard:
+    """Notices a child forked by a task that returns into the scheduler's code."""
+
+    __slots__ = ("_pid", "_read", "_write")
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        # The child writes its pid here before it ends, so the task's own process can tell.
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+
+    def end_if_child(self) -> None:
+        """In a forked child: tell the parent, then end this process without running anything else."""
+        if os.getpid() == self._pid:
+            return
+        try:
+            os.write(self._write, os.getpid().to_bytes(8, "little"))
+        finally:
+            # Not sys.exit(): no exit hooks, no flushing of buffers the parent also holds.
+            os._exit(1)
+
+    def check(self, task: object) -> None:
+        """In the task's process: raise ForkInTaskError if a child of the task returned."""
+        try:
+            data = os.read(self._read, 8)
+        except BlockingIOError:
+            return
+        pid = int.from_bytes(data, "little")
+        raise ForkInTaskError(
+            f"Task {describe_task(task)} forked its process (os.fork() in the task function), and the "
+            f"child process (pid {pid}) returned from the task function instead of ending. The child was "
+            "stopped and the task's result dropped. End a forked child with os._exit(); to run another "
+            "program use subprocess, and to work in parallel use more workers.",
+            task=task,
+            pid=pid,
+        )
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
 
 
 def parse_num_workers(num_workers: int) -> int:

@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 class TestProcessed(SchedulerTests):
     scheduler_name = "processed"
     pickles_exceptions = True
+    pickles_tasks = True
 
     def assert_workers_stopped(self) -> None:
         """No worker process of the run is alive."""

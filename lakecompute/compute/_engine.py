@@ -216,16 +216,14 @@ def run_eval(
     source = make_source(data_in, pad_data_in)
     # Object-store clients (obstore, s3fs) hang or refuse to work in a child forked after the
     # parent used them, even when the child builds a fresh client (STORAGE-NOTES.md, "Processes").
-    # So when any dataset involved is remote, processed workers start from a clean fork server
-    # (~0.6 s for the first pool, then ~50 ms) instead of being forked from this process.
+    # So when any dataset involved is remote, a scheduler that forks its workers from this process
+    # starts them another way (processed: from a clean fork server).
     involved = [data_out, data_in._base_ds() if isinstance(data_in, (Dataset, DatasetView)) else None]
     remote = any(ds is not None and not ds._backend.fork_safe for ds in involved)
-    sched_options: dict[str, Any] = {}
-    if remote and scheduler == "processed" and num_workers:
-        _preload_forkserver()
-        sched_options["start_method"] = "forkserver"
-    sched = get_scheduler(scheduler, num_workers, **sched_options)
-    if sched.name in ("processed", "ray") and not data_out._backend.shared_between_processes:
+    sched = get_scheduler(scheduler, num_workers)
+    if remote and sched.needs_fork_safe_storage:
+        sched = sched.without_fork()
+    if not sched.shares_memory and not data_out._backend.shared_between_processes:
         raise InvalidArgumentError(
             f"data_out {data_out.path!r} lives in this process's memory, "
             "which worker processes cannot write. "
@@ -453,20 +451,6 @@ def run_eval(
             bar.close()
         forget_job(job.token)
     return EvalResult(inputs_done, outputs, failed, time.perf_counter() - t0, data_out.version, resume_from)
-
-
-def _preload_forkserver() -> None:
-    """Have the fork server import the engine and the S3 client once, so that the workers it forks
-    start warm: 0.75-0.85 s for an eval with 2 workers on S3 instead of 1.8-2.0 s (spawn: 3-5.7 s).
-
-    Only takes effect when the fork server starts (the first forkserver pool of the process). The
-    modules only load code; no client is created, so the fork server stays fork-safe.
-    """
-    import multiprocess.forkserver
-
-    multiprocess.forkserver.set_forkserver_preload(
-        ["__main__", "lakecompute.compute._engine", "lakecompute.storage._s3", "obstore", "zarr.storage"]
-    )
 
 
 @contextlib.contextmanager

@@ -210,10 +210,10 @@ class _ForkGuard:
             return
         pid = int.from_bytes(data, "little")
         raise ForkInTaskError(
-            f"Task {describe_task(task)} forked its process (os.fork() in the task function), and the "
-            f"child process (pid {pid}) returned from the task function instead of ending. The child was "
-            "stopped and the task's result dropped. End a forked child with os._exit(); to run another "
-            "program use subprocess, and to work in parallel use more workers.",
+            f"Task {describe_task(task)} forked its process (os.fork() in code the task ran, such as a "
+            f"compute function), and the child process (pid {pid}) returned from the task instead of "
+            "ending. The child was stopped and the task's result dropped. End a forked child with "
+            "os._exit(); to run another program use subprocess, and to work in parallel use more workers.",
             task=task,
             pid=pid,
         )

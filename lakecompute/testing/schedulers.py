@@ -507,8 +507,8 @@ class SchedulerTests:
         error = info.value
         assert error.task == 7
         assert str(error).startswith(
-            "Task 7 forked its process (os.fork() in the task function), and the child process "
-            f"(pid {error.pid}) returned from the task function instead of ending."
+            "Task 7 forked its process (os.fork() in code the task ran, such as a compute function), "
+            f"and the child process (pid {error.pid}) returned from the task instead of ending."
         )
         assert not _alive(error.pid)
         self.assert_workers_stopped()

@@ -54,7 +54,9 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _run_script(tmp_path: Path, root: str, options: dict[str, Any] | None) -> subprocess.CompletedProcess[str]:
+def _run_script(
+    tmp_path: Path, root: str, options: dict[str, Any] | None
+) -> subprocess.CompletedProcess[str]:
     """Run the script as a user would (``python tutorial.py``) in its own session."""
     script = tmp_path / "tutorial.py"
     script.write_text(_SCRIPT)

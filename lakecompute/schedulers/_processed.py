@@ -568,7 +568,13 @@ class _StderrForwarder:
             self._read_available(self._readers[index].fileno())
             text = self._tails[index].decode(errors="replace")
         lines = [line for line in text.rstrip().splitlines() if line.strip()]
-        return "\n".join(f"    {line}" for line in lines[-_TAIL_LINES:])
+        shown = lines[-_TAIL_LINES:]
+        # A crash dump (faulthandler) names the cause on its first line and lists the crashing
+        # frame first: when it has scrolled out of the tail, keep its first line.
+        fatal = [line for line in lines[:-_TAIL_LINES] if line.startswith("Fatal Python error")]
+        if fatal:
+            shown = [fatal[-1], "...", *shown]
+        return "\n".join(f"    {line}" for line in shown)
 
     def close(self) -> None:
         """Forward what is left (the workers are gone), stop the thread, close the pipes."""

@@ -45,6 +45,7 @@ __all__ = [
     "block_until_released",
     "count_marks",
     "fail_on_index",
+    "fork_then_continue",
     "fork_then_return",
     "index_of",
     "marked_task",
@@ -211,6 +212,20 @@ def fork_then_return(task: int, progress: ProgressFn) -> int:
         return -task  # the child returns into the scheduler's code
     os.waitpid(pid, 0)
     return task
+
+
+def fork_then_continue(task: MarkedTask, progress: ProgressFn) -> int:
+    """Fork. The child calls ``progress(0)`` and, if it is still running after it, leaves a marker file
+    and returns; the parent waits for the child to end, then returns the index."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        progress(0)
+        (Path(task.directory) / "child-continued").touch()
+        return -task.index
+    os.waitpid(pid, 0)
+    return task.index
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = _PATIENCE) -> bool:
@@ -511,4 +526,15 @@ class SchedulerTests:
             f"and the child process (pid {error.pid}) returned from the task instead of ending."
         )
         assert not _alive(error.pid)
+        self.assert_workers_stopped()
+
+    @pytest.mark.timeout(120)
+    def test_run_forked_child_ends_at_progress(self, tmp_path: Path) -> None:
+        """A child forked by a task ends at its first progress call, before it does anything else, and
+        the task raises ForkInTaskError."""
+        with pytest.raises(ForkInTaskError) as info:
+            list(self.make_scheduler().run(fork_then_continue, [MarkedTask(4, str(tmp_path))]))
+        assert info.value.task == MarkedTask(4, str(tmp_path))
+        assert not (tmp_path / "child-continued").exists()
+        assert not _alive(info.value.pid)
         self.assert_workers_stopped()

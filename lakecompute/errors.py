@@ -207,11 +207,11 @@ class UnpicklableTaskError(InvalidArgumentError):
 
 
 class ForkInTaskError(LakeComputeError, RuntimeError):
-    """Raised when a task forked its process (``os.fork()`` in user code) and the child process
-    returned from the task function instead of ending.
+    """Raised when a task forked its process (``os.fork()`` in user code) and the child process carried
+    on with the task (called ``progress`` or returned from the task function) instead of ending.
 
-    The child is stopped before it runs any of the scheduler's code, so it never reports a result
-    twice or keeps a copy of the run going.
+    The child is stopped there, before it runs any more of the scheduler's code, so it never reports a
+    result twice or keeps a copy of the run going.
 
     Attributes:
         task: the task that forked.

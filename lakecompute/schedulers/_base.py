@@ -243,7 +243,7 @@ class _ForkGuard:
             os._exit(1)
 
     def check(self, task: object) -> None:
-        """In the task's process: raise ForkInTaskError if a child of the task returned."""
+        """In the task's process: raise ForkInTaskError if a child of the task carried on and was ended."""
         if self._read < 0:
             return
         try:
@@ -253,7 +253,7 @@ class _ForkGuard:
         pid = int.from_bytes(data, "little")
         raise ForkInTaskError(
             f"Task {describe_task(task)} forked its process (os.fork() in code the task ran, such as a "
-            f"compute function), and the child process (pid {pid}) returned from the task instead of "
+            f"compute function), and the child process (pid {pid}) carried on with the task instead of "
             "ending. The child was stopped and the task's result dropped. End a forked child with "
             "os._exit(); to run another program use subprocess, and to work in parallel use more workers.",
             task=task,
@@ -284,7 +284,8 @@ def _after_fork_in_child() -> None:
         guard.forked = True
 
 
-os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # POSIX; where processes cannot fork, there is nothing to guard
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def parse_num_workers(num_workers: int) -> int:

@@ -527,7 +527,9 @@ class _StderrForwarder:
         """Close this process's copies of the write ends (the workers hold theirs) and start forwarding."""
         for writer in self.writers:
             writer.close()
-        self._thread = threading.Thread(target=self._forward, name="lakecompute-worker-stderr", daemon=True)
+        self._thread = threading.Thread(
+            target=self._forward, name="lakecompute-stderr-forwarder", daemon=True
+        )
         self._thread.start()
 
     def _forward(self) -> None:
@@ -646,15 +648,20 @@ def _prepare_worker(index: int, parent_pid: int, stderr: Any) -> bool:
     # A forked worker inherits the parent's Python-level SIGTERM handler, if the application set one;
     # terminate() must kill the worker, not run the parent's handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # Its own process group, so that the parent can stop whatever user code starts here.
-    try:
-        os.setpgid(0, 0)
-    except OSError:
-        pass
-    leads_group = os.getpgid(0) == os.getpid()
+    leads_group = _lead_own_group()
     _set_process_worker_id(index)
     _start_orphan_watchdog(parent_pid, leads_group)
     return leads_group
+
+
+def _lead_own_group() -> bool:
+    """Make this worker lead its own process group, so that the parent can stop whatever user code
+    starts here; return whether it does."""
+    try:
+        os.setpgid(0, 0)
+        return os.getpgid(0) == os.getpid()
+    except (OSError, AttributeError):  # AttributeError: no process groups on this platform
+        return False
 
 
 def _serve(index: int, fn: TaskFn[Any, Any], tasks: Any, send: Callable[[tuple[Any, ...]], None]) -> None:

@@ -523,7 +523,7 @@ class SchedulerTests:
         assert error.task == 7
         assert str(error).startswith(
             "Task 7 forked its process (os.fork() in code the task ran, such as a compute function), "
-            f"and the child process (pid {error.pid}) returned from the task instead of ending."
+            f"and the child process (pid {error.pid}) carried on with the task instead of ending."
         )
         assert not _alive(error.pid)
         self.assert_workers_stopped()

@@ -53,7 +53,13 @@ from lakecompute.compute._worker import (
     run_task,
 )
 from lakecompute.datasets import EvalProgress, EvalWrite, FailedSample
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TransformError, warn
+from lakecompute.errors import (
+    InvalidArgumentError,
+    InvalidSampleError,
+    TransformError,
+    UnpicklableTaskError,
+    warn,
+)
 from lakecompute.schedulers import Scheduler, get_scheduler
 from lakecompute.storage import backend_class
 
@@ -153,19 +159,12 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     locations = [plan.out.location.url]
     if isinstance(plan.source, DatasetSource):
         locations.append(plan.source.spec.url)
-    # Object-store clients (obstore, s3fs) hang or refuse to work in a child forked after the parent
-    # used them, even when the child builds a fresh client (STORAGE-NOTES.md, "Processes"). So when any
-    # dataset involved is remote, processed workers start from a clean fork server instead.
-    options: dict[str, Any] = {}
-    if (
-        opts.scheduler == "processed"
-        and opts.num_workers
-        and not all(backend_class(u).fork_safe for u in locations)
-    ):
-        _preload_forkserver()
-        options["start_method"] = "forkserver"
-    sched = get_scheduler(opts.scheduler, opts.num_workers, **options)
-    if sched.name in ("processed", "ray") and not backend_class(locations[0]).shared_between_processes:
+    sched = get_scheduler(opts.scheduler, opts.num_workers)
+    # Object-store clients hang or refuse to work in a child forked after the parent used them
+    # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
+    if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
+        sched = sched.without_fork()
+    if not sched.shares_memory and not backend_class(locations[0]).shared_between_processes:
         raise InvalidArgumentError(
             f"data_out {plan.out.path!r} lives in this process's memory, which worker processes cannot "
             "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
@@ -286,6 +285,8 @@ class _OrderedRun:
                     self.receive(result)
                     if self.failure is not None and self.done >= self.stop_at:
                         break  # everything before the failure's checkpoint is in; cancel the rest
+        except UnpicklableTaskError as err:
+            raise _unpicklable_item(err) from err.__cause__
         finally:
             if bar is not None:
                 bar.close()
@@ -366,20 +367,6 @@ def _transform_error(failure: TaskFailure, sample: Any, kept: str) -> TransformE
     return err
 
 
-def _preload_forkserver() -> None:
-    """Have the fork server import the engine and the S3 client once, so that the workers it forks
-    start warm: 0.75-0.85 s for an eval with 2 workers on S3 instead of 1.8-2.0 s (spawn: 3-5.7 s).
-
-    Only takes effect when the fork server starts (the first forkserver pool of the process). The
-    modules only load code; no client is created, so the fork server stays fork-safe.
-    """
-    import multiprocess.forkserver
-
-    multiprocess.forkserver.set_forkserver_preload(
-        ["__main__", "lakecompute.compute._engine", "lakecompute.storage._s3", "obstore", "zarr.storage"]
-    )
-
-
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into KeyboardInterrupt while an eval runs, so it stops workers and commits nothing."""
@@ -395,6 +382,27 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _unpicklable_item(err: UnpicklableTaskError) -> UnpicklableTaskError:
+    """The error for a streamed item that cannot travel to a worker process, naming its index."""
+    task = err.task
+    if not isinstance(task, Task) or task.items is None:
+        return err
+    import multiprocess.reduction
+
+    for index, item in enumerate(task.items, start=task.start):
+        try:
+            multiprocess.reduction.ForkingPickler.dumps(item)
+        except Exception as exc:
+            return UnpicklableTaskError(
+                f"data_in[{index}] (a {type(item).__name__}) cannot be sent to a worker process: {exc}. "
+                "Yield items that can be pickled (arrays, numbers, strings, paths), or run the eval with "
+                "scheduler='threaded' or num_workers=0.",
+                task,
+                err.position,
+            )
+    return err
 
 
 def _sample_for(source: Source, in_flight: dict[int, Task], index: int) -> Any:

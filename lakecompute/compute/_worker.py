@@ -320,6 +320,7 @@ class _TaskRun:
     def run_block(self, samples: list[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
         lists, expected, call, sub = self.lists, list(self.job.expected), self.call, operator.sub
+        progress = self.progress
         step = self.job.batch_size or 1
         done = 0
         before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
@@ -336,12 +337,13 @@ class _TaskRun:
             else:
                 self.marks.append((index, after))
                 before = after
+            progress(0)  # a cancellation point: a failed or stopped run ends this task here
             done += min(step, self.task.stop - index)
             if done >= 64:
-                self.progress(done)
+                progress(done)
                 done = 0
         if done:
-            self.progress(done)
+            progress(done)
 
     def _check(self, before: list[int], after: list[int], inputs: int) -> None:
         """Check what one input (or one batch of ``inputs`` inputs) wrote, when it was unusual."""

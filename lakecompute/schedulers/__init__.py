@@ -22,6 +22,7 @@ from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.schedulers._base import (
+    PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
@@ -34,6 +35,7 @@ from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
 
 __all__ = [
+    "PAUSE",
     "ProcessedScheduler",
     "ProgressFn",
     "Scheduler",

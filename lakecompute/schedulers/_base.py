@@ -12,6 +12,7 @@ from typing import ClassVar, TypeVar
 from lakecompute.errors import ForkInTaskError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
+    "PAUSE",
     "ProgressFn",
     "Scheduler",
     "TaskFn",
@@ -38,6 +39,33 @@ are stopped from outside.
 
 TaskFn = Callable[[TaskT, ProgressFn], ResultT]
 """A task function: ``fn(task, progress) -> result``."""
+
+
+class _Pause:
+    """The type of `PAUSE` (one instance)."""
+
+    def __repr__(self) -> str:
+        return "PAUSE"
+
+
+PAUSE = _Pause()
+"""What a task iterable yields to say "no task until you have taken another result".
+
+The scheduler stops taking tasks from the iterable until it has yielded its next result, then asks
+again. The transform engine uses it to run a first task alone (its result decides how the others are
+built) without stopping the workers in between, so per-worker state — a model loaded once per worker —
+is built once. A pause is only allowed while a task is outstanding: with nothing running it would never
+end, and is an `InvalidArgumentError`.
+"""
+
+
+def pause_error() -> InvalidArgumentError:
+    """The error for a `PAUSE` yielded while no task is outstanding."""
+    return InvalidArgumentError(
+        "The tasks paused (yielded PAUSE) while no task was outstanding, so no result could ever end the "
+        "pause. Yield PAUSE only while an earlier task is still running."
+    )
+
 
 # Longest task description put into an error message; a repr() of a big task would drown the message.
 _MAX_DESCRIPTION = 300
@@ -131,7 +159,8 @@ class Scheduler(abc.ABC):
 
         Args:
             fn: the task function, called as ``fn(task, progress)``.
-            tasks: the tasks, in order.
+            tasks: the tasks, in order; it may yield `PAUSE` to hold back further tasks until the next
+                result has been taken.
             on_progress: called in the thread iterating this generator with the increments the tasks
                 report through ``progress``; never called concurrently.
             max_in_flight: most tasks outstanding at once; default ``2 * num_workers`` (at least 1).

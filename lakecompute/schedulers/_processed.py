@@ -42,12 +42,14 @@ import multiprocess.forkserver
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers._base import (
+    PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
     _set_process_worker_id,
     call_task,
     describe_task,
+    pause_error,
 )
 from lakecompute.schedulers._transport import (
     PickledError,
@@ -208,6 +210,7 @@ class ProcessedScheduler(Scheduler):
                     if done is not None:
                         feed.refill()
                         yield done[0], cast(ResultT, done[1])
+                        feed.resume()
                 if dead is not None:
                     raise pool.died_error(dead, feed.outstanding)
             finished = True
@@ -226,16 +229,28 @@ class _Feed:
         self._limit = limit
         self._positions = itertools.count()
         self._exhausted = False
+        self._paused = False
         self.outstanding: dict[int, Any] = {}
         """Tasks queued and not completed yet, by position."""
 
+    def resume(self) -> None:
+        """After the consumer took a result: end a pause and take tasks again."""
+        if self._paused:
+            self._paused = False
+            self.refill()
+
     def refill(self) -> None:
         # Bounded, so that a streamed input stays bounded in memory, here and in the task queue.
-        while not self._exhausted and len(self.outstanding) < self._limit:
+        while not self._exhausted and not self._paused and len(self.outstanding) < self._limit:
             try:
                 task = next(self._tasks)
             except StopIteration:
                 self._exhausted = True
+                return
+            if task is PAUSE:
+                if not self.outstanding:
+                    raise pause_error()
+                self._paused = True  # until a result has been taken: see resume()
                 return
             position = next(self._positions)
             self._pool.submit(position, task)

@@ -32,12 +32,14 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError, WorkerDiedError
 from lakecompute.schedulers._base import (
+    PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
     _set_process_worker_id,
     call_task,
     describe_task,
+    pause_error,
 )
 from lakecompute.schedulers._transport import (
     PickledError,
@@ -265,6 +267,10 @@ class _Slots:
                 task = next(self._tasks)
             except StopIteration:
                 self._exhausted = True
+                break
+            if task is PAUSE:  # no more until a result is taken: fill() runs again after each one
+                if not self._queued and not self.running:
+                    raise pause_error()
                 break
             self._queued.append((next(self._positions), task))
         while self._queued and self._free:

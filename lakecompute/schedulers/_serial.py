@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 from typing import ClassVar, TypeVar
 
-from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn, call_task
+from lakecompute.schedulers._base import PAUSE, ProgressFn, Scheduler, TaskFn, call_task, pause_error
 
 __all__ = ["SerialScheduler"]
 
@@ -66,6 +66,10 @@ def _run_serial(
     fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn
 ) -> Generator[tuple[int, ResultT], None, None]:
     """The generator behind `SerialScheduler.run`."""
-    # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken.
+    # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken. Every
+    # result is taken before the next task is pulled, so nothing is ever outstanding at a pull: a
+    # pause here could never end.
     for position, task in enumerate(tasks):
+        if task is PAUSE:
+            raise pause_error()
         yield position, call_task(fn, task, report)

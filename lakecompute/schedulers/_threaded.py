@@ -28,11 +28,13 @@ from typing import ClassVar, Generic, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError, LakeComputeWarning
 from lakecompute.schedulers._base import (
+    PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
     _set_thread_worker_id,
     call_task,
+    pause_error,
 )
 
 __all__ = ["STOP_GRACE", "ThreadedScheduler"]
@@ -158,6 +160,10 @@ class _ThreadedRun(Generic[TaskT, ResultT]):
                     task = next(pending, _END)
                     if task is _END:
                         exhausted = True
+                        break
+                    if task is PAUSE:  # no more until the next result is taken (the loop comes back here)
+                        if not outstanding:
+                            raise pause_error()
                         break
                     self._todo.put((next(positions), cast(TaskT, task)))
                     outstanding += 1

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -34,7 +34,7 @@ from lakecompute.errors import (
     RemoteError,
     UnpicklableTaskError,
 )
-from lakecompute.schedulers import ProgressFn, Scheduler, get_scheduler, worker_id
+from lakecompute.schedulers import PAUSE, ProgressFn, Scheduler, get_scheduler, worker_id
 
 __all__ = [
     "CarriedTask",
@@ -537,4 +537,33 @@ class SchedulerTests:
         assert info.value.task == MarkedTask(4, str(tmp_path))
         assert not (tmp_path / "child-continued").exists()
         assert not _alive(info.value.pid)
+        self.assert_workers_stopped()
+
+    def test_run_pause_waits_for_a_result(self) -> None:
+        """After PAUSE no task is taken until a result was yielded; then the rest run, positions intact."""
+        taken: list[int] = []
+        first_result_seen: list[bool] = []
+
+        def tasks() -> Iterator[Any]:  # ints, and PAUSE
+            yield 0
+            while not taken:
+                yield PAUSE  # the first task decides how the rest are made
+            first_result_seen.append(True)
+            yield from range(1, 20)
+
+        for _, value in self.make_scheduler().run(square, tasks()):
+            taken.append(value)
+        assert sorted(taken) == [i * i for i in range(20)]
+        assert taken[0] == 0  # nothing else ran before the first task's result was taken
+        assert first_result_seen == [True]
+        self.assert_workers_stopped()
+
+    def test_run_pause_with_nothing_outstanding_is_an_error(self) -> None:
+        """A pause that no result could end is refused at once, not waited on forever."""
+
+        def tasks() -> Iterator[Any]:  # ints, and PAUSE
+            yield PAUSE
+
+        with pytest.raises(InvalidArgumentError, match="while no task was outstanding"):
+            list(self.make_scheduler().run(square, tasks()))
         self.assert_workers_stopped()

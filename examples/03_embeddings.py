@@ -19,7 +19,7 @@ def train_model(path, input_size):
 @lc.compute
 class Embed:
     def __init__(self, weights_path):
-        # Runs once per worker (and once in the caller, which checks the first sample first).
+        # Runs once per worker (with num_workers=0, once in this process); never in both.
         self.weights = np.load(weights_path)
 
     def __call__(self, sample_in, sample_out):

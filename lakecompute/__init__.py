@@ -18,6 +18,7 @@ from lakecompute.errors import (
     DatasetNotFoundError,
     EvalConflictError,
     FingerprintError,
+    ForkInTaskError,
     InvalidArgumentError,
     InvalidSampleError,
     InvalidTypeError,
@@ -31,6 +32,7 @@ from lakecompute.errors import (
     TensorDoesNotExistError,
     TensorExistsError,
     TransformError,
+    UnpicklableTaskError,
     WorkerDiedError,
 )
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
@@ -49,6 +51,7 @@ __all__ = [
     "EvalResult",
     "FailedSample",
     "FingerprintError",
+    "ForkInTaskError",
     "ImageFile",
     "InvalidArgumentError",
     "InvalidSampleError",
@@ -67,6 +70,7 @@ __all__ = [
     "TensorExistsError",
     "TensorView",
     "TransformError",
+    "UnpicklableTaskError",
     "WorkerDiedError",
     "__version__",
     "compose",

@@ -18,6 +18,7 @@ __all__ = [
     "DatasetNotFoundError",
     "EvalConflictError",
     "FingerprintError",
+    "ForkInTaskError",
     "InvalidArgumentError",
     "InvalidSampleError",
     "InvalidTypeError",
@@ -31,6 +32,7 @@ __all__ = [
     "TensorDoesNotExistError",
     "TensorExistsError",
     "TransformError",
+    "UnpicklableTaskError",
     "WorkerDiedError",
     "warn",
 ]
@@ -186,7 +188,8 @@ class FingerprintError(LakeComputeError, TypeError):
 
 
 class WorkerDiedError(LakeComputeError, RuntimeError):
-    """Raised when a worker process dies (killed, segfault, out of memory) while running a task.
+    """Raised when a worker process dies (killed, segfault, out of memory) while running a task, or
+    fails while starting (then its own exception, if it could send one, is ``__cause__``).
 
     Attributes:
         task: a description of the task the worker was running (its input range), or None.
@@ -196,6 +199,41 @@ class WorkerDiedError(LakeComputeError, RuntimeError):
     def __init__(self, message: str, task: Any = None, exitcode: int | None = None) -> None:
         self.task = task
         self.exitcode = exitcode
+        super().__init__(message)
+
+
+class UnpicklableTaskError(InvalidArgumentError):
+    """Raised when a task cannot be sent to a worker process because it cannot be pickled.
+
+    Raised in the calling process before the task is queued, so the run stops at once rather than
+    waiting for a task that never arrives. The pickling error is ``__cause__``.
+
+    Attributes:
+        task: the task that could not be pickled.
+        position: its position among the run's tasks.
+    """
+
+    def __init__(self, message: str, task: Any, position: int) -> None:
+        self.task = task
+        self.position = position
+        super().__init__(message)
+
+
+class ForkInTaskError(LakeComputeError, RuntimeError):
+    """Raised when a task forked its process (``os.fork()`` in user code) and the child process carried
+    on with the task (called ``progress`` or returned from the task function) instead of ending.
+
+    The child is stopped there, before it runs any more of the scheduler's code, so it never reports a
+    result twice or keeps a copy of the run going.
+
+    Attributes:
+        task: the task that forked.
+        pid: the process id of the child that returned.
+    """
+
+    def __init__(self, message: str, task: Any, pid: int) -> None:
+        self.task = task
+        self.pid = pid
         super().__init__(message)
 
 

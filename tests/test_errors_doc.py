@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import textwrap
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,46 @@ def writes_only_x(sample_in: Any, sample_out: Any) -> None:
 def writes_big(sample_in: Any, sample_out: Any) -> None:
     """Write a value too big for an int8 tensor."""
     sample_out.append({"x": 1000})
+
+
+@lc.compute
+def first_of_pair(sample_in: Any, sample_out: Any) -> None:
+    """Write the first item of a pair; the second is never used."""
+    sample_out.append({"x": int(sample_in[0])})
+
+
+@lc.compute
+def forks_on_two(sample_in: Any, sample_out: Any) -> None:
+    """Fork on input 2: the child returns from the function, the parent waits for it to end."""
+    if int(sample_in) == 2:
+        pid = os.fork()
+        if pid:
+            os.waitpid(pid, 0)
+    sample_out.append({"x": int(sample_in)})
+
+
+def _worker_start_failed(tmp: Path) -> Any:
+    from lakecompute.schedulers import get_scheduler
+
+    name = f"fails_in_workers_{uuid.uuid4().hex}"
+    (tmp / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            import multiprocess
+
+            if multiprocess.current_process().name.startswith("lakecompute-worker"):
+                raise RuntimeError("cannot start in a worker")
+
+
+            def task_fn(task, progress):
+                return task
+            """
+        )
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(tmp))
+        fn = __import__(name).task_fn
+        list(get_scheduler("processed", 2, start_method="spawn").run(fn, range(4)))
 
 
 def _corrupt(tmp: Path) -> Any:
@@ -245,6 +288,11 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
+    "worker-start-failed": _worker_start_failed,
+    "task-unpicklable": lambda t: first_of_pair().eval(
+        ((i, (j for j in range(2))) for i in range(5)), _out(t), num_workers=2, progressbar=False
+    ),
+    "task-forked": lambda t: forks_on_two().eval(list(range(6)), _out(t), num_workers=2, progressbar=False),
     "eval-commit-conflict": _eval_conflict,
     "eval-resume-conflict": _eval_resume_conflict,
     "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(

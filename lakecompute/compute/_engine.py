@@ -3,10 +3,12 @@
 ::
 
     eval ─▶ plan (check arguments, commit pending changes, fingerprint, find an earlier run)
-         ─▶ preflight (run the first sample; its outputs decide ranks and dtypes, once)
-         ─▶ scheduler.run(run_task, tasks)   each task reads its input range, runs the fused pipeline
-         │                                    per sample, writes fragments into its own slots, and
-         │                                    returns only their descriptions
+         ─▶ scheduler.run(run_task, tasks)   first the preflight task alone (the first sample: its
+         │                                    outputs decide ranks, once; the stream yields PAUSE until
+         │                                    its result is in), then the tasks: each reads its input
+         │                                    range, runs the fused pipeline per sample, writes
+         │                                    fragments into its own slots, and returns only their
+         │                                    descriptions
          ─▶ apply results in input order, checkpoint, commit ─▶ EvalResult
 
 Planning is in ``_plan``, the worker side in ``_worker``; every commit goes through the output
@@ -28,8 +30,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source
 from lakecompute.compute._options import EvalOptions
@@ -44,17 +46,23 @@ from lakecompute.compute._plan import (
 from lakecompute.compute._runner import failure_error
 from lakecompute.compute._worker import (
     PREFLIGHT_SCAN,
+    Decided,
     Job,
     Task,
     TaskFailure,
     TaskResult,
     forget_job,
-    preflight,
     run_task,
 )
-from lakecompute.datasets import EvalProgress, EvalWrite, FailedSample
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TransformError, warn
-from lakecompute.schedulers import Scheduler, get_scheduler
+from lakecompute.datasets import Decisions, EvalProgress, EvalWrite, FailedSample
+from lakecompute.errors import (
+    InvalidArgumentError,
+    InvalidSampleError,
+    TransformError,
+    UnpicklableTaskError,
+    warn,
+)
+from lakecompute.schedulers import PAUSE, Scheduler, get_scheduler
 from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
@@ -110,8 +118,8 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
     )
     token = uuid.uuid4().hex
     try:
-        job = _prepare(plan, write, token)
-        if job is None:  # no input at all
+        prepared = _prepare(plan, write, token)
+        if prepared is None:  # no input at all
             return EvalResult(
                 0,
                 dict.fromkeys(write.schema.names, 0),
@@ -121,7 +129,7 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
                 0,
                 plan.seed,
             )
-        return _OrderedRun(plan, write, job, t0).run(sched)
+        return _OrderedRun(plan, write, *prepared, t0).run(sched)
     except BaseException:
         write.abort()
         raise
@@ -153,19 +161,12 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     locations = [plan.out.location.url]
     if isinstance(plan.source, DatasetSource):
         locations.append(plan.source.spec.url)
-    # Object-store clients (obstore, s3fs) hang or refuse to work in a child forked after the parent
-    # used them, even when the child builds a fresh client (STORAGE-NOTES.md, "Processes"). So when any
-    # dataset involved is remote, processed workers start from a clean fork server instead.
-    options: dict[str, Any] = {}
-    if (
-        opts.scheduler == "processed"
-        and opts.num_workers
-        and not all(backend_class(u).fork_safe for u in locations)
-    ):
-        _preload_forkserver()
-        options["start_method"] = "forkserver"
-    sched = get_scheduler(opts.scheduler, opts.num_workers, **options)
-    if sched.name in ("processed", "ray") and not backend_class(locations[0]).shared_between_processes:
+    sched = get_scheduler(opts.scheduler, opts.num_workers)
+    # Object-store clients hang or refuse to work in a child forked after the parent used them
+    # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
+    if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
+        sched = sched.without_fork()
+    if not sched.shares_memory and not backend_class(locations[0]).shared_between_processes:
         raise InvalidArgumentError(
             f"data_out {plan.out.path!r} lives in this process's memory, which worker processes cannot "
             "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
@@ -173,31 +174,34 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     return sched
 
 
-def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> Job | None:
-    """Run the preflight and fix the decisions every worker writes by; None for an empty input."""
-    opts = plan.options
-    first = _first_samples(plan.source, opts.batch_size)
-    if not first:
+def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] | None:
+    """The job every task shares, and the preflight task that runs first; None for an empty input.
+
+    The preflight runs where the tasks run — in a worker when there are workers, so a class-based
+    function is built once per worker and never in the caller — and its outputs decide, once, how every
+    later task checks and writes its outputs.
+    """
+    opts, source = plan.options, plan.source
+    step = opts.batch_size or 1
+    if isinstance(source, IterableSource):
+        items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step)
+        stop = len(items or [])
+        first = items[0] if items else None
+    else:
+        assert source.length is not None
+        items, stop = None, min(source.length, PREFLIGHT_SCAN * step)
+        first = source.read(0, min(step, stop), batch=bool(opts.batch_size))[0] if stop else None
+    if not stop:
         return None
-    job = Job(
-        token,
-        plan.pipeline,
-        plan.source,
-        write.grant,
-        write.schema,
-        plan.seed,
-        (),
-        False,
-        opts.ignore_errors,
-        opts.check_lengths,
-        opts.skip_ok,
-        opts.batch_size,
-        block_size(first[0][1], opts.batch_size),
-        os.getpid(),
-    )
-    decisions, failure = preflight(job, first)
-    if failure is not None:
-        raise _transform_error(failure, plan.source.sample(failure.index), "Nothing was written.")
+    job = Job(token, plan.pipeline, source, write.grant, write.schema, plan.seed, opts.ignore_errors,
+              opts.check_lengths, opts.skip_ok, opts.batch_size, block_size(first, opts.batch_size),
+              os.getpid())  # fmt: skip
+    return job, Task(-1, 0, stop, items)
+
+
+def _decide(plan: EvalPlan, write: EvalWrite, decisions: Decisions) -> Decided:
+    """Fix the preflight's decisions in the transaction; what every later task checks against."""
+    opts = plan.options
     schema = write.decide(decisions, replace_all=not opts.skip_ok)
     aligned = any(write.kept().values())
     if aligned and opts.ignore_errors:
@@ -207,35 +211,17 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> Job | None:
             "new dataset (data_out=lc.like(path, ds))."
         )
     written = write.written if plan.in_place and aligned else (decisions.written or schema.names)
-    expected = tuple(int(name in written) for name in schema.names)
-    return replace(job, schema=schema, expected=expected, aligned=aligned)
+    return Decided(schema, tuple(int(name in written) for name in schema.names), aligned)
 
 
-def _first_samples(source: Source, batch_size: int | None) -> list[tuple[int, Any]]:
-    """Up to PREFLIGHT_SCAN first inputs as ``(index, sample_in)`` (a stream is not consumed by this)."""
-    if isinstance(source, IterableSource):
-        items = source.peek(PREFLIGHT_SCAN * (batch_size or 1))
-        if batch_size:
-            return [(i, items[i : i + batch_size]) for i in range(0, len(items), batch_size)]
-        return list(enumerate(items))
-    assert source.length is not None
-    step = batch_size or 1
-    stop = min(source.length, PREFLIGHT_SCAN * step)
-    if batch_size:
-        return [
-            (i, source.read(i, min(i + step, source.length), batch=True)[0]) for i in range(0, stop, step)
-        ]
-    return list(enumerate(source.read(0, stop, batch=False))) if stop else []
-
-
-def _tasks(plan: EvalPlan) -> Iterator[Task]:
+def _tasks(plan: EvalPlan, decided: Decided) -> Iterator[Task]:
     """The tasks in input order (lazily: a stream is read as tasks are handed out)."""
     opts, source = plan.options, plan.source
     size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size)
     if isinstance(source, IterableSource):
         start = 0
         for number, chunk in enumerate(source.chunks(size, STREAM_TASK_BYTES, opts.batch_size or 1)):
-            yield Task(number, start, start + len(chunk), chunk)
+            yield Task(number, start, start + len(chunk), chunk, decided)
             start += len(chunk)
         return
     assert source.length is not None
@@ -243,14 +229,16 @@ def _tasks(plan: EvalPlan) -> Iterator[Task]:
         source.length, size, opts.num_workers, opts.checkpoint_interval, opts.batch_size, plan.resume_from
     )
     for number, (a, b) in enumerate(ranges):
-        yield Task(number, a, b)
+        yield Task(number, a, b, None, decided)
 
 
 class _OrderedRun:
     """The ordering loop: task results applied in input order, checkpoints, and what a failure keeps."""
 
-    def __init__(self, plan: EvalPlan, write: EvalWrite, job: Job, t0: float) -> None:
+    def __init__(self, plan: EvalPlan, write: EvalWrite, job: Job, preflight: Task, t0: float) -> None:
         self.plan, self.write, self.job, self.t0 = plan, write, job, t0
+        self.preflight = preflight
+        self.decided: Decided | None = None
         resumed = plan.resume
         self.done = plan.resume_from
         self.outputs = dict.fromkeys(job.schema.names, 0) | (dict(resumed.outputs) if resumed else {})
@@ -266,8 +254,15 @@ class _OrderedRun:
             self.done, dict(self.outputs), tuple(self.failed), self.plan.seed, time.perf_counter() - self.t0
         )
 
-    def tasks(self) -> Iterator[Task]:
-        for task in _tasks(self.plan):
+    def tasks(self) -> Iterator[Task | object]:
+        """The preflight alone, then (once its result decided how) the tasks in input order."""
+        self.in_flight[self.preflight.number] = self.preflight
+        yield self.preflight
+        while self.decided is None and self.failure is None:
+            yield PAUSE
+        if self.decided is None:
+            return
+        for task in _tasks(self.plan, self.decided):
             if self.failure is not None:
                 return  # after a failure, no new task starts
             self.in_flight[task.number] = task
@@ -275,10 +270,9 @@ class _OrderedRun:
 
     def run(self, sched: Scheduler) -> EvalResult:
         bar = _progress_bar(self.plan)
+        tasks = cast(Iterator[Task], self.tasks())  # tasks, and PAUSE while the preflight runs
         runner = sched.run(
-            functools.partial(run_task, self.job),
-            self.tasks(),
-            on_progress=bar.update if bar is not None else None,
+            functools.partial(run_task, self.job), tasks, on_progress=bar.update if bar is not None else None
         )
         try:
             with _sigterm_as_interrupt(), contextlib.closing(runner):
@@ -286,6 +280,8 @@ class _OrderedRun:
                     self.receive(result)
                     if self.failure is not None and self.done >= self.stop_at:
                         break  # everything before the failure's checkpoint is in; cancel the rest
+        except UnpicklableTaskError as err:
+            raise _unpicklable_item(err) from err.__cause__
         finally:
             if bar is not None:
                 bar.close()
@@ -310,6 +306,10 @@ class _OrderedRun:
     def receive(self, result: TaskResult) -> None:
         if result.failure is not None:
             self.fail(result.failure)
+            return
+        if result.decisions is not None:  # the preflight's
+            self.in_flight.pop(result.number, None)
+            self.decided = _decide(self.plan, self.write, result.decisions)
             return
         self.pending[result.number] = result
         while self.next_number in self.pending:
@@ -366,20 +366,6 @@ def _transform_error(failure: TaskFailure, sample: Any, kept: str) -> TransformE
     return err
 
 
-def _preload_forkserver() -> None:
-    """Have the fork server import the engine and the S3 client once, so that the workers it forks
-    start warm: 0.75-0.85 s for an eval with 2 workers on S3 instead of 1.8-2.0 s (spawn: 3-5.7 s).
-
-    Only takes effect when the fork server starts (the first forkserver pool of the process). The
-    modules only load code; no client is created, so the fork server stays fork-safe.
-    """
-    import multiprocess.forkserver
-
-    multiprocess.forkserver.set_forkserver_preload(
-        ["__main__", "lakecompute.compute._engine", "lakecompute.storage._s3", "obstore", "zarr.storage"]
-    )
-
-
 @contextlib.contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """Turn SIGTERM into KeyboardInterrupt while an eval runs, so it stops workers and commits nothing."""
@@ -395,6 +381,27 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _unpicklable_item(err: UnpicklableTaskError) -> UnpicklableTaskError:
+    """The error for a streamed item that cannot travel to a worker process, naming its index."""
+    task = err.task
+    if not isinstance(task, Task) or task.items is None:
+        return err
+    import multiprocess.reduction
+
+    for index, item in enumerate(task.items, start=task.start):
+        try:
+            multiprocess.reduction.ForkingPickler.dumps(item)
+        except Exception as exc:
+            return UnpicklableTaskError(
+                f"data_in[{index}] (a {type(item).__name__}) cannot be sent to a worker process: {exc}. "
+                "Yield items that can be pickled (arrays, numbers, strings, paths), or run the eval with "
+                "scheduler='threaded' or num_workers=0.",
+                task,
+                err.position,
+            )
+    return err
 
 
 def _sample_for(source: Source, in_flight: dict[int, Task], index: int) -> Any:

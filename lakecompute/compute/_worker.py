@@ -50,18 +50,47 @@ PREFLIGHT_SCAN = 64
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """A range of inputs for one worker; ``items`` only for streamed (length-less) input."""
+    """A range of inputs for one worker.
+
+    Attributes:
+        number: the task's place in input order (-1 for the preflight).
+        start, stop: the inputs ``data_in[start:stop]``.
+        items: those inputs themselves, for streamed (length-less) input only.
+        decided: the decided output schema to check outputs against (None for the preflight, which
+            makes the decisions).
+    """
 
     number: int
     start: int
     stop: int
     items: list[Any] | None = None
+    decided: Decided | None = None
+
+    @property
+    def preflight(self) -> bool:
+        return self.decided is None
 
     def describe(self) -> str:
         return f"{self.number} (data_in[{self.start}:{self.stop}])"  # read as "task 3 (data_in[a:b])"
 
     def __repr__(self) -> str:
         return f"Task({self.number}, data_in[{self.start}:{self.stop}])"
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What the preflight's outputs decided, carried by every later task.
+
+    Attributes:
+        schema: the output schema with ranks decided.
+        expected: per output tensor, the values one input writes in the common case (1 for the tensors
+            the first input wrote, 0 for the others); an input that writes otherwise is checked.
+        aligned: every input must write exactly ``expected`` (in place, with tensors kept).
+    """
+
+    schema: OutputSchema
+    expected: tuple[int, ...]
+    aligned: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +123,7 @@ class TaskResult:
     counts: Mapping[str, int]
     failed: tuple[FailedSample, ...]
     failure: TaskFailure | None = None
+    decisions: Decisions | None = None  # the preflight's
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +135,8 @@ class Job:
         pipeline: the functions to run.
         source: where the inputs come from.
         grant: where the outputs go.
-        schema: the decided output schema the outputs are checked against.
+        schema: the output schema before any decision (the preflight decides ranks from it).
         seed: the seed of the functions' ``rng`` generators.
-        expected: per output tensor, the values one input writes in the common case (1 for the tensors
-            the first input wrote, 0 for the others); an input that writes otherwise is checked.
-        aligned: every input must write exactly ``expected`` (in place, with tensors kept).
         ignore_errors, check_lengths, skip_ok, batch_size: the eval's options.
         block: inputs read and processed at once (bounds a worker's memory).
         parent_pid: the process that planned the eval (workers elsewhere reseed global generators).
@@ -121,8 +148,6 @@ class Job:
     grant: SlotGrant
     schema: OutputSchema
     seed: int
-    expected: tuple[int, ...]
-    aligned: bool
     ignore_errors: bool
     check_lengths: bool
     skip_ok: bool
@@ -263,12 +288,14 @@ class _TaskRun:
     """One task in a worker: reading blocks, running samples, buffering and writing outputs."""
 
     def __init__(self, job: Job, task: Task, progress: ProgressFn) -> None:
+        assert task.decided is not None
         self.job = job
         self.task = task
+        self.decided = task.decided
         self.progress = progress
         self.stages = _stages_for(job.token, job.pipeline, job.parent_pid)
-        self.writer = TaskWriter(job.grant, job.schema, task.number)
-        self.names = job.schema.names
+        self.writer = TaskWriter(job.grant, task.decided.schema, task.number)
+        self.names = task.decided.schema.names
         self.final = SampleOut(self.names)
         # The per-sample bookkeeping is the engine's overhead on small samples, so it works on plain
         # lists: the output lists of ``final`` (stable objects: reset and truncate empty them in place),
@@ -287,21 +314,7 @@ class _TaskRun:
         """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs."""
         task, job = self.task, self.job
         for start in range(task.start, task.stop, job.block):
-            yield self._samples(start, min(task.stop, start + job.block))
-
-    def _samples(self, start: int, stop: int) -> list[tuple[int, Any]]:
-        task, batch = self.task, self.job.batch_size
-        if task.items is not None:
-            items = task.items[start - task.start : stop - task.start]
-            if batch:
-                return [(start + b, items[b : b + batch]) for b in range(0, len(items), batch)]
-            return list(zip(range(start, stop), items, strict=True))
-        source = self.job.source
-        if batch:
-            return [
-                (b, source.read(b, min(b + batch, stop), batch=True)[0]) for b in range(start, stop, batch)
-            ]
-        return list(zip(range(start, stop), source.read(start, stop, batch=False), strict=True))
+            yield _samples(job, task, start, min(task.stop, start + job.block))
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
@@ -319,7 +332,8 @@ class _TaskRun:
 
     def run_block(self, samples: list[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
-        lists, expected, call, sub = self.lists, list(self.job.expected), self.call, operator.sub
+        lists, expected, call, sub = self.lists, list(self.decided.expected), self.call, operator.sub
+        progress = self.progress
         step = self.job.batch_size or 1
         done = 0
         before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
@@ -336,19 +350,20 @@ class _TaskRun:
             else:
                 self.marks.append((index, after))
                 before = after
+            progress(0)  # a cancellation point: a failed or stopped run ends this task here
             done += min(step, self.task.stop - index)
             if done >= 64:
-                self.progress(done)
+                progress(done)
                 done = 0
         if done:
-            self.progress(done)
+            progress(done)
 
     def _check(self, before: list[int], after: list[int], inputs: int) -> None:
         """Check what one input (or one batch of ``inputs`` inputs) wrote, when it was unusual."""
         job, names = self.job, self.names
         written = {n: a - b for n, a, b in zip(names, after, before, strict=True)}
-        expected = {n: e * inputs for n, e in zip(names, job.expected, strict=True)}
-        if job.aligned and written != expected:
+        expected = {n: e * inputs for n, e in zip(names, self.decided.expected, strict=True)}
+        if self.decided.aligned and written != expected:
             raise _alignment_error(self.last_fn, written, expected)
         check_counts(
             written, names, skip_ok=job.skip_ok, check_lengths=job.check_lengths, function=self.last_fn
@@ -404,6 +419,20 @@ class _TaskRun:
         )
 
 
+def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any]]:
+    """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size)."""
+    batch = job.batch_size
+    if task.items is not None:
+        items = task.items[start - task.start : stop - task.start]
+        if batch:
+            return [(start + b, items[b : b + batch]) for b in range(0, len(items), batch)]
+        return list(zip(range(start, stop), items, strict=True))
+    source = job.source
+    if batch:
+        return [(b, source.read(b, min(b + batch, stop), batch=True)[0]) for b in range(start, stop, batch)]
+    return list(zip(range(start, stop), source.read(start, stop, batch=False), strict=True))
+
+
 def _fast_block(values: list[Any]) -> np.ndarray | None:
     """Stack a tensor's values when they are arrays (or numbers) of one shape and dtype."""
     first = values[0]
@@ -449,7 +478,11 @@ def _owners(marks: list[tuple[int, list[int]]], k: int) -> list[int]:
 
 
 def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
-    """Run one task: read its inputs, run the pipeline per sample, write fragments."""
+    """Run one task: read its inputs, run the pipeline per sample, write fragments (or, for the
+    preflight task, decide how every later task writes)."""
+    if task.preflight:
+        decisions, failure = preflight(job, _samples(job, task, task.start, task.stop))
+        return TaskResult(task.number, task.start, task.stop, {}, {}, (), failure, decisions)
     run = _TaskRun(job, task, progress)
     try:
         for samples in run.blocks():

@@ -155,7 +155,7 @@ class Dataset(_Reading):
         if self._txn.depth:
             return
         if exc_type is None:
-            self._txn.commit("write")
+            self._txn.commit(self._txn.block_message())
         else:
             self.rollback()
 
@@ -165,6 +165,7 @@ class Dataset(_Reading):
         self.check_writable()
         if self._txn.depth:
             yield
+            self._txn.notes.append(message)  # for the block's commit message
             return
         self._txn.depth = 1
         try:

@@ -47,6 +47,16 @@ class _Readable:
     _ds: Dataset
     name: str
 
+    @property
+    def htype(self) -> str:
+        """The htype: ``generic``, ``image``, ``class_label``, ``embedding``, ``text`` or ``json``."""
+        return self._ds._state(self.name).spec.htype
+
+    @property
+    def info(self) -> TensorInfo:
+        """The tensor's info; ``info.class_names`` for class_label tensors."""
+        return TensorInfo(self._ds._state(self.name).info)
+
     def _reader(self) -> FragmentReader:
         return self._ds._reader(self.name)
 
@@ -190,9 +200,6 @@ class Tensor(_Readable):
         return range(len(self))
 
     # -- description -----------------------------------------------------------------------------
-    @property
-    def htype(self) -> str:
-        return self._ds._state(self.name).spec.htype
 
     @property
     def dtype(self) -> np.dtype[Any] | None:
@@ -213,11 +220,6 @@ class Tensor(_Readable):
     @property
     def chunk_compression(self) -> str | None:
         return self._ds._state(self.name).spec.chunk_compression
-
-    @property
-    def info(self) -> TensorInfo:
-        """The tensor's info; ``info.class_names`` for class_label tensors."""
-        return TensorInfo(self._ds._state(self.name).info)
 
     @property
     def meta(self) -> dict[str, Any]:

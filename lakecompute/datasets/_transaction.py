@@ -104,6 +104,7 @@ class Transaction:
         self.head = base.copy()
         self.dirty = False
         self.depth = 0  # nesting of `with ds:` blocks (and single write calls) under way
+        self.notes: list[str] = []  # what a `with` block did so far, for its commit message
         self.slots = SlotAllocator(store, cache)
         self.session = WriteSession(self.slots.new_slot)
         self._on_change = on_change
@@ -191,6 +192,7 @@ class Transaction:
         self._publish(new, message, record)
         self.head = new.copy()
         self.dirty = False
+        self.notes.clear()
         self._on_change(None)
         return True
 
@@ -214,11 +216,21 @@ class Transaction:
             raise CommitConflictError(self.backend.url, self.base.version, found)
         self.base = new
 
+    def block_message(self) -> str:
+        """A commit message for what a ``with`` block did: its write calls, repeats counted."""
+        counts: dict[str, int] = {}
+        for note in self.notes:
+            counts[note] = counts.get(note, 0) + 1
+        parts = [f"{note} x{n}" if n > 1 else note for note, n in counts.items()]
+        text = ", ".join(parts) or "write"
+        return text if len(text) <= 100 else text[:97] + "..."
+
     def rollback(self) -> None:
         """Drop every uncommitted change."""
         self.session.discard()
         self.head = self.base.copy()
         self.dirty = False
+        self.notes.clear()
         self._on_change(None)
 
     def reset(self, base: Manifest) -> None:

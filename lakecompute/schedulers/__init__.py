@@ -9,7 +9,9 @@ Example:
     [(0, 11), (1, 21)]
 
 Backends are registered by name (``"serial"``, ``"threaded"``, ``"processed"``, and ``"ray"``, which is
-imported only when asked for); `register_scheduler` adds more.
+imported only when asked for); `register_scheduler` adds more. Callers ask a scheduler what it
+can do through capability flags (`Scheduler.shares_memory`,
+`Scheduler.needs_fork_safe_storage`, `Scheduler.without_fork`), never by its name.
 """
 
 from __future__ import annotations
@@ -19,12 +21,21 @@ from collections.abc import Callable
 from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
-from lakecompute.schedulers._base import ProgressFn, Scheduler, TaskFn, parse_num_workers, worker_id
+from lakecompute.schedulers._base import (
+    PAUSE,
+    ProgressFn,
+    Scheduler,
+    TaskFn,
+    call_task,
+    parse_num_workers,
+    worker_id,
+)
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
 
 __all__ = [
+    "PAUSE",
     "ProcessedScheduler",
     "ProgressFn",
     "Scheduler",
@@ -33,6 +44,7 @@ __all__ = [
     "StartMethod",
     "TaskFn",
     "ThreadedScheduler",
+    "call_task",
     "get_scheduler",
     "register_scheduler",
     "scheduler_names",

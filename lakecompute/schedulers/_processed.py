@@ -6,46 +6,74 @@ say which task the dead worker held. This pool is small enough to reason about:
 
 - ``num_workers`` processes, started per `ProcessedScheduler.run` and stopped when it ends; they
   run many tasks each, so per-worker state can live in module globals of the worker.
-- One task queue (parent → workers) and one result pipe (workers → parent). A worker sends
-  ``started`` before it calls the task function, so the parent always knows which task each worker
-  holds, then ``progress`` increments, then ``done`` or ``error``.
+- One task queue (parent → workers) and one result pipe (workers → parent). Tasks are pickled in the
+  parent before they are queued (`_transport`), so one that cannot be pickled stops the run at
+  once. A worker sends ``ready`` once it has started, ``started`` before it calls the task function
+  (so the parent always knows which task each worker holds), then ``progress`` increments, then
+  ``done`` or ``error``.
 - The parent waits on the result pipe *and* on the process sentinels, so a worker that dies (killed,
-  segfault, ``os._exit``) is noticed at once and reported as `WorkerDiedError`.
+  segfault, ``os._exit``) is noticed at once and reported as `WorkerDiedError`, with what the
+  worker last wrote to stderr: each worker's stderr goes through a pipe that the parent forwards to its
+  own stderr, keeping the last lines.
+- Workers never run the user's ``__main__`` again. Forked workers share it; spawned workers and
+  workers started by the fork server get the task function by value (with the globals it uses) and
+  are started as if ``__main__`` had no file, so a script without ``if __name__ == "__main__":`` runs
+  once, in the parent only.
+- Each worker leads its own process group, and the group is killed when the run ends: processes that
+  user code started in a task never outlive the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
 import sys
 import threading
 import time
-import traceback
-from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass
+import types
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 import multiprocess
 import multiprocess.connection
-import multiprocess.reduction
+import multiprocess.forkserver
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, RemoteError, WorkerDiedError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers._base import (
+    PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
     _set_process_worker_id,
+    call_task,
     describe_task,
+    pause_error,
+)
+from lakecompute.schedulers._transport import (
+    PickledError,
+    dump,
+    dump_task,
+    load,
+    load_result,
+    load_task,
+    pickle_exception,
+    rebuild_exception,
+    unsendable_result,
 )
 
-__all__ = ["ProcessedScheduler", "StartMethod"]
+__all__ = ["DEFAULT_PRELOAD", "ProcessedScheduler", "StartMethod"]
 
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
 StartMethod = Literal["fork", "forkserver", "spawn"]
 _START_METHODS: tuple[str, ...] = ("fork", "forkserver", "spawn")
+
+DEFAULT_PRELOAD: tuple[str, ...] = ("lakecompute",)
+"""What the fork server imports once, before it forks any worker (``start_method="forkserver"``):
+lakecompute with numpy, zarr and Pillow, about half a second that each worker then does not pay."""
 
 # A worker sends coalesced progress at most this often (seconds); the rest is summed until then, and
 # always flushed before the task's result, so no increment is lost.
@@ -56,57 +84,51 @@ _GRACEFUL_EXIT_TIMEOUT = 5.0
 _TERMINATE_TIMEOUT = 2.0
 # How often a worker checks that its parent is still alive (seconds).
 _ORPHAN_CHECK_INTERVAL = 1.0
-# How many links of an exception's __cause__ chain are sent back from a worker.
-_MAX_CAUSES = 16
-
-
-@dataclass(frozen=True, slots=True)
-class _PickledException:
-    """One link of an exception chain, as a worker sends it."""
-
-    data: bytes | None
-    """The pickled exception, or None if it could not be pickled and unpickled again."""
-    type_name: str
-    """The qualified name of the exception's type."""
-    message: str
-    """``str()`` of the exception."""
-
-
-@dataclass(frozen=True, slots=True)
-class _PickledError:
-    """A task's failure, as a worker sends it."""
-
-    chain: tuple[_PickledException, ...]
-    """The exception first, then its ``__cause__``, that one's ``__cause__``, and so on."""
-    traceback_text: str
-    """The formatted traceback in the worker, causes included."""
+# How much of a worker's stderr is kept for error messages: its last bytes, then its last lines.
+_TAIL_BYTES = 8192
+_TAIL_LINES = 20
+# How long the stderr forwarding thread may take to finish once the workers are gone (seconds).
+_FORWARD_JOIN_TIMEOUT = 1.0
 
 
 class ProcessedScheduler(Scheduler):
     """Runs tasks in ``num_workers`` worker processes.
 
-    Task functions may be module-level functions, closures or lambdas (they are pickled with dill).
+    Task functions may be module-level functions, closures or lambdas (they are pickled with dill);
+    functions defined in the script you run travel by value, so workers never run the script again.
     Tasks, results and exceptions cross the process boundary, so keep them small: describe work (an
     index range), and return metadata rather than arrays.
 
     An exception raised by a task is raised again in the parent as itself (its ``__cause__`` chain
     included), with the worker's formatted traceback in its ``remote_traceback`` attribute and as a
-    note. An exception that cannot be pickled arrives as `RemoteError`. A worker that dies
-    raises `WorkerDiedError`, naming the task it held.
+    note. An exception that cannot be pickled arrives as `RemoteError`. A task that cannot be
+    pickled raises `UnpicklableTaskError` before it is queued. A worker that dies raises
+    `WorkerDiedError`, naming the task it held and ending with what it wrote to stderr.
     """
 
     name: ClassVar[str] = "processed"
 
-    def __init__(self, num_workers: int = 1, start_method: StartMethod | None = None) -> None:
+    def __init__(
+        self,
+        num_workers: int = 1,
+        start_method: StartMethod | None = None,
+        preload: Sequence[str] | None = None,
+    ) -> None:
         """Create the scheduler.
 
         Args:
             num_workers: the number of worker processes, at least 1.
             start_method: how workers are started: ``"fork"`` (the default on Linux: fastest, and
-                fine for local zarr stores), ``"spawn"`` (the default elsewhere) or ``"forkserver"``.
+                fine for local zarr stores), ``"spawn"`` (the default elsewhere) or ``"forkserver"``
+                (a clean server process, started once, forks the workers: ~0.6 s for the first run,
+                ~50 ms after; for storage clients that must not be forked, such as S3's).
+            preload: modules the fork server imports once before forking any worker (forkserver
+                only); default `DEFAULT_PRELOAD`. The fork server is started by the first
+                forkserver run of the process, with the preload of that run.
 
         Raises:
-            InvalidArgumentError: if ``num_workers`` is less than 1 or ``start_method`` is unknown.
+            InvalidArgumentError: if ``num_workers`` is less than 1, ``start_method`` is unknown, or
+                ``preload`` names ``__main__``.
         """
         super().__init__(num_workers)
         if self.num_workers < 1:
@@ -120,12 +142,35 @@ class ProcessedScheduler(Scheduler):
             raise InvalidArgumentError(
                 f"Expected start_method to be one of {list(_START_METHODS)!r} or None. Got {start_method!r}."
             )
+        modules = tuple(DEFAULT_PRELOAD if preload is None else preload)
+        if "__main__" in modules:
+            raise InvalidArgumentError(
+                f"Expected preload to name importable modules. Got {list(modules)!r}, with '__main__': "
+                "workers never run your script again (its functions travel by value). Leave it out."
+            )
         self._start_method: StartMethod = start_method
+        self._preload = modules
 
     @property
     def start_method(self) -> StartMethod:
         """How worker processes are started."""
         return self._start_method
+
+    @property
+    def preload(self) -> tuple[str, ...]:
+        """What the fork server imports before forking workers (``start_method="forkserver"``)."""
+        return self._preload
+
+    @property
+    def needs_fork_safe_storage(self) -> bool:
+        """True with ``start_method="fork"``: workers are forked from the calling process."""
+        return self._start_method == "fork"
+
+    def without_fork(self) -> Scheduler:
+        """This scheduler with ``start_method="forkserver"`` if it forks workers, else itself."""
+        if self._start_method != "fork":
+            return self
+        return ProcessedScheduler(self.num_workers, start_method="forkserver", preload=self._preload)
 
     def __repr__(self) -> str:
         return f"ProcessedScheduler(num_workers={self.num_workers}, start_method={self.start_method!r})"
@@ -140,7 +185,8 @@ class ProcessedScheduler(Scheduler):
         """The generator behind `run`.
 
         Raises:
-            WorkerDiedError: if a worker process dies while the run is going on.
+            WorkerDiedError: if a worker process dies, or fails while starting.
+            UnpicklableTaskError: if a task cannot be pickled.
             RemoteError: if a task raised an exception that cannot be pickled.
         """
         iterator = iter(tasks)
@@ -149,49 +195,24 @@ class ProcessedScheduler(Scheduler):
             first = next(iterator)
         except StopIteration:
             return
-        pool = _Pool(self._start_method, self.num_workers, fn)
+        pool = _Pool(self._start_method, self._preload, self.num_workers, fn)
         finished = False
         try:
             pool.start()
-            outstanding: dict[int, Any] = {}
-            pending = itertools.chain([first], iterator)
-            positions = itertools.count()
-            exhausted = False
-
-            def refill() -> None:
-                nonlocal exhausted
-                # Pull lazily: never more than `limit` tasks outstanding, so a streamed input stays
-                # bounded in memory, here and in the task queue.
-                while not exhausted and len(outstanding) < limit:
-                    try:
-                        task = next(pending)
-                    except StopIteration:
-                        exhausted = True
-                        return
-                    position = next(positions)
-                    outstanding[position] = task
-                    pool.submit(position, task)
-
-            refill()
-            while outstanding:
+            feed = _Feed(pool, itertools.chain([first], iterator), limit)
+            feed.refill()
+            while feed.outstanding:
                 dead = pool.wait()
                 # Read every message already sent. A dead worker wrote its messages (synchronously)
                 # before it died, so after this drain the parent knows which task it was running.
                 for message in pool.drain():
-                    kind = message[0]
-                    if kind == "progress":
-                        if on_progress is not None:
-                            on_progress(message[2])
-                    elif kind == "done":
-                        position = message[2]
-                        del outstanding[position]
-                        value = pool.load_result(message[3])
-                        refill()
-                        yield position, cast(ResultT, value)
-                    elif kind == "error":
-                        raise _rebuild_exception(message[3])
+                    done = _handle(message, pool, feed, on_progress)
+                    if done is not None:
+                        feed.refill()
+                        yield done[0], cast(ResultT, done[1])
+                        feed.resume()
                 if dead is not None:
-                    raise pool.died_error(dead, outstanding)
+                    raise pool.died_error(dead, feed.outstanding)
             finished = True
         finally:
             # Success: let the workers exit on their own (they run their exit hooks). Failure, or the
@@ -199,41 +220,140 @@ class ProcessedScheduler(Scheduler):
             pool.stop(graceful=finished)
 
 
+class _Feed:
+    """Takes tasks from the input lazily and queues them: never more than ``limit`` outstanding."""
+
+    def __init__(self, pool: _Pool, tasks: Iterator[Any], limit: int) -> None:
+        self._pool = pool
+        self._tasks = tasks
+        self._limit = limit
+        self._positions = itertools.count()
+        self._exhausted = False
+        self._paused = False
+        self.outstanding: dict[int, Any] = {}
+        """Tasks queued and not completed yet, by position."""
+
+    def resume(self) -> None:
+        """After the consumer took a result: end a pause and take tasks again."""
+        if self._paused:
+            self._paused = False
+            self.refill()
+
+    def refill(self) -> None:
+        # Bounded, so that a streamed input stays bounded in memory, here and in the task queue.
+        while not self._exhausted and not self._paused and len(self.outstanding) < self._limit:
+            try:
+                task = next(self._tasks)
+            except StopIteration:
+                self._exhausted = True
+                return
+            if task is PAUSE:
+                if not self.outstanding:
+                    raise pause_error()
+                self._paused = True  # until a result has been taken: see resume()
+                return
+            position = next(self._positions)
+            self._pool.submit(position, task)
+            self.outstanding[position] = task
+
+
+def _handle(
+    message: tuple[Any, ...], pool: _Pool, feed: _Feed, on_progress: ProgressFn | None
+) -> tuple[int, Any] | None:
+    """Act on one message from a worker; return ``(position, result)`` for a completed task."""
+    kind = message[0]
+    if kind == "progress":
+        if on_progress is not None:
+            on_progress(message[2])
+    elif kind == "done":
+        position = message[2]
+        del feed.outstanding[position]
+        return position, load_result(message[3], "parent process")
+    elif kind == "error":
+        raise rebuild_exception(message[3])
+    elif kind == "start-failed":
+        raise pool.start_failed_error(message[1], message[2])
+    return None
+
+
 class _Pool:
     """The worker processes of one run, and the channels to them."""
 
-    def __init__(self, start_method: StartMethod, num_workers: int, fn: TaskFn[Any, Any]) -> None:
+    def __init__(
+        self, start_method: StartMethod, preload: tuple[str, ...], num_workers: int, fn: TaskFn[Any, Any]
+    ) -> None:
+        self._start_method = start_method
+        self._preload = preload
         self._context = multiprocess.get_context(start_method)
         self._num_workers = num_workers
         self._fn = fn
+        # Forked workers share the parent's __main__; the others never import it, so what was defined
+        # there must travel by value.
+        self._by_value = start_method != "fork"
         # Parent → workers. A Queue (with its feeder thread) so that putting a task never blocks the
-        # parent, even when the pipe is full and every worker is busy.
+        # parent, even when the pipe is full and every worker is busy. It only ever holds bytes that
+        # were pickled here, so its feeder thread cannot fail to pickle (and silently drop) a task.
         self._tasks = self._context.Queue()
         # Workers → parent. A plain pipe written under a lock, synchronously: a message is in the pipe
         # before the worker goes on, so nothing a worker sent is lost when it is killed right after.
         self._reader, self._writer = self._context.Pipe(duplex=False)
         self._write_lock = self._context.Lock()
+        self._stderr = _StderrForwarder(self._context, num_workers)
         self._processes: list[Any] = []
         # Which task each worker is running: worker index → position.
         self._running: dict[int, int] = {}
+        # Workers that reported that they started, and the process groups they lead.
+        self._ready: set[int] = set()
+        self._groups: set[int] = set()
 
     def start(self) -> None:
         """Start the worker processes."""
+        payload = self._fn_payload()
+        if self._start_method == "forkserver":
+            # Set before the fork server starts (the first forkserver run of this process); started
+            # here, so that the slow first start is not inside _children_skip_main below.
+            multiprocess.forkserver.set_forkserver_preload(list(self._preload))
+            multiprocess.forkserver.ensure_running()
         parent_pid = os.getpid()
-        for index in range(self._num_workers):
-            process = self._context.Process(
-                target=_worker_main,
-                args=(index, parent_pid, self._fn, self._tasks, self._writer, self._write_lock),
-                name=f"lakecompute-worker-{index}",
-                # Daemonic: if the parent exits without stopping the pool, multiprocess terminates them.
-                daemon=True,
-            )
-            process.start()
-            self._processes.append(process)
+        with _children_skip_main(self._by_value):
+            for index in range(self._num_workers):
+                process = self._context.Process(
+                    target=_worker_main,
+                    args=(
+                        index,
+                        parent_pid,
+                        payload,
+                        self._tasks,
+                        self._writer,
+                        self._write_lock,
+                        self._stderr.writers[index],
+                    ),
+                    name=f"lakecompute-worker-{index}",
+                    # Daemonic: if the parent exits without stopping the pool, multiprocess terminates them.
+                    daemon=True,
+                )
+                process.start()
+                # Only started processes: stop() terminates and joins what is in this list.
+                self._processes.append(process)
+        self._stderr.start()
+
+    def _fn_payload(self) -> Any:
+        """The task function as workers get it: itself when forked, else pickled by value here."""
+        if not self._by_value:
+            return self._fn
+        try:
+            return dump(self._fn, by_value=True)
+        except Exception as exc:
+            raise InvalidTypeError(
+                f"The task function cannot be sent to worker processes started by {self._start_method!r}: "
+                f"pickling it failed with {type(exc).__name__}: {exc}. Everything it refers to (the compute "
+                "function, its arguments and the globals it uses) must pickle; or use start_method='fork' "
+                "or scheduler='threaded'."
+            ) from exc
 
     def submit(self, position: int, task: Any) -> None:
-        """Queue a task for the workers."""
-        self._tasks.put((position, task))
+        """Pickle a task and queue it for the workers (UnpicklableTaskError if it cannot be pickled)."""
+        self._tasks.put((position, dump_task(task, position, self._by_value)))
 
     def wait(self) -> Any | None:
         """Block until a message arrives or a worker dies; return a dead worker process, if any."""
@@ -248,78 +368,84 @@ class _Pool:
     def drain(self) -> Iterator[tuple[Any, ...]]:
         """Yield the messages already in the result pipe (and those arriving meanwhile)."""
         while self._reader.poll():
-            message = cast(
-                tuple[Any, ...], multiprocess.reduction.ForkingPickler.loads(self._reader.recv_bytes())
-            )
+            message = cast(tuple[Any, ...], load(self._reader.recv_bytes()))
             kind, index = message[0], message[1]
-            if kind == "started":
+            if kind == "ready":
+                self._ready.add(index)
+                if message[3]:
+                    self._groups.add(message[2])
+            elif kind == "started":
                 self._running[index] = message[2]
             elif kind in ("done", "error"):
                 self._running.pop(index, None)
             yield message
 
-    def load_result(self, data: bytes) -> Any:
-        """Unpickle a task's result in the parent."""
-        try:
-            return multiprocess.reduction.ForkingPickler.loads(data)
-        except Exception as exc:
-            raise InvalidTypeError(
-                f"The result of a task could not be unpickled in the parent process: {exc!r}. "
-                "Return plain data (numbers, strings, lists, dicts, numpy arrays) from the task function."
-            ) from exc
+    def start_failed_error(self, index: int, error: PickledError) -> WorkerDiedError:
+        """The error for a worker that could not start, with its own exception as the cause."""
+        cause = rebuild_exception(error)
+        process = self._processes[index]
+        failure = error.chain[0]
+        message = (
+            f"Worker process {index} (pid {process.pid}) failed while starting, before it ran a task: "
+            f"{failure.type_name.rpartition('.')[2]}: {failure.message}. Workers started by "
+            f"{self._start_method!r} get the task function by pickling: what it uses must be importable "
+            "in a new process (a module on sys.path, not a file loaded by path)."
+        )
+        tail = self._stderr.tail(index)
+        return _with_tail(WorkerDiedError(message, task=None, exitcode=None), tail, cause)
 
     def died_error(self, process: Any, outstanding: dict[int, Any]) -> WorkerDiedError:
-        """Build the error for a worker that died."""
+        """Build the error for a worker that died: what it was doing, how it died, its last stderr."""
         index = self._processes.index(process)
         code: int = process.exitcode
-        if code < 0:
-            try:
-                how = f"signal {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"signal {-code}"
-        else:
-            how = f"exit code {code}"
+        how = _describe_exit(code)
+        who = f"Worker process {index} (pid {process.pid}) died with {how}"
+        tail = self._stderr.tail(index)
         position = self._running.get(index)
-        if position is None or position not in outstanding:
-            return WorkerDiedError(
-                f"Worker process {index} (pid {process.pid}) died with {how} while not running a task. "
-                "Something outside lakecompute killed it (for example the out-of-memory killer).",
-                task=None,
-                exitcode=code,
+        if position is not None and position in outstanding:
+            task = outstanding[position]
+            message = (
+                f"{who} while running task {describe_task(task)}. The task may have crashed the interpreter "
+                "(for example a segfault in native code) or the system may have killed it (for example "
+                "when out of memory); run it with num_workers=0 to debug it in this process."
             )
-        task = outstanding[position]
-        return WorkerDiedError(
-            f"Worker process {index} (pid {process.pid}) died with {how} while running task "
-            f"{describe_task(task)}. The task may have crashed the interpreter (for example a segfault in "
-            "native code) or the system may have killed it (for example when out of memory); run it with "
-            "num_workers=0 to debug it in this process.",
-            task=task,
-            exitcode=code,
-        )
+            return _with_tail(WorkerDiedError(message, task=task, exitcode=code), tail)
+        if index not in self._ready:
+            message = f"{who} while starting, before it ran a task."
+        elif code < 0:
+            message = (
+                f"{who} while not running a task. Something outside lakecompute killed it "
+                "(for example the out-of-memory killer)."
+            )
+        else:
+            message = (
+                f"{who} between tasks. Code that an earlier task left running in the worker (a thread, "
+                "an exit hook) may have ended it."
+            )
+        return _with_tail(WorkerDiedError(message, task=None, exitcode=code), tail)
 
     def stop(self, graceful: bool) -> None:
-        """Stop every worker and release the channels; never blocks for long."""
+        """Stop every worker and what it started, and release the channels; never blocks for long."""
         if graceful:
             # Workers are idle, waiting for tasks: one None each tells them to exit.
             for _ in self._processes:
                 self._tasks.put(None)
-            deadline = time.monotonic() + _GRACEFUL_EXIT_TIMEOUT
-            for process in self._processes:
-                process.join(max(0.0, deadline - time.monotonic()))
+            _join_all(self._processes, _GRACEFUL_EXIT_TIMEOUT)
         # terminate() sends SIGTERM (workers restore its default action at start-up); kill() is for a
         # worker stuck where SIGTERM cannot reach it.
         for process in self._processes:
             if process.exitcode is None:
                 process.terminate()
-        deadline = time.monotonic() + _TERMINATE_TIMEOUT
-        for process in self._processes:
-            process.join(max(0.0, deadline - time.monotonic()))
+        _join_all(self._processes, _TERMINATE_TIMEOUT)
         for process in self._processes:
             if process.exitcode is None:
                 process.kill()
                 process.join()
+        self._kill_groups()
+        for process in self._processes:
             # Release the sentinel's file descriptor now rather than when the object is collected.
             process.close()
+        self._stderr.close()
         # The queue's feeder thread may still hold tasks nobody will read: drop them rather than
         # block the interpreter's exit flushing them.
         self._tasks.cancel_join_thread()
@@ -327,16 +453,209 @@ class _Pool:
         self._reader.close()
         self._writer.close()
 
+    def _kill_groups(self) -> None:
+        """Kill what user code started in the workers (and forgot): the rest of each worker's group."""
+        for group in self._groups:
+            # The group id is the worker's pid, which is not handed out again while any process of the
+            # group is alive; if the group is empty, nothing is left to kill.
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _join_all(processes: list[Any], timeout: float) -> None:
+    """Join every process, all within ``timeout`` seconds together."""
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+
+
+def _describe_exit(code: int) -> str:
+    """``signal SIGKILL`` or ``exit code 3``."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _with_tail(error: WorkerDiedError, tail: str, cause: BaseException | None = None) -> WorkerDiedError:
+    """Append a worker's last stderr lines to the error's message."""
+    text = f"Its stderr ended with:\n{tail}" if tail else "It wrote nothing to stderr."
+    error.args = (f"{error.args[0]} {text}",)
+    error.__cause__ = cause
+    return error
+
+
+@contextlib.contextmanager
+def _children_skip_main(skip: bool) -> Iterator[None]:
+    """Start processes whose bootstrap does not run the parent's ``__main__`` again (when ``skip``).
+
+    multiprocess's spawn and forkserver children re-run the parent's main script (as ``__mp_main__``,
+    before any of our code runs in them) so that objects pickled by reference to ``__main__`` resolve.
+    A script without ``if __name__ == "__main__":`` would then run again in every worker: create
+    datasets again, start evals of its own. Our workers get the task function by value instead, so the
+    children are started while ``__main__`` looks like an interactive session's (no file, no spec), for
+    which multiprocess leaves the child's ``__main__`` alone. Only ``Process.start()`` runs meanwhile,
+    under a lock so that concurrent runs restore the real module.
+    """
+    if not skip:
+        yield
+        return
+    with _MAIN_LOCK:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+class _StderrForwarder:
+    """Forwards what each worker writes to stderr to this process's stderr, keeping its last bytes.
+
+    Each worker's file descriptor 2 is the write end of its own pipe; a daemon thread here copies the
+    pipes to this process's descriptor 2 as data arrives, so output shows as it would without the pipes,
+    and an error about a worker can quote the worker's last lines.
+    """
+
+    def __init__(self, context: Any, count: int) -> None:
+        pipes = [context.Pipe(duplex=False) for _ in range(count)]
+        self._readers = [reader for reader, _ in pipes]
+        self.writers = [writer for _, writer in pipes]
+        """The write ends, one per worker: passed to the workers, closed here once they started."""
+        self._tails = [bytearray() for _ in range(count)]
+        self._open = {reader.fileno(): index for index, reader in enumerate(self._readers)}
+        # Serialises reads, so tail() can drain a pipe while the thread is also reading.
+        self._lock = threading.Lock()
+        self._wake_read, self._wake_write = os.pipe()
+        self._thread: threading.Thread | None = None
+        for reader in self._readers:
+            os.set_blocking(reader.fileno(), False)
+
+    def start(self) -> None:
+        """Close this process's copies of the write ends (the workers hold theirs) and start forwarding."""
+        for writer in self.writers:
+            writer.close()
+        self._thread = threading.Thread(
+            target=self._forward, name="lakecompute-stderr-forwarder", daemon=True
+        )
+        self._thread.start()
+
+    def _forward(self) -> None:
+        while True:
+            with self._lock:
+                watched = list(self._open)
+            if not watched:
+                return
+            try:
+                ready = multiprocess.connection.wait([*watched, self._wake_read])
+            except OSError:
+                return  # closed under us by close() after its timeout
+            if self._wake_read in ready:
+                return
+            with self._lock:
+                for fd in ready:
+                    self._read_available(cast(int, fd))
+
+    def _read_available(self, fd: int) -> None:
+        """Read what is in one pipe now (lock held); forward it and keep its tail."""
+        index = self._open.get(fd)
+        while index is not None:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not data:
+                del self._open[fd]  # every write end is closed: the worker and its children are gone
+                return
+            _write_stderr(data)
+            tail = self._tails[index]
+            tail += data
+            del tail[:-_TAIL_BYTES]
+
+    def tail(self, index: int) -> str:
+        """The last lines worker ``index`` wrote to stderr, indented, or '' if it wrote nothing."""
+        with self._lock:
+            self._read_available(self._readers[index].fileno())
+            text = self._tails[index].decode(errors="replace")
+        lines = [line for line in text.rstrip().splitlines() if line.strip()]
+        shown = lines[-_TAIL_LINES:]
+        # A crash dump (faulthandler) names the cause on its first line and lists the crashing
+        # frame first: when it has scrolled out of the tail, keep its first line.
+        fatal = [line for line in lines[:-_TAIL_LINES] if line.startswith("Fatal Python error")]
+        if fatal:
+            shown = [fatal[-1], "...", *shown]
+        return "\n".join(f"    {line}" for line in shown)
+
+    def close(self) -> None:
+        """Forward what is left (the workers are gone), stop the thread, close the pipes."""
+        with self._lock:
+            for fd in list(self._open):
+                self._read_available(fd)
+        os.write(self._wake_write, b"x")
+        if self._thread is not None:
+            self._thread.join(_FORWARD_JOIN_TIMEOUT)
+        for reader in self._readers:
+            reader.close()
+        for writer in self.writers:
+            writer.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+
+def _write_stderr(data: bytes) -> None:
+    """Write bytes to this process's descriptor 2, where a worker's own output would have gone."""
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(2, view)
+        except OSError:
+            return  # no usable stderr here: drop the output rather than fail the run
+        view = view[written:]
+
+
+# -- the worker side -------------------------------------------------------------------------------
+
 
 def _worker_main(
     index: int,
     parent_pid: int,
-    fn: TaskFn[Any, Any],
+    payload: Any,
     tasks: Any,
     writer: Any,
     write_lock: Any,
+    stderr: Any,
 ) -> None:
-    """The body of a worker process: run tasks from the queue until told to stop."""
+    """The body of a worker process: start, tell the parent, then run tasks until told to stop."""
+
+    def send(message: tuple[Any, ...]) -> None:
+        data = dump(message)
+        with write_lock:
+            writer.send_bytes(data)
+
+    leads_group = _prepare_worker(index, parent_pid, stderr)
+    try:
+        fn = load(payload) if isinstance(payload, bytes) else payload
+    except BaseException as exc:
+        # E.g. the module of the task function cannot be imported here. Reported as itself, rather than
+        # as a traceback on stderr and an exit code the parent would have to guess about.
+        send(("start-failed", index, pickle_exception(exc)))
+        return
+    send(("ready", index, os.getpid(), leads_group))
+    _serve(index, fn, tasks, send)
+
+
+def _prepare_worker(index: int, parent_pid: int, stderr: Any) -> bool:
+    """Set up a new worker process; return whether it leads its own process group."""
+    # stderr through the parent, which forwards it and keeps its tail for error messages.
+    os.dup2(stderr.fileno(), 2)
+    stderr.close()
     # Ctrl-C in a terminal reaches the whole process group. The parent turns it into KeyboardInterrupt
     # and terminates the workers; workers that also raised it would die with noisy tracebacks, or die
     # between two messages.
@@ -344,45 +663,51 @@ def _worker_main(
     # A forked worker inherits the parent's Python-level SIGTERM handler, if the application set one;
     # terminate() must kill the worker, not run the parent's handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    leads_group = _lead_own_group()
     _set_process_worker_id(index)
-    _start_orphan_watchdog(parent_pid)
+    _start_orphan_watchdog(parent_pid, leads_group)
+    return leads_group
 
-    def send(message: tuple[Any, ...]) -> None:
-        data = multiprocess.reduction.ForkingPickler.dumps(message)
-        with write_lock:
-            writer.send_bytes(data)
 
+def _lead_own_group() -> bool:
+    """Make this worker lead its own process group, so that the parent can stop whatever user code
+    starts here; return whether it does."""
+    try:
+        os.setpgid(0, 0)
+        return os.getpgid(0) == os.getpid()
+    except (OSError, AttributeError):  # AttributeError: no process groups on this platform
+        return False
+
+
+def _serve(index: int, fn: TaskFn[Any, Any], tasks: Any, send: Callable[[tuple[Any, ...]], None]) -> None:
+    """Run tasks from the queue until a None says to stop."""
     while True:
         item = tasks.get()
         if item is None:
             return
-        position, task = item
+        position, data = item
         send(("started", index, position))
         progress = _Progress(send, index)
         try:
-            value = fn(task, progress)
+            task = load_task(data, position)
+            value = call_task(fn, task, progress)
         except BaseException as exc:
             progress.flush()
-            send(("error", index, position, _pickle_exception(exc)))
+            send(("error", index, position, pickle_exception(exc)))
             continue
         progress.flush()
         try:
-            data = multiprocess.reduction.ForkingPickler.dumps(value)
+            result = dump(value)
         except Exception as exc:
-            error = InvalidTypeError(
-                f"The result of task {describe_task(task)} cannot be sent from the worker process: {exc}. "
-                "Return plain data (numbers, strings, lists, dicts, numpy arrays) from the task function."
-            )
-            error.__cause__ = exc
-            send(("error", index, position, _pickle_exception(error)))
+            send(("error", index, position, pickle_exception(unsendable_result(task, exc, "worker process"))))
             continue
-        send(("done", index, position, bytes(data)))
+        send(("done", index, position, result))
 
 
 class _Progress:
     """The ``progress`` function a task gets in a worker: sums increments and sends them now and then."""
 
-    def __init__(self, send: Any, index: int) -> None:
+    def __init__(self, send: Callable[[tuple[Any, ...]], None], index: int) -> None:
         self._send = send
         self._index = index
         self._pending = 0
@@ -390,6 +715,10 @@ class _Progress:
         self._last_sent = float("-inf")
 
     def __call__(self, increment: int) -> None:
+        # progress(0) is the per-sample cancellation point; a worker process is stopped from outside,
+        # so it has nothing to do here.
+        if not increment:
+            return
         self._pending += increment
         now = time.monotonic()
         # Coalesce: one message per interval rather than one per sample keeps the pipe quiet.
@@ -404,8 +733,8 @@ class _Progress:
             self._pending = 0
 
 
-def _start_orphan_watchdog(parent_pid: int) -> None:
-    """Exit the worker if its parent dies without stopping it (e.g. the parent was killed with SIGKILL)."""
+def _start_orphan_watchdog(parent_pid: int, leads_group: bool) -> None:
+    """End the worker (and its process group) if its parent dies without stopping it (e.g. SIGKILL)."""
     # With forkserver the parent of a worker is the fork server, not `parent_pid`; either way the worker
     # is re-parented when the process that started it dies, which is what this watches for.
     expected = os.getppid()
@@ -414,68 +743,9 @@ def _start_orphan_watchdog(parent_pid: int) -> None:
         while True:
             time.sleep(_ORPHAN_CHECK_INTERVAL)
             if os.getppid() != expected:
+                if leads_group:
+                    # This worker and whatever user code started in it.
+                    os.killpg(0, signal.SIGKILL)
                 os._exit(1)
 
     threading.Thread(target=watch, name=f"lakecompute-orphan-watchdog-{parent_pid}", daemon=True).start()
-
-
-def _pickle_exception(exc: BaseException) -> _PickledError:
-    """Prepare an exception and its ``__cause__`` chain to be sent to the parent."""
-    chain: list[_PickledException] = []
-    link: BaseException | None = exc
-    seen: set[int] = set()
-    while link is not None and id(link) not in seen and len(chain) < _MAX_CAUSES:
-        seen.add(id(link))
-        chain.append(_pickle_one(link))
-        link = link.__cause__
-    text = "".join(traceback.format_exception(exc))
-    return _PickledError(chain=tuple(chain), traceback_text=text)
-
-
-def _pickle_one(exc: BaseException) -> _PickledException:
-    """Pickle one exception, checking here that it can also be unpickled."""
-    kind = type(exc)
-    type_name = f"{kind.__module__}.{kind.__qualname__}"
-    try:
-        message = str(exc)
-    except Exception:
-        message = f"<{type_name} whose str() failed>"
-    data: bytes | None
-    try:
-        data = bytes(multiprocess.reduction.ForkingPickler.dumps(exc))
-        # Many exceptions pickle but fail to unpickle (an __init__ with other arguments than .args);
-        # try it here so that the parent gets a RemoteError, not an unpickling failure.
-        copy = multiprocess.reduction.ForkingPickler.loads(data)
-        if type(copy) is not kind:
-            data = None
-    except Exception:
-        data = None
-    return _PickledException(data=data, type_name=type_name, message=message)
-
-
-def _rebuild_exception(error: _PickledError) -> BaseException:
-    """Rebuild in the parent the exception a worker sent, causes included."""
-    links: list[BaseException] = []
-    for link in error.chain:
-        rebuilt: BaseException | None = None
-        if link.data is not None:
-            try:
-                rebuilt = cast(BaseException, multiprocess.reduction.ForkingPickler.loads(link.data))
-            except Exception:
-                rebuilt = None
-        if rebuilt is None:
-            rebuilt = RemoteError(link.type_name, link.message, error.traceback_text)
-        links.append(rebuilt)
-    for outer, inner in itertools.pairwise(links):
-        outer.__cause__ = inner
-    exc = links[0]
-    try:
-        exc.remote_traceback = error.traceback_text  # type: ignore[attr-defined]  # an attribute we add
-        if not isinstance(exc, RemoteError):
-            # Shown under the parent's traceback, so the user sees where in their code it failed.
-            # (A RemoteError's message already holds the worker's traceback.)
-            exc.add_note(f"Traceback in the worker process:\n{error.traceback_text.rstrip()}")
-    except Exception:
-        # An exception type with __slots__ or a read-only __dict__ keeps its message, if not the extras.
-        pass
-    return exc

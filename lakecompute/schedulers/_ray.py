@@ -7,13 +7,15 @@ Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` neve
   local instance with ``num_cpus=num_workers`` and no dashboard, which lives until the process
   exits (or ``ray.shutdown()``).
 - **At most ``num_workers`` tasks run at once.** Each submitted task holds one of ``num_workers``
-  slots; the slot number is the task's `worker_id`, so ids stay in
+  slots; the slot number is the task's `lakecompute.schedulers.worker_id`, so ids stay in
   ``range(num_workers)`` however many worker processes Ray uses. Up to ``max_in_flight`` tasks
   are taken from the input ahead of time (a streamed input stays bounded).
-- **Results are small.** A task returns its result pickled (with dill, like the processed
-  scheduler), or its exception with the whole ``__cause__`` chain and the worker's traceback, so
-  an error arrives as itself, exactly as with the processed scheduler (`RemoteError` if it
-  cannot be unpickled). Progress increments are summed in the task and delivered when it ends.
+- **One transport with the processed scheduler** (`_transport`). Tasks are pickled here, by
+  value, before they are submitted (a task that cannot be pickled is an
+  `UnpicklableTaskError` at once). A task returns its result pickled, or its exception with
+  the whole ``__cause__`` chain and the worker's traceback, so an error arrives as itself
+  (`RemoteError` if it cannot be unpickled). Progress increments are summed in the task and
+  delivered when it ends; ``progress(0)`` does nothing (tasks are cancelled from outside).
 - **Fail fast.** On a failure (or when the consumer stops early) outstanding tasks are cancelled:
   first by interrupting them (``KeyboardInterrupt`` in the task, the worker process survives and
   Ray reuses it), then, for tasks still running after a grace period, by killing their worker.
@@ -25,20 +27,30 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, TypeVar, cast
 
-import multiprocess.reduction
-
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
+from lakecompute.errors import InvalidArgumentError, WorkerDiedError
 from lakecompute.schedulers._base import (
+    PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
     _set_process_worker_id,
+    call_task,
     describe_task,
+    pause_error,
 )
-from lakecompute.schedulers._processed import _pickle_exception, _PickledError, _rebuild_exception
+from lakecompute.schedulers._transport import (
+    PickledError,
+    dump,
+    dump_task,
+    load_result,
+    load_task,
+    pickle_exception,
+    rebuild_exception,
+    unsendable_result,
+)
 
 __all__ = ["RayScheduler"]
 
@@ -54,7 +66,7 @@ _KILL_TIMEOUT = 5.0
 _REMOTE: Any = None
 
 
-def _run_in_worker(fn: TaskFn[Any, Any], task: Any, slot: int) -> tuple[str, Any, int]:
+def _run_in_worker(fn: TaskFn[Any, Any], data: bytes, position: int, slot: int) -> tuple[str, Any, int]:
     """The body of every Ray task: run ``fn(task, progress)`` and pack the outcome for the driver."""
     # The slot is unique among the tasks of a run that are running at the same time.
     _set_process_worker_id(slot)
@@ -65,21 +77,17 @@ def _run_in_worker(fn: TaskFn[Any, Any], task: Any, slot: int) -> tuple[str, Any
         total += increment
 
     try:
-        value = fn(task, progress)
+        task = load_task(data, position)
+        value = call_task(fn, task, progress)
     except BaseException as exc:
         # Sent as data, not raised: Ray would pickle the exception without its __cause__ chain.
         # (A KeyboardInterrupt here is our own cancellation; nobody reads its outcome.)
-        return ("error", _pickle_exception(exc), total)
+        return ("error", pickle_exception(exc), total)
     try:
-        data = bytes(multiprocess.reduction.ForkingPickler.dumps(value))
+        result = dump(value)
     except Exception as exc:
-        error = InvalidTypeError(
-            f"The result of task {describe_task(task)} cannot be sent from the Ray worker: {exc}. "
-            "Return plain data (numbers, strings, lists, dicts, numpy arrays) from the task function."
-        )
-        error.__cause__ = exc
-        return ("error", _pickle_exception(error), total)
-    return ("done", data, total)
+        return ("error", pickle_exception(unsendable_result(task, exc, "Ray worker")), total)
+    return ("done", result, total)
 
 
 def _remote_function(ray: Any) -> Any:
@@ -157,6 +165,7 @@ class RayScheduler(Scheduler):
 
         Raises:
             WorkerDiedError: if a Ray worker (or its node) dies while running a task.
+            UnpicklableTaskError: if a task cannot be pickled.
             RemoteError: if a task raised an exception that cannot be unpickled in the driver.
         """
         iterator = iter(tasks)
@@ -170,42 +179,24 @@ class RayScheduler(Scheduler):
         if self._remote_options:
             remote = remote.options(**self._remote_options)
         # Stored once in Ray's object store; each task gets a reference, not another copy.
-        fn_ref = ray.put(fn)
-        pending = itertools.chain([first], iterator)
-        positions = itertools.count()
-        queued: deque[tuple[int, Any]] = deque()
-        running: dict[Any, tuple[int, Any, int]] = {}
-        free_slots = list(range(self.num_workers - 1, -1, -1))
-        exhausted = False
+        slots = _Slots(remote, ray.put(fn), itertools.chain([first], iterator), self.num_workers, limit)
         try:
             while True:
-                # Pull lazily: tasks taken from the input and not yet handed out stay within `limit`.
-                while not exhausted and len(queued) + len(running) < limit:
-                    try:
-                        task = next(pending)
-                    except StopIteration:
-                        exhausted = True
-                        break
-                    queued.append((next(positions), task))
-                while queued and free_slots:
-                    position, task = queued.popleft()
-                    slot = free_slots.pop()
-                    running[remote.remote(fn_ref, task, slot)] = (position, task, slot)
-                if not running:
+                slots.fill()
+                if not slots.running:
                     return
-                ready, _ = ray.wait(list(running), num_returns=1)
+                ready, _ = ray.wait(list(slots.running), num_returns=1)
                 for ref in ready:
-                    position, task, slot = running.pop(ref)
-                    free_slots.append(slot)
+                    position, task = slots.finished(ref)
                     kind, payload, increments = self._outcome(ray, ref, task)
                     if increments and on_progress is not None:
                         on_progress(increments)
                     if kind == "error":
-                        raise _rebuild_exception(cast(_PickledError, payload))
-                    yield position, cast(ResultT, _load_result(payload))
+                        raise rebuild_exception(cast(PickledError, payload))
+                    yield position, cast(ResultT, load_result(payload, "driver"))
         finally:
             # Reached on success (nothing is running), on a failure, and when the consumer stops.
-            self._cancel(ray, list(running))
+            self._cancel(ray, list(slots.running))
 
     @staticmethod
     def _outcome(ray: Any, ref: Any, task: Any) -> tuple[str, Any, int]:
@@ -253,12 +244,45 @@ class RayScheduler(Scheduler):
         return f"RayScheduler(num_workers={self.num_workers})"
 
 
-def _load_result(data: bytes) -> Any:
-    """Unpickle a task's result in the driver."""
-    try:
-        return multiprocess.reduction.ForkingPickler.loads(data)
-    except Exception as exc:
-        raise InvalidTypeError(
-            f"The result of a task could not be unpickled in the driver: {exc!r}. "
-            "Return plain data (numbers, strings, lists, dicts, numpy arrays) from the task function."
-        ) from exc
+class _Slots:
+    """The tasks of one run taken from the input, and the Ray tasks running them (at most
+    ``num_workers`` at once, each holding a slot, whose number is its worker id)."""
+
+    def __init__(self, remote: Any, fn_ref: Any, tasks: Iterator[Any], num_workers: int, limit: int) -> None:
+        self._remote = remote
+        self._fn_ref = fn_ref
+        self._tasks = tasks
+        self._limit = limit
+        self._positions = itertools.count()
+        self._exhausted = False
+        self._queued: deque[tuple[int, Any]] = deque()
+        self._free = list(range(num_workers - 1, -1, -1))
+        self.running: dict[Any, tuple[int, Any, int]] = {}
+        """Submitted Ray tasks: object ref → (position, task, slot)."""
+
+    def fill(self) -> None:
+        """Take tasks from the input (within ``limit``) and submit as many as there are free slots."""
+        while not self._exhausted and len(self._queued) + len(self.running) < self._limit:
+            try:
+                task = next(self._tasks)
+            except StopIteration:
+                self._exhausted = True
+                break
+            if task is PAUSE:  # no more until a result is taken: fill() runs again after each one
+                if not self._queued and not self.running:
+                    raise pause_error()
+                break
+            self._queued.append((next(self._positions), task))
+        while self._queued and self._free:
+            position, task = self._queued.popleft()
+            # Pickled here (by value: Ray workers never import the driver's __main__), so a task that
+            # cannot be pickled stops the run at once, named.
+            data = dump_task(task, position, by_value=True)
+            slot = self._free.pop()
+            self.running[self._remote.remote(self._fn_ref, data, position, slot)] = (position, task, slot)
+
+    def finished(self, ref: Any) -> tuple[int, Any]:
+        """Free the slot of a finished Ray task; return its position and task."""
+        position, task, slot = self.running.pop(ref)
+        self._free.append(slot)
+        return position, task

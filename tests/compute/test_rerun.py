@@ -126,7 +126,7 @@ def test_eval_inside_with_block_commits_pending_changes_first(scheduler: Sched, 
         out.y.append(99)  # after the eval, the block goes on as usual
     again = lc.load(str(tmp_path / "out"))
     assert again.y.numpy().tolist() == [*range(10), 99]
-    assert [e["message"] for e in again.log()][1:] == ["changes before eval", "eval shift", "write"]
+    assert [e["message"] for e in again.log()][1:] == ["changes before eval", "eval shift", "append y"]
 
 
 def test_eval_after_uncommitted_input_writes_reads_them(scheduler: Sched, tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from tests.reliability.reliability_helpers import (
     kill_session,
     make_numbers,
     make_out,
+    script_env,
     start_eval,
     versions,
 )
@@ -78,3 +82,62 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
     result = double().eval(ds if in_place else list(range(N)), None if in_place else ds, **kw2)
     assert result.resumed_from == done
     np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N))
+
+
+# An eval with the threaded scheduler whose sample 5 blocks in user code (never reaching a
+# cancellation point) until the process ends.
+_STUCK_THREADED_EVAL = textwrap.dedent(
+    """
+    import sys
+    import time
+
+    import numpy as np
+
+    import lakecompute as lc
+
+
+    @lc.compute
+    def stuck_on_5(sample_in, sample_out):
+        if int(sample_in) == 5:
+            print("STUCK", flush=True)
+            time.sleep(600)
+        sample_out.x.append(np.int64(2 * int(sample_in)))
+
+
+    out = lc.load(sys.argv[1])
+    stuck_on_5().eval(list(range(40)), out, num_workers=2, scheduler="threaded", progressbar=False)
+    print("DONE", flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_signal_stops_threaded_eval_with_stuck_task(tmp_path: Path, signum: int) -> None:
+    """A threaded eval whose task is stuck in user code still stops on Ctrl-C or SIGTERM: the process
+    ends within seconds with KeyboardInterrupt, reports the abandoned thread, and commits nothing."""
+    path = tmp_path / "out"
+    start = make_out(path).version
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STUCK_THREADED_EVAL, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=script_env(),
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "STUCK"
+        proc.send_signal(signum)
+        # Without the fix this waits for the 10-minute sleep: communicate() times out.
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        kill_session(proc.pid)
+    assert "KeyboardInterrupt" in stderr
+    if signum == signal.SIGTERM:
+        assert "eval stopped by signal SIGTERM" in stderr
+    assert "1 worker thread(s) of the threaded scheduler were still running a task" in stderr
+    assert proc.returncode != 0
+    assert "DONE" not in stdout
+    assert lc.load(str(path)).version == start

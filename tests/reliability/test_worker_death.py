@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import faulthandler
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import multiprocess
 import numpy as np
@@ -73,3 +76,30 @@ def test_worker_death_in_place_keeps_old_content(tmp_path: Path, monkeypatch: py
     np.testing.assert_array_equal(again.x.numpy(), np.arange(N))
     # The handle that ran the eval is usable again and sees the old content too.
     np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))
+
+
+@lc.compute
+def crash_loudly_at_57(sample_in: Any, sample_out: Any) -> None:
+    """Write ``x = 2 * i``; on input 57 crash the worker with a segfault that faulthandler reports."""
+    i = int(sample_in)
+    if i == 57:
+        faulthandler.enable(file=2)  # the worker's stderr, as a crashing C library would write there
+        ctypes.string_at(0)
+    sample_out.append({"x": np.int64(2 * i)})
+
+
+@pytest.mark.timeout(90)
+def test_worker_death_quotes_what_the_worker_wrote_last(tmp_path: Path) -> None:
+    """A worker that crashes says why in its last stderr lines, and WorkerDiedError quotes them."""
+    out = make_out(tmp_path / "out")
+    with pytest.raises(lc.WorkerDiedError) as info:
+        crash_loudly_at_57().eval(
+            list(range(N)), out, num_workers=2, checkpoint_interval=INTERVAL, progressbar=False
+        )
+    message = str(info.value)
+    assert "died with signal SIGSEGV while running task" in message
+    head, _, tail = message.partition("Its stderr ended with:\n")
+    assert "data_in[50:60]" in head
+    # The crash dump's first line, kept even when the dump is longer than the tail.
+    assert tail.startswith("    Fatal Python error: Segmentation fault\n")
+    assert multiprocess.active_children() == []

@@ -17,7 +17,8 @@ import pytest
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers import ProcessedScheduler, ProgressFn, Scheduler, get_scheduler, worker_id
-from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+from lakecompute.schedulers._processed import DEFAULT_PRELOAD
+from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause, wait_for
 from tests.procs import wait_session_empty
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 class TestProcessed(SchedulerTests):
     scheduler_name = "processed"
     pickles_exceptions = True
+    pickles_tasks = True
 
     def assert_workers_stopped(self) -> None:
         """No worker process of the run is alive."""
@@ -38,6 +40,14 @@ class TestProcessedSpawn(TestProcessed):
     def make_scheduler(self, num_workers: int = 2) -> Scheduler:
         """Build a processed scheduler whose workers are spawned."""
         return get_scheduler("processed", num_workers, start_method="spawn")
+
+
+class TestProcessedForkserver(TestProcessed):
+    """The same suite with workers forked by the fork server (what evals on S3 use)."""
+
+    def make_scheduler(self, num_workers: int = 2) -> Scheduler:
+        """Build a processed scheduler whose workers come from the fork server."""
+        return get_scheduler("processed", num_workers).without_fork()
 
 
 @dataclass(frozen=True)
@@ -268,3 +278,229 @@ def test_processed_parent_killed_workers_exit() -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_processed_start_method_capabilities() -> None:
+    """Forked workers need fork-safe storage and without_fork() swaps them for the fork server's; the
+    other start methods need nothing; worker processes never share the caller's memory."""
+    forked = ProcessedScheduler(3)
+    if forked.start_method != "fork":
+        pytest.skip("fork is not the default start method here")
+    assert forked.needs_fork_safe_storage
+    assert not forked.shares_memory
+    served = forked.without_fork()
+    assert isinstance(served, ProcessedScheduler)
+    assert (served.start_method, served.num_workers, served.preload) == ("forkserver", 3, DEFAULT_PRELOAD)
+    assert not served.needs_fork_safe_storage
+    assert served.without_fork() is served
+    spawned = ProcessedScheduler(2, start_method="spawn")
+    assert not spawned.needs_fork_safe_storage
+    assert spawned.without_fork() is spawned
+
+
+def test_processed_preload_refuses_main() -> None:
+    """Preloading __main__ is refused: workers never run the user's script again."""
+    with pytest.raises(InvalidArgumentError) as info:
+        ProcessedScheduler(2, start_method="forkserver", preload=["lakecompute", "__main__"])
+    assert str(info.value) == (
+        "Expected preload to name importable modules. Got ['lakecompute', '__main__'], with '__main__': "
+        "workers never run your script again (its functions travel by value). Leave it out."
+    )
+    assert ProcessedScheduler(2, preload=["numpy"]).preload == ("numpy",)
+
+
+_NO_GUARD_SCRIPT = textwrap.dedent(
+    """
+    import sys
+
+    import numpy as np
+
+    from lakecompute.schedulers import get_scheduler
+
+    print("SCRIPT STARTS", flush=True)
+    K = 3
+
+
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+
+    def times_k(task, progress):
+        return int(np.int64(task) * Scale(K).k)
+
+
+    sched = get_scheduler("processed", 2, start_method=sys.argv[1])
+    print("RESULT", sorted(sched.run(times_k, range(6))), flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
+def test_processed_script_without_main_guard_runs_once(tmp_path: Path, start_method: str) -> None:
+    """A script without a main guard runs once whatever the start method: its function, class and
+    globals reach the workers by value, and no worker imports the script."""
+    script = tmp_path / "no_guard.py"
+    script.write_text(_NO_GUARD_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    run = subprocess.run(
+        [sys.executable, str(script), start_method], capture_output=True, text=True, env=env, timeout=100
+    )
+    assert run.returncode == 0, run.stderr
+    expected = [(i, 3 * i) for i in range(6)]
+    assert run.stdout.splitlines() == ["SCRIPT STARTS", f"RESULT {expected}"]
+
+
+def write_to_stderr(task: int, progress: ProgressFn) -> int:
+    """Write a line to stderr through Python and one straight to descriptor 2, then return ``task``."""
+    sys.stderr.write(f"python line from task {task}\n")
+    sys.stderr.flush()
+    os.write(2, f"raw line from task {task}\n".encode())
+    return task
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_processed_worker_stderr_reaches_parent_stderr(
+    capfd: pytest.CaptureFixture[str], start_method: str
+) -> None:
+    """What workers write to stderr shows on the parent's stderr by the time the run is over."""
+    sched = get_scheduler("processed", 2, start_method=start_method)
+    assert dict(sched.run(write_to_stderr, range(3))) == {0: 0, 1: 1, 2: 2}
+    err = capfd.readouterr().err
+    for task in range(3):
+        assert f"raw line from task {task}\n" in err
+        if start_method == "spawn":
+            # A forked worker writes Python-level output to whatever sys.stderr the parent had
+            # (under pytest, its capture file); a spawned worker's sys.stderr is descriptor 2.
+            assert f"python line from task {task}\n" in err
+
+
+def say_then_die_on_2(task: int, progress: ProgressFn) -> int:
+    """Write a last word to stderr and SIGKILL the worker on task 2."""
+    if task == 2:
+        os.write(2, b"native library: out of buffers\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return task
+
+
+@pytest.mark.timeout(60)
+def test_processed_worker_died_error_quotes_stderr_tail(capfd: pytest.CaptureFixture[str]) -> None:
+    """A worker killed while running a task raises WorkerDiedError ending with its last stderr lines."""
+    with pytest.raises(WorkerDiedError) as info:
+        list(ProcessedScheduler(2).run(say_then_die_on_2, range(6)))
+    message = str(info.value)
+    assert "died with signal SIGKILL while running task 2." in message
+    assert message.endswith("Its stderr ended with:\n    native library: out of buffers")
+    assert "native library: out of buffers" in capfd.readouterr().err
+
+
+_STARTUP_MODULE = textwrap.dedent(
+    """
+    import os
+    import signal
+    import sys
+
+    import multiprocess
+
+    # Module-level code that only breaks in a worker process, as code reading a worker-only
+    # configuration would.
+    if multiprocess.current_process().name.startswith("lakecompute-worker"):
+        print("loading weights from /models/missing.bin", file=sys.stderr, flush=True)
+        if os.environ.get("STARTUP_FAULT") == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("cannot start in a worker")
+
+
+    def task_fn(task, progress):
+        return task
+    """
+)
+
+
+def _startup_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    """A module on sys.path whose import fails (or kills the process) inside a worker."""
+    name = f"startup_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(_STARTUP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return __import__(name).task_fn
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_processed_worker_start_failure_reports_its_exception(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start_method: str
+) -> None:
+    """A worker that fails while starting (its task function's module raises on import there) raises
+    WorkerDiedError with the worker's own exception as the cause and its stderr tail, not a guess."""
+    fn = _startup_module(tmp_path, monkeypatch)
+    with pytest.raises(WorkerDiedError) as info:
+        list(get_scheduler("processed", 2, start_method=start_method).run(fn, range(4)))  # type: ignore[arg-type]  # a task function loaded at run time
+    error = info.value
+    message = str(error)
+    assert "failed while starting, before it ran a task: RuntimeError: cannot start in a worker." in message
+    assert message.endswith("Its stderr ended with:\n    loading weights from /models/missing.bin")
+    assert "out-of-memory" not in message
+    assert error.task is None
+    assert type(error.__cause__) is RuntimeError
+    assert str(error.__cause__) == "cannot start in a worker"
+    assert multiprocess.active_children() == []
+
+
+@pytest.mark.timeout(120)
+def test_processed_worker_killed_while_starting_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed while starting says so (not a guess about the OOM killer) with its stderr tail."""
+    fn = _startup_module(tmp_path, monkeypatch)
+    monkeypatch.setenv("STARTUP_FAULT", "kill")
+    with pytest.raises(WorkerDiedError) as info:
+        list(get_scheduler("processed", 2, start_method="spawn").run(fn, range(4)))  # type: ignore[arg-type]  # a task function loaded at run time
+    message = str(info.value)
+    assert "died with signal SIGKILL while starting, before it ran a task." in message
+    assert message.endswith("Its stderr ended with:\n    loading weights from /models/missing.bin")
+    assert "out-of-memory" not in message
+    assert info.value.exitcode == -signal.SIGKILL
+    assert multiprocess.active_children() == []
+
+
+def fork_sleeper(task: int, progress: ProgressFn) -> int:
+    """Fork a child that sleeps for 10 minutes (and never returns into the worker); return its pid."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(600)
+        os._exit(0)
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fail", [False, True], ids=["success", "failure"])
+def test_processed_processes_started_by_tasks_end_with_run(fail: bool) -> None:
+    """A process a task forked and left running is killed when the run ends, on success or failure."""
+    tasks = [(0, 99), (1, 99), (2, 2 if fail else 99)]
+
+    def fork_then_maybe_fail(task: tuple[int, int], progress: ProgressFn) -> int:
+        pid = fork_sleeper(task[0], progress)
+        fail_at = task[1]
+        if task[0] == fail_at:
+            raise SchedulerTestError(f"task {task[0]} failed after forking {pid}")
+        return pid
+
+    pids: list[int] = []
+    try:
+        for _, pid in ProcessedScheduler(2).run(fork_then_maybe_fail, tasks):
+            pids.append(pid)
+    except SchedulerTestError as exc:
+        pids.append(int(str(exc).rsplit(" ", 1)[1]))
+    assert len(pids) == 3 or (fail and pids)
+    assert wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=10)
+    assert multiprocess.active_children() == []

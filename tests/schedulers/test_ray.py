@@ -27,6 +27,7 @@ def _ray(ray_session: Any) -> None:
 class TestRay(SchedulerTests):
     scheduler_name = "ray"
     pickles_exceptions = True
+    pickles_tasks = True
 
 
 def exit_on_3(task: int, progress: ProgressFn) -> int:

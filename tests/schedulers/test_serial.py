@@ -12,6 +12,7 @@ from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, f
 
 class TestSerial(SchedulerTests):
     scheduler_name = "serial"
+    runs_in_consumer_thread = True
 
 
 def test_serial_results_in_input_order() -> None:

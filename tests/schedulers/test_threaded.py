@@ -19,6 +19,7 @@ def _worker_threads() -> list[threading.Thread]:
 
 class TestThreaded(SchedulerTests):
     scheduler_name = "threaded"
+    abandons_stuck_tasks = True
 
     def assert_workers_stopped(self) -> None:
         """No worker thread of the run is alive."""

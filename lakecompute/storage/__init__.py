@@ -15,6 +15,7 @@ from lakecompute.storage._manifest import (
     read_manifest,
     version_key,
 )
+from lakecompute.storage._schema import InvalidField
 from lakecompute.storage._segments import (
     ArrayCache,
     SlotWriter,
@@ -29,6 +30,7 @@ __all__ = [
     "BackendSpec",
     "Fragment",
     "FragmentReader",
+    "InvalidField",
     "LocalBackend",
     "Manifest",
     "MemoryBackend",

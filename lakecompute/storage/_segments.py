@@ -43,9 +43,9 @@ DATA_CHUNK = 1 << 20  # 1 MiB: zarr's fixed cost per chunk is small next to this
 INDEX_CHUNK = 1 << 13  # int64 entries: 64 KiB
 SLOT_BYTES = 1 << 40  # virtual bytes per slot; 2**22 slots fit in one segment
 SLOT_INDEX = 1 << 34
-_CAPACITY_BYTES = 1 << 62
-_CAPACITY_INDEX = 1 << 56
-MAX_SLOTS = _CAPACITY_BYTES // SLOT_BYTES
+CAPACITY_BYTES = 1 << 62  # the shape of every data array: unwritten chunks cost nothing
+CAPACITY_INDEX = 1 << 56  # the shape of every index array
+MAX_SLOTS = CAPACITY_BYTES // SLOT_BYTES
 
 
 def new_segment_id() -> str:
@@ -66,7 +66,7 @@ def create_segment(store: Store, seg_id: str, compressors: tuple[Any, ...]) -> N
     zarr.create_array(
         store,
         name=f"segments/{seg_id}/data",
-        shape=(_CAPACITY_BYTES,),
+        shape=(CAPACITY_BYTES,),
         chunks=(DATA_CHUNK,),
         dtype="uint8",
         fill_value=0,
@@ -76,7 +76,7 @@ def create_segment(store: Store, seg_id: str, compressors: tuple[Any, ...]) -> N
     zarr.create_array(
         store,
         name=f"segments/{seg_id}/index",
-        shape=(_CAPACITY_INDEX,),
+        shape=(CAPACITY_INDEX,),
         chunks=(INDEX_CHUNK,),
         dtype="int64",
         fill_value=0,

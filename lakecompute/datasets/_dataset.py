@@ -61,7 +61,7 @@ class Dataset(_Reading):
     ) -> None:
         self._backend = backend
         self._store = backend.zarr_store()
-        self._cache = ArrayCache(self._store)
+        self._cache = ArrayCache(self._store, backend=backend)
         self._base = manifest
         self._head = manifest.copy()
         self._read_only = read_only or pinned

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from zarr.core.sync import sync
 
 from lakecompute import compression
@@ -29,6 +28,7 @@ from lakecompute.storage import (
     SampleBuffer,
     TensorState,
     append_fragment,
+    create_typed_array,
     list_versions,
     new_segment_id,
     read_manifest,
@@ -99,15 +99,14 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
     rows = max(1, DATA_CHUNK // sample_bytes)
     path = f"tensors/{state.spec.name}/{new_segment_id()}"
-    arr = zarr.create_array(
+    arr = create_typed_array(
         ds._store,
-        name=path,
-        shape=(n, *shape),
-        chunks=(rows, *shape),
-        dtype=dtype,
-        fill_value=0,
-        compressors=compression.zarr_compressors(state.spec.chunk_compression),
-        attributes={"lakecompute": "compacted-tensor", "tensor": state.spec.name},
+        path,
+        (n, *shape),
+        (rows, *shape),
+        dtype,
+        compression.zarr_compressors(state.spec.chunk_compression),
+        {"lakecompute": "compacted-tensor", "tensor": state.spec.name},
     )
     step = rows * max(1, _BLOCK // rows)  # whole chunks per write: no read-modify-write
     for start in range(0, n, step):

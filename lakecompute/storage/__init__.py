@@ -4,6 +4,7 @@ Nothing here knows about transforms; the dataset layer builds on these pieces.
 """
 
 from lakecompute.storage._backend import Backend, BackendSpec, LocalBackend, MemoryBackend, open_backend
+from lakecompute.storage._cache import ArrayCache
 from lakecompute.storage._fragments import FragmentReader, SampleBuffer, append_fragment, write_fragment
 from lakecompute.storage._manifest import (
     Fragment,
@@ -17,14 +18,21 @@ from lakecompute.storage._manifest import (
 )
 from lakecompute.storage._schema import InvalidField
 from lakecompute.storage._segments import (
-    ArrayCache,
+    DATA_CHUNK,
+    INDEX_CHUNK,
+    MAX_SLOTS,
     SlotWriter,
+    checked_codecs,
     create_segment,
+    create_typed_array,
     new_segment_id,
     segment_time,
 )
 
 __all__ = [
+    "DATA_CHUNK",
+    "INDEX_CHUNK",
+    "MAX_SLOTS",
     "ArrayCache",
     "Backend",
     "BackendSpec",
@@ -38,8 +46,10 @@ __all__ = [
     "SlotWriter",
     "TensorState",
     "append_fragment",
+    "checked_codecs",
     "commit_manifest",
     "create_segment",
+    "create_typed_array",
     "latest_version",
     "list_versions",
     "new_segment_id",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,7 +36,7 @@ from lakecompute.storage._schema import (
     check_uniform,
     nested,
 )
-from lakecompute.storage._segments import CAPACITY_INDEX
+from lakecompute.storage._segments import CAPACITY_INDEX, DATA_CHUNK, INDEX_CHUNK
 
 __all__ = [
     "FORMAT",
@@ -45,6 +46,7 @@ __all__ = [
     "commit_manifest",
     "latest_version",
     "list_versions",
+    "needed_by_a_version",
     "read_manifest",
     "version_key",
 ]
@@ -124,8 +126,8 @@ class Fragment:
         if k + n > total:
             raise InvalidField("n", f"samples {k}..{k + n} (k + n) run past the fragment's {total} (total)")
         check_layout(seg, shape, idx, ndim, dtype)
-        if shape is not None:
-            check_uniform(shape, dtype, nbytes, total)
+        if shape is not None and not seg.startswith("@"):
+            check_uniform(shape, dtype, nbytes, total)  # a typed array's rows are checked when opened
         check_bounds(seg, off, nbytes, idx, total * (1 + ndim))
         return cls(seg, off, nbytes, total, dtype, shape, idx, ndim, k, n)
 
@@ -352,3 +354,50 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> bool:
     except OSError:
         pass  # the hint is an optimisation; readers find the version without it
     return True
+
+
+# Storage keys of segment arrays and of typed arrays, as the readers name them in errors.
+_SEGMENT_KEY = re.compile(r"segments/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
+_TYPED_KEY = re.compile(r"(tensors/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
+
+
+def _covers(frag: Fragment, seg: str, array: str | None, chunk: int | None) -> bool:
+    """Whether ``frag`` needs chunk ``chunk`` of ``array`` in ``seg`` (any of it if ``chunk`` is None)."""
+    if frag.seg != seg:
+        return False
+    if chunk is None or array is None:
+        return True
+    if array == "data":
+        return (
+            frag.nbytes > 0 and frag.off // DATA_CHUNK <= chunk <= (frag.off + frag.nbytes - 1) // DATA_CHUNK
+        )
+    if frag.idx is None:
+        return False
+    entries = frag.total * (1 + frag.ndim)
+    return entries > 0 and frag.idx // INDEX_CHUNK <= chunk <= (frag.idx + entries - 1) // INDEX_CHUNK
+
+
+def needed_by_a_version(backend: Backend, key: str) -> bool | None:
+    """Whether some committed version still needs the stored data at ``key`` (a chunk or an array's
+    metadata); None if ``key`` is not such data.
+
+    When data a reader needs is missing and no committed version needs it, ``vacuum()`` removed it
+    together with the version the reader holds. Reads every manifest: for error messages only.
+    """
+    seg_match, typed_match = _SEGMENT_KEY.fullmatch(key), _TYPED_KEY.fullmatch(key)
+    if seg_match is not None:
+        seg, array = seg_match.group(1), seg_match.group(2)
+        chunk = None if seg_match.group(3) is None else int(seg_match.group(3))
+    elif typed_match is not None:
+        seg, array, chunk = "@" + typed_match.group(1), None, None
+    else:
+        return None
+    for version in list_versions(backend):
+        try:
+            manifest = read_manifest(backend, version)
+        except LakeComputeError:
+            continue
+        for state in manifest.tensors.values():
+            if any(_covers(f, seg, array, chunk) for f in state.fragments):
+                return True
+    return False

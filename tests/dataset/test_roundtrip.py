@@ -68,11 +68,12 @@ def test_generic_roundtrip_exact(
     for v in want[3:]:
         ds.x.append(v)
     again = lc.load(ds_path)
-    # None means uncompressed: the tensor's segment has no compressor.
+    # None means uncompressed: the tensor's segment has no compressor, only the chunk checksum.
     assert again.x.chunk_compression == chunk_compression
     seg = again._head.tensors["x"].fragments[0].seg
     compressors = zarr.open_array(ds_path, path=f"segments/{seg}/data", mode="r").compressors
-    assert (len(compressors) == 0) == (chunk_compression is None)
+    assert type(compressors[-1]).__name__ == "Crc32cCodec"
+    assert (len(compressors) == 1) == (chunk_compression is None)
     assert again.x.dtype == np.dtype(dtype)
     _assert_exact(again.x.numpy(aslist=True), want, dtype)
     if shapes is FIXED:

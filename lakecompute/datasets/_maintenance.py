@@ -12,16 +12,15 @@ import math
 import os
 import re
 import time
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from zarr.core.sync import sync
 
 from lakecompute import compression
 from lakecompute.datasets._session import WriteSession
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import (
+    Backend,
     Fragment,
     FragmentReader,
     Manifest,
@@ -149,10 +148,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-async def _collect(it: AsyncIterator[str]) -> list[str]:
-    return [x async for x in it]
-
-
 def _referenced(manifests: list[Manifest]) -> dict[str, list[tuple[str, int, int]]]:
     """Per segment: (array, first, last) chunk ranges that some version needs."""
     out: dict[str, list[tuple[str, int, int]]] = {}
@@ -173,6 +168,9 @@ def _referenced(manifests: list[Manifest]) -> dict[str, list[tuple[str, int, int
 def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
     """Delete stored data no kept version references.
 
+    Only the dataset's own storage is walked, through its backend: a symbolic link inside a local
+    dataset is never followed (links are removed as links, what they point to is left alone).
+
     Args:
         ds: the dataset (its latest version is always kept).
         grace_seconds: segments younger than this are left alone (a writer may still commit them).
@@ -184,7 +182,7 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     if keep_versions is not None and keep_versions < 1:
         raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
     ds._check_writable()
-    backend, store = ds._backend, ds._store
+    backend = ds._backend
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
     if keep_versions is not None and len(versions) > keep_versions:
@@ -194,62 +192,79 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         versions = versions[-keep_versions:]
     manifests = [read_manifest(backend, v) for v in versions]
     needed = _referenced(manifests)
-    own = set(ds._segments.values())
-    now = time.time()
+    removable = _Removable(set(ds._segments.values()), grace_seconds)
+    removed["segments"] += _vacuum_typed(backend, needed, removable)
+    for seg in backend.list("segments"):
+        if not removable(seg):
+            continue
+        if seg not in needed:
+            backend.delete_tree(f"segments/{seg}")
+            removed["segments"] += 1
+        else:
+            removed["chunks"] += _vacuum_chunks(backend, seg, needed[seg])
+    _sweep_partials(backend, grace_seconds)
+    return removed
 
-    def removable(name: str) -> bool:
-        """Whether stored data named by a segment-style id may go: old enough, its writer gone."""
+
+class _Removable:
+    """Whether stored data named by a segment-style id may go: old enough, its writer gone."""
+
+    def __init__(self, own: set[str], grace_seconds: float) -> None:
+        self.own = own
+        self.grace_seconds = grace_seconds
+        self.now = time.time()
+
+    def __call__(self, name: str) -> bool:
         if not _SEGMENT_NAME.match(name):
             return False  # zarr.json, or a temp file of a killed write (swept below)
-        if name in own or now - segment_time(name) < grace_seconds:
+        if name in self.own or self.now - segment_time(name) < self.grace_seconds:
             return False
         pid = int(name.split("-")[1])
         # A running writer here may still commit it. This process counts too: another handle or an
         # eval in it may hold the segment uncommitted; a later process collects it if it is garbage.
         return not _pid_alive(pid)
 
-    for tensor_dir in sync(_collect(store.list_dir("tensors"))):
-        tensor_dir = tensor_dir.strip("/")
-        for array_id in sync(_collect(store.list_dir(f"tensors/{tensor_dir}"))):
-            path = f"tensors/{tensor_dir}/{array_id.strip('/')}"
-            if removable(array_id.strip("/")) and TYPED_PREFIX + path not in needed:
-                sync(store.delete_dir(path))
-                removed["segments"] += 1
-    for seg in sync(_collect(store.list_dir("segments"))):
-        seg = seg.strip("/")
-        if not removable(seg):
-            continue
-        if seg not in needed:
-            sync(store.delete_dir(f"segments/{seg}"))
-            removed["segments"] += 1
-            continue
-        ranges = needed[seg]
-        for array in ("data", "index"):
-            keep = [(a, b) for kind, a, b in ranges if kind == array]
-            keys = sync(_collect(store.list_prefix(f"segments/{seg}/{array}/c/")))
-            for key in keys:
-                name = key.rsplit("/", 1)[1]
-                if not name.isdigit():
-                    continue  # a temp file of a killed chunk write: swept below
-                c = int(name)
-                if not any(a <= c <= b for a, b in keep):
-                    sync(store.delete(key))
-                    removed["chunks"] += 1
-    _sweep_partials(backend, grace_seconds)
-    return removed
+
+def _vacuum_typed(backend: Backend, needed: dict[str, Any], removable: _Removable) -> int:
+    """Remove typed arrays (``tensors/<name>/<id>``) no kept version names; returns how many."""
+    count = 0
+    for tensor_dir in backend.list("tensors"):
+        for array_id in backend.list(f"tensors/{tensor_dir}"):
+            path = f"tensors/{tensor_dir}/{array_id}"
+            if removable(array_id) and TYPED_PREFIX + path not in needed:
+                backend.delete_tree(path)
+                count += 1
+    return count
 
 
-def _sweep_partials(backend: Any, grace_seconds: float) -> None:
+def _vacuum_chunks(backend: Backend, seg: str, ranges: list[tuple[str, int, int]]) -> int:
+    """Remove the chunks of a segment outside the ranges kept versions need; returns how many."""
+    count = 0
+    for array in ("data", "index"):
+        keep = [(a, b) for kind, a, b in ranges if kind == array]
+        for name in backend.list(f"segments/{seg}/{array}/c"):
+            if not name.isdigit():
+                continue  # a temp file of a killed chunk write: swept below
+            c = int(name)
+            if not any(a <= c <= b for a, b in keep):
+                backend.delete(f"segments/{seg}/{array}/c/{name}")
+                count += 1
+    return count
+
+
+def _sweep_partials(backend: Backend, grace_seconds: float) -> None:
+    """Remove temp files of killed writes (local disks only; object stores have none)."""
     root = backend.local_path("")
     if root is None:
         return
     now = time.time()
+    # os.walk does not descend into linked folders; a linked file is removed as a link.
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             if name.endswith(".partial"):
                 p = os.path.join(dirpath, name)
                 try:
-                    if now - os.path.getmtime(p) >= grace_seconds:
+                    if now - os.lstat(p).st_mtime >= grace_seconds:
                         os.unlink(p)
                 except OSError:
                     pass

@@ -175,6 +175,7 @@ def test_integrity_old_segments_without_checksums_still_read(
     from lakecompute.storage import _segments
 
     monkeypatch.setattr(_segments, "checked_codecs", lambda compressors: tuple(compressors))
+    monkeypatch.setattr(_segments, "segment_codecs", lambda compressors: tuple(compressors))
     ds = _make(tmp_path / "ds")
     monkeypatch.undo()
     seg = _frag(ds, "x").seg

@@ -98,7 +98,8 @@ class ArrayCache:
         self.max_chunks = max_chunks
         self._checked = CheckedStore(store)
         self._arrays: dict[str, zarr.Array[Any]] = {}
-        self._sizes: dict[str, int] = {}  # chunk length along axis 0 (zarr's .chunks costs ~4 us a call)
+        # Chunk length and length along axis 0 (zarr's .chunks and .shape cost microseconds a call).
+        self._sizes: dict[str, tuple[int, int]] = {}
         self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
         self._lock = threading.Lock()
@@ -213,14 +214,15 @@ class ArrayCache:
                 runs past the array's end (the error names the key).
         """
         arr = self.array(path)
-        size = self._sizes.get(path)
-        if size is None:
-            size = self._sizes[path] = int(arr.chunks[0])
+        known = self._sizes.get(path)
+        if known is None:
+            known = self._sizes[path] = (int(arr.chunks[0]), int(arr.shape[0]))
+        size, length = known
         if count <= 0:
             return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
-        if start < 0 or start + count > arr.shape[0]:
+        if start < 0 or start + count > length:
             raise self.damaged(
-                f"{path}/zarr.json", f"rows {start}..{start + count} run past its {arr.shape[0]} rows"
+                f"{path}/zarr.json", f"rows {start}..{start + count} run past its {length} rows"
             )
         first, last = start // size, (start + count - 1) // size
         if last - first >= 4:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,17 +191,13 @@ class FragmentReader:
         self._typed_ok: set[str] = set()
 
     # -- errors -------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _reading(self, start: int, stop: int) -> Iterator[None]:
-        """Name the tensor and the samples in a DatasetCorruptError raised while reading them."""
-        try:
-            yield
-        except DatasetCorruptError as exc:
-            if exc.tensor is not None:
-                raise
-            raise self._located(exc, start, stop) from exc
+    # The public reads catch DatasetCorruptError themselves (try/except costs nothing until something
+    # is raised; a context manager per sample read would cost ~1 us) and re-raise it via _located.
 
     def _located(self, exc: DatasetCorruptError, start: int, stop: int) -> DatasetCorruptError:
+        """The error with the tensor and the samples being read named (and vacuumed data recognised)."""
+        if exc.tensor is not None:
+            return exc
         backend = self.cache.backend
         vacuumed = backend is not None and needed_by_a_version(backend, exc.file) is False
         if vacuumed:
@@ -237,7 +231,7 @@ class FragmentReader:
         assert f.idx is not None
         rows = self.cache.index_rows(f.seg, f.idx, f.total, 1 + f.ndim)
         if (f.seg, f.idx, f.total) not in self._offsets:
-            self._offsets[(f.seg, f.idx, f.total)] = self._checked_offsets(f, rows)
+            self._offsets[(f.seg, f.idx, f.total)] = self._checked_offsets(f, rows)  # once per fragment
         return rows
 
     def _checked_offsets(self, f: Fragment, rows: np.ndarray) -> np.ndarray:
@@ -269,8 +263,11 @@ class FragmentReader:
         return offs
 
     def _byte_offsets(self, f: Fragment) -> np.ndarray:
-        self._rows(f)
-        return self._offsets[(f.seg, f.idx or 0, f.total)]
+        offs = self._offsets.get((f.seg, f.idx or 0, f.total))
+        if offs is None:
+            self._rows(f)  # reads and checks the index rows, and keeps their offsets
+            offs = self._offsets[(f.seg, f.idx or 0, f.total)]
+        return offs
 
     def _typed(self, f: Fragment) -> str:
         """The path of a typed array, checked once against the fragment that names it."""
@@ -289,24 +286,28 @@ class FragmentReader:
 
     # -- reading ------------------------------------------------------------------------------
     def shape_of(self, i: int) -> tuple[int, ...]:
-        with self._reading(i, i + 1):
-            (loc,) = self._locate(i, i + 1)
-            f = loc.frag
-            if f.shape is not None:
-                return f.shape
+        (loc,) = self._locate(i, i + 1)
+        f = loc.frag
+        if f.shape is not None:
+            return f.shape
+        try:
             row = self._rows(f)[f.k + loc.first]
-            return tuple(int(x) for x in row[1:])
+        except DatasetCorruptError as exc:
+            raise self._located(exc, i, i + 1) from exc
+        return tuple(int(x) for x in row[1:])
 
     def shapes(self, start: int, stop: int) -> list[tuple[int, ...]]:
         out: list[tuple[int, ...]] = []
-        with self._reading(start, stop):
-            for loc in self._locate(start, stop):
-                f = loc.frag
-                if f.shape is not None:
-                    out.extend([f.shape] * loc.count)
-                else:
-                    rows = self._rows(f)[f.k + loc.first : f.k + loc.first + loc.count, 1:]
-                    out.extend(tuple(int(x) for x in r) for r in rows)
+        for loc in self._locate(start, stop):
+            f = loc.frag
+            if f.shape is not None:
+                out.extend([f.shape] * loc.count)
+                continue
+            try:
+                rows = self._rows(f)[f.k + loc.first : f.k + loc.first + loc.count, 1:]
+            except DatasetCorruptError as exc:
+                raise self._located(exc, start, stop) from exc
+            out.extend(tuple(int(x) for x in r) for r in rows)
         return out
 
     def read_range(self, start: int, stop: int) -> list[Any] | np.ndarray:
@@ -316,8 +317,10 @@ class FragmentReader:
         Raises:
             DatasetCorruptError: stored data the samples need is missing, damaged or was vacuumed.
         """
-        with self._reading(start, stop):
+        try:
             parts: list[Any] = [self._read_loc(loc) for loc in self._locate(start, stop)]
+        except DatasetCorruptError as exc:
+            raise self._located(exc, start, stop) from exc
         if len(parts) == 1:
             return parts[0]  # type: ignore[no-any-return]
         if all(isinstance(p, np.ndarray) for p in parts) and len({p.shape[1:] for p in parts}) == 1:
@@ -337,7 +340,10 @@ class FragmentReader:
         if f.shape is not None:
             sb = math.prod(f.shape) * np.dtype(f.dtype).itemsize
             raw = self.cache.read(f"segments/{f.seg}/data", f.off + s0 * sb, loc.count * sb)
-            return self._cast(raw.view(np.dtype(f.dtype)).reshape((loc.count, *f.shape)))
+            arr = raw.view(np.dtype(f.dtype)).reshape((loc.count, *f.shape))
+            if self.dtype is not None and arr.dtype != self.dtype:
+                arr = arr.astype(self.dtype)
+            return arr
         offs = self._byte_offsets(f)
         rows = self._rows(f)
         lo, hi = int(offs[s0]), int(offs[s0 + loc.count])

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from lakecompute.datasets import Dataset, DatasetView
 from lakecompute.errors import (
+    DatasetCorruptError,
     DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
@@ -19,6 +20,7 @@ from lakecompute.storage import (
     Manifest,
     commit_manifest,
     latest_version,
+    list_versions,
     open_backend,
     read_manifest,
 )
@@ -35,7 +37,7 @@ _INTERRUPTED = (
     "and lc.empty(path) starts a new one."
 )
 
-_State = Literal["dataset", "incomplete", "other", "empty"]
+_State = Literal["dataset", "damaged", "incomplete", "other", "empty"]
 
 
 def _root_json(attributes: dict[str, Any]) -> bytes:
@@ -44,16 +46,18 @@ def _root_json(attributes: dict[str, Any]) -> bytes:
 
 
 def _state(backend: Backend) -> _State:
-    """What is at the location: a dataset, one half created or removed, something else, or nothing."""
+    """What is at the location: a dataset (whole, or with a damaged marker), one half created or
+    removed, something else, or nothing."""
     raw = backend.read("zarr.json")
     if raw is None:
         return "other" if backend.list("") else "empty"
     try:
         attributes = json.loads(raw).get("attributes") or {}
-    except (ValueError, AttributeError):
-        return "other"
+    except (ValueError, AttributeError, RecursionError):
+        attributes = None
     if not isinstance(attributes, dict):
-        return "other"
+        # An unreadable marker next to committed versions: a damaged dataset, not someone else's folder.
+        return "damaged" if list_versions(backend) else "other"
     if _MARK in attributes:
         return "dataset"
     return "incomplete" if _INCOMPLETE in attributes else "other"
@@ -61,6 +65,15 @@ def _state(backend: Backend) -> _State:
 
 def _is_dataset(backend: Backend) -> bool:
     return _state(backend) == "dataset"
+
+
+def _damaged_marker(backend: Backend, hint: str) -> DatasetCorruptError:
+    return DatasetCorruptError(
+        backend.url,
+        "zarr.json",
+        "the dataset's root metadata does not parse; its versions are still there",
+        hint,
+    )
 
 
 def _clear(backend: Backend) -> None:
@@ -106,6 +119,8 @@ def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, An
     state = _state(backend)
     if state == "dataset" and not overwrite:
         raise DatasetExistsError(backend.url)
+    if state == "damaged" and not overwrite:
+        raise _damaged_marker(backend, "Pass overwrite=True to replace the dataset, or restore the file.")
     if state == "other" and not overwrite:
         raise InvalidArgumentError(
             f"{backend.url!r} is not empty and holds no lakecompute dataset. "
@@ -132,6 +147,10 @@ def load(
     """
     backend = open_backend(path, storage_options)
     state = _state(backend)
+    if state == "damaged":
+        raise _damaged_marker(
+            backend, "Restore the file from a backup (or copy zarr.json from another dataset)."
+        )
     if state != "dataset":
         detail = {
             "empty": "The path does not exist.",
@@ -186,7 +205,7 @@ def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, 
     backend = open_backend(path, storage_options)
     state = _state(backend)
     # "incomplete": finish what an interrupted delete or overwrite started.
-    if state not in ("dataset", "incomplete"):
+    if state not in ("dataset", "damaged", "incomplete"):
         if missing_ok:
             return
         raise DatasetNotFoundError(backend.url)

@@ -300,3 +300,19 @@ def test_integrity_reader_of_vacuumed_version_is_told_to_reopen(tmp_path: Path) 
     with pytest.raises(lc.DatasetCorruptError, match=r"Reopen the latest version with lc\.load"):
         lc.Dataset(fresh._backend, old._base, read_only=True).x.numpy()  # a handle opened before
     assert fresh.x.numpy().tolist() == (-np.arange(10)).tolist()
+
+
+def test_integrity_damaged_root_metadata(tmp_path: Path) -> None:
+    """A truncated root zarr.json next to committed versions is a damaged dataset, not 'no dataset'."""
+    path = tmp_path / "ds"
+    _make(path)
+    (path / "zarr.json").write_text('{"zarr_format": 3, "node_ty')
+    with pytest.raises(
+        lc.DatasetCorruptError, match=r"cannot read 'zarr\.json' \(the dataset's root metadata"
+    ):
+        lc.load(str(path))
+    assert not lc.exists(str(path))
+    with pytest.raises(lc.DatasetCorruptError, match=r"Pass overwrite=True to replace the dataset"):
+        lc.empty(str(path))
+    lc.delete(str(path))
+    assert not path.exists()

@@ -26,11 +26,20 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_NDIM",
     "InvalidField",
+    "check_bounds",
     "check_depth",
     "check_dtype_name",
+    "check_info",
     "check_int",
+    "check_layout",
+    "check_optional_int",
     "check_segment_ref",
+    "check_shape",
+    "check_spec",
+    "check_str",
     "check_str_dict",
+    "check_uniform",
+    "nested",
 ]
 
 #: The deepest nesting of lists and dicts accepted in ``info`` and ``evals`` values. Deeper JSON is
@@ -183,10 +192,10 @@ def check_spec(name: str, obj: dict[str, Any]) -> TensorSpec:
     if dtype is not None:
         check_dtype_name(dtype, "dtype")
     sample = obj.get("sample_compression")
-    if sample is not None and sample not in SAMPLE_COMPRESSIONS:
+    if sample is not None and (not isinstance(sample, str) or sample not in SAMPLE_COMPRESSIONS):
         raise InvalidField("sample_compression", f"expected one of {sorted(SAMPLE_COMPRESSIONS)!r} or null")
     chunk = obj.get("chunk_compression")
-    if chunk not in CHUNK_COMPRESSIONS:
+    if chunk is not None and (not isinstance(chunk, str) or chunk not in CHUNK_COMPRESSIONS):
         names = sorted(c for c in CHUNK_COMPRESSIONS if c is not None)
         raise InvalidField("chunk_compression", f"expected one of {names!r} or null, got {chunk!r:.40}")
     spec = TensorSpec(name, htype, dtype, sample, chunk)

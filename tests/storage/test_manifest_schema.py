@@ -86,6 +86,12 @@ CASES: list[tuple[str, Callable[[Body], Any], str | None, str]] = [
         "expected one of",
     ),
     (
+        "sample-compression-list",
+        lambda b: b["tensors"]["img"].update(sample_compression=["png"]),
+        "tensors.img.sample_compression",
+        "expected one of",
+    ),
+    (
         "chunk-compression",
         lambda b: b["tensors"]["x"].update(chunk_compression="rar"),
         "tensors.x.chunk_compression",
@@ -225,3 +231,52 @@ def test_fragment_from_json_names_the_field() -> None:
         Fragment.from_json([*good[:8], -1, 3])
     assert isinstance(info.value, ValueError)
     assert info.value.field == "k"
+
+
+_VALUES: list[Any] = [
+    None, True, -1, 0, 1, 3, 7, 2**40, 2**63, -(2**63), 10**30, 0.5, float("inf"), "", "x", "uint8", "O",
+    "str", "json", "png", "../x", [], [1], [-1], [2, 2], {}, {"a": 1}, [[1]],
+]  # fmt: skip
+
+
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    children = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else []
+    for key, value in children:
+        out.extend(_paths(value, (*prefix, key)))
+    return out
+
+
+def test_manifest_random_tampering_never_raises_raw_errors(tmp_path: Path) -> None:
+    """300 random one- or two-field tamperings: loading and reading every tensor either works or raises
+    a LakeComputeError (DatasetCorruptError), never a raw TypeError, ValueError or MemoryError."""
+    import random
+
+    _make(tmp_path / "ds")
+    path = tmp_path / "ds" / KEY
+    original = json.loads(path.read_text())
+    fields = _paths(original)
+    rng = random.Random(7)
+    refused = 0
+    for _ in range(300):
+        body = json.loads(json.dumps(original))
+        for _ in range(rng.randint(1, 2)):
+            *parents, last = rng.choice(fields)
+            node = body
+            try:
+                for key in parents:
+                    node = node[key]
+                node[last] = rng.choice(_VALUES)
+            except (KeyError, IndexError, TypeError):
+                continue  # an earlier change in this round removed the path
+        path.write_text(json.dumps(body))
+        try:
+            ds = lc.load(str(tmp_path / "ds"))
+            for tensor in ds.tensors.values():
+                if tensor.htype == "text":
+                    tensor.text()
+                else:
+                    tensor.numpy(aslist=True)
+        except lc.LakeComputeError:
+            refused += 1
+    assert refused > 150  # most tamperings break the schema; the others still read without raw errors

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -125,7 +126,8 @@ class LocalBackend(Backend):
     def __init__(self, spec: BackendSpec, root: str) -> None:
         super().__init__(spec)
         self.root = Path(root)
-        self._real_root = os.path.realpath(root)
+        self._root_text = str(self.root)
+        self._plain_dirs: set[str] = set()
 
     def zarr_store(self) -> Store:
         return LocalStore(str(self.root))
@@ -134,11 +136,25 @@ class LocalBackend(Backend):
         return self.root / check_key(key)
 
     def _linked(self, key: str) -> bool:
-        """Whether the path of ``key`` passes through a symbolic link inside the dataset."""
-        check_key(key)
-        if not key:
-            return False
-        return os.path.realpath(self.root / key) != os.path.join(self._real_root, *key.split("/"))
+        """Whether the path of ``key`` passes through, or is, a symbolic link inside the dataset.
+
+        One ``lstat`` per part of the key; folders found to be plain are remembered, so a commit costs
+        one or two ``lstat`` calls.
+        """
+        path = self._root_text
+        for part in check_key(key).split("/") if key else ():
+            path = os.path.join(path, part)
+            if path in self._plain_dirs:
+                continue
+            try:
+                mode = os.lstat(path).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return False  # nothing there (yet): nothing to follow
+            if stat.S_ISLNK(mode):
+                return True
+            if stat.S_ISDIR(mode):
+                self._plain_dirs.add(path)
+        return False
 
     def local_path(self, key: str) -> str | None:
         return str(self._p(key))

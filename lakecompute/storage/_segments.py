@@ -22,6 +22,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
 import zarr
 from zarr.abc.store import Store
@@ -216,8 +217,6 @@ class _ChunkPut:
     def _encoded(self, raw: np.ndarray) -> bytes:
         data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
         if self._checksum:
-            import google_crc32c
-
             # As zarr's Crc32cCodec: the checksum of the bytes, appended as a little-endian uint32.
             data += int(google_crc32c.value(data)).to_bytes(4, "little")
         return data

@@ -316,3 +316,15 @@ def test_integrity_damaged_root_metadata(tmp_path: Path) -> None:
         lc.empty(str(path))
     lc.delete(str(path))
     assert not path.exists()
+
+
+def test_integrity_symlinked_chunk_file_is_refused(tmp_path: Path) -> None:
+    """A single chunk file that is a symbolic link is refused by name, not followed."""
+    ds = _make(tmp_path / "ds")
+    key = _chunk(tmp_path / "ds", _frag(ds, "x"))
+    (tmp_path / "ds" / key).rename(tmp_path / "elsewhere")
+    (tmp_path / "ds" / key).symlink_to(tmp_path / "elsewhere")
+    err = _reads(tmp_path / "ds", lambda d: d.x[1500].numpy())
+    assert (err.file, err.tensor) == (key, "x")
+    assert "the chunk is a symbolic link" in err.reason
+    assert "symbolic link" in _reads(tmp_path / "ds", lambda d: d.x.numpy()).reason  # through zarr too

@@ -20,6 +20,9 @@ from lakecompute import compression
 from lakecompute.datasets._session import WriteSession
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import (
+    DATA_CHUNK,
+    INDEX_CHUNK,
+    TYPED_PREFIX,
     Backend,
     Fragment,
     FragmentReader,
@@ -33,8 +36,6 @@ from lakecompute.storage import (
     read_manifest,
     segment_time,
 )
-from lakecompute.storage._fragments import TYPED_PREFIX
-from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset

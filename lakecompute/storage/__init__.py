@@ -5,7 +5,13 @@ Nothing here knows about transforms; the dataset layer builds on these pieces.
 
 from lakecompute.storage._backend import Backend, BackendSpec, LocalBackend, MemoryBackend, open_backend
 from lakecompute.storage._cache import ArrayCache
-from lakecompute.storage._fragments import FragmentReader, SampleBuffer, append_fragment, write_fragment
+from lakecompute.storage._fragments import (
+    TYPED_PREFIX,
+    FragmentReader,
+    SampleBuffer,
+    append_fragment,
+    write_fragment,
+)
 from lakecompute.storage._manifest import (
     Fragment,
     Manifest,
@@ -33,6 +39,7 @@ __all__ = [
     "DATA_CHUNK",
     "INDEX_CHUNK",
     "MAX_SLOTS",
+    "TYPED_PREFIX",
     "ArrayCache",
     "Backend",
     "BackendSpec",

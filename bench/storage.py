@@ -14,8 +14,11 @@ Fast workloads take the median of ``--runs`` runs (3 by default); the slow per-c
 
 from __future__ import annotations
 
+import contextlib
 import io
 import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,246 +64,299 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+@dataclass
+class _Run:
+    """What every workload of the storage suite shares: the data, the counts and a scratch folder."""
+
+    tmp: str
+    runs: int
+    n: int
+    images: np.ndarray
+    labels: np.ndarray
+    commits: int
+    zarr_appends: int
+    naive: int = 1_000
+    random_reads: int = 1_000
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(1))
+
+
 @suite("storage")
 def storage(opts: Any) -> list[Row]:
     """Dataset layer vs plain zarr: extend, appends, commits, scans, random reads (uncompressed and PNG)."""
+    n = 10_000 if opts.quick else N
+    images, labels = mnist_like_cached(n)
+    with scratch_dir() as tmp:
+        c = _Run(tmp, opts.runs, n, images, labels, 300 if opts.quick else 2_000, 200 if opts.quick else 500)
+        rows = [_extend_row(c), _with_row(c), *_commit_rows(c)]
+        scan_rows, z = _scan_rows(c)  # the scan reads the dataset the extend row wrote
+        rows.extend(scan_rows)
+        idx = c.rng.integers(0, n, size=c.random_reads)
+        rows.extend(_random_rows(c, z, idx))
+        rows.extend(_png_rows(c, idx))
+    return rows
+
+
+def _extend_row(c: _Run) -> Row:
+    """1. One extend of n images, against zarr's arr[:] = images."""
+    tmp, runs, n, images = c.tmp, c.runs, c.n, c.images
+
+    def ours_extend() -> float:
+        ds = _new_ds(f"{tmp}/extend")
+        with Timer() as t:
+            ds.images.extend(images)
+        return t.seconds
+
+    counter = iter(range(1_000_000))
+
+    def zarr_extend() -> float:
+        z = _zarr_images(f"{tmp}/zarr-extend-{next(counter)}", "images", n)
+        with Timer() as t:
+            z[:] = images
+        return t.seconds
+
+    ours_s, _ = median_of(runs, ours_extend)
+    base_s, _ = median_of(runs, zarr_extend)
+    r = Row(
+        f"extend {n:,} images (1 call + commit)",
+        rate(n, ours_s),
+        rate(n, base_s),
+        "samples/s",
+        ">= 0.5x baseline",
+        baseline_name="zarr arr[:] = images (default config)",
+        note=f"median of {runs}",
+    )
+    r.ok = (r.ratio or 0) >= 0.5
+
+    return r
+
+
+def _with_row(c: _Run) -> Row:
+    """2. n single appends inside one `with`, against zarr's arr[i] = img."""
+    tmp, runs, n, images, naive = c.tmp, c.runs, c.n, c.images, c.naive
+
+    def ours_with() -> float:
+        ds = _new_ds(f"{tmp}/with")
+        with Timer() as t, ds:
+            for i in range(n):
+                ds.append({"images": images[i]})
+        return t.seconds
+
+    ours_s, _ = median_of(runs, ours_with)
+    z = _zarr_images(f"{tmp}/zarr-naive-write", "images", n)
+    with Timer() as t:
+        for i in range(naive):
+            z[i] = images[i]
+    r = Row(
+        f"{n:,} ds.append in one `with`",
+        rate(n, ours_s),
+        rate(naive, t.seconds),
+        "samples/s",
+        ">= 20,000/s",
+        baseline_name=f"zarr arr[i] = img ({naive:,} calls)",
+        note=f"median of {runs}; buffered, one commit",
+    )
+    r.ok = r.ours >= 20_000
+
+    return r
+
+
+def _commit_rows(c: _Run) -> list[Row]:
+    """3. Single appends, each its own commit, against zarr's arr.append."""
+    tmp, images, labels = c.tmp, c.images, c.labels
+    commits, zarr_appends = c.commits, c.zarr_appends
+    import zarr
+    from zarr.storage import LocalStore
+
+    rows: list[Row] = []
+    for with_labels in (False, True):
+        ds = _new_ds(f"{tmp}/commits-{with_labels}", labels=with_labels)
+        with Timer() as t:
+            for i in range(commits):
+                if with_labels:
+                    ds.append({"images": images[i], "labels": int(labels[i])})
+                else:
+                    ds.append({"images": images[i]})
+        ours_rate = rate(commits, t.seconds)
+        assert ds.version == commits + 1, ds.version
+        zs = [
+            zarr.create_array(
+                LocalStore(f"{tmp}/zarr-append-{with_labels}"),
+                name=name,
+                shape=(0, *shape),
+                chunks=(CHUNK_ROWS if shape else 1 << 18, *shape),
+                dtype="uint8",
+                fill_value=0,
+                compressors=(zarr.codecs.ZstdCodec(level=1),),
+            )
+            for name, shape in ([("images", (28, 28))] + ([("labels", ())] if with_labels else []))
+        ]
+        with Timer() as t:
+            for i in range(zarr_appends):
+                zs[0].append(images[i : i + 1])
+                if with_labels:
+                    zs[1].append(labels[i : i + 1])
+        what = "images + labels" if with_labels else "images"
+        extra = ", 2 arrays" if with_labels else ""
+        r = Row(
+            f"ds.append outside `with` ({what}), commit each",
+            ours_rate,
+            rate(zarr_appends, t.seconds),
+            "samples/s",
+            ">= 200/s",
+            baseline_name=f"zarr arr.append(1 sample) ({zarr_appends:,} calls{extra})",
+            note=f"{commits:,} commits",
+        )
+        r.ok = r.ours >= 200
+        rows.append(r)
+
+    return rows
+
+
+def _scan_rows(c: _Run) -> tuple[list[Row], Any]:
+    """4. The sample-by-sample scan, against zarr per sample and a chunk at a time."""
+    tmp, runs, n, images, naive = c.tmp, c.runs, c.n, c.images, c.naive
+    import lakecompute as lc
+
+    rows: list[Row] = []
+    path = f"{tmp}/extend"  # holds the n images from step 1
+
+    def ours_scan() -> float:
+        ds = lc.load(path, read_only=True)
+        with Timer() as t:
+            for v in ds.images:
+                v.numpy()
+        return t.seconds
+
+    ours_s, _ = median_of(runs, ours_scan)
+    scan_rate = rate(n, ours_s)
+    z = _zarr_images(f"{tmp}/zarr-read", "images", n)
+    z[:] = images
+    with Timer() as t:
+        for i in range(naive):
+            z[i]
+    r = Row(
+        "scan sample by sample",
+        scan_rate,
+        rate(naive, t.seconds),
+        "samples/s",
+        ">= 20,000/s",
+        baseline_name=f"zarr arr[i] per sample ({naive:,})",
+        note=f"for v in ds.images: v.numpy(); median of {runs}",
+    )
+    r.ok = r.ours >= 20_000
+    rows.append(r)
+
+    def zarr_chunk_scan() -> float:
+        with Timer() as t:
+            for a in range(0, n, CHUNK_ROWS):
+                block = z[a : a + CHUNK_ROWS]
+                for _img in block:
+                    pass
+        return t.seconds
+
+    base_s, _ = median_of(runs, zarr_chunk_scan)
+    r = Row(
+        "scan sample by sample",
+        scan_rate,
+        rate(n, base_s),
+        "samples/s",
+        ">= 20,000/s",
+        baseline_name="zarr chunk at a time, then rows",
+        note="same run as above",
+    )
+    r.ok = r.ours >= 20_000
+    rows.append(r)
+
+    return rows, z
+
+
+def _random_rows(c: _Run, z: Any, idx: np.ndarray) -> list[Row]:
+    """5. Random single-sample reads, warm and with the chunk cache emptied each time."""
+    path = f"{c.tmp}/extend"  # holds the n images from step 1
+    import lakecompute as lc
+
+    rows: list[Row] = []
+    rows.append(_random_row("random single-sample read", lc.load(path, read_only=True), z, idx))
+    rows.append(
+        _random_row("random read, cold chunk cache", lc.load(path, read_only=True), z, idx[:300], cold=True)
+    )
+
+    return rows
+
+
+def _png_rows(c: _Run, idx: np.ndarray) -> list[Row]:
+    """6. PNG: extend, scan and random reads, against Pillow."""
+    tmp, runs, n, images = c.tmp, c.runs, c.n, c.images
     from PIL import Image
 
     import lakecompute as lc
 
-    runs: int = opts.runs
-    n = 10_000 if opts.quick else N
-    commits = 300 if opts.quick else 2_000
-    zarr_appends = 200 if opts.quick else 500
-    naive = 1_000
-    random_reads = 1_000
-    images, labels = mnist_like_cached(n)
     rows: list[Row] = []
-    rng = np.random.default_rng(1)
 
-    with scratch_dir() as tmp:
-        # -- 1. one extend of n images -------------------------------------------------------
-        def ours_extend() -> float:
-            ds = _new_ds(f"{tmp}/extend")
-            with Timer() as t:
-                ds.images.extend(images)
-            return t.seconds
+    def ours_png_extend() -> float:
+        ds = _new_ds(f"{tmp}/png", png=True)
+        with Timer() as t:
+            ds.images.extend(images)
+        return t.seconds
 
-        counter = iter(range(1_000_000))
+    def pil_encode() -> tuple[float, list[bytes]]:
+        out = []
+        with Timer() as t:
+            for img in images:
+                buf = io.BytesIO()
+                Image.fromarray(img).save(buf, format="PNG", compress_level=1)
+                out.append(buf.getvalue())
+        return t.seconds, out
 
-        def zarr_extend() -> float:
-            z = _zarr_images(f"{tmp}/zarr-extend-{next(counter)}", "images", n)
-            with Timer() as t:
-                z[:] = images
-            return t.seconds
+    ours_s, _ = median_of(runs, ours_png_extend)
+    enc_times = []
+    blobs: list[bytes] = []
+    for _ in range(runs):
+        s, blobs = pil_encode()
+        enc_times.append(s)
+    rows.append(
+        Row(
+            f"PNG: extend {n:,} images",
+            rate(n, ours_s),
+            rate(n, statistics.median(enc_times)),
+            "samples/s",
+            baseline_name="Pillow PNG encode loop (level 1)",
+            note=f"median of {runs}; encoding dominates",
+        )
+    )
 
-        ours_s, _ = median_of(runs, ours_extend)
-        base_s, _ = median_of(runs, zarr_extend)
-        r = Row(
-            f"extend {n:,} images (1 call + commit)",
+    def ours_png_scan() -> float:
+        ds = lc.load(f"{tmp}/png", read_only=True)
+        with Timer() as t:
+            for v in ds.images:
+                v.numpy()
+        return t.seconds
+
+    def pil_decode() -> float:
+        with Timer() as t:
+            for b in blobs:
+                im = Image.open(io.BytesIO(b))
+                np.asarray(im)
+        return t.seconds
+
+    ours_s, _ = median_of(runs, ours_png_scan)
+    base_s, _ = median_of(runs, pil_decode)
+    rows.append(
+        Row(
+            "PNG: scan sample by sample",
             rate(n, ours_s),
             rate(n, base_s),
             "samples/s",
-            ">= 0.5x baseline",
-            baseline_name="zarr arr[:] = images (default config)",
-            note=f"median of {runs}",
+            baseline_name="Pillow PNG decode loop",
+            # No target: the 20,000/s scan target is for raw tensors; Pillow alone decodes
+            # 28x28 PNGs at about that rate here.
+            note=f"median of {runs}; decoding dominates",
         )
-        r.ok = (r.ratio or 0) >= 0.5
-        rows.append(r)
+    )
+    rows.append(
+        _random_row("PNG: random single-sample read", lc.load(f"{tmp}/png", read_only=True), blobs, idx)
+    )
 
-        # -- 2. n single appends inside one `with` -----------------------------------------------
-        def ours_with() -> float:
-            ds = _new_ds(f"{tmp}/with")
-            with Timer() as t, ds:
-                for i in range(n):
-                    ds.append({"images": images[i]})
-            return t.seconds
-
-        ours_s, _ = median_of(runs, ours_with)
-        z = _zarr_images(f"{tmp}/zarr-naive-write", "images", n)
-        with Timer() as t:
-            for i in range(naive):
-                z[i] = images[i]
-        r = Row(
-            f"{n:,} ds.append in one `with`",
-            rate(n, ours_s),
-            rate(naive, t.seconds),
-            "samples/s",
-            ">= 20,000/s",
-            baseline_name=f"zarr arr[i] = img ({naive:,} calls)",
-            note=f"median of {runs}; buffered, one commit",
-        )
-        r.ok = r.ours >= 20_000
-        rows.append(r)
-
-        # -- 3. single appends, each its own commit ------------------------------------------------
-        for with_labels in (False, True):
-            ds = _new_ds(f"{tmp}/commits-{with_labels}", labels=with_labels)
-            with Timer() as t:
-                for i in range(commits):
-                    if with_labels:
-                        ds.append({"images": images[i], "labels": int(labels[i])})
-                    else:
-                        ds.append({"images": images[i]})
-            ours_rate = rate(commits, t.seconds)
-            assert ds.version == commits + 1, ds.version
-            import zarr
-            from zarr.storage import LocalStore
-
-            zs = [
-                zarr.create_array(
-                    LocalStore(f"{tmp}/zarr-append-{with_labels}"),
-                    name=name,
-                    shape=(0, *shape),
-                    chunks=(CHUNK_ROWS if shape else 1 << 18, *shape),
-                    dtype="uint8",
-                    fill_value=0,
-                    compressors=(zarr.codecs.ZstdCodec(level=1),),
-                )
-                for name, shape in ([("images", (28, 28))] + ([("labels", ())] if with_labels else []))
-            ]
-            with Timer() as t:
-                for i in range(zarr_appends):
-                    zs[0].append(images[i : i + 1])
-                    if with_labels:
-                        zs[1].append(labels[i : i + 1])
-            what = "images + labels" if with_labels else "images"
-            extra = ", 2 arrays" if with_labels else ""
-            r = Row(
-                f"ds.append outside `with` ({what}), commit each",
-                ours_rate,
-                rate(zarr_appends, t.seconds),
-                "samples/s",
-                ">= 200/s",
-                baseline_name=f"zarr arr.append(1 sample) ({zarr_appends:,} calls{extra})",
-                note=f"{commits:,} commits",
-            )
-            r.ok = r.ours >= 200
-            rows.append(r)
-
-        # -- 4. sample-by-sample scan ------------------------------------------------------------
-        path = f"{tmp}/extend"  # holds the n images from step 1
-
-        def ours_scan() -> float:
-            ds = lc.load(path, read_only=True)
-            with Timer() as t:
-                for v in ds.images:
-                    v.numpy()
-            return t.seconds
-
-        ours_s, _ = median_of(runs, ours_scan)
-        scan_rate = rate(n, ours_s)
-        z = _zarr_images(f"{tmp}/zarr-read", "images", n)
-        z[:] = images
-        with Timer() as t:
-            for i in range(naive):
-                z[i]
-        r = Row(
-            "scan sample by sample",
-            scan_rate,
-            rate(naive, t.seconds),
-            "samples/s",
-            ">= 20,000/s",
-            baseline_name=f"zarr arr[i] per sample ({naive:,})",
-            note=f"for v in ds.images: v.numpy(); median of {runs}",
-        )
-        r.ok = r.ours >= 20_000
-        rows.append(r)
-
-        def zarr_chunk_scan() -> float:
-            with Timer() as t:
-                for a in range(0, n, CHUNK_ROWS):
-                    block = z[a : a + CHUNK_ROWS]
-                    for _img in block:
-                        pass
-            return t.seconds
-
-        base_s, _ = median_of(runs, zarr_chunk_scan)
-        r = Row(
-            "scan sample by sample",
-            scan_rate,
-            rate(n, base_s),
-            "samples/s",
-            ">= 20,000/s",
-            baseline_name="zarr chunk at a time, then rows",
-            note="same run as above",
-        )
-        r.ok = r.ours >= 20_000
-        rows.append(r)
-
-        # -- 5. random single-sample reads --------------------------------------------------------
-        idx = rng.integers(0, n, size=random_reads)
-        rows.append(_random_row("random single-sample read", lc.load(path, read_only=True), z, idx))
-        rows.append(
-            _random_row(
-                "random read, cold chunk cache", lc.load(path, read_only=True), z, idx[:300], cold=True
-            )
-        )
-
-        # -- 6. PNG: extend, scan, random reads against Pillow ------------------------------------
-        def ours_png_extend() -> float:
-            ds = _new_ds(f"{tmp}/png", png=True)
-            with Timer() as t:
-                ds.images.extend(images)
-            return t.seconds
-
-        def pil_encode() -> tuple[float, list[bytes]]:
-            out = []
-            with Timer() as t:
-                for img in images:
-                    buf = io.BytesIO()
-                    Image.fromarray(img).save(buf, format="PNG", compress_level=1)
-                    out.append(buf.getvalue())
-            return t.seconds, out
-
-        ours_s, _ = median_of(runs, ours_png_extend)
-        enc_times = []
-        blobs: list[bytes] = []
-        for _ in range(runs):
-            s, blobs = pil_encode()
-            enc_times.append(s)
-        rows.append(
-            Row(
-                f"PNG: extend {n:,} images",
-                rate(n, ours_s),
-                rate(n, statistics.median(enc_times)),
-                "samples/s",
-                baseline_name="Pillow PNG encode loop (level 1)",
-                note=f"median of {runs}; encoding dominates",
-            )
-        )
-
-        def ours_png_scan() -> float:
-            ds = lc.load(f"{tmp}/png", read_only=True)
-            with Timer() as t:
-                for v in ds.images:
-                    v.numpy()
-            return t.seconds
-
-        def pil_decode() -> float:
-            with Timer() as t:
-                for b in blobs:
-                    im = Image.open(io.BytesIO(b))
-                    np.asarray(im)
-            return t.seconds
-
-        ours_s, _ = median_of(runs, ours_png_scan)
-        base_s, _ = median_of(runs, pil_decode)
-        rows.append(
-            Row(
-                "PNG: scan sample by sample",
-                rate(n, ours_s),
-                rate(n, base_s),
-                "samples/s",
-                baseline_name="Pillow PNG decode loop",
-                # No target: the 20,000/s scan target is for raw tensors; Pillow alone decodes
-                # 28x28 PNGs at about that rate here.
-                note=f"median of {runs}; decoding dominates",
-            )
-        )
-        rows.append(
-            _random_row("PNG: random single-sample read", lc.load(f"{tmp}/png", read_only=True), blobs, idx)
-        )
     return rows
 
 
@@ -352,3 +408,118 @@ def mnist_like_cached(n: int) -> tuple[np.ndarray, np.ndarray]:
     if n not in _DATA:
         _DATA[n] = mnist_like(n, seed=0)
     return _DATA[n]
+
+
+# -- what verified reads cost ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def unverified() -> Iterator[None]:
+    """Write and read as before integrity checks: no crc32c codec in new chunk chains, and missing
+    chunks read as fill values. For measuring what the checks cost, side by side; never for real use.
+
+    The patches are on module and class attributes, so worker processes forked inside inherit them.
+    """
+    from zarr.codecs import ZstdCodec
+
+    from lakecompute.storage import _cache, _segments
+
+    saved = (_segments.segment_codecs, _segments.checked_codecs, _cache.CheckedStore.get)
+
+    async def get(self: Any, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        return await self._store.get(key, prototype, byte_range)
+
+    _segments.segment_codecs = lambda c: tuple(c) or (ZstdCodec(level=_segments.PADDING_CODEC_LEVEL),)
+    _segments.checked_codecs = lambda c: tuple(c)
+    _cache.CheckedStore.get = get  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _segments.segment_codecs, _segments.checked_codecs, _cache.CheckedStore.get = saved  # type: ignore[method-assign]
+
+
+def _checked(verify: bool) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if verify else unverified()
+
+
+@suite("integrity")
+def integrity(opts: Any) -> list[Row]:
+    """What verified reads cost: scan and W1 with checksums and missing-chunk checks, on vs off."""
+    import lakecompute as lc
+
+    runs = max(6, int(opts.runs))
+    n = 10_000 if opts.quick else N
+    images, labels = mnist_like_cached(n)
+
+    @lc.compute
+    def flip(sample_in: Any, sample_out: Any) -> None:
+        sample_out.append(
+            {"labels": sample_in.labels.numpy(), "images": np.flip(sample_in.images.numpy(), axis=0)}
+        )
+
+    rows: list[Row] = []
+    with scratch_dir("lc-bench-integrity-") as tmp:
+        for verify in (True, False):
+            with _checked(verify):
+                ds = _new_ds(f"{tmp}/src-{verify}", labels=True)
+                ds.extend({"images": images, "labels": labels})
+
+        def scan(verify: bool) -> float:
+            with _checked(verify):
+                ds = lc.load(f"{tmp}/src-{verify}", read_only=True)
+                with Timer() as t:
+                    for v in ds.images:
+                        v.numpy()
+            return t.seconds
+
+        def w1(verify: bool, workers: int) -> float:
+            with _checked(verify):
+                src = lc.load(f"{tmp}/src-{verify}", read_only=True)
+                out = lc.like(f"{tmp}/out-{verify}", src, overwrite=True)
+                with Timer() as t:
+                    flip().eval(src, out, num_workers=workers, progressbar=False)
+            return t.seconds
+
+        timed: dict[str, Any] = {
+            "scan": scan,
+            "W1 eval, 0 workers": lambda v: w1(v, 0),
+            "W1 eval, 2 workers": lambda v: w1(v, 2),
+        }
+        for name, fn in timed.items():
+            fn(True)  # warm up (imports, page cache, the pool's first start)
+            on: list[float] = []
+            off: list[float] = []
+            for i in range(runs):
+                # Interleaved, first one then the other first, so that noise and order hit both alike.
+                for verify in (True, False) if i % 2 == 0 else (False, True):
+                    (on if verify else off).append(fn(verify))
+            # The best of several interleaved runs: what the checks cost, with as little of the shared
+            # machine's noise as one can get (the medians' ratio is in the note).
+            med_on, med_off = min(on), min(off)
+            note = (
+                f"{n:,} 28x28; best of {runs}, on/off interleaved, alternating which goes first; "
+                f"medians: {statistics.median(off) / statistics.median(on):.2f}x"
+            )
+            if name == "scan":
+                r = Row(
+                    "integrity cost: scan sample by sample",
+                    rate(n, med_on),
+                    rate(n, med_off),
+                    "samples/s",
+                    ">= 0.95x baseline",
+                    baseline_name="same scan, checks off (no crc32c, no missing-chunk check)",
+                    note=note,
+                )
+            else:
+                r = Row(
+                    f"integrity cost: {name} (flip)",
+                    med_on * 1e3,
+                    med_off * 1e3,
+                    "ms",
+                    ">= 0.95x baseline",
+                    baseline_name="same eval, checks off",
+                    note=note,
+                )
+            r.ok = (r.ratio or 0) >= 0.95
+            rows.append(r)
+    return rows

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
-
-import zarr
-from zarr.core.buffer import default_buffer_prototype
-from zarr.core.sync import sync
+import time
+from typing import Any, Literal
 
 from lakecompute.datasets import Dataset, DatasetView, base_dataset
 from lakecompute.errors import (
+    DatasetCorruptError,
     DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
@@ -20,9 +18,9 @@ from lakecompute.errors import (
 from lakecompute.storage import (
     Backend,
     Manifest,
-    MemoryBackend,
     commit_manifest,
     latest_version,
+    list_versions,
     open_backend,
     read_manifest,
 )
@@ -30,27 +28,76 @@ from lakecompute.storage import (
 __all__ = ["dataset", "delete", "empty", "exists", "like", "load"]
 
 PathLike = str | os.PathLike[str]
+# The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
+# created or removed: a folder with the second is no dataset, and lc.empty / lc.delete clear it.
 _MARK = "lakecompute"
+_INCOMPLETE = "lakecompute-incomplete"
+_INTERRUPTED = (
+    "A delete or overwrite of the dataset there was interrupted; lc.delete(path) removes what is left "
+    "and lc.empty(path) starts a new one."
+)
+
+_State = Literal["dataset", "damaged", "incomplete", "other", "empty"]
 
 
-def _root_meta(backend: Backend) -> bytes | None:
+def _root_json(attributes: dict[str, Any]) -> bytes:
+    """The root group's zarr.json (plain zarr opens the dataset as a group with these attributes)."""
+    return json.dumps({"zarr_format": 3, "node_type": "group", "attributes": attributes}).encode()
+
+
+def _state(backend: Backend) -> _State:
+    """What is at the location: a dataset (whole, or with a damaged marker), one half created or
+    removed, something else, or nothing."""
     raw = backend.read("zarr.json")
-    if raw is None and isinstance(backend, MemoryBackend):
-        # A mem:// backend keeps only version files itself; the group's zarr.json is in its zarr store.
-        buf = sync(backend.zarr_store().get("zarr.json", default_buffer_prototype()))
-        raw = None if buf is None else buf.to_bytes()
-    return raw
+    if raw is None:
+        return "other" if backend.list("") else "empty"
+    try:
+        attributes = json.loads(raw).get("attributes") or {}
+    except (ValueError, AttributeError, RecursionError):
+        attributes = None
+    if not isinstance(attributes, dict):
+        # An unreadable marker next to committed versions: a damaged dataset, not someone else's folder.
+        return "damaged" if list_versions(backend) else "other"
+    if _MARK in attributes:
+        return "dataset"
+    return "incomplete" if _INCOMPLETE in attributes else "other"
 
 
 def _is_dataset(backend: Backend) -> bool:
-    raw = _root_meta(backend)
-    if raw is None:
-        return False
-    try:
-        meta = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(meta, dict) and _MARK in (meta.get("attributes") or {})
+    return _state(backend) == "dataset"
+
+
+def _damaged_marker(backend: Backend, hint: str) -> DatasetCorruptError:
+    return DatasetCorruptError(
+        backend.url,
+        "zarr.json",
+        "the dataset's root metadata does not parse; its versions are still there",
+        hint,
+    )
+
+
+def _clear(backend: Backend) -> None:
+    """Remove everything at the location, so that a crash at any instant leaves either the dataset
+    whole or no dataset (never one that opens and then fails to read).
+
+    The marker goes first, in one atomic write: from then on nobody opens the folder as a dataset,
+    whatever a crash leaves behind, and lc.empty / lc.delete finish the job. The versions go next,
+    then the data they referenced. The marker itself stays; the caller replaces or removes it.
+    """
+    backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
+    backend.delete_tree("versions")
+    for name in backend.list(""):
+        if name != "zarr.json":
+            backend.delete_tree(name)
+
+
+def _create(backend: Backend) -> Manifest:
+    """Make an empty dataset: version 0 first, the marker that makes it a dataset last."""
+    backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
+    manifest = Manifest(version=0, message="create")
+    commit_manifest(backend, manifest)
+    backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
+    return manifest
 
 
 def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> bool:
@@ -61,26 +108,29 @@ def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> boo
 def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, Any] | None = None) -> Dataset:
     """Create a new, empty dataset.
 
+    Overwriting is crash-safe: a kill at any instant leaves the old dataset whole, no dataset, or the
+    new empty one.
+
     Raises:
         DatasetExistsError: a dataset is there and ``overwrite`` is False.
+        InvalidArgumentError: something else is there and ``overwrite`` is False.
     """
     backend = open_backend(path, storage_options)
-    if _is_dataset(backend):
-        if not overwrite:
-            raise DatasetExistsError(backend.url)
-        backend.delete_tree("")
-    elif backend.list("") and not overwrite:
+    state = _state(backend)
+    if state == "dataset" and not overwrite:
+        raise DatasetExistsError(backend.url)
+    if state == "damaged" and not overwrite:
+        raise _damaged_marker(backend, "Pass overwrite=True to replace the dataset, or restore the file.")
+    if state == "other" and not overwrite:
         raise InvalidArgumentError(
             f"{backend.url!r} is not empty and holds no lakecompute dataset. "
             "Choose an empty or new folder, or pass overwrite=True to delete what is there."
         )
-    elif backend.list(""):
-        backend.delete_tree("")
-    store = backend.zarr_store()
-    zarr.create_group(store, attributes={_MARK: {"format": 1}}, overwrite=True)
-    manifest = Manifest(version=0, message="create")
-    commit_manifest(backend, manifest)
-    return Dataset(backend, manifest)
+    if state != "empty":
+        # A half-removed or half-created dataset ("incomplete") is cleared even without overwrite:
+        # whoever started removing it meant it to go.
+        _clear(backend)
+    return Dataset(backend, _create(backend))
 
 
 def load(
@@ -96,10 +146,17 @@ def load(
         DatasetCorruptError: the version's manifest is damaged (the message names the file).
     """
     backend = open_backend(path, storage_options)
-    if not _is_dataset(backend):
-        detail = (
-            "The path does not exist." if not backend.list("") else "The path holds no lakecompute dataset."
+    state = _state(backend)
+    if state == "damaged":
+        raise _damaged_marker(
+            backend, "Restore the file from a backup (or copy zarr.json from another dataset)."
         )
+    if state != "dataset":
+        detail = {
+            "empty": "The path does not exist.",
+            "other": "The path holds no lakecompute dataset.",
+            "incomplete": _INTERRUPTED,
+        }[state]
         raise DatasetNotFoundError(backend.url, detail)
     if version is not None:
         if not isinstance(version, int) or isinstance(version, bool):
@@ -140,12 +197,18 @@ def like(
 def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, Any] | None = None) -> None:
     """Delete the dataset at ``path`` and all its versions.
 
+    Crash-safe: a kill at any instant leaves the dataset whole or no dataset; the leftovers of an
+    interrupted delete are removed by the next ``lc.delete(path)`` or ``lc.empty(path)``.
+
     Raises:
         DatasetNotFoundError: nothing is there and ``missing_ok`` is False.
     """
     backend = open_backend(path, storage_options)
-    if not _is_dataset(backend):
+    state = _state(backend)
+    # "incomplete": finish what an interrupted delete or overwrite started.
+    if state not in ("dataset", "damaged", "incomplete"):
         if missing_ok:
             return
         raise DatasetNotFoundError(backend.url)
+    _clear(backend)
     backend.delete_tree("")

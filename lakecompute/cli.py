@@ -76,6 +76,7 @@ def _ingest(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     compression = None if args.image_compression == "none" else args.image_compression
+    plan = lc.ingest.plan_classification(args.src, compression)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", lc.LakeComputeWarning)
         ds = lc.ingest_classification(
@@ -91,6 +92,7 @@ def _ingest(args: argparse.Namespace) -> int:
         print(f"lakecompute: warning: {w.message}", file=sys.stderr)
     names = ds.labels.info.class_names
     print(f"Ingested {len(ds)} images of {len(names)} classes ({', '.join(names)}) into {args.dest}.")
+    print(plan.summary())
     print(ds.summary_table())
     return 0
 
@@ -261,9 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest", help="where to create the dataset")
     p.add_argument(
         "--image-compression",
-        choices=["png", "jpeg", "webp", "none"],
-        default="png",
-        help="how images are stored (default: png)",
+        choices=["auto", "png", "jpeg", "webp", "none"],
+        default="auto",
+        help="how images are stored (default: auto: the most common format, its files kept as they are)",
     )
     p.add_argument(
         "--num-workers",

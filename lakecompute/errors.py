@@ -103,14 +103,49 @@ class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
 
 
 class DatasetCorruptError(LakeComputeError):
-    """Raised when a dataset file exists but cannot be read (a damaged version manifest, ...)."""
+    """Raised when stored data is missing, damaged or refused: a version manifest that breaks the
+    format, a missing or corrupt chunk, a damaged array metadata file, data a vacuum removed.
 
-    def __init__(self, path: str, file: str, reason: str, hint: str = "") -> None:
+    Attributes:
+        path: the dataset.
+        file: the storage key that could not be read (``versions/0000000003.json``,
+            ``segments/<id>/data/c/7``, ...).
+        reason: what is wrong with it.
+        field: for a manifest, the field that breaks the format (``tensors.x.fragments[0].k``), else None.
+        tensor: the tensor being read when the damage was found, else None.
+        samples: the ``(start, stop)`` sample range being read, else None.
+        vacuumed: True when the data is gone because ``vacuum()`` removed the version that needed it.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        file: str,
+        reason: str,
+        hint: str = "",
+        *,
+        field: str | None = None,
+        tensor: str | None = None,
+        samples: tuple[int, int] | None = None,
+        vacuumed: bool = False,
+    ) -> None:
         self.path = path
         self.file = file
         self.reason = reason
+        self.field = field
+        self.tensor = tensor
+        self.samples = samples
+        self.vacuumed = vacuumed
+        where = []
+        if tensor is not None:
+            where.append(f"tensor {tensor!r}")
+        if samples is not None:
+            where.append(f"samples [{samples[0]}:{samples[1]}]")
+        if field:
+            where.append(f"field {field}")
+        detail = f"{', '.join(where)}: {reason}" if where else reason
         tail = f" {hint}" if hint else ""
-        super().__init__(f"Dataset {path!r} is damaged: cannot read {file!r} ({reason}).{tail}")
+        super().__init__(f"Dataset {path!r} is damaged: cannot read {file!r} ({detail}).{tail}")
 
 
 class TensorDoesNotExistError(LakeComputeError, KeyError):

@@ -40,7 +40,8 @@ _DEFAULT_DTYPE: Final[dict[str, str | None]] = {
     "text": "str",
     "json": "json",
 }
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+# Matched with fullmatch: "$" alone would also accept a trailing newline ("x\n").
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ def parse_tensor_name(name: object) -> str:
     """Check a tensor name: letters, digits, ``_`` and ``-``, not starting with ``-``."""
     if not isinstance(name, str):
         raise InvalidTypeError(f"Expected a tensor name as str. Got {type(name).__name__}: {name!r}.")
-    if not name or not _NAME.match(name) or name.startswith("."):
+    if not _NAME.fullmatch(name):
         raise InvalidArgumentError(
             f"Invalid tensor name {name!r}: use letters, digits, '_' and '-' (not empty, no '/', "
             "no '..', not starting with '.' or '-'), e.g. 'images' or 'labels_2'."

@@ -3,7 +3,8 @@
 * `ingest_classification` turns a folder of class sub-folders of images into a dataset with
   ``images`` and ``labels``. The parent only lists files (and peeks at their headers); opening and
   decoding every file runs in parallel on the transform engine, so a corrupt file is reported like
-  any failing sample, by name.
+  any failing sample, by name. By default images keep the folder's most common format, and files
+  in that format are stored as they are (`plan_classification` says what will happen).
 * `read` opens one image file lazily. Appended to an image tensor whose sample compression
   is the file's own format, its bytes are stored as they are (a JPEG is not re-encoded and loses
   nothing); otherwise it is decoded like an array.
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -40,13 +43,33 @@ if TYPE_CHECKING:
 
     from lakecompute.datasets import Dataset
 
-__all__ = ["IMAGE_EXTENSIONS", "ImageFile", "from_numpy", "ingest_classification", "read"]
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageFile",
+    "IngestPlan",
+    "from_numpy",
+    "ingest_classification",
+    "plan_classification",
+    "read",
+]
 
 IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
 """File name endings (any case) that `ingest_classification` reads as images."""
 
 # Pillow's format names -> ours (the sample compressions; other formats keep Pillow's name, lower case).
 _FORMATS: Final[dict[str, str]] = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp", "BMP": "bmp"}
+
+# File name endings -> the format their content normally has (what a plan counts; workers check content).
+_EXTENSION_FORMATS: Final[dict[str, str]] = {
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".png": "png",
+    ".webp": "webp",
+    ".bmp": "bmp",
+}
+# Which stored format wins a tie between equally common ones, and the one used when the most common
+# format is none a tensor stores (bmp): lossless first.
+_PREFERENCE: Final = ("png", "jpeg", "webp")
 
 # Below this many files, starting worker processes costs more than it saves.
 _PARALLEL_FROM: Final = 100
@@ -225,6 +248,93 @@ def _scan(src: str) -> tuple[list[str], list[tuple[str, int]]]:
     return names, items
 
 
+@dataclass(frozen=True, slots=True)
+class IngestPlan:
+    """What `ingest_classification` does with a folder's files, decided from their names alone.
+
+    Attributes:
+        compression: how ``images`` are stored: ``"png"``, ``"jpeg"``, ``"webp"`` or None (arrays).
+        formats: files per format (from their name endings), most common first.
+        kept: files in the stored format, whose bytes are stored as they are (when their colour mode
+            is the tensor's too: a greyscale JPEG among colour ones is converted after all).
+        converted: files per other format, decoded and encoded again as ``compression``.
+    """
+
+    compression: str | None
+    formats: dict[str, int]
+    kept: int
+    converted: dict[str, int]
+
+    def summary(self) -> str:
+        """One line for people: the stored format, and how many files were kept and converted."""
+        stored = self.compression or "arrays (uncompressed)"
+        total = sum(self.formats.values())
+        if not self.converted:
+            return f"Images stored as {stored}: all {total} files kept as they are."
+        counts = ", ".join(f"{fmt}: {n}" for fmt, n in self.converted.items())
+        return (
+            f"Images stored as {stored}: {self.kept} of {total} files kept as they are, "
+            f"{total - self.kept} converted ({counts})."
+        )
+
+
+def _plan(paths: Sequence[str], image_compression: str | None) -> IngestPlan:
+    from lakecompute.compression import parse_sample_compression
+
+    formats = Counter(_EXTENSION_FORMATS[os.path.splitext(p)[1].lower()] for p in paths)
+    ranked = dict(sorted(formats.items(), key=lambda kv: (-kv[1], kv[0])))
+    if image_compression == "auto":
+        # The most common format wins; among equals lossless first; png when the most common is one
+        # no tensor stores (bmp), which keeps those files exact.
+        best = max(formats.values())
+        winners = [f for f in _PREFERENCE if formats.get(f) == best]
+        compression: str | None = winners[0] if winners else "png"
+    else:
+        compression = parse_sample_compression(image_compression)
+    kept = formats.get(compression, 0) if compression is not None else 0
+    converted = {f: n for f, n in ranked.items() if f != compression}
+    return IngestPlan(compression, ranked, kept, converted)
+
+
+def plan_classification(
+    src_folder: PathLike, image_compression: Literal["auto", "png", "jpeg", "webp"] | None = "auto"
+) -> IngestPlan:
+    """What `ingest_classification` would do with ``src_folder``: the stored format, and how many files
+    are kept as they are or converted. Reads no file, only names.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> lc.ingest.plan_classification("./animals").summary()  # doctest: +SKIP
+        'Images stored as jpeg: 280 of 300 files kept as they are, 20 converted (png: 12, bmp: 8).'
+    """
+    _, items = _scan(os.fspath(src_folder))
+    return _plan([p for p, _ in items], _check_compression(image_compression))
+
+
+def _check_compression(value: object) -> str | None:
+    from lakecompute.compression import parse_sample_compression
+
+    if value == "auto":
+        return "auto"
+    return parse_sample_compression(value)  # type: ignore[arg-type]  # checked there, with a message
+
+
+def _refuse_overlap(src: str, dest: PathLike) -> None:
+    """Refuse a destination that is the source folder, inside it, or contains it: creating the dataset
+    there would delete or mix with the source images (``overwrite`` or not)."""
+    text = os.fspath(dest)
+    if "://" in text and not text.startswith("file://"):
+        return  # mem:// and s3:// cannot be a local folder
+    a = os.path.realpath(src)
+    b = os.path.realpath(text.removeprefix("file://"))
+    if a == b or b.startswith(a + os.sep) or a.startswith(b + os.sep):
+        where = "is" if a == b else "is inside" if b.startswith(a + os.sep) else "contains"
+        raise InvalidArgumentError(
+            f"The destination {text!r} {where} the source folder {src!r}: creating the dataset there would "
+            "delete or mix with the source images. Choose a destination outside the source folder."
+        )
+
+
 def _target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
     """``L`` when every readable file is greyscale, else ``RGB``: a tensor's samples share one rank."""
     from PIL import Image
@@ -278,7 +388,7 @@ def _ingest_file(sample_in: tuple[str, int], sample_out: Any, mode: str, compres
 def ingest_classification(
     src_folder: PathLike,
     dest: PathLike,
-    image_compression: Literal["png", "jpeg", "webp"] | None = "png",
+    image_compression: Literal["auto", "png", "jpeg", "webp"] | None = "auto",
     progressbar: bool = True,
     *,
     num_workers: int | None = None,
@@ -299,16 +409,18 @@ def ingest_classification(
     same on every run. Files ending in .jpg, .jpeg, .png, .webp or .bmp (any case) are read; other
     files and hidden entries are ignored. Images keep their sizes. They are stored as RGB (HxWx3;
     transparency is dropped, greyscale repeated) unless every image is greyscale, in which case they
-    are stored as HxW: a tensor's samples share one rank. A file already in ``image_compression``'s
-    format (and colour mode) is stored as it is, not re-encoded.
+    are stored as HxW: a tensor's samples share one rank. A file already in the stored format (and
+    colour mode) is stored as it is, not re-encoded: with the default ``"auto"``, a folder of JPEGs
+    stays JPEG, byte for byte, and takes about as much space as the files.
 
     Files are opened and decoded in parallel, by an eval on the transform engine.
 
     Args:
         src_folder: the folder of class sub-folders.
         dest: where to create the dataset (a path, ``mem://name`` or ``s3://...``).
-        image_compression: how ``images`` are stored: ``"png"`` (lossless), ``"jpeg"``, ``"webp"``
-            (lossless) or None (raw arrays).
+        image_compression: how ``images`` are stored: ``"auto"`` (the folder's most common format;
+            others are converted, see `plan_classification`), ``"png"`` (lossless), ``"jpeg"``,
+            ``"webp"`` (lossless) or None (raw arrays).
         progressbar: show a progress bar.
         num_workers: worker processes; None picks one per CPU (at most 8), or none for fewer than 100 files.
         scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
@@ -322,7 +434,8 @@ def ingest_classification(
 
     Raises:
         InvalidSampleError: a file cannot be read (the message names it); nothing is left at ``dest``.
-        InvalidArgumentError: ``src_folder`` holds no class sub-folders with images.
+        InvalidArgumentError: ``src_folder`` holds no class sub-folders with images, or ``dest`` is
+            ``src_folder``, inside it or contains it (whatever ``overwrite`` says).
         DatasetExistsError: a dataset is at ``dest`` and ``overwrite`` is False.
 
     Example:
@@ -332,9 +445,8 @@ def ingest_classification(
         ['cats', 'dogs']
     """
     import lakecompute as lc
-    from lakecompute.compression import parse_sample_compression
 
-    compression = parse_sample_compression(image_compression)
+    requested = _check_compression(image_compression)
     if num_workers is not None and (
         not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0
     ):
@@ -342,7 +454,9 @@ def ingest_classification(
     if not isinstance(skip_errors, bool):
         raise InvalidTypeError(f"skip_errors must be True or False. Got {skip_errors!r}.")
     src = os.fspath(src_folder)
+    _refuse_overlap(src, dest)
     class_names, items = _scan(src)
+    compression = _plan([p for p, _ in items], requested).compression
     mode = _target_mode([p for p, _ in items])
     if num_workers is None:
         num_workers = 0 if len(items) < _PARALLEL_FROM else min(8, os.cpu_count() or 1)

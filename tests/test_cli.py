@@ -191,6 +191,7 @@ def test_cli_ingest_classification(capsys: pytest.CaptureFixture[str], tmp_path:
     code, out, _ = _run(capsys, "ingest-classification", str(tmp_path / "src"), dest, "--no-progress")
     assert code == 0
     assert f"Ingested 20 images of 3 classes ({', '.join(CLASS_NAMES)}) into {dest}." in out
+    assert "Images stored as png: 5 of 20 files kept as they are, 15 converted (" in out
     ds = lc.load(dest)
     assert np.bincount(ds.labels.numpy()).tolist() == [counts[c] for c in CLASS_NAMES]
     # A second run refuses to replace the dataset unless asked.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import sys
@@ -130,6 +131,76 @@ def _corrupt(tmp: Path) -> Any:
     return lc.load(str(tmp / "src"))
 
 
+def _corrupt_field(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    key = tmp / "src" / "versions" / f"{ds.version:010d}.json"
+    key.write_text(key.read_text().replace(",0,20]]", ",5,20]]"))  # the fragment's k: 5 + 20 > 20 samples
+    return lc.load(str(tmp / "src"))
+
+
+def _chunk_file(tmp: Path, ds: lc.Dataset) -> Path:
+    seg = ds._txn.head.tensors["x"].fragments[0].seg
+    return tmp / "src" / "segments" / seg / "data" / "c" / "0"
+
+
+def _missing_chunk(tmp: Path) -> Any:
+    _chunk_file(tmp, _numbers(tmp)).unlink()
+    return lc.load(str(tmp / "src")).x.numpy()
+
+
+def _damaged_chunk(tmp: Path) -> Any:
+    chunk = _chunk_file(tmp, _numbers(tmp))
+    chunk.write_bytes(chunk.read_bytes()[:-3])
+    return lc.load(str(tmp / "src")).x.numpy()
+
+
+def _rewrite_x(path: str) -> None:
+    ds = lc.load(path)
+    with ds:
+        ds.delete_tensor("x")
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(3))
+
+
+def _in_child(fn: Callable[..., Any], *args: Any) -> None:
+    """Run ``fn`` in a forked process (its segments then belong to a writer that is gone)."""
+    proc = multiprocessing.get_context("fork").Process(target=fn, args=args)
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+
+
+def _vacuumed(tmp: Path) -> Any:
+    path = str(tmp / "src")
+    _in_child(_numbers, tmp)
+    old = lc.load(path)
+    _in_child(_rewrite_x, path)
+    lc.load(path).vacuum(grace_seconds=0, keep_versions=1)
+    return old.x.numpy()
+
+
+def _linked(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    manifest = tmp / "src" / "versions" / f"{ds.version:010d}.json"
+    manifest.rename(tmp / "elsewhere.json")
+    manifest.symlink_to(tmp / "elsewhere.json")
+    return lc.load(str(tmp / "src"))
+
+
+def _interrupted_delete(tmp: Path) -> Any:
+    _numbers(tmp)
+    marker = '{"zarr_format": 3, "node_type": "group", "attributes": {"lakecompute-incomplete": {}}}'
+    (tmp / "src" / "zarr.json").write_text(marker)  # what a delete killed after its first step leaves
+    return lc.load(str(tmp / "src"))
+
+
+def _ingest_overlap(tmp: Path) -> Any:
+    from lakecompute.demo import write_image_folder
+
+    write_image_folder(tmp / "files", n=3, size=(8, 8))
+    return lc.ingest_classification(tmp / "files", tmp / "files" / "ds", progressbar=False, overwrite=True)
+
+
 def _conflict(tmp: Path) -> Any:
     a = _numbers(tmp)
     b = lc.load(str(tmp / "src"))
@@ -216,6 +287,13 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "exists": lambda t: (_numbers(t), lc.empty(str(t / "src"))),
     "no-version": lambda t: lc.load(str(_numbers(t).path), version=99),
     "corrupt": _corrupt,
+    "corrupt-field": _corrupt_field,
+    "corrupt-missing-chunk": _missing_chunk,
+    "corrupt-chunk": _damaged_chunk,
+    "vacuumed": _vacuumed,
+    "linked-file": _linked,
+    "interrupted-delete": _interrupted_delete,
+    "ingest-overlap": _ingest_overlap,
     "bad-tensor-name": lambda t: _out(t).create_tensor("bad name!"),
     "tensor-exists": lambda t: _out(t).create_tensor("x"),
     "no-such-tensor": lambda t: _out(t)["y"],

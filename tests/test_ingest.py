@@ -98,6 +98,109 @@ def test_ingest_classification_jpeg_files_are_stored_as_they_are(tmp_path: Path)
     assert np.array_equal(ds.images[0].numpy(), _decoded(path))
 
 
+def _stored_blobs(ds: lc.Dataset) -> list[bytes]:
+    """The encoded bytes the images tensor stores, sample by sample (no decoding)."""
+    reader = ds._reader("images")
+    blobs: list[bytes] = []
+    for frag in ds._txn.head.tensors["images"].fragments:
+        offs = reader._byte_offsets(frag)
+        for s in range(frag.k, frag.k + frag.n):
+            a, b = int(offs[s]), int(offs[s + 1])
+            blobs.append(reader.cache.read(f"segments/{frag.seg}/data", frag.off + a, b - a).tobytes())
+    return blobs
+
+
+def _jpeg_folder(root: Path, n: int = 12) -> list[Path]:
+    paths = []
+    for i in range(n):
+        cls = "cats" if i % 2 else "dogs"
+        paths.append(
+            _save(root / cls / f"{i:03d}.jpg", Image.fromarray(_rgb(20 + i, (24, 20))), "JPEG", quality=80)
+        )
+    return sorted(paths)
+
+
+def test_ingest_classification_jpeg_folder_keeps_file_bytes_by_default(tmp_path: Path) -> None:
+    """A folder of JPEGs stays JPEG: every stored sample is the file's own bytes (no re-encoding)."""
+    paths = _jpeg_folder(tmp_path / "photos")
+    ds = lc.ingest_classification(tmp_path / "photos", tmp_path / "out", progressbar=False, num_workers=2)
+    assert ds.images.sample_compression == "jpeg"
+    assert _stored_blobs(ds) == [p.read_bytes() for p in paths]
+    plan = lc.ingest.plan_classification(tmp_path / "photos")
+    assert (plan.compression, plan.kept, plan.converted) == ("jpeg", 12, {})
+    assert plan.summary() == "Images stored as jpeg: all 12 files kept as they are."
+
+
+def test_ingest_classification_explicit_compression_still_converts(tmp_path: Path) -> None:
+    """image_compression='png' on a JPEG folder re-encodes (losslessly, as the decoded pixels)."""
+    paths = _jpeg_folder(tmp_path / "photos", n=4)
+    ds = lc.ingest_classification(
+        tmp_path / "photos", tmp_path / "out", image_compression="png", progressbar=False
+    )
+    assert ds.images.sample_compression == "png"
+    assert all(blob.startswith(b"\x89PNG") for blob in _stored_blobs(ds))
+    for i, path in enumerate(paths):
+        assert np.array_equal(ds.images[i].numpy(), _decoded(path))
+
+
+def test_ingest_classification_most_common_format_wins(tmp_path: Path) -> None:
+    """'auto' stores the most common format; the other files are converted and counted in the plan."""
+    root = tmp_path / "mixed"
+    paths = _jpeg_folder(root, n=5)
+    png = _save(root / "cats" / "p.png", Image.fromarray(_rgb(40)), "PNG")
+    bmp = _save(root / "dogs" / "b.bmp", Image.fromarray(_rgb(41)), "BMP")
+    plan = lc.ingest.plan_classification(root)
+    assert (plan.compression, plan.formats, plan.kept) == ("jpeg", {"jpeg": 5, "bmp": 1, "png": 1}, 5)
+    assert plan.converted == {"bmp": 1, "png": 1}
+    assert (
+        plan.summary()
+        == "Images stored as jpeg: 5 of 7 files kept as they are, 2 converted (bmp: 1, png: 1)."
+    )
+    ds = lc.ingest_classification(root, tmp_path / "out", progressbar=False)
+    assert ds.images.sample_compression == "jpeg"
+    blobs = _stored_blobs(ds)
+    files = {p.read_bytes() for p in paths}
+    assert sum(b in files for b in blobs) == 5
+    assert png.read_bytes() not in blobs
+    assert bmp.read_bytes() not in blobs
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["a.png", "b.jpg"], "png"),  # a tie: lossless first
+        (["a.bmp", "b.bmp", "c.jpg"], "png"),  # bmp is no tensor format: lossless png
+        (["a.webp", "b.webp", "c.png"], "webp"),
+    ],
+)
+def test_ingest_classification_auto_ties_and_bmp(tmp_path: Path, names: list[str], expected: str) -> None:
+    """Ties between formats go to png, and a folder of mostly BMPs is stored as png."""
+    for i, name in enumerate(names):
+        fmt = {"png": "PNG", "jpg": "JPEG", "bmp": "BMP", "webp": "WEBP"}[name.rsplit(".", 1)[1]]
+        _save(tmp_path / "src" / "a" / name, Image.fromarray(_rgb(50 + i)), fmt)
+    assert lc.ingest.plan_classification(tmp_path / "src").compression == expected
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "contains", "same-file-url", "same-relative"])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_ingest_classification_refuses_dest_overlapping_src(
+    animals: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, overwrite: bool
+) -> None:
+    """A destination that is the source, inside it, or contains it is refused, whatever overwrite says."""
+    before = sorted((p, p.read_bytes()) for p in animals.rglob("*") if p.is_file())
+    dest: str | Path = {
+        "same": animals,
+        "inside": animals / "dogs" / "out",
+        "contains": tmp_path,
+        "same-file-url": f"file://{animals}",
+        "same-relative": "animals/../animals",
+    }[where]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(lc.InvalidArgumentError, match=r"the source folder .*Choose a destination outside"):
+        lc.ingest_classification(animals, dest, progressbar=False, overwrite=overwrite)
+    assert sorted((p, p.read_bytes()) for p in animals.rglob("*") if p.is_file()) == before
+
+
 def test_ingest_classification_uncompressed(animals: Path, tmp_path: Path) -> None:
     """image_compression=None stores raw arrays with the same pixels."""
     png = lc.ingest_classification(animals, tmp_path / "png", progressbar=False)

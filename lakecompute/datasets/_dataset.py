@@ -58,7 +58,7 @@ class Dataset(_Reading):
         self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False
     ) -> None:
         self._backend = backend
-        self._cache = ArrayCache(backend.zarr_store())
+        self._cache = ArrayCache(backend.zarr_store(), backend=backend)
         self._read_only = read_only or pinned
         self._pinned = pinned
         self._readers: dict[str, FragmentReader] = {}

@@ -12,25 +12,26 @@ import math
 import os
 import re
 import time
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
-from zarr.core.sync import sync
 
 from lakecompute import compression
+from lakecompute.datasets._records import parse_records
 from lakecompute.datasets._session import WriteSession
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.htypes import Encoded
 from lakecompute.storage import (
     DATA_CHUNK,
     INDEX_CHUNK,
+    STREAM_SEGMENT,
     TYPED_PREFIX,
+    Backend,
     Fragment,
     FragmentReader,
     Manifest,
     TensorState,
+    create_typed_array,
     list_versions,
     new_segment_id,
     read_manifest,
@@ -38,14 +39,11 @@ from lakecompute.storage import (
 )
 
 if TYPE_CHECKING:
-    from zarr.core.array_spec import ArrayConfigParams
-
     from lakecompute.datasets._dataset import Dataset
 
 __all__ = ["compact", "vacuum"]
 
 _BLOCK = 4096
-_STREAM = "compacted-stream"  # the attribute of a typed stream's data array (see _write_stream)
 _SEGMENT_NAME = re.compile(r"^\d+-\d+-[0-9a-f]+$")  # see new_segment_id()
 
 
@@ -107,7 +105,7 @@ def _is_compact(ds: Dataset, state: TensorState) -> bool:
         return True
     # Numeric samples of varying shapes are compact once they are a typed stream of their own.
     data = ds._cache.array(f"segments/{f.seg}/data")
-    return f.shape is None and data.attrs.get("lakecompute") == _STREAM
+    return f.shape is None and data.attrs.get("lakecompute") == STREAM_SEGMENT
 
 
 def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:
@@ -130,16 +128,15 @@ def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fr
     rows[:, 0] = np.prod(rows[:, 1:], axis=1) if ndim else 1
     total = int(rows[:, 0].sum())
     seg = new_segment_id()
-    full: ArrayConfigParams = {"write_empty_chunks": True}  # every chunk stored: missing means damage
-    data = zarr.create_array(
-        ds._cache.store, name=f"segments/{seg}/data", shape=(total,), chunks=(DATA_CHUNK,), dtype=dtype,
-        fill_value=0, compressors=compression.zarr_compressors(state.spec.chunk_compression),
-        attributes={"lakecompute": _STREAM, "tensor": state.spec.name}, config=full,
+    # Checksummed, and every chunk stored (a missing one is damage, not zeros), like every typed array.
+    data = create_typed_array(
+        ds._cache.store, f"segments/{seg}/data", (total,), (DATA_CHUNK,), dtype,
+        compression.zarr_compressors(state.spec.chunk_compression),
+        {"lakecompute": STREAM_SEGMENT, "tensor": state.spec.name},
     )  # fmt: skip
-    index = zarr.create_array(
-        ds._cache.store, name=f"segments/{seg}/index", shape=(rows.size,), chunks=(INDEX_CHUNK,),
-        dtype="int64", fill_value=0, compressors=(zarr.codecs.ZstdCodec(level=1),),
-        attributes={"lakecompute": "segment-index"}, config=full,
+    index = create_typed_array(
+        ds._cache.store, f"segments/{seg}/index", (rows.size,), (INDEX_CHUNK,), np.dtype("int64"),
+        compression.zarr_compressors("zstd"), {"lakecompute": "segment-index"},
     )  # fmt: skip
     index[:] = rows.reshape(-1)
     pos = 0
@@ -161,15 +158,14 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
     rows = max(1, DATA_CHUNK // sample_bytes)
     path = f"tensors/{state.spec.name}/{new_segment_id()}"
-    arr = zarr.create_array(
+    arr = create_typed_array(
         ds._cache.store,
-        name=path,
-        shape=(n, *shape),
-        chunks=(rows, *shape),
-        dtype=dtype,
-        fill_value=0,
-        compressors=compression.zarr_compressors(state.spec.chunk_compression),
-        attributes={"lakecompute": "compacted-tensor", "tensor": state.spec.name},
+        path,
+        (n, *shape),
+        (rows, *shape),
+        dtype,
+        compression.zarr_compressors(state.spec.chunk_compression),
+        {"lakecompute": "compacted-tensor", "tensor": state.spec.name},
     )
     step = rows * max(1, _BLOCK // rows)  # whole chunks per write: no read-modify-write
     for start in range(0, n, step):
@@ -188,29 +184,31 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-async def _collect(it: AsyncIterator[str]) -> list[str]:
-    return [x async for x in it]
-
-
-def _referenced(manifests: list[Manifest]) -> dict[str, list[tuple[str, int, int]]]:
-    """Per segment: (array, first, last) chunk ranges that some version needs."""
+def _referenced(manifests: list[Manifest], url: str) -> dict[str, list[tuple[str, int, int]]]:
+    """Per segment: (array, first, last) chunk ranges that some version needs — its tensors, and the
+    fragments an interrupted in-place eval parked in its record (a rerun commits them)."""
     out: dict[str, list[tuple[str, int, int]]] = {}
     for m in manifests:
-        for state in m.tensors.values():
-            for f in state.fragments:
-                ranges = out.setdefault(f.seg, [])
-                if f.seg.startswith(TYPED_PREFIX):
-                    continue  # a whole typed array: kept as long as it is named
-                if f.nbytes:
-                    ranges.append(("data", f.off // DATA_CHUNK, (f.off + f.nbytes - 1) // DATA_CHUNK))
-                if f.idx is not None:
-                    n = f.total * (1 + f.ndim)
-                    ranges.append(("index", f.idx // INDEX_CHUNK, (f.idx + n - 1) // INDEX_CHUNK))
+        fragments = [f for state in m.tensors.values() for f in state.fragments]
+        for record in parse_records(m, url).values():
+            fragments += [f for parked in record.parked.values() for f in parked]
+        for f in fragments:
+            ranges = out.setdefault(f.seg, [])
+            if f.seg.startswith(TYPED_PREFIX):
+                continue  # a whole typed array: kept as long as it is named
+            if f.nbytes:
+                ranges.append(("data", f.off // DATA_CHUNK, (f.off + f.nbytes - 1) // DATA_CHUNK))
+            if f.idx is not None:
+                n = f.total * (1 + f.ndim)
+                ranges.append(("index", f.idx // INDEX_CHUNK, (f.idx + n - 1) // INDEX_CHUNK))
     return out
 
 
 def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
     """Delete stored data no kept version references.
+
+    Only the dataset's own storage is walked, through its backend: a symbolic link inside a local
+    dataset is never followed (links are removed as links, what they point to is left alone).
 
     Args:
         ds: the dataset (its latest version is always kept).
@@ -223,7 +221,7 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     if keep_versions is not None and keep_versions < 1:
         raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
     ds.check_writable()
-    backend, store = ds._backend, ds._cache.store
+    backend = ds._backend
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
     if keep_versions is not None and len(versions) > keep_versions:
@@ -232,63 +230,80 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
             removed["versions"] += 1
         versions = versions[-keep_versions:]
     manifests = [read_manifest(backend, v) for v in versions]
-    needed = _referenced(manifests)
-    own = ds._txn.slots.own()
-    now = time.time()
+    needed = _referenced(manifests, ds.path)
+    removable = _Removable(ds._txn.slots.own(), grace_seconds)
+    removed["segments"] += _vacuum_typed(backend, needed, removable)
+    for seg in backend.list("segments"):
+        if not removable(seg):
+            continue
+        if seg not in needed:
+            backend.delete_tree(f"segments/{seg}")
+            removed["segments"] += 1
+        else:
+            removed["chunks"] += _vacuum_chunks(backend, seg, needed[seg])
+    _sweep_partials(backend, grace_seconds)
+    return removed
 
-    def removable(name: str) -> bool:
-        """Whether stored data named by a segment-style id may go: old enough, its writer gone."""
+
+class _Removable:
+    """Whether stored data named by a segment-style id may go: old enough, its writer gone."""
+
+    def __init__(self, own: set[str], grace_seconds: float) -> None:
+        self.own = own
+        self.grace_seconds = grace_seconds
+        self.now = time.time()
+
+    def __call__(self, name: str) -> bool:
         if not _SEGMENT_NAME.match(name):
             return False  # zarr.json, or a temp file of a killed write (swept below)
-        if name in own or now - segment_time(name) < grace_seconds:
+        if name in self.own or self.now - segment_time(name) < self.grace_seconds:
             return False
         pid = int(name.split("-")[1])
         # A running writer here may still commit it. This process counts too: another handle or an
         # eval in it may hold the segment uncommitted; a later process collects it if it is garbage.
         return not _pid_alive(pid)
 
-    for tensor_dir in sync(_collect(store.list_dir("tensors"))):
-        tensor_dir = tensor_dir.strip("/")
-        for array_id in sync(_collect(store.list_dir(f"tensors/{tensor_dir}"))):
-            path = f"tensors/{tensor_dir}/{array_id.strip('/')}"
-            if removable(array_id.strip("/")) and TYPED_PREFIX + path not in needed:
-                sync(store.delete_dir(path))
-                removed["segments"] += 1
-    for seg in sync(_collect(store.list_dir("segments"))):
-        seg = seg.strip("/")
-        if not removable(seg):
-            continue
-        if seg not in needed:
-            sync(store.delete_dir(f"segments/{seg}"))
-            removed["segments"] += 1
-            continue
-        ranges = needed[seg]
-        for array in ("data", "index"):
-            keep = [(a, b) for kind, a, b in ranges if kind == array]
-            keys = sync(_collect(store.list_prefix(f"segments/{seg}/{array}/c/")))
-            for key in keys:
-                name = key.rsplit("/", 1)[1]
-                if not name.isdigit():
-                    continue  # a temp file of a killed chunk write: swept below
-                c = int(name)
-                if not any(a <= c <= b for a, b in keep):
-                    sync(store.delete(key))
-                    removed["chunks"] += 1
-    _sweep_partials(backend, grace_seconds)
-    return removed
+
+def _vacuum_typed(backend: Backend, needed: dict[str, Any], removable: _Removable) -> int:
+    """Remove typed arrays (``tensors/<name>/<id>``) no kept version names; returns how many."""
+    count = 0
+    for tensor_dir in backend.list("tensors"):
+        for array_id in backend.list(f"tensors/{tensor_dir}"):
+            path = f"tensors/{tensor_dir}/{array_id}"
+            if removable(array_id) and TYPED_PREFIX + path not in needed:
+                backend.delete_tree(path)
+                count += 1
+    return count
 
 
-def _sweep_partials(backend: Any, grace_seconds: float) -> None:
+def _vacuum_chunks(backend: Backend, seg: str, ranges: list[tuple[str, int, int]]) -> int:
+    """Remove the chunks of a segment outside the ranges kept versions need; returns how many."""
+    count = 0
+    for array in ("data", "index"):
+        keep = [(a, b) for kind, a, b in ranges if kind == array]
+        for name in backend.list(f"segments/{seg}/{array}/c"):
+            if not name.isdigit():
+                continue  # a temp file of a killed chunk write: swept below
+            c = int(name)
+            if not any(a <= c <= b for a, b in keep):
+                backend.delete(f"segments/{seg}/{array}/c/{name}")
+                count += 1
+    return count
+
+
+def _sweep_partials(backend: Backend, grace_seconds: float) -> None:
+    """Remove temp files of killed writes (local disks only; object stores have none)."""
     root = backend.local_path("")
     if root is None:
         return
     now = time.time()
+    # os.walk does not descend into linked folders; a linked file is removed as a link.
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             if name.endswith(".partial"):
                 p = os.path.join(dirpath, name)
                 try:
-                    if now - os.path.getmtime(p) >= grace_seconds:
+                    if now - os.lstat(p).st_mtime >= grace_seconds:
                         os.unlink(p)
                 except OSError:
                     pass

@@ -124,6 +124,7 @@ class ChunkCache:
         self._windows: dict[tuple[str, int], dict[int, np.ndarray]] = {}
         self._bytes = 0
         self._layout: dict[str, tuple[int, int, np.dtype[Any]]] = {}  # rows per chunk, items per row
+        self._lengths: dict[str, int] = {}  # rows of each array
 
     def layout(self, path: str) -> tuple[int, int, np.dtype[Any]]:
         """``(rows per chunk, items per row, dtype)`` of the array at ``path``."""
@@ -131,6 +132,7 @@ class ChunkCache:
         if found is None:
             arr = self.fetch.array(path)
             found = self._layout[path] = (int(arr.chunks[0]), math.prod(arr.shape[1:]), arr.dtype)
+            self._lengths[path] = int(arr.shape[0])
         return found
 
     def items_per_chunk(self, path: str) -> int:
@@ -145,7 +147,9 @@ class ChunkCache:
             self._chunks.move_to_end(key)
             return hit
         rows, _, _ = self.layout(path)
-        values = self.fetch.read(path, c * rows, rows).reshape(-1)
+        # The last chunk of an array sized to its data (a typed array, a typed stream) is short.
+        count = min(rows, self._lengths[path] - c * rows)
+        values = self.fetch.read(path, c * rows, count).reshape(-1)
         self.fetched += 1
         self._chunks[key] = values
         self._bytes += values.nbytes

@@ -11,6 +11,7 @@ from lakecompute.storage._backend import (
     backend_class,
     open_backend,
 )
+from lakecompute.storage._cache import ArrayCache
 from lakecompute.storage._fragments import (
     TYPED_PREFIX,
     FragmentReader,
@@ -28,13 +29,16 @@ from lakecompute.storage._manifest import (
     read_manifest,
     version_key,
 )
+from lakecompute.storage._schema import InvalidField
 from lakecompute.storage._segments import (
     DATA_CHUNK,
     INDEX_CHUNK,
     MAX_SLOTS,
-    ArrayCache,
+    STREAM_SEGMENT,
     SlotWriter,
+    checked_codecs,
     create_segment,
+    create_typed_array,
     new_segment_id,
     segment_time,
 )
@@ -43,12 +47,14 @@ __all__ = [
     "DATA_CHUNK",
     "INDEX_CHUNK",
     "MAX_SLOTS",
+    "STREAM_SEGMENT",
     "TYPED_PREFIX",
     "ArrayCache",
     "Backend",
     "BackendSpec",
     "Fragment",
     "FragmentReader",
+    "InvalidField",
     "LocalBackend",
     "Manifest",
     "MemoryBackend",
@@ -57,8 +63,10 @@ __all__ = [
     "TensorState",
     "append_fragment",
     "backend_class",
+    "checked_codecs",
     "commit_manifest",
     "create_segment",
+    "create_typed_array",
     "latest_version",
     "list_versions",
     "new_segment_id",

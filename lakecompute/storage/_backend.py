@@ -10,6 +10,8 @@ for the same version number wins; on a local disk that is ``os.link`` of a finis
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -18,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from zarr.abc.store import Store
-from zarr.core.sync import sync
+from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, MemoryStore
 
-from lakecompute.errors import InvalidArgumentError
+from lakecompute.errors import DatasetCorruptError, InvalidArgumentError
 
 __all__ = ["Backend", "BackendSpec", "LocalBackend", "MemoryBackend", "backend_class", "open_backend"]
 
@@ -102,23 +104,72 @@ class Backend(ABC):
         return None
 
 
+def check_key(key: str) -> str:
+    """``key`` if it is a relative path of plain names (no ``..``, ``.``, empty parts or absolute path).
+
+    Keys are made by lakecompute from names it has checked; this is the last line of defence against
+    one that would leave the dataset.
+    """
+    if key and (key.startswith("/") or any(part in ("", ".", "..") for part in key.split("/"))):
+        raise InvalidArgumentError(f"Expected a storage key of plain names inside the dataset. Got {key!r}.")
+    return key
+
+
 class LocalBackend(Backend):
-    """A dataset in a local directory."""
+    """A dataset in a local directory.
+
+    Nothing here follows a symbolic link inside the dataset: a dataset from elsewhere may hold links
+    to anywhere, and reading, listing or deleting through them would touch files outside it. A key
+    whose path passes through a link is refused (reads) or left alone (listing, deleting).
+    """
 
     def __init__(self, spec: BackendSpec, root: str) -> None:
         super().__init__(spec)
         self.root = Path(root)
+        self._root_text = str(self.root)
+        self._plain_dirs: set[str] = set()
 
     def zarr_store(self) -> Store:
         return LocalStore(str(self.root))
 
     def _p(self, key: str) -> Path:
-        return self.root / key
+        return self.root / check_key(key)
+
+    def _linked(self, key: str) -> bool:
+        """Whether the path of ``key`` passes through, or is, a symbolic link inside the dataset.
+
+        One ``lstat`` per part of the key; folders found to be plain are remembered, so a commit costs
+        one or two ``lstat`` calls.
+        """
+        path = self._root_text
+        for part in check_key(key).split("/") if key else ():
+            path = os.path.join(path, part)
+            if path in self._plain_dirs:
+                continue
+            try:
+                mode = os.lstat(path).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return False  # nothing there (yet): nothing to follow
+            if stat.S_ISLNK(mode):
+                return True
+            if stat.S_ISDIR(mode):
+                self._plain_dirs.add(path)
+        return False
 
     def local_path(self, key: str) -> str | None:
         return str(self._p(key))
 
+    def _refuse_links(self, key: str) -> None:
+        if self._linked(key):
+            raise DatasetCorruptError(
+                self.url,
+                key,
+                "its path goes through a symbolic link; lakecompute never follows links inside a dataset",
+                "Replace the link with what it points to.",
+            )
+
     def read(self, key: str) -> bytes | None:
+        self._refuse_links(key)
         try:
             return self._p(key).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
@@ -126,6 +177,7 @@ class LocalBackend(Backend):
 
     def _write_temp(self, key: str, data: bytes) -> Path:
         target = self._p(key)
+        self._refuse_links(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.partial"
         with open(tmp, "wb") as fh:
@@ -141,11 +193,12 @@ class LocalBackend(Backend):
         # (auto_da_alloc): 0.4-1.4 ms here, against ~5 us for an in-place write. Commits write
         # the hint every time, so it is overwritten in place.
         path = self._p(key)
+        self._refuse_links(key)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             os.pwrite(fd, data, 0)
             os.ftruncate(fd, len(data))
@@ -169,26 +222,35 @@ class LocalBackend(Backend):
         return self._p(key).exists()
 
     def list(self, prefix: str) -> list[str]:
+        if self._linked(prefix):
+            return []  # a linked folder: its contents are not the dataset's
         try:
             return sorted(os.listdir(self._p(prefix)))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def delete(self, key: str) -> None:
+        parent = key.rpartition("/")[0]
+        if self._linked(parent):
+            return  # never delete through a link (a link itself is removed, not what it points to)
         self._p(key).unlink(missing_ok=True)
 
     def delete_tree(self, prefix: str) -> None:
-        import shutil
-
         target = self._p(prefix)
-        if target.is_dir():
+        if self._linked(prefix.rpartition("/")[0]):
+            return
+        if target.is_symlink():
+            target.unlink()  # the link only; rmtree would refuse it, and must not follow it
+        elif target.is_dir():
+            # rmtree removes links inside the tree without following them.
             shutil.rmtree(target, ignore_errors=True)
         elif target.exists():
             target.unlink()
 
 
-# mem:// datasets live in this process only: name -> (zarr store, small files).
-_MEMORY: dict[str, tuple[MemoryStore, dict[str, bytes]]] = {}
+# mem:// datasets live in this process only: name -> the dict behind their zarr MemoryStore, which
+# holds the small files too (as on disk and on S3, one namespace for everything).
+_MEMORY: dict[str, dict[str, Buffer]] = {}
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -200,50 +262,45 @@ class MemoryBackend(Backend):
     def __init__(self, spec: BackendSpec, name: str) -> None:
         super().__init__(spec)
         with _MEMORY_LOCK:
-            if name not in _MEMORY:
-                _MEMORY[name] = (MemoryStore(), {})
-            self._store, self._files = _MEMORY[name]
+            self._files = _MEMORY.setdefault(name, {})
+        self._store = MemoryStore(store_dict=self._files)
         self.name = name
 
     def zarr_store(self) -> Store:
         return self._store
 
     def read(self, key: str) -> bytes | None:
-        return self._files.get(key)
+        value = self._files.get(check_key(key))
+        return None if value is None else value.to_bytes()
 
     def write(self, key: str, data: bytes) -> None:
-        self._files[key] = bytes(data)
+        self._files[check_key(key)] = default_buffer_prototype().buffer.from_bytes(bytes(data))
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         with _MEMORY_LOCK:
-            if key in self._files:
+            if check_key(key) in self._files:
                 return False
-            self._files[key] = bytes(data)
+            self.write(key, data)
             return True
 
     def exists(self, key: str) -> bool:
-        if key in self._files:
+        if check_key(key) in self._files:
             return True
-        return any(k.startswith(key + "/") for k in self._files)
+        head = key.rstrip("/") + "/"
+        return any(k.startswith(head) for k in list(self._files))
 
     def list(self, prefix: str) -> list[str]:
-        head = prefix.rstrip("/") + "/" if prefix else ""
-        names = {k[len(head) :].split("/", 1)[0] for k in self._files if k.startswith(head)}
-        return sorted(names)
+        head = check_key(prefix.rstrip("/")) + "/" if prefix else ""
+        return sorted({k[len(head) :].split("/", 1)[0] for k in list(self._files) if k.startswith(head)})
 
     def delete(self, key: str) -> None:
-        self._files.pop(key, None)
+        self._files.pop(check_key(key), None)
 
     def delete_tree(self, prefix: str) -> None:
+        head = check_key(prefix.rstrip("/")) + "/" if prefix else ""
         with _MEMORY_LOCK:
-            if not prefix:
-                _MEMORY[self.name] = (MemoryStore(), {})
-                self._store, self._files = _MEMORY[self.name]
-                return
-            head = prefix.rstrip("/") + "/"
             for k in [k for k in self._files if k.startswith(head) or k == prefix]:
                 del self._files[k]
-            sync(self._store.delete_dir(prefix.rstrip("/")))
 
 
 def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Backend:

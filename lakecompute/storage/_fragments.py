@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from lakecompute.errors import InvalidSampleError
+from lakecompute.errors import DatasetCorruptError, InvalidSampleError, LakeComputeError
 from lakecompute.htypes import Encoded, TensorSpec, decode_sample
-from lakecompute.storage._manifest import Fragment, TensorState
-from lakecompute.storage._segments import ArrayCache, SlotWriter
+from lakecompute.storage._cache import ArrayCache
+from lakecompute.storage._manifest import Fragment, TensorState, needed_by_a_version
+from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SlotWriter
 
 __all__ = ["TYPED_PREFIX", "FragmentReader", "SampleBuffer", "append_fragment", "write_fragment"]
 
@@ -169,7 +170,13 @@ class _Located:
 
 
 class FragmentReader:
-    """Reads samples of one tensor state (immutable: build a new reader when the state changes)."""
+    """Reads samples of one tensor state (immutable: build a new reader when the state changes).
+
+    Every read is verified (see `ArrayCache`), and index rows are checked against their
+    fragment before they are used: a damaged dataset raises
+    `lakecompute.errors.DatasetCorruptError` naming the tensor, the samples being read and
+    the storage key, never wrong values.
+    """
 
     def __init__(self, state: TensorState, cache: ArrayCache) -> None:
         self.spec = state.spec
@@ -181,6 +188,30 @@ class FragmentReader:
         self.length = self.starts[-1]
         self.cache = cache
         self._offsets: dict[tuple[str, int, int], np.ndarray] = {}
+        self._typed_ok: set[str] = set()
+
+    # -- errors -------------------------------------------------------------------------------
+    # The public reads catch DatasetCorruptError themselves (try/except costs nothing until something
+    # is raised; a context manager per sample read would cost ~1 us) and re-raise it via _located.
+
+    def _located(self, exc: DatasetCorruptError, start: int, stop: int) -> DatasetCorruptError:
+        """The error with the tensor and the samples being read named (and vacuumed data recognised)."""
+        if exc.tensor is not None:
+            return exc
+        backend = self.cache.backend
+        vacuumed = backend is not None and needed_by_a_version(backend, exc.file) is False
+        if vacuumed:
+            reason = f"{exc.reason}; vacuum() removed it with the version being read"
+            hint = "That version is gone. Reopen the latest version with lc.load(path)."
+        else:
+            reason = exc.reason
+            hint = (
+                "Stored data was changed or removed outside lakecompute: restore it from a backup, "
+                "or open an earlier version with lc.load(path, version=N)."
+            )
+        return DatasetCorruptError(
+            exc.path, exc.file, reason, hint, tensor=self.spec.name, samples=(start, stop), vacuumed=vacuumed
+        )
 
     # -- locating -----------------------------------------------------------------------------
     def _locate(self, start: int, stop: int) -> list[_Located]:
@@ -198,18 +229,62 @@ class FragmentReader:
 
     def _rows(self, f: Fragment) -> np.ndarray:
         assert f.idx is not None
-        return self.cache.index_rows(f.seg, f.idx, f.total, 1 + f.ndim)
+        rows = self.cache.index_rows(f.seg, f.idx, f.total, 1 + f.ndim)
+        if (f.seg, f.idx, f.total) not in self._offsets:
+            self._offsets[(f.seg, f.idx, f.total)] = self._checked_offsets(f, rows)  # once per fragment
+        return rows
+
+    def _checked_offsets(self, f: Fragment, rows: np.ndarray) -> np.ndarray:
+        """The byte offsets of a fragment's samples, after checking its index rows: sizes and shapes
+        that are not negative, agree with each other, and add up to the fragment's bytes."""
+        assert f.idx is not None
+        sizes = rows[:, 0]
+        offs = np.zeros(f.total + 1, dtype=np.int64)
+        problem = ""
+        if f.total and int(rows.min()) < 0:
+            problem = "a negative size or shape"
+        elif f.total and int(sizes.max()) > f.nbytes:
+            problem = f"a sample of {int(sizes.max())} bytes in a fragment of {f.nbytes}"
+        elif (total := int(np.cumsum(sizes, out=offs[1:])[-1] if f.total else 0)) != f.nbytes or (
+            f.total and int(offs.max()) > f.nbytes
+        ):
+            # No size exceeds f.nbytes (at most 2**62), so the running sum passes f.nbytes before it
+            # could overflow: a sum wrapped round by huge sizes is caught by the max.
+            problem = f"sizes that add up to {total} bytes, the fragment holds {f.nbytes}"
+        elif self.spec.kind == "array":
+            # Sizes count items of the segment's data array: bytes, or values in a typed stream.
+            data = self.cache.array(f"segments/{f.seg}/data").dtype.itemsize
+            itemsize = np.dtype(f.dtype).itemsize / data
+            expected = np.prod(rows[:, 1:].astype(np.float64), axis=1) * itemsize
+            if not np.array_equal(expected, sizes.astype(np.float64)):
+                problem = f"sizes that disagree with the shapes of {f.dtype} samples"
+        if problem:
+            first = f.idx // INDEX_CHUNK
+            key = f"segments/{f.seg}/index/c/{first}"
+            raise self.cache.damaged(key, f"the index rows from entry {f.idx} hold {problem}")
+        return offs
 
     def _byte_offsets(self, f: Fragment) -> np.ndarray:
-        assert f.idx is not None
-        key = (f.seg, f.idx, f.total)
-        offs = self._offsets.get(key)
+        offs = self._offsets.get((f.seg, f.idx or 0, f.total))
         if offs is None:
-            rows = self._rows(f)
-            offs = np.zeros(f.total + 1, dtype=np.int64)
-            np.cumsum(rows[:, 0], out=offs[1:])
-            self._offsets[key] = offs
+            self._rows(f)  # reads and checks the index rows, and keeps their offsets
+            offs = self._offsets[(f.seg, f.idx or 0, f.total)]
         return offs
+
+    def _typed(self, f: Fragment) -> str:
+        """The path of a typed array, checked once against the fragment that names it."""
+        path = f.seg[len(TYPED_PREFIX) :]
+        if path not in self._typed_ok:
+            arr = self.cache.array(path)
+            shape = tuple(int(s) for s in arr.shape)
+            if arr.dtype.name != f.dtype or shape[1:] != f.shape or f.off + f.total > shape[0]:
+                raise self.cache.damaged(
+                    f"{path}/zarr.json",
+                    f"expected rows {f.off}..{f.off + f.total} of {f.dtype} samples of shape "
+                    f"{list(f.shape or ())}, got an array of shape {list(shape)} and dtype {arr.dtype}",
+                )
+            self._typed_ok.add(path)
+        return path
 
     # -- reading ------------------------------------------------------------------------------
     def shape_of(self, i: int) -> tuple[int, ...]:
@@ -217,7 +292,10 @@ class FragmentReader:
         f = loc.frag
         if f.shape is not None:
             return f.shape
-        row = self._rows(f)[f.k + loc.first]
+        try:
+            row = self._rows(f)[f.k + loc.first]
+        except DatasetCorruptError as exc:
+            raise self._located(exc, i, i + 1) from exc
         return tuple(int(x) for x in row[1:])
 
     def shapes(self, start: int, stop: int) -> list[tuple[int, ...]]:
@@ -226,17 +304,25 @@ class FragmentReader:
             f = loc.frag
             if f.shape is not None:
                 out.extend([f.shape] * loc.count)
-            else:
+                continue
+            try:
                 rows = self._rows(f)[f.k + loc.first : f.k + loc.first + loc.count, 1:]
-                out.extend(tuple(int(x) for x in r) for r in rows)
+            except DatasetCorruptError as exc:
+                raise self._located(exc, start, stop) from exc
+            out.extend(tuple(int(x) for x in r) for r in rows)
         return out
 
     def read_range(self, start: int, stop: int) -> list[Any] | np.ndarray:
         """Samples ``start..stop``: one stacked array when they come from uniform fragments of one
-        shape, else a list of values."""
-        parts: list[Any] = []
-        for loc in self._locate(start, stop):
-            parts.append(self._read_loc(loc))
+        shape, else a list of values.
+
+        Raises:
+            DatasetCorruptError: stored data the samples need is missing, damaged or was vacuumed.
+        """
+        try:
+            parts: list[Any] = [self._read_loc(loc) for loc in self._locate(start, stop)]
+        except DatasetCorruptError as exc:
+            raise self._located(exc, start, stop) from exc
         if len(parts) == 1:
             return parts[0]  # type: ignore[no-any-return]
         if all(isinstance(p, np.ndarray) for p in parts) and len({p.shape[1:] for p in parts}) == 1:
@@ -251,10 +337,8 @@ class FragmentReader:
         s0 = f.k + loc.first
         if f.seg.startswith(TYPED_PREFIX):
             # A typed (n, *shape) array written by compact(): rows are samples.
-            arr = self.cache.read(f.seg[len(TYPED_PREFIX) :], f.off + s0, loc.count)
-            if self.dtype is not None and arr.dtype != self.dtype:
-                arr = arr.astype(self.dtype)
-            return arr
+            arr = self.cache.read(self._typed(f), f.off + s0, loc.count)
+            return self._cast(arr)
         if f.shape is not None:
             sb = math.prod(f.shape) * np.dtype(f.dtype).itemsize
             raw = self.cache.read(f"segments/{f.seg}/data", f.off + s0 * sb, loc.count * sb)
@@ -271,12 +355,9 @@ class FragmentReader:
             a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
             shape = tuple(int(x) for x in rows[s, 1:])
             if self.spec.kind == "bytes":
-                values.append(decode_sample(self.spec, raw[a:b], shape))
+                values.append(self._decode(f, raw[a:b], shape, f.off + lo + a))
             else:
-                v = raw[a:b].view(np.dtype(f.dtype)).reshape(shape)
-                if self.dtype is not None and v.dtype != self.dtype:
-                    v = v.astype(self.dtype)
-                values.append(v)
+                values.append(self._cast(raw[a:b].view(np.dtype(f.dtype)).reshape(shape)))
         return values
 
     def read_encoded(self, start: int, stop: int) -> list[Encoded]:
@@ -294,6 +375,19 @@ class FragmentReader:
                 a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
                 out.append(Encoded(None, raw[a:b].tobytes(), tuple(int(x) for x in rows[s, 1:])))
         return out
+
+    def _cast(self, arr: np.ndarray) -> np.ndarray:
+        if self.dtype is not None and arr.dtype != self.dtype:
+            return arr.astype(self.dtype)
+        return arr
+
+    def _decode(self, f: Fragment, blob: np.ndarray, shape: tuple[int, ...], at: int) -> Any:
+        try:
+            return decode_sample(self.spec, blob, shape)
+        except (LakeComputeError, ValueError) as exc:
+            # The bytes passed their checksum (or predate checksums) and still do not decode.
+            key = f"segments/{f.seg}/data/c/{at // DATA_CHUNK}"
+            raise self.cache.damaged(key, f"a stored sample does not decode ({exc})") from exc
 
     def read_one(self, i: int) -> Any:
         value = self.read_range(i, i + 1)

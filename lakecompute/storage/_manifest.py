@@ -10,13 +10,33 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError
-from lakecompute.htypes import TensorSpec
+from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError, LakeComputeError
+from lakecompute.htypes import TensorSpec, parse_tensor_name
 from lakecompute.storage._backend import Backend
+from lakecompute.storage._schema import (
+    MAX_NDIM,
+    InvalidField,
+    check_bounds,
+    check_dtype_name,
+    check_info,
+    check_int,
+    check_layout,
+    check_optional_int,
+    check_segment_ref,
+    check_shape,
+    check_spec,
+    check_str,
+    check_str_dict,
+    check_uniform,
+    nested,
+)
+from lakecompute.storage._segments import CAPACITY_INDEX, DATA_CHUNK, INDEX_CHUNK
 
 __all__ = [
     "FORMAT",
@@ -26,6 +46,7 @@ __all__ = [
     "commit_manifest",
     "latest_version",
     "list_versions",
+    "needed_by_a_version",
     "read_manifest",
     "version_key",
 ]
@@ -87,13 +108,28 @@ class Fragment:
         ]
 
     @classmethod
-    def from_json(cls, row: list[Any]) -> Fragment:
-        seg, off, nbytes, total, dtype, shape, idx, ndim, k, n = row
-        return cls(
-            str(seg), int(off), int(nbytes), int(total), str(dtype),
-            None if shape is None else tuple(int(s) for s in shape),
-            None if idx is None else int(idx), int(ndim), int(k), int(n),
-        )  # fmt: skip
+    def from_json(cls, row: object) -> Fragment:
+        """Parse a fragment row, checking every value against the others.
+
+        Raises:
+            InvalidField: a value breaks the schema (the field names it: ``k``, ``shape``, ...).
+        """
+        if not isinstance(row, list) or len(row) != 10:
+            raise InvalidField("", f"expected a list of 10 values, got {row!r:.80}")
+        seg = check_segment_ref(row[0], "seg")
+        off, nbytes, total = check_int(row[1], "off"), check_int(row[2], "nbytes"), check_int(row[3], "total")
+        dtype = check_dtype_name(row[4], "dtype")
+        shape = check_shape(row[5], "shape")
+        idx = check_optional_int(row[6], "idx", hi=CAPACITY_INDEX)
+        ndim = check_int(row[7], "ndim", hi=MAX_NDIM)
+        k, n = check_int(row[8], "k"), check_int(row[9], "n")
+        if k + n > total:
+            raise InvalidField("n", f"samples {k}..{k + n} (k + n) run past the fragment's {total} (total)")
+        check_layout(seg, shape, idx, ndim, dtype)
+        if shape is not None and not seg.startswith("@"):
+            check_uniform(shape, dtype, nbytes, total)  # a typed array's rows are checked when opened
+        check_bounds(seg, off, nbytes, idx, total * (1 + ndim))
+        return cls(seg, off, nbytes, total, dtype, shape, idx, ndim, k, n)
 
 
 @dataclass(slots=True)
@@ -119,16 +155,44 @@ class TensorState:
         }
 
     @classmethod
-    def from_json(cls, name: str, obj: dict[str, Any]) -> TensorState:
-        return cls(
-            spec=TensorSpec.from_json(name, obj),
-            info=dict(obj.get("info") or {}),
-            ndim=obj.get("ndim"),
-            fragments=[Fragment.from_json(r) for r in obj.get("fragments", [])],
-        )
+    def from_json(cls, name: str, obj: object) -> TensorState:
+        """Parse a tensor's entry of a manifest.
+
+        Raises:
+            InvalidField: a value breaks the schema (the field is relative to the tensor).
+        """
+        if not isinstance(obj, dict):
+            raise InvalidField("", f"expected an object, got {obj!r:.80}")
+        spec = check_spec(name, obj)
+        info = check_info(obj.get("info"), spec)
+        ndim = check_optional_int(obj.get("ndim"), "ndim", hi=MAX_NDIM)
+        rows = obj.get("fragments", [])
+        if not isinstance(rows, list):
+            raise InvalidField("fragments", f"expected a list, got {rows!r:.80}")
+        fragments = [nested(f"fragments[{i}]", Fragment.from_json, r) for i, r in enumerate(rows)]
+        for i, frag in enumerate(fragments):
+            nested(f"fragments[{i}]", _check_fits, spec, ndim, frag)
+        state = cls(spec, dict(info), ndim, fragments)
+        length = obj.get("length")
+        if length is not None and check_int(length, "length") != state.length:
+            raise InvalidField("length", f"the fragments hold {state.length} samples, got {length}")
+        return state
 
     def copy(self) -> TensorState:
         return TensorState(self.spec, copy.deepcopy(self.info), self.ndim, list(self.fragments))
+
+
+def _check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
+    """A fragment holds samples of its tensor: the tensor's rank, the tensor's kind of storage."""
+    if ndim is None or frag.ndim != ndim:
+        raise InvalidField("ndim", f"the tensor's samples have {ndim} dimensions, got {frag.ndim}")
+    if spec.kind == "bytes":
+        if frag.shape is not None or frag.dtype != spec.dtype:
+            raise InvalidField("dtype", f"expected an indexed run of {spec.dtype!r} blobs")
+    elif frag.dtype in ("str", "json"):
+        raise InvalidField(
+            "dtype", f"expected a numeric dtype for a {spec.htype!r} tensor, got {frag.dtype!r}"
+        )
 
 
 @dataclass(slots=True)
@@ -166,20 +230,64 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
-        body = json.loads(data)
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} manifest")
+        """Parse and check a manifest (see ``_schema``).
+
+        Raises:
+            InvalidField: the bytes are not JSON, or a value breaks the schema (the field names it).
+        """
+        body = _load_json(data)
+        if body.get("format") != FORMAT:
+            raise InvalidField("format", f"expected {FORMAT!r}, got {body.get('format')!r:.40}")
+        version = check_int(body.get("version"), "version")
+        parent = check_optional_int(body.get("parent"), "parent", hi=max(0, version - 1))
+        when = body.get("time", 0.0)
+        if not isinstance(when, (int, float)) or isinstance(when, bool) or not math.isfinite(when):
+            raise InvalidField("time", f"expected a number of seconds, got {when!r:.40}")
         return cls(
-            version=int(body["version"]),
-            parent=body.get("parent"),
-            time=float(body.get("time", 0.0)),
-            message=str(body.get("message", "")),
-            tensors={k: TensorState.from_json(k, v) for k, v in body["tensors"].items()},
-            evals=dict(body.get("evals") or {}),
+            version=version,
+            parent=parent,
+            time=float(when),
+            message=check_str(body.get("message", ""), "message"),
+            tensors=_tensors(body.get("tensors")),
+            evals=_evals(body.get("evals")),
         )
 
     def sample_counts(self) -> dict[str, int]:
         return {k: t.length for k, t in self.tensors.items()}
+
+
+def _load_json(data: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(data)
+    except RecursionError:
+        raise InvalidField("", "the JSON is nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
+        raise InvalidField("", f"not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidField("", f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _tensors(value: object) -> dict[str, TensorState]:
+    if not isinstance(value, dict):
+        raise InvalidField("tensors", f"expected an object, got {value!r:.40}")
+    out: dict[str, TensorState] = {}
+    for name, obj in value.items():
+        try:
+            parse_tensor_name(name)
+        except LakeComputeError:
+            raise InvalidField("tensors", f"invalid tensor name {name!r:.80}") from None
+        out[name] = nested(f"tensors.{name}", TensorState.from_json, name, obj)
+    return out
+
+
+def _evals(value: object) -> dict[str, Any]:
+    """Eval records: str -> dict (their contents are the dataset layer's to check)."""
+    evals = check_str_dict({} if value is None else value, "evals")
+    for key, record in evals.items():
+        if not isinstance(record, dict):
+            raise InvalidField(f"evals.{key}", f"expected an object, got {record!r:.40}")
+    return dict(evals)
 
 
 def list_versions(backend: Backend) -> list[int]:
@@ -222,13 +330,15 @@ def read_manifest(backend: Backend, version: int) -> Manifest:
     data = backend.read(key)
     if data is None:
         raise DatasetNotFoundError(backend.url, f"It has no version {version}.")
+    hint = "Open an earlier version with lc.load(path, version=N)." if version > 0 else ""
     try:
         manifest = Manifest.from_bytes(data)
-    except (ValueError, KeyError, TypeError) as exc:
-        hint = "Open an earlier version with lc.load(path, version=N)." if version > 0 else ""
-        raise DatasetCorruptError(backend.url, key, str(exc) or type(exc).__name__, hint) from exc
+    except InvalidField as exc:
+        raise DatasetCorruptError(backend.url, key, exc.reason, hint, field=exc.field or None) from exc
     if manifest.version != version:
-        raise DatasetCorruptError(backend.url, key, f"it says version {manifest.version}")
+        raise DatasetCorruptError(
+            backend.url, key, f"expected version {version}, got {manifest.version}", hint, field="version"
+        )
     return manifest
 
 
@@ -244,3 +354,50 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> bool:
     except OSError:
         pass  # the hint is an optimisation; readers find the version without it
     return True
+
+
+# Storage keys of segment arrays and of typed arrays, as the readers name them in errors.
+_SEGMENT_KEY = re.compile(r"segments/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
+_TYPED_KEY = re.compile(r"(tensors/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
+
+
+def _covers(frag: Fragment, seg: str, array: str | None, chunk: int | None) -> bool:
+    """Whether ``frag`` needs chunk ``chunk`` of ``array`` in ``seg`` (any of it if ``chunk`` is None)."""
+    if frag.seg != seg:
+        return False
+    if chunk is None or array is None:
+        return True
+    if array == "data":
+        return (
+            frag.nbytes > 0 and frag.off // DATA_CHUNK <= chunk <= (frag.off + frag.nbytes - 1) // DATA_CHUNK
+        )
+    if frag.idx is None:
+        return False
+    entries = frag.total * (1 + frag.ndim)
+    return entries > 0 and frag.idx // INDEX_CHUNK <= chunk <= (frag.idx + entries - 1) // INDEX_CHUNK
+
+
+def needed_by_a_version(backend: Backend, key: str) -> bool | None:
+    """Whether some committed version still needs the stored data at ``key`` (a chunk or an array's
+    metadata); None if ``key`` is not such data.
+
+    When data a reader needs is missing and no committed version needs it, ``vacuum()`` removed it
+    together with the version the reader holds. Reads every manifest: for error messages only.
+    """
+    seg_match, typed_match = _SEGMENT_KEY.fullmatch(key), _TYPED_KEY.fullmatch(key)
+    if seg_match is not None:
+        seg, array = seg_match.group(1), seg_match.group(2)
+        chunk = None if seg_match.group(3) is None else int(seg_match.group(3))
+    elif typed_match is not None:
+        seg, array, chunk = "@" + typed_match.group(1), None, None
+    else:
+        return None
+    for version in list_versions(backend):
+        try:
+            manifest = read_manifest(backend, version)
+        except LakeComputeError:
+            continue
+        for state in manifest.tensors.values():
+            if any(_covers(f, seg, array, chunk) for f in state.fragments):
+                return True
+    return False

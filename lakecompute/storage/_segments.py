@@ -18,24 +18,32 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
 import uuid
-from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
 import zarr
 from zarr.abc.store import Store
+from zarr.codecs import Crc32cCodec
+
+if TYPE_CHECKING:
+    from lakecompute.storage._cache import ArrayCache
 
 __all__ = [
+    "CAPACITY_BYTES",
+    "CAPACITY_INDEX",
     "DATA_CHUNK",
     "INDEX_CHUNK",
+    "MAX_SLOTS",
     "SLOT_BYTES",
     "SLOT_INDEX",
-    "ArrayCache",
+    "STREAM_SEGMENT",
     "SlotWriter",
+    "checked_codecs",
     "create_segment",
+    "create_typed_array",
     "new_segment_id",
 ]
 
@@ -43,9 +51,9 @@ DATA_CHUNK = 1 << 20  # 1 MiB: zarr's fixed cost per chunk is small next to this
 INDEX_CHUNK = 1 << 13  # int64 entries: 64 KiB
 SLOT_BYTES = 1 << 40  # virtual bytes per slot; 2**22 slots fit in one segment
 SLOT_INDEX = 1 << 34
-_CAPACITY_BYTES = 1 << 62
-_CAPACITY_INDEX = 1 << 56
-MAX_SLOTS = _CAPACITY_BYTES // SLOT_BYTES
+CAPACITY_BYTES = 1 << 62  # the shape of every data array: unwritten chunks cost nothing
+CAPACITY_INDEX = 1 << 56  # the shape of every index array
+MAX_SLOTS = CAPACITY_BYTES // SLOT_BYTES
 
 
 def new_segment_id() -> str:
@@ -61,28 +69,80 @@ def segment_time(seg_id: str) -> float:
         return 0.0
 
 
+#: What a segment without a chunk compression is stored with. Each writer pads the last chunk of its
+#: slot with zeros (zarr stores whole chunks), so stored raw, every writer of encoded images, text
+#: or json would leave up to a MiB of zeros on disk; zstd's fast negative levels squeeze that to
+#: nothing, at ~0.3 ms per MiB of incompressible bytes (PNG, JPEG) to write and less to read.
+PADDING_CODEC_LEVEL = -1
+
+
+def segment_codecs(compressors: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The chunk codecs of a new segment's data array: the tensor's ``compressors``, or fast zstd when
+    it has none (see `PADDING_CODEC_LEVEL`), then the checksum."""
+    return checked_codecs(compressors or (zarr.codecs.ZstdCodec(level=PADDING_CODEC_LEVEL),))
+
+
+#: The ``lakecompute`` attribute of a typed stream's data array: a segment whose data array holds the
+#: values of numeric samples of varying shapes in their own dtype (token ids, say) instead of bytes, and
+#: whose index sizes count those values. ``compact()`` writes them; plain zarr opens them as one array.
+STREAM_SEGMENT = "compacted-stream"
+
+
+def checked_codecs(compressors: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``compressors`` followed by zarr's ``crc32c`` codec: every chunk carries a checksum of its
+    stored bytes, which zarr verifies on every read (a flipped bit or a torn chunk raises)."""
+    return (*compressors, Crc32cCodec())
+
+
 def create_segment(store: Store, seg_id: str, compressors: tuple[Any, ...]) -> None:
     """Create the ``data`` and ``index`` arrays of a new segment (one process only)."""
     zarr.create_array(
         store,
         name=f"segments/{seg_id}/data",
-        shape=(_CAPACITY_BYTES,),
+        shape=(CAPACITY_BYTES,),
         chunks=(DATA_CHUNK,),
         dtype="uint8",
         fill_value=0,
-        compressors=compressors,
+        compressors=segment_codecs(compressors),
         attributes={"lakecompute": "segment-data"},
     )
     zarr.create_array(
         store,
         name=f"segments/{seg_id}/index",
-        shape=(_CAPACITY_INDEX,),
+        shape=(CAPACITY_INDEX,),
         chunks=(INDEX_CHUNK,),
         dtype="int64",
         fill_value=0,
-        compressors=(zarr.codecs.ZstdCodec(level=1),),
+        compressors=checked_codecs((zarr.codecs.ZstdCodec(level=1),)),
         attributes={"lakecompute": "segment-index"},
     )
+
+
+def create_typed_array(
+    store: Store,
+    path: str,
+    shape: tuple[int, ...],
+    chunks: tuple[int, ...],
+    dtype: Any,
+    compressors: tuple[Any, ...],
+    attributes: dict[str, Any],
+) -> zarr.Array[Any]:
+    """Create a typed ``(n, *shape)`` array (what ``compact()`` writes), returned ready for writing.
+
+    Its chunks carry checksums, and every chunk is stored, even one of zeros, so that a reader can
+    tell a missing chunk (damage) from zeros.
+    """
+    arr = zarr.create_array(
+        store,
+        name=path,
+        shape=shape,
+        chunks=chunks,
+        dtype=dtype,
+        fill_value=0,
+        compressors=checked_codecs(compressors),
+        attributes=attributes,
+    )
+    return _for_writing(arr)
 
 
 def _for_writing(array: zarr.Array[Any]) -> zarr.Array[Any]:
@@ -110,8 +170,8 @@ class _ChunkPut:
     A small write through zarr (``array[a:b] = buf``) costs ~2 ms here, mostly hand-offs between
     the caller, zarr's event-loop thread and its worker threads; the work itself (zstd on 1 MiB
     plus one file write) is ~0.5 ms. Single-sample commits write one tail chunk per tensor, so
-    for chunks that go to a `LocalStore` with the plain codecs (bytes, optionally zstd) we
-    encode with the same numcodecs codec zarr uses and store the file the way zarr's LocalStore
+    for chunks that go to a `LocalStore` with the plain codecs (bytes, optionally zstd, optionally
+    crc32c) we encode with the same libraries zarr uses and store the file the way zarr's LocalStore
     does (a temp file renamed over the chunk, so a reader sees the old or the new chunk whole).
     Anything else (other stores, codecs or zarr layouts) keeps going through zarr.
 
@@ -124,6 +184,7 @@ class _ChunkPut:
         self.array = array
         self._root: str | None = None
         self._encode: Any = None
+        self._checksum = False
         self._verified = False
         self._dirs: set[str] = set()
         try:
@@ -145,15 +206,26 @@ class _ChunkPut:
         endian = codecs[0].endian
         if self.array.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
             return
-        if len(codecs) == 1:
+        rest = list(codecs[1:])
+        self._checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
+        if self._checksum:
+            rest.pop()
+        if not rest:
             self._encode = None
-        elif len(codecs) == 2 and isinstance(codecs[1], ZstdCodec):
+        elif len(rest) == 1 and isinstance(rest[0], ZstdCodec):
             from numcodecs import Zstd
 
-            self._encode = Zstd(level=codecs[1].level, checksum=codecs[1].checksum).encode
+            self._encode = Zstd(level=rest[0].level, checksum=rest[0].checksum).encode
         else:
             return
         self._root = os.path.join(str(store.root), self.array.store_path.path)
+
+    def _encoded(self, raw: np.ndarray) -> bytes:
+        data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
+        if self._checksum:
+            # As zarr's Crc32cCodec: the checksum of the bytes, appended as a little-endian uint32.
+            data += int(google_crc32c.value(data)).to_bytes(4, "little")
+        return data
 
     def _path(self, c: int) -> str:
         key = self.array.metadata.encode_chunk_key((c,))
@@ -169,8 +241,7 @@ class _ChunkPut:
             return
         for j in range(n):
             part = buf[j * size : (j + 1) * size]
-            raw = part.view(np.uint8)
-            data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
+            data = self._encoded(part.view(np.uint8))
             path = self._path(start // size + j)
             folder = os.path.dirname(path)
             if folder not in self._dirs:
@@ -268,79 +339,3 @@ class SlotWriter:
             last = max(first, (self._index.pos - 1) // INDEX_CHUNK)
             self._cache.forget(f"segments/{self.seg_id}/index", first, last)
         return off
-
-
-class ArrayCache:
-    """Opened arrays and recently decoded chunks, so sequential reads decode each chunk once."""
-
-    def __init__(self, store: Store, max_chunks: int = 32) -> None:
-        self.store = store
-        self.max_chunks = max_chunks
-        self._arrays: dict[str, zarr.Array[Any]] = {}
-        self._sizes: dict[str, int] = {}  # chunk length along axis 0 (zarr's .chunks costs ~4 us a call)
-        self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
-        self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def array(self, path: str) -> zarr.Array[Any]:
-        arr = self._arrays.get(path)
-        if arr is None:
-            arr = zarr.open_array(self.store, path=path, mode="r")
-            self._arrays[path] = arr
-        return arr
-
-    def clear(self) -> None:
-        with self._lock:
-            self._chunks.clear()
-            self._index_rows.clear()
-
-    def forget(self, path: str, first: int, last: int) -> None:
-        with self._lock:
-            for c in range(first, last + 1):
-                self._chunks.pop((path, c), None)
-
-    def _chunk(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
-        key = (path, c)
-        with self._lock:
-            hit = self._chunks.get(key)
-            if hit is not None:
-                self._chunks.move_to_end(key)
-                return hit
-        values = np.asarray(arr[c * size : (c + 1) * size])
-        with self._lock:
-            self._chunks[key] = values
-            while len(self._chunks) > self.max_chunks:
-                self._chunks.popitem(last=False)
-        return values
-
-    def read(self, path: str, start: int, count: int) -> np.ndarray:
-        """``count`` values (rows, for an N-D array) from ``start`` along the first axis (a view into
-        cached chunks when possible)."""
-        arr = self.array(path)
-        size = self._sizes.get(path)
-        if size is None:
-            size = self._sizes[path] = int(arr.chunks[0])
-        if count <= 0:
-            return np.empty(0, dtype=arr.dtype)
-        first, last = start // size, (start + count - 1) // size
-        if last - first >= 4:
-            # Large reads go straight to zarr, which fetches and decodes chunks concurrently.
-            return np.asarray(arr[start : start + count])
-        if first == last:
-            chunk = self._chunk(path, arr, first, size)
-            lo = start - first * size
-            return chunk[lo : lo + count]
-        parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
-        joined = np.concatenate(parts)
-        lo = start - first * size
-        return joined[lo : lo + count]
-
-    def index_rows(self, seg: str, idx: int, total: int, width: int) -> np.ndarray:
-        """The ``(total, width)`` index rows of a fragment (cached: they are small and immutable)."""
-        key = (seg, idx, total, width)
-        rows = self._index_rows.get(key)
-        if rows is None:
-            flat = self.read(f"segments/{seg}/index", idx, total * width)
-            rows = np.array(flat, dtype=np.int64).reshape(total, width)
-            self._index_rows[key] = rows
-        return rows

@@ -243,7 +243,20 @@ BAD_WRITES = [
     ),
 ]
 
-INVALID_NAMES = ["", "a/b", "/abs", "..", "../up", "a..b/c", ".hidden", "-dash", "sp ace"]
+INVALID_NAMES = [
+    "",
+    "a/b",
+    "/abs",
+    "..",
+    "../up",
+    "a..b/c",
+    ".hidden",
+    "-dash",
+    "sp ace",
+    "x\n",
+    "x\n\n",
+    "\nx",
+]
 
 
 def _expected_after(before: dict[str, list[Any]], rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -294,7 +307,7 @@ def test_write_bad_input_inside_with_block_continues(
 
 @pytest.mark.parametrize("name", INVALID_NAMES)
 def test_create_tensor_invalid_name_refused(mixed: lc.Dataset, name: str) -> None:
-    """Empty names, '/', '..', a leading '.' or '-' and spaces are refused; no tensor is added."""
+    """Empty names, '/', '..', a leading '.' or '-', spaces and newlines (even trailing) are refused."""
     tensors = list(mixed.tensors)
     version = mixed.version
     with pytest.raises(lc.InvalidArgumentError, match=r"Invalid tensor name .*use letters, digits") as info:

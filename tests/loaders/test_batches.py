@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -101,34 +102,34 @@ def test_batches_resume_equals_the_tail_of_an_uninterrupted_run(
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
 def test_batches_resume_never_reads_skipped_samples(
-    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch
+    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, num_workers: int
 ) -> None:
-    """Resuming reads only the indices of the steps it yields, in this process and in each worker."""
-    from lakecompute.datasets import snapshot
+    """Resuming reads only the indices of the steps it yields, in this process or in each (forked) worker."""
     from lakecompute.loaders import _sources
-    from lakecompute.loaders._loader import LoaderSpec, worker_batches
 
-    read: list[int] = []
+    log = tmp_path / "reads.txt"
     original = _sources._RowBatches.read
 
     def spy(self: Any, indices: np.ndarray) -> dict[str, Any]:
-        read.extend(indices.tolist())
+        with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
+            f.write(f"{os.getpid()} {' '.join(map(str, indices.tolist()))}\n")
         return original(self, indices)
 
     monkeypatch.setattr(_sources._RowBatches, "read", spy)
-    plan = IndexPlan(N, 10, shuffle=True, seed=1)
-    list(numbered.batches(10, shuffle=True, seed=1, start_from_step=8))
-    assert read == [i for s in range(8, plan.steps) for i in plan.step_indices(s).tolist()]
-    assert len(read) == N - 80
-    # What each of 2 workers runs, here, where the spy sees it: worker i reads steps 7 + i, 9 + i, ...
-    two = IndexPlan(N, 10, shuffle=True, seed=1, start_from_step=7, num_workers=2)
-    spec = LoaderSpec(_sources.RowSource(snapshot(numbered), ("idx",)), two)
-    for worker in range(2):
-        read.clear()
-        batches = [b["idx"].tolist() for b in worker_batches(spec, worker)]
-        assert read == [i for b in batches for i in b]
-        assert batches == [two.step_indices(s).tolist() for s in range(7 + worker, two.steps, 2)]
+    plan = IndexPlan(N, 10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers)
+    batches = _idx(numbered.batches(10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers))
+    assert batches == [plan.step_indices(s).tolist() for s in range(7, plan.steps)]
+    reads: dict[str, list[list[int]]] = {}
+    for line in log.read_text().splitlines():
+        pid, *indices = line.split(" ")
+        reads.setdefault(pid, []).append([int(i) for i in indices])
+    assert len(reads) == max(1, num_workers)
+    # Each reader read exactly its own steps' samples, in order: one worker's batches are every n-th.
+    n = max(1, num_workers)
+    assert sorted(reads.values()) == sorted(batches[w::n] for w in range(n))
+    assert sum(len(b) for b in batches) == N - 70  # steps 0-6 are 7 full batches of 10 with 0 or 2 workers
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])

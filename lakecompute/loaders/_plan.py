@@ -71,8 +71,8 @@ class IndexPlan:
         >>> plan = IndexPlan(16, batch_size=2, world_size=2, rank=1, num_workers=2)
         >>> plan.worker_indices(0).tolist(), plan.worker_indices(1).tolist()
         ([1, 5, 9, 13], [3, 7, 11, 15])
-        >>> [plan.step_indices(s).tolist() for s in range(plan.steps)]
-        [[1, 5], [3, 7], [9, 13], [11, 15]]
+        >>> plan.steps, [plan.step_indices(s).tolist() for s in range(plan.steps)]
+        (4, [[1, 5], [3, 7], [9, 13], [11, 15]])
     """
 
     length: int

@@ -8,6 +8,7 @@ import lakecompute as lc
 from lakecompute.testing.data import CLASS_NAMES, make_shapes_dataset
 
 BATCH = 32
+WORKERS = 2  # batches depend on the loader's worker count: a resumed run must use the same
 STOP_AT = 7  # the step after which the first run "crashes"
 
 
@@ -42,20 +43,24 @@ def new_model():
     return model, torch.optim.Adam(model.parameters(), lr=0.01)
 
 
-def train(ds, model, optimizer, start_from_step=0, stop_at=None):
-    """One epoch (or its steps start_from_step .. stop_at); returns the losses and the steps done."""
-    loader = ds.pytorch(
+def loader(ds, start_from_step=0):
+    """The epoch's DataLoader from step start_from_step: every run passes the same other options."""
+    return ds.pytorch(
         BATCH,
         shuffle=True,
         seed=1,
         epoch=0,
         start_from_step=start_from_step,
         transform=flip_and_shift(),
-        num_workers=2,
+        num_workers=WORKERS,
     )
+
+
+def train(ds, model, optimizer, start_from_step=0, stop_at=None):
+    """One epoch (or its steps start_from_step .. stop_at); returns the losses and the steps done."""
     losses = []
     step = start_from_step
-    for step, batch in enumerate(loader, start=start_from_step):
+    for step, batch in enumerate(loader(ds, start_from_step), start=start_from_step):
         loss = torch.nn.functional.cross_entropy(model(batch["images"]), batch["labels"])
         optimizer.zero_grad()
         loss.backward()
@@ -68,8 +73,9 @@ def train(ds, model, optimizer, start_from_step=0, stop_at=None):
 
 def main():
     torch.set_num_threads(1)  # bit-identical float sums between the two runs
-    ds = make_shapes_dataset("./shapes", n=480, size=(32, 32))
-    print(f"{len(ds)} samples; {len(ds.pytorch(BATCH))} steps of {BATCH} per epoch")
+    # 512 samples: each of the 2 loader workers is dealt 256, exactly 8 batches of 32.
+    ds = make_shapes_dataset("./shapes", n=512, size=(32, 32))
+    print(f"{len(ds)} samples; {len(loader(ds))} steps of {BATCH} per epoch ({WORKERS} loader workers)")
 
     # The uninterrupted run.
     full, optimizer = new_model()

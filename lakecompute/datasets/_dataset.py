@@ -436,12 +436,13 @@ class Dataset(_Reading):
         """Iterate over the committed version in batches: dicts of numpy arrays, one per step.
 
         The epoch's order is a permutation drawn from ``(seed, epoch)`` (the identity without
-        ``shuffle``), the same on every rank. Position ``p`` of it goes to rank ``p % world_size``;
-        each rank cuts its share into steps of ``batch_size``; step ``s`` is read by loader worker
-        ``(s - start_from_step) % num_workers``. Every rank yields the same number of batches: the order
-        wraps around to its start to fill the last ones (at most ``world_size - 1`` repeats), or with
-        ``drop_last`` the tail that does not fill a step on every rank is left out. A batch's content
-        does not depend on ``num_workers``. See the Training guide for a worked example.
+        ``shuffle``), the same on every rank. Position ``p`` of it goes to rank ``p % world_size``,
+        then to loader worker ``(p // world_size) % num_workers``; each worker cuts its own samples into
+        batches of ``batch_size``, and step ``s`` is batch ``s // num_workers`` of worker
+        ``s % num_workers`` (torch's order), so batches depend on ``num_workers``. Every rank yields the
+        same number of batches: the order wraps around to fill the shares (at most ``world_size - 1``
+        repeats), or with ``drop_last`` each worker leaves out its short last batch. See the Training
+        guide for a worked example.
 
         Args:
             batch_size: samples per batch.
@@ -452,8 +453,9 @@ class Dataset(_Reading):
             drop_last: leave out the tail that would make a short or uneven last batch.
             rank: this process's rank (0 .. world_size - 1).
             world_size: how many ranks share the epoch.
-            start_from_step: resume: yield exactly the batches an uninterrupted run yields from this
-                step on, found in O(1); samples of skipped steps are never read.
+            start_from_step: resume: yield exactly the batches an uninterrupted run with the same
+                options (``num_workers`` too) yields from this step on, found in O(1); samples of
+                skipped steps are never read.
             transform: a compute function or pipeline (``@lc.compute``), run on each sample in the
                 workers with an ``rng`` derived from ``(seed, epoch, index)``, or a callable taking and
                 returning the batch dict.
@@ -512,7 +514,7 @@ class Dataset(_Reading):
             rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
                 else 0.
             world_size: defaults to ``torch.distributed.get_world_size()`` likewise, else 1.
-            num_workers: the DataLoader's worker processes; each reads and decodes its own steps.
+            num_workers: the DataLoader's worker processes; each reads and decodes its own samples.
             prefetch: the DataLoader's ``prefetch_factor`` (batches each worker reads ahead).
             collate_fn: applied to each batch dict (default: numpy arrays become tensors).
             pin_memory: the DataLoader's ``pin_memory``.

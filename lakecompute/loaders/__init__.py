@@ -4,9 +4,10 @@ This package sits above `lakecompute.datasets` and `lakecompute.compute`; the da
 reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytorch`` and
 ``Tensor.blocks``. torch is imported only by `pytorch` (``pip install "lakecompute[torch]"``).
 
-The pieces: `IndexPlan` (pure arithmetic: permutation, rank and worker strides, steps,
-resume), chunk-aware reading (`lakecompute.datasets.RowReader`), worker processes bounded by
-``prefetch``, the torch adapter, and `TokenBlocks`.
+The pieces: `IndexPlan` (pure arithmetic: permutation, samples dealt to ranks then to loader
+workers, each worker's batches, the steps' order, resume), chunk-aware reading
+(`lakecompute.datasets.RowReader`), worker processes bounded by ``prefetch``, the torch adapter,
+and `TokenBlocks`.
 """
 
 from __future__ import annotations
@@ -67,11 +68,12 @@ def _spec(
     world_size: int,
     start_from_step: int,
     transform: Any,
+    num_workers: int,
 ) -> LoaderSpec:
     check_transform(transform)
     plan = IndexPlan(
         source.length, batch_size, bool(shuffle), seed, epoch, bool(drop_last), rank, world_size,
-        start_from_step,
+        start_from_step, num_workers,
     )  # fmt: skip
     return LoaderSpec(source, plan, transform)
 
@@ -105,11 +107,12 @@ def make_batches(
     prefetch: int = 2,
 ) -> Batches:
     """A batch iterator over any source (what `batches` and ``TokenBlocks.batches`` build)."""
-    spec = _spec(
-        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step, transform
-    )
     _check_workers(source, num_workers, prefetch)
-    return Batches(spec, num_workers, prefetch)
+    spec = _spec(
+        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
+        transform, num_workers,
+    )  # fmt: skip
+    return Batches(spec, prefetch)
 
 
 def _distributed_defaults(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -155,11 +158,12 @@ def make_dataloader(
     from lakecompute.loaders._torch import make_dataloader as torch_loader
 
     rank, world_size = _distributed_defaults(rank, world_size)
-    spec = _spec(
-        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step, transform
-    )
     _check_workers(source, num_workers, prefetch)
-    return torch_loader(spec, num_workers, prefetch, collate_fn, bool(pin_memory))
+    spec = _spec(
+        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
+        transform, num_workers,
+    )  # fmt: skip
+    return torch_loader(spec, prefetch, collate_fn, bool(pin_memory))
 
 
 def batches(

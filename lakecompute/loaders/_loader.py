@@ -42,16 +42,17 @@ def reseed_globals() -> None:
     random.seed()
 
 
-def worker_batches(spec: LoaderSpec, worker: int, num_workers: int) -> Iterator[dict[str, Any]]:
-    """The batches of the steps worker ``worker`` of ``num_workers`` owns, in step order.
+def worker_batches(spec: LoaderSpec, worker: int) -> Iterator[dict[str, Any]]:
+    """The batches of the steps loader worker ``worker`` reads (`IndexPlan.worker_steps`), in order.
 
     Opens the source here (in the worker), computes the epoch's order once, and reads each step's
-    samples with one chunk-aware read; samples of steps other workers own are never read.
+    samples with one chunk-aware read; samples of steps other workers own, or of steps before
+    ``start_from_step``, are never read.
     """
     reader = spec.source.open()
     apply = BatchTransform(spec.transform, spec.plan.seed, spec.plan.epoch)
     order = spec.plan.order()
-    for step in spec.plan.worker_steps(worker, num_workers):
+    for step in spec.plan.worker_steps(worker):
         indices = spec.plan.step_indices(step, order)
         yield apply(reader.read(indices), indices)
 
@@ -64,14 +65,12 @@ class Batches(Iterator[dict[str, Any]]):
     block) or garbage-collected.
 
     Attributes:
-        spec: what is read, and how.
-        num_workers: loader worker processes (0: read in this process).
+        spec: what is read, and how (its plan says how many loader workers read it).
         prefetch: batches each worker may read ahead of the consumer.
     """
 
-    def __init__(self, spec: LoaderSpec, num_workers: int, prefetch: int) -> None:
+    def __init__(self, spec: LoaderSpec, prefetch: int) -> None:
         self.spec = spec
-        self.num_workers = num_workers
         self.prefetch = prefetch
         self._it: Iterator[dict[str, Any]] | None = None
 
@@ -79,6 +78,11 @@ class Batches(Iterator[dict[str, Any]]):
     def plan(self) -> IndexPlan:
         """The index plan of this run."""
         return self.spec.plan
+
+    @property
+    def num_workers(self) -> int:
+        """Loader worker processes (0: read in this process)."""
+        return self.spec.plan.num_workers
 
     def __len__(self) -> int:
         return len(self.spec.plan)
@@ -91,9 +95,9 @@ class Batches(Iterator[dict[str, Any]]):
             if self.num_workers:
                 from lakecompute.loaders._workers import parallel_batches
 
-                self._it = parallel_batches(self.spec, self.num_workers, self.prefetch)
+                self._it = parallel_batches(self.spec, self.prefetch)
             else:
-                self._it = worker_batches(self.spec, 0, 0)
+                self._it = worker_batches(self.spec, 0)
         return next(self._it)
 
     def close(self) -> None:

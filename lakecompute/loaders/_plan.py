@@ -1,21 +1,30 @@
 """The index plan: which samples each step of each rank reads, as pure arithmetic.
 
-Every rank builds the same plan from the same options without talking to the others:
+Every rank builds the same plan from the same options without talking to the others (seed 001, the
+contract of ``ds.batches()`` and ``ds.pytorch()``):
 
 1. the epoch's order: a permutation of ``0 .. length - 1`` drawn from ``(seed, epoch)`` (the identity
    without ``shuffle``), the same on every rank;
 2. position ``p`` of that order goes to rank ``p % world_size``; the rank's own positions, in order,
-   are its stream ``q = 0, 1, 2, ...`` (``p = q * world_size + rank``);
-3. the stream is cut into steps of ``batch_size``: step ``s`` is ``q = s * batch_size ..``;
-4. steps are dealt to loader workers in turn: step ``s`` is read by worker
-   ``(s - start_from_step) % num_workers``, so that a data loader taking one batch from each worker
-   in turn yields the steps in order.
+   are its share ``q = 0, 1, 2, ...`` (``p = q * world_size + rank``);
+3. position ``q`` of the share goes to loader worker ``q % num_workers`` (``p`` to worker
+   ``(p // world_size) % num_workers``); ``num_workers=0`` is one stream, as one worker;
+4. each worker cuts its own samples, in order, into batches of ``batch_size`` (its last batch may be
+   short; with ``drop_last`` each worker leaves out its own short batch);
+5. the steps interleave the workers' batches as torch's DataLoader does: step ``s`` is batch
+   ``s // num_workers`` of worker ``s % num_workers``. The workers' batch counts differ by at most
+   one and never grow with the worker's number, so when some workers have run out only the last
+   round is short, and the others continue in turn, as torch does.
 
-Every rank gets the same number of samples and steps: without ``drop_last`` the order is padded by
-wrapping around to its start (at most ``world_size - 1`` repeated samples, and the last step may be
-short, equally on every rank); with ``drop_last`` the tail that does not fill a step on every rank is
-left out, so every step is full. Because a batch is a contiguous run of a rank's stream, its content
-does not depend on ``num_workers``: a run resumed with another worker count yields the same batches.
+Every rank gets the same share and so the same number of steps: without ``drop_last`` the order is
+padded by wrapping around to its start (at most ``world_size - 1`` repeated samples); with
+``drop_last`` the share is ``length // world_size`` and each worker's short batch is left out, so
+every batch is full. Because a worker's batch is made of every ``num_workers``-th sample of the share,
+batch contents depend on ``num_workers`` (as with torch's ``IterableDataset`` sharding): a run
+resumed with ``start_from_step`` yields the uninterrupted run's batches only with the same options,
+``num_workers`` included. Resuming rotates the workers: worker ``i`` of a run resumed at step ``k``
+reads the steps worker ``(k + i) % num_workers`` of the uninterrupted run would read from there on,
+so that the DataLoader's first batch is step ``k``.
 """
 
 from __future__ import annotations
@@ -43,23 +52,27 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class IndexPlan:
-    """Which samples every step of one rank reads in one epoch.
+    """Which samples every step of one rank reads in one epoch, and which loader worker reads them.
 
     Attributes:
         length: samples in the source (a dataset, a view, or token blocks).
-        batch_size: samples per step (the last step may be shorter without ``drop_last``).
+        batch_size: samples per step (a worker's last batch may be shorter without ``drop_last``).
         shuffle: whether the epoch's order is a permutation drawn from ``(seed, epoch)``.
         seed: the seed of the permutation (and of a transform's per-sample generators).
         epoch: the epoch; each one has its own permutation.
-        drop_last: leave out the tail that does not fill a whole step on every rank.
+        drop_last: give every rank ``length // world_size`` samples and leave out each worker's
+            short last batch, so that every batch is full and no sample repeats.
         rank: this process's rank among ``world_size``.
         world_size: how many ranks share the epoch.
         start_from_step: the first step this run yields (to resume after ``k`` steps).
+        num_workers: loader workers per rank (0: one stream, read as by one worker).
 
     Example:
-        >>> plan = IndexPlan(10, batch_size=2, world_size=2, rank=1)
+        >>> plan = IndexPlan(16, batch_size=2, world_size=2, rank=1, num_workers=2)
+        >>> plan.worker_indices(0).tolist(), plan.worker_indices(1).tolist()
+        ([1, 5, 9, 13], [3, 7, 11, 15])
         >>> plan.steps, [plan.step_indices(s).tolist() for s in range(plan.steps)]
-        (3, [[1, 3], [5, 7], [9]])
+        (4, [[1, 5], [3, 7], [9, 13], [11, 15]])
     """
 
     length: int
@@ -71,6 +84,7 @@ class IndexPlan:
     rank: int = 0
     world_size: int = 1
     start_from_step: int = 0
+    num_workers: int = 0
 
     def __post_init__(self) -> None:
         _check_int("length", self.length, 0)
@@ -80,6 +94,7 @@ class IndexPlan:
         _check_int("world_size", self.world_size, 1)
         _check_int("rank", self.rank, 0)
         _check_int("start_from_step", self.start_from_step, 0)
+        _check_int("num_workers", self.num_workers, 0)
         if self.rank >= self.world_size:
             raise InvalidArgumentError(
                 f"Expected 0 <= rank < world_size. Got rank={self.rank}, world_size={self.world_size}."
@@ -87,28 +102,50 @@ class IndexPlan:
         if self.start_from_step > self.steps:
             raise InvalidArgumentError(
                 f"start_from_step={self.start_from_step} is past the end of the epoch, which has "
-                f"{self.steps} steps per rank. To go on after an epoch, pass epoch={self.epoch + 1} and "
-                "start_from_step=0."
+                f"{self.steps} steps per rank with num_workers={self.num_workers}. To go on after an "
+                f"epoch, pass epoch={self.epoch + 1} and start_from_step=0."
             )
+
+    @property
+    def streams(self) -> int:
+        """Worker streams a rank's share is dealt to: ``num_workers``, or 1 for 0 workers."""
+        return max(1, self.num_workers)
+
+    @property
+    def share(self) -> int:
+        """Positions of the epoch's order each rank is dealt (padding included, nothing dropped yet)."""
+        if self.drop_last:
+            return self.length // self.world_size
+        return -(-self.length // self.world_size)
+
+    def worker_samples(self, worker: int) -> int:
+        """Positions of the rank's share dealt to worker ``worker`` of the uninterrupted run."""
+        self._check_worker(worker)
+        return len(range(worker, self.share, self.streams))
+
+    def _batches(self, samples: int) -> int:
+        if self.drop_last:
+            return samples // self.batch_size
+        return -(-samples // self.batch_size)
+
+    @property
+    def steps(self) -> int:
+        """Steps (batches) of the epoch, the same on every rank."""
+        # Workers 0 .. extra - 1 are dealt one sample more than the others.
+        base, extra = divmod(self.share, self.streams)
+        return extra * self._batches(base + 1) + (self.streams - extra) * self._batches(base)
 
     @property
     def per_rank(self) -> int:
         """Samples each rank reads in the epoch (repeats included)."""
         if self.drop_last:
             return self.steps * self.batch_size
-        return -(-self.length // self.world_size)
-
-    @property
-    def steps(self) -> int:
-        """Steps (batches) of the epoch, the same on every rank."""
-        if self.drop_last:
-            return self.length // (self.world_size * self.batch_size)
-        return -(-self.per_rank // self.batch_size)
+        return self.share
 
     @property
     def padding(self) -> int:
         """Samples read twice in the epoch (across all ranks) so that every rank reads as many."""
-        return 0 if self.drop_last else self.per_rank * self.world_size - self.length
+        return 0 if self.drop_last else self.share * self.world_size - self.length
 
     @property
     def dropped(self) -> int:
@@ -129,6 +166,8 @@ class IndexPlan:
     def step_indices(self, step: int, order: np.ndarray | None = None) -> np.ndarray:
         """Indices of the samples step ``step`` of this rank reads, in batch order.
 
+        Step ``s`` is batch ``s // streams`` of worker ``s % streams`` (of the uninterrupted run).
+
         Args:
             step: the step, ``0 <= step < steps``.
             order: `order`, when the caller computed it once for many steps.
@@ -137,13 +176,33 @@ class IndexPlan:
             raise InvalidArgumentError(f"Expected 0 <= step < {self.steps}. Got {step}.")
         if order is None and self.shuffle:
             order = self.order()
-        q = np.arange(step * self.batch_size, min((step + 1) * self.batch_size, self.per_rank))
+        batch, worker = divmod(step, self.streams)
+        lo = batch * self.batch_size
+        j = np.arange(lo, min(lo + self.batch_size, self.worker_samples(worker)))
+        q = j * self.streams + worker
         p = (q * self.world_size + self.rank) % self.length
         return p if order is None else order[p]
 
-    def worker_steps(self, worker: int, num_workers: int) -> range:
-        """The steps loader worker ``worker`` of ``num_workers`` reads (0 workers: all of them)."""
-        stride = max(1, num_workers)
-        if not 0 <= worker < stride:
-            raise InvalidArgumentError(f"Expected 0 <= worker < {stride}. Got {worker}.")
-        return range(self.start_from_step + worker, self.steps, stride)
+    def worker_steps(self, worker: int) -> range:
+        """The steps loader worker ``worker`` of this run reads, in order.
+
+        Worker ``i`` reads steps ``start_from_step + i``, then every ``streams``-th: in an uninterrupted
+        run, exactly the batches of its own samples; resumed at step ``k``, the rest of the steps of
+        worker ``(k + i) % streams``, so that taking one batch from each worker in turn (as torch's
+        DataLoader does) yields the steps in order.
+        """
+        self._check_worker(worker)
+        return range(self.start_from_step + worker, self.steps, self.streams)
+
+    def worker_indices(self, worker: int, order: np.ndarray | None = None) -> np.ndarray:
+        """Indices of the samples loader worker ``worker`` of this run reads, in order (`worker_steps`)."""
+        if order is None and self.shuffle:
+            order = self.order()
+        parts = [self.step_indices(s, order) for s in self.worker_steps(worker)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _check_worker(self, worker: int) -> None:
+        if not 0 <= worker < self.streams:
+            raise InvalidArgumentError(
+                f"Expected 0 <= worker < {self.streams} (num_workers={self.num_workers}). Got {worker}."
+            )

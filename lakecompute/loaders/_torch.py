@@ -3,9 +3,10 @@
 Imported only by `lakecompute.loaders.pytorch`, so ``import lakecompute`` never imports torch.
 
 The dataset handed to the DataLoader is an ``IterableDataset`` whose every item is a whole batch
-(``batch_size=None``: no per-sample collation). Each DataLoader worker reads the steps
-`IndexPlan.worker_steps` gives it; the DataLoader takes one batch from each worker in turn,
-which is the steps' order, and ``prefetch_factor`` bounds what each worker reads ahead.
+(``batch_size=None``: no per-sample collation). Each DataLoader worker reads the batches of its
+own samples (`IndexPlan.worker_steps`); the DataLoader takes one batch from each worker in turn,
+skipping workers that have run out, which is the steps' order, and ``prefetch_factor`` bounds what
+each worker reads ahead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch.utils.data
 
+from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._loader import LoaderSpec, worker_batches
 
 __all__ = ["TorchBatches", "make_dataloader"]
@@ -38,8 +40,15 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         if info is None:
-            return worker_batches(self.spec, 0, 0)
-        return worker_batches(self.spec, info.id, info.num_workers)
+            return worker_batches(self.spec, 0)
+        if info.num_workers != self.spec.plan.streams:
+            # The plan deals samples to its own worker count; another one would skip or repeat some.
+            raise InvalidArgumentError(
+                f"This dataset was planned for num_workers={self.spec.plan.num_workers}, but the "
+                f"DataLoader iterating it has {info.num_workers} workers. Build the DataLoader with "
+                "ds.pytorch(..., num_workers=n) rather than wrapping its dataset in another one."
+            )
+        return worker_batches(self.spec, info.id)
 
 
 def _reseed_numpy(worker: int) -> None:
@@ -50,12 +59,12 @@ def _reseed_numpy(worker: int) -> None:
 
 def make_dataloader(
     spec: LoaderSpec,
-    num_workers: int,
     prefetch: int,
     collate_fn: Callable[[Any], Any] | None,
     pin_memory: bool,
 ) -> torch.utils.data.DataLoader[Any]:
     """A DataLoader yielding the run's batches in step order (numpy arrays become tensors)."""
+    num_workers = spec.plan.num_workers
     options: dict[str, Any] = {}
     if num_workers:
         options["prefetch_factor"] = prefetch

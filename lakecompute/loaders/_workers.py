@@ -1,9 +1,11 @@
 """Loader worker processes for ``ds.batches(num_workers=n)`` (torch's DataLoader has its own).
 
-Each worker owns every ``n``-th step of the run (`IndexPlan.worker_steps`), reads and decodes
-them, and puts the batches into its own queue of ``prefetch`` places; the parent takes one batch
-from each worker in turn, which is the steps' order. A full queue blocks its worker, so at most
-``n * prefetch`` batches (plus one being read per worker) exist at any time, whatever the dataset's size.
+Each worker reads the batches of its own samples (every ``n``-th sample of the rank's share, cut
+into batches: `IndexPlan.worker_steps`), decodes them, and puts them into its own queue of
+``prefetch`` places; the parent takes one batch from each worker in turn, which is the steps' order
+(the order torch's DataLoader yields for ``ds.pytorch(num_workers=n)``). A full queue blocks its
+worker, so at most ``n * prefetch`` batches (plus one being read per worker) exist at any time,
+whatever the dataset's size.
 
 Workers are forked when the dataset's store allows it (local paths, ``mem://``); object stores,
 whose clients hang in a forked child once the parent used them, get workers from a fork server that
@@ -60,10 +62,10 @@ def _unpack(packed: tuple[Any, ...], worker: int) -> BaseException:
     return exc
 
 
-def _worker_main(spec: LoaderSpec, worker: int, num_workers: int, out: Any) -> None:
+def _worker_main(spec: LoaderSpec, worker: int, out: Any) -> None:
     reseed_globals()
     try:
-        for batch in worker_batches(spec, worker, num_workers):
+        for batch in worker_batches(spec, worker):
             out.put(("batch", batch))
     except BaseException as exc:
         out.put(("error", _pack(exc)))
@@ -120,10 +122,12 @@ def _stop(processes: list[Any], channels: list[Any]) -> None:
         channel.close()
 
 
-def parallel_batches(spec: LoaderSpec, num_workers: int, prefetch: int) -> Iterator[dict[str, Any]]:
-    """The run's batches in step order, read by ``num_workers`` worker processes."""
+def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]]:
+    """The run's batches in step order, read by the plan's ``num_workers`` worker processes."""
     total = len(spec.plan)
-    n = min(num_workers, total)
+    # With fewer steps left than workers, worker i < total has exactly one step (start + i) and
+    # the others none: they are not started.
+    n = min(spec.plan.num_workers, total)
     if n == 0:
         return
     ctx = _context(spec.source.snapshot.fork_safe)
@@ -131,7 +135,7 @@ def parallel_batches(spec: LoaderSpec, num_workers: int, prefetch: int) -> Itera
     processes = [
         ctx.Process(
             target=_worker_main,
-            args=(spec, w, n, channels[w]),
+            args=(spec, w, channels[w]),
             name=f"lakecompute-loader-{w}",
             daemon=True,
         )

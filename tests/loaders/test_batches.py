@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -62,70 +63,94 @@ def test_batches_read_only_the_tensors_asked_for(numbered: lc.Dataset) -> None:
 def test_batches_shuffle_is_shared_by_ranks_and_new_each_epoch(
     numbered: lc.Dataset, num_workers: int
 ) -> None:
-    """Ranks' shares interleave into one permutation of every index; another epoch has another order."""
+    """Ranks read the plan's batches of one shared permutation, every index once but the wrapped-around
+    first one; another epoch has another order."""
 
     options: dict[str, Any] = {"shuffle": True, "seed": 4, "world_size": 2, "num_workers": num_workers}
 
-    def interleaved(epoch: int) -> list[int]:
-        shares = [
-            [i for b in _idx(numbered.batches(8, **options, epoch=epoch, rank=r)) for i in b]
-            for r in range(2)
-        ]
-        return [shares[r][q] for q in range(len(shares[0])) for r in range(2)]
+    def epoch_of(epoch: int) -> list[list[list[int]]]:
+        ranks = [_idx(numbered.batches(8, **options, epoch=epoch, rank=r)) for r in range(2)]
+        for rank, batches in enumerate(ranks):
+            plan = IndexPlan(N, 8, True, 4, epoch, False, rank, 2, num_workers=num_workers)
+            assert batches == [plan.step_indices(s).tolist() for s in range(plan.steps)]
+        return ranks
 
-    e0, e1 = interleaved(0), interleaved(1)
-    assert len(e0) == 104
-    assert set(e0) == set(range(N))
-    assert e0[-1] == e0[0]  # the padding wraps around to the start of the order
+    e0, e1 = epoch_of(0), epoch_of(1)
+    read = sorted(i for rank in e0 for b in rank for i in b)
+    order = IndexPlan(N, 8, True, 4, 0).order()
+    assert order is not None
+    assert read == sorted([*range(N), int(order[0])])  # the padding wraps around to the start of the order
+    assert len(e0[0]) == len(e0[1])
     assert e0 != e1
-    assert set(e1) == set(range(N))
-    assert interleaved(0) == e0
+    assert {i for rank in e1 for b in rank for i in b} == set(range(N))
+    assert epoch_of(0) == e0
 
 
-@pytest.mark.parametrize(("before", "after"), [(0, 0), (0, 2), (2, 1), (2, 3)])
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+@pytest.mark.parametrize("start", [4, 5])
 def test_batches_resume_equals_the_tail_of_an_uninterrupted_run(
-    numbered: lc.Dataset, before: int, after: int
+    numbered: lc.Dataset, num_workers: int, start: int
 ) -> None:
-    """start_from_step=k yields the uninterrupted run's batches from k, with any num_workers."""
-    options: dict[str, Any] = {"shuffle": True, "seed": 9, "epoch": 3, "rank": 1, "world_size": 3}
-    full = [b["img"] for b in numbered.batches(5, num_workers=before, **options)]
-    tail = [b["img"] for b in numbered.batches(5, start_from_step=4, num_workers=after, **options)]
-    assert len(tail) == len(full) - 4
-    for a, b in zip(full[4:], tail, strict=True):
+    """start_from_step=k yields the uninterrupted run's batches from k, with the same num_workers."""
+    options: dict[str, Any] = {
+        "shuffle": True, "seed": 9, "epoch": 3, "rank": 1, "world_size": 3, "num_workers": num_workers,
+    }  # fmt: skip
+    full = [b["img"] for b in numbered.batches(5, **options)]
+    tail = [b["img"] for b in numbered.batches(5, start_from_step=start, **options)]
+    assert len(tail) == len(full) - start
+    for a, b in zip(full[start:], tail, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
 def test_batches_resume_never_reads_skipped_samples(
-    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch
+    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, num_workers: int
 ) -> None:
-    """Resuming reads only the indices of the steps it yields."""
+    """Resuming reads only the indices of the steps it yields, in this process or in each (forked) worker."""
     from lakecompute.loaders import _sources
 
-    read: list[int] = []
+    log = tmp_path / "reads.txt"
     original = _sources._RowBatches.read
 
     def spy(self: Any, indices: np.ndarray) -> dict[str, Any]:
-        read.extend(indices.tolist())
+        with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
+            f.write(f"{os.getpid()} {' '.join(map(str, indices.tolist()))}\n")
         return original(self, indices)
 
     monkeypatch.setattr(_sources._RowBatches, "read", spy)
-    plan = IndexPlan(N, 10, shuffle=True, seed=1)
-    list(numbered.batches(10, shuffle=True, seed=1, start_from_step=8))
-    assert read == [i for s in range(8, plan.steps) for i in plan.step_indices(s).tolist()]
-    assert len(read) == N - 80
+    plan = IndexPlan(N, 10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers)
+    batches = _idx(numbered.batches(10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers))
+    assert batches == [plan.step_indices(s).tolist() for s in range(7, plan.steps)]
+    reads: dict[str, list[list[int]]] = {}
+    for line in log.read_text().splitlines():
+        pid, *indices = line.split(" ")
+        reads.setdefault(pid, []).append([int(i) for i in indices])
+    assert len(reads) == max(1, num_workers)
+    # Each reader read exactly its own steps' samples, in order: one worker's batches are every n-th.
+    n = max(1, num_workers)
+    assert sorted(reads.values()) == sorted(batches[w::n] for w in range(n))
+    assert sum(len(b) for b in batches) == N - 70  # steps 0-6 are 7 full batches of 10 with 0 or 2 workers
 
 
-@pytest.mark.parametrize("num_workers", [1, 2, 3])
-def test_batches_with_workers_equal_batches_in_process(numbered: lc.Dataset, num_workers: int) -> None:
-    """Worker processes yield the same batches, in the same order, as reading in this process."""
-    here = list(numbered.batches(7, shuffle=True, seed=2, drop_last=True))
-    there = list(numbered.batches(7, shuffle=True, seed=2, drop_last=True, num_workers=num_workers))
-    assert len(here) == len(there) == N // 7
-    for a, b in zip(here, there, strict=True):
-        assert a["idx"].tolist() == b["idx"].tolist()
-        np.testing.assert_array_equal(a["img"], b["img"])
-        assert a["txt"] == b["txt"]
-        assert [x.tolist() for x in a["rag"]] == [x.tolist() for x in b["rag"]]
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+def test_batches_with_workers_follow_the_plan(numbered: lc.Dataset, num_workers: int) -> None:
+    """Worker processes yield the plan's batches for their count, in order, with every tensor's values."""
+    plan = IndexPlan(N, 7, True, 2, drop_last=True, num_workers=num_workers)
+    batches = list(numbered.batches(7, shuffle=True, seed=2, drop_last=True, num_workers=num_workers))
+    # Each worker leaves out its own short batch: 3 workers keep 5 + 4 + 4 of 35, 34 and 34 samples.
+    assert len(batches) == plan.steps == (13 if num_workers == 3 else 14)
+    for step, batch in enumerate(batches):
+        idx = plan.step_indices(step).tolist()
+        assert batch["idx"].tolist() == idx
+        np.testing.assert_array_equal(batch["img"][:, 0, 0], np.array(idx) % 256)
+        assert batch["txt"] == [f"s{i}" for i in idx]
+        assert [x.tolist() for x in batch["rag"]] == [[i] * (i % 3 + 1) for i in idx]
+
+
+def test_batches_with_no_workers_equal_one_worker(numbered: lc.Dataset) -> None:
+    """num_workers=0 reads in this process the batches one worker process reads."""
+    options: dict[str, Any] = {"shuffle": True, "seed": 6, "world_size": 2, "rank": 1}
+    assert _idx(numbered.batches(9, **options)) == _idx(numbered.batches(9, num_workers=1, **options))
 
 
 def _draw_global(batch: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +170,9 @@ def _double(batch: dict[str, Any]) -> dict[str, Any]:
 
 def test_batches_apply_a_callable_transform_to_each_batch(numbered: lc.Dataset) -> None:
     """A plain callable gets the batch dict and returns the new one, in workers too."""
-    assert _idx(numbered.batches(50, transform=_double, num_workers=2))[2] == [200, 202, 204]
+    doubled = _idx(numbered.batches(50, transform=_double, num_workers=2))
+    assert doubled[2:] == [[200, 204], [202]]  # worker 0's second batch, then worker 1's
+    assert sorted(i for b in doubled for i in b) == list(range(0, 2 * N, 2))
     with pytest.raises(lc.InvalidTypeError, match=r"must return the batch as a dict\. Got list"):
         next(numbered.batches(5, transform=lambda b: [b]))
     with pytest.raises(lc.InvalidTypeError, match="Expected transform= to be a compute function"):
@@ -180,9 +207,14 @@ def test_batches_run_compute_transforms_per_sample_with_the_seed_index_and_epoch
     and key (epoch,); 0, 1 or 2 rows per sample make the batch."""
     monkeypatch.setattr(COMPUTE, "SampleRunner", _FakeRunner, raising=False)
     batches = list(numbered[:12].batches(4, seed=3, epoch=2, transform=_noop(), num_workers=num_workers))
-    assert [b["idx"].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 5, 7], [8, 9, 10, 11]]
-    expected = [np.random.default_rng([3, i, 2]).random() for i in [4, 5, 5, 7]]
-    assert batches[1]["noise"].tolist() == expected
+    expected_idx = {
+        0: [[0, 1, 2, 3], [4, 5, 5, 7], [8, 9, 10, 11]],
+        2: [[0, 2, 4], [1, 3, 5, 5, 7], [8, 10], [9, 11]],  # worker 0: 0, 2, 4, 6, ...; worker 1: 1, 3, ...
+    }[num_workers]
+    assert [b["idx"].tolist() for b in batches] == expected_idx
+    with_five = next(b for b in batches if 5 in b["idx"].tolist())
+    expected = [np.random.default_rng([3, i, 2]).random() for i in with_five["idx"].tolist()]
+    assert with_five["noise"].tolist() == expected
     pids = {p for b in batches for p in b["pid"].tolist()}
     assert len(pids) == max(1, num_workers)
     if num_workers == 0:
@@ -196,11 +228,14 @@ def test_batches_compute_transform_draws_are_the_same_for_any_workers(numbered: 
     def jitter(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
         sample_out.append({"idx": sample_in.idx.numpy(), "noise": rng.random()})
 
-    a = [b["noise"] for b in numbered.batches(8, shuffle=True, transform=jitter(), num_workers=0)]
-    b = [b["noise"] for b in numbered.batches(8, shuffle=True, transform=jitter(), num_workers=2)]
-    c = [b["noise"] for b in numbered.batches(8, shuffle=True, epoch=1, transform=jitter())]
-    np.testing.assert_array_equal(np.concatenate(a), np.concatenate(b))
-    assert not np.array_equal(np.sort(np.concatenate(a)), np.sort(np.concatenate(c)))
+    def draws(**options: Any) -> dict[int, float]:
+        batches = list(numbered.batches(8, shuffle=True, transform=jitter(), **options))
+        return {i: x for b in batches for i, x in zip(b["idx"].tolist(), b["noise"].tolist(), strict=True)}
+
+    a, b, c = draws(num_workers=0), draws(num_workers=2), draws(epoch=1)
+    assert len(a) == N
+    assert a == b  # batches differ with the worker count; each sample's draw does not
+    assert set(a.values()).isdisjoint(c.values())
 
 
 @lc.compute
@@ -220,7 +255,7 @@ def test_batches_compute_transform_failure_names_the_sample(numbered: lc.Dataset
     assert str(info.value.__cause__) == "no 30"
 
 
-def _fail_on_step_three(batch: dict[str, Any]) -> dict[str, Any]:
+def _raise_on_30(batch: dict[str, Any]) -> dict[str, Any]:
     if 30 in batch["idx"].tolist():
         raise KeyError("boom at 30")
     return batch
@@ -228,11 +263,11 @@ def _fail_on_step_three(batch: dict[str, Any]) -> dict[str, Any]:
 
 def test_batches_raise_a_worker_error_as_itself(numbered: lc.Dataset) -> None:
     """An exception in a worker reaches the caller with its type, message and the worker's traceback."""
-    batches = numbered.batches(10, transform=_fail_on_step_three, num_workers=2)
-    assert len([next(batches) for _ in range(3)]) == 3
+    batches = numbered.batches(10, transform=_raise_on_30, num_workers=2)
+    assert len([next(batches) for _ in range(2)]) == 2
     with pytest.raises(KeyError, match="boom at 30") as info:
-        next(batches)
-    assert any("Raised in loader worker 1" in note for note in info.value.__notes__)
+        next(batches)  # step 2: worker 0's second batch, samples 20, 22, ..., 38
+    assert any("Raised in loader worker 0" in note for note in info.value.__notes__)
 
 
 def _die_on_step_two(batch: dict[str, Any]) -> dict[str, Any]:

@@ -42,29 +42,30 @@ def test_blocks_batches_shard_and_resume(tokens: Tokens, num_workers: int) -> No
     ds, flat = tokens
     blocks = ds.tokens.blocks(16)
     for rank in range(2):
-        plan = IndexPlan(len(blocks), 8, True, 1, 0, False, rank, 2)
-        batches = list(
-            blocks.batches(8, shuffle=True, seed=1, rank=rank, world_size=2, num_workers=num_workers)
-        )
+        plan = IndexPlan(len(blocks), 8, True, 1, 0, False, rank, 2, num_workers=num_workers)
+        options = {"shuffle": True, "seed": 1, "rank": rank, "world_size": 2, "num_workers": num_workers}
+        batches = list(blocks.batches(8, **options))
         assert len(batches) == plan.steps
         for step, batch in enumerate(batches):
             starts = plan.step_indices(step) * 16
             np.testing.assert_array_equal(batch["x"], np.stack([flat[s : s + 16] for s in starts]))
             np.testing.assert_array_equal(batch["y"], np.stack([flat[s + 1 : s + 17] for s in starts]))
-        tail = list(blocks.batches(8, shuffle=True, seed=1, rank=rank, world_size=2, start_from_step=3))
+        tail = list(blocks.batches(8, start_from_step=3, **options))
         assert [b["x"].tolist() for b in tail] == [b["x"].tolist() for b in batches[3:]]
 
 
 def test_blocks_pytorch_yields_tensors(tokens: Tokens) -> None:
-    """blocks.pytorch() is a DataLoader of {"x", "y"} int32 tensors."""
+    """blocks.pytorch() is a DataLoader of {"x", "y"} int32 tensors, its workers dealt blocks in turn."""
     torch = pytest.importorskip("torch")
     ds, flat = tokens
-    loader = ds.tokens.blocks(32).pytorch(4, num_workers=2)
-    first = next(iter(loader))
+    blocks = ds.tokens.blocks(32)
+    loader = blocks.pytorch(4, num_workers=2)
+    first, second = list(loader)[:2]
     assert first["x"].dtype == torch.int32
     assert first["x"].shape == (4, 32)
-    np.testing.assert_array_equal(first["y"].numpy()[1], flat[33:65])
-    assert len(loader) == -(-((len(flat) - 1) // 32) // 4)
+    np.testing.assert_array_equal(first["y"].numpy()[1], flat[2 * 32 + 1 : 3 * 32 + 1])  # block 2
+    np.testing.assert_array_equal(second["x"].numpy()[0], flat[32:64])  # worker 1's first: block 1
+    assert len(loader) == IndexPlan(len(blocks), 4, num_workers=2).steps
 
 
 def test_blocks_after_compact_read_one_typed_array(tokens: Tokens) -> None:

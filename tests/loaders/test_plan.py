@@ -1,4 +1,4 @@
-"""The index plan: permutation, rank and worker strides, padding, drop_last, resume, argument checks."""
+"""The index plan: permutation, samples dealt to ranks then workers, the steps' order, padding, resume."""
 
 from __future__ import annotations
 
@@ -14,44 +14,139 @@ def _epoch(plan: IndexPlan) -> list[list[int]]:
     return [plan.step_indices(s, order).tolist() for s in range(plan.steps)]
 
 
+def _contract(plan: IndexPlan) -> list[list[list[int]]]:
+    """What API §3 says each (rank, worker) reads, written out from its words: position p of the
+    order goes to rank p % world_size, then to worker (p // world_size) % num_workers; each worker keeps
+    whole batches only with drop_last."""
+    order = plan.order()
+    n, world = max(1, plan.num_workers), plan.world_size
+    share = plan.length // world if plan.drop_last else -(-plan.length // world)
+    dealt: list[list[list[int]]] = [[[] for _ in range(n)] for _ in range(world)]
+    for p in range(share * world):
+        i = p % plan.length  # past the end, the order wraps around to its start
+        dealt[p % world][(p // world) % n].append(i if order is None else int(order[i]))
+    if plan.drop_last:
+        dealt = [[s[: len(s) // plan.batch_size * plan.batch_size] for s in rank] for rank in dealt]
+    return dealt
+
+
+def _round_robin(streams: list[list[list[int]]]) -> list[list[int]]:
+    """Batches taken from each stream in turn, skipping streams that ran out (torch's DataLoader)."""
+    out: list[list[int]] = []
+    for k in range(max((len(s) for s in streams), default=0)):
+        out.extend(s[k] for s in streams if k < len(s))
+    return out
+
+
 @pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
 @pytest.mark.parametrize("drop_last", [False, True])
-def test_plan_ranks_share_one_permutation_without_overlap(world_size: int, drop_last: bool) -> None:
-    """Interleaving the ranks' streams gives the (seed, epoch) permutation itself, padded by wrapping."""
+def test_plan_deals_positions_to_ranks_then_workers(
+    world_size: int, num_workers: int, drop_last: bool
+) -> None:
+    """Each (rank, worker) reads exactly the contract's samples; together every index, disjoint up to
+    the padding; every rank has as many steps; step s is batch s // n of worker s % n."""
     n, batch = 103, 8
-    plans = [IndexPlan(n, batch, True, 5, 2, drop_last, r, world_size) for r in range(world_size)]
-    streams = [[i for b in _epoch(p) for i in b] for p in plans]
+    plans = [
+        IndexPlan(n, batch, True, 5, 2, drop_last, r, world_size, num_workers=num_workers)
+        for r in range(world_size)
+    ]
+    expected = _contract(plans[0])
+    read: list[int] = []
+    for rank, plan in enumerate(plans):
+        streams = [plan.worker_indices(w).tolist() for w in range(max(1, num_workers))]
+        assert streams == expected[rank]
+        batches = [[s[i : i + batch] for i in range(0, len(s), batch)] for s in streams]
+        assert _epoch(plan) == _round_robin(batches)
+        read.extend(i for s in streams for i in s)
     assert len({p.steps for p in plans}) == 1  # equal batch counts on every rank
-    assert len({len(s) for s in streams}) == 1
-    interleaved = [streams[r][q] for q in range(len(streams[0])) for r in range(world_size)]
-    order = plans[0].order()
-    assert order is not None
-    used = plans[0].per_rank * world_size
-    assert interleaved == [int(order[p % n]) for p in range(used)]
     if drop_last:
         assert plans[0].padding == 0
-        assert plans[0].dropped == n - used
-        assert len(set(interleaved)) == used
+        assert len(read) == len(set(read)) == n - plans[0].dropped
         assert all(len(b) == batch for p in plans for b in _epoch(p))
     else:
-        assert plans[0].padding == used - n < world_size
-        assert set(interleaved) == set(range(n))
+        assert set(read) == set(range(n))
+        assert len(read) - n == plans[0].padding < world_size
+
+
+def test_plan_steps_interleave_the_workers_until_each_runs_out() -> None:
+    """20 samples, 3 workers, batch 3: workers read 7, 7 and 6 samples; the last round has no worker 2."""
+    plan = IndexPlan(20, 3, num_workers=3)
+    assert [plan.worker_indices(w).tolist() for w in range(3)] == [
+        [0, 3, 6, 9, 12, 15, 18],
+        [1, 4, 7, 10, 13, 16, 19],
+        [2, 5, 8, 11, 14, 17],
+    ]
+    assert _epoch(plan) == [
+        [0, 3, 6],
+        [1, 4, 7],
+        [2, 5, 8],
+        [9, 12, 15],
+        [10, 13, 16],
+        [11, 14, 17],
+        [18],
+        [19],
+    ]
+    dropped = IndexPlan(20, 3, num_workers=3, drop_last=True)
+    assert _epoch(dropped) == _epoch(plan)[:6]  # each worker leaves out its own short batch
+    assert dropped.dropped == 2
+
+
+def test_plan_seed_001_table_for_two_ranks_and_four_workers() -> None:
+    """world_size 2 x 4 loader workers reads seed 001's table verbatim."""
+    table = {
+        (0, 0): [0, 8, 16, 24],
+        (0, 1): [2, 10, 18, 26],
+        (0, 2): [4, 12, 20, 28],
+        (0, 3): [6, 14, 22, 30],
+        (1, 0): [1, 9, 17, 25],
+        (1, 1): [3, 11, 19, 27],
+        (1, 2): [5, 13, 21, 29],
+        (1, 3): [7, 15, 23, 31],
+    }
+    for (rank, worker), row in table.items():
+        plan = IndexPlan(1000, 2, rank=rank, world_size=2, num_workers=4)
+        assert plan.worker_indices(worker).tolist()[:4] == row
+    rank0 = IndexPlan(1000, 2, rank=0, world_size=2, num_workers=4)
+    assert [i for s in range(rank0.steps) for i in rank0.step_indices(s)][:6] == [0, 8, 2, 10, 4, 12]
 
 
 def test_plan_worked_example_of_the_docs() -> None:
-    """10 samples, batch 2, two ranks: rank 1 reads [1, 3], [5, 7], [9]; rank 0 [0, 2], [4, 6], [8]."""
-    assert _epoch(IndexPlan(10, 2, world_size=2, rank=0)) == [[0, 2], [4, 6], [8]]
-    assert _epoch(IndexPlan(10, 2, world_size=2, rank=1)) == [[1, 3], [5, 7], [9]]
-    padded = IndexPlan(11, 2, world_size=2, rank=1)
-    assert _epoch(padded) == [[1, 3], [5, 7], [9, 0]]  # position 11 wraps to the first sample
-    assert padded.padding == 1
-    assert _epoch(IndexPlan(11, 2, world_size=2, rank=1, drop_last=True)) == [[1, 3], [5, 7]]
+    """21 samples, batch 2, two ranks, four workers: the batches, the wrap-around and the step order."""
+    rank0 = IndexPlan(21, 2, world_size=2, rank=0, num_workers=4)
+    rank1 = IndexPlan(21, 2, world_size=2, rank=1, num_workers=4)
+    assert [rank1.worker_indices(w).tolist() for w in range(4)] == [
+        [1, 9, 17],
+        [3, 11, 19],
+        [5, 13, 0],
+        [7, 15],
+    ]
+    assert _epoch(rank0) == [[0, 8], [2, 10], [4, 12], [6, 14], [16], [18], [20]]
+    assert _epoch(rank1) == [[1, 9], [3, 11], [5, 13], [7, 15], [17], [19], [0]]
+    assert rank1.padding == 1
+    assert _epoch(IndexPlan(21, 2, world_size=2, rank=1)) == [
+        [1, 3],
+        [5, 7],
+        [9, 11],
+        [13, 15],
+        [17, 19],
+        [0],
+    ]
+
+
+def test_plan_batches_depend_on_num_workers_and_zero_is_one() -> None:
+    """num_workers=0 is one stream, as 1 worker; 2 workers make other batches from the same samples."""
+    zero, one, two = (IndexPlan(103, 8, True, 1, num_workers=n) for n in (0, 1, 2))
+    assert _epoch(zero) == _epoch(one)
+    assert _epoch(zero) != _epoch(two)
+    assert sorted(i for b in _epoch(two) for i in b) == list(range(103))
+    assert (zero.steps, two.steps) == (13, 14)  # 52 and 51 samples: 7 batches each
 
 
 def test_plan_permutation_depends_on_seed_and_epoch_only() -> None:
-    """The order is the same for every rank and run, and differs between epochs and seeds."""
+    """The order is the same for every rank, worker count and run, and differs between epochs and seeds."""
     a = IndexPlan(1000, 10, shuffle=True, seed=1, epoch=0, rank=0, world_size=4).order()
-    b = IndexPlan(1000, 7, shuffle=True, seed=1, epoch=0, rank=3, world_size=4).order()
+    b = IndexPlan(1000, 7, shuffle=True, seed=1, epoch=0, rank=3, world_size=4, num_workers=3).order()
     c = IndexPlan(1000, 10, shuffle=True, seed=1, epoch=1).order()
     d = IndexPlan(1000, 10, shuffle=True, seed=2, epoch=0).order()
     assert a is not None
@@ -66,22 +161,30 @@ def test_plan_permutation_depends_on_seed_and_epoch_only() -> None:
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
-def test_plan_workers_own_every_nth_step_from_the_start(num_workers: int) -> None:
-    """Worker w reads steps start + w, start + w + n, ...: together exactly the run's steps."""
-    plan = IndexPlan(50, 4, start_from_step=3)
-    owned = [list(plan.worker_steps(w, num_workers)) for w in range(max(1, num_workers))]
-    assert sorted(s for steps in owned for s in steps) == list(range(3, plan.steps))
-    for w, steps in enumerate(owned):
-        assert all((s - 3) % max(1, num_workers) == w for s in steps)
+def test_plan_workers_of_a_resumed_run_continue_the_streams_in_turn(num_workers: int) -> None:
+    """Resumed at step 3, worker i reads steps 3 + i, 3 + i + n, ...: the rest of worker (3 + i) % n."""
+    n = max(1, num_workers)
+    full = IndexPlan(50, 4, num_workers=num_workers)
+    resumed = IndexPlan(50, 4, start_from_step=3, num_workers=num_workers)
+    owned = [list(resumed.worker_steps(i)) for i in range(n)]
+    assert sorted(s for steps in owned for s in steps) == list(range(3, resumed.steps))
+    for i, steps in enumerate(owned):
+        assert steps == [s for s in full.worker_steps((3 + i) % n) if s >= 3]
 
 
-def test_plan_resume_is_the_tail_of_the_epoch() -> None:
-    """Steps from start_from_step=k are the uninterrupted epoch's steps from k; len() counts them."""
-    full = IndexPlan(103, 8, True, 3, 1, False, 1, 3)
-    resumed = IndexPlan(103, 8, True, 3, 1, False, 1, 3, start_from_step=2)
-    assert len(full) == full.steps == 5
-    assert len(resumed) == 3
-    assert [resumed.step_indices(s).tolist() for s in resumed.worker_steps(0, 0)] == _epoch(full)[2:]
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+@pytest.mark.parametrize("start", [0, 1, 4, 5])
+def test_plan_resume_is_the_tail_of_the_epoch(num_workers: int, start: int) -> None:
+    """Workers of a run from start_from_step=k, taken in turn, give the uninterrupted epoch's steps from k."""
+    full = IndexPlan(103, 8, True, 3, 1, False, 1, 3, num_workers=num_workers)
+    resumed = IndexPlan(103, 8, True, 3, 1, False, 1, 3, start_from_step=start, num_workers=num_workers)
+    assert len(full) == full.steps == (6 if num_workers == 2 else 5)  # 2 workers: 18 + 17 samples
+    assert len(resumed) == full.steps - start
+    workers = [
+        [resumed.step_indices(s).tolist() for s in resumed.worker_steps(w)]
+        for w in range(max(1, num_workers))
+    ]
+    assert _round_robin(workers) == _epoch(full)[start:]
     assert len(IndexPlan(103, 8, start_from_step=13)) == 0  # the end of the epoch is a valid start
 
 
@@ -93,11 +196,30 @@ def test_plan_resume_is_the_tail_of_the_epoch() -> None:
         ({"rank": 2, "world_size": 2}, lc.InvalidArgumentError, "Got rank=2, world_size=2"),
         ({"seed": -1}, lc.InvalidArgumentError, "Expected seed >= 0. Got -1."),
         ({"epoch": True}, lc.InvalidTypeError, "Expected epoch to be an int. Got bool: True."),
-        ({"start_from_step": 14}, lc.InvalidArgumentError, "pass epoch=1 and start_from_step=0"),
+        ({"num_workers": -1}, lc.InvalidArgumentError, "Expected num_workers >= 0. Got -1."),
+        (
+            {"start_from_step": 14},
+            lc.InvalidArgumentError,
+            "which has 13 steps per rank with num_workers=0. To go on after an epoch, pass epoch=1 and "
+            "start_from_step=0.",
+        ),
+        (
+            {"start_from_step": 15, "num_workers": 2},
+            lc.InvalidArgumentError,
+            "has 14 steps per rank with num",
+        ),
     ],
 )
 def test_plan_refuses_bad_arguments(kwargs: dict[str, object], error: type[Exception], message: str) -> None:
     """Bad options raise a typed error saying what was expected, what was given, and what to do."""
     options: dict[str, object] = {"length": 103, "batch_size": 8, **kwargs}
-    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         IndexPlan(**options)  # type: ignore[arg-type]
+
+
+def test_plan_refuses_a_worker_it_does_not_have() -> None:
+    """Asking for worker 2 of a 2-worker plan is an error naming the range."""
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"Expected 0 <= worker < 2 \(num_workers=2\)\. Got 2\."
+    ):
+        IndexPlan(103, 8, num_workers=2).worker_steps(2)

@@ -24,7 +24,7 @@ def s3_numbered(bucket: str, storage_options: dict[str, Any]) -> lc.Dataset:
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_s3_batches_read_each_rank_share(s3_numbered: lc.Dataset, num_workers: int) -> None:
     """batches() on S3, in this process and in forkserver workers, yields the plan's samples."""
-    plan = IndexPlan(N, 16, True, 3, 0, False, 1, 2)
+    plan = IndexPlan(N, 16, True, 3, 0, False, 1, 2, num_workers=num_workers)
     batches = list(
         s3_numbered.batches(16, shuffle=True, seed=3, rank=1, world_size=2, num_workers=num_workers)
     )
@@ -35,6 +35,8 @@ def test_s3_batches_read_each_rank_share(s3_numbered: lc.Dataset, num_workers: i
 
 def test_s3_pytorch_with_workers(s3_numbered: lc.Dataset) -> None:
     """A DataLoader with 2 workers over S3 (forkserver: the parent's client is never reused)."""
-    torch = pytest.importorskip("torch")
-    idx = torch.cat([b["idx"] for b in s3_numbered.pytorch(20, tensors="idx", num_workers=2)])
-    assert idx.tolist() == list(range(N))
+    pytest.importorskip("torch")
+    batches = [b["idx"].tolist() for b in s3_numbered.pytorch(20, tensors="idx", num_workers=2)]
+    plan = IndexPlan(N, 20, num_workers=2)
+    assert batches == [plan.step_indices(s).tolist() for s in range(plan.steps)]
+    assert sorted(i for b in batches for i in b) == list(range(N))

@@ -27,18 +27,31 @@ def _with_worker(batch: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_pytorch_is_a_dataloader_of_tensor_batches(numbered: lc.Dataset, num_workers: int) -> None:
-    """A real DataLoader: len() batches of tensors (lists for ragged and text), in order."""
+    """A real DataLoader: len() batches of tensors (lists for ragged and text), in the plan's order."""
     loader = numbered.pytorch(10, num_workers=num_workers, prefetch=3)
+    plan = IndexPlan(N, 10, num_workers=num_workers)
     assert isinstance(loader, torch.utils.data.DataLoader)
-    assert len(loader) == 11
+    assert len(loader) == plan.steps == (12 if num_workers else 11)  # 2 workers: 52 + 51 samples
     assert loader.prefetch_factor == (3 if num_workers else None)
     batches = list(loader)
-    assert len(batches) == 11
+    assert len(batches) == len(loader)
+    assert [b["idx"].tolist() for b in batches] == [plan.step_indices(s).tolist() for s in range(plan.steps)]
     assert isinstance(batches[0]["img"], torch.Tensor)
     assert batches[0]["img"].shape == (10, 4, 4)
-    assert torch.cat([b["idx"] for b in batches]).tolist() == list(range(N))
-    assert batches[0]["rag"][2].tolist() == [2, 2, 2]
-    assert batches[0]["txt"][1] == "s1"
+    assert sorted(torch.cat([b["idx"] for b in batches]).tolist()) == list(range(N))
+    i = int(batches[0]["idx"][2])
+    assert batches[0]["rag"][2].tolist() == [i] * (i % 3 + 1)
+    assert batches[0]["txt"][1] == f"s{int(batches[0]['idx'][1])}"
+
+
+def _contract_shares(world_size: int, num_workers: int, order: Any) -> dict[tuple[int, int], list[int]]:
+    """API §3 in its own words: position p of the order goes to rank p % world_size, then to loader
+    worker (p // world_size) % num_workers (one stream for 0 workers); the order wraps to pad."""
+    shares: dict[tuple[int, int], list[int]] = {}
+    for p in range(-(-N // world_size) * world_size):
+        key = (p % world_size, (p // world_size) % max(1, num_workers))
+        shares.setdefault(key, []).append(int(order[p % N]))
+    return shares
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -46,8 +59,11 @@ def test_pytorch_is_a_dataloader_of_tensor_batches(numbered: lc.Dataset, num_wor
 def test_pytorch_shards_exactly_by_rank_then_worker(
     numbered: lc.Dataset, world_size: int, num_workers: int
 ) -> None:
-    """Every index is read, shares are disjoint up to the padding, every rank has as many batches, and
-    step s of each rank comes from worker s % num_workers with the plan's samples."""
+    """Each DataLoader worker of each rank reads exactly the contract's samples, in batches of its own;
+    step s comes from worker s % num_workers; every index is read, shares are disjoint up to the
+    padding, and every rank has as many batches."""
+    order = IndexPlan(N, 8, True, 11).order()
+    expected = _contract_shares(world_size, num_workers, order)
     seen: list[int] = []
     counts = set()
     for rank in range(world_size):
@@ -55,29 +71,79 @@ def test_pytorch_shards_exactly_by_rank_then_worker(
             8, shuffle=True, seed=11, rank=rank, world_size=world_size, num_workers=num_workers,
             transform=_with_worker,
         )  # fmt: skip
-        plan = IndexPlan(N, 8, True, 11, 0, False, rank, world_size)
         batches = list(loader)
         counts.add(len(batches))
+        by_worker: dict[int, list[int]] = {}
         for step, batch in enumerate(batches):
-            assert batch["idx"].tolist() == plan.step_indices(step).tolist()
-            assert set(batch["worker"].tolist()) == {step % num_workers if num_workers else -1}
-            seen.extend(batch["idx"].tolist())
+            workers = set(batch["worker"].tolist())
+            assert workers == {step % num_workers if num_workers else -1}
+            by_worker.setdefault(max(0, workers.pop()), []).extend(batch["idx"].tolist())
+            assert len(batch["idx"]) <= 8
+        assert by_worker == {w: share for (r, w), share in expected.items() if r == rank}
+        seen.extend(i for share in by_worker.values() for i in share)
     assert len(counts) == 1
     assert set(seen) == set(range(N))
     padding = len(seen) - N
     assert padding == IndexPlan(N, 8, world_size=world_size).padding < world_size
 
 
-@pytest.mark.parametrize(("before", "after"), [(0, 2), (2, 0), (2, 2)])
+# The seed's 4 workers on this 2-core machine: torch warns that it suggests at most 2.
+@pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes:UserWarning")
+def test_pytorch_reads_seed_001_table_with_two_ranks_and_four_workers(numbered: lc.Dataset) -> None:
+    """world_size 2 x 4 DataLoader workers: each worker's first samples are seed 001's table, verbatim."""
+    table = {
+        (0, 0): [0, 8, 16, 24],
+        (0, 1): [2, 10, 18, 26],
+        (0, 2): [4, 12, 20, 28],
+        (0, 3): [6, 14, 22, 30],
+        (1, 0): [1, 9, 17, 25],
+        (1, 1): [3, 11, 19, 27],
+        (1, 2): [5, 13, 21, 29],
+        (1, 3): [7, 15, 23, 31],
+    }
+    read: dict[tuple[int, int], list[int]] = {}
+    for rank in range(2):
+        loader = numbered.pytorch(
+            2, tensors="idx", rank=rank, world_size=2, num_workers=4, transform=_with_worker
+        )
+        for batch in loader:
+            (worker,) = set(batch["worker"].tolist())
+            read.setdefault((rank, worker), []).extend(batch["idx"].tolist())
+    assert {key: samples[:4] for key, samples in read.items()} == table
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_pytorch_yields_the_batches_of_ds_batches(numbered: lc.Dataset, num_workers: int) -> None:
+    """ds.pytorch and ds.batches give the same batches for the same options, and 0 workers gives 1's."""
+    options: dict[str, Any] = {"shuffle": True, "seed": 8, "rank": 1, "world_size": 2, "tensors": "idx"}
+    torch_batches = [b["idx"].tolist() for b in numbered.pytorch(6, num_workers=num_workers, **options)]
+    numpy_batches = [b["idx"].tolist() for b in numbered.batches(6, num_workers=num_workers, **options)]
+    one_worker = [b["idx"].tolist() for b in numbered.pytorch(6, num_workers=1, **options)]
+    assert torch_batches == numpy_batches
+    assert (torch_batches == one_worker) is (num_workers < 2)
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
 def test_pytorch_resume_equals_the_tail_of_an_uninterrupted_run(
-    numbered: lc.Dataset, before: int, after: int
+    numbered: lc.Dataset, num_workers: int
 ) -> None:
-    """A DataLoader from start_from_step=k yields the uninterrupted one's batches from k."""
-    options: dict[str, Any] = {"shuffle": True, "seed": 5, "epoch": 1, "rank": 0, "world_size": 2}
-    full = [b["idx"].tolist() for b in numbered.pytorch(4, num_workers=before, **options)]
-    tail = numbered.pytorch(4, start_from_step=5, num_workers=after, **options)
+    """A DataLoader from start_from_step=k yields the uninterrupted one's batches from k (same options)."""
+    options: dict[str, Any] = {
+        "shuffle": True, "seed": 5, "epoch": 1, "rank": 0, "world_size": 2, "num_workers": num_workers,
+    }  # fmt: skip
+    full = [b["idx"].tolist() for b in numbered.pytorch(4, **options)]
+    tail = numbered.pytorch(4, start_from_step=5, **options)  # an odd step: workers are rotated
     assert len(tail) == len(full) - 5
     assert [b["idx"].tolist() for b in tail] == full[5:]
+
+
+def test_pytorch_refuses_a_dataloader_with_another_worker_count(numbered: lc.Dataset) -> None:
+    """Wrapping the loader's dataset in a DataLoader with another worker count is an error, not a
+    silent skip or repeat of samples."""
+    dataset = numbered.pytorch(4, tensors="idx", num_workers=0).dataset
+    other = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    with pytest.raises(lc.InvalidArgumentError, match=r"planned for num_workers=0, but the DataLoader"):
+        list(other)
 
 
 def _global_draws(batch: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +208,7 @@ def test_pytorch_under_torch_distributed_gives_each_rank_its_share(
         assert p.exitcode == 0
     results = [json.loads(Path(o).read_text()) for o in outs]
     for rank, result in enumerate(results):
-        plan = IndexPlan(N, 8, True, 2, 0, False, rank, 2)
+        plan = IndexPlan(N, 8, True, 2, 0, False, rank, 2, num_workers=1)
         assert result["idx"] == [plan.step_indices(s).tolist() for s in range(plan.steps)]
         assert result["sizes"] == [7.0, 7.0]
     assert {i for r in results for b in r["idx"] for i in b} == set(range(N))

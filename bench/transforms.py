@@ -314,149 +314,162 @@ def print_table(lines: list[tuple[str, str, str, str, str, str, str]]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
-@suite("transforms")
-def transforms(opts: Any) -> list[Row]:
-    """eval vs a hand-written loop (1 process and Pool(2)): W1 flip, W2 PNG resize, W3 MLP; worker memory."""
+def _image_dataset(path: str, images: Any, labels: Any, **image_kwargs: Any) -> Any:
+    """A dataset of ``images`` and ``labels`` (class_label 0..9), written in one commit (setup, not timed)."""
     import lakecompute as lc
 
-    quick = bool(getattr(opts, "quick", False))
-    runs = max(1, int(getattr(opts, "runs", 3)))
-    n1, n2, n3 = (10_000, 300, 3_000) if quick else (N1, N2, N3)
+    ds = lc.empty(path, overwrite=True)
+    with ds:
+        ds.create_tensor("images", htype="image", **image_kwargs)
+        ds.create_tensor("labels", htype="class_label", class_names=[str(i) for i in range(10)])
+        ds.images.extend(images)
+        ds.labels.extend(labels)
+    return ds
+
+
+def _plan(tmp: str, n1: int, n2: int, n3: int) -> dict[str, dict[str, Callable[[], float]]]:
+    """Every timed variant of W1-W3 (floors and evals), with their inputs built once, not timed."""
+    import lakecompute as lc
     from bench._data import mnist_like
 
     fns = functions()
+    images, labels = mnist_like(n1)
+    ds1 = _image_dataset(f"{tmp}/w1", images, labels)
+    pics, pic_labels = photos(n2)
+    blobs = [_png(p) for p in pics]
+    del pics
+    ds2 = _image_dataset(f"{tmp}/w2", [_Png(b) for b in blobs], pic_labels, sample_compression="png")
+    vectors = np.random.default_rng(3).standard_normal((n3, 256)).astype(np.float32)
+    w = weights()
+    ds3 = lc.empty(f"{tmp}/w3", overwrite=True)
+    ds3.create_tensor("vectors", htype="embedding", dtype="float32")
+    ds3.vectors.extend(vectors)
+    # The floors' inputs, encoded as the datasets store them (not timed).
+    w1_whole = (Stored(images), Stored(labels))
+    w1_halves = [(Stored(images[a:b]), Stored(labels[a:b])) for a, b in _halves(n1)]
+    w3_whole = Stored(vectors)
+    w3_halves = [Stored(vectors[a:b]) for a, b in _halves(n3)]
+    p1 = fns["flip"]()
+    p2 = fns["compose"]([fns["flip"](), fns["resize"](new_size=SIZE)])
+    p3 = fns["mlp"](w=w, rounds=ROUNDS)
+    return {
+        "W1": {
+            "floor1": lambda: floor_w1(w1_whole, w1_halves, pool=False),
+            "floor2": lambda: floor_w1(w1_whole, w1_halves, pool=True),
+            "raw1": lambda: w1_raw_loop(images, labels),
+            "ours0": lambda: _timed_eval(p1, ds1, f"{tmp}/w1-out", 0),
+            "ours2": lambda: _timed_eval(p1, ds1, f"{tmp}/w1-out", 2),
+        },
+        "W2": {
+            "floor1": lambda: floor_w2(blobs, pic_labels, pool=False),
+            "floor2": lambda: floor_w2(blobs, pic_labels, pool=True),
+            "ours0": lambda: _timed_eval(p2, ds2, f"{tmp}/w2-out", 0),
+            "ours2": lambda: _timed_eval(p2, ds2, f"{tmp}/w2-out", 2),
+        },
+        "W3": {
+            "floor1": lambda: floor_w3(w3_whole, w3_halves, w, pool=False),
+            "floor2": lambda: floor_w3(w3_whole, w3_halves, w, pool=True),
+            "ours0": lambda: _timed_eval(p3, ds3, f"{tmp}/w3-out", 0),
+            "ours2": lambda: _timed_eval(p3, ds3, f"{tmp}/w3-out", 2),
+        },
+    }
+
+
+def _measure(
+    plan: dict[str, dict[str, Callable[[], float]]], runs: int
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, list[float]]]]:
+    """Medians and all times per workload and variant; runs interleaved so noise hits every variant."""
+    for variants in plan.values():  # warm up once (imports, page cache) without timing
+        next(iter(variants.values()))()
+    med: dict[str, dict[str, float]] = {}
+    spread: dict[str, dict[str, list[float]]] = {}
+    for wl, variants in plan.items():
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(runs):
+            for k, fn in variants.items():
+                times[k].append(fn())
+        med[wl] = {k: statistics.median(v) for k, v in times.items()}
+        spread[wl] = times
+    return med, spread
+
+
+Line = tuple[str, str, str, str, str, str, str]
+_TARGETS = {("W1", 0): 3.0, ("W1", 2): 3.0, ("W2", 2): 1.3, ("W3", 2): 1.3}
+
+
+def _workload_rows(
+    med: dict[str, dict[str, float]], spread: dict[str, dict[str, list[float]]], sizes: dict[str, str]
+) -> tuple[list[Row], list[Line]]:
     rows: list[Row] = []
-    lines: list[tuple[str, str, str, str, str, str, str]] = []
+    lines: list[Line] = []
+    for wl in ("W1", "W2", "W3"):
+        m = med[wl]
+        for workers in (0, 2) if wl == "W1" else (2, 0):
+            ours = m[f"ours{workers}"]
+            floor = m["floor1" if workers == 0 else "floor2"]
+            limit = _TARGETS.get((wl, workers))
+            ratio = ours / floor
+            ok = None if limit is None else ratio <= limit
+            status = "" if ok is None else ("PASS" if ok else "MISS")
+            lines.append((
+                f"{wl} {sizes[wl]}, {workers} workers", _fmt_s(ours), _fmt_s(m["floor1"]),
+                _fmt_s(m["floor2"]), f"{ratio:.2f}x", f"<= {limit:g}x" if limit else "—", status,
+            ))  # fmt: skip
+            rows.append(Row(
+                f"{wl} eval, {workers} workers", ours * 1e3, floor * 1e3, "ms",
+                f"within {limit:g}x of floor" if limit else "", ok,
+                "floor, 1 process" if workers == 0 else "floor, Pool(2)",
+                "runs: " + ", ".join(f"{x:.3f}" for x in spread[wl][f"ours{workers}"]) + " s",
+            ))  # fmt: skip
+    raw = med["W1"]["raw1"]
+    lines.append((
+        "W1 bare loop, memory to memory (reference)", "", _fmt_s(raw), "",
+        f"{med['W1']['ours0'] / raw:.2f}x", "—", "",
+    ))  # fmt: skip
+    speedup = med["W3"]["ours0"] / med["W3"]["ours2"]
+    floor_speedup = med["W3"]["floor1"] / med["W3"]["floor2"]
+    ok = speedup >= 1.7
+    lines.append((
+        "W3 speedup, 2 workers vs 0", f"{speedup:.2f}x", "", f"{floor_speedup:.2f}x", "", ">= 1.7x",
+        "PASS" if ok else "MISS",
+    ))  # fmt: skip
+    rows.append(Row("W3 speedup 2 vs 0 workers", speedup, floor_speedup, "x", ">= 1.7x", ok,
+                    "floor Pool(2) vs 1 process"))  # fmt: skip
+    return rows, lines
+
+
+def _memory_rows(tmp: str, n1: int) -> tuple[list[Row], list[Line]]:
+    """Peak RSS per worker for W1 at 1x and 4x the input (measured in a fresh interpreter)."""
+    from bench._data import mnist_like
+
+    big, big_labels = mnist_like(4 * n1, seed=1)
+    _image_dataset(f"{tmp}/w1x4", big, big_labels)
+    rss1, _ = worker_peak_rss(f"{tmp}/w1", f"{tmp}/w1-rss")
+    rss4, _ = worker_peak_rss(f"{tmp}/w1x4", f"{tmp}/w1x4-rss")
+    growth = rss4 / rss1
+    ok = growth < 1.3
+    line = (
+        "W1 peak RSS per worker, 1x -> 4x input", f"{rss1:.0f} -> {rss4:.0f} MiB", "", "",
+        f"{growth:.2f}x", "< 1.3x", "PASS" if ok else "MISS",
+    )  # fmt: skip
+    row = Row("W1 worker peak RSS, 4x input", rss4, rss1, "MiB", "< 1.3x of 1x input", ok,
+              "the same at 1x input", f"{n1:,} vs {4 * n1:,} samples, 2 workers")  # fmt: skip
+    return [row], [line]
+
+
+@suite("transforms")
+def transforms(opts: Any) -> list[Row]:
+    """eval vs a hand-written loop (1 process and Pool(2)): W1 flip, W2 PNG resize, W3 MLP; worker memory."""
+    quick = bool(getattr(opts, "quick", False))
+    runs = max(1, int(getattr(opts, "runs", 3)))
+    n1, n2, n3 = (10_000, 300, 3_000) if quick else (N1, N2, N3)
+    sizes = {"W1": f"{n1:,} 28x28 flip", "W2": f"{n2:,} PNG resize", "W3": f"{n3:,} MLP x{ROUNDS}"}
     with scratch_dir("lc-bench-transforms-") as tmp:
-        # -- inputs, built once (not timed) --
-        images, labels = mnist_like(n1)
-        ds1 = lc.empty(f"{tmp}/w1", overwrite=True)
-        with ds1:
-            ds1.create_tensor("images", htype="image")
-            ds1.create_tensor("labels", htype="class_label", class_names=[str(i) for i in range(10)])
-            ds1.images.extend(images)
-            ds1.labels.extend(labels)
-
-        pics, pic_labels = photos(n2)
-        blobs = [_png(p) for p in pics]
-        del pics
-        ds2 = lc.empty(f"{tmp}/w2", overwrite=True)
-        with ds2:
-            ds2.create_tensor("images", htype="image", sample_compression="png")
-            ds2.create_tensor("labels", htype="class_label", class_names=[str(i) for i in range(10)])
-            ds2.images.extend([_Png(b) for b in blobs])
-            ds2.labels.extend(pic_labels)
-
-        vectors = np.random.default_rng(3).standard_normal((n3, 256)).astype(np.float32)
-        w = weights()
-        ds3 = lc.empty(f"{tmp}/w3", overwrite=True)
-        with ds3:
-            ds3.create_tensor("vectors", htype="embedding", dtype="float32")
-            ds3.vectors.extend(vectors)
-
-        # The floors' inputs, encoded as the datasets store them (not timed).
-        cuts1, cuts3 = _halves(n1), _halves(n3)
-        w1_whole = (Stored(images), Stored(labels))
-        w1_halves = [(Stored(images[a:b]), Stored(labels[a:b])) for a, b in cuts1]
-        w3_whole = Stored(vectors)
-        w3_halves = [Stored(vectors[a:b]) for a, b in cuts3]
-
-        p1 = fns["flip"]()
-        p2 = fns["compose"]([fns["flip"](), fns["resize"](new_size=SIZE)])
-        p3 = fns["mlp"](w=w, rounds=ROUNDS)
-
-        plan: dict[str, dict[str, Callable[[], float]]] = {
-            "W1": {
-                "floor1": lambda: floor_w1(w1_whole, w1_halves, pool=False),
-                "floor2": lambda: floor_w1(w1_whole, w1_halves, pool=True),
-                "raw1": lambda: w1_raw_loop(images, labels),
-                "ours0": lambda: _timed_eval(p1, ds1, f"{tmp}/w1-out", 0),
-                "ours2": lambda: _timed_eval(p1, ds1, f"{tmp}/w1-out", 2),
-            },
-            "W2": {
-                "floor1": lambda: floor_w2(blobs, pic_labels, pool=False),
-                "floor2": lambda: floor_w2(blobs, pic_labels, pool=True),
-                "ours0": lambda: _timed_eval(p2, ds2, f"{tmp}/w2-out", 0),
-                "ours2": lambda: _timed_eval(p2, ds2, f"{tmp}/w2-out", 2),
-            },
-            "W3": {
-                "floor1": lambda: floor_w3(w3_whole, w3_halves, w, pool=False),
-                "floor2": lambda: floor_w3(w3_whole, w3_halves, w, pool=True),
-                "ours0": lambda: _timed_eval(p3, ds3, f"{tmp}/w3-out", 0),
-                "ours2": lambda: _timed_eval(p3, ds3, f"{tmp}/w3-out", 2),
-            },
-        }
-        # Warm up once (imports, page cache) without timing.
-        for variants in plan.values():
-            for fn in variants.values():
-                fn()
-                break
-        med: dict[str, dict[str, float]] = {}
-        spread: dict[str, dict[str, list[float]]] = {}
-        for wl, variants in plan.items():
-            times: dict[str, list[float]] = {k: [] for k in variants}
-            for _ in range(runs):
-                for k, fn in variants.items():
-                    times[k].append(fn())
-            med[wl] = {k: statistics.median(v) for k, v in times.items()}
-            spread[wl] = times
-
-        sizes = {"W1": f"{n1:,} 28x28 flip", "W2": f"{n2:,} PNG resize", "W3": f"{n3:,} MLP x{ROUNDS}"}
-        targets = {("W1", 0): 3.0, ("W1", 2): 3.0, ("W2", 2): 1.3, ("W3", 2): 1.3}
-        for wl in ("W1", "W2", "W3"):
-            m = med[wl]
-            for workers in (0, 2) if wl == "W1" else (2, 0):
-                ours = m[f"ours{workers}"]
-                floor = m["floor1" if workers == 0 else "floor2"]
-                limit = targets.get((wl, workers))
-                ratio = ours / floor
-                ok = None if limit is None else ratio <= limit
-                status = "" if ok is None else ("PASS" if ok else "MISS")
-                lines.append((
-                    f"{wl} {sizes[wl]}, {workers} workers", _fmt_s(ours), _fmt_s(m["floor1"]),
-                    _fmt_s(m["floor2"]), f"{ratio:.2f}x", f"<= {limit:g}x" if limit else "—", status,
-                ))  # fmt: skip
-                rows.append(Row(
-                    f"{wl} eval, {workers} workers", ours * 1e3, floor * 1e3, "ms",
-                    f"within {limit:g}x of floor" if limit else "", ok,
-                    "floor, 1 process" if workers == 0 else "floor, Pool(2)",
-                    "runs: " + ", ".join(f"{x:.3f}" for x in spread[wl][f"ours{workers}"]) + " s",
-                ))  # fmt: skip
-        raw = med["W1"]["raw1"]
-        lines.append((
-            "W1 bare loop, memory to memory (reference)", "", _fmt_s(raw), "",
-            f"{med['W1']['ours0'] / raw:.2f}x", "—", "",
-        ))  # fmt: skip
-        speedup = med["W3"]["ours0"] / med["W3"]["ours2"]
-        floor_speedup = med["W3"]["floor1"] / med["W3"]["floor2"]
-        ok = speedup >= 1.7
-        lines.append((
-            "W3 speedup, 2 workers vs 0", f"{speedup:.2f}x", "", f"{floor_speedup:.2f}x", "", ">= 1.7x",
-            "PASS" if ok else "MISS",
-        ))  # fmt: skip
-        rows.append(Row("W3 speedup 2 vs 0 workers", speedup, floor_speedup, "x", ">= 1.7x", ok,
-                        "floor Pool(2) vs 1 process"))  # fmt: skip
-
-        # -- peak RSS per worker, W1 at 1x and 4x (measured in a fresh interpreter) --
-        big, big_labels = mnist_like(4 * n1, seed=1)
-        ds4 = lc.empty(f"{tmp}/w1x4", overwrite=True)
-        with ds4:
-            ds4.create_tensor("images", htype="image")
-            ds4.create_tensor("labels", htype="class_label", class_names=[str(i) for i in range(10)])
-            ds4.images.extend(big)
-            ds4.labels.extend(big_labels)
-        rss1, _ = worker_peak_rss(f"{tmp}/w1", f"{tmp}/w1-rss")
-        rss4, _ = worker_peak_rss(f"{tmp}/w1x4", f"{tmp}/w1x4-rss")
-        growth = rss4 / rss1
-        ok = growth < 1.3
-        lines.append((
-            "W1 peak RSS per worker, 1x -> 4x input", f"{rss1:.0f} -> {rss4:.0f} MiB", "", "",
-            f"{growth:.2f}x", "< 1.3x", "PASS" if ok else "MISS",
-        ))  # fmt: skip
-        rows.append(Row("W1 worker peak RSS, 4x input", rss4, rss1, "MiB", "< 1.3x of 1x input", ok,
-                        "the same at 1x input", f"{n1:,} vs {4 * n1:,} samples, 2 workers"))  # fmt: skip
-    print_table(lines)
-    return rows
+        med, spread = _measure(_plan(tmp, n1, n2, n3), runs)
+        rows, lines = _workload_rows(med, spread, sizes)
+        memory_rows, memory_lines = _memory_rows(tmp, n1)
+    print_table(lines + memory_lines)
+    return rows + memory_rows
 
 
 class _Png:

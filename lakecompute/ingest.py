@@ -379,7 +379,9 @@ def _load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarra
     return pixels
 
 
-def _ingest_file(sample_in: tuple[str, int], sample_out: Any, mode: str, compression: str | None) -> None:
+def ingest_image(sample_in: tuple[str, int], sample_out: Any, mode: str, compression: str | None) -> None:
+    """The compute function of `ingest_classification`: one ``(path, label)`` in, its image and label
+    out (named for what progress bars and ``ds.log()`` show: ``eval ingest_image``)."""
     path, label = sample_in
     sample_out.images.append(_load_for_ingest(path, mode, compression))
     sample_out.labels.append(label)
@@ -466,7 +468,7 @@ def ingest_classification(
         with ds:
             ds.create_tensor("images", htype="image", sample_compression=compression)
             ds.create_tensor("labels", htype="class_label", class_names=class_names)
-        result = lc.compute(_ingest_file)(mode=mode, compression=compression).eval(
+        result = lc.compute(ingest_image)(mode=mode, compression=compression).eval(
             items,
             ds,
             num_workers=num_workers,

@@ -530,6 +530,7 @@ class _StderrForwarder:
         self.writers = [writer for _, writer in pipes]
         """The write ends, one per worker: passed to the workers, closed here once they started."""
         self._tails = [bytearray() for _ in range(count)]
+        self._fatal: dict[int, bytes] = {}  # per worker: the last "Fatal Python error" line it wrote
         self._open = {reader.fileno(): index for index, reader in enumerate(self._readers)}
         # Serialises reads, so tail() can drain a pipe while the thread is also reading.
         self._lock = threading.Lock()
@@ -577,6 +578,11 @@ class _StderrForwarder:
             _write_stderr(data)
             tail = self._tails[index]
             tail += data
+            # A crash dump (faulthandler) names its cause on its first line; with many threads the dump
+            # can outgrow the tail, so that line is kept as it goes by.
+            fatal = tail.rfind(b"Fatal Python error")
+            if fatal >= 0 and b"\n" in tail[fatal:]:
+                self._fatal[index] = bytes(tail[fatal : tail.index(b"\n", fatal)])
             del tail[:-_TAIL_BYTES]
 
     def tail(self, index: int) -> str:
@@ -584,13 +590,13 @@ class _StderrForwarder:
         with self._lock:
             self._read_available(self._readers[index].fileno())
             text = self._tails[index].decode(errors="replace")
+            fatal = self._fatal.get(index, b"").decode(errors="replace")
         lines = [line for line in text.rstrip().splitlines() if line.strip()]
         shown = lines[-_TAIL_LINES:]
-        # A crash dump (faulthandler) names the cause on its first line and lists the crashing
-        # frame first: when it has scrolled out of the tail, keep its first line.
-        fatal = [line for line in lines[:-_TAIL_LINES] if line.startswith("Fatal Python error")]
-        if fatal:
-            shown = [fatal[-1], "...", *shown]
+        # A crash dump names its cause on its first line and lists the crashing frame first: when that
+        # line has scrolled out of what is shown, show it first.
+        if fatal and fatal not in shown:
+            shown = [fatal, "...", *shown]
         return "\n".join(f"    {line}" for line in shown)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ Outside a ``with ds:`` block every top-level write call commits; inside one, the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from lakecompute.datasets._index import parse_index
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import Transaction
-from lakecompute.datasets._views import DatasetView, Row, _Reading
+from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -44,14 +44,12 @@ from lakecompute.storage import (
 )
 
 if TYPE_CHECKING:
-    import torch.utils.data
-
-    from lakecompute.loaders import Batches
+    pass
 
 __all__ = ["Dataset"]
 
 
-class Dataset(_Reading):
+class Dataset(_Samples):
     """A lakecompute dataset. Create or open one with `lc.empty`, `lc.load` or `lc.dataset`."""
 
     def __init__(
@@ -416,122 +414,6 @@ class Dataset(_Reading):
         from lakecompute.datasets._maintenance import vacuum
 
         return vacuum(self, grace_seconds=grace_seconds, keep_versions=keep_versions)
-
-    # -- training (lakecompute.loaders) ----------------------------------------------------------
-    def batches(
-        self,
-        batch_size: int,
-        tensors: str | Sequence[str] | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-    ) -> Batches:
-        """Iterate over the committed version in batches: dicts of numpy arrays, one per step.
-
-        The epoch's order is a permutation drawn from ``(seed, epoch)`` (the identity without
-        ``shuffle``), the same on every rank. Position ``p`` of it goes to rank ``p % world_size``,
-        then to loader worker ``(p // world_size) % num_workers``; each worker cuts its own samples into
-        batches of ``batch_size``, and step ``s`` is batch ``s // num_workers`` of worker
-        ``s % num_workers`` (torch's order), so batches depend on ``num_workers``. Every rank yields the
-        same number of batches: the order wraps around to fill the shares (at most ``world_size - 1``
-        repeats), or with ``drop_last`` each worker leaves out its short last batch. See the Training
-        guide for a worked example.
-
-        Args:
-            batch_size: samples per batch.
-            tensors: the tensors to read (a name or names); None for all.
-            shuffle: draw a new order for every ``(seed, epoch)``.
-            seed: the seed of the order and of a compute transform's per-sample ``rng``.
-            epoch: the epoch (each has its own order and its own transform draws).
-            drop_last: leave out the tail that would make a short or uneven last batch.
-            rank: this process's rank (0 .. world_size - 1).
-            world_size: how many ranks share the epoch.
-            start_from_step: resume: yield exactly the batches an uninterrupted run with the same
-                options (``num_workers`` too) yields from this step on, found in O(1); samples of
-                skipped steps are never read.
-            transform: a compute function or pipeline (``@lc.compute``), run on each sample in the
-                workers with an ``rng`` derived from ``(seed, epoch, index)``, or a callable taking and
-                returning the batch dict.
-            num_workers: loader worker processes that read and decode; 0 reads in this process.
-            prefetch: batches each worker may read ahead (memory is bounded by it, not by the dataset).
-
-        Returns:
-            An iterator of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
-            differ in shape, a list of str/values for text and json); ``len()`` is its batch count.
-
-        Raises:
-            InvalidArgumentError: bad options, or uncommitted changes (commit them first).
-            TensorDoesNotExistError: an unknown name in ``tensors``.
-
-        Example:
-            >>> import numpy as np, lakecompute as lc
-            >>> ds = lc.empty("mem://batches-doc", overwrite=True)
-            >>> _ = ds.create_tensor("x", dtype="int16")
-            >>> ds.x.extend(np.arange(10))
-            >>> batches = ds.batches(4)
-            >>> len(batches), next(batches)["x"].shape
-            (3, (4,))
-            >>> next(ds.batches(4, shuffle=True, seed=0))["x"].dtype
-            dtype('int16')
-        """
-        from lakecompute.loaders import batches
-
-        return batches(
-            self, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch,
-        )  # fmt: skip
-
-    def pytorch(
-        self,
-        batch_size: int,
-        tensors: str | Sequence[str] | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int | None = None,
-        world_size: int | None = None,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-        collate_fn: Callable[[Any], Any] | None = None,
-        pin_memory: bool = False,
-    ) -> torch.utils.data.DataLoader[Any]:
-        """A ``torch.utils.data.DataLoader`` over the committed version, batched and sharded like
-        `batches` (numpy arrays arrive as tensors).
-
-        Takes the options of `batches`, and:
-
-        Args:
-            rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
-                else 0.
-            world_size: defaults to ``torch.distributed.get_world_size()`` likewise, else 1.
-            num_workers: the DataLoader's worker processes; each reads and decodes its own samples.
-            prefetch: the DataLoader's ``prefetch_factor`` (batches each worker reads ahead).
-            collate_fn: applied to each batch dict (default: numpy arrays become tensors).
-            pin_memory: the DataLoader's ``pin_memory``.
-
-        Returns:
-            A real DataLoader; ``len()`` is its batch count.
-
-        Raises:
-            InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
-                bad options as for `batches`.
-        """
-        from lakecompute.loaders import pytorch
-
-        return pytorch(
-            self, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch, collate_fn, pin_memory,
-        )  # fmt: skip
 
     # -- display ---------------------------------------------------------------------------------
     def summary_table(self) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -45,7 +45,130 @@ class _Reading:
         raise NotImplementedError
 
 
-class DatasetView(_Reading):
+class _Samples(_Reading):
+    """What datasets and views share beyond reading: feeding a training loop (`lakecompute.loaders`)."""
+
+    # -- training (lakecompute.loaders) ----------------------------------------------------------
+    def batches(
+        self,
+        batch_size: int,
+        tensors: str | Sequence[str] | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        epoch: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+        start_from_step: int = 0,
+        transform: Any = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+    ) -> Batches:
+        """Iterate over the samples in batches (a dataset's committed version, or a view's selection):
+        dicts of numpy arrays, one per step.
+
+        The epoch's order is a permutation drawn from ``(seed, epoch)`` (the identity without
+        ``shuffle``), the same on every rank. Position ``p`` of it goes to rank ``p % world_size``,
+        then to loader worker ``(p // world_size) % num_workers``; each worker cuts its own samples into
+        batches of ``batch_size``, and step ``s`` is batch ``s // num_workers`` of worker
+        ``s % num_workers`` (torch's order), so batches depend on ``num_workers``. Every rank yields the
+        same number of batches: the order wraps around to fill the shares (at most ``world_size - 1``
+        repeats), or with ``drop_last`` each worker leaves out its short last batch. See the Training
+        guide for a worked example.
+
+        Args:
+            batch_size: samples per batch.
+            tensors: the tensors to read (a name or names); None for all.
+            shuffle: draw a new order for every ``(seed, epoch)``.
+            seed: the seed of the order and of a compute transform's per-sample ``rng``.
+            epoch: the epoch (each has its own order and its own transform draws).
+            drop_last: leave out the tail that would make a short or uneven last batch.
+            rank: this process's rank (0 .. world_size - 1).
+            world_size: how many ranks share the epoch.
+            start_from_step: resume: yield exactly the batches an uninterrupted run with the same
+                options (``num_workers`` too) yields from this step on, found in O(1); samples of
+                skipped steps are never read.
+            transform: a compute function or pipeline (``@lc.compute``), run on each sample in the
+                workers with an ``rng`` derived from ``(seed, epoch, index)``, or a callable taking and
+                returning the batch dict.
+            num_workers: loader worker processes that read and decode; 0 reads in this process.
+            prefetch: batches each worker may read ahead (memory is bounded by it, not by the dataset).
+
+        Returns:
+            An iterator of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
+            differ in shape, a list of str/values for text and json); ``len()`` is its batch count.
+
+        Raises:
+            InvalidArgumentError: bad options, or uncommitted changes (commit them first).
+            TensorDoesNotExistError: an unknown name in ``tensors``.
+
+        Example:
+            >>> import numpy as np, lakecompute as lc
+            >>> ds = lc.empty("mem://batches-doc", overwrite=True)
+            >>> _ = ds.create_tensor("x", dtype="int16")
+            >>> ds.x.extend(np.arange(10))
+            >>> batches = ds.batches(4)
+            >>> len(batches), next(batches)["x"].shape
+            (3, (4,))
+            >>> tuple(next(ds[[9, 2, 5]].batches(2))["x"])  # a view
+            (np.int16(9), np.int16(2))
+        """
+        from lakecompute.loaders import batches
+
+        data = cast("Dataset | DatasetView", self)
+        return batches(
+            data, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
+            start_from_step, transform, num_workers, prefetch,
+        )  # fmt: skip
+
+    def pytorch(
+        self,
+        batch_size: int,
+        tensors: str | Sequence[str] | None = None,
+        shuffle: bool = False,
+        seed: int = 0,
+        epoch: int = 0,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        start_from_step: int = 0,
+        transform: Any = None,
+        num_workers: int = 0,
+        prefetch: int = 2,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+    ) -> torch.utils.data.DataLoader[Any]:
+        """A ``torch.utils.data.DataLoader`` over the samples (a dataset or a view), batched and sharded like
+        `batches` (numpy arrays arrive as tensors).
+
+        Takes the options of `batches`, and:
+
+        Args:
+            rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
+                else 0.
+            world_size: defaults to ``torch.distributed.get_world_size()`` likewise, else 1.
+            num_workers: the DataLoader's worker processes; each reads and decodes its own samples.
+            prefetch: the DataLoader's ``prefetch_factor`` (batches each worker reads ahead).
+            collate_fn: applied to each batch dict (default: numpy arrays become tensors).
+            pin_memory: the DataLoader's ``pin_memory``.
+
+        Returns:
+            A real DataLoader; ``len()`` is its batch count.
+
+        Raises:
+            InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
+                bad options as for `batches`.
+        """
+        from lakecompute.loaders import pytorch
+
+        data = cast("Dataset | DatasetView", self)
+        return pytorch(
+            data, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
+            start_from_step, transform, num_workers, prefetch, collate_fn, pin_memory,
+        )  # fmt: skip
+
+
+class DatasetView(_Samples):
     """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``)."""
 
     def __init__(self, ds: Dataset, positions: range | np.ndarray) -> None:
@@ -91,119 +214,6 @@ class DatasetView(_Reading):
     def __iter__(self) -> Iterator[Row]:
         for p in self._pos:
             yield Row(self._ds, int(p))
-
-    # -- training (lakecompute.loaders) ----------------------------------------------------------
-    def batches(
-        self,
-        batch_size: int,
-        tensors: str | Sequence[str] | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-    ) -> Batches:
-        """Iterate over the view's samples in batches: dicts of numpy arrays, one per step.
-
-        The epoch's order is a permutation drawn from ``(seed, epoch)`` (the identity without
-        ``shuffle``), the same on every rank. Position ``p`` of it goes to rank ``p % world_size``,
-        then to loader worker ``(p // world_size) % num_workers``; each worker cuts its own samples into
-        batches of ``batch_size``, and step ``s`` is batch ``s // num_workers`` of worker
-        ``s % num_workers`` (torch's order), so batches depend on ``num_workers``. Every rank yields the
-        same number of batches: the order wraps around to fill the shares (at most ``world_size - 1``
-        repeats), or with ``drop_last`` each worker leaves out its short last batch. See the Training
-        guide for a worked example.
-
-        Args:
-            batch_size: samples per batch.
-            tensors: the tensors to read (a name or names); None for all.
-            shuffle: draw a new order for every ``(seed, epoch)``.
-            seed: the seed of the order and of a compute transform's per-sample ``rng``.
-            epoch: the epoch (each has its own order and its own transform draws).
-            drop_last: leave out the tail that would make a short or uneven last batch.
-            rank: this process's rank (0 .. world_size - 1).
-            world_size: how many ranks share the epoch.
-            start_from_step: resume: yield exactly the batches an uninterrupted run with the same
-                options (``num_workers`` too) yields from this step on, found in O(1); samples of
-                skipped steps are never read.
-            transform: a compute function or pipeline (``@lc.compute``), run on each sample in the
-                workers with an ``rng`` derived from ``(seed, epoch, index)``, or a callable taking and
-                returning the batch dict.
-            num_workers: loader worker processes that read and decode; 0 reads in this process.
-            prefetch: batches each worker may read ahead (memory is bounded by it, not by the dataset).
-
-        Returns:
-            An iterator of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
-            differ in shape, a list of str/values for text and json); ``len()`` is its batch count.
-
-        Raises:
-            InvalidArgumentError: bad options, or uncommitted changes (commit them first).
-            TensorDoesNotExistError: an unknown name in ``tensors``.
-
-        Example:
-            >>> import numpy as np, lakecompute as lc
-            >>> ds = lc.empty("mem://view-batches-doc", overwrite=True)
-            >>> _ = ds.create_tensor("x", dtype="int16")
-            >>> ds.x.extend(np.arange(10))
-            >>> tuple(next(ds[[9, 2, 5]].batches(2))["x"])
-            (np.int16(9), np.int16(2))
-        """
-        from lakecompute.loaders import batches
-
-        return batches(
-            self, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch,
-        )  # fmt: skip
-
-    def pytorch(
-        self,
-        batch_size: int,
-        tensors: str | Sequence[str] | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int | None = None,
-        world_size: int | None = None,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-        collate_fn: Callable[[Any], Any] | None = None,
-        pin_memory: bool = False,
-    ) -> torch.utils.data.DataLoader[Any]:
-        """A ``torch.utils.data.DataLoader`` over the view's samples, batched and sharded like
-        `batches` (numpy arrays arrive as tensors).
-
-        Takes the options of `batches`, and:
-
-        Args:
-            rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
-                else 0.
-            world_size: defaults to ``torch.distributed.get_world_size()`` likewise, else 1.
-            num_workers: the DataLoader's worker processes; each reads and decodes its own samples.
-            prefetch: the DataLoader's ``prefetch_factor`` (batches each worker reads ahead).
-            collate_fn: applied to each batch dict (default: numpy arrays become tensors).
-            pin_memory: the DataLoader's ``pin_memory``.
-
-        Returns:
-            A real DataLoader; ``len()`` is its batch count.
-
-        Raises:
-            InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
-                bad options as for `batches`.
-        """
-        from lakecompute.loaders import pytorch
-
-        return pytorch(
-            self, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch, collate_fn, pin_memory,
-        )  # fmt: skip
 
     def _refuse(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError(

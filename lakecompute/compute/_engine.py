@@ -270,6 +270,7 @@ class _OrderedRun:
 
     def run(self, sched: Scheduler) -> EvalResult:
         bar = _progress_bar(self.plan)
+        stream = bar.fp if bar is not None and not bar.disable else None  # close() disables the bar
         tasks = cast(Iterator[Task], self.tasks())  # tasks, and PAUSE while the preflight runs
         runner = sched.run(
             functools.partial(run_task, self.job), tasks, on_progress=bar.update if bar is not None else None
@@ -297,10 +298,10 @@ class _OrderedRun:
             self.plan.resume_from,
             self.plan.seed,
         )
-        if bar is not None and not bar.disable:  # the bar stays on screen; this line says how it ended
+        if stream is not None:  # the bar stays on screen; this line says how it ended
             rows = max(outcome.outputs.values(), default=0)
             summary = f"{outcome.inputs} inputs -> {rows} outputs in {outcome.seconds:.1f} s"
-            bar.write(f"eval {self.plan.label}: {summary} (version {version})", file=bar.fp)
+            bar.write(f"eval {self.plan.label}: {summary} (version {version})", file=stream)
         return outcome
 
     def receive(self, result: TaskResult) -> None:

@@ -191,6 +191,8 @@ def test_progressbar_shows_total(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert "eval square" in captured.err
     assert re.search(r"\b0/50\b", captured.err)
     assert not re.search(r"/(?!50\b)\d+", captured.err)  # no other total ever shown
+    # The bar stays on screen, followed by a line saying how the eval ended.
+    assert re.search(r"eval square: 50 inputs -> 50 outputs in \d+\.\d s \(version \d+\)\n", captured.err)
 
 
 def test_progressbar_streamed_input_has_no_total(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

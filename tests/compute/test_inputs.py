@@ -117,3 +117,17 @@ def test_eval_empty_input_is_a_no_op(scheduler: Sched, tmp_path: Path, kind: str
     assert result.failed == []
     assert result.version == out.version == version
     assert lc.load(str(tmp_path / "out")).version == version
+
+
+def test_stream_tasks_are_sized_in_bytes() -> None:
+    """A stream of large items is cut into tasks of about max_bytes, not of a fixed item count, so the
+    items the caller holds for tasks in flight stay bounded whatever the items' size."""
+    from lakecompute.compute._inputs import IterableSource
+
+    items = (np.zeros(1 << 20, dtype=np.uint8) for _ in range(20))  # 20 items of 1 MiB
+    chunks = list(IterableSource(items).chunks(size=1024, max_bytes=4 << 20))
+    assert [len(c) for c in chunks] == [4, 4, 4, 4, 4]
+    small = list(IterableSource(iter(range(10))).chunks(size=4, max_bytes=4 << 20))
+    assert [len(c) for c in small] == [4, 4, 2]
+    batched = list(IterableSource(np.zeros((10, 1 << 20), np.uint8)).chunks(4, 3 << 20, multiple=2))
+    assert [len(c) for c in batched] == [4, 4, 2]  # whole batches of 2, even past the byte limit

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -351,3 +352,19 @@ def test_vacuum_sweeps_temp_files_of_killed_writes(ds_path: str) -> None:
     ds.vacuum(grace_seconds=0)
     assert not [f for f in debris if os.path.exists(f)]
     assert snapshot(lc.load(ds_path)) == before
+
+
+def test_log_messages_say_what_each_commit_did(tmp_path: Path) -> None:
+    """Commits are logged by what they did: a with block lists its write calls, like and compact name
+    themselves (not a generic 'write')."""
+    ds = lc.empty(str(tmp_path / "ds"))
+    with ds:
+        ds.create_tensor("x", dtype="int16")
+        for i in range(3):
+            ds.x.append(i)
+    ds.compact()
+    lc.like(str(tmp_path / "copy"), ds)
+    assert [e["message"] for e in ds.log()] == ["create", "create tensor x, append x x3", "compact"]
+    assert [e["message"] for e in lc.load(str(tmp_path / "copy")).log()][-1].startswith(
+        "create tensors like "
+    )

@@ -113,6 +113,10 @@ class _Hasher:
             self._text(b"s", repr(sorted(_sub(v, what) for v in value)))
         else:
             self._text(b"l" + type(value).__name__.encode(), str(len(value)))
+            stacked = _homogeneous(value)
+            if stacked is not None:  # one hash of the stacked values: 1M ints in ~0.1 s, not ~1 s
+                self._array(stacked, what)
+                return
             for i, v in enumerate(value):
                 self.value(v, f"{what}[{i}]")
 
@@ -176,6 +180,32 @@ class _Hasher:
             if var in namespace:
                 self._text(b"G", var)
                 self.value(namespace[var], f"global {var!r} read by {name}")
+
+
+_PLAIN = (int, float, str, bool)
+
+
+def _homogeneous(items: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
+    """``items`` stacked into one array when they are many values of exactly one plain type (int, float,
+    str, bool), or arrays of one dtype and shape — so equal stacks mean equal items; else None."""
+    if len(items) < 64:
+        return None
+    first = items[0]
+    kind = type(first)
+    if kind in _PLAIN:
+        if not all(type(v) is kind for v in items):
+            return None
+    elif kind is np.ndarray and first.dtype.kind in "biufc":
+        shape, dtype = first.shape, first.dtype
+        if not all(type(v) is np.ndarray and v.shape == shape and v.dtype == dtype for v in items):
+            return None
+    else:
+        return None
+    try:
+        stacked = np.asarray(items)
+    except (ValueError, OverflowError):
+        return None  # ints too large for int64, say: hashed one by one
+    return stacked if stacked.dtype.kind != "O" else None
 
 
 def _sub(value: Any, what: str) -> str:

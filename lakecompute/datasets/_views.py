@@ -113,13 +113,11 @@ class _Samples(_Reading):
             >>> tuple(next(ds[[9, 2, 5]].batches(2))["x"])  # a view
             (np.int16(9), np.int16(2))
         """
-        from lakecompute.loaders import batches
+        from lakecompute.loaders import LoaderOptions, batches
 
-        data = cast("Dataset | DatasetView", self)
-        return batches(
-            data, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch,
-        )  # fmt: skip
+        # Every argument but tensors is a loader option, checked here once and passed on whole.
+        options = LoaderOptions.parse(**LoaderOptions.pick(locals()))
+        return batches(cast("Dataset | DatasetView", self), tensors, options)
 
     def pytorch(
         self,
@@ -159,13 +157,10 @@ class _Samples(_Reading):
             InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
                 bad options as for `batches`.
         """
-        from lakecompute.loaders import pytorch
+        from lakecompute.loaders import LoaderOptions, pytorch
 
-        data = cast("Dataset | DatasetView", self)
-        return pytorch(
-            data, batch_size, tensors, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch, collate_fn, pin_memory,
-        )  # fmt: skip
+        options = LoaderOptions.parse(**LoaderOptions.pick(locals()))
+        return pytorch(cast("Dataset | DatasetView", self), tensors, options)
 
 
 class DatasetView(_Samples):

@@ -4,7 +4,8 @@ This package sits above `lakecompute.datasets` and `lakecompute.compute`; the da
 reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytorch`` and
 ``Tensor.blocks``. torch is imported only by `pytorch` (``pip install "lakecompute[torch]"``).
 
-The pieces: `IndexPlan` (pure arithmetic: permutation, samples dealt to ranks then to loader
+The pieces: `LoaderOptions` (the options of a call, checked once there and passed down whole),
+`IndexPlan` (pure arithmetic: permutation, samples dealt to ranks then to loader
 workers, each worker's batches, the steps' order, resume), chunk-aware reading
 (`lakecompute.datasets.RowReader`), worker processes bounded by ``prefetch``, the torch adapter,
 and `TokenBlocks`.
@@ -13,16 +14,17 @@ and `TokenBlocks`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lakecompute.datasets import Dataset, DatasetView, StreamReader, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.loaders._blocks import TokenBlocks
 from lakecompute.loaders._loader import Batches, LoaderSpec
+from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._plan import IndexPlan, _check_int
 from lakecompute.loaders._sources import RowSource, TokenSource
-from lakecompute.loaders._transform import check_transform
 
 if TYPE_CHECKING:
     import torch.utils.data
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Batches",
     "IndexPlan",
+    "LoaderOptions",
     "TokenBlocks",
     "batches",
     "blocks",
@@ -57,31 +60,12 @@ def _tensor_names(known: Sequence[str], tensors: str | Sequence[str] | None) -> 
     return tuple(names)
 
 
-def _spec(
-    source: RowSource | TokenSource,
-    batch_size: int,
-    shuffle: bool,
-    seed: int,
-    epoch: int,
-    drop_last: bool,
-    rank: int,
-    world_size: int,
-    start_from_step: int,
-    transform: Any,
-    num_workers: int,
-) -> LoaderSpec:
-    check_transform(transform)
-    plan = IndexPlan(
-        source.length, batch_size, bool(shuffle), seed, epoch, bool(drop_last), rank, world_size,
-        start_from_step, num_workers,
-    )  # fmt: skip
-    return LoaderSpec(source, plan, transform)
+def _spec(source: RowSource | TokenSource, options: LoaderOptions) -> LoaderSpec:
+    return LoaderSpec(source, options.plan(source.length), options.transform)
 
 
-def _check_workers(source: RowSource | TokenSource, num_workers: int, prefetch: int) -> None:
-    _check_int("num_workers", num_workers, 0)
-    _check_int("prefetch", prefetch, 1)
-    if num_workers and not source.snapshot.shared_between_processes and not _can_fork():
+def _check_workers(source: RowSource | TokenSource, options: LoaderOptions) -> None:
+    if options.num_workers and not source.snapshot.shared_between_processes and not _can_fork():
         raise InvalidArgumentError(
             f"{source.snapshot.url!r} lives in this process's memory, which loader workers started "
             "without fork cannot read. Use a local path, or num_workers=0."
@@ -92,39 +76,27 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux")
 
 
-def make_batches(
-    source: RowSource | TokenSource,
-    batch_size: int,
-    shuffle: bool = False,
-    seed: int = 0,
-    epoch: int = 0,
-    drop_last: bool = False,
-    rank: int = 0,
-    world_size: int = 1,
-    start_from_step: int = 0,
-    transform: Any = None,
-    num_workers: int = 0,
-    prefetch: int = 2,
-) -> Batches:
+def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Batches:
     """A batch iterator over any source (what `batches` and ``TokenBlocks.batches`` build)."""
-    _check_workers(source, num_workers, prefetch)
-    spec = _spec(
-        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
-        transform, num_workers,
-    )  # fmt: skip
-    return Batches(spec, prefetch)
+    _check_workers(source, options)
+    return Batches(_spec(source, options), options.prefetch)
 
 
-def _distributed_defaults(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """``rank`` and ``world_size``, each defaulting to torch.distributed's when it is initialised."""
+def _distributed_defaults(options: LoaderOptions) -> LoaderOptions:
+    """``options`` with a None ``rank`` or ``world_size`` filled in: torch.distributed's when it is
+    initialised, else 0 and 1."""
+    if options.rank is not None and options.world_size is not None:
+        return options
     import torch.distributed as dist
 
     active = dist.is_available() and dist.is_initialized()
+    rank = options.rank
     if rank is None:
         rank = dist.get_rank() if active else 0
+    world_size = options.world_size
     if world_size is None:
         world_size = dist.get_world_size() if active else 1
-    return rank, world_size
+    return replace(options, rank=rank, world_size=world_size)
 
 
 def _import_torch() -> None:
@@ -138,82 +110,34 @@ def _import_torch() -> None:
 
 
 def make_dataloader(
-    source: RowSource | TokenSource,
-    batch_size: int,
-    shuffle: bool = False,
-    seed: int = 0,
-    epoch: int = 0,
-    drop_last: bool = False,
-    rank: int | None = None,
-    world_size: int | None = None,
-    start_from_step: int = 0,
-    transform: Any = None,
-    num_workers: int = 0,
-    prefetch: int = 2,
-    collate_fn: Callable[[Any], Any] | None = None,
-    pin_memory: bool = False,
+    source: RowSource | TokenSource, options: LoaderOptions
 ) -> torch.utils.data.DataLoader[Any]:
     """A torch DataLoader over any source (what `pytorch` and ``TokenBlocks.pytorch`` build)."""
     _import_torch()
     from lakecompute.loaders._torch import make_dataloader as torch_loader
 
-    rank, world_size = _distributed_defaults(rank, world_size)
-    _check_workers(source, num_workers, prefetch)
-    spec = _spec(
-        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
-        transform, num_workers,
-    )  # fmt: skip
-    return torch_loader(spec, prefetch, collate_fn, bool(pin_memory))
+    options = _distributed_defaults(options)
+    _check_workers(source, options)
+    return torch_loader(_spec(source, options), options)
+
+
+def _rows(data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> RowSource:
+    snap = snapshot(data)
+    return RowSource(snap, _tensor_names(snap.tensors, tensors))
 
 
 def batches(
-    data: Dataset | DatasetView,
-    batch_size: int,
-    tensors: str | Sequence[str] | None = None,
-    shuffle: bool = False,
-    seed: int = 0,
-    epoch: int = 0,
-    drop_last: bool = False,
-    rank: int = 0,
-    world_size: int = 1,
-    start_from_step: int = 0,
-    transform: Any = None,
-    num_workers: int = 0,
-    prefetch: int = 2,
+    data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
 ) -> Batches:
     """Batches of a dataset or view as dicts of numpy arrays; see `lakecompute.Dataset.batches`."""
-    snap = snapshot(data)
-    source = RowSource(snap, _tensor_names(snap.tensors, tensors))
-    return make_batches(
-        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
-        transform, num_workers, prefetch,
-    )  # fmt: skip
+    return make_batches(_rows(data, tensors), options)
 
 
 def pytorch(
-    data: Dataset | DatasetView,
-    batch_size: int,
-    tensors: str | Sequence[str] | None = None,
-    shuffle: bool = False,
-    seed: int = 0,
-    epoch: int = 0,
-    drop_last: bool = False,
-    rank: int | None = None,
-    world_size: int | None = None,
-    start_from_step: int = 0,
-    transform: Any = None,
-    num_workers: int = 0,
-    prefetch: int = 2,
-    collate_fn: Callable[[Any], Any] | None = None,
-    pin_memory: bool = False,
+    data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
 ) -> torch.utils.data.DataLoader[Any]:
     """A torch DataLoader over a dataset or view; see `lakecompute.Dataset.pytorch`."""
-    snap = snapshot(data)
-    source = RowSource(snap, _tensor_names(snap.tensors, tensors))
-    return make_dataloader(
-        source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size, start_from_step,
-        transform, num_workers, prefetch, collate_fn, pin_memory,
-    )  # fmt: skip
+    return make_dataloader(_rows(data, tensors), options)
 
 
 def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) -> TokenBlocks:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.errors import InvalidTypeError, SampleIndexError
+from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._sources import TokenSource, _TokenBatches
 
 if TYPE_CHECKING:
@@ -111,10 +112,7 @@ class TokenBlocks:
         `lakecompute.Dataset.batches` (sharding, resume, transform, workers)."""
         from lakecompute.loaders import make_batches
 
-        return make_batches(
-            self.source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch,
-        )  # fmt: skip
+        return make_batches(self.source, LoaderOptions.parse(**LoaderOptions.pick(locals())))
 
     def pytorch(
         self,
@@ -135,10 +133,7 @@ class TokenBlocks:
         """A torch DataLoader of block batches, with the options of `lakecompute.Dataset.pytorch`."""
         from lakecompute.loaders import make_dataloader
 
-        return make_dataloader(
-            self.source, batch_size, shuffle, seed, epoch, drop_last, rank, world_size,
-            start_from_step, transform, num_workers, prefetch, collate_fn, pin_memory,
-        )  # fmt: skip
+        return make_dataloader(self.source, LoaderOptions.parse(**LoaderOptions.pick(locals())))
 
     def __repr__(self) -> str:
         return (

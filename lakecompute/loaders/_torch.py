@@ -11,7 +11,7 @@ each worker reads ahead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ import torch.utils.data
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._loader import LoaderSpec, worker_batches
+from lakecompute.loaders._options import LoaderOptions
 
 __all__ = ["TorchBatches", "make_dataloader"]
 
@@ -57,26 +58,21 @@ def _reseed_numpy(worker: int) -> None:
     np.random.seed()
 
 
-def make_dataloader(
-    spec: LoaderSpec,
-    prefetch: int,
-    collate_fn: Callable[[Any], Any] | None,
-    pin_memory: bool,
-) -> torch.utils.data.DataLoader[Any]:
+def make_dataloader(spec: LoaderSpec, options: LoaderOptions) -> torch.utils.data.DataLoader[Any]:
     """A DataLoader yielding the run's batches in step order (numpy arrays become tensors)."""
     num_workers = spec.plan.num_workers
-    options: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
     if num_workers:
-        options["prefetch_factor"] = prefetch
-        options["worker_init_fn"] = _reseed_numpy
+        extra["prefetch_factor"] = options.prefetch
+        extra["worker_init_fn"] = _reseed_numpy
         if not spec.source.snapshot.fork_safe:
             # An object store's client hangs in a forked child once the parent used it.
-            options["multiprocessing_context"] = "forkserver"
+            extra["multiprocessing_context"] = "forkserver"
     return torch.utils.data.DataLoader(
         TorchBatches(spec),
         batch_size=None,
         num_workers=num_workers,
-        collate_fn=collate_fn,
-        pin_memory=pin_memory,
-        **options,
+        collate_fn=options.collate_fn,
+        pin_memory=options.pin_memory,
+        **extra,
     )

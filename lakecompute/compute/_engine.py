@@ -184,7 +184,8 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
     opts, source = plan.options, plan.source
     step = opts.batch_size or 1
     if isinstance(source, IterableSource):
-        items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step)
+        # The preflight's inputs travel with its task: a few MiB at most, even when items are large.
+        items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step, STREAM_TASK_BYTES)
         stop = len(items or [])
         first = items[0] if items else None
     else:

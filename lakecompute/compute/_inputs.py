@@ -139,10 +139,17 @@ class IterableSource(Source):
         self.data = data
         self.length = None
 
-    def peek(self, n: int) -> list[Any]:
-        """The first ``n`` items (fewer if the stream is shorter), without consuming them."""
+    def peek(self, n: int, max_bytes: int) -> list[Any]:
+        """The first items, without consuming them: at most ``n`` of them and about ``max_bytes`` bytes
+        (at least one; fewer if the stream is shorter)."""
         it = iter(self.data)
-        head = list(itertools.islice(it, n))
+        head: list[Any] = []
+        nbytes = 0
+        for item in itertools.islice(it, n):
+            head.append(item)
+            nbytes += estimate_bytes(item)
+            if nbytes >= max_bytes:
+                break
         self.data = itertools.chain(head, it)
         return head
 

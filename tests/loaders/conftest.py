@@ -9,6 +9,19 @@ import pytest
 
 import lakecompute as lc
 
+#: Seed 001's table (shared/seeds/001): world_size 2 x 4 loader workers -> the first samples each
+#: (rank, worker) reads, for an unshuffled epoch of 32 samples.
+SEED_001_TABLE = {
+    (0, 0): [0, 8, 16, 24],
+    (0, 1): [2, 10, 18, 26],
+    (0, 2): [4, 12, 20, 28],
+    (0, 3): [6, 14, 22, 30],
+    (1, 0): [1, 9, 17, 25],
+    (1, 1): [3, 11, 19, 27],
+    (1, 2): [5, 13, 21, 29],
+    (1, 3): [7, 15, 23, 31],
+}
+
 __all__ = ["fill_numbered", "numbered", "tokens"]
 
 N = 103  # not a multiple of any batch size or world size used: the padding shows

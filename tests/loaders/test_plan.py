@@ -7,6 +7,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from tests.loaders.conftest import SEED_001_TABLE
 
 
 def _epoch(plan: IndexPlan) -> list[list[int]]:
@@ -94,16 +95,7 @@ def test_plan_steps_interleave_the_workers_until_each_runs_out() -> None:
 
 def test_plan_seed_001_table_for_two_ranks_and_four_workers() -> None:
     """world_size 2 x 4 loader workers reads seed 001's table verbatim."""
-    table = {
-        (0, 0): [0, 8, 16, 24],
-        (0, 1): [2, 10, 18, 26],
-        (0, 2): [4, 12, 20, 28],
-        (0, 3): [6, 14, 22, 30],
-        (1, 0): [1, 9, 17, 25],
-        (1, 1): [3, 11, 19, 27],
-        (1, 2): [5, 13, 21, 29],
-        (1, 3): [7, 15, 23, 31],
-    }
+    table = SEED_001_TABLE
     for (rank, worker), row in table.items():
         plan = IndexPlan(1000, 2, rank=rank, world_size=2, num_workers=4)
         assert plan.worker_indices(worker).tolist()[:4] == row

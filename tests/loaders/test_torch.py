@@ -14,6 +14,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from tests.loaders.conftest import SEED_001_TABLE
 
 torch = pytest.importorskip("torch", reason='the loader tests need torch: pip install "lakecompute[torch]"')
 
@@ -91,16 +92,7 @@ def test_pytorch_shards_exactly_by_rank_then_worker(
 @pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes:UserWarning")
 def test_pytorch_reads_seed_001_table_with_two_ranks_and_four_workers(numbered: lc.Dataset) -> None:
     """world_size 2 x 4 DataLoader workers: each worker's first samples are seed 001's table, verbatim."""
-    table = {
-        (0, 0): [0, 8, 16, 24],
-        (0, 1): [2, 10, 18, 26],
-        (0, 2): [4, 12, 20, 28],
-        (0, 3): [6, 14, 22, 30],
-        (1, 0): [1, 9, 17, 25],
-        (1, 1): [3, 11, 19, 27],
-        (1, 2): [5, 13, 21, 29],
-        (1, 3): [7, 15, 23, 31],
-    }
+    table = SEED_001_TABLE
     read: dict[tuple[int, int], list[int]] = {}
     for rank in range(2):
         loader = numbered.pytorch(

@@ -160,7 +160,7 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     opts = plan.options
     locations = [plan.out.location.url]
     if isinstance(plan.source, DatasetSource):
-        locations.append(plan.source.spec.url)
+        locations.append(plan.source.snap.url)
     sched = get_scheduler(opts.scheduler, opts.num_workers)
     # Object-store clients hang or refuse to work in a child forked after the parent used them
     # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.

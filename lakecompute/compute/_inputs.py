@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import column_row_class, row_class
-from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns
+from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
-from lakecompute.storage import BackendSpec
 
 __all__ = ["DatasetSource", "IterableSource", "SequenceSource", "Source", "estimate_bytes", "make_source"]
 
@@ -27,8 +27,6 @@ class Source:
 
     #: Number of samples, or None for a streamed iterable.
     length: int | None = None
-    #: Tensor names of dataset input (for preflight), else None.
-    tensor_names: list[str] | None = None
 
     def read(self, start: int, stop: int, batch: bool) -> list[Any]:
         """Samples ``start..stop`` as ``sample_in`` objects (or one batch object if ``batch``)."""
@@ -55,17 +53,14 @@ class DatasetSource(Source):
 
     def __init__(self, data_in: Dataset | DatasetView, pad: bool, rows_of_data: bool = False) -> None:
         base = base_dataset(data_in)
-        self.spec: BackendSpec = base.location
-        self.version = base.version
         lengths = {name: len(t) for name, t in base.tensors.items()}
         if rows_of_data:
             lengths = {name: n for name, n in lengths.items() if n}
-        self.tensor_names: list[str] = list(lengths)
         full = max(lengths.values(), default=0) if pad else min(lengths.values(), default=0)
-        self.positions: range | np.ndarray = (
-            data_in.positions if isinstance(data_in, DatasetView) else range(full)
-        )
-        self.length = len(self.positions)
+        positions = data_in.positions if isinstance(data_in, DatasetView) else range(full)
+        #: What the workers read: the committed version, these tensors, these positions.
+        self.snap = replace(snapshot(data_in), positions=positions, tensors=tuple(lengths))
+        self.length = len(positions)
         self.pad = pad
         self._ds: Dataset | None = None
 
@@ -76,13 +71,12 @@ class DatasetSource(Source):
 
     def dataset(self) -> Dataset:
         if self._ds is None:
-            from lakecompute.api import load
-
-            self._ds = load(self.spec.url, version=self.version, storage_options=self.spec.storage_options)
+            self._ds = self.snap.open()
         return self._ds
 
     def read(self, start: int, stop: int, batch: bool) -> list[Any]:
-        columns = read_columns(self.dataset(), self.tensor_names or [], self.positions[start:stop], self.pad)
+        snap = self.snap
+        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         if batch:
             return [row_class(tuple(columns))(columns, start)]
         # One row per sample, holding the columns and its position: no dict per sample.
@@ -94,17 +88,17 @@ class DatasetSource(Source):
         return row
 
     def identity(self) -> dict[str, Any]:
-        pos = self.positions
+        pos = self.snap.positions
         where: Any = (
             [pos.start, pos.stop, pos.step] if isinstance(pos, range) else fingerprint_value(pos, "data_in")
         )
         return {
             "kind": "dataset",
-            "path": self.spec.url,
-            "version": self.version,
+            "path": self.snap.url,
+            "version": self.snap.version,
             "positions": where,
             "pad": self.pad,
-            "tensors": self.tensor_names,
+            "tensors": list(self.snap.tensors),
         }
 
 

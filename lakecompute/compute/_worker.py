@@ -33,9 +33,9 @@ from lakecompute.compute._runner import (
 )
 from lakecompute.compute._samples import SampleOut
 from lakecompute.datasets import Decisions, FailedSample, OutputSchema, SlotGrant, TaskWriter
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError, RemoteError
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import Encoded
-from lakecompute.schedulers import ProgressFn
+from lakecompute.schedulers import ProgressFn, portable_exception
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -239,24 +239,10 @@ def _alignment_error(function: str, written: Mapping[str, int], expected: Mappin
     )
 
 
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling (to cross to the parent), else a RemoteError standing in for it."""
-    import multiprocess.reduction
-
-    dumps, loads = multiprocess.reduction.ForkingPickler.dumps, multiprocess.reduction.ForkingPickler.loads
-    try:
-        if type(loads(dumps(exc))) is type(exc):
-            return exc
-    except Exception:
-        pass
-    text = "".join(traceback.format_exception(exc))
-    return RemoteError(f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc), text)
-
-
 def _failure(index: int, function: str, exc: BaseException, parent_pid: int) -> TaskFailure:
     """The failure of ``data_in[index]``; its exception made portable when it must cross processes."""
     text = "".join(traceback.format_exception(exc))
-    portable = exc if os.getpid() == parent_pid else _portable(exc)
+    portable = exc if os.getpid() == parent_pid else portable_exception(exc, text)
     return TaskFailure(index, function, portable, text, _user_frame(exc))
 
 

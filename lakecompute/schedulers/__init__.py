@@ -33,6 +33,7 @@ from lakecompute.schedulers._base import (
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
+from lakecompute.schedulers._transport import portable_exception
 
 __all__ = [
     "PAUSE",
@@ -46,6 +47,7 @@ __all__ = [
     "ThreadedScheduler",
     "call_task",
     "get_scheduler",
+    "portable_exception",
     "register_scheduler",
     "scheduler_names",
     "worker_id",

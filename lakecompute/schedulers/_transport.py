@@ -33,6 +33,7 @@ __all__ = [
     "load_result",
     "load_task",
     "pickle_exception",
+    "portable_exception",
     "rebuild_exception",
     "unsendable_result",
 ]
@@ -156,17 +157,27 @@ def _pickle_one(exc: BaseException) -> _PickledException:
         message = str(exc)
     except Exception:
         message = f"<{type_name} whose str() failed>"
-    data: bytes | None
+    return _PickledException(data=_round_trip(exc), type_name=type_name, message=message)
+
+
+def _round_trip(exc: BaseException) -> bytes | None:
+    """``exc`` pickled, if it also unpickles as itself; else None."""
     try:
         data = dump(exc)
         # Many exceptions pickle but fail to unpickle (an __init__ with other arguments than .args);
-        # try it here so that the parent gets a RemoteError, not an unpickling failure.
-        copy = load(data)
-        if type(copy) is not kind:
-            data = None
+        # try it here so that the receiver gets a RemoteError, not an unpickling failure.
+        return data if type(load(data)) is type(exc) else None
     except Exception:
-        data = None
-    return _PickledException(data=data, type_name=type_name, message=message)
+        return None
+
+
+def portable_exception(exc: BaseException, traceback_text: str) -> BaseException:
+    """``exc`` if it can cross to another process as itself, else a `RemoteError` standing in for it
+    (with ``traceback_text``): what a task may put in its result."""
+    if _round_trip(exc) is not None:
+        return exc
+    kind = type(exc)
+    return RemoteError(f"{kind.__module__}.{kind.__qualname__}", str(exc), traceback_text)
 
 
 def rebuild_exception(error: PickledError) -> BaseException:

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidTypeError",
     "LakeComputeError",
     "LakeComputeWarning",
+    "LeaseExpiredError",
     "RaggedShapeError",
     "ReadOnlyError",
     "RemoteError",
@@ -215,6 +216,27 @@ class CommitConflictError(LakeComputeError, RuntimeError):
             f"Dataset {path!r} was changed by another writer: this writer started from version "
             f"{expected} but version {found} exists now. Nothing of this write was committed; "
             "reload the dataset with lc.load() and run the write again."
+        )
+
+
+class LeaseExpiredError(LakeComputeError, RuntimeError):
+    """Raised at commit when this writer's lease on its uncommitted data lapsed (it was not renewed in time,
+    for example because the process was paused), so ``vacuum()`` on any machine may have removed that data.
+
+    Nothing of the write is committed.
+
+    Attributes:
+        path: the dataset.
+        seconds: how long the lease went without renewal.
+    """
+
+    def __init__(self, path: str, seconds: float, limit: float) -> None:
+        self.path = path
+        self.seconds = seconds
+        super().__init__(
+            f"Cannot commit to {path!r}: this writer's lease on its uncommitted data was not renewed for "
+            f"{seconds:.0f} s (at most {limit:.0f} s keep it valid), so vacuum() may have removed that data. "
+            "Nothing of this write was committed; reload the dataset with lc.load() and run the write again."
         )
 
 

@@ -299,6 +299,8 @@ class EvalWrite:
                 s.spec.chunk_compression or "none": s.spec.chunk_compression
                 for s in self.schema.tensors.values()
             }
+            # Held from here to the final commit (or abort), checkpoints included: workers write meanwhile.
+            self._txn.pin()
             segments = {codec: self._txn.slots.new_segment(cc) for codec, cc in codecs.items()}
             self._grant = SlotGrant(self._txn.backend.spec, segments, self.schema.names)
         return self._grant
@@ -326,6 +328,8 @@ class EvalWrite:
     def commit(self, progress: EvalProgress) -> int:
         """The final commit; returns the version that holds the eval's result."""
         suffix = " (in place)" if self.in_place else ""
+        if self._grant is not None:
+            self._txn.unpin()  # the workers are done: the final commit releases the lease
         self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress))
         return self._txn.base.version
 

@@ -1,9 +1,11 @@
 """Compaction and cleanup of stored data.
 
 Data is written once and never changed in place, so crashes and aborted writes leave bytes that
-no version references. `vacuum` removes them — but never bytes a live writer may still
-commit: it skips segments younger than ``grace_seconds`` and segments whose writer process is
-still running on this machine.
+no version references. `vacuum` removes them — but never bytes a live writer may still commit,
+wherever that writer runs: every writer holds a lease in the dataset's storage on the segments and
+typed arrays it writes (``lakecompute.storage.Lease``), and vacuum leaves alone everything an unexpired
+lease names, and everything younger than ``grace_seconds`` (which is what protected data before
+leases existed). No process ids are consulted.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import math
 import os
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,7 +27,9 @@ from lakecompute.htypes import Encoded
 from lakecompute.storage import (
     DATA_CHUNK,
     INDEX_CHUNK,
+    LEASE_SECONDS,
     STREAM_SEGMENT,
+    TEMP_PREFIX,
     TYPED_PREFIX,
     Backend,
     Fragment,
@@ -33,7 +38,7 @@ from lakecompute.storage import (
     TensorState,
     create_typed_array,
     list_versions,
-    new_segment_id,
+    read_leases,
     read_manifest,
     segment_time,
 )
@@ -127,7 +132,7 @@ def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fr
         rows[:, 1:] = reader.shapes(0, n)
     rows[:, 0] = np.prod(rows[:, 1:], axis=1) if ndim else 1
     total = int(rows[:, 0].sum())
-    seg = new_segment_id()
+    seg = ds._txn.slots.new_id()
     # Checksummed, and every chunk stored (a missing one is damage, not zeros), like every typed array.
     data = create_typed_array(
         ds._cache.store, f"segments/{seg}/data", (total,), (DATA_CHUNK,), dtype,
@@ -157,7 +162,7 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
     n = state.length
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
     rows = max(1, DATA_CHUNK // sample_bytes)
-    path = f"tensors/{state.spec.name}/{new_segment_id()}"
+    path = f"tensors/{state.spec.name}/{ds._txn.slots.new_id()}"
     arr = create_typed_array(
         ds._cache.store,
         path,
@@ -172,16 +177,6 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
         stop = min(n, start + step)
         arr[start:stop] = np.asarray(reader.read_range(start, stop))
     return Fragment(TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _referenced(manifests: list[Manifest], url: str) -> dict[str, list[tuple[str, int, int]]]:
@@ -205,14 +200,22 @@ def _referenced(manifests: list[Manifest], url: str) -> dict[str, list[tuple[str
 
 
 def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
-    """Delete stored data no kept version references.
+    """Delete stored data no kept version references and no live writer may still commit.
 
     Only the dataset's own storage is walked, through its backend: a symbolic link inside a local
     dataset is never followed (links are removed as links, what they point to is left alone).
 
+    The order of the steps matters. Stored segments and typed arrays are listed first, then the
+    leases read, then the versions: a segment is written only while one lease has covered it since
+    before it was created, and that lease is let go only after a commit (whose version the last step
+    then sees) or a rollback (after which the segment is garbage). So a segment listed here that no
+    lease covers when the leases are read is never written again, and it is garbage if no version
+    read afterwards references it.
+
     Args:
         ds: the dataset (its latest version is always kept).
-        grace_seconds: segments younger than this are left alone (a writer may still commit them).
+        grace_seconds: data younger than this is left alone whatever the leases say (data written
+            by lakecompute versions before leases is protected by this alone).
         keep_versions: keep only this many newest versions (None keeps all).
 
     Returns:
@@ -222,6 +225,10 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
     ds.check_writable()
     backend = ds._backend
+    stored = _Stored.list(backend)
+    now = time.time()
+    leases = read_leases(backend, now)
+    removable = _Removable(leases.covered, grace_seconds, now)
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
     if keep_versions is not None and len(versions) > keep_versions:
@@ -231,49 +238,61 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         versions = versions[-keep_versions:]
     manifests = [read_manifest(backend, v) for v in versions]
     needed = _referenced(manifests, ds.path)
-    removable = _Removable(ds._txn.slots.own(), grace_seconds)
-    removed["segments"] += _vacuum_typed(backend, needed, removable)
-    for seg in backend.list("segments"):
+    for path in stored.typed:
+        if removable(path.rsplit("/", 1)[-1]) and TYPED_PREFIX + path not in needed:
+            backend.delete_tree(path)
+            removed["segments"] += 1
+    for seg in stored.segments:
         if not removable(seg):
             continue
         if seg not in needed:
-            backend.delete_tree(f"segments/{seg}")
+            backend.delete_tree(f"segments/{seg}")  # with any temp files left inside it
             removed["segments"] += 1
         else:
             removed["chunks"] += _vacuum_chunks(backend, seg, needed[seg])
-    _sweep_partials(backend, grace_seconds)
+    for key in leases.expired:
+        backend.delete(key)  # its writer can no longer commit (see Lease.check)
+    _sweep_temp_files(backend, removable, max(grace_seconds, TEMP_FILE_SECONDS))
     return removed
 
 
-class _Removable:
-    """Whether stored data named by a segment-style id may go: old enough, its writer gone."""
+#: Temp files younger than this are never swept, whatever ``grace_seconds`` says: writing one file (and
+#: renaming it into place) never takes this long, so a younger temp file may belong to a live write.
+TEMP_FILE_SECONDS = LEASE_SECONDS
 
-    def __init__(self, own: set[str], grace_seconds: float) -> None:
-        self.own = own
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """The segment ids and typed array paths (``tensors/<name>/<id>``) stored when vacuum began."""
+
+    segments: tuple[str, ...]
+    typed: tuple[str, ...]
+
+    @staticmethod
+    def list(backend: Backend) -> _Stored:
+        segments = tuple(s for s in backend.list("segments") if _SEGMENT_NAME.match(s))
+        typed = tuple(
+            f"tensors/{tensor_dir}/{array_id}"
+            for tensor_dir in backend.list("tensors")
+            for array_id in backend.list(f"tensors/{tensor_dir}")
+            if _SEGMENT_NAME.match(array_id)
+        )
+        return _Stored(segments, typed)
+
+
+class _Removable:
+    """Whether stored data named by a segment-style id may go: no live lease names it, and it is old
+    enough."""
+
+    def __init__(self, covered: frozenset[str], grace_seconds: float, now: float) -> None:
+        self.covered = covered
         self.grace_seconds = grace_seconds
-        self.now = time.time()
+        self.now = now
 
     def __call__(self, name: str) -> bool:
-        if not _SEGMENT_NAME.match(name):
-            return False  # zarr.json, or a temp file of a killed write (swept below)
-        if name in self.own or self.now - segment_time(name) < self.grace_seconds:
+        if not _SEGMENT_NAME.match(name) or name in self.covered:
             return False
-        pid = int(name.split("-")[1])
-        # A running writer here may still commit it. This process counts too: another handle or an
-        # eval in it may hold the segment uncommitted; a later process collects it if it is garbage.
-        return not _pid_alive(pid)
-
-
-def _vacuum_typed(backend: Backend, needed: dict[str, Any], removable: _Removable) -> int:
-    """Remove typed arrays (``tensors/<name>/<id>``) no kept version names; returns how many."""
-    count = 0
-    for tensor_dir in backend.list("tensors"):
-        for array_id in backend.list(f"tensors/{tensor_dir}"):
-            path = f"tensors/{tensor_dir}/{array_id}"
-            if removable(array_id) and TYPED_PREFIX + path not in needed:
-                backend.delete_tree(path)
-                count += 1
-    return count
+        return self.now - segment_time(name) >= self.grace_seconds
 
 
 def _vacuum_chunks(backend: Backend, seg: str, ranges: list[tuple[str, int, int]]) -> int:
@@ -283,7 +302,7 @@ def _vacuum_chunks(backend: Backend, seg: str, ranges: list[tuple[str, int, int]
         keep = [(a, b) for kind, a, b in ranges if kind == array]
         for name in backend.list(f"segments/{seg}/{array}/c"):
             if not name.isdigit():
-                continue  # a temp file of a killed chunk write: swept below
+                continue  # a temp file: see _sweep_temp_files
             c = int(name)
             if not any(a <= c <= b for a, b in keep):
                 backend.delete(f"segments/{seg}/{array}/c/{name}")
@@ -291,19 +310,40 @@ def _vacuum_chunks(backend: Backend, seg: str, ranges: list[tuple[str, int, int]
     return count
 
 
-def _sweep_partials(backend: Backend, grace_seconds: float) -> None:
-    """Remove temp files of killed writes (local disks only; object stores have none)."""
+def _sweep_temp_files(backend: Backend, removable: _Removable, min_age: float) -> None:
+    """Remove temp files of killed writes older than ``min_age`` (local disks only; object stores have
+    none).
+
+    Ours (named ``TEMP_PREFIX…``) anywhere in the dataset; zarr's (``*.partial``) only inside a
+    segment or typed array, where zarr writes. Never inside a segment or typed array a live lease
+    covers: its writer may be renaming that file into place right now.
+    """
     root = backend.local_path("")
     if root is None:
         return
     now = time.time()
     # os.walk does not descend into linked folders; a linked file is removed as a link.
     for dirpath, _dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root).split(os.sep)
+        owner = _array_id(rel)
+        if owner is not None and owner in removable.covered:
+            continue
         for name in files:
-            if name.endswith(".partial"):
-                p = os.path.join(dirpath, name)
-                try:
-                    if now - os.lstat(p).st_mtime >= grace_seconds:
-                        os.unlink(p)
-                except OSError:
-                    pass
+            ours = name.startswith(TEMP_PREFIX)
+            if not ours and not (owner is not None and name.endswith(".partial")):
+                continue
+            p = os.path.join(dirpath, name)
+            try:
+                if now - os.lstat(p).st_mtime >= min_age:
+                    os.unlink(p)
+            except OSError:
+                pass
+
+
+def _array_id(parts: list[str]) -> str | None:
+    """The segment or typed array id a folder of the dataset (as its path parts) lies in, if any."""
+    if len(parts) >= 2 and parts[0] == "segments":
+        return parts[1]
+    if len(parts) >= 3 and parts[0] == "tensors":
+        return parts[2]
+    return None

@@ -120,10 +120,15 @@ class WriteSession:
         return [frag]
 
     def discard(self) -> None:
-        """Drop everything buffered (a rolled-back transaction)."""
+        """Drop everything buffered (a rolled-back transaction); later writes go to new slots."""
         for buf in self.buffers.values():
             buf.clear()
         self._ndims.clear()
+        self.new_slots()
+
+    def new_slots(self) -> None:
+        """Write into new slots from now on (the segments of the current ones are no longer ours)."""
+        self._writers.clear()
 
 
 def _class_names(state: TensorState) -> list[str]:

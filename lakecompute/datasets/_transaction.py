@@ -27,6 +27,7 @@ from lakecompute.storage import (
     ArrayCache,
     Backend,
     Fragment,
+    Lease,
     Manifest,
     SlotWriter,
     TensorState,
@@ -47,15 +48,34 @@ MAX_DONE_RECORDS = 64
 
 
 class SlotAllocator:
-    """Hands out slots of this handle's own segments: one segment per chunk codec, slots in order."""
+    """Hands out slots of this handle's own segments: one segment per chunk codec, slots in order.
 
-    def __init__(self, store: Store, cache: ArrayCache) -> None:
+    Every segment (and typed array) it makes is covered by the handle's `Lease` before it is created,
+    and it writes into a segment only while that lease still covers it: once the lease lets the segment
+    go (a rollback, or idle after a commit), new slots come from new segments.
+    """
+
+    def __init__(self, store: Store, cache: ArrayCache, lease: Lease) -> None:
         self._store = store
         self._cache = cache
+        self.lease = lease
+        self._generation = lease.generation
         self._segments: dict[str, str] = {}  # chunk codec -> this handle's current segment
         self._next: dict[str, int] = {}  # segment -> its next free slot
 
+    def hold(self) -> bool:
+        """Hold the lease for writes about to happen; False when the old segments are no longer covered
+        (they are forgotten here; writers holding slots in them must ask for new slots)."""
+        kept = self.lease.hold()
+        if not kept or self.lease.generation != self._generation:
+            self._segments.clear()
+            self._next.clear()
+            self._generation = self.lease.generation
+            return False
+        return True
+
     def new_slot(self, spec: TensorSpec) -> SlotWriter:
+        self.hold()
         codec = spec.chunk_compression or "none"
         seg = self._segments.get(codec)
         if seg is None or self._next[seg] >= MAX_SLOTS:
@@ -68,13 +88,17 @@ class SlotAllocator:
 
     def new_segment(self, chunk_compression: str | None) -> str:
         """Create a fresh segment (in this process: only one process may create arrays)."""
-        seg = new_segment_id()
+        seg = self.new_id()
         create_segment(self._store, seg, compression.zarr_compressors(chunk_compression))
         return seg
 
-    def own(self) -> set[str]:
-        """The segments this handle writes into (vacuum must leave them alone)."""
-        return set(self._segments.values())
+    def new_id(self) -> str:
+        """A fresh segment id, covered by the lease (create the segment or typed array after this)."""
+        self.hold()
+        seg = new_segment_id()
+        self.lease.cover(seg)
+        self._generation = self.lease.generation
+        return seg
 
 
 class Transaction:
@@ -105,8 +129,10 @@ class Transaction:
         self.dirty = False
         self.depth = 0  # nesting of `with ds:` blocks (and single write calls) under way
         self.notes: list[str] = []  # what a `with` block did so far, for its commit message
-        self.slots = SlotAllocator(store, cache)
+        self.lease = Lease(backend)
+        self.slots = SlotAllocator(store, cache, self.lease)
         self.session = WriteSession(self.slots.new_slot)
+        self.evals = 0  # evals whose workers may be writing: the lease is held until they finish
         self._on_change = on_change
 
     # -- what the head holds ---------------------------------------------------------------------
@@ -135,12 +161,16 @@ class Transaction:
 
     def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
         """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out."""
+        self._hold()
         for frag in self.session.add(self.head.tensors[name], item):
             self.add_fragment(name, frag)
         self._changed(name)
 
     def flush(self, name: str | None = None) -> None:
         """Write out buffered samples (of one tensor, or of all) as fragments of the head."""
+        names = [name] if name is not None else list(self.head.tensors)
+        if any(self.session.pending(n) for n in names):
+            self._hold()
         for n in [name] if name is not None else list(self.head.tensors):
             for frag in self.session.flush(self.head.tensors[n]):
                 self.add_fragment(n, frag)
@@ -172,6 +202,24 @@ class Transaction:
         state = self.head.tensors[name]
         state.spec = _with_dtype(state.spec, None)
 
+    def _hold(self) -> None:
+        """Hold the lease before writing data; if it had let the old segments go, write into new ones."""
+        if not self.slots.hold():
+            self.session.new_slots()
+
+    def _let_go(self) -> None:
+        """Release the lease after a commit, unless an eval's workers may still be writing."""
+        if not self.evals:
+            self.lease.release(forget=False)
+
+    def pin(self) -> None:
+        """An eval's workers start writing into this handle's segments: keep the lease until `unpin`."""
+        self.evals += 1
+
+    def unpin(self) -> None:
+        """An eval's workers are done (its final commit or abort follows)."""
+        self.evals = max(0, self.evals - 1)
+
     def _changed(self, name: str | None) -> None:
         self.dirty = True
         self._on_change(name)
@@ -185,6 +233,7 @@ class Transaction:
         """
         self.flush()
         if not self.dirty and record is None:
+            self._let_go()
             return False
         new = self.head.copy()
         for state in new.tensors.values():
@@ -194,6 +243,7 @@ class Transaction:
         self.dirty = False
         self.notes.clear()
         self._on_change(None)
+        self._let_go()
         return True
 
     def commit_record(self, message: str, record: EvalRecord) -> None:
@@ -211,6 +261,8 @@ class Transaction:
         new.message = message
         if record is not None:
             new.evals = _with_record(self.base.evals, record, new.version)
+        # Last, just before the manifest lands: data written under a lapsed lease may be gone.
+        self.lease.check()
         if not commit_manifest(self.backend, new):
             found = latest_version(self.backend) or new.version
             raise CommitConflictError(self.backend.url, self.base.version, found)
@@ -226,8 +278,10 @@ class Transaction:
         return text if len(text) <= 100 else text[:97] + "..."
 
     def rollback(self) -> None:
-        """Drop every uncommitted change."""
+        """Drop every uncommitted change (its data is garbage: the lease lets its segments go)."""
         self.session.discard()
+        self.evals = 0
+        self.lease.release(forget=True)
         self.head = self.base.copy()
         self.dirty = False
         self.notes.clear()

@@ -4,6 +4,7 @@ Nothing here knows about transforms; the dataset layer builds on these pieces.
 """
 
 from lakecompute.storage._backend import (
+    TEMP_PREFIX,
     Backend,
     BackendSpec,
     LocalBackend,
@@ -18,6 +19,15 @@ from lakecompute.storage._fragments import (
     SampleBuffer,
     append_fragment,
     write_fragment,
+)
+from lakecompute.storage._leases import (
+    LEASE_MARGIN_SECONDS,
+    LEASE_SECONDS,
+    LEASES,
+    RENEW_SECONDS,
+    Lease,
+    LiveLeases,
+    read_leases,
 )
 from lakecompute.storage._manifest import (
     Fragment,
@@ -46,8 +56,13 @@ from lakecompute.storage._segments import (
 __all__ = [
     "DATA_CHUNK",
     "INDEX_CHUNK",
+    "LEASES",
+    "LEASE_MARGIN_SECONDS",
+    "LEASE_SECONDS",
     "MAX_SLOTS",
+    "RENEW_SECONDS",
     "STREAM_SEGMENT",
+    "TEMP_PREFIX",
     "TYPED_PREFIX",
     "ArrayCache",
     "Backend",
@@ -55,6 +70,8 @@ __all__ = [
     "Fragment",
     "FragmentReader",
     "InvalidField",
+    "Lease",
+    "LiveLeases",
     "LocalBackend",
     "Manifest",
     "MemoryBackend",
@@ -71,6 +88,7 @@ __all__ = [
     "list_versions",
     "new_segment_id",
     "open_backend",
+    "read_leases",
     "read_manifest",
     "segment_time",
     "version_key",

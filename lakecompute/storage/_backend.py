@@ -25,7 +25,27 @@ from zarr.storage import LocalStore, MemoryStore
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError
 
-__all__ = ["Backend", "BackendSpec", "LocalBackend", "MemoryBackend", "backend_class", "open_backend"]
+__all__ = [
+    "TEMP_PREFIX",
+    "Backend",
+    "BackendSpec",
+    "LocalBackend",
+    "MemoryBackend",
+    "backend_class",
+    "open_backend",
+    "temp_name",
+]
+
+#: How the temp files lakecompute writes on local disks begin (a file is written under a temp name in the
+#: folder of its final name, then renamed or linked into place). zarr names its own temp files
+#: ``<name>.<hex>.partial``; our own prefix tells the two apart, so that ``vacuum`` only ever sweeps what
+#: it knows the rules of (see ``lakecompute.datasets.vacuum``).
+TEMP_PREFIX = ".lakecompute-tmp-"
+
+
+def temp_name(name: str) -> str:
+    """A fresh temp file name, beside ``name`` in its folder, for a file that will become ``name``."""
+    return f"{TEMP_PREFIX}{uuid.uuid4().hex}.{name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +199,7 @@ class LocalBackend(Backend):
         target = self._p(key)
         self._refuse_links(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.partial"
+        tmp = target.parent / temp_name(target.name)
         with open(tmp, "wb") as fh:
             fh.write(data)
         return tmp

@@ -28,6 +28,8 @@ import zarr
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
 
+from lakecompute.storage._backend import temp_name
+
 if TYPE_CHECKING:
     from lakecompute.storage._cache import ArrayCache
 
@@ -247,7 +249,7 @@ class _ChunkPut:
             if folder not in self._dirs:
                 os.makedirs(folder, exist_ok=True)
                 self._dirs.add(folder)
-            tmp = f"{path}.{uuid.uuid4().hex}.partial"
+            tmp = os.path.join(folder, temp_name(os.path.basename(path)))
             try:
                 try:
                     _write_file(tmp, data)

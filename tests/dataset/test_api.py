@@ -36,6 +36,7 @@ PUBLIC_NAMES = [
     "InvalidTypeError",
     "LakeComputeError",
     "LakeComputeWarning",
+    "LeaseExpiredError",
     "Pipeline",
     "RaggedShapeError",
     "ReadOnlyError",
@@ -272,6 +273,8 @@ def test_storage_holds_no_pickles(ds_path: str) -> None:
             manifests += 1
         elif rel == os.path.join("versions", "LATEST"):
             assert data.strip().isdigit()
+        elif rel.startswith("leases" + os.sep) and rel.endswith(".json"):
+            assert json.loads(data)["lakecompute"] == "lease"  # a writer's lease (see vacuum)
         elif os.path.basename(f) == "zarr.json":
             meta = json.loads(data)
             assert meta["zarr_format"] == 3

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.storage import TEMP_PREFIX
 from tests.dataset.conftest import make_mixed, row, snapshot
+from tests.leases import expire_leases
 
 _FORK = multiprocessing.get_context("fork")
 
@@ -269,13 +272,17 @@ def _kill(proc: Any) -> None:
 
 
 def test_vacuum_removes_segments_of_crashed_writer(ds_path: str) -> None:
-    """vacuum() deletes the unreferenced segment a killed writer left behind; committed data stays intact."""
+    """vacuum() deletes the unreferenced segment a killed writer left behind once its lease expired;
+    committed data stays intact."""
     ds = make_mixed(ds_path, n=3)
     before = snapshot(ds)
     proc = _start(_crashing_writer, ds_path, _FORK.Event())
     _kill(proc)
     orphans = {s for s in _segments(ds_path) if s.split("-")[1] == str(proc.pid)}
     assert len(orphans) >= 1
+    assert ds.vacuum(grace_seconds=0)["segments"] == 0  # its lease has not expired yet
+    assert orphans <= _segments(ds_path)
+    assert expire_leases(ds_path) >= 1  # as if LEASE_SECONDS had passed
     removed = ds.vacuum(grace_seconds=0)
     assert removed["segments"] >= len(orphans)
     assert not (orphans & _segments(ds_path))
@@ -336,22 +343,62 @@ def test_vacuum_keep_versions_drops_old_versions(ds_path: str) -> None:
         ds.vacuum(keep_versions=0)
 
 
+def _debris(path: str, age: float) -> str:
+    with open(path, "wb") as fh:
+        fh.write(b"half")
+    old = time.time() - age
+    os.utime(path, (old, old))
+    return path
+
+
 def test_vacuum_sweeps_temp_files_of_killed_writes(ds_path: str) -> None:
-    """vacuum() tolerates and removes the '*.partial' temp files a killed zarr write leaves behind."""
+    """vacuum() removes old temp files of killed writes: ours anywhere, zarr's '*.partial' inside a segment
+    no live lease covers; it keeps young ones, zarr-named files outside arrays, and the data."""
     ds = make_mixed(ds_path, n=2)
     before = snapshot(ds)
+    expire_leases(ds_path)  # the writer that made the dataset is done
     seg = sorted(_segments(ds_path))[0]
-    debris = [
-        os.path.join(ds_path, "segments", "zarr.0123abcd.partial"),
-        os.path.join(ds_path, "segments", seg, "data", "c", "0.4567cdef.partial"),
-        os.path.join(ds_path, "versions", ".0000000099.json.89abcdef.partial"),
+    chunks = os.path.join(ds_path, "segments", seg, "data", "c")
+    old = [
+        _debris(os.path.join(chunks, "0.4567cdef.partial"), 120),  # zarr's, in a segment without lease
+        _debris(os.path.join(chunks, f"{TEMP_PREFIX}0123abcd.0"), 120),  # ours
+        _debris(os.path.join(ds_path, "versions", f"{TEMP_PREFIX}89abcdef.0000000099.json"), 120),
     ]
-    for f in debris:
-        with open(f, "wb") as fh:
-            fh.write(b"half")
+    kept = [
+        _debris(os.path.join(chunks, "1.4567cdef.partial"), 5),  # young: a write may be renaming it now
+        _debris(os.path.join(ds_path, "versions", f"{TEMP_PREFIX}feedbeef.0000000098.json"), 5),
+        _debris(os.path.join(ds_path, "segments", "zarr.0123abcd.partial"), 120),  # not inside an array
+    ]
     ds.vacuum(grace_seconds=0)
-    assert not [f for f in debris if os.path.exists(f)]
+    assert [f for f in old if os.path.exists(f)] == []
+    assert [f for f in kept if not os.path.exists(f)] == []
     assert snapshot(lc.load(ds_path)) == before
+
+
+def test_vacuum_keeps_temp_files_of_leased_segments(ds_path: str) -> None:
+    """Inside a segment a live writer's lease covers, vacuum() removes no temp file, however old."""
+    ds = make_mixed(ds_path, n=2)
+    with ds:
+        ds.append(row(7))
+        _ = ds.u.numpy()  # written into this writer's segment, not committed: the lease is held
+        segs = {r for lease in _lease_ids(ds_path) for r in lease}
+        assert segs
+        seg = sorted(segs)[0]
+        chunks = os.path.join(ds_path, "segments", seg, "data", "c")
+        os.makedirs(chunks, exist_ok=True)
+        files = [
+            _debris(os.path.join(chunks, "5.4567cdef.partial"), 7200),
+            _debris(os.path.join(chunks, f"{TEMP_PREFIX}0123abcd.5"), 7200),
+        ]
+        lc.load(ds_path).vacuum(grace_seconds=0)
+        assert [f for f in files if not os.path.exists(f)] == []
+    assert len(lc.load(ds_path)) == 3
+
+
+def _lease_ids(path: str) -> list[list[str]]:
+    from tests.leases import lease_files
+
+    return [rec["ids"] for rec in lease_files(path)]
 
 
 def test_log_messages_say_what_each_commit_did(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.storage import TEMP_PREFIX
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
@@ -46,7 +47,7 @@ def _kill_near_commit(proc: Any, path: Path, rng: random.Random) -> str:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         names = os.listdir(folder)
-        if any(n.endswith(".partial") for n in names):
+        if any(n.startswith(TEMP_PREFIX) for n in names):  # a manifest being written
             os.kill(proc.pid, signal.SIGKILL)
             return "mid-commit"
         if sum(1 for n in names if n.endswith(".json")) >= target:

@@ -9,7 +9,14 @@ import zarr
 from zarr.storage import LocalStore
 
 from lakecompute import compression
-from lakecompute.storage import ArrayCache, SlotWriter, create_segment, latest_version, open_backend
+from lakecompute.storage import (
+    TEMP_PREFIX,
+    ArrayCache,
+    SlotWriter,
+    create_segment,
+    latest_version,
+    open_backend,
+)
 from lakecompute.storage._manifest import Manifest, commit_manifest
 from lakecompute.storage._segments import DATA_CHUNK, SLOT_BYTES
 
@@ -35,6 +42,7 @@ def test_slot_writes_read_back_through_zarr(tmp_path, codec):
     index = zarr.open_array(store, path="segments/s/index", mode="r")
     np.testing.assert_array_equal(np.asarray(index[idx : idx + 30]), rows)
     assert not list(tmp_path.rglob("*.partial"))
+    assert not list(tmp_path.rglob(f"{TEMP_PREFIX}*"))
 
 
 def test_direct_path_is_used_for_local_zstd(tmp_path):

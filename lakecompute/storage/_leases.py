@@ -1,0 +1,333 @@
+"""Writer leases: how ``vacuum`` on any machine knows which uncommitted data a live writer still needs.
+
+A writer (a dataset handle's write transaction, which also holds the segments an eval's workers write
+into) keeps one small file in the dataset's own storage, ``leases/<writer id>.json``: the ids of the
+segments and typed arrays it writes, and when the lease expires. The file is written *before* the
+first of those ids is created, and then renewed by a daemon thread of the writer's process every
+`RENEW_SECONDS`, each renewal moving the expiry `LEASE_SECONDS` ahead. ``vacuum`` deletes unreferenced
+data only under ids no unexpired lease names. Nothing depends on process ids, so this holds for a
+vacuum run from another machine, pod or pid namespace, on local disks, shared file systems and S3.
+
+A writer releases its lease when it commits or rolls back. After a commit the file stays, unrenewed,
+for `RENEW_SECONDS`, so that a burst of small commits keeps writing into the same segments; then the
+file is deleted and the writer's next write starts new segments under a fresh lease (a segment is only
+ever written while one lease has covered it without a break since before it was created).
+
+A writer whose renewals stop for `LEASE_SECONDS` - `LEASE_MARGIN_SECONDS` or more (a paused or
+suspended process, storage that refused the renewals) has *lapsed*: a vacuum may have removed its data,
+so its commit is refused with `LeaseExpiredError`; it must roll back and write again. The margin
+covers the clock difference between the writer's machine and the vacuum's (the expiry is the writer's
+wall clock) and the time between the writer's last check and its manifest landing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+
+from lakecompute.errors import DatasetCorruptError, LeaseExpiredError
+from lakecompute.storage._backend import TEMP_PREFIX, Backend
+
+__all__ = [
+    "LEASES",
+    "LEASE_MARGIN_SECONDS",
+    "LEASE_SECONDS",
+    "RENEW_SECONDS",
+    "Lease",
+    "LiveLeases",
+    "read_leases",
+]
+
+#: How long a lease stays valid after each renewal (what ``vacuum`` honours), in seconds.
+LEASE_SECONDS = 60.0
+#: How often a writer's process renews its leases, in seconds.
+RENEW_SECONDS = 5.0
+#: A writer treats its lease as lapsed this long before a vacuum would: the clocks of the machines that
+#: write and vacuum must agree to within this (minus the moment a commit takes), in seconds.
+LEASE_MARGIN_SECONDS = 30.0
+#: The folder of lease files in a dataset.
+LEASES = "leases"
+
+
+def _window() -> float:
+    """How long after its last renewal a writer may still commit."""
+    return LEASE_SECONDS - LEASE_MARGIN_SECONDS
+
+
+def _clock() -> float:
+    """Seconds on a clock that keeps counting while the machine sleeps (a suspended writer lapses too)."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is not None:
+        return time.clock_gettime(boottime)
+    return time.monotonic()  # pragma: no cover (not Linux)
+
+
+class Lease:
+    """One writer's lease on the segments and typed arrays it writes (see the module docstring).
+
+    Args:
+        backend: where the dataset lives (the lease file is stored there).
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self.writer = uuid.uuid4().hex
+        self.ids: set[str] = set()
+        self.held = False  # writes under way: the keeper renews the lease
+        self.stored = False  # the lease file exists (as far as this writer knows)
+        self.renewed = 0.0  # _clock() when the last successful write of the file began (0: none yet)
+        self.released = 0.0  # _clock() at the last release
+        self.lapsed = 0.0  # the longest gap between renewals while covering, once it broke the window
+        #: Bumped whenever the ids stop being covered: holders of slots in them must start new segments.
+        self.generation = 0
+
+    @property
+    def key(self) -> str:
+        return f"{LEASES}/{self.writer}.json"
+
+    def _own(self) -> None:
+        # A forked child inherits this object (and maybe a lock the keeper thread held at fork time);
+        # the lease is the parent's. The child starts a lease of its own if it writes.
+        if self._pid != os.getpid():
+            self._lock = threading.Lock()
+            self._reset()
+
+    # -- the writer's side ---------------------------------------------------------------------------
+    def hold(self) -> bool:
+        """Hold the lease for writes about to happen.
+
+        Returns:
+            False when the ids were no longer covered (the lease had been let go, or went stale): the
+            caller must write into new segments (`cover` them first), never into the old ones.
+        """
+        self._own()
+        with self._lock:
+            if self.held:
+                return True
+            self.held = True
+            if self.stored and self.ids and _clock() - self.renewed < _window():
+                return True
+            self._forget()
+            return False
+
+    def cover(self, seg_id: str) -> None:
+        """Add ``seg_id`` to the lease and store the lease, before ``seg_id`` is created.
+
+        Raises:
+            StorageError: the lease file could not be written (then nothing may be created).
+        """
+        self._own()
+        with self._lock:
+            if not self.held and not (self.stored and _clock() - self.renewed < _window()):
+                self._forget()
+            self.held = True
+            self.ids.add(seg_id)
+            self._put()
+        _keeper().add(self)
+
+    def check(self) -> None:
+        """Raise `LeaseExpiredError` if data written under the lease may have been vacuumed away."""
+        self._own()
+        with self._lock:
+            if not self.held or not self.ids:
+                return
+            gap = max(self.lapsed, _clock() - self.renewed)
+            if gap >= _window():
+                raise LeaseExpiredError(self.backend.url, gap, _window())
+
+    def release(self, *, forget: bool) -> None:
+        """No writes are under way any more (a commit, or with ``forget`` a rollback: its data is
+        garbage, and the ids must never be written again)."""
+        self._own()
+        with self._lock:
+            self.held = False
+            self.released = _clock()
+            if forget:
+                self._forget()
+
+    def _forget(self) -> None:
+        self.ids = set()
+        self.renewed = 0.0  # the next renewal starts a new unbroken run
+        self.lapsed = 0.0
+        self.generation += 1
+
+    def _put(self) -> None:
+        """Store the lease file (under the lock). Raises what the backend raises."""
+        start = _clock()
+        if self.renewed:
+            gap = start - self.renewed
+            if gap >= _window():
+                self.lapsed = max(self.lapsed, gap)
+        record = {
+            "lakecompute": "lease",
+            "writer": self.writer,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "ids": sorted(self.ids),
+            "expires": time.time() + LEASE_SECONDS,
+        }
+        self.backend.write(self.key, json.dumps(record).encode())
+        self.renewed = start
+        self.stored = True
+
+    # -- the keeper's side ---------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Renew a held lease; delete the file of one released for `RENEW_SECONDS` (or with no ids)."""
+        if self._pid != os.getpid():
+            return
+        with self._lock:
+            try:
+                if self.held and self.ids:
+                    self._put()
+                elif self.stored and (not self.ids or _clock() - self.released >= RENEW_SECONDS):
+                    self.backend.delete(self.key)
+                    self.stored = False
+                    if not self.held:
+                        self._forget()
+            except Exception:  # storage unreachable: retried next tick; a lapse is caught at commit
+                return
+
+    def drop(self) -> None:
+        """Delete the lease file (the process is leaving: whatever it did not commit is garbage)."""
+        if self._pid != os.getpid():
+            return
+        with self._lock:
+            if self.stored:
+                try:
+                    self.backend.delete(self.key)
+                except Exception:  # best effort at exit: the lease expires anyway
+                    return
+                self.stored = False
+
+
+class _Keeper:
+    """The daemon thread that renews every lease of this process."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.leases: weakref.WeakSet[Lease] = weakref.WeakSet()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.wake = threading.Event()
+
+    def add(self, lease: Lease) -> None:
+        with self.lock:
+            self.leases.add(lease)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="lakecompute-leases", daemon=True)
+                self.thread.start()
+
+    def _run(self) -> None:
+        while not self.wake.wait(RENEW_SECONDS):
+            with self.lock:
+                leases = list(self.leases)
+            for lease in leases:
+                lease.tick()
+
+    def drop_all(self) -> None:
+        if self.pid != os.getpid():
+            return
+        self.wake.set()
+        with self.lock:
+            leases = list(self.leases)
+        for lease in leases:
+            lease.drop()
+
+
+_KEEPER: _Keeper | None = None
+_KEEPER_LOCK = threading.Lock()
+
+
+def _keeper() -> _Keeper:
+    global _KEEPER
+    with _KEEPER_LOCK:
+        if _KEEPER is None or _KEEPER.pid != os.getpid():
+            _KEEPER = _Keeper()
+        return _KEEPER
+
+
+def _after_fork() -> None:
+    # The child has no keeper thread, and the parent's locks may have been held at fork time.
+    global _KEEPER, _KEEPER_LOCK
+    _KEEPER = None
+    _KEEPER_LOCK = threading.Lock()
+
+
+def _at_exit() -> None:
+    if _KEEPER is not None:
+        _KEEPER.drop_all()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+atexit.register(_at_exit)
+
+
+# -- the vacuum's side -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LiveLeases:
+    """What the stored leases say at one moment.
+
+    Attributes:
+        covered: ids some unexpired lease names (their data must not be removed).
+        expired: keys of lease files whose lease expired (their writers can no longer commit).
+    """
+
+    covered: frozenset[str]
+    expired: tuple[str, ...]
+
+
+def read_leases(backend: Backend, now: float | None = None) -> LiveLeases:
+    """Read every lease file of the dataset.
+
+    Raises:
+        DatasetCorruptError: a lease file is not one lakecompute wrote (vacuum cannot tell what it protects).
+    """
+    now = time.time() if now is None else now
+    covered: set[str] = set()
+    expired: list[str] = []
+    for name in backend.list(LEASES):
+        if name.startswith(TEMP_PREFIX) or not name.endswith(".json"):
+            continue
+        key = f"{LEASES}/{name}"
+        raw = backend.read(key)
+        if raw is None:
+            continue  # released since it was listed
+        ids, expires = _parse_lease(backend, key, raw)
+        if expires > now:
+            covered.update(ids)
+        else:
+            expired.append(key)
+    return LiveLeases(frozenset(covered), tuple(expired))
+
+
+def _parse_lease(backend: Backend, key: str, raw: bytes) -> tuple[list[str], float]:
+    try:
+        record = json.loads(raw)
+        ids = record["ids"]
+        expires = record["expires"]
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise TypeError("ids")
+        if isinstance(expires, bool) or not isinstance(expires, (int, float)):
+            raise TypeError("expires")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DatasetCorruptError(
+            backend.url,
+            key,
+            "not a writer lease lakecompute wrote, so vacuum() cannot tell which data it protects",
+            "If no writer of this dataset is running, delete the file and run vacuum() again.",
+        ) from exc
+    return ids, float(expires)

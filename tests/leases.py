@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from lakecompute.storage import LEASES, open_backend
@@ -37,3 +42,66 @@ def lease_files(url: str, storage_options: dict[str, Any] | None = None) -> list
         if raw is not None:
             out.append(json.loads(raw))
     return out
+
+
+LEASE_SCRIPT = Path(__file__).resolve().parent / "reliability" / "lease_script.py"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _unshare_works() -> bool:
+    """Whether this process may start children in a new pid namespace (root, with util-linux unshare)."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, timeout=30, check=False
+    )
+    return probe.returncode == 0
+
+
+UNSHARE = _unshare_works()
+
+
+def script_env(s3: dict[str, Any] | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a lease_script.py process: this repository importable, S3 options given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LC_TEST_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    if s3 is not None:
+        env["LC_TEST_S3"] = json.dumps(s3)
+    env.update(extra)
+    return env
+
+
+def elsewhere(args: list[str], s3: dict[str, Any] | None = None, timeout: float = 120) -> str:
+    """Run lease_script.py as if on another machine: in a new pid namespace where no process of this one
+    is visible (``unshare``), or, where that is not allowed, with process lookups made impossible.
+    Returns its stdout; fails the test if it fails."""
+    cmd = [sys.executable, str(LEASE_SCRIPT), *args]
+    env = script_env(s3)
+    if UNSHARE:
+        cmd = ["unshare", "--pid", "--fork", "--mount-proc", *cmd]
+    else:
+        env["LC_TEST_NO_PIDS"] = "1"
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def start_writer(
+    url: str, start: int, n: int, go: Path, s3: dict[str, Any] | None = None, **extra: str
+) -> subprocess.Popen[str]:
+    """Start a lease_script.py writer and wait until its uncommitted samples are stored (``READY``)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(LEASE_SCRIPT), "write", url, str(start), str(n)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=script_env(s3, LC_TEST_GO=str(go), **extra),
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "READY":
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+        raise AssertionError(f"the writer did not get ready: {line!r}\n{err}")
+    return proc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.leases import LEASE_SCRIPT, UNSHARE, script_env
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     KILL_AT,
@@ -16,11 +19,24 @@ from tests.reliability.reliability_helpers import (
     double,
     kill_session,
     make_numbers,
+    make_out,
     start_eval,
 )
 
 N = 60
 INTERVAL = 10
+
+
+def vacuum_loop_command() -> list[str]:
+    """lease_script.py's vacuum loop, in a pid namespace of its own where it is allowed (as on another
+    machine: no process of this one is visible to it)."""
+    cmd = [sys.executable, str(LEASE_SCRIPT), "vacuum-loop"]
+    return ["unshare", "--pid", "--fork", "--mount-proc", *cmd] if UNSHARE else cmd
+
+
+def loop_env() -> dict[str, str]:
+    """The vacuum loop's environment: where unshare is not allowed, process lookups are made impossible."""
+    return script_env() if UNSHARE else script_env(LC_TEST_NO_PIDS="1")
 
 
 @pytest.mark.slow
@@ -74,3 +90,47 @@ def test_vacuum_racing_a_running_in_place_eval(tmp_path: Path) -> None:
     for entry in lc.load(str(path)).log():
         if entry["samples"]:
             assert len(lc.load(str(path), version=entry["version"]).x.numpy()) == entry["samples"]["x"]
+
+
+@pytest.mark.timeout(300)
+def test_vacuum_loop_from_another_machine_beside_20_evals(tmp_path: Path) -> None:
+    """A vacuum(grace_seconds=0) loop in another pid namespace, on both datasets, never breaks one of 20
+    evals (10 in place, 10 into another dataset, with worker processes and checkpoints): each completes,
+    and its result reads back exactly."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    make_numbers(src, N)
+    make_out(out)
+    stop = tmp_path / "stop"
+    loop = subprocess.Popen(
+        [*vacuum_loop_command(), str(stop), str(src), str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=loop_env(),
+        start_new_session=True,
+    )
+    expected_out: list[int] = []
+    try:
+        for run in range(10):
+            time.sleep(0.05)  # let the loop get going between runs
+            double().eval(lc.load(str(src)), num_workers=2, scheduler="processed",
+                          checkpoint_interval=INTERVAL, progressbar=False, rerun=True)  # fmt: skip
+            np.testing.assert_array_equal(lc.load(str(src)).x.numpy(), 2 ** (run + 1) * np.arange(N))
+            inputs = list(range(run * N, (run + 1) * N))
+            double().eval(inputs, lc.load(str(out)), num_workers=2, scheduler="processed",
+                          checkpoint_interval=INTERVAL, progressbar=False)  # fmt: skip
+            expected_out += [2 * i for i in inputs]
+            np.testing.assert_array_equal(lc.load(str(out)).x.numpy(), expected_out)
+        stop.touch()
+        stdout, err = loop.communicate(timeout=60)
+        assert loop.returncode == 0, err
+        assert int(stdout.split()[-1]) >= 20  # the loop really ran beside the evals
+    finally:
+        kill_session(loop.pid)
+        if loop.returncode is None:
+            loop.communicate(timeout=30)
+    for path in (src, out):
+        lc.load(str(path)).vacuum(grace_seconds=0)
+        for entry in lc.load(str(path)).log():
+            if entry["samples"]:  # every version still reads
+                assert len(lc.load(str(path), version=entry["version"]).x.numpy()) == entry["samples"]["x"]

@@ -292,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
         "vacuum",
         help="delete stored data that no kept version needs",
         description="Delete what aborted writes left behind and, with --keep-versions, all but the newest "
-        "versions and their data. Data younger than --grace-seconds and data of writers still running "
-        "are left alone. Prints what was removed.",
+        "versions and their data. Data younger than --grace-seconds and data a live writer's lease covers "
+        "(on any machine) are left alone. Prints what was removed.",
     )
     p.add_argument("path", help="the dataset")
     p.add_argument(

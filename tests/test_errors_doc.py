@@ -208,6 +208,15 @@ def _conflict(tmp: Path) -> Any:
     b.x.append(2)
 
 
+def _lease_expired(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    with ds:
+        ds.x.append(99)
+        _ = ds.x.numpy()  # the sample is written under this writer's lease
+        # As after a pause: the process was stopped for 100 s, so its lease was not renewed.
+        ds._txn.lease.renewed -= 100
+
+
 def _eval_conflict(tmp: Path) -> Any:
     out = _out(tmp)
     stale = lc.load(str(tmp / "out"))
@@ -320,6 +329,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     ),
     "append-not-dict": lambda t: _out(t).append(5),
     "commit-conflict": _conflict,
+    "lease-expired": _lease_expired,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),

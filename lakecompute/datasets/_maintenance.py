@@ -37,6 +37,7 @@ from lakecompute.storage import (
     Manifest,
     TensorState,
     create_typed_array,
+    let_go_released,
     list_versions,
     read_leases,
     read_manifest,
@@ -225,6 +226,7 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
     ds.check_writable()
     backend = ds._backend
+    let_go_released(backend.url)  # this process's writers that committed: they start new segments next
     stored = _Stored.list(backend)
     now = time.time()
     leases = read_leases(backend, now)

@@ -27,6 +27,7 @@ from lakecompute.storage._leases import (
     RENEW_SECONDS,
     Lease,
     LiveLeases,
+    let_go_released,
     read_leases,
 )
 from lakecompute.storage._manifest import (
@@ -85,6 +86,7 @@ __all__ = [
     "create_segment",
     "create_typed_array",
     "latest_version",
+    "let_go_released",
     "list_versions",
     "new_segment_id",
     "open_backend",

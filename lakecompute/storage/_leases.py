@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing.util
 import os
 import socket
 import threading
@@ -42,6 +43,7 @@ __all__ = [
     "RENEW_SECONDS",
     "Lease",
     "LiveLeases",
+    "let_go_released",
     "read_leases",
 ]
 
@@ -199,6 +201,18 @@ class Lease:
             except Exception:  # storage unreachable: retried next tick; a lapse is caught at commit
                 return
 
+    def let_go(self) -> None:
+        """Delete the file of a released lease now rather than at the keeper's next tick (a vacuum in
+        this process: the writer's next write starts new segments, as after the tick)."""
+        if self._pid != os.getpid():
+            return
+        with self._lock:
+            if self.held or not self.stored:
+                return
+            self.backend.delete(self.key)
+            self.stored = False
+            self._forget()
+
     def drop(self) -> None:
         """Delete the lease file (the process is leaving: whatever it did not commit is garbage)."""
         if self._pid != os.getpid():
@@ -255,6 +269,9 @@ def _keeper() -> _Keeper:
     with _KEEPER_LOCK:
         if _KEEPER is None or _KEEPER.pid != os.getpid():
             _KEEPER = _Keeper()
+            # A process started by multiprocessing leaves through os._exit, without atexit, after running
+            # the finalizers registered in it (it clears those inherited from its parent).
+            multiprocessing.util.Finalize(None, _at_exit, exitpriority=0)
         return _KEEPER
 
 
@@ -268,6 +285,16 @@ def _after_fork() -> None:
 def _at_exit() -> None:
     if _KEEPER is not None:
         _KEEPER.drop_all()
+
+
+def let_go_released(url: str) -> None:
+    """Delete now the files of this process's released leases on the dataset at ``url``."""
+    if _KEEPER is None or _KEEPER.pid != os.getpid():
+        return
+    with _KEEPER.lock:
+        leases = [lease for lease in _KEEPER.leases if lease.backend.url == url]
+    for lease in leases:
+        lease.let_go()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -13,9 +13,9 @@ from typing import Any
 from lakecompute.storage import LEASES, open_backend
 
 
-def expire_leases(url: str, storage_options: dict[str, Any] | None = None) -> int:
-    """Rewrite every lease file of the dataset at ``url`` as expired (what waiting out `LEASE_SECONDS`
-    after its writer stopped renewing would do); returns how many there were."""
+def expire_leases(url: str, storage_options: dict[str, Any] | None = None, pid: int | None = None) -> int:
+    """Rewrite every lease file of the dataset at ``url`` (of process ``pid`` only, if given) as expired
+    (what waiting out `LEASE_SECONDS` after its writer stopped renewing would do); returns how many."""
     backend = open_backend(url, storage_options)
     count = 0
     for name in backend.list(LEASES):
@@ -25,6 +25,8 @@ def expire_leases(url: str, storage_options: dict[str, Any] | None = None) -> in
         if raw is None:
             continue
         record = json.loads(raw)
+        if pid is not None and record["pid"] != pid:
+            continue
         record["expires"] = 0.0
         backend.write(f"{LEASES}/{name}", json.dumps(record).encode())
         count += 1

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.leases import expire_leases
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
@@ -141,6 +142,7 @@ def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path)
         kill_session(proc.pid)
     crashed = {s for s in segments(path) if s.split("-")[1] == str(proc.pid)}
     assert crashed, "the killed eval left no segment to clean up"
+    assert expire_leases(str(path), pid=proc.pid) == 1  # as a minute after the kill: its lease expired
 
     ready, go = _FORK.Event(), _FORK.Event()
     writer = _FORK.Process(target=_live_writer, args=(str(path), ready, go))

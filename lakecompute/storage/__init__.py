@@ -21,6 +21,7 @@ from lakecompute.storage._fragments import (
     write_fragment,
 )
 from lakecompute.storage._leases import (
+    IDLE_SECONDS,
     LEASE_MARGIN_SECONDS,
     LEASE_SECONDS,
     LEASES,
@@ -56,6 +57,7 @@ from lakecompute.storage._segments import (
 
 __all__ = [
     "DATA_CHUNK",
+    "IDLE_SECONDS",
     "INDEX_CHUNK",
     "LEASES",
     "LEASE_MARGIN_SECONDS",

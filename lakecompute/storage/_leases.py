@@ -8,10 +8,12 @@ first of those ids is created, and then renewed by a daemon thread of the writer
 data only under ids no unexpired lease names. Nothing depends on process ids, so this holds for a
 vacuum run from another machine, pod or pid namespace, on local disks, shared file systems and S3.
 
-A writer releases its lease when it commits or rolls back. After a commit the file stays, unrenewed,
-for `RENEW_SECONDS`, so that a burst of small commits keeps writing into the same segments; then the
-file is deleted and the writer's next write starts new segments under a fresh lease (a segment is only
-ever written while one lease has covered it without a break since before it was created).
+A writer releases its lease when it commits or rolls back. A rollback lets its segments go at once (their
+data is garbage). After a commit the lease is still renewed for `IDLE_SECONDS`, so that a writer that
+writes again soon (small appends, a logger) keeps filling the same segments; then the file is deleted and
+the writer's next write starts new segments under a fresh lease. So a segment is only ever written while
+one lease has covered it without a break since before it was created. A process deletes its lease files
+when it ends normally; a vacuum in the writer's own process lets its released leases go at once.
 
 A writer whose renewals stop for `LEASE_SECONDS` - `LEASE_MARGIN_SECONDS` or more (a paused or
 suspended process, storage that refused the renewals) has *lapsed*: a vacuum may have removed its data,
@@ -37,6 +39,7 @@ from lakecompute.errors import DatasetCorruptError, LeaseExpiredError
 from lakecompute.storage._backend import TEMP_PREFIX, Backend
 
 __all__ = [
+    "IDLE_SECONDS",
     "LEASES",
     "LEASE_MARGIN_SECONDS",
     "LEASE_SECONDS",
@@ -51,6 +54,8 @@ __all__ = [
 LEASE_SECONDS = 60.0
 #: How often a writer's process renews its leases, in seconds.
 RENEW_SECONDS = 5.0
+#: How long a writer keeps renewing its lease after a commit, in case it writes again, in seconds.
+IDLE_SECONDS = 300.0
 #: A writer treats its lease as lapsed this long before a vacuum would: the clocks of the machines that
 #: write and vacuum must agree to within this (minus the moment a commit takes), in seconds.
 LEASE_MARGIN_SECONDS = 30.0
@@ -119,7 +124,7 @@ class Lease:
             if self.held:
                 return True
             self.held = True
-            if self.stored and self.ids and _clock() - self.renewed < _window():
+            if self._unbroken():
                 return True
             self._forget()
             return False
@@ -132,12 +137,16 @@ class Lease:
         """
         self._own()
         with self._lock:
-            if not self.held and not (self.stored and _clock() - self.renewed < _window()):
+            if not self.held and not self._unbroken():
                 self._forget()
             self.held = True
             self.ids.add(seg_id)
             self._put()
         _keeper().add(self)
+
+    def _unbroken(self) -> bool:
+        """Whether the stored lease has covered its ids without a break up to now (under the lock)."""
+        return self.stored and bool(self.ids) and not self.lapsed and _clock() - self.renewed < _window()
 
     def check(self) -> None:
         """Raise `LeaseExpiredError` if data written under the lease may have been vacuumed away."""
@@ -186,14 +195,14 @@ class Lease:
 
     # -- the keeper's side ---------------------------------------------------------------------------
     def tick(self) -> None:
-        """Renew a held lease; delete the file of one released for `RENEW_SECONDS` (or with no ids)."""
+        """Renew a held lease, or one released less than `IDLE_SECONDS` ago; else delete its file."""
         if self._pid != os.getpid():
             return
         with self._lock:
             try:
-                if self.held and self.ids:
+                if self.ids and (self.held or (self.stored and _clock() - self.released < IDLE_SECONDS)):
                     self._put()
-                elif self.stored and (not self.ids or _clock() - self.released >= RENEW_SECONDS):
+                elif self.stored:
                     self.backend.delete(self.key)
                     self.stored = False
                     if not self.held:

@@ -130,3 +130,16 @@ def test_lease_is_released_after_commit_and_rollback(tmp_path: Path) -> None:
     (after,) = lease_files(str(path))
     assert not set(after["ids"]) & set(held["ids"])  # the rolled-back segment is never written again
     np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), [0, 1, 2, 8])
+
+
+def test_vacuum_refuses_a_lease_it_cannot_read(tmp_path: Path) -> None:
+    """A lease file that is not one lakecompute wrote stops vacuum with DatasetCorruptError naming it, before
+    anything is removed (it cannot tell what the lease protects)."""
+    path = tmp_path / "ds"
+    make_numbers(path, 3)
+    (path / "leases" / "foreign.json").write_text('{"ids": "all"}')
+    segments = _segments(path)
+    with pytest.raises(lc.DatasetCorruptError, match=r"leases/foreign\.json.*not a writer lease") as info:
+        lc.load(str(path)).vacuum(grace_seconds=0)
+    assert info.value.file == "leases/foreign.json"
+    assert _segments(path) == segments

@@ -152,10 +152,14 @@ class Dataset(_Samples):
         self._txn.depth -= 1
         if self._txn.depth:
             return
-        if exc_type is None:
-            self._txn.commit(self._txn.block_message())
-        else:
+        if exc_type is not None:
             self.rollback()
+            return
+        try:
+            self._txn.commit(self._txn.block_message())
+        except BaseException:
+            self.rollback()  # a failed commit (disk full, conflict) keeps none of the block's writes
+            raise
 
     @contextlib.contextmanager
     def _write(self, message: str) -> Iterator[None]:

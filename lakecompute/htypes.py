@@ -178,12 +178,10 @@ def cast_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarr
     if arr.dtype == dtype:
         return arr
     src, dst = arr.dtype.kind, dtype.kind
-    if (
-        np.can_cast(arr.dtype, dtype, "safe")
-        or (src in "biuf" and dst in "fc")
-        or (src == "c" and dst == "c")
-    ):
+    if np.can_cast(arr.dtype, dtype, "safe"):
         return arr.astype(dtype)
+    if (src in "biuf" and dst in "fc") or (src == "c" and dst == "c"):
+        return _cast_float_checked(arr, dtype, tensor)
     if src in "biu" and dst in "iu":
         if arr.size:
             info = np.iinfo(dtype)
@@ -201,6 +199,23 @@ def cast_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarr
         f"values of dtype {arr.dtype} cannot be stored as {dtype} without losing information. "
         f"Convert them first (e.g. arr.astype({dtype.name!r})) or use a tensor of dtype {arr.dtype}.",
     )
+
+
+def _cast_float_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarray:
+    """Cast to a narrower float (or complex) dtype, refusing finite values that would become inf; inf
+    and nan given as such stay what they are."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = arr.astype(dtype)
+    overflow = np.isfinite(arr) & ~np.isfinite(out) if arr.dtype.kind in "fc" else ~np.isfinite(out)
+    if overflow.any():
+        bad = arr[overflow].flat[0]
+        limit = np.finfo(dtype).max
+        raise InvalidSampleError(
+            tensor,
+            f"value {bad} does not fit dtype {dtype} (largest finite magnitude {limit}); storing it "
+            "would make it inf. Use a wider dtype for the tensor or clip the values.",
+        )
+    return out
 
 
 def _as_array(value: object, tensor: str) -> np.ndarray:

@@ -304,6 +304,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "unknown-chunk-compression": lambda t: _out(t).create_tensor("v", chunk_compression="rar"),
     "class-names-wrong-htype": lambda t: _out(t).create_tensor("v", class_names=["a"]),
     "dtype-overflow": lambda t: _ds(t).x.append(300),
+    "float-overflow": lambda t: _out(t, f={"dtype": "float32"}).f.append(1e300),
     "float-image": lambda t: _ds(t).img.append(np.zeros((4, 4), np.float32)),
     "wrong-rank": lambda t: _ds(t).r.append(np.zeros((2, 2), np.int32)),
     "label-not-a-name": lambda t: _ds(t).labels.append("cow"),

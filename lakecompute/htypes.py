@@ -20,9 +20,11 @@ from lakecompute.errors import InvalidArgumentError, InvalidSampleError, Invalid
 
 __all__ = [
     "HTYPES",
+    "MAX_TENSOR_NAME",
     "Encoded",
     "TensorSpec",
     "cast_checked",
+    "check_new_tensor_name",
     "decode_sample",
     "encode_batch",
     "encode_sample",
@@ -42,6 +44,8 @@ _DEFAULT_DTYPE: Final[dict[str, str | None]] = {
 }
 # Matched with fullmatch: "$" alone would also accept a trailing newline ("x\n").
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
+#: The longest name `create_tensor` accepts (see `check_new_tensor_name`).
+MAX_TENSOR_NAME = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,23 @@ def parse_tensor_name(name: object) -> str:
         raise InvalidArgumentError(
             f"Invalid tensor name {name!r}: use letters, digits, '_' and '-' (not empty, no '/', "
             "no '..', not starting with '.' or '-'), e.g. 'images' or 'labels_2'."
+        )
+    return name
+
+
+def check_new_tensor_name(name: object) -> str:
+    """Check the name of a tensor being created: `parse_tensor_name`, and at most `MAX_TENSOR_NAME`
+    characters, so that every backend can store the paths named after it (``compact`` writes
+    ``tensors/<name>/...``; local file systems allow 255 bytes per path component, S3 1024 per key).
+    Names read from existing manifests are not held to the length limit.
+    """
+    parse_tensor_name(name)
+    assert isinstance(name, str)
+    if len(name) > MAX_TENSOR_NAME:
+        raise InvalidArgumentError(
+            f"Invalid tensor name {name[:20]!r}... ({len(name)} characters): tensor names are at most "
+            f"{MAX_TENSOR_NAME} characters, so that every storage backend can hold the paths named after "
+            "them. Choose a shorter name."
         )
     return name
 

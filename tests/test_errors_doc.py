@@ -295,6 +295,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "interrupted-delete": _interrupted_delete,
     "ingest-overlap": _ingest_overlap,
     "bad-tensor-name": lambda t: _out(t).create_tensor("bad name!"),
+    "tensor-name-too-long": lambda t: _out(t).create_tensor("x" * 300),
     "tensor-exists": lambda t: _out(t).create_tensor("x"),
     "no-such-tensor": lambda t: _out(t)["y"],
     "unknown-htype": lambda t: _out(t).create_tensor("v", htype="video"),

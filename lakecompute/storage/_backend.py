@@ -354,6 +354,7 @@ _OWN_KEYS = 320
 _MAX_LOCAL_PATH = 4096 - _OWN_KEYS  # Linux PATH_MAX, in bytes
 _MAX_NAME = 255  # bytes in one path component on common local file systems
 _MAX_S3_PREFIX = 1024 - _OWN_KEYS  # an S3 key is at most 1024 bytes
+_ROOM = " (with room for the dataset's own files below it)"
 
 
 def _location_text(url: object) -> str:
@@ -383,9 +384,6 @@ def _location_text(url: object) -> str:
     longest = max(len(os.fsencode(part)) for part in local.split(os.sep))
     _check_length(text, longest, _MAX_NAME, "a folder name in it is", " in one name")
     return text
-
-
-_ROOM = " (with room for the dataset's own files below it)"
 
 
 def _check_length(text: str, size: int, limit: int, what: str, where: str) -> None:

@@ -67,6 +67,7 @@ def s3(opts: Any) -> list[Row]:
     started_ray = not ray.is_initialized()
     if started_ray:
         ray.init(
+            address="local",  # our own instance, whatever other cluster runs on the machine
             num_cpus=2,
             include_dashboard=False,
             object_store_memory=200 * 1024 * 1024,

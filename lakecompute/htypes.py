@@ -20,9 +20,11 @@ from lakecompute.errors import InvalidArgumentError, InvalidSampleError, Invalid
 
 __all__ = [
     "HTYPES",
+    "MAX_TENSOR_NAME",
     "Encoded",
     "TensorSpec",
     "cast_checked",
+    "check_new_tensor_name",
     "decode_sample",
     "encode_batch",
     "encode_sample",
@@ -42,6 +44,8 @@ _DEFAULT_DTYPE: Final[dict[str, str | None]] = {
 }
 # Matched with fullmatch: "$" alone would also accept a trailing newline ("x\n").
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
+#: The longest name `create_tensor` accepts (see `check_new_tensor_name`).
+MAX_TENSOR_NAME = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,23 @@ def parse_tensor_name(name: object) -> str:
         raise InvalidArgumentError(
             f"Invalid tensor name {name!r}: use letters, digits, '_' and '-' (not empty, no '/', "
             "no '..', not starting with '.' or '-'), e.g. 'images' or 'labels_2'."
+        )
+    return name
+
+
+def check_new_tensor_name(name: object) -> str:
+    """Check the name of a tensor being created: `parse_tensor_name`, and at most `MAX_TENSOR_NAME`
+    characters, so that every backend can store the paths named after it (``compact`` writes
+    ``tensors/<name>/...``; local file systems allow 255 bytes per path component, S3 1024 per key).
+    Names read from existing manifests are not held to the length limit.
+    """
+    parse_tensor_name(name)
+    assert isinstance(name, str)
+    if len(name) > MAX_TENSOR_NAME:
+        raise InvalidArgumentError(
+            f"Invalid tensor name {name[:20]!r}... ({len(name)} characters): tensor names are at most "
+            f"{MAX_TENSOR_NAME} characters, so that every storage backend can hold the paths named after "
+            "them. Choose a shorter name."
         )
     return name
 
@@ -178,12 +199,10 @@ def cast_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarr
     if arr.dtype == dtype:
         return arr
     src, dst = arr.dtype.kind, dtype.kind
-    if (
-        np.can_cast(arr.dtype, dtype, "safe")
-        or (src in "biuf" and dst in "fc")
-        or (src == "c" and dst == "c")
-    ):
+    if np.can_cast(arr.dtype, dtype, "safe"):
         return arr.astype(dtype)
+    if (src in "biuf" and dst in "fc") or (src == "c" and dst == "c"):
+        return _cast_float_checked(arr, dtype, tensor)
     if src in "biu" and dst in "iu":
         if arr.size:
             info = np.iinfo(dtype)
@@ -201,6 +220,23 @@ def cast_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarr
         f"values of dtype {arr.dtype} cannot be stored as {dtype} without losing information. "
         f"Convert them first (e.g. arr.astype({dtype.name!r})) or use a tensor of dtype {arr.dtype}.",
     )
+
+
+def _cast_float_checked(arr: np.ndarray, dtype: np.dtype[Any], tensor: str) -> np.ndarray:
+    """Cast to a narrower float (or complex) dtype, refusing finite values that would become inf; inf
+    and nan given as such stay what they are."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = arr.astype(dtype)
+    overflow = np.isfinite(arr) & ~np.isfinite(out) if arr.dtype.kind in "fc" else ~np.isfinite(out)
+    if overflow.any():
+        bad = arr[overflow].flat[0]
+        limit = np.finfo(dtype).max
+        raise InvalidSampleError(
+            tensor,
+            f"value {bad} does not fit dtype {dtype} (largest finite magnitude {limit}); storing it "
+            "would make it inf. Use a wider dtype for the tensor or clip the values.",
+        )
+    return out
 
 
 def _as_array(value: object, tensor: str) -> np.ndarray:

@@ -290,12 +290,23 @@ def _ray(tmp: Path) -> Any:
         double().eval(list(range(5)), _out(tmp), scheduler="ray", num_workers=1, progressbar=False)
 
 
+def _manifest_directory(tmp: Path) -> None:
+    ds = _numbers(tmp)
+    target = Path(ds.path) / "versions" / f"{ds.version:010d}.json"
+    target.unlink()
+    target.mkdir()
+    lc.load(str(ds.path))
+
+
 CASES: dict[str, Callable[[Path], Any]] = {
     # -- datasets ------------------------------------------------------------------------------
     "not-found": lambda t: lc.load(str(t / "nothing")),
+    "path-nul": lambda t: lc.load("x\x00y"),
+    "path-too-long": lambda t: lc.empty(str(t) + "/a" * 2500),
     "exists": lambda t: (_numbers(t), lc.empty(str(t / "src"))),
     "no-version": lambda t: lc.load(str(_numbers(t).path), version=99),
     "corrupt": _corrupt,
+    "corrupt-directory": _manifest_directory,
     "corrupt-field": _corrupt_field,
     "corrupt-missing-chunk": _missing_chunk,
     "corrupt-chunk": _damaged_chunk,
@@ -304,6 +315,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "interrupted-delete": _interrupted_delete,
     "ingest-overlap": _ingest_overlap,
     "bad-tensor-name": lambda t: _out(t).create_tensor("bad name!"),
+    "tensor-name-too-long": lambda t: _out(t).create_tensor("x" * 300),
     "tensor-exists": lambda t: _out(t).create_tensor("x"),
     "no-such-tensor": lambda t: _out(t)["y"],
     "unknown-htype": lambda t: _out(t).create_tensor("v", htype="video"),
@@ -313,6 +325,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "unknown-chunk-compression": lambda t: _out(t).create_tensor("v", chunk_compression="rar"),
     "class-names-wrong-htype": lambda t: _out(t).create_tensor("v", class_names=["a"]),
     "dtype-overflow": lambda t: _ds(t).x.append(300),
+    "float-overflow": lambda t: _out(t, f={"dtype": "float32"}).f.append(1e300),
     "float-image": lambda t: _ds(t).img.append(np.zeros((4, 4), np.float32)),
     "wrong-rank": lambda t: _ds(t).r.append(np.zeros((2, 2), np.int32)),
     "label-not-a-name": lambda t: _ds(t).labels.append("cow"),
@@ -374,6 +387,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     ),
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
+    "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
     "worker-start-failed": _worker_start_failed,

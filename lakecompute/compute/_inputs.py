@@ -203,6 +203,11 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
             f"data_in must be a dataset, a sequence or an iterable of samples. Got {type(data_in).__name__}; "
             "wrap a single sample in a list."
         )
+    if isinstance(data_in, np.ndarray) and data_in.ndim == 0:
+        raise InvalidTypeError(
+            f"data_in is a 0-d array ({data_in!r}): it holds one value, not a sequence of samples. "
+            "Pass a 1-d array or a list (for one sample: [value], or arr.reshape(1))."
+        )
     if hasattr(data_in, "__len__") and hasattr(data_in, "__getitem__"):
         return SequenceSource(data_in)
     if isinstance(data_in, Iterable):

@@ -29,7 +29,7 @@ from lakecompute.errors import (
     TensorDoesNotExistError,
     TensorExistsError,
 )
-from lakecompute.htypes import parse_tensor_spec
+from lakecompute.htypes import check_new_tensor_name, parse_tensor_spec
 from lakecompute.storage import (
     ArrayCache,
     Backend,
@@ -152,10 +152,14 @@ class Dataset(_Samples):
         self._txn.depth -= 1
         if self._txn.depth:
             return
-        if exc_type is None:
-            self._txn.commit(self._txn.block_message())
-        else:
+        if exc_type is not None:
             self.rollback()
+            return
+        try:
+            self._txn.commit(self._txn.block_message())
+        except BaseException:
+            self.rollback()  # a failed commit (disk full, conflict) keeps none of the block's writes
+            raise
 
     @contextlib.contextmanager
     def _write(self, message: str) -> Iterator[None]:
@@ -247,7 +251,7 @@ class Dataset(_Samples):
         """Add a tensor.
 
         Args:
-            name: letters, digits, ``_`` and ``-``.
+            name: letters, digits, ``_`` and ``-``, at most 128 characters, not starting with ``-``.
             htype: ``generic`` (default), ``image``, ``class_label``, ``embedding``, ``text``, ``json``.
             dtype: a numpy dtype; implied by image (uint8), class_label (uint32), embedding (float32).
             sample_compression: ``png``, ``jpeg`` or ``webp`` for images.
@@ -261,6 +265,7 @@ class Dataset(_Samples):
             InvalidArgumentError: a bad name, htype, dtype or compression.
         """
         with self._write(f"create tensor {name}"):
+            check_new_tensor_name(name)
             if name in self._txn.head.tensors:
                 raise TensorExistsError(name)
             spec = parse_tensor_spec(name, htype, dtype, sample_compression, chunk_compression)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["compact", "vacuum"]
 
 _BLOCK = 4096
+_WRITE_BYTES = 64 << 20  # compact reads and writes at most about this much at a time
 _SEGMENT_NAME = re.compile(r"^\d+-\d+-[0-9a-f]+$")  # see new_segment_id()
 
 
@@ -162,22 +163,44 @@ def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fra
     dtype = np.dtype(state.spec.dtype)
     n = state.length
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
-    rows = max(1, DATA_CHUNK // sample_bytes)
+    chunks = typed_chunks(shape, dtype.itemsize)
+    rows = chunks[0]
     path = f"tensors/{state.spec.name}/{ds._txn.slots.new_id()}"
     arr = create_typed_array(
         ds._cache.store,
         path,
         (n, *shape),
-        (rows, *shape),
+        chunks,
         dtype,
         compression.zarr_compressors(state.spec.chunk_compression),
         {"lakecompute": "compacted-tensor", "tensor": state.spec.name},
     )
-    step = rows * max(1, _BLOCK // rows)  # whole chunks per write: no read-modify-write
+    # Whole chunks per write (no read-modify-write), at most about _BLOCK samples or _WRITE_BYTES at once.
+    step = rows * max(1, min(_BLOCK // rows, _WRITE_BYTES // (rows * sample_bytes)))
     for start in range(0, n, step):
         stop = min(n, start + step)
         arr[start:stop] = np.asarray(reader.read_range(start, stop))
     return Fragment(TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n)
+
+
+def typed_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The chunk shape of a typed ``(n, *shape)`` array: whole samples, as many as fit in ``DATA_CHUNK``
+    bytes; a sample larger than that is split across chunks along its own axes (a chunk of one whole
+    sample would grow without bound, and readers refuse chunks over 64 MiB as hostile).
+    """
+    sample_bytes = math.prod(shape) * itemsize
+    if sample_bytes <= DATA_CHUNK:
+        return (max(1, DATA_CHUNK // max(1, sample_bytes)), *shape)
+    budget = max(1, DATA_CHUNK // itemsize)  # items per chunk
+    inner: list[int] = []
+    for dim in reversed(shape):  # keep trailing axes whole while they fit, split the next one
+        if budget >= dim:
+            inner.append(dim)
+            budget //= dim
+        else:
+            inner.append(max(1, budget))
+            budget = 1
+    return (1, *reversed(inner))
 
 
 def _referenced(manifests: list[Manifest], url: str) -> dict[str, list[tuple[str, int, int]]]:

@@ -3,9 +3,10 @@
 Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` never imports Ray).
 
 - **Starting Ray is the user's choice.** If Ray is already initialised (``ray.init(address=...)``
-  to join a cluster, or any ``ray.init(...)``), the scheduler uses that. Otherwise it starts a
-  local instance with ``num_cpus=num_workers`` and no dashboard, which lives until the process
-  exits (or ``ray.shutdown()``).
+  to join a cluster, or any ``ray.init(...)``), the scheduler uses that; so it does when
+  ``RAY_ADDRESS`` names a cluster. Otherwise it starts a local instance of its own
+  (``address="local"``: it never joins another cluster that happens to run on the machine) with
+  ``num_cpus=num_workers`` and no dashboard, which lives until the process exits (or ``ray.shutdown()``).
 - **At most ``num_workers`` tasks run at once.** Each submitted task holds one of ``num_workers``
   slots; the slot number is the task's `lakecompute.schedulers.worker_id`, so ids stay in
   ``range(num_workers)`` however many worker processes Ray uses. Up to ``max_in_flight`` tasks
@@ -26,6 +27,7 @@ Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` neve
 from __future__ import annotations
 
 import itertools
+import os
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, ClassVar, TypeVar, cast
@@ -127,8 +129,8 @@ class RayScheduler(Scheduler):
         Args:
             num_workers: how many tasks may run at the same time, at least 1.
             init_options: passed to ``ray.init`` when Ray is not initialised yet (they override
-                the defaults ``num_cpus=num_workers, include_dashboard=False``); ignored when Ray
-                is already running.
+                the defaults ``address="local", num_cpus=num_workers, include_dashboard=False``, see
+                `start_options`); ignored when Ray is already running.
             remote_options: resources of each task, passed to Ray's ``.options()`` (e.g.
                 ``{"num_cpus": 2}`` or ``{"num_gpus": 1}``); default one CPU per task.
 
@@ -149,10 +151,24 @@ class RayScheduler(Scheduler):
         import ray
 
         if not ray.is_initialized():
-            options: dict[str, Any] = {"num_cpus": self.num_workers, "include_dashboard": False}
-            options.update(self._init_options)
-            ray.init(**options)
+            ray.init(**self.start_options())
         return ray
+
+    def start_options(self) -> dict[str, Any]:
+        """The options of the ``ray.init`` call that starts Ray when it is not initialised yet.
+
+        A local instance of its own (``address="local"``): without it, Ray joins any cluster already
+        running on the machine (found through its address file), which refuses ``num_cpus``. Set
+        ``RAY_ADDRESS`` (or pass ``init_options={"address": ...}``, or call ``ray.init`` first) to join
+        a cluster instead.
+        """
+        options: dict[str, Any]
+        if os.environ.get("RAY_ADDRESS"):
+            options = {}  # join the cluster the environment names, with its resources
+        else:
+            options = {"address": "local", "num_cpus": self.num_workers, "include_dashboard": False}
+        options.update(self._init_options)
+        return options
 
     def _run(
         self,

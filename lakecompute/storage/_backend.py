@@ -23,7 +23,7 @@ from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, MemoryStore
 
-from lakecompute.errors import DatasetCorruptError, InvalidArgumentError
+from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "TEMP_PREFIX",
@@ -194,6 +194,13 @@ class LocalBackend(Backend):
             return self._p(key).read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except IsADirectoryError:
+            raise DatasetCorruptError(
+                self.url,
+                key,
+                "it is a directory, where lakecompute keeps a file: it was changed outside lakecompute",
+                "Restore the file from a backup, or open an earlier version with lc.load(path, version=N).",
+            ) from None
 
     def _write_temp(self, key: str, data: bytes) -> Path:
         target = self._p(key)
@@ -336,10 +343,8 @@ def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | 
         StorageError: an ``s3://`` location that cannot be used (no such bucket, no credentials,
             an endpoint that does not answer).
     """
-    text = os.fspath(url)
+    text = _location_text(url)
     spec = BackendSpec(text, dict(storage_options or {}))
-    if not text:
-        raise InvalidArgumentError("Expected a dataset path. Got an empty string.")
     if text.startswith("mem://"):
         name = text[len("mem://") :].strip("/")
         if not name:
@@ -361,6 +366,52 @@ def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | 
             "'s3://bucket/prefix'."
         )
     return LocalBackend(spec, os.path.abspath(text))
+
+
+#: Room left in a local path or an S3 key for the dataset's own files below its location
+#: (``tensors/<name of up to 128 characters>/<segment>/c/...``).
+_OWN_KEYS = 320
+_MAX_LOCAL_PATH = 4096 - _OWN_KEYS  # Linux PATH_MAX, in bytes
+_MAX_NAME = 255  # bytes in one path component on common local file systems
+_MAX_S3_PREFIX = 1024 - _OWN_KEYS  # an S3 key is at most 1024 bytes
+_ROOM = " (with room for the dataset's own files below it)"
+
+
+def _location_text(url: object) -> str:
+    """``url`` as text, refused with what to do when no backend could store a dataset there."""
+    try:
+        text: str | bytes = os.fspath(url)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidTypeError(
+            f"Expected a dataset path as str or os.PathLike. Got {type(url).__name__}: {url!r:.80}."
+        ) from None
+    if isinstance(text, bytes):
+        raise InvalidTypeError(f"Expected a dataset path as str, not bytes. Got {text!r:.80}; decode it.")
+    if not text:
+        raise InvalidArgumentError("Expected a dataset path. Got an empty string.")
+    if "\x00" in text:
+        raise InvalidArgumentError(
+            f"Invalid dataset path {text!r:.80}: it contains a NUL character, which no file system or "
+            "object store accepts. Remove it."
+        )
+    if "://" in text and not text.startswith("file://"):
+        if text.startswith("s3://"):
+            prefix = text[len("s3://") :].partition("/")[2]
+            _check_length(text, len(prefix.encode()), _MAX_S3_PREFIX, "its key prefix is", _ROOM)
+        return text
+    local = os.path.abspath(text.removeprefix("file://"))
+    _check_length(text, len(os.fsencode(local)), _MAX_LOCAL_PATH, "the path is", _ROOM)
+    longest = max(len(os.fsencode(part)) for part in local.split(os.sep))
+    _check_length(text, longest, _MAX_NAME, "a folder name in it is", " in one name")
+    return text
+
+
+def _check_length(text: str, size: int, limit: int, what: str, where: str) -> None:
+    if size > limit:
+        raise InvalidArgumentError(
+            f"Dataset path too long ({text[:40]!r}..., {len(text)} characters): {what} {size} bytes, at most "
+            f"{limit} fit{where}. Choose a shorter path."
+        )
 
 
 def backend_class(url: str | os.PathLike[str]) -> type[Backend]:

@@ -121,3 +121,16 @@ def test_ray_eval_rng_output_matches_every_other_scheduler(tmp_path: Any) -> Non
         ds = lc.load(path)
         values.append((ds.v.numpy().tolist(), ds.draw.numpy().tolist()))
     assert values[0] == values[1]
+
+
+def test_ray_start_options_are_a_local_instance_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without RAY_ADDRESS the scheduler starts its own local Ray (never a foreign cluster on the
+    machine); with RAY_ADDRESS it joins that cluster, without num_cpus; init_options override both."""
+    from lakecompute.schedulers._ray import RayScheduler
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert RayScheduler(3).start_options() == {"address": "local", "num_cpus": 3, "include_dashboard": False}
+    assert RayScheduler(3, init_options={"num_cpus": 1}).start_options()["num_cpus"] == 1
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert RayScheduler(3).start_options() == {}
+    assert RayScheduler(3, init_options={"address": "auto"}).start_options() == {"address": "auto"}

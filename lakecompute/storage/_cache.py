@@ -233,8 +233,11 @@ class ArrayCache:
         return values
 
     def read(self, path: str, start: int, count: int) -> np.ndarray:
-        """``count`` values (rows, for an N-D array) from ``start`` along the first axis (a view into
-        cached chunks when possible).
+        """``count`` values (rows, for an N-D array) from ``start`` along the first axis.
+
+        The array is the caller's own, never a view into a cached chunk: a caller that changes it
+        (a compute function updating its input in place, a user writing into ``.numpy()``'s result)
+        must not change what later reads return. The copy is one ``memcpy`` of the range read.
 
         Raises:
             DatasetCorruptError: a chunk in the range is missing or does not decode, or the range
@@ -257,7 +260,7 @@ class ArrayCache:
         if first == last:
             chunk = self._chunk(path, arr, first, size)
             lo = start - first * size
-            return chunk[lo : lo + count]
+            return chunk[lo : lo + count].copy()
         parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
         joined = np.concatenate(parts)
         lo = start - first * size

@@ -22,7 +22,7 @@ def _dataset(path: str) -> lc.Dataset:
 
 @pytest.mark.parametrize("url", ["mem://no-alias", "local"])
 def test_reads_changing_a_result_does_not_change_later_reads(tmp_path: Path, url: str) -> None:
-    """Writing into what a sample, slice, whole-tensor, row or ragged read returned leaves the stored values as read."""
+    """Writing into what a sample, slice, tensor, row or ragged read returned leaves stored values as read."""
     ds = _dataset(str(tmp_path / "ds") if url == "local" else url)
     results: list[Any] = [ds.x[2].numpy(), ds.x[2:5].numpy(), ds.x.numpy(), ds[4].x.numpy(), ds.r[3].numpy()]
     results += ds.r[1:4].numpy(aslist=True)
@@ -44,7 +44,7 @@ def add_in_place(sample_in: Any, sample_out: Any) -> None:
 def test_eval_function_that_changes_its_input_gives_the_same_output_everywhere(
     tmp_path: Path, scheduler: str, num_workers: int
 ) -> None:
-    """A compute function that updates its input array in place sees each stored value once, on every scheduler."""
+    """A compute function updating its input array in place sees each stored value, on every scheduler."""
     ds = _dataset(str(tmp_path / "in"))
     out = lc.empty(str(tmp_path / "out"), overwrite=True)
     out.create_tensor("y", dtype="int64")

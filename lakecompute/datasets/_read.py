@@ -27,13 +27,15 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._views import DatasetView
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, LakeComputeError
 from lakecompute.htypes import decode_sample
 from lakecompute.storage import (
+    DATA_CHUNK,
     TYPED_PREFIX,
     ArrayCache,
     Fragment,
     TensorState,
+    located_error,
     open_backend,
     read_manifest,
 )
@@ -100,6 +102,12 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         backend.fork_safe,
         backend.shared_between_processes,
     )
+
+
+def _chunk_cache(ds: Dataset, max_bytes: int) -> ChunkCache:
+    # A tiny LRU below: whole chunks are kept in the ChunkCache, not twice. The backend makes errors
+    # name the dataset's location and recognise vacuumed data.
+    return ChunkCache(ArrayCache(ds._cache.store, max_chunks=2, backend=ds._cache.backend), max_bytes)
 
 
 class ChunkCache:
@@ -258,8 +266,20 @@ class _Column:
         return shapes.pop()
 
     def read(self, positions: np.ndarray) -> np.ndarray | list[Any]:
-        """The samples at ``positions`` (any order, repeats allowed): stacked, or a list if ragged."""
+        """The samples at ``positions`` (any order, repeats allowed): stacked, or a list if ragged.
+
+        Raises:
+            DatasetCorruptError: stored data the samples need is missing or damaged (naming the
+                tensor and the range of positions read).
+        """
         _check_range(positions, self.length, self.spec.name)
+        try:
+            return self._read(positions)
+        except DatasetCorruptError as exc:
+            span = (int(positions.min()), int(positions.max()) + 1)
+            raise located_error(exc, self.cache.fetch.backend, self.spec.name, span) from exc
+
+    def _read(self, positions: np.ndarray) -> np.ndarray | list[Any]:
         which = np.searchsorted(self.starts, positions, side="right") - 1
         out: np.ndarray | list[Any]
         if self.shape is not None:
@@ -312,11 +332,19 @@ class _Column:
             raw = self.cache.span(path, f.off + int(offs[s]), int(rows[s, 0]))
             shape = tuple(int(x) for x in rows[s, 1:])
             if self.spec.kind == "bytes":
-                values.append(decode_sample(self.spec, raw, shape))
+                values.append(self._decode(raw, shape, f.off + int(offs[s]), f.seg))
                 continue
             # astype copies: a sample must not be a view into a cached chunk the caller could change.
             values.append(raw.view(np.dtype(f.dtype)).reshape(shape).astype(self.dtype or f.dtype))
         return values
+
+    def _decode(self, raw: np.ndarray, shape: tuple[int, ...], at: int, seg: str) -> Any:
+        try:
+            return decode_sample(self.spec, raw, shape)
+        except (LakeComputeError, ValueError) as exc:
+            # The bytes passed their checksum (or predate checksums) and still do not decode.
+            key = f"segments/{seg}/data/c/{at // DATA_CHUNK}"
+            raise self.cache.fetch.damaged(key, f"a stored sample does not decode ({exc})") from exc
 
 
 class RowReader:
@@ -334,7 +362,7 @@ class RowReader:
 
     def __init__(self, ds: Dataset, names: Sequence[str], max_bytes: int = CACHE_BYTES) -> None:
         # A tiny LRU below: whole chunks are kept in the ChunkCache, not twice.
-        self.cache = ChunkCache(ArrayCache(ds._cache.store, max_chunks=2), max_bytes)
+        self.cache = _chunk_cache(ds, max_bytes)
         self._columns = {name: _Column(ds._state(name), self.cache) for name in names}
 
     def shape(self, name: str) -> tuple[int, ...] | None:
@@ -379,7 +407,7 @@ class StreamReader:
                 "token ids."
             )
         self.dtype = np.dtype(spec.dtype)
-        self.cache = ChunkCache(ArrayCache(ds._cache.store, max_chunks=2), max_bytes)
+        self.cache = _chunk_cache(ds, max_bytes)
         column = _Column(state, self.cache)
         runs: list[_Run] = []
         counts: list[int] = []

@@ -11,7 +11,8 @@ each worker reads ahead.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,9 @@ import torch.utils.data
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._loader import LoaderSpec, worker_batches
 from lakecompute.loaders._options import LoaderOptions
+from lakecompute.schedulers import PickledError, pickle_exception, rebuild_exception
 
-__all__ = ["TorchBatches", "make_dataloader"]
+__all__ = ["LakeDataLoader", "TorchBatches", "make_dataloader"]
 
 
 class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  # items are batch dicts
@@ -49,7 +51,68 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
                 f"DataLoader iterating it has {info.num_workers} workers. Build the DataLoader with "
                 "ds.pytorch(..., num_workers=n) rather than wrapping its dataset in another one."
             )
-        return worker_batches(self.spec, info.id)
+        return _reported(worker_batches(self.spec, info.id))
+
+
+@dataclass(frozen=True, slots=True)
+class _WorkerFailure:
+    """An exception raised in a DataLoader worker, travelling to the main process as an item.
+
+    torch re-raises a worker's exception as ``type(message)``: our errors, whose constructors take
+    structured arguments, would arrive as a bare ``RuntimeError`` with ``.index`` and the like lost.
+    As an item it is pickled whole (our schedulers' transport, causes included) and raised again,
+    as itself, by `LakeDataLoader`'s iterator.
+    """
+
+    error: PickledError
+
+
+def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:
+    """The worker's batches, then its exception (if any) as a `_WorkerFailure` item."""
+    try:
+        yield from batches
+    except Exception as exc:
+        yield _WorkerFailure(pickle_exception(exc))
+
+
+class _Collate:
+    """The user's ``collate_fn`` (torch's ``default_convert`` if none), passing failures through."""
+
+    def __init__(self, collate_fn: Callable[[Any], Any] | None) -> None:
+        self.collate_fn = collate_fn or torch.utils.data.default_convert
+
+    def __call__(self, item: Any) -> Any:
+        return item if isinstance(item, _WorkerFailure) else self.collate_fn(item)
+
+
+class _RaisingIterator:
+    """torch's DataLoader iterator, raising a worker's exception as itself where it arrives."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> _RaisingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self._inner)
+        if isinstance(item, _WorkerFailure):
+            raise rebuild_exception(item.error)
+        return item
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class LakeDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]  # items are batch dicts
+    """A ``torch.utils.data.DataLoader`` whose workers' errors keep their type (`lakecompute.errors`
+    included: ``except lc.DatasetCorruptError`` and ``TransformError.index`` work with workers)."""
+
+    def __iter__(self) -> Any:
+        return _RaisingIterator(super().__iter__())
 
 
 def _reseed_numpy(worker: int) -> None:
@@ -68,11 +131,11 @@ def make_dataloader(spec: LoaderSpec, options: LoaderOptions) -> torch.utils.dat
         if not spec.source.snapshot.fork_safe:
             # An object store's client hangs in a forked child once the parent used it.
             extra["multiprocessing_context"] = "forkserver"
-    return torch.utils.data.DataLoader(
+    return LakeDataLoader(
         TorchBatches(spec),
         batch_size=None,
         num_workers=num_workers,
-        collate_fn=options.collate_fn,
+        collate_fn=_Collate(options.collate_fn) if num_workers else options.collate_fn,
         pin_memory=options.pin_memory,
         **extra,
     )

@@ -33,10 +33,16 @@ from lakecompute.schedulers._base import (
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
-from lakecompute.schedulers._transport import portable_exception
+from lakecompute.schedulers._transport import (
+    PickledError,
+    pickle_exception,
+    portable_exception,
+    rebuild_exception,
+)
 
 __all__ = [
     "PAUSE",
+    "PickledError",
     "ProcessedScheduler",
     "ProgressFn",
     "Scheduler",
@@ -47,7 +53,9 @@ __all__ = [
     "ThreadedScheduler",
     "call_task",
     "get_scheduler",
+    "pickle_exception",
     "portable_exception",
+    "rebuild_exception",
     "register_scheduler",
     "scheduler_names",
     "worker_id",

@@ -18,6 +18,7 @@ from lakecompute.storage._fragments import (
     FragmentReader,
     SampleBuffer,
     append_fragment,
+    located_error,
     write_fragment,
 )
 from lakecompute.storage._leases import (
@@ -90,6 +91,7 @@ __all__ = [
     "latest_version",
     "let_go_released",
     "list_versions",
+    "located_error",
     "new_segment_id",
     "open_backend",
     "read_leases",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +15,17 @@ from lakecompute.storage._cache import ArrayCache
 from lakecompute.storage._manifest import Fragment, TensorState, needed_by_a_version
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SlotWriter
 
-__all__ = ["TYPED_PREFIX", "FragmentReader", "SampleBuffer", "append_fragment", "write_fragment"]
+if TYPE_CHECKING:
+    from lakecompute.storage._backend import Backend
+
+__all__ = [
+    "TYPED_PREFIX",
+    "FragmentReader",
+    "SampleBuffer",
+    "append_fragment",
+    "located_error",
+    "write_fragment",
+]
 
 #: A fragment whose ``seg`` starts with this names a typed ``(n, *shape)`` zarr array (written by
 #: ``compact()``, readable with plain zarr) instead of a segment; ``off`` is then a row number.
@@ -162,6 +172,31 @@ def append_fragment(state: TensorState, frag: Fragment) -> None:
     state.fragments.append(frag)
 
 
+def located_error(
+    exc: DatasetCorruptError, backend: Backend | None, tensor: str, samples: tuple[int, int]
+) -> DatasetCorruptError:
+    """``exc`` with the tensor and the samples being read named, and vacuumed data recognised.
+
+    Every reader of samples re-raises the storage layer's errors through this, so a damaged dataset
+    reads the same way on every path (tensor reads, eval input, loaders, token blocks).
+    """
+    if exc.tensor is not None:
+        return exc
+    vacuumed = backend is not None and needed_by_a_version(backend, exc.file) is False
+    if vacuumed:
+        reason = f"{exc.reason}; vacuum() removed it with the version being read"
+        hint = "That version is gone. Reopen the latest version with lc.load(path)."
+    else:
+        reason = exc.reason
+        hint = (
+            "Stored data was changed or removed outside lakecompute: restore it from a backup, "
+            "or open an earlier version with lc.load(path, version=N)."
+        )
+    return DatasetCorruptError(
+        exc.path, exc.file, reason, hint, tensor=tensor, samples=samples, vacuumed=vacuumed
+    )
+
+
 @dataclass(slots=True)
 class _Located:
     frag: Fragment
@@ -195,23 +230,7 @@ class FragmentReader:
     # is raised; a context manager per sample read would cost ~1 us) and re-raise it via _located.
 
     def _located(self, exc: DatasetCorruptError, start: int, stop: int) -> DatasetCorruptError:
-        """The error with the tensor and the samples being read named (and vacuumed data recognised)."""
-        if exc.tensor is not None:
-            return exc
-        backend = self.cache.backend
-        vacuumed = backend is not None and needed_by_a_version(backend, exc.file) is False
-        if vacuumed:
-            reason = f"{exc.reason}; vacuum() removed it with the version being read"
-            hint = "That version is gone. Reopen the latest version with lc.load(path)."
-        else:
-            reason = exc.reason
-            hint = (
-                "Stored data was changed or removed outside lakecompute: restore it from a backup, "
-                "or open an earlier version with lc.load(path, version=N)."
-            )
-        return DatasetCorruptError(
-            exc.path, exc.file, reason, hint, tensor=self.spec.name, samples=(start, stop), vacuumed=vacuumed
-        )
+        return located_error(exc, self.cache.backend, self.spec.name, (start, stop))
 
     # -- locating -----------------------------------------------------------------------------
     def _locate(self, start: int, stop: int) -> list[_Located]:

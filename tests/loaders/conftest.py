@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ SEED_001_TABLE = {
     (1, 3): [7, 15, 23, 31],
 }
 
-__all__ = ["fill_numbered", "numbered", "tokens"]
+__all__ = ["fails_on_30", "fill_numbered", "numbered", "tokens"]
 
 N = 103  # not a multiple of any batch size or world size used: the padding shows
 
@@ -60,3 +61,11 @@ def tokens(tmp_path: Path) -> tuple[lc.Dataset, np.ndarray]:
     ds.tokens.extend(docs[:120])
     ds.tokens.extend(docs[120:])
     return ds, np.concatenate(docs)
+
+
+@lc.compute
+def fails_on_30(sample_in: Any, sample_out: Any) -> None:
+    """A loader transform that fails on the sample whose ``idx`` is 30 (module level: sent to workers)."""
+    if int(sample_in.idx.numpy()) == 30:
+        raise ValueError("no 30")
+    sample_out.append({"idx": sample_in.idx.numpy()})

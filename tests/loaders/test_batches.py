@@ -13,6 +13,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from tests.loaders.conftest import fails_on_30
 
 # The package, not the decorator of the same name that `lakecompute.compute` means.
 COMPUTE = importlib.import_module("lakecompute.compute")
@@ -238,18 +239,11 @@ def test_batches_compute_transform_draws_are_the_same_for_any_workers(numbered: 
     assert set(a.values()).isdisjoint(c.values())
 
 
-@lc.compute
-def _fails_on_30(sample_in: Any, sample_out: Any) -> None:
-    if int(sample_in.idx.numpy()) == 30:
-        raise ValueError("no 30")
-    sample_out.append({"idx": sample_in.idx.numpy()})
-
-
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_batches_compute_transform_failure_names_the_sample(numbered: lc.Dataset, num_workers: int) -> None:
     """A compute transform failing in a worker raises TransformError with the sample's index and cause."""
-    with pytest.raises(lc.TransformError, match=r"'_fails_on_30' failed on data_in\[30\]") as info:
-        list(numbered.batches(8, tensors="idx", transform=_fails_on_30(), num_workers=num_workers))
+    with pytest.raises(lc.TransformError, match=r"'fails_on_30' failed on data_in\[30\]") as info:
+        list(numbered.batches(8, tensors="idx", transform=fails_on_30(), num_workers=num_workers))
     assert info.value.index == 30
     assert isinstance(info.value.__cause__, ValueError)
     assert str(info.value.__cause__) == "no 30"

@@ -4,28 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.loaders.conftest import fails_on_30
 
 pytest.importorskip("torch")
-
-
-@lc.compute
-def _fails_on_30(sample_in: Any, sample_out: Any) -> None:
-    if int(sample_in.idx.numpy()) == 30:
-        raise ValueError("no 30")
-    sample_out.append({"idx": sample_in.idx.numpy()})
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_pytorch_transform_error_keeps_its_type_and_index(numbered: lc.Dataset, num_workers: int) -> None:
     """A compute transform failing in a DataLoader worker raises TransformError with .index and cause."""
-    loader = numbered.pytorch(8, tensors="idx", transform=_fails_on_30(), num_workers=num_workers)
-    with pytest.raises(lc.TransformError, match=r"'_fails_on_30' failed on data_in\[30\]") as info:
+    loader = numbered.pytorch(8, tensors="idx", transform=fails_on_30(), num_workers=num_workers)
+    with pytest.raises(lc.TransformError, match=r"'fails_on_30' failed on data_in\[30\]") as info:
         list(loader)
     assert info.value.index == 30
     assert isinstance(info.value.__cause__, ValueError)

@@ -30,7 +30,6 @@ from lakecompute.datasets._views import DatasetView
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, LakeComputeError
 from lakecompute.htypes import decode_sample
 from lakecompute.storage import (
-    DATA_CHUNK,
     TYPED_PREFIX,
     ArrayCache,
     Fragment,
@@ -38,6 +37,7 @@ from lakecompute.storage import (
     located_error,
     open_backend,
     read_manifest,
+    undecodable_error,
 )
 
 __all__ = ["CACHE_BYTES", "ChunkCache", "RowReader", "Snapshot", "StreamReader", "snapshot"]
@@ -342,9 +342,7 @@ class _Column:
         try:
             return decode_sample(self.spec, raw, shape)
         except (LakeComputeError, ValueError) as exc:
-            # The bytes passed their checksum (or predate checksums) and still do not decode.
-            key = f"segments/{seg}/data/c/{at // DATA_CHUNK}"
-            raise self.cache.fetch.damaged(key, f"a stored sample does not decode ({exc})") from exc
+            raise undecodable_error(self.cache.fetch, seg, at, exc) from exc
 
 
 class RowReader:

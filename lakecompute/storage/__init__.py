@@ -19,6 +19,7 @@ from lakecompute.storage._fragments import (
     SampleBuffer,
     append_fragment,
     located_error,
+    undecodable_error,
     write_fragment,
 )
 from lakecompute.storage._leases import (
@@ -97,6 +98,7 @@ __all__ = [
     "read_leases",
     "read_manifest",
     "segment_time",
+    "undecodable_error",
     "version_key",
     "write_fragment",
 ]

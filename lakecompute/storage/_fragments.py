@@ -24,6 +24,7 @@ __all__ = [
     "SampleBuffer",
     "append_fragment",
     "located_error",
+    "undecodable_error",
     "write_fragment",
 ]
 
@@ -195,6 +196,13 @@ def located_error(
     return DatasetCorruptError(
         exc.path, exc.file, reason, hint, tensor=tensor, samples=samples, vacuumed=vacuumed
     )
+
+
+def undecodable_error(cache: ArrayCache, seg: str, at: int, exc: Exception) -> DatasetCorruptError:
+    """The error for a stored sample at byte ``at`` of segment ``seg``'s data that passed its checksum
+    (or predates checksums) and still does not decode."""
+    key = f"segments/{seg}/data/c/{at // DATA_CHUNK}"
+    return cache.damaged(key, f"a stored sample does not decode ({exc})")
 
 
 @dataclass(slots=True)
@@ -404,9 +412,7 @@ class FragmentReader:
         try:
             return decode_sample(self.spec, blob, shape)
         except (LakeComputeError, ValueError) as exc:
-            # The bytes passed their checksum (or predate checksums) and still do not decode.
-            key = f"segments/{f.seg}/data/c/{at // DATA_CHUNK}"
-            raise self.cache.damaged(key, f"a stored sample does not decode ({exc})") from exc
+            raise undecodable_error(self.cache, f.seg, at, exc) from exc
 
     def read_one(self, i: int) -> Any:
         value = self.read_range(i, i + 1)

@@ -235,6 +235,15 @@ def _eval_resume_conflict(tmp: Path) -> Any:
     double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
 
 
+def _eval_unfinished(tmp: Path) -> Any:
+    out = _out(tmp)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(FAIL_AT, "7")  # the run stops after its checkpoint at 5
+        with pytest.raises(lc.TransformError):
+            double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
+    double().eval(list(range(30)), out, checkpoint_interval=5, progressbar=False)  # other input
+
+
 def _worker_died(tmp: Path) -> Any:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(KILL_AT, "3")
@@ -396,6 +405,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     ),
     "task-forked": lambda t: forks_on_two().eval(list(range(6)), _out(t), num_workers=2, progressbar=False),
     "eval-commit-conflict": _eval_conflict,
+    "eval-unfinished": _eval_unfinished,
     "eval-resume-conflict": _eval_resume_conflict,
     "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(
         list(range(5)), _out(t), checkpoint_interval=2, progressbar=False

@@ -113,8 +113,10 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
     if plan.completed:
         return _already_done(plan, t0)
     sched = _scheduler(plan)
+    if plan.drop is not None:
+        plan.out.drop_unfinished(plan.drop)
     write = plan.out.begin_eval(
-        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume
+        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or ""
     )
     token = uuid.uuid4().hex
     try:
@@ -186,18 +188,24 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
     if isinstance(source, IterableSource):
         # The preflight's inputs travel with its task: a few MiB at most, even when items are large.
         items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step, STREAM_TASK_BYTES)
-        stop = len(items or [])
+        start, stop = 0, len(items or [])
         first = items[0] if items else None
     else:
+        # A resumed eval's preflight starts where it resumes: the kept inputs are never run again.
         assert source.length is not None
-        items, stop = None, min(source.length, PREFLIGHT_SCAN * step)
-        first = source.read(0, min(step, stop), batch=bool(opts.batch_size))[0] if stop else None
-    if not stop:
+        start = plan.resume_from
+        items, stop = None, min(source.length, start + PREFLIGHT_SCAN * step)
+        first = (
+            source.read(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
+            if stop > start
+            else None
+        )
+    if stop <= start:
         return None
     job = Job(token, plan.pipeline, source, write.grant, write.schema, plan.seed, opts.ignore_errors,
               opts.check_lengths, opts.skip_ok, opts.batch_size, block_size(first, opts.batch_size),
               os.getpid())  # fmt: skip
-    return job, Task(-1, 0, stop, items)
+    return job, Task(-1, start, stop, items)
 
 
 def _decide(plan: EvalPlan, write: EvalWrite, decisions: Decisions) -> Decided:
@@ -352,7 +360,8 @@ class _OrderedRun:
         if self.plan.options.checkpoint_interval and self.done:
             kept = (
                 f"The outputs of the first {self.done} inputs are kept (checkpoint at version "
-                f"{self.plan.out.version}); run the same eval again to resume from input {self.done}."
+                f"{self.plan.out.version}); run the eval again, with its code fixed if need be, to resume "
+                f"from input {self.done} (rerun=True starts over)."
             )
         else:
             kept = "Nothing of this run was written."

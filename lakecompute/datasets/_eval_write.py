@@ -228,6 +228,8 @@ class EvalWrite:
         label: the compute functions, for commit messages.
         in_place: whether the eval transforms the dataset it reads.
         resume: the record of an interrupted run of the same eval to continue from, if any.
+        job: what the eval is for (see `EvalRecord.job`); its record replaces an unfinished one of the
+            same job.
     """
 
     def __init__(
@@ -238,8 +240,10 @@ class EvalWrite:
         label: str,
         in_place: bool,
         resume: EvalRecord | None,
+        job: str = "",
     ) -> None:
         self._txn = txn
+        self.job = job
         self.fingerprint = fingerprint
         self.label = label
         self.in_place = in_place
@@ -362,4 +366,5 @@ class EvalWrite:
             open_dtypes=self.open_dtypes if status != "done" else (),
             parked=parked,
             seconds=progress.seconds,
+            job=self.job,
         )

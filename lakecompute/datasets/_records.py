@@ -95,6 +95,8 @@ class EvalRecord:
         parked: for an in-place eval at a checkpoint, the new fragments of ``written`` tensors, kept
             aside until the final commit swaps them in (readers still see the old content).
         seconds: wall time up to ``done``.
+        job: what the eval is for (its functions' names, input and output, not their code): a run
+            with the same job and changed code continues this one (``fingerprint_job``).
     """
 
     fingerprint: str
@@ -112,6 +114,7 @@ class EvalRecord:
     open_dtypes: tuple[str, ...] = ()
     parked: Mapping[str, tuple[Fragment, ...]] = field(default_factory=dict)
     seconds: float = 0.0
+    job: str = ""
 
     @property
     def complete(self) -> bool:
@@ -133,6 +136,7 @@ class EvalRecord:
             "open_dtypes": list(self.open_dtypes),
             "parked": {k: [f.to_json() for f in v] for k, v in self.parked.items()},
             "seconds": self.seconds,
+            "job": self.job,
         }
 
     @classmethod
@@ -161,6 +165,7 @@ class EvalRecord:
                 for k, v in dict(obj.get("parked", obj.get("pending", {}))).items()  # "pending": before 0.2
             },
             seconds=float(obj.get("seconds", 0.0)),
+            job=str(obj.get("job", "")),
         )
 
 

@@ -36,6 +36,7 @@ from lakecompute.storage import (
     create_segment,
     latest_version,
     new_segment_id,
+    read_manifest,
 )
 
 if TYPE_CHECKING:
@@ -302,12 +303,24 @@ class Transaction:
         return parse_records(self.base, self.backend.url)
 
     def begin_eval(
-        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None
+        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None, job: str
     ) -> EvalWrite:
         """Start an eval's writes into this dataset (see `EvalWrite`)."""
         from lakecompute.datasets._eval_write import EvalWrite
 
-        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume)
+        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+
+    def restore(self, version: int, message: str) -> None:
+        """Commit, as the next version, the content and records of the older ``version``.
+
+        How ``rerun=True`` drops the kept outputs of an unfinished eval: the new version equals the one
+        before that eval began (older versions stay readable).
+        """
+        old = read_manifest(self.backend, version)
+        self.rollback()
+        self._publish(old.copy(), message, None)
+        self.head = self.base.copy()
+        self._on_change(None)
 
 
 def _decide_dtype(state: TensorState) -> None:
@@ -336,10 +349,19 @@ def _check_no_narrowing(state: TensorState, frag: Fragment) -> None:
         )
 
 
+def _unfinished_of(obj: Any, job: str) -> bool:
+    return isinstance(obj, dict) and obj.get("status") == "running" and obj.get("job") == job
+
+
 def _with_record(evals: Mapping[str, Any], record: EvalRecord, version: int) -> dict[str, Any]:
-    """``evals`` with ``record`` (stamped with the version it is committed in) and old completed
-    records beyond `MAX_DONE_RECORDS` forgotten."""
-    out = {k: v for k, v in evals.items() if k != record.fingerprint}
+    """``evals`` with ``record`` (stamped with the version it is committed in), without the unfinished
+    record it continues (same job, older code), and old completed records beyond `MAX_DONE_RECORDS`
+    forgotten."""
+    out = {
+        k: v
+        for k, v in evals.items()
+        if k != record.fingerprint and not (record.job and _unfinished_of(v, record.job))
+    }
     done = [k for k, v in out.items() if isinstance(v, dict) and v.get("status") == "done"]
     for k in done[: max(0, len(done) - MAX_DONE_RECORDS + 1)]:
         del out[k]

@@ -235,6 +235,13 @@ def _eval_resume_conflict(tmp: Path) -> Any:
     double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
 
 
+def _unequal_lengths(tmp: Path) -> Any:
+    ds = _out(tmp, "ds", x={"dtype": "int64"}, y={"dtype": "int64"})
+    ds.x.extend([1, 2])
+    ds.y.extend([1])
+    double().eval(ds, _out(tmp), progressbar=False)
+
+
 def _eval_unfinished(tmp: Path) -> Any:
     out = _out(tmp)
     with pytest.MonkeyPatch.context() as mp:
@@ -397,6 +404,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
+    "unequal-lengths": _unequal_lengths,
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
     "worker-start-failed": _worker_start_failed,

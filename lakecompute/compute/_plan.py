@@ -155,7 +155,10 @@ def _fingerprint(
     try:
         identity = source.identity()
         if in_place:
-            identity = {**identity, "version": None}  # the input is the version the eval started from
+            # The input is the version the eval started from; and its tensors are not part of the
+            # identity, so that the eval that filled a new column is the same eval once it holds data
+            # (a completed in-place eval is recognised only right after itself: nothing changed since).
+            identity = {**identity, "version": None, "tensors": None}
         output = {
             "path": out.path,
             "in_place": in_place,
@@ -194,7 +197,7 @@ def _earlier_run(
     out: Dataset, fingerprint: str | None, in_place: bool, options: EvalOptions
 ) -> EvalRecord | None:
     """The record of the same eval to skip (completed) or resume (interrupted), if there is one."""
-    record = out.eval_records().get(fingerprint) if fingerprint is not None else None
+    record = out.eval_record(fingerprint) if fingerprint is not None else None
     if record is None:
         return None
     if record.complete:

@@ -212,12 +212,21 @@ class Dataset(_Samples):
 
     # -- for the transform engine --------------------------------------------------------------
     def eval_records(self) -> dict[str, EvalRecord]:
-        """The records of the evals committed into this version, by fingerprint (see ``EvalRecord``).
+        """The records of the evals that committed this version, by fingerprint (see ``EvalRecord``);
+        earlier evals are found with `eval_record`.
 
         Raises:
             DatasetCorruptError: a record in the version's manifest is malformed.
         """
         return self._txn.records()
+
+    def eval_record(self, fingerprint: str) -> EvalRecord | None:
+        """The record of eval ``fingerprint`` as this version remembers it (committed here or before).
+
+        Raises:
+            DatasetCorruptError: the record is malformed.
+        """
+        return self._txn.find_record(fingerprint)
 
     def begin_eval(
         self,

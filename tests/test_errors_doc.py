@@ -235,6 +235,12 @@ def _eval_resume_conflict(tmp: Path) -> Any:
     double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
 
 
+@lc.compute
+def uneven_columns(sample_in: Any, sample_out: Any) -> dict[str, Any]:
+    """With batch_size: return columns of different lengths."""
+    return {"x": [1, 2], "y": [1]}
+
+
 def _unequal_lengths(tmp: Path) -> Any:
     ds = _out(tmp, "ds", x={"dtype": "int64"}, y={"dtype": "int64"})
     ds.x.extend([1, 2])
@@ -405,6 +411,9 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
     "unequal-lengths": _unequal_lengths,
+    "batched-columns": lambda t: uneven_columns().eval(
+        list(range(4)), _out(t, x={"dtype": "int64"}, y={"dtype": "int64"}), batch_size=2, progressbar=False
+    ),
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
     "worker-start-failed": _worker_start_failed,

@@ -308,13 +308,17 @@ class _TaskRun:
         try:
             value = stage.call(sample, self.final)
             if value is not None and value is not self.final:
-                absorb_return(value, self.final, list(map(len, self.lists)) != before, stage.name)
+                wrote = list(map(len, self.lists)) != before
+                absorb_return(value, self.final, wrote, stage.name, self.job.batch_size is not None)
         except Exception as error:
             raise StageFailure(stage.name, error) from error
 
     def _call_all(self, sample: Any, index: int, before: list[int]) -> None:
         job = self.job
-        run_sample(self.stages, sample, index, self.final, check_lengths=job.check_lengths, seed=job.seed)
+        run_sample(
+            self.stages, sample, index, self.final, check_lengths=job.check_lengths, seed=job.seed,
+            batched=job.batch_size is not None,
+        )  # fmt: skip
 
     def run_block(self, samples: list[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
@@ -497,7 +501,10 @@ def preflight(job: Job, samples: Iterable[tuple[int, Any]]) -> tuple[Decisions, 
     for n, (index, sample) in enumerate(samples):
         final = SampleOut(job.schema.names)
         try:
-            run_sample(stages, sample, index, final, check_lengths=job.check_lengths, seed=job.seed)
+            run_sample(
+                stages, sample, index, final, check_lengths=job.check_lengths, seed=job.seed,
+                batched=job.batch_size is not None,
+            )  # fmt: skip
             counts = final.counts()
             check_counts(
                 counts,

@@ -319,12 +319,27 @@ class TransformError(LakeComputeError):
         index: the position of the failing sample in ``data_in``.
         sample: the failing input sample (``None`` if it could not be brought back from a worker).
         function: the name of the compute function that failed.
+        step: the failing step of the pipeline, ``(position, name)`` (``(0, name)`` for a single
+            function); None when no step is to blame.
+        step_input: the ``sample_in`` that step saw: the input sample for the first step, a row (a dict
+            of tensor name -> value) that the step before wrote for a later one (None if it could not be
+            brought back from a worker process).
     """
 
-    def __init__(self, message: str, index: int | None, sample: Any, function: str | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        index: int | None,
+        sample: Any,
+        function: str | None,
+        step: tuple[int, str] | None = None,
+        step_input: Any = None,
+    ) -> None:
         self.index = index
         self.sample = sample
         self.function = function
+        self.step = step
+        self.step_input = step_input
         super().__init__(message)
 
 

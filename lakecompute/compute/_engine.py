@@ -365,12 +365,14 @@ class _OrderedRun:
             )
         else:
             kept = "Nothing of this run was written."
-        return _transform_error(failure, _sample_for(self.plan.source, self.in_flight, failure.index), kept)
+        last = len(self.plan.pipeline.functions) - 1  # what no step is blamed for, its outputs did
+        sample = _sample_for(self.plan.source, self.in_flight, failure.index)
+        return _transform_error(failure, sample, kept, last if failure.step is None else failure.step)
 
 
-def _transform_error(failure: TaskFailure, sample: Any, kept: str) -> TransformError:
+def _transform_error(failure: TaskFailure, sample: Any, kept: str, step: int) -> TransformError:
     """The TransformError for a failed sample: short, with the user's own frame, the cause last."""
-    err = failure_error(failure.function, failure.index, failure.exc, sample)
+    err = failure_error(failure.function, failure.index, failure.exc, sample, step, failure.step_input)
     err.args = (f"{err.args[0]}\n{failure.where}{kept}",)
     err.remote_traceback = failure.traceback  # type: ignore[attr-defined]  # the full traceback, kept for debugging
     failure.exc.__traceback__ = None  # printed as one line above the TransformError, not a second block

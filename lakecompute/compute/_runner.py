@@ -62,12 +62,17 @@ def build_stages(pipeline: Pipeline) -> list[Stage]:
 
 
 class StageFailure(Exception):
-    """User code failed: which function, and the exception it raised."""
+    """User code failed: which function, the exception it raised, and (when a step is to blame) the
+    step's position in the pipeline and the ``sample_in`` it was given."""
 
-    def __init__(self, function: str, exc: BaseException) -> None:
+    def __init__(
+        self, function: str, exc: BaseException, step: int | None = None, step_input: Any = None
+    ) -> None:
         super().__init__(function, exc)
         self.function = function
         self.exc = exc
+        self.step = step
+        self.step_input = step_input
 
 
 def make_rng(seed: int, key: Sequence[int]) -> np.random.Generator:
@@ -153,7 +158,7 @@ def call_stage(
         if value is not None and value is not out:
             absorb_return(value, out, out.total() != before, stage.name, batched)
     except Exception as exc:
-        raise StageFailure(stage.name, exc) from exc
+        raise StageFailure(stage.name, exc, stage.number, sample) from exc
 
 
 def rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> list[InputRow]:
@@ -204,16 +209,31 @@ def run_sample(
                 return
 
 
-def failure_error(function: str, index: int, exc: BaseException, sample: Any = None) -> TransformError:
-    """The TransformError for user code that raised ``exc`` on ``data_in[index]``."""
+def failure_error(
+    function: str,
+    index: int,
+    exc: BaseException,
+    sample: Any = None,
+    step: int | None = None,
+    step_input: Any = None,
+) -> TransformError:
+    """The TransformError for user code that raised ``exc`` on ``data_in[index]``, in pipeline step
+    ``step`` (given ``step_input``; the first step's is ``sample``)."""
     err = TransformError(
         f"Transform {function!r} failed on data_in[{index}]: {type(exc).__name__}: {exc}",
         index,
         sample,
         function,
+        None if step is None else (step, function),
+        sample if step == 0 else step_input,
     )
     err.__cause__ = exc
     return err
+
+
+def _plain(value: Any) -> Any:
+    """A step's input as users read it: a row as a dict of tensor name -> value, anything else as is."""
+    return value.to_dict() if isinstance(value, InputRow) else value
 
 
 class SampleRunner:
@@ -263,5 +283,7 @@ class SampleRunner:
             run_sample(self.stages, sample, index, out, check_lengths=True, seed=self.seed, prefix=key)
             rows = rows_of(out, index, self.stages[-1].name, True)
         except StageFailure as failure:
-            raise failure_error(failure.function, index, failure.exc, sample) from failure.exc
+            raise failure_error(
+                failure.function, index, failure.exc, sample, failure.step, _plain(failure.step_input)
+            ) from failure.exc
         return [r.to_dict() for r in rows]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import pickle
 import random
 import threading
 import traceback
@@ -31,7 +32,7 @@ from lakecompute.compute._runner import (
     build_stages,
     run_sample,
 )
-from lakecompute.compute._samples import SampleOut
+from lakecompute.compute._samples import InputRow, SampleOut
 from lakecompute.datasets import Decisions, FailedSample, OutputSchema, SlotGrant, TaskWriter
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import Encoded
@@ -103,6 +104,9 @@ class TaskFailure:
         exc: the exception (a `RemoteError` standing in for one that cannot cross processes).
         traceback: the exception's traceback, formatted where it was raised.
         where: the innermost frame of that traceback in the user's code (two indented lines), or "".
+        step: the pipeline step that failed (its position), or None when no step is to blame.
+        step_input: what a later step (not the first) was given, as a dict of tensor -> value; None for
+            the first step (its input is the sample, read again in the caller) or when it cannot travel.
     """
 
     index: int
@@ -110,6 +114,8 @@ class TaskFailure:
     exc: BaseException
     traceback: str
     where: str = ""
+    step: int | None = None
+    step_input: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,11 +245,30 @@ def _alignment_error(function: str, written: Mapping[str, int], expected: Mappin
     )
 
 
-def _failure(index: int, function: str, exc: BaseException, parent_pid: int) -> TaskFailure:
-    """The failure of ``data_in[index]``; its exception made portable when it must cross processes."""
+def _failure(
+    index: int, function: str, exc: BaseException, parent_pid: int, failure: StageFailure | None = None
+) -> TaskFailure:
+    """The failure of ``data_in[index]``; its exception (and a later step's input) made portable when
+    they must cross processes."""
     text = "".join(traceback.format_exception(exc))
-    portable = exc if os.getpid() == parent_pid else portable_exception(exc, text)
-    return TaskFailure(index, function, portable, text, _user_frame(exc))
+    here = os.getpid() == parent_pid
+    portable = exc if here else portable_exception(exc, text)
+    step = failure.step if failure is not None else None
+    step_input = None
+    if failure is not None and step:  # the first step's input is the sample: the caller reads it again
+        step_input = failure.step_input
+        step_input = step_input.to_dict() if isinstance(step_input, InputRow) else step_input
+        step_input = step_input if here or _travels(step_input) else None
+    return TaskFailure(index, function, portable, text, _user_frame(exc), step, step_input)
+
+
+def _travels(value: Any) -> bool:
+    """Whether ``value`` can be sent back to the caller's process."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -311,7 +336,7 @@ class _TaskRun:
                 wrote = list(map(len, self.lists)) != before
                 absorb_return(value, self.final, wrote, stage.name, self.job.batch_size is not None)
         except Exception as error:
-            raise StageFailure(stage.name, error) from error
+            raise StageFailure(stage.name, error, 0, sample) from error
 
     def _call_all(self, sample: Any, index: int, before: list[int]) -> None:
         job = self.job
@@ -370,7 +395,8 @@ class _TaskRun:
         function = failure.function if isinstance(failure, StageFailure) else self.last_fn
         exc = failure.exc if isinstance(failure, StageFailure) else failure
         if not self.job.ignore_errors:
-            raise _Stop(_failure(index, function, exc, self.job.parent_pid))
+            stage = failure if isinstance(failure, StageFailure) else None
+            raise _Stop(_failure(index, function, exc, self.job.parent_pid, stage))
         tb = "".join(traceback.format_exception(exc))
         self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb))
 
@@ -518,7 +544,8 @@ def preflight(job: Job, samples: Iterable[tuple[int, Any]]) -> tuple[Decisions, 
             if not job.ignore_errors:
                 function = failure.function if isinstance(failure, StageFailure) else stages[-1].name
                 exc = failure.exc if isinstance(failure, StageFailure) else failure
-                return Decisions({}, ()), _failure(index, function, exc, job.parent_pid)
+                stage = failure if isinstance(failure, StageFailure) else None
+                return Decisions({}, ()), _failure(index, function, exc, job.parent_pid, stage)
             continue
         if decisions.written or n + 1 >= PREFLIGHT_SCAN:
             return decisions, None

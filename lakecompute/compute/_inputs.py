@@ -149,6 +149,10 @@ class IterableSource(Source):
         self.data = itertools.chain(head, it)
         return head
 
+    def skip(self, n: int) -> None:
+        """Leave out the next ``n`` items (already handled from `peek`)."""
+        self.data = itertools.islice(self.data, n, None)
+
     def chunks(self, size: int, max_bytes: int, multiple: int = 1) -> Iterator[list[Any]]:
         """Items in lists of at most ``size`` items and about ``max_bytes`` bytes (estimated), so that
         the items the caller holds for tasks in flight stay bounded whatever the items' size. Every list

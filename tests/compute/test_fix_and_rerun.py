@@ -90,7 +90,7 @@ def test_fix_the_bug_and_rerun_resumes_after_the_kept_outputs(
     assert "LakeComputeWarning: Resuming the unfinished eval (scale)" in second.stderr
     assert "made by the earlier code. Pass rerun=True to drop them and start over." in second.stderr
     np.testing.assert_array_equal(lc.load(str(tmp_path / "out")).y.numpy(), 2 * np.arange(N))
-    assert set(_calls(tmp_path / "calls2")) == set(range(FAIL_AT, N))  # the kept inputs never again
+    assert _calls(tmp_path / "calls2") == Counter(range(FAIL_AT, N))  # each resumed input once, no kept one
 
 
 @lc.compute

@@ -56,6 +56,8 @@ class DatasetSource(Source):
         lengths = {name: len(t) for name, t in base.tensors.items()}
         if rows_of_data:
             lengths = {name: n for name, n in lengths.items() if n}
+        if not pad and not isinstance(data_in, DatasetView):
+            check_equal_lengths(base.path, lengths)
         full = max(lengths.values(), default=0) if pad else min(lengths.values(), default=0)
         positions = data_in.positions if isinstance(data_in, DatasetView) else range(full)
         #: What the workers read: the committed version, these tensors, these positions.
@@ -147,6 +149,10 @@ class IterableSource(Source):
         self.data = itertools.chain(head, it)
         return head
 
+    def skip(self, n: int) -> None:
+        """Leave out the next ``n`` items (already handled from `peek`)."""
+        self.data = itertools.islice(self.data, n, None)
+
     def chunks(self, size: int, max_bytes: int, multiple: int = 1) -> Iterator[list[Any]]:
         """Items in lists of at most ``size`` items and about ``max_bytes`` bytes (estimated), so that
         the items the caller holds for tasks in flight stay bounded whatever the items' size. Every list
@@ -173,6 +179,27 @@ class IterableSource(Source):
             "cannot be resumed, so checkpoint_interval needs a dataset or a sequence. Pass list(data_in), "
             "or run without checkpoint_interval."
         )
+
+
+def check_equal_lengths(path: str, lengths: dict[str, int]) -> None:
+    """Refuse dataset input whose tensors differ in length: an eval over it would read only the rows
+    every tensor holds, silently leaving out (and, in place, dropping) the others.
+
+    Raises:
+        InvalidArgumentError: names the tensors, their lengths and the ways out.
+    """
+    if len(set(lengths.values())) <= 1:
+        return
+    shortest, longest = min(lengths.values()), max(lengths.values())
+    listed = ", ".join(
+        f"{name!r} has {n}" for name, n in sorted(lengths.items(), key=lambda kv: (kv[1], kv[0]))
+    )
+    raise InvalidArgumentError(
+        f"The tensors of data_in {path!r} differ in length ({listed}), so an eval would process only "
+        f"the {shortest} rows they all hold and leave out the others (in place, drop them). Pass "
+        f"pad_data_in=True to pad the shorter tensors to {longest} rows, or eval a view of the rows "
+        f"every tensor holds (ds[:{shortest}])."
+    )
 
 
 def estimate_bytes(value: Any) -> int:

@@ -212,15 +212,30 @@ class Dataset(_Samples):
 
     # -- for the transform engine --------------------------------------------------------------
     def eval_records(self) -> dict[str, EvalRecord]:
-        """The records of the evals committed into this version, by fingerprint (see ``EvalRecord``).
+        """The records of the evals that committed this version, by fingerprint (see ``EvalRecord``);
+        earlier evals are found with `eval_record`.
 
         Raises:
             DatasetCorruptError: a record in the version's manifest is malformed.
         """
         return self._txn.records()
 
+    def eval_record(self, fingerprint: str) -> EvalRecord | None:
+        """The record of eval ``fingerprint`` as this version remembers it (committed here or before).
+
+        Raises:
+            DatasetCorruptError: the record is malformed.
+        """
+        return self._txn.find_record(fingerprint)
+
     def begin_eval(
-        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None = None
+        self,
+        fingerprint: str | None,
+        *,
+        label: str,
+        in_place: bool,
+        resume: EvalRecord | None = None,
+        job: str = "",
     ) -> EvalWrite:
         """Start an eval's writes into this dataset: its part of the write transaction.
 
@@ -235,7 +250,18 @@ class Dataset(_Samples):
             raise InvalidArgumentError(
                 f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return self._txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume)
+        return self._txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+
+    def drop_unfinished(self, record: EvalRecord) -> int:
+        """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version
+        equal to the one before it began; returns the new version.
+
+        Raises:
+            ReadOnlyError: the dataset was opened read-only or at an old version.
+        """
+        self.check_writable()
+        self._txn.restore(record.base_version, f"drop unfinished eval {record.label} (rerun=True)")
+        return self.version
 
     # -- schema --------------------------------------------------------------------------------
     def create_tensor(

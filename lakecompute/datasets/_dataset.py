@@ -40,6 +40,7 @@ from lakecompute.storage import (
     TensorState,
     latest_version,
     list_versions,
+    open_backend,
     read_manifest,
 )
 
@@ -472,12 +473,33 @@ class Dataset(_Samples):
 
         return dataset_html(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as where it lives and the version it reads, reopened on unpickling (in another process
+        too: ``torch.multiprocessing.spawn``, Lightning's ``ddp_spawn``, a Ray task). Nothing of the data
+        travels. A handle with uncommitted writes refuses: they exist only in this process.
+        """
+        if self.has_pending_changes:
+            raise InvalidArgumentError(
+                f"Dataset {self.path!r} has uncommitted changes, which cannot travel to another process. "
+                "Commit them first (leave the `with` block or call ds.commit()), then pickle it."
+            )
+        spec = self.location
+        return (_reopen, (spec.url, dict(spec.storage_options), self.version, self._read_only, self._pinned))
+
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._read_only else ""
         return (
             f"Dataset(path={self.path!r}, version={self.version}, tensors={self._names()!r}, "
             f"samples={len(self)}{mode})"
         )
+
+
+def _reopen(
+    url: str, storage_options: dict[str, Any], version: int, read_only: bool, pinned: bool
+) -> Dataset:
+    """A pickled `Dataset`, opened again at the version it read (`Dataset.__reduce__`)."""
+    backend = open_backend(url, storage_options)
+    return Dataset(backend, read_manifest(backend, version), read_only=read_only, pinned=pinned)
 
 
 def _as_sequence(name: str, values: Any) -> Any:

@@ -154,7 +154,7 @@ class _Samples(_Reading):
             A real DataLoader; ``len()`` is its batch count.
 
         Raises:
-            InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
+            InvalidArgumentError: torch is not installed (``pip install torch``), or
                 bad options as for `batches`.
         """
         from lakecompute.loaders import LoaderOptions, pytorch

@@ -2,7 +2,7 @@
 
 This package sits above `lakecompute.datasets` and `lakecompute.compute`; the dataset layer
 reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytorch`` and
-``Tensor.blocks``. torch is imported only by `pytorch` (``pip install "lakecompute[torch]"``).
+``Tensor.blocks``. torch is imported only by `pytorch` (``pip install torch``).
 
 The pieces: `LoaderOptions` (the options of a call, checked once there and passed down whole),
 `IndexPlan` (pure arithmetic: permutation, samples dealt to ranks then to loader
@@ -105,7 +105,8 @@ def _import_torch() -> None:
     except ImportError as exc:
         raise InvalidArgumentError(
             "pytorch() needs torch, which is not installed. "
-            'Install it with pip install "lakecompute[torch]", or use batches() for numpy batches.'
+            'Install torch (pip install torch, or from a lakecompute checkout: pip install -e ".[torch]"), '
+            "or use batches() for numpy batches."
         ) from exc
 
 

@@ -25,9 +25,10 @@ Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` neve
   worker process or node died. That is safe because a task writes only its own slots and only the
   attempt that returns is committed. A task that raised is never retried (its error is the answer),
   and one that still dies after its retries is `WorkerDiedError`.
-- **Resources are checked before anything runs:** a task that asks for more CPUs, GPUs or custom
-  resources than any node of the cluster has is an `InvalidArgumentError` naming the request and
-  the nodes, instead of a task that waits forever.
+- **Resources are checked before anything runs, and again while nothing finishes:** a task that asks
+  for more CPUs, GPUs or custom resources than any live node of the cluster has is an
+  `InvalidArgumentError` naming the request and the nodes, instead of a task that waits forever
+  (also when the only nodes that had them left mid-run).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ ResultT = TypeVar("ResultT")
 # for the kill to be done (seconds).
 _CANCEL_GRACE = 1.0
 _KILL_TIMEOUT = 5.0
+# While no task finishes, how often to check that some live node can still run the tasks (seconds).
+_RECHECK = 5.0
 
 # The Ray remote function, built once per process (Ray exports it again to a new session by itself).
 _REMOTE: Any = None
@@ -253,7 +256,10 @@ class RayScheduler(Scheduler):
                 slots.fill()
                 if not slots.running:
                     return
-                ready, _ = ray.wait(list(slots.running), num_returns=1)
+                ready, _ = ray.wait(list(slots.running), num_returns=1, timeout=_RECHECK)
+                if not ready:
+                    # Nodes may have left since the start: tasks only they could run would wait forever.
+                    check_resources(ray, self.options.request())
                 for ref in ready:
                     position, task = slots.finished(ref)
                     kind, payload, increments = self._outcome(ray, ref, task)

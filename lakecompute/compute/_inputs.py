@@ -133,6 +133,15 @@ class IterableSource(Source):
         self.data = data
         self.length = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Workers get their items with each task and never iterate the stream: it stays with the
+        # parent (a live generator cannot be pickled, for a fork server's or Ray's workers).
+        return {"data": (), "length": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.data = state["data"]
+        self.length = state["length"]
+
     def peek(self, n: int, max_bytes: int) -> list[Any]:
         """The first items, without consuming them: at most ``n`` of them and about ``max_bytes`` bytes
         (at least one; fewer if the stream is shorter)."""

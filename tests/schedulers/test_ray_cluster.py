@@ -161,3 +161,64 @@ def test_cluster_tasks_only_a_lost_node_could_run_fail_clearly(cluster: Any, tmp
         fn.eval(list(range(N)), _out(tmp_path / "out"), num_workers=1, scheduler=only_c, progressbar=False)
     remover.join(timeout=60)
     assert "'node_c': 1.0" in str(info.value)
+
+
+_DRIVER = """
+import sys, time
+import numpy as np
+import ray
+import lakecompute as lc
+from tests.schedulers.test_ray_cluster import double_where
+
+address, url, endpoint = sys.argv[1:4]
+options = {"endpoint_url": endpoint, "key": "testing-key", "secret": "testing-secret", "region": "us-east-1"}
+ray.init(address=address, log_to_driver=False)
+out = lc.load(url, storage_options=options)
+print("START", flush=True)
+double_where(pause=0.03).eval(list(range(%d)), out, num_workers=3, scheduler="ray", checkpoint_interval=5,
+                              progressbar=False)
+print("DONE", flush=True)
+"""
+
+
+def test_cluster_driver_killed_then_rerun_is_exact_on_s3(cluster: Any, tmp_path: Path) -> None:
+    """The driver of an eval into S3 is SIGKILLed after a checkpoint; a rerun from another driver resumes
+    after it and ends exact (datasets on moto S3, tasks on the cluster's nodes)."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.s3.moto_server import start_moto_server
+
+    n = 120
+    server = start_moto_server()
+    try:
+        url = f"s3://{server.create_bucket()}/out"
+        options = server.storage_options()
+        out = lc.empty(url, storage_options=options)
+        out.create_tensor("x", dtype="int64")
+        out.create_tensor("node", htype="text")
+        first = out.version
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        driver = subprocess.Popen([sys.executable, "-c", _DRIVER % n, cluster.address, url, server.endpoint],
+                                  env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            assert driver.stdout is not None
+            assert driver.stdout.readline().strip() == "START"
+            deadline = time.monotonic() + 60
+            while lc.load(url, storage_options=options).version <= first + 1 and time.monotonic() < deadline:
+                time.sleep(0.05)  # until a checkpoint past the first one is committed
+            driver.send_signal(signal.SIGKILL)
+            driver.wait(timeout=30)
+        finally:
+            driver.kill()
+            driver.communicate(timeout=30)  # closes its pipe
+        kept = len(lc.load(url, storage_options=options).x)
+        assert 0 < kept < n
+        result = double_where(pause=0.03).eval(list(range(n)), lc.load(url, storage_options=options),
+                                              num_workers=2, scheduler="ray", checkpoint_interval=5,
+                                              progressbar=False)  # fmt: skip
+        assert result.resumed_from == kept
+        np.testing.assert_array_equal(lc.load(url, storage_options=options).x.numpy(), 2 * np.arange(n))
+    finally:
+        server.stop()

@@ -165,6 +165,13 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     if isinstance(plan.source, DatasetSource):
         locations.append(plan.source.snap.url)
     sched = get_scheduler(opts.scheduler, opts.num_workers)
+    local = [url for url in locations if backend_class(url).machine_local]
+    if local and sched.spans_machines:
+        raise InvalidArgumentError(
+            f"{local[0]!r} is a path on this machine's disk, which the other machines of the cluster do "
+            "not see. Keep the datasets on object storage (s3://...) that every node reaches, or, if the "
+            "path is on a file system every node mounts, say so: lc.schedulers.Ray(shared_filesystem=True)."
+        )
     # Object-store clients hang or refuse to work in a child forked after the parent used them
     # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
     if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):

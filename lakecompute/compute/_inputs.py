@@ -135,6 +135,15 @@ class IterableSource(Source):
         self.data = data
         self.length = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Workers get their items with each task and never iterate the stream: it stays with the
+        # parent (a live generator cannot be pickled, for a fork server's or Ray's workers).
+        return {"data": (), "length": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.data = state["data"]
+        self.length = state["length"]
+
     def peek(self, n: int, max_bytes: int) -> list[Any]:
         """The first items, without consuming them: at most ``n`` of them and about ``max_bytes`` bytes
         (at least one; fewer if the stream is shorter)."""
@@ -219,6 +228,34 @@ def estimate_bytes(value: Any) -> int:
     return 64
 
 
+def _is_ray_dataset(data: Any) -> bool:
+    # Checked by name: importing Ray (seconds) to answer it would slow every eval down.
+    return type(data).__module__.startswith("ray.data") and type(data).__name__ in (
+        "Dataset",
+        "MaterializedDataset",
+    )
+
+
+def ray_rows(data: Any, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
+    """The rows of a ``ray.data.Dataset`` in its order, as dicts of column name to value.
+
+    Read block by block as the eval takes them (streamed: nothing beyond a few blocks is held).
+    Ray Data may reorder blocks for speed; the iteration asks it to keep their order (in the
+    dataset's own context, which Ray Data reads when the iteration starts, restored after).
+    """
+    options = data.context.execution_options
+    kept = options.preserve_order
+    options.preserve_order = True
+    try:
+        for batch in data.iter_batches(batch_size=batch_rows, batch_format="numpy"):
+            columns = list(batch)
+            count = len(batch[columns[0]]) if columns else 0
+            for i in range(count):
+                yield {name: batch[name][i] for name in columns}
+    finally:
+        options.preserve_order = kept
+
+
 def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     """Choose the adapter for ``data_in``."""
     if isinstance(data_in, (Dataset, DatasetView)):
@@ -235,6 +272,8 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
             f"data_in is a 0-d array ({data_in!r}): it holds one value, not a sequence of samples. "
             "Pass a 1-d array or a list (for one sample: [value], or arr.reshape(1))."
         )
+    if _is_ray_dataset(data_in):
+        return IterableSource(ray_rows(data_in))
     if hasattr(data_in, "__len__") and hasattr(data_in, "__getitem__"):
         return SequenceSource(data_in)
     if isinstance(data_in, Iterable):

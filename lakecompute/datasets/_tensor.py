@@ -49,7 +49,8 @@ class _Readable:
 
     @property
     def htype(self) -> str:
-        """The htype: ``generic``, ``image``, ``class_label``, ``embedding``, ``text`` or ``json``."""
+        """The htype: ``generic``, ``image``, ``class_label``, ``embedding``, ``text``, ``json``, ``bbox``,
+        ``binary_mask``, ``segment_mask``, ``keypoints`` or ``polygon``."""
         return self._ds._state(self.name).spec.htype
 
     @property
@@ -78,10 +79,16 @@ class _Readable:
     def numpy(self, aslist: bool = False) -> Any:
         """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.
 
+        A ``polygon`` sample is a list (one entry per object) of lists of ``(m, 2)`` arrays (an
+        object's polygons); several samples come as a list of those.
+
         Raises:
             RaggedShapeError: samples of different shapes without ``aslist=True``.
         """
         values = self._values()
+        if self.htype == "polygon":
+            # Objects of polygons of different lengths: a list per sample, never one array.
+            return values if isinstance(self._positions(), int) else list(values)
         if isinstance(self._positions(), int):
             return np.asarray(values) if not isinstance(values, np.ndarray) else values
         if isinstance(values, np.ndarray):

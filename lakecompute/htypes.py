@@ -660,8 +660,8 @@ def _is_one_part(obj: Any) -> bool:
     (m, 2) array, a flat list of numbers, or a list of (x, y) points."""
     if isinstance(obj, np.ndarray):
         return obj.ndim <= 2
-    first = obj[0] if len(obj) else None
-    return first is None or np.ndim(first) == 0 or (np.ndim(first) == 1 and len(first) == 2)
+    first = obj[0]
+    return np.ndim(first) == 0 or (np.ndim(first) == 1 and len(first) == 2)
 
 
 def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
@@ -676,11 +676,12 @@ def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
         )
     objects: list[list[np.ndarray]] = []
     for obj in value:
-        if not isinstance(obj, (list, tuple, np.ndarray)) or len(obj) == 0:
+        if not isinstance(obj, (list, tuple, np.ndarray)):
             raise InvalidSampleError(
                 name, f"expected each object as a polygon or a list of polygons. Got {obj!r:.80}."
             )
-        parts = [obj] if _is_one_part(obj) else list(obj)
+        # An empty list is an object without a polygon (COCO's crowd regions are masks instead).
+        parts = [obj] if len(obj) and _is_one_part(obj) else list(obj)
         objects.append([_polygon_part(p, name) for p in parts])
     return objects
 

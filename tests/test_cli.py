@@ -17,7 +17,9 @@ from lakecompute.cli import main
 from lakecompute.demo import write_image_folder
 from lakecompute.testing.data import CLASS_NAMES, make_shapes_dataset
 
-SUBCOMMANDS = ["info", "log", "ingest-classification", "compact", "vacuum", "show", "demo"]
+SUBCOMMANDS = [
+    "info", "log", "ingest-classification", "ingest-coco", "ingest-yolo", "compact", "vacuum", "show", "demo"
+]  # fmt: skip
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -84,6 +86,10 @@ USER_ERRORS = [
     (["ingest-classification", "{src}", "{ds}"], 1, "Pass --overwrite to replace it."),
     (["ingest-classification", "{tmp}", "{tmp}/o", "--image-compression", "gif"], 2, "invalid choice: 'gif'"),
     (["ingest-classification", "{tmp}", "{tmp}/o", "--num-workers", "-1"], 2, "expected an integer >= 0"),
+    (["ingest-coco", "{src}", "{missing}", "{tmp}/o"], 1, "No annotations file at"),
+    (["ingest-coco", "{src}", "{file}"], 2, "required: dest"),
+    (["ingest-yolo", "{missing}", "{tmp}/o"], 1, "No data.yaml in"),
+    (["ingest-yolo", "{src}", "{tmp}/o", "--num-workers", "x"], 2, "expected an integer >= 0"),
     (["compact"], 2, "required: path"),
     (["compact", "{missing}"], 1, "No lakecompute dataset at"),
     (["vacuum", "{missing}"], 1, "No lakecompute dataset at"),
@@ -219,6 +225,44 @@ def test_cli_ingest_classification_corrupt_file(capsys: pytest.CaptureFixture[st
     assert "Ingested 6 images" in out
     assert "lakecompute: warning: Skipped 1 unreadable file(s)" in err
     assert "broken.png" in err
+
+
+def test_cli_ingest_coco(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``ingest-coco`` reads a COCO folder and JSON into a dataset and says how many annotations."""
+    from tests.vision.conftest import write_coco
+
+    images, annotations = write_coco(tmp_path / "coco")
+    dest = str(tmp_path / "out")
+    code, out, err = _run(capsys, "ingest-coco", str(images), str(annotations), dest, "--no-progress")
+    assert code == 0, err
+    assert f"Ingested 4 images with 5 annotations into {dest}." in out
+    ds = lc.load(dest)
+    assert ds.image_id.numpy().tolist() == [10, 11, 12, 13]
+    assert "masks" in ds.tensors
+    code, _, _ = _run(
+        capsys,
+        "ingest-coco",
+        str(images),
+        str(annotations),
+        dest,
+        "--overwrite",
+        "--no-masks",
+        "--no-progress",
+    )
+    assert code == 0
+    assert "masks" not in lc.load(dest).tensors
+
+
+def test_cli_ingest_yolo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``ingest-yolo`` reads a YOLO folder (one split with --split) and says how many objects."""
+    from tests.vision.conftest import write_yolo
+
+    src = write_yolo(tmp_path / "yolo")
+    dest = str(tmp_path / "out")
+    code, out, err = _run(capsys, "ingest-yolo", str(src), dest, "--no-progress", "--split", "train")
+    assert code == 0, err
+    assert f"Ingested 3 images with 3 objects into {dest}." in out
+    assert lc.load(dest).labels.info.class_names == ["car", "person", "dog"]
 
 
 def test_cli_compact(capsys: pytest.CaptureFixture[str], shapes: str) -> None:

@@ -54,6 +54,11 @@ class _Readable:
         return self._ds._state(self.name).spec.htype
 
     @property
+    def sample_compression(self) -> str | None:
+        """How each sample is encoded (``png``, ``jpeg``, ``webp``), or None."""
+        return self._ds._state(self.name).spec.sample_compression
+
+    @property
     def info(self) -> TensorInfo:
         """The tensor's info; ``info.class_names`` for class_label tensors."""
         return TensorInfo(self._ds._state(self.name).info)
@@ -114,6 +119,25 @@ class _Readable:
             )
         values = self._values()
         return values if isinstance(self._positions(), int) else list(values)
+
+    def tobytes(self) -> bytes:
+        """One sample's bytes as stored: the PNG, JPEG or WebP file of an image tensor with a sample
+        compression (not decoded, not encoded again), UTF-8 for text, JSON for json.
+
+        Raises:
+            InvalidTypeError: not one sample (``ds.images[3]``), or a tensor stored as arrays.
+        """
+        spec = self._ds._state(self.name).spec
+        pos = self._positions()
+        if not isinstance(pos, int) or spec.kind != "bytes":
+            raise InvalidTypeError(
+                f"tobytes() gives the stored bytes of one sample of an encoded tensor (an image with a "
+                f"sample_compression, text, json, polygon); tensor {self.name!r} "
+                + ("is stored as arrays: use .numpy()." if spec.kind != "bytes" else "needs one index: t[i].")
+            )
+        (encoded,) = self._reader().read_encoded(pos, pos + 1)
+        assert encoded.blob is not None
+        return encoded.blob
 
     def tolist(self) -> list[Any]:
         """Samples as a list (arrays for numeric tensors, values for text/json)."""
@@ -219,10 +243,6 @@ class Tensor(_Readable):
             kinds = {np.dtype(f.dtype) for f in state.fragments}
             return np.dtype(np.result_type(*kinds)) if kinds else None
         return np.dtype(spec.dtype)
-
-    @property
-    def sample_compression(self) -> str | None:
-        return self._ds._state(self.name).spec.sample_compression
 
     @property
     def chunk_compression(self) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -161,6 +162,22 @@ class _Samples(_Reading):
 
         options = LoaderOptions.parse(**LoaderOptions.pick(locals()))
         return pytorch(cast("Dataset | DatasetView", self), tensors, options)
+
+    def export_coco(
+        self, annotations: str | os.PathLike[str], images: str | os.PathLike[str] | None = None
+    ) -> Any:
+        """Write the samples as a COCO annotations JSON, and their image files into ``images``
+        (see `lakecompute.vision.export_coco`); returns the COCO dict."""
+        from lakecompute.vision import export_coco
+
+        return export_coco(cast("Dataset | DatasetView", self), annotations, images)
+
+    def export_yolo(self, folder: str | os.PathLike[str], split: str | None = None) -> None:
+        """Write the samples as a YOLO folder: data.yaml, images/, labels/ (see
+        `lakecompute.vision.export_yolo`)."""
+        from lakecompute.vision import export_yolo
+
+        export_yolo(cast("Dataset | DatasetView", self), folder, split)
 
 
 class DatasetView(_Samples):

@@ -29,7 +29,7 @@ KEYPOINTS = [
 ]
 POLYGONS = [
     [[np.array([[0.0, 0.0], [4.0, 0.0], [4.0, 3.5]])]],
-    [],
+    [[]],
     [
         [np.array([[1.0, 1.0], [2.0, 1.0], [2.0, 2.0], [1.0, 2.0]]), np.array([[5.0, 5.0], [6, 5], [6, 7]])],
         [np.array([[0.25, 0.5], [9.0, 9.0], [3.0, 1.0]])],
@@ -143,7 +143,7 @@ BAD_SAMPLES = [
     ("keypoints", {}, [[1, 2, 3]], "visibility (the third value of a keypoint) is 0"),
     ("keypoints", {"keypoint_names": ["a", "b"]}, [[1, 2, 2]], "expected 2 keypoints per object"),
     ("polygon", {}, [[[0, 0], [1, 1]]], "at least 3 (x, y) points"),
-    ("polygon", {}, [[]], "each object as a polygon or a list of polygons"),
+    ("polygon", {}, [5], "each object as a polygon or a list of polygons. Got 5."),
     ("polygon", {}, 5, "expected a list of polygons (one per object). Got int."),
 ]
 

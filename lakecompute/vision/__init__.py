@@ -3,15 +3,19 @@
 * `ingest_coco` / `export_coco`: an images folder and a COCO annotations JSON (boxes, categories,
   polygons, RLE, keypoints, ids) — one sample per image, annotations as ragged columns.
 * `ingest_yolo` / `export_yolo`: the ``images/`` + ``labels/`` + ``data.yaml`` layout.
+* `augment`: an albumentations pipeline applied to a row's image with its boxes, masks and keypoints,
+  seeded by the eval's ``rng``.
 
-pycocotools (masks) and pyyaml (data.yaml) come with ``pip install "lakecompute[vision]"``.
+pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip install "lakecompute[vision]"``.
 """
 
+from lakecompute.vision._augment import augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
 from lakecompute.vision._common import convert_boxes
 from lakecompute.vision._yolo import export_yolo, ingest_yolo, yolo_image
 
 __all__ = [
+    "augment",
     "coco_image",
     "convert_boxes",
     "export_coco",

@@ -20,6 +20,7 @@ EXPECTED = {
     "04_tokenize.py": ["tokenized 500 documents; the rerun did nothing (resumed_from=500)", "seq_len=64"],
     "05_recover_and_resume.py": ["100 inputs, 63 written, 37 skipped", "resumed_from=100"],
     "06_train.py": ["16 steps of 32 per epoch", "weights identical to the uninterrupted run: True"],
+    "07_detection.py": ["24 augmented samples from 12 images (seed 0)", "batch 5: images (4, 3, 64, 80)"],
 }
 
 

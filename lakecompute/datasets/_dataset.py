@@ -21,6 +21,7 @@ from lakecompute.datasets._index import parse_index
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import Transaction
+from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,
@@ -304,6 +305,35 @@ class Dataset(_Samples):
             class_names=state.info.get("class_names") if spec.htype in CLASS_NAMED_HTYPES else None,
             **info,
         )
+
+    def rename_tensor(self, name: str, new_name: str) -> Tensor:
+        """Rename a tensor (older versions keep the old name); its data is not copied.
+
+        Raises:
+            TensorDoesNotExistError: there is no tensor ``name``.
+            TensorExistsError: ``new_name`` is taken.
+            InvalidArgumentError: ``new_name`` is not a valid tensor name.
+        """
+        with self._write(f"rename tensor {name} to {new_name}"):
+            self._state(name)
+            check_new_tensor_name(new_name)
+            if new_name in self._txn.head.tensors:
+                raise TensorExistsError(new_name)
+            self._txn.rename_tensor(name, new_name)
+        return Tensor(self, new_name)
+
+    @property
+    def info(self) -> DatasetInfo:
+        """The dataset's own metadata: JSON values by key, versioned with the data.
+
+        ``ds.info["source"] = "COCO val2017"`` and ``ds.info.update(license="CC-BY")`` commit (or join the
+        ``with`` block); ``ds.info.source`` reads. Tensor metadata is ``ds.<tensor>.info``.
+        """
+        return DatasetInfo(self._txn.head.info, self._set_info)
+
+    def _set_info(self, info: dict[str, Any]) -> None:
+        with self._write("update info"):
+            self._txn.set_info(info)
 
     def delete_tensor(self, name: str) -> None:
         """Remove a tensor from the next version (older versions keep it)."""

@@ -206,7 +206,13 @@ def _show(args: argparse.Namespace) -> int:
             ) from None
     labels = {"auto": "auto", "none": None}.get(args.labels, args.labels)
     sheet = contact_sheet(
-        ds, tensor=args.tensor, label_tensor=labels, indices=indices, cols=args.cols, rows=args.rows
+        ds,
+        tensor=args.tensor,
+        label_tensor=labels,
+        indices=indices,
+        cols=args.cols,
+        rows=args.rows,
+        targets=not args.no_targets,
     )
     sheet.save(args.output)
     print(f"Wrote {args.output} ({sheet.width}x{sheet.height}).")
@@ -400,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--indices", default="", help="comma-separated sample indices (default: rows*cols spread out)"
     )
     p.add_argument("-o", "--output", default="grid.png", help="the PNG file to write (default: grid.png)")
+    p.add_argument(
+        "--no-targets", action="store_true", help="do not draw boxes, masks and keypoints over the images"
+    )
     p.set_defaults(func=_show)
 
     p = sub.add_parser(

@@ -265,6 +265,21 @@ def test_cli_ingest_yolo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert lc.load(dest).labels.info.class_names == ["car", "person", "dog"]
 
 
+def test_cli_show_draws_targets(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``show`` draws a COCO dataset's boxes, masks and keypoints; ``--no-targets`` leaves them out."""
+    from tests.vision.conftest import write_coco
+
+    images, annotations = write_coco(tmp_path / "coco")
+    dest = str(tmp_path / "ds")
+    lc.ingest_coco(images, annotations, dest, progressbar=False)
+    drawn, bare = tmp_path / "drawn.png", tmp_path / "bare.png"
+    assert _run(capsys, "show", dest, "-o", str(drawn))[0] == 0
+    assert _run(capsys, "show", dest, "-o", str(bare), "--no-targets")[0] == 0
+    a, b = np.asarray(Image.open(drawn)), np.asarray(Image.open(bare))
+    assert a.shape == b.shape
+    assert not np.array_equal(a, b)
+
+
 def test_cli_compact(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
     """``compact`` commits a new version with the same content."""
     before = lc.load(shapes)

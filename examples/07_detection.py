@@ -8,15 +8,18 @@ import torch
 import lakecompute as lc
 from lakecompute.testing.detection import write_coco_folder
 
-# Boxes stay in COCO's xywh pixels, the format ingest_coco stores; keypoints move as (x, y).
-PIPELINE = A.Compose(
-    [
-        A.HorizontalFlip(p=0.5),
-        A.RandomSizedBBoxSafeCrop(height=64, width=80),  # a random crop that keeps every box, resized
-        A.ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05, p=0.8),
-    ],
-    bbox_params=A.BboxParams(format="coco", min_visibility=0.3),
-    keypoint_params=A.KeypointParams(format="xy"),
+# Boxes stay in COCO's xywh pixels, the format ingest_coco stores; keypoints move as (x, y). Wrapped in
+# lc.vision.Albumentations so that evals can fingerprint it (needed with checkpoint_interval, to resume).
+PIPELINE = lc.vision.Albumentations(
+    A.Compose(
+        [
+            A.HorizontalFlip(p=0.5),
+            A.RandomSizedBBoxSafeCrop(height=64, width=80),  # a random crop that keeps every box, resized
+            A.ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05, p=0.8),
+        ],
+        bbox_params=A.BboxParams(format="coco", min_visibility=0.3),
+        keypoint_params=A.KeypointParams(format="xy"),
+    )
 )
 TARGETS = ["images", "boxes", "categories", "masks", "keypoints"]
 
@@ -60,7 +63,7 @@ def main():
         out.create_tensor("images", htype="image", sample_compression="png")
         for name in TARGETS[1:]:
             out.create_tensor_like(name, coco[name])
-    result = augment().eval(coco, out, num_workers=2, seed=0, progressbar=False)
+    result = augment().eval(coco, out, num_workers=2, seed=0, checkpoint_interval=4, progressbar=False)
     print(f"{len(out)} augmented samples from {result.inputs} images (seed {result.seed})")
 
     # The same seed gives the same dataset with any number of workers.

@@ -9,12 +9,13 @@
 pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip install "lakecompute[vision]"``.
 """
 
-from lakecompute.vision._augment import augment
+from lakecompute.vision._augment import Albumentations, augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
 from lakecompute.vision._common import convert_boxes
 from lakecompute.vision._yolo import export_yolo, ingest_yolo, yolo_image
 
 __all__ = [
+    "Albumentations",
     "augment",
     "coco_image",
     "convert_boxes",

@@ -7,16 +7,53 @@ step: a box the crop drops takes its label, its mask channel and its keypoints w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
+from lakecompute.vision._common import require
 
-__all__ = ["augment"]
+__all__ = ["Albumentations", "augment"]
 
 _SEED_RANGE = 2**32
+
+
+class Albumentations:
+    """An albumentations pipeline that an eval can fingerprint, so that it can be checkpointed and resumed.
+
+    A checkpointed eval (``checkpoint_interval``) recognises its rerun by a fingerprint of the code and of
+    every value the compute function reads; an ``albumentations.Compose`` has no stable identity of its
+    own, so wrap it: ``PIPELINE = lc.vision.Albumentations(A.Compose([...], bbox_params=...))``. Its
+    fingerprint is albumentations' own description of the pipeline (``A.to_dict``): changing a transform
+    or a probability makes a different eval. `augment` takes it as it takes the bare pipeline.
+
+    Attributes:
+        transform: the ``albumentations.Compose``.
+    """
+
+    __slots__ = ("transform",)
+
+    def __init__(self, transform: Any) -> None:
+        self.transform = transform
+
+    def __lakecompute_fingerprint__(self) -> str:
+        """albumentations' description of the pipeline, as JSON with sorted keys."""
+        albumentations = require("albumentations", "Fingerprinting an albumentations pipeline")
+        try:
+            description = albumentations.to_dict(self.transform)
+        except Exception as exc:  # albumentations raises NotImplementedError or ValueError (Lambda, ...)
+            raise InvalidArgumentError(
+                f"The albumentations pipeline cannot describe itself (A.to_dict: {exc}), so a checkpointed "
+                "eval cannot recognise it. Use transforms albumentations can serialise (not A.Lambda), or "
+                "run without checkpoint_interval."
+            ) from exc
+        return json.dumps(description, sort_keys=True, default=repr)
+
+    def __repr__(self) -> str:
+        return f"Albumentations({self.transform!r:.200})"
 
 
 def _processor(transform: Any, target: str, what: str, params: str) -> Any:
@@ -104,11 +141,14 @@ def augment(
       never labelled (visibility 0), comes back as ``(0, 0, 0)``.
 
     Args:
-        transform: an ``albumentations.Compose``.
+        transform: an ``albumentations.Compose``, or one wrapped in `Albumentations` (needed for
+            checkpointed evals).
         sample_in: the compute function's ``sample_in`` (a dataset row).
         rng: the compute function's ``rng``.
         image: the image tensor.
-        boxes, masks, keypoints: the bbox, binary_mask and keypoints tensors to move with the image.
+        boxes: the bbox tensor to move with the image.
+        masks: the binary_mask tensor to move with the image.
+        keypoints: the keypoints tensor to move with the image.
         objects: other per-object tensors (first axis one entry per box: labels, ids, areas) to keep in
             step with the boxes.
 
@@ -127,6 +167,8 @@ def augment(
         ...     row = lc.vision.augment(flip, sample_in, rng, boxes="boxes", objects=["categories"])
         ...     sample_out.append(row)
     """
+    if isinstance(transform, Albumentations):
+        transform = transform.transform
     transform.set_random_seed(int(rng.integers(_SEED_RANGE)))
     names = {"image": image, "boxes": boxes, "masks": masks, "keypoints": keypoints}
     inputs, n = _inputs(transform, sample_in, names)

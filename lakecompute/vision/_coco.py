@@ -246,8 +246,12 @@ def ingest_coco(
         image_compression: as for `lakecompute.ingest_classification`.
         masks: also store every annotation rasterised as a ``binary_mask`` channel (``masks``; needs
             pycocotools). False skips that work: polygons and RLE are kept either way.
-        progressbar, num_workers, scheduler, skip_errors, overwrite, storage_options: as for
-            `lakecompute.ingest_classification`.
+        progressbar: show a progress bar.
+        num_workers: worker processes; None picks one per CPU (at most 8), or none for under 100 images.
+        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
+        skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
+        overwrite: replace a dataset already at ``dest``.
+        storage_options: passed to the object store for ``s3://`` paths.
 
     Returns:
         The new dataset (tensors in the module docstring of `lakecompute.vision`).

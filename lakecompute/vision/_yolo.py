@@ -151,8 +151,13 @@ def ingest_yolo(
         folder: the dataset folder.
         dest: where to create the dataset.
         split: a sub-folder of ``images/`` (``"train"``) to read alone; None reads every image.
-        image_compression, progressbar, num_workers, scheduler, skip_errors, overwrite, storage_options:
-            as for `lakecompute.ingest_classification`.
+        image_compression: as for `lakecompute.ingest_classification`.
+        progressbar: show a progress bar.
+        num_workers: worker processes; None picks one per CPU (at most 8), or none for under 100 images.
+        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
+        skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
+        overwrite: replace a dataset already at ``dest``.
+        storage_options: passed to the object store for ``s3://`` paths.
 
     Returns:
         The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and

@@ -3,6 +3,7 @@ exactly as albumentations applied directly with the same seed, and identically f
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,20 @@ def pipeline(label_fields: tuple[str, ...] = ()) -> Any:
     )
 
 
-PIPELINE = pipeline()
+PIPELINE = lc.vision.Albumentations(pipeline())  # fingerprintable, so evals can checkpoint
+
+
+def augmented(sample_in: Any, rng: np.random.Generator) -> dict[str, Any]:
+    """The augmentation under test, for one row."""
+    return lc.vision.augment(
+        PIPELINE, sample_in, rng, boxes="boxes", masks="masks", keypoints="keypoints", objects=["categories"]
+    )
 
 
 @lc.compute
 def flip_crop_resize(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
-    """The augmentation under test."""
-    row = lc.vision.augment(
-        PIPELINE, sample_in, rng, boxes="boxes", masks="masks", keypoints="keypoints", objects=["categories"]
-    )
-    sample_out.append(row)
+    """The augmentation under test, as a compute function."""
+    sample_out.append(augmented(sample_in, rng))
 
 
 @lc.compute
@@ -129,3 +134,35 @@ def test_augment_needs_bbox_params_for_boxes(coco: lc.Dataset) -> None:
     bare = A.Compose([A.HorizontalFlip()])
     with pytest.raises(lc.InvalidArgumentError, match=r"Compose\(\[\.\.\.\], bbox_params=\.\.\.\)"):
         lc.vision.augment(bare, coco[0], np.random.default_rng(0), boxes="boxes")
+
+
+@lc.compute
+def crashes_once(sample_in: Any, sample_out: Any, rng: np.random.Generator, marker: str) -> None:
+    """The augmentation under test, failing at input 2 while ``marker`` exists (then removing it)."""
+    if sample_in.index == 2 and os.path.exists(marker):
+        os.remove(marker)
+        raise RuntimeError("crash at input 2")
+    sample_out.append(augmented(sample_in, rng))
+
+
+def test_augment_after_a_failure_and_resume_equals_an_uninterrupted_run(
+    coco: lc.Dataset, tmp_path: Path
+) -> None:
+    """An augmentation that fails at input 2 and is run again resumes after its checkpoint and ends with
+    exactly the dataset of a run that never failed (the rng is derived from the input, not the run)."""
+    marker = tmp_path / "crash"
+    marker.write_text("")
+    resumed = _out(tmp_path / "resumed", coco)
+    with pytest.raises(lc.TransformError, match="crash at input 2"):
+        crashes_once(marker=str(marker)).eval(coco, resumed, seed=5, checkpoint_interval=1, progressbar=False)
+    assert len(lc.load(str(tmp_path / "resumed"))) == 2  # the kept prefix
+    result = crashes_once(marker=str(marker)).eval(
+        coco, resumed, seed=5, checkpoint_interval=1, progressbar=False
+    )
+    assert result.resumed_from == 2
+    straight = _out(tmp_path / "straight", coco)
+    crashes_once(marker=str(marker)).eval(coco, straight, seed=5, checkpoint_interval=1, progressbar=False)
+    a, b = lc.load(str(tmp_path / "resumed")), lc.load(str(tmp_path / "straight"))
+    for name in TENSORS:
+        for x, y in zip(a[name].numpy(aslist=True), b[name].numpy(aslist=True), strict=True):
+            np.testing.assert_array_equal(x, y)

@@ -102,13 +102,14 @@ class ImageFile:
         path: the file's path as given.
     """
 
-    __slots__ = ("_data", "_format", "_shape", "path")
+    __slots__ = ("_data", "_decodes", "_format", "_shape", "path")
 
     def __init__(self, path: str, data: bytes | None = None) -> None:
         self.path = path
         self._data = data
         self._format: str | None = None
         self._shape: tuple[int, ...] | None = None
+        self._decodes = False  # known to decode fully (checked by load_for_ingest)
 
     def _bytes(self) -> bytes:
         if self._data is None:
@@ -175,7 +176,8 @@ class ImageFile:
 
     def _lakecompute_blob(self) -> tuple[str, bytes, tuple[int, ...]]:
         """``(format, bytes, shape)`` for storing the file as it is (see ``htypes.encode_sample``)."""
-        self.numpy()  # a file that does not decode must not be stored
+        if not self._decodes:
+            self.numpy()  # a file that does not decode must not be stored
         return self.format, self._bytes(), self.shape
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -378,6 +380,7 @@ def load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray
                 file._format = fmt
                 width, height = opened.size
                 file._shape = (height, width) if mode == "L" else (height, width, 3)
+                file._decodes = True  # opened.load() above decoded every pixel: no need to again
                 return file
             image: Image.Image = opened
             if image.mode != decoded:

@@ -235,11 +235,11 @@ def ingest_coco(
 ) -> Dataset:
     """Turn a COCO images folder and its annotations JSON into a dataset, one sample per image.
 
-    Boxes, categories, segmentations (polygons and RLE), keypoints, areas, crowd flags and the image and
-    annotation ids are kept, so `export_coco` writes back a file that pycocotools reads as the same
-    annotations. Image files keep their bytes when their format is the stored one (``"auto"``: the
-    most common). Files are decoded, and masks rasterised, in parallel by an eval on the transform
-    engine, with a progress bar.
+    Boxes, categories, segmentations (polygons and RLE), keypoints, areas, crowd flags, the image and
+    annotation ids, and the file's ``info`` and ``licenses`` (in ``ds.info``) are kept, so
+    `export_coco` writes back a file that pycocotools reads as the same annotations. Image files keep
+    their bytes when their format is the stored one (``"auto"``: the most common). Files are decoded,
+    and masks rasterised, in parallel by an eval on the transform engine, with a progress bar.
 
     Args:
         images: the folder the ``file_name`` of each image is relative to.
@@ -283,6 +283,9 @@ def ingest_coco(
 
     def setup(ds: Dataset) -> None:
         _create_tensors(ds, cats, compression, masks)
+        kept = {f"coco_{key}": coco[key] for key in _DATASET_KEYS if key in coco}
+        if kept:
+            ds.info.update(kept)  # the file's info and licenses, for export_coco to write back
 
     import lakecompute as lc
 
@@ -401,7 +404,8 @@ def export_coco(
     Reads the tensors `ingest_coco` makes: ``images``, ``boxes`` and ``categories`` are needed; the others
     are used when present (ids, file names, areas, crowd flags, polygons, RLE, masks, keypoints), else
     made up (ids counting from 1, ``<image_id>.png``, areas from masks or boxes). Boxes in another
-    format are converted to COCO's ``xywh`` pixels.
+    format are converted to COCO's ``xywh`` pixels. The file's ``info`` and ``licenses`` come from
+    ``ds.info`` (``coco_info``, ``coco_licenses``, where `ingest_coco` keeps them).
 
     Args:
         data: a dataset or view.
@@ -430,10 +434,15 @@ def export_coco(
     read["point_classes"] = {k for k, c in enumerate(categories) if c.get("keypoints")}
     coco = _document(data, read, [int(c["id"]) for c in categories], images)
     coco["categories"] = categories
+    for key in _DATASET_KEYS:
+        if f"coco_{key}" in data.info:
+            coco[key] = data.info[f"coco_{key}"]
     with open(os.fspath(annotations), "w", encoding="utf-8") as f:
         json.dump(coco, f)
     return coco
 
+
+_DATASET_KEYS = ("info", "licenses")
 
 _READ = (
     "boxes",

@@ -84,6 +84,7 @@ def test_coco_ingest_without_masks(coco_files: tuple[Path, Path], tmp_path: Path
     coco = ds.export_coco(tmp_path / "out.json")
     original = json.loads(annotations.read_text())
     assert coco["annotations"] == original["annotations"]
+    assert ds.info["coco_info"] == original["info"] == coco["info"]
 
 
 def test_export_coco_converts_other_box_formats(tmp_path: Path) -> None:

@@ -74,12 +74,15 @@ def _check(ds: Any) -> None:
 
 
 def test_detection_htypes_round_trip_through_a_reopened_dataset(tmp_path: Path) -> None:
-    """Every sample of every detection htype reads back exactly after reopening the dataset."""
+    """Every sample of every detection htype reads back exactly after reopening the dataset, and after
+    compact()."""
     path = str(tmp_path / "det")
     ds = _make(path)
     ds.extend(
         {"boxes": BOXES, "masks": MASKS, "segments": SEGMENTS, "keypoints": KEYPOINTS, "polygons": POLYGONS}
     )
+    _check(lc.load(path))
+    lc.load(path).compact()  # rewritten into one run per tensor: the same samples
     _check(lc.load(path))
 
 

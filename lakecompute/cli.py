@@ -89,6 +89,15 @@ def _ingest_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--overwrite", action="store_true", help="replace a dataset already at DEST")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument(
+        "--checkpoint-interval",
+        type=_non_negative,
+        default=0,
+        help="commit every N images, so that a failed or killed ingest can be resumed (default: 0, none)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue the checkpointed, unfinished ingest at DEST"
+    )
 
 
 def _run_ingest(args: argparse.Namespace, ingest: Callable[..., Any], *paths: str, **extra: Any) -> Any:
@@ -106,6 +115,8 @@ def _run_ingest(args: argparse.Namespace, ingest: Callable[..., Any], *paths: st
             num_workers=args.num_workers,
             skip_errors=args.skip_errors,
             overwrite=args.overwrite,
+            checkpoint_interval=args.checkpoint_interval,
+            resume=args.resume,
             **extra,
         )
     for w in caught:

@@ -411,6 +411,8 @@ def ingest_classification(
     skip_errors: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    checkpoint_interval: int = 0,
+    resume: bool = False,
 ) -> Dataset:
     """Turn a folder of class sub-folders of images into a dataset of ``images`` and ``labels``.
 
@@ -443,6 +445,10 @@ def ingest_classification(
             instead of raising.
         overwrite: replace a dataset already at ``dest``.
         storage_options: passed to the object store for ``s3://`` paths.
+        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
+            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
+        resume: continue the unfinished ingest at ``dest`` (made by the same call with
+            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
 
     Returns:
         The new dataset.
@@ -460,7 +466,9 @@ def ingest_classification(
         ['cats', 'dogs']
     """
     requested = check_compression(image_compression)
-    options = IngestOptions.parse(num_workers, scheduler, progressbar, skip_errors, storage_options)
+    options = IngestOptions.parse(
+        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+    )
     src = os.fspath(src_folder)
     refuse_overlap(src, dest)
     class_names, items = _scan(src)
@@ -489,6 +497,10 @@ class IngestOptions:
         progressbar: show a progress bar.
         skip_errors: skip files that cannot be read (with a warning listing them) instead of raising.
         storage_options: passed to the object store for ``s3://`` destinations.
+        checkpoint_interval: commit every this many files (0: once, at the end); a failed or killed
+            ingest then leaves its checkpointed part at the destination for ``resume``.
+        resume: continue the unfinished ingest at the destination (the same call, checkpointed)
+            instead of starting anew; without one there, start anew.
     """
 
     num_workers: int | None
@@ -496,6 +508,8 @@ class IngestOptions:
     progressbar: bool
     skip_errors: bool
     storage_options: dict[str, Any] | None
+    checkpoint_interval: int = 0
+    resume: bool = False
 
     @classmethod
     def parse(
@@ -505,15 +519,30 @@ class IngestOptions:
         progressbar: bool,
         skip_errors: object,
         storage_options: dict[str, Any] | None,
+        checkpoint_interval: object = 0,
+        resume: object = False,
     ) -> IngestOptions:
         """Check the options; raises InvalidArgumentError / InvalidTypeError saying what is accepted."""
         if num_workers is not None and (
             not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0
         ):
             raise InvalidArgumentError(f"num_workers must be None or an int >= 0. Got {num_workers!r}.")
-        if not isinstance(skip_errors, bool):
-            raise InvalidTypeError(f"skip_errors must be True or False. Got {skip_errors!r}.")
-        return cls(num_workers, scheduler, progressbar, skip_errors, storage_options)
+        if not isinstance(skip_errors, bool) or not isinstance(resume, bool):
+            name, flag = (
+                ("skip_errors", skip_errors) if not isinstance(skip_errors, bool) else ("resume", resume)
+            )
+            raise InvalidTypeError(f"{name} must be True or False. Got {flag!r}.")
+        if (
+            not isinstance(checkpoint_interval, int)
+            or isinstance(checkpoint_interval, bool)
+            or (checkpoint_interval < 0)
+        ):
+            raise InvalidArgumentError(
+                f"checkpoint_interval must be an int >= 0 (0: no checkpoints). Got {checkpoint_interval!r}."
+            )
+        return cls(
+            num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+        )
 
     def workers_for(self, n_items: int) -> int:
         """The worker count for ``n_items`` files."""
@@ -536,15 +565,24 @@ def run_ingest(
     """Create the dataset at ``dest``, make its tensors (``setup``, one commit) and fill it with an eval of
     ``function`` over ``items`` (``paths[i]`` names the file of ``items[i]`` in errors and warnings).
 
-    On any failure nothing is left at ``dest``; a file that cannot be read raises `InvalidSampleError`
-    naming it. With ``skip_errors`` the files that failed are listed in a `LakeComputeWarning`.
+    On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
+    ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
+    the files that failed are listed in a `LakeComputeWarning`.
     """
     import lakecompute as lc
 
-    ds = lc.empty(dest, overwrite=overwrite, storage_options=options.storage_options)
+    where = options.storage_options
+    resuming = options.resume and lc.exists(dest, storage_options=where)
+    if resuming:
+        ds = lc.load(dest, storage_options=where)
+    else:
+        ds = lc.empty(dest, overwrite=overwrite, storage_options=where)
+    # With checkpoints, a failed ingest keeps what it committed, for resume=True to continue.
+    discard = not options.checkpoint_interval and not resuming
     try:
-        with ds:
-            setup(ds)
+        if not resuming:
+            with ds:
+                setup(ds)
         result = function.eval(
             items,
             ds,
@@ -552,19 +590,22 @@ def run_ingest(
             scheduler=options.scheduler,
             progressbar=options.progressbar,
             ignore_errors=options.skip_errors,
+            checkpoint_interval=options.checkpoint_interval,
         )
     except TransformError as err:
-        lc.delete(dest, missing_ok=True, storage_options=options.storage_options)
+        if discard:
+            lc.delete(dest, missing_ok=True, storage_options=where)
         cause = err.__cause__ or err
         path = paths[err.index] if err.index is not None else src
         if isinstance(cause, InvalidSampleError):
             # Raised as the caller's error, naming the file (the worker's own message may already).
             detail = str(cause).removeprefix(f"Cannot store sample in tensor {cause.tensor!r}: ")
-            where = "" if path in detail else f"the sample of {path!r}: "
-            raise InvalidSampleError(cause.tensor, where + detail) from err
+            named = "" if path in detail else f"the sample of {path!r}: "
+            raise InvalidSampleError(cause.tensor, named + detail) from err
         raise _unreadable(path, cause) from err
     except BaseException:
-        lc.delete(dest, missing_ok=True, storage_options=options.storage_options)
+        if discard:
+            lc.delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
         skipped = [paths[f.index] for f in result.failed]

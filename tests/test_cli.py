@@ -253,6 +253,23 @@ def test_cli_ingest_coco(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert "masks" not in lc.load(dest).tensors
 
 
+def test_cli_ingest_coco_resume(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--checkpoint-interval`` keeps a failed ingest's progress; ``--resume`` finishes it."""
+    from tests.vision.conftest import write_coco
+
+    images, annotations = write_coco(tmp_path / "coco")
+    (images / "c.jpg").rename(tmp_path / "c.jpg")
+    args = ["ingest-coco", str(images), str(annotations), str(tmp_path / "out"), "--no-progress"]
+    code, _, err = _run(capsys, *args, "--checkpoint-interval", "1")
+    assert code == 1
+    assert "c.jpg" in err
+    assert len(lc.load(str(tmp_path / "out"))) == 2
+    (tmp_path / "c.jpg").rename(images / "c.jpg")
+    code, out, err = _run(capsys, *args, "--checkpoint-interval", "1", "--resume")
+    assert code == 0, err
+    assert "Ingested 4 images with 5 annotations" in out
+
+
 def test_cli_ingest_yolo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """``ingest-yolo`` reads a YOLO folder (one split with --split) and says how many objects."""
     from tests.vision.conftest import write_yolo

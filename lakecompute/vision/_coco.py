@@ -232,6 +232,8 @@ def ingest_coco(
     skip_errors: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    checkpoint_interval: int = 0,
+    resume: bool = False,
 ) -> Dataset:
     """Turn a COCO images folder and its annotations JSON into a dataset, one sample per image.
 
@@ -254,6 +256,10 @@ def ingest_coco(
         skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
         overwrite: replace a dataset already at ``dest``.
         storage_options: passed to the object store for ``s3://`` paths.
+        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
+            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
+        resume: continue the unfinished ingest at ``dest`` (made by the same call with
+            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
 
     Returns:
         The new dataset (tensors in the module docstring of `lakecompute.vision`).
@@ -268,7 +274,9 @@ def ingest_coco(
         >>> ds = lc.ingest_coco("val2017/", "instances_val2017.json", "./coco-val")  # doctest: +SKIP
         >>> ds.boxes[0].numpy()  # doctest: +SKIP
     """
-    options = IngestOptions.parse(num_workers, scheduler, progressbar, skip_errors, storage_options)
+    options = IngestOptions.parse(
+        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+    )
     requested = check_compression(image_compression)
     if masks:
         require("pycocotools.mask", "ingest_coco(masks=True)")

@@ -132,6 +132,8 @@ def ingest_yolo(
     skip_errors: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    checkpoint_interval: int = 0,
+    resume: bool = False,
 ) -> Dataset:
     """Turn a YOLO dataset folder into a dataset, one sample per image.
 
@@ -158,6 +160,10 @@ def ingest_yolo(
         skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
         overwrite: replace a dataset already at ``dest``.
         storage_options: passed to the object store for ``s3://`` paths.
+        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
+            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
+        resume: continue the unfinished ingest at ``dest`` (made by the same call with
+            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
 
     Returns:
         The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and
@@ -167,7 +173,9 @@ def ingest_yolo(
         InvalidArgumentError: no data.yaml or bad names, no images, or pyyaml is not installed.
         InvalidSampleError: an unreadable image or a malformed label line (file and line named).
     """
-    options = IngestOptions.parse(num_workers, scheduler, progressbar, skip_errors, storage_options)
+    options = IngestOptions.parse(
+        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+    )
     requested = check_compression(image_compression)
     root = os.fspath(folder)
     refuse_overlap(root, dest)

@@ -125,3 +125,29 @@ def test_ingest_coco_names_a_missing_image(coco_files: tuple[Path, Path], tmp_pa
     with pytest.raises(lc.InvalidSampleError, match=r"b\.jpg"):
         lc.ingest_coco(images, annotations, tmp_path / "ds", progressbar=False)
     assert not lc.exists(str(tmp_path / "ds"))
+
+
+def test_coco_ingest_resumes_after_a_failure(coco_files: tuple[Path, Path], tmp_path: Path) -> None:
+    """With checkpoint_interval, a failed ingest keeps its checkpointed images; the same call with
+    resume=True continues after them and ends with the dataset a straight ingest makes."""
+    images, annotations = coco_files
+    aside = tmp_path / "b.jpg"
+    (images / "b.jpg").rename(aside)  # the second image is missing: the ingest fails there
+    dest = tmp_path / "ds"
+    with pytest.raises(lc.InvalidSampleError, match=r"b\.jpg"):
+        lc.ingest_coco(images, annotations, dest, checkpoint_interval=1, progressbar=False)
+    assert len(lc.load(str(dest))) == 1  # the first image, checkpointed
+    aside.rename(images / "b.jpg")
+    ds = lc.ingest_coco(images, annotations, dest, checkpoint_interval=1, resume=True, progressbar=False)
+    log = [entry["eval"] for entry in ds.log() if "eval" in entry]
+    assert [(e["status"], e["done"]) for e in log][:1] == [("running", 1)]
+    assert (log[-1]["status"], log[-1]["done"]) == ("done", 4)
+    straight = lc.ingest_coco(images, annotations, tmp_path / "straight", progressbar=False)
+    for name, tensor in straight.tensors.items():
+        if tensor.htype in ("text", "json"):
+            assert ds[name].data() == tensor.data(), name
+        elif tensor.htype == "polygon":
+            assert str(ds[name].numpy()) == str(tensor.numpy()), name
+        else:
+            for a, b in zip(ds[name].numpy(aslist=True), tensor.numpy(aslist=True), strict=True):
+                np.testing.assert_array_equal(a, b)

@@ -37,6 +37,7 @@ from lakecompute.errors import (
     WorkerDiedError,
 )
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
+from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"
 
@@ -83,6 +84,8 @@ __all__ = [
     "exists",
     "from_numpy",
     "ingest_classification",
+    "ingest_coco",
+    "ingest_yolo",
     "like",
     "load",
     "read",

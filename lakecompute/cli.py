@@ -12,8 +12,8 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Sequence
-from typing import Literal, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NoReturn
 
 __all__ = ["build_parser", "main", "shell_message"]
 
@@ -70,26 +70,86 @@ def _log(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ingest(args: argparse.Namespace) -> int:
+def _ingest_options(p: argparse.ArgumentParser) -> None:
+    """The options every ingest command takes."""
+    p.add_argument(
+        "--image-compression",
+        choices=["auto", "png", "jpeg", "webp", "none"],
+        default="auto",
+        help="how images are stored (default: auto: the most common format, its files kept as they are)",
+    )
+    p.add_argument(
+        "--num-workers",
+        type=_non_negative,
+        default=None,
+        help="worker processes (default: one per CPU, at most 8; none for under 100 files)",
+    )
+    p.add_argument(
+        "--skip-errors", action="store_true", help="skip unreadable files and list them, instead of failing"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a dataset already at DEST")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument(
+        "--checkpoint-interval",
+        type=_non_negative,
+        default=0,
+        help="commit every N images, so that a failed or killed ingest can be resumed (default: 0, none)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue the checkpointed, unfinished ingest at DEST"
+    )
+
+
+def _run_ingest(args: argparse.Namespace, ingest: Callable[..., Any], *paths: str, **extra: Any) -> Any:
+    """Run an ingest function with the common options, printing its warnings to stderr."""
     import warnings
 
     import lakecompute as lc
 
-    compression = None if args.image_compression == "none" else args.image_compression
-    plan = lc.ingest.plan_classification(args.src, compression)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", lc.LakeComputeWarning)
-        ds = lc.ingest_classification(
-            args.src,
-            args.dest,
-            image_compression=compression,
+        ds = ingest(
+            *paths,
+            image_compression=None if args.image_compression == "none" else args.image_compression,
             progressbar=not args.no_progress,
             num_workers=args.num_workers,
             skip_errors=args.skip_errors,
             overwrite=args.overwrite,
+            checkpoint_interval=args.checkpoint_interval,
+            resume=args.resume,
+            **extra,
         )
     for w in caught:
         print(f"lakecompute: warning: {w.message}", file=sys.stderr)
+    return ds
+
+
+def _ingest_coco(args: argparse.Namespace) -> int:
+    import lakecompute as lc
+
+    ds = _run_ingest(args, lc.ingest_coco, args.images, args.annotations, args.dest, masks=not args.no_masks)
+    objects = sum(len(b) for b in ds.boxes.numpy(aslist=True))
+    print(f"Ingested {len(ds)} images with {objects} annotations into {args.dest}.")
+    print(ds.summary_table())
+    return 0
+
+
+def _ingest_yolo(args: argparse.Namespace) -> int:
+    import lakecompute as lc
+
+    ds = _run_ingest(args, lc.ingest_yolo, args.src, args.dest, split=args.split)
+    objects = sum(len(b) for b in ds.boxes.numpy(aslist=True))
+    print(f"Ingested {len(ds)} images with {objects} objects into {args.dest}.")
+    print(ds.summary_table())
+    return 0
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    import lakecompute as lc
+
+    compression = None if args.image_compression == "none" else args.image_compression
+    plan = lc.ingest.plan_classification(args.src, compression)
+    ds = _run_ingest(args, lc.ingest_classification, args.src, args.dest)
     names = ds.labels.info.class_names
     print(f"Ingested {len(ds)} images of {len(names)} classes ({', '.join(names)}) into {args.dest}.")
     print(plan.summary())
@@ -157,7 +217,13 @@ def _show(args: argparse.Namespace) -> int:
             ) from None
     labels = {"auto": "auto", "none": None}.get(args.labels, args.labels)
     sheet = contact_sheet(
-        ds, tensor=args.tensor, label_tensor=labels, indices=indices, cols=args.cols, rows=args.rows
+        ds,
+        tensor=args.tensor,
+        label_tensor=labels,
+        indices=indices,
+        cols=args.cols,
+        rows=args.rows,
+        targets=not args.no_targets,
     )
     sheet.save(args.output)
     print(f"Wrote {args.output} ({sheet.width}x{sheet.height}).")
@@ -220,6 +286,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}. Run '{self.prog} --help' for the usage.\n")
 
 
+def _add_detection_commands(sub: Any) -> None:
+    """The ``ingest-coco`` and ``ingest-yolo`` subcommands."""
+    p = sub.add_parser(
+        "ingest-coco",
+        help="turn a COCO images folder and annotations JSON into a dataset",
+        description="Read IMAGES/<file_name> and the COCO JSON ANNOTATIONS (boxes, categories, polygons, "
+        "RLE, keypoints, ids) into a dataset at DEST, one sample per image; files are decoded and masks "
+        "rasterised in parallel. See docs/detection.md.",
+    )
+    p.add_argument("images", help="the folder the images' file_name are relative to")
+    p.add_argument("annotations", help="the COCO annotations JSON")
+    p.add_argument("dest", help="where to create the dataset")
+    p.add_argument(
+        "--no-masks", action="store_true", help="do not rasterise masks (polygons and RLE are kept)"
+    )
+    _ingest_options(p)
+    p.set_defaults(func=_ingest_coco)
+
+    p = sub.add_parser(
+        "ingest-yolo",
+        help="turn a YOLO folder (data.yaml, images/, labels/) into a dataset",
+        description="Read SRC/images/**, SRC/labels/** and SRC/data.yaml into a dataset at DEST with "
+        "'images', 'file_name', 'boxes' (cxcywh, normalized), 'labels' (and 'polygons' for segmentation "
+        "labels). See docs/detection.md.",
+    )
+    p.add_argument("src", help="the YOLO dataset folder")
+    p.add_argument("dest", help="where to create the dataset")
+    p.add_argument("--split", default=None, help="one sub-folder of images/ to read (e.g. train)")
+    _ingest_options(p)
+    p.set_defaults(func=_ingest_yolo)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``lakecompute`` command."""
     from lakecompute import __version__
@@ -261,24 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("src", help="the folder of class sub-folders")
     p.add_argument("dest", help="where to create the dataset")
-    p.add_argument(
-        "--image-compression",
-        choices=["auto", "png", "jpeg", "webp", "none"],
-        default="auto",
-        help="how images are stored (default: auto: the most common format, its files kept as they are)",
-    )
-    p.add_argument(
-        "--num-workers",
-        type=_non_negative,
-        default=None,
-        help="worker processes (default: one per CPU, at most 8; none for under 100 files)",
-    )
-    p.add_argument(
-        "--skip-errors", action="store_true", help="skip unreadable files and list them, instead of failing"
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace a dataset already at DEST")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _ingest_options(p)
     p.set_defaults(func=_ingest)
+
+    _add_detection_commands(sub)
 
     p = sub.add_parser(
         "compact",
@@ -333,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--indices", default="", help="comma-separated sample indices (default: rows*cols spread out)"
     )
     p.add_argument("-o", "--output", default="grid.png", help="the PNG file to write (default: grid.png)")
+    p.add_argument(
+        "--no-targets", action="store_true", help="do not draw boxes, masks and keypoints over the images"
+    )
     p.set_defaults(func=_show)
 
     p = sub.add_parser(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -19,6 +20,7 @@ from lakecompute import compression
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
 
 __all__ = [
+    "CLASS_NAMED_HTYPES",
     "HTYPES",
     "MAX_TENSOR_NAME",
     "Encoded",
@@ -28,12 +30,37 @@ __all__ = [
     "decode_sample",
     "encode_batch",
     "encode_sample",
+    "parse_htype_info",
     "parse_tensor_name",
     "parse_tensor_spec",
 ]
 
-HTypeName = Literal["generic", "image", "class_label", "embedding", "text", "json"]
-HTYPES: Final = ("generic", "image", "class_label", "embedding", "text", "json")
+HTypeName = Literal[
+    "generic",
+    "image",
+    "class_label",
+    "embedding",
+    "text",
+    "json",
+    "bbox",
+    "binary_mask",
+    "segment_mask",
+    "keypoints",
+    "polygon",
+]
+HTYPES: Final = (
+    "generic",
+    "image",
+    "class_label",
+    "embedding",
+    "text",
+    "json",
+    "bbox",
+    "binary_mask",
+    "segment_mask",
+    "keypoints",
+    "polygon",
+)
 _DEFAULT_DTYPE: Final[dict[str, str | None]] = {
     "generic": None,  # decided by the data, once, at commit (see docs/how-it-works.md)
     "image": "uint8",
@@ -41,11 +68,24 @@ _DEFAULT_DTYPE: Final[dict[str, str | None]] = {
     "embedding": "float32",
     "text": "str",
     "json": "json",
+    "bbox": "float32",
+    "binary_mask": "bool",
+    "segment_mask": "uint32",
+    "keypoints": "float32",
+    "polygon": "float32",
 }
+#: htypes whose tensors take ``class_names`` (an index per value names a class).
+CLASS_NAMED_HTYPES: Final = ("class_label", "segment_mask")
 # Matched with fullmatch: "$" alone would also accept a trailing newline ("x\n").
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 #: The longest name `create_tensor` accepts (see `check_new_tensor_name`).
 MAX_TENSOR_NAME = 128
+
+
+# htypes stored as one blob per sample (besides images with a sample compression): text and json as
+# UTF-8, polygons as counts and coordinates, binary masks as bits (np.packbits: 8 pixels a byte, which
+# the chunk compression then shrinks further; eight times less to copy and compress than bools).
+_BLOB_HTYPES: Final = ("text", "json", "polygon", "binary_mask")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +110,7 @@ class TensorSpec:
     @property
     def kind(self) -> Literal["array", "bytes"]:
         """``bytes`` when each sample is stored as one encoded blob, else ``array``."""
-        if self.sample_compression is not None or self.htype in ("text", "json"):
+        if self.sample_compression is not None or self.htype in _BLOB_HTYPES:
             return "bytes"
         return "array"
 
@@ -178,7 +218,17 @@ def _parse_dtype(name: str, ht: str, dtype: object) -> str:
             f"class_label tensor {name!r} needs an integer dtype. Got {npdt}.",
         ),
         "embedding": (npdt.kind != "f", f"embedding tensor {name!r} needs a float dtype. Got {npdt}."),
+        "binary_mask": (npdt != np.bool_, f"binary_mask tensor {name!r} must have dtype bool. Got {npdt}."),
+        "segment_mask": (
+            npdt.kind not in "iu",
+            f"segment_mask tensor {name!r} needs an integer dtype (class ids). Got {npdt}.",
+        ),
     }
+    for coords in ("bbox", "keypoints", "polygon"):
+        refused[coords] = (
+            npdt.kind not in "iuf",
+            f"{coords} tensor {name!r} needs an integer or float dtype for coordinates. Got {npdt}.",
+        )
     wrong, message = refused.get(ht, (False, ""))
     if wrong:
         raise InvalidArgumentError(message)
@@ -283,12 +333,17 @@ def _check_image(arr: np.ndarray, tensor: str) -> None:
         )
 
 
-def encode_sample(spec: TensorSpec, value: object, class_names: list[str]) -> Encoded:
-    """Check one sample against ``spec`` and turn it into what is stored."""
-    if spec.htype == "text":
-        return _encode_text(spec.name, value)
-    if spec.htype == "json":
-        return _encode_json(spec.name, value)
+def encode_sample(
+    spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any] | None = None
+) -> Encoded:
+    """Check one sample against ``spec`` and turn it into what is stored.
+
+    ``info`` is the tensor's info: the coordinate format of ``bbox`` tensors, the keypoint names of
+    ``keypoints`` tensors (see `parse_htype_info`).
+    """
+    blob_encoder = _BLOB_ENCODERS.get(spec.htype)
+    if blob_encoder is not None:
+        return blob_encoder(spec, value)
     blob_in = getattr(value, "_lakecompute_blob", None)
     if blob_in is not None and spec.sample_compression is not None:
         # A lazily read file (lc.read) whose encoding already matches: store its bytes as they are.
@@ -298,16 +353,23 @@ def encode_sample(spec: TensorSpec, value: object, class_names: list[str]) -> En
     if spec.htype == "class_label":
         value = _class_index(value, class_names, spec.name)
     arr = _as_array(value, spec.name)
-    _check_htype(spec, arr, value, class_names)
+    target_check = _TARGET_CHECKS.get(spec.htype)
+    if target_check is not None:
+        arr = target_check(arr, info or {}, class_names, spec.name)
+    else:
+        _check_htype(spec, arr, value, class_names)
     if spec.dtype is not None:
         arr = cast_checked(arr, np.dtype(spec.dtype), spec.name)
     if spec.sample_compression is not None:
         blob = compression.encode_image(arr, spec.sample_compression, tensor=spec.name)
         return Encoded(None, blob, arr.shape)
+    if spec.htype == "binary_mask":
+        return Encoded(None, np.packbits(arr, axis=None).tobytes(), arr.shape)  # 8 pixels a byte
     return Encoded(arr, None, arr.shape)
 
 
-def _encode_text(name: str, value: object) -> Encoded:
+def _encode_text(spec: TensorSpec, value: object) -> Encoded:
+    name = spec.name
     if hasattr(value, "text") and callable(value.text):
         value = value.text()
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "U":
@@ -319,7 +381,8 @@ def _encode_text(name: str, value: object) -> Encoded:
     return Encoded(None, value.encode("utf-8"), ())
 
 
-def _encode_json(name: str, value: object) -> Encoded:
+def _encode_json(spec: TensorSpec, value: object) -> Encoded:
+    name = spec.name
     if hasattr(value, "data") and callable(value.data):
         value = value.data()
     try:
@@ -348,6 +411,8 @@ def encode_batch(spec: TensorSpec, values: np.ndarray, class_names: list[str]) -
     """Check a stacked array of samples at once (fast path); None if it must go sample by sample."""
     if spec.kind != "array" or values.dtype.kind not in "biufc" or values.ndim == 0:
         return None
+    if spec.htype in _TARGET_CHECKS:
+        return None  # boxes, masks and keypoints are checked (and normalised) sample by sample
     name, ht = spec.name, spec.htype
     if ht == "image":
         _check_image(values[0] if len(values) else values.reshape(values.shape[1:]), name)
@@ -382,6 +447,10 @@ def decode_sample(spec: TensorSpec, blob: bytes | memoryview | np.ndarray, shape
         return raw.decode("utf-8")
     if spec.htype == "json":
         return json.loads(raw)
+    if spec.htype == "polygon":
+        return _decode_polygons(raw, np.dtype(spec.dtype or "float32"))
+    if spec.htype == "binary_mask":
+        return _decode_mask(raw, shape)
     assert spec.sample_compression is not None
     return compression.decode_image(raw, shape)
 
@@ -392,3 +461,290 @@ def _json_default(value: object) -> object:
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# -- detection and segmentation targets ----------------------------------------------------------------
+
+#: The coordinate layouts a ``bbox`` tensor's ``info.format`` may name.
+BBOX_FORMATS: Final = ("xyxy", "xywh", "cxcywh")
+_BBOX_RULES: Final = {
+    "xyxy": "x2 >= x1 and y2 >= y1 (columns x1, y1, x2, y2)",
+    "xywh": "width and height >= 0 (columns x, y, width, height; x, y the top-left corner)",
+    "cxcywh": "width and height >= 0 (columns centre x, centre y, width, height)",
+}
+
+
+def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the info a tensor of ``spec.htype`` is created with, and fill in its defaults.
+
+    * ``bbox``: ``format`` (``"xyxy"`` by default, ``"xywh"`` or ``"cxcywh"``) and ``normalized``
+      (False: pixel coordinates; True: fractions of the image's width and height, in 0..1).
+    * ``keypoints``: optional ``keypoint_names`` (distinct strings; samples then have that many
+      keypoints) and ``skeleton`` (pairs of 1-based keypoint numbers, as COCO writes them).
+
+    Raises:
+        InvalidArgumentError: a value of the wrong kind, naming the key and what it accepts.
+    """
+    out = dict(info)
+    if spec.htype == "bbox":
+        out.setdefault("format", "xyxy")
+        out.setdefault("normalized", False)
+        if out["format"] not in BBOX_FORMATS:
+            raise InvalidArgumentError(
+                f"bbox tensor {spec.name!r}: format must be one of {list(BBOX_FORMATS)!r}. "
+                f"Got {out['format']!r}. COCO boxes are 'xywh' in pixels; YOLO boxes 'cxcywh' normalized."
+            )
+        if not isinstance(out["normalized"], bool):
+            raise InvalidArgumentError(
+                f"bbox tensor {spec.name!r}: normalized must be True (0..1 fractions of the image size) "
+                f"or False (pixels). Got {out['normalized']!r}."
+            )
+    elif spec.htype == "keypoints":
+        _check_keypoint_info(spec.name, out)
+    return out
+
+
+def _check_keypoint_info(name: str, info: dict[str, Any]) -> None:
+    names = info.get("keypoint_names")
+    if names is not None and (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise InvalidArgumentError(
+            f"keypoints tensor {name!r}: keypoint_names must be a list of distinct strings. Got {names!r}."
+        )
+    skeleton = info.get("skeleton")
+    if skeleton is None:
+        return
+    limit = len(names) if names else None
+    ok = isinstance(skeleton, list) and all(
+        isinstance(e, (list, tuple))
+        and len(e) == 2
+        and all(isinstance(j, int) and j >= 1 and (limit is None or j <= limit) for j in e)
+        for e in skeleton
+    )
+    if not ok:
+        raise InvalidArgumentError(
+            f"keypoints tensor {name!r}: skeleton must be a list of [a, b] pairs of 1-based keypoint numbers"
+            + (f" (1..{limit})" if limit else "")
+            + f". Got {skeleton!r:.120}."
+        )
+
+
+def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        bad = arr[~np.isfinite(arr)].flat[0]
+        raise InvalidSampleError(name, f"{what} must be finite numbers. Got {bad}.")
+
+
+def _check_bbox(arr: np.ndarray, info: Mapping[str, Any], class_names: list[str], name: str) -> np.ndarray:
+    """Boxes of one image: ``(k, 4)``; an empty list is ``(0, 4)``."""
+    if arr.ndim == 1 and arr.size == 0:
+        arr = arr.reshape(0, 4)
+    if arr.ndim != 2 or arr.shape[1] != 4:
+        raise InvalidSampleError(
+            name,
+            f"expected the boxes of one image as shape (k, 4), one row per box (k may be 0). "
+            f"Got shape {arr.shape}" + ("; for one box write [box]." if arr.shape == (4,) else "."),
+        )
+    _check_finite(arr, name, "box coordinates")
+    fmt = info.get("format", "xyxy")
+    if fmt == "xyxy":
+        ok = (arr[:, 2] >= arr[:, 0]) & (arr[:, 3] >= arr[:, 1])
+    else:
+        ok = (arr[:, 2] >= 0) & (arr[:, 3] >= 0)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise InvalidSampleError(
+            name,
+            f"box {i} {arr[i].tolist()} is not a {fmt!r} box: expected {_BBOX_RULES[fmt]}. "
+            f"Convert the boxes, or create the tensor with the format they have (format='xywh', ...).",
+        )
+    if info.get("normalized") and arr.size and (arr.min() < 0 or arr.max() > 1):
+        i = int(np.flatnonzero(((arr < 0) | (arr > 1)).any(axis=1))[0])
+        raise InvalidSampleError(
+            name,
+            f"box {i} {arr[i].tolist()} has coordinates outside 0..1, but the tensor holds normalized "
+            "boxes (info.normalized=True). Divide by the image's width and height, or use a tensor "
+            "with normalized=False for pixel coordinates.",
+        )
+    return arr
+
+
+def _check_binary_mask(
+    arr: np.ndarray, info: Mapping[str, Any], class_names: list[str], name: str
+) -> np.ndarray:
+    """``HxW`` or ``HxWxK`` (one channel per object), True/False; 0/1 integers become booleans."""
+    if arr.ndim not in (2, 3):
+        raise InvalidSampleError(
+            name, f"expected a binary mask of shape HxW, or HxWxK for K objects. Got shape {arr.shape}."
+        )
+    if arr.dtype == np.bool_:
+        return arr
+    if arr.dtype.kind in "iu" and (arr.size == 0 or (arr.min() >= 0 and arr.max() <= 1)):
+        return arr.astype(np.bool_)
+    odd = arr[(arr != 0) & (arr != 1)]
+    value = f" with value {odd.flat[0].item()!r}" if odd.size else ""
+    raise InvalidSampleError(
+        name,
+        f"a binary mask holds True/False (or 0/1). Got dtype {arr.dtype}{value}; "
+        "threshold it first, e.g. mask > 0.",
+    )
+
+
+def _check_segment_mask(
+    arr: np.ndarray, info: Mapping[str, Any], class_names: list[str], name: str
+) -> np.ndarray:
+    """``HxW`` integer class ids, each an index into the tensor's class names (when it has them)."""
+    if arr.ndim != 2:
+        raise InvalidSampleError(
+            name, f"expected a segmentation mask of shape HxW (a class id per pixel). Got shape {arr.shape}."
+        )
+    if arr.dtype.kind not in "biu":
+        raise InvalidSampleError(
+            name, f"expected integer class ids in a segmentation mask. Got dtype {arr.dtype}."
+        )
+    if arr.size and int(arr.min()) < 0:
+        raise InvalidSampleError(name, f"class ids are >= 0. Got {int(arr.min())}.")
+    _check_label_range(arr, class_names, name)
+    return arr
+
+
+def _check_keypoints(
+    arr: np.ndarray, info: Mapping[str, Any], class_names: list[str], name: str
+) -> np.ndarray:
+    """``(k, 3)`` or ``(n, k, 3)`` rows of (x, y, visibility); COCO's flat ``[x1, y1, v1, ...]`` becomes
+    ``(k, 3)``."""
+    if arr.ndim == 1 and arr.size % 3 == 0:
+        arr = arr.reshape(-1, 3)
+    if arr.ndim not in (2, 3) or arr.shape[-1] != 3:
+        raise InvalidSampleError(
+            name,
+            "expected keypoints as rows of (x, y, visibility): shape (k, 3) for one object, (n, k, 3) "
+            f"for n objects, or COCO's flat [x1, y1, v1, ...]. Got shape {arr.shape}.",
+        )
+    names = info.get("keypoint_names")
+    if names and arr.shape[-2] != len(names):
+        raise InvalidSampleError(
+            name,
+            f"expected {len(names)} keypoints per object (info.keypoint_names). Got {arr.shape[-2]}.",
+        )
+    _check_finite(arr, name, "keypoint coordinates")
+    vis = arr[..., 2]
+    bad = ~np.isin(vis, (0, 1, 2))
+    if bad.any():
+        raise InvalidSampleError(
+            name,
+            f"visibility (the third value of a keypoint) is 0 (not labelled), 1 (labelled, hidden) or 2 "
+            f"(visible), as in COCO. Got {vis[bad].flat[0]}.",
+        )
+    return arr
+
+
+_TargetCheck = Callable[[np.ndarray, Mapping[str, Any], list[str], str], np.ndarray]
+_TARGET_CHECKS: Final[dict[str, _TargetCheck]] = {
+    "bbox": _check_bbox,
+    "binary_mask": _check_binary_mask,
+    "segment_mask": _check_segment_mask,
+    "keypoints": _check_keypoints,
+}
+
+
+def _polygon_part(part: object, name: str) -> np.ndarray:
+    arr = _as_array(part, name)
+    if arr.ndim == 1 and arr.size % 2 == 0:
+        arr = arr.reshape(-1, 2)
+    if arr.ndim != 2 or arr.shape[1] != 2 or len(arr) < 3:
+        raise InvalidSampleError(
+            name,
+            "expected each polygon as at least 3 (x, y) points: shape (m, 2), or COCO's flat "
+            f"[x1, y1, x2, y2, ...]. Got shape {arr.shape}.",
+        )
+    _check_finite(arr, name, "polygon coordinates")
+    return arr
+
+
+def _is_one_part(obj: Any) -> bool:
+    """Whether ``obj`` (one object of a polygon sample) is one polygon rather than a list of them: an
+    (m, 2) array, a flat list of numbers, or a list of (x, y) points."""
+    if isinstance(obj, np.ndarray):
+        return obj.ndim <= 2
+    first = obj[0]
+    return np.ndim(first) == 0 or (np.ndim(first) == 1 and len(first) == 2)
+
+
+def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
+    """A sample's objects, each a list of its polygons (an object may have several parts)."""
+    name = spec.name
+    numpy_method = getattr(value, "numpy", None)
+    if callable(numpy_method) and not isinstance(value, (list, tuple, np.ndarray)):
+        value = numpy_method()
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        raise InvalidSampleError(
+            name, f"expected a list of polygons (one per object). Got {type(value).__name__}."
+        )
+    objects: list[list[np.ndarray]] = []
+    for obj in value:
+        if not isinstance(obj, (list, tuple, np.ndarray)):
+            raise InvalidSampleError(
+                name, f"expected each object as a polygon or a list of polygons. Got {obj!r:.80}."
+            )
+        # An empty list is an object without a polygon (COCO's crowd regions are masks instead).
+        parts = [obj] if len(obj) and _is_one_part(obj) else list(obj)
+        objects.append([_polygon_part(p, name) for p in parts])
+    return objects
+
+
+def _encode_polygon(spec: TensorSpec, value: object) -> Encoded:
+    """One blob per sample: int64 counts (objects, parts per object, points per part), then the
+    coordinates in the tensor's dtype, all little-endian."""
+    objects = _polygon_objects(spec, value)
+    parts = [p for obj in objects for p in obj]
+    counts = [len(objects), *(len(obj) for obj in objects), *(len(p) for p in parts)]
+    dtype = np.dtype(spec.dtype or "float32").newbyteorder("<")
+    coords = [cast_checked(p, np.dtype(spec.dtype or "float32"), spec.name) for p in parts]
+    body = np.concatenate(coords).astype(dtype) if coords else np.empty((0, 2), dtype)
+    blob = np.asarray(counts, dtype="<i8").tobytes() + body.tobytes()
+    return Encoded(None, blob, (len(objects),))
+
+
+def _decode_polygons(raw: bytes, dtype: np.dtype[Any]) -> list[list[np.ndarray]]:
+    header = np.frombuffer(raw, dtype="<i8", count=1) if len(raw) >= 8 else np.empty(0, "<i8")
+    n = int(header[0]) if len(header) else -1
+    if n < 0 or 8 * (1 + n) > len(raw):
+        raise ValueError(f"a polygon blob of {len(raw)} bytes does not start with its object count")
+    per_object = np.frombuffer(raw, dtype="<i8", count=n, offset=8)
+    n_parts = int(per_object.sum()) if n else 0
+    head = 8 * (1 + n + n_parts)
+    if (per_object.size and per_object.min() < 0) or head > len(raw):
+        raise ValueError("a polygon blob's part counts do not fit in it")
+    points = np.frombuffer(raw, dtype="<i8", count=n_parts, offset=8 * (1 + n))
+    little = dtype.newbyteorder("<")
+    coords = np.frombuffer(raw, dtype=little, offset=head)
+    if (points.size and points.min() < 0) or coords.size != 2 * int(points.sum()):
+        raise ValueError("a polygon blob's point counts do not match its coordinates")
+    flat = coords.astype(dtype).reshape(-1, 2)
+    ends = np.cumsum(points)
+    part_arrays = [flat[e - m : e].copy() for m, e in zip(points.tolist(), ends.tolist(), strict=True)]
+    out: list[list[np.ndarray]] = []
+    at = 0
+    for k in per_object.tolist():
+        out.append(part_arrays[at : at + k])
+        at += k
+    return out
+
+
+_BLOB_ENCODERS: Final[dict[str, Callable[[TensorSpec, object], Encoded]]] = {
+    "text": _encode_text,
+    "json": _encode_json,
+    "polygon": _encode_polygon,
+}
+
+
+def _decode_mask(raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
+    count = int(np.prod(shape)) if shape else 1
+    if len(raw) != (count + 7) // 8:
+        raise ValueError(f"a mask of shape {shape} takes {(count + 7) // 8} bytes, got {len(raw)}")
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=count)
+    return bits.reshape(shape).view(np.bool_)

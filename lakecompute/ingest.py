@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -46,11 +46,18 @@ if TYPE_CHECKING:
 __all__ = [
     "IMAGE_EXTENSIONS",
     "ImageFile",
+    "IngestOptions",
     "IngestPlan",
+    "check_compression",
     "from_numpy",
     "ingest_classification",
+    "load_for_ingest",
     "plan_classification",
+    "plan_images",
     "read",
+    "refuse_overlap",
+    "run_ingest",
+    "target_mode",
 ]
 
 IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
@@ -95,13 +102,14 @@ class ImageFile:
         path: the file's path as given.
     """
 
-    __slots__ = ("_data", "_format", "_shape", "path")
+    __slots__ = ("_data", "_decodes", "_format", "_shape", "path")
 
     def __init__(self, path: str, data: bytes | None = None) -> None:
         self.path = path
         self._data = data
         self._format: str | None = None
         self._shape: tuple[int, ...] | None = None
+        self._decodes = False  # known to decode fully (checked by load_for_ingest)
 
     def _bytes(self) -> bytes:
         if self._data is None:
@@ -168,7 +176,8 @@ class ImageFile:
 
     def _lakecompute_blob(self) -> tuple[str, bytes, tuple[int, ...]]:
         """``(format, bytes, shape)`` for storing the file as it is (see ``htypes.encode_sample``)."""
-        self.numpy()  # a file that does not decode must not be stored
+        if not self._decodes:
+            self.numpy()  # a file that does not decode must not be stored
         return self.format, self._bytes(), self.shape
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -278,7 +287,9 @@ class IngestPlan:
         )
 
 
-def _plan(paths: Sequence[str], image_compression: str | None) -> IngestPlan:
+def plan_images(paths: Sequence[str], image_compression: str | None) -> IngestPlan:
+    """How images at ``paths`` are stored for ``image_compression`` (``"auto"``: their most common
+    format), decided from their name endings alone (see `IngestPlan`)."""
     from lakecompute.compression import parse_sample_compression
 
     formats = Counter(_EXTENSION_FORMATS[os.path.splitext(p)[1].lower()] for p in paths)
@@ -308,10 +319,11 @@ def plan_classification(
         'Images stored as jpeg: 280 of 300 files kept as they are, 20 converted (png: 12, bmp: 8).'
     """
     _, items = _scan(os.fspath(src_folder))
-    return _plan([p for p, _ in items], _check_compression(image_compression))
+    return plan_images([p for p, _ in items], check_compression(image_compression))
 
 
-def _check_compression(value: object) -> str | None:
+def check_compression(value: object) -> str | None:
+    """``"auto"``, or a sample compression checked by `lakecompute.compression.parse_sample_compression`."""
     from lakecompute.compression import parse_sample_compression
 
     if value == "auto":
@@ -319,7 +331,7 @@ def _check_compression(value: object) -> str | None:
     return parse_sample_compression(value)  # type: ignore[arg-type]  # checked there, with a message
 
 
-def _refuse_overlap(src: str, dest: PathLike) -> None:
+def refuse_overlap(src: str, dest: PathLike) -> None:
     """Refuse a destination that is the source folder, inside it, or contains it: creating the dataset
     there would delete or mix with the source images (``overwrite`` or not)."""
     text = os.fspath(dest)
@@ -335,7 +347,7 @@ def _refuse_overlap(src: str, dest: PathLike) -> None:
         )
 
 
-def _target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
+def target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
     """``L`` when every readable file is greyscale, else ``RGB``: a tensor's samples share one rank."""
     from PIL import Image
 
@@ -350,7 +362,7 @@ def _target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
     return "L"
 
 
-def _load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray | ImageFile:
+def load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray | ImageFile:
     """Decode one file fully (so a broken one fails here, named); the bytes themselves when they can
     be stored as they are, else the pixels in ``mode``."""
     from PIL import Image
@@ -368,6 +380,7 @@ def _load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarra
                 file._format = fmt
                 width, height = opened.size
                 file._shape = (height, width) if mode == "L" else (height, width, 3)
+                file._decodes = True  # opened.load() above decoded every pixel: no need to again
                 return file
             image: Image.Image = opened
             if image.mode != decoded:
@@ -383,7 +396,7 @@ def ingest_image(sample_in: tuple[str, int], sample_out: Any, mode: str, compres
     """The compute function of `ingest_classification`: one ``(path, label)`` in, its image and label
     out (named for what progress bars and ``ds.log()`` show: ``eval ingest_image``)."""
     path, label = sample_in
-    sample_out.images.append(_load_for_ingest(path, mode, compression))
+    sample_out.images.append(load_for_ingest(path, mode, compression))
     sample_out.labels.append(label)
 
 
@@ -398,6 +411,8 @@ def ingest_classification(
     skip_errors: bool = False,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    checkpoint_interval: int = 0,
+    resume: bool = False,
 ) -> Dataset:
     """Turn a folder of class sub-folders of images into a dataset of ``images`` and ``labels``.
 
@@ -430,6 +445,10 @@ def ingest_classification(
             instead of raising.
         overwrite: replace a dataset already at ``dest``.
         storage_options: passed to the object store for ``s3://`` paths.
+        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
+            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
+        resume: continue the unfinished ingest at ``dest`` (made by the same call with
+            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
 
     Returns:
         The new dataset.
@@ -446,57 +465,157 @@ def ingest_classification(
         >>> ds.labels.info.class_names  # doctest: +SKIP
         ['cats', 'dogs']
     """
+    requested = check_compression(image_compression)
+    options = IngestOptions.parse(
+        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+    )
+    src = os.fspath(src_folder)
+    refuse_overlap(src, dest)
+    class_names, items = _scan(src)
+    paths = [p for p, _ in items]
+    compression = plan_images(paths, requested).compression
+    mode = target_mode(paths)
+
+    def setup(ds: Dataset) -> None:
+        ds.create_tensor("images", htype="image", sample_compression=compression)
+        ds.create_tensor("labels", htype="class_label", class_names=class_names)
+
     import lakecompute as lc
 
-    requested = _check_compression(image_compression)
-    if num_workers is not None and (
-        not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0
-    ):
-        raise InvalidArgumentError(f"num_workers must be None or an int >= 0. Got {num_workers!r}.")
-    if not isinstance(skip_errors, bool):
-        raise InvalidTypeError(f"skip_errors must be True or False. Got {skip_errors!r}.")
-    src = os.fspath(src_folder)
-    _refuse_overlap(src, dest)
-    class_names, items = _scan(src)
-    compression = _plan([p for p, _ in items], requested).compression
-    mode = _target_mode([p for p, _ in items])
-    if num_workers is None:
-        num_workers = 0 if len(items) < _PARALLEL_FROM else min(8, os.cpu_count() or 1)
+    function = lc.compute(ingest_image)(mode=mode, compression=compression)
+    return run_ingest(dest, setup, function, items, paths, src, options, overwrite=overwrite)
 
-    ds = lc.empty(dest, overwrite=overwrite, storage_options=storage_options)
+
+@dataclass(frozen=True, slots=True)
+class IngestOptions:
+    """How an ingest runs its eval (the options every ``ingest_*`` function takes).
+
+    Attributes:
+        num_workers: worker processes; None picks one per CPU (at most 8), or none for fewer than
+            100 files.
+        scheduler: ``"processed"``, ``"threaded"`` or ``"serial"``.
+        progressbar: show a progress bar.
+        skip_errors: skip files that cannot be read (with a warning listing them) instead of raising.
+        storage_options: passed to the object store for ``s3://`` destinations.
+        checkpoint_interval: commit every this many files (0: once, at the end); a failed or killed
+            ingest then leaves its checkpointed part at the destination for ``resume``.
+        resume: continue the unfinished ingest at the destination (the same call, checkpointed)
+            instead of starting anew; without one there, start anew.
+    """
+
+    num_workers: int | None
+    scheduler: str
+    progressbar: bool
+    skip_errors: bool
+    storage_options: dict[str, Any] | None
+    checkpoint_interval: int = 0
+    resume: bool = False
+
+    @classmethod
+    def parse(
+        cls,
+        num_workers: object,
+        scheduler: str,
+        progressbar: bool,
+        skip_errors: object,
+        storage_options: dict[str, Any] | None,
+        checkpoint_interval: object = 0,
+        resume: object = False,
+    ) -> IngestOptions:
+        """Check the options; raises InvalidArgumentError / InvalidTypeError saying what is accepted."""
+        if num_workers is not None and (
+            not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0
+        ):
+            raise InvalidArgumentError(f"num_workers must be None or an int >= 0. Got {num_workers!r}.")
+        if not isinstance(skip_errors, bool) or not isinstance(resume, bool):
+            name, flag = (
+                ("skip_errors", skip_errors) if not isinstance(skip_errors, bool) else ("resume", resume)
+            )
+            raise InvalidTypeError(f"{name} must be True or False. Got {flag!r}.")
+        if (
+            not isinstance(checkpoint_interval, int)
+            or isinstance(checkpoint_interval, bool)
+            or (checkpoint_interval < 0)
+        ):
+            raise InvalidArgumentError(
+                f"checkpoint_interval must be an int >= 0 (0: no checkpoints). Got {checkpoint_interval!r}."
+            )
+        return cls(
+            num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+        )
+
+    def workers_for(self, n_items: int) -> int:
+        """The worker count for ``n_items`` files."""
+        if self.num_workers is not None:
+            return self.num_workers
+        return 0 if n_items < _PARALLEL_FROM else min(8, os.cpu_count() or 1)
+
+
+def run_ingest(
+    dest: PathLike,
+    setup: Callable[[Dataset], None],
+    function: Any,
+    items: Sequence[Any],
+    paths: Sequence[str],
+    src: str,
+    options: IngestOptions,
+    *,
+    overwrite: bool,
+) -> Dataset:
+    """Create the dataset at ``dest``, make its tensors (``setup``, one commit) and fill it with an eval of
+    ``function`` over ``items`` (``paths[i]`` names the file of ``items[i]`` in errors and warnings).
+
+    On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
+    ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
+    the files that failed are listed in a `LakeComputeWarning`.
+    """
+    import lakecompute as lc
+
+    where = options.storage_options
+    resuming = options.resume and lc.exists(dest, storage_options=where)
+    if resuming:
+        ds = lc.load(dest, storage_options=where)
+    else:
+        ds = lc.empty(dest, overwrite=overwrite, storage_options=where)
+    # With checkpoints, a failed ingest keeps what it committed, for resume=True to continue.
+    discard = not options.checkpoint_interval and not resuming
     try:
-        with ds:
-            ds.create_tensor("images", htype="image", sample_compression=compression)
-            ds.create_tensor("labels", htype="class_label", class_names=class_names)
-        result = lc.compute(ingest_image)(mode=mode, compression=compression).eval(
+        if not resuming:
+            with ds:
+                setup(ds)
+        result = function.eval(
             items,
             ds,
-            num_workers=num_workers,
-            scheduler=scheduler,
-            progressbar=progressbar,
-            ignore_errors=skip_errors,
+            num_workers=options.workers_for(len(items)),
+            scheduler=options.scheduler,
+            progressbar=options.progressbar,
+            ignore_errors=options.skip_errors,
+            checkpoint_interval=options.checkpoint_interval,
         )
     except TransformError as err:
-        lc.delete(dest, missing_ok=True, storage_options=storage_options)
+        if discard:
+            lc.delete(dest, missing_ok=True, storage_options=where)
         cause = err.__cause__ or err
-        path = items[err.index][0] if err.index is not None else src
-        if isinstance(cause, InvalidSampleError) and path in str(cause):
-            # The worker's own message names the file already; raise it as the caller's error.
+        path = paths[err.index] if err.index is not None else src
+        if isinstance(cause, InvalidSampleError):
+            # Raised as the caller's error, naming the file (the worker's own message may already).
             detail = str(cause).removeprefix(f"Cannot store sample in tensor {cause.tensor!r}: ")
-            raise InvalidSampleError(cause.tensor, detail) from err
+            named = "" if path in detail else f"the sample of {path!r}: "
+            raise InvalidSampleError(cause.tensor, named + detail) from err
         raise _unreadable(path, cause) from err
     except BaseException:
-        lc.delete(dest, missing_ok=True, storage_options=storage_options)
+        if discard:
+            lc.delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
-        skipped = [items[f.index][0] for f in result.failed]
+        skipped = [paths[f.index] for f in result.failed]
         shown = "\n  ".join(skipped[:20]) + (
             f"\n  ... and {len(skipped) - 20} more" if len(skipped) > 20 else ""
         )
         warnings.warn(
             f"Skipped {len(skipped)} unreadable file(s) of {len(items)} in {src!r}:\n  {shown}",
             LakeComputeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return ds
 

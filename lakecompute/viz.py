@@ -26,7 +26,15 @@ from lakecompute.errors import (
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["MAX_CELLS", "contact_sheet", "dataset_html", "image_tensors", "sample_indices"]
+__all__ = [
+    "MAX_CELLS",
+    "contact_sheet",
+    "dataset_html",
+    "draw_targets",
+    "image_tensors",
+    "sample_indices",
+    "target_tensors",
+]
 
 MAX_CELLS = 1024
 """The most images one contact sheet holds (1024 cells of 96 px are a 30-megapixel PNG)."""
@@ -210,7 +218,7 @@ def _captions(ds: Any, indices: list[int], labels: str | None) -> list[str]:
     for i in indices:
         text = str(i)
         value = np.asarray(ds[labels][i].numpy()).reshape(-1) if i < length else np.empty(0)
-        if value.size:
+        if value.size == 1:  # one label per sample; per-object labels are drawn on the boxes instead
             v = int(value[0])
             text += f": {names[v] if 0 <= v < len(names) else v}"
         out.append(text)
@@ -226,8 +234,12 @@ def contact_sheet(
     rows: int | None = None,
     cell: int = 96,
     title: str | None = None,
+    targets: bool = True,
 ) -> Image.Image:
     """A grid of image samples, each captioned with its index and class name.
+
+    With ``targets``, the dataset's boxes, masks and keypoints (tensors of htype ``bbox``,
+    ``binary_mask``, ``segment_mask``, ``keypoints``) are drawn over their images (see `draw_targets`).
 
     Images smaller than a cell are shown at their own size (so a resize is visible); larger ones
     are shrunk to fit. The grid is no wider than the number of images.
@@ -243,6 +255,7 @@ def contact_sheet(
         rows: rows of the grid (default: as many as a list of ``indices`` needs, or 4).
         cell: the size in pixels of each image's square.
         title: a line of text above the grid.
+        targets: draw boxes, masks and keypoints over the images.
 
     Returns:
         The sheet as an RGB Pillow image; ``.save("grid.png")`` writes it.
@@ -268,13 +281,124 @@ def contact_sheet(
     draw = ImageDraw.Draw(sheet)
     if title:
         draw.text((4, 2), title, fill=(0, 0, 0))
+    overlays = target_tensors(ds, tensor) if targets else []
     for k, (i, caption) in enumerate(zip(chosen, _captions(ds, chosen, labels), strict=True)):
-        img = _to_pil(np.asarray(t[i].numpy()))
+        img = draw_targets(ds, i, _to_pil(np.asarray(t[i].numpy())), overlays)
         img.thumbnail((cell - 4, cell - 4))
         x, y = (k % cols) * cell, top + (k // cols) * (cell + _CAPTION)
         sheet.paste(img, (x + (cell - img.width) // 2, y + (cell - img.height) // 2))
         draw.text((x + 3, y + cell), caption, fill=(0, 0, 0))
     return sheet
+
+
+# -- boxes, masks and keypoints over images ----------------------------------------------------------
+
+_TARGET_HTYPES = ("segment_mask", "binary_mask", "bbox", "keypoints")  # drawn in this order, masks first
+_PALETTE = (
+    (230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
+    (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (0, 128, 128),
+)  # fmt: skip
+
+
+def target_tensors(ds: Any, tensor: str = "images") -> list[str]:
+    """The tensors of ``ds`` drawn over the images of ``tensor``: its boxes, masks and keypoints (those of
+    htype ``bbox``, ``binary_mask``, ``segment_mask``, ``keypoints`` with a sample per image)."""
+    n = len(ds[tensor])
+    found = [(name, _htype(t)) for name, t in ds.tensors.items() if _htype(t) in _TARGET_HTYPES]
+    ordered = sorted(found, key=lambda nt: _TARGET_HTYPES.index(nt[1]))
+    return [name for name, _ in ordered if len(ds[name]) >= n]
+
+
+def _box_classes(ds: Any, i: int, k: int) -> tuple[np.ndarray | None, list[str]]:
+    """Per-box class ids of sample ``i`` (a class_label tensor with ``k`` values there), and their names."""
+    for name in sorted(_class_label_tensors(ds), key=lambda n: n not in ("categories", "labels")):
+        if i < len(ds[name]):
+            values = np.asarray(ds[name][i].numpy()).reshape(-1)
+            if values.size == k:
+                return values.astype(np.int64), list(ds.tensors[name].info.get("class_names") or [])
+    return None, []
+
+
+def _colour(k: int) -> tuple[int, int, int]:
+    return _PALETTE[k % len(_PALETTE)]
+
+
+def _blend(arr: np.ndarray, where: np.ndarray, colour: tuple[int, int, int]) -> None:
+    arr[where] = (arr[where] * 0.5 + np.array(colour) * 0.5).astype(np.uint8)
+
+
+def _draw_masks(arr: np.ndarray, sample: np.ndarray, htype: str) -> None:
+    if sample.shape[:2] != arr.shape[:2]:
+        return  # a mask of another size than its image: nothing sensible to draw
+    if htype == "segment_mask":
+        for c in np.unique(sample):
+            if c:  # class 0 is background
+                _blend(arr, sample == c, _colour(int(c)))
+        return
+    channels = sample[:, :, None] if sample.ndim == 2 else sample
+    for j in range(channels.shape[2]):
+        _blend(arr, channels[:, :, j].astype(bool), _colour(j))
+
+
+def _draw_boxes(ds: Any, i: int, name: str, img: Image.Image) -> None:
+    from PIL import ImageDraw
+
+    from lakecompute.vision import convert_boxes
+
+    info = ds.tensors[name].info
+    layout = (str(info.get("format", "xyxy")), bool(info.get("normalized", False)))
+    boxes = np.asarray(ds[name][i].numpy(), dtype=np.float64).reshape(-1, 4)
+    xyxy = convert_boxes(boxes, layout, ("xyxy", False), img.width, img.height)
+    classes, names = _box_classes(ds, i, len(xyxy))
+    draw = ImageDraw.Draw(img)
+    width = max(1, round(max(img.size) / 128))
+    for j, (x1, y1, x2, y2) in enumerate(xyxy.tolist()):
+        c = int(classes[j]) if classes is not None else j
+        draw.rectangle((x1, y1, x2, y2), outline=_colour(c), width=width)
+        if classes is not None and 0 <= c < len(names):
+            draw.text((x1 + 2, y1 + 1), names[c], fill=_colour(c))
+
+
+def _draw_keypoints(ds: Any, i: int, name: str, img: Image.Image) -> None:
+    from PIL import ImageDraw
+
+    kp = np.asarray(ds[name][i].numpy(), dtype=np.float64)
+    objects = kp.reshape(-1, *kp.shape[-2:]) if kp.ndim >= 2 else kp.reshape(0, 0, 3)
+    skeleton = ds.tensors[name].info.get("skeleton") or []
+    draw = ImageDraw.Draw(img)
+    r = max(1, round(max(img.size) / 100))
+    for j, points in enumerate(objects):
+        for a, b in skeleton:
+            pa, pb = points[a - 1], points[b - 1]
+            if pa[2] > 0 and pb[2] > 0:
+                draw.line((pa[0], pa[1], pb[0], pb[1]), fill=_colour(j), width=max(1, r // 2))
+        for x, y, v in points.tolist():
+            if v > 0:
+                draw.ellipse((x - r, y - r, x + r, y + r), fill=_colour(j), outline=(255, 255, 255))
+
+
+def draw_targets(ds: Any, i: int, img: Image.Image, tensors: Sequence[str]) -> Image.Image:
+    """Sample ``i``'s boxes, masks and keypoints (the ``tensors``, see `target_tensors`) drawn over
+    ``img``: masks as coloured tints, boxes as outlines coloured (and named) by class when a class_label
+    tensor has one label per box, keypoints as dots joined by the tensor's ``skeleton``.
+
+    Returns:
+        A new RGB image; ``img`` is not changed.
+    """
+    from PIL import Image
+
+    htypes = {name: _htype(ds.tensors[name]) for name in tensors}
+    masks = [n for n in tensors if htypes[n] in ("binary_mask", "segment_mask")]
+    arr = np.array(img.convert("RGB"))
+    for name in masks:
+        _draw_masks(arr, np.asarray(ds[name][i].numpy()), htypes[name])
+    out = Image.fromarray(arr)
+    for name in tensors:
+        if htypes[name] == "bbox":
+            _draw_boxes(ds, i, name, out)
+        elif htypes[name] == "keypoints":
+            _draw_keypoints(ds, i, name, out)
+    return out
 
 
 # -- the notebook view ----------------------------------------------------------------------------
@@ -329,8 +453,9 @@ def _strip(ds: Any, tensor: str, positions: Positions, count: int, size: int) ->
     """A row of thumbnails of ``tensor``, spread over ``positions`` and their classes."""
     chosen = sample_indices(ds, count, positions=positions)
     figures = []
+    overlays = target_tensors(ds, tensor)
     for i, caption in zip(chosen, _captions(ds, chosen, _resolve_labels(ds, _AUTO)), strict=True):
-        img = _to_pil(np.asarray(ds[tensor][i].numpy()))
+        img = draw_targets(ds, i, _to_pil(np.asarray(ds[tensor][i].numpy())), overlays)
         img.thumbnail((size, size))
         scale = size / max(img.width, img.height)  # small images are shown larger, pixels kept sharp
         width, height = round(img.width * scale), round(img.height * scale)
@@ -343,7 +468,8 @@ def _strip(ds: Any, tensor: str, positions: Positions, count: int, size: int) ->
 
 def dataset_html(ds: Any, positions: Positions | None = None, thumbnails: int = 8, size: int = 64) -> str:
     """The notebook view of a dataset or view: the summary table, the class names, and a strip of
-    thumbnails per image tensor captioned with index and class name (what ``ds._repr_html_`` shows).
+    thumbnails per image tensor captioned with index and class name, with boxes, masks and keypoints
+    drawn over them (what ``ds._repr_html_`` shows).
 
     Args:
         ds: a dataset.

@@ -17,7 +17,9 @@ from lakecompute.cli import main
 from lakecompute.demo import write_image_folder
 from lakecompute.testing.data import CLASS_NAMES, make_shapes_dataset
 
-SUBCOMMANDS = ["info", "log", "ingest-classification", "compact", "vacuum", "show", "demo"]
+SUBCOMMANDS = [
+    "info", "log", "ingest-classification", "ingest-coco", "ingest-yolo", "compact", "vacuum", "show", "demo"
+]  # fmt: skip
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -84,6 +86,10 @@ USER_ERRORS = [
     (["ingest-classification", "{src}", "{ds}"], 1, "Pass --overwrite to replace it."),
     (["ingest-classification", "{tmp}", "{tmp}/o", "--image-compression", "gif"], 2, "invalid choice: 'gif'"),
     (["ingest-classification", "{tmp}", "{tmp}/o", "--num-workers", "-1"], 2, "expected an integer >= 0"),
+    (["ingest-coco", "{src}", "{missing}", "{tmp}/o"], 1, "No annotations file at"),
+    (["ingest-coco", "{src}", "{file}"], 2, "required: dest"),
+    (["ingest-yolo", "{missing}", "{tmp}/o"], 1, "No data.yaml in"),
+    (["ingest-yolo", "{src}", "{tmp}/o", "--num-workers", "x"], 2, "expected an integer >= 0"),
     (["compact"], 2, "required: path"),
     (["compact", "{missing}"], 1, "No lakecompute dataset at"),
     (["vacuum", "{missing}"], 1, "No lakecompute dataset at"),
@@ -219,6 +225,76 @@ def test_cli_ingest_classification_corrupt_file(capsys: pytest.CaptureFixture[st
     assert "Ingested 6 images" in out
     assert "lakecompute: warning: Skipped 1 unreadable file(s)" in err
     assert "broken.png" in err
+
+
+def test_cli_ingest_coco(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``ingest-coco`` reads a COCO folder and JSON into a dataset and says how many annotations."""
+    from tests.vision.conftest import write_coco
+
+    images, annotations = write_coco(tmp_path / "coco")
+    dest = str(tmp_path / "out")
+    code, out, err = _run(capsys, "ingest-coco", str(images), str(annotations), dest, "--no-progress")
+    assert code == 0, err
+    assert f"Ingested 4 images with 5 annotations into {dest}." in out
+    ds = lc.load(dest)
+    assert ds.image_id.numpy().tolist() == [10, 11, 12, 13]
+    assert "masks" in ds.tensors
+    code, _, _ = _run(
+        capsys,
+        "ingest-coco",
+        str(images),
+        str(annotations),
+        dest,
+        "--overwrite",
+        "--no-masks",
+        "--no-progress",
+    )
+    assert code == 0
+    assert "masks" not in lc.load(dest).tensors
+
+
+def test_cli_ingest_coco_resume(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--checkpoint-interval`` keeps a failed ingest's progress; ``--resume`` finishes it."""
+    from tests.vision.conftest import write_coco
+
+    images, annotations = write_coco(tmp_path / "coco")
+    (images / "c.jpg").rename(tmp_path / "c.jpg")
+    args = ["ingest-coco", str(images), str(annotations), str(tmp_path / "out"), "--no-progress"]
+    code, _, err = _run(capsys, *args, "--checkpoint-interval", "1")
+    assert code == 1
+    assert "c.jpg" in err
+    assert len(lc.load(str(tmp_path / "out"))) == 2
+    (tmp_path / "c.jpg").rename(images / "c.jpg")
+    code, out, err = _run(capsys, *args, "--checkpoint-interval", "1", "--resume")
+    assert code == 0, err
+    assert "Ingested 4 images with 5 annotations" in out
+
+
+def test_cli_ingest_yolo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``ingest-yolo`` reads a YOLO folder (one split with --split) and says how many objects."""
+    from tests.vision.conftest import write_yolo
+
+    src = write_yolo(tmp_path / "yolo")
+    dest = str(tmp_path / "out")
+    code, out, err = _run(capsys, "ingest-yolo", str(src), dest, "--no-progress", "--split", "train")
+    assert code == 0, err
+    assert f"Ingested 3 images with 3 objects into {dest}." in out
+    assert lc.load(dest).labels.info.class_names == ["car", "person", "dog"]
+
+
+def test_cli_show_draws_targets(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``show`` draws a COCO dataset's boxes, masks and keypoints; ``--no-targets`` leaves them out."""
+    from tests.vision.conftest import write_coco
+
+    images, annotations = write_coco(tmp_path / "coco")
+    dest = str(tmp_path / "ds")
+    lc.ingest_coco(images, annotations, dest, progressbar=False)
+    drawn, bare = tmp_path / "drawn.png", tmp_path / "bare.png"
+    assert _run(capsys, "show", dest, "-o", str(drawn))[0] == 0
+    assert _run(capsys, "show", dest, "-o", str(bare), "--no-targets")[0] == 0
+    a, b = np.asarray(Image.open(drawn)), np.asarray(Image.open(bare))
+    assert a.shape == b.shape
+    assert not np.array_equal(a, b)
 
 
 def test_cli_compact(capsys: pytest.CaptureFixture[str], shapes: str) -> None:

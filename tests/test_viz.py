@@ -121,3 +121,55 @@ def test_dataset_html_empty() -> None:
     page = dataset_html(ds)
     assert "<td>images</td><td>image</td><td>uint8</td><td>(0)</td><td>png</td><td>0</td>" in page
     assert "<img" not in page
+
+
+def _detection(name: str) -> lc.Dataset:
+    """One black 40x40 image with a box, a mask and two keypoints of class 0 ('cat')."""
+    ds = lc.empty(f"mem://viz-{name}", overwrite=True)
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("boxes", htype="bbox", format="xywh")
+        ds.create_tensor("categories", htype="class_label", class_names=["cat", "dog"])
+        ds.create_tensor("masks", htype="binary_mask")
+        ds.create_tensor("keypoints", htype="keypoints", skeleton=[[1, 2]])
+    mask = np.zeros((40, 40, 1), dtype=bool)
+    mask[20:30, 20:30] = True
+    ds.append(
+        {
+            "images": np.zeros((40, 40, 3), np.uint8),
+            "boxes": [[5, 5, 25, 25]],
+            "categories": [0],
+            "masks": mask,
+            "keypoints": [[[10, 34, 2], [36, 34, 0]]],
+        }
+    )
+    return ds
+
+
+def test_contact_sheet_draws_boxes_masks_and_keypoints() -> None:
+    """Box outlines, mask tints and keypoint dots appear over the image in the class's colour; targets=False
+    leaves the image as it is; a per-object label does not become the caption."""
+    from lakecompute.viz import target_tensors
+
+    ds = _detection("targets")
+    assert target_tensors(ds) == ["masks", "boxes", "keypoints"]
+    sheet = np.asarray(contact_sheet(ds, cell=48))
+    plain = np.asarray(contact_sheet(ds, cell=48, targets=False))
+    at = 4  # the 40x40 image sits 4 px into its 48 px cell
+    red = [230, 25, 75]  # the palette's first colour: class 0, object 0
+    assert sheet[at + 15, at + 5].tolist() == red  # the box's left edge (x = 5)
+    assert sheet[at + 27, at + 27].tolist() == [115, 12, 37]  # inside the mask: half red over black
+    assert sheet[at + 34, at + 10].tolist() == red  # the visible keypoint's dot
+    assert sheet[at + 34, at + 36].tolist() == [0, 0, 0]  # the unlabelled keypoint is not drawn
+    assert plain[at + 15, at + 5].tolist() == [0, 0, 0]
+    assert plain[at + 27, at + 27].tolist() == [0, 0, 0]
+
+
+def test_notebook_view_draws_targets() -> None:
+    """The HTML view's thumbnails carry the drawn targets (they differ from the bare image's)."""
+    ds = _detection("targets-html")
+    with_targets = dataset_html(ds)
+    ds.delete_tensor("boxes")
+    ds.delete_tensor("masks")
+    ds.delete_tensor("keypoints")
+    assert dataset_html(ds).split("<img")[1] != with_targets.split("<img")[1]

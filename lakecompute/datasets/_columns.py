@@ -23,6 +23,8 @@ def pad_value(ds: Dataset, name: str) -> Any:
         return ""
     if spec.htype == "json":
         return None
+    if spec.htype == "polygon":
+        return []
     dtype = np.dtype(spec.dtype or "float64")
     ndim = state.ndim or 0
     return np.zeros((0,) * ndim if ndim else (), dtype=dtype)

@@ -21,6 +21,7 @@ from lakecompute.datasets._index import parse_index
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import Transaction
+from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,
@@ -29,7 +30,7 @@ from lakecompute.errors import (
     TensorDoesNotExistError,
     TensorExistsError,
 )
-from lakecompute.htypes import check_new_tensor_name, parse_tensor_spec
+from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
 from lakecompute.storage import (
     ArrayCache,
     Backend,
@@ -279,13 +280,17 @@ class Dataset(_Samples):
 
         Args:
             name: letters, digits, ``_`` and ``-``, at most 128 characters, not starting with ``-``.
-            htype: ``generic`` (default), ``image``, ``class_label``, ``embedding``, ``text``, ``json``.
+            htype: ``generic`` (default), ``image``, ``class_label``, ``embedding``, ``text``, ``json``,
+                or for detection and segmentation ``bbox``, ``binary_mask``, ``segment_mask``,
+                ``keypoints``, ``polygon`` (see docs/detection.md).
             dtype: a numpy dtype; implied by image (uint8), class_label (uint32), embedding (float32).
             sample_compression: ``png``, ``jpeg`` or ``webp`` for images.
             chunk_compression: ``zstd``, ``lz4``, ``gzip`` or None (uncompressed); the default is zstd
                 for numeric tensors and none for encoded images, text and json.
-            class_names: label names for ``class_label`` tensors.
-            **info: extra JSON-serialisable information kept in ``tensor.info``.
+            class_names: label names for ``class_label`` and ``segment_mask`` tensors.
+            **info: extra JSON-serialisable information kept in ``tensor.info``; for ``bbox``
+                tensors ``format`` (``"xyxy"``, ``"xywh"``, ``"cxcywh"``) and ``normalized``, for
+                ``keypoints`` tensors ``keypoint_names`` and ``skeleton``.
 
         Raises:
             TensorExistsError: the name is taken.
@@ -298,9 +303,10 @@ class Dataset(_Samples):
             spec = parse_tensor_spec(name, htype, dtype, sample_compression, chunk_compression)
             meta: dict[str, Any] = dict(info)
             if class_names is not None:
-                if spec.htype != "class_label":
+                if spec.htype not in CLASS_NAMED_HTYPES:
                     raise InvalidArgumentError(
-                        f"class_names is for htype 'class_label'; tensor {name!r} has htype {spec.htype!r}."
+                        f"class_names is for htypes {list(CLASS_NAMED_HTYPES)!r}; tensor {name!r} has "
+                        f"htype {spec.htype!r}."
                     )
                 names = list(class_names)
                 if not all(isinstance(c, str) for c in names) or len(set(names)) != len(names):
@@ -308,7 +314,7 @@ class Dataset(_Samples):
                 meta["class_names"] = names
             elif spec.htype == "class_label":
                 meta["class_names"] = []
-            self._txn.add_tensor(TensorState(spec, meta))
+            self._txn.add_tensor(TensorState(spec, parse_htype_info(spec, meta)))
         return Tensor(self, name)
 
     def create_tensor_like(self, name: str, source: Tensor) -> Tensor:
@@ -323,9 +329,38 @@ class Dataset(_Samples):
             dtype=dtype,
             sample_compression=spec.sample_compression,
             chunk_compression=spec.chunk_compression,
-            class_names=state.info.get("class_names") if spec.htype == "class_label" else None,
+            class_names=state.info.get("class_names") if spec.htype in CLASS_NAMED_HTYPES else None,
             **info,
         )
+
+    def rename_tensor(self, name: str, new_name: str) -> Tensor:
+        """Rename a tensor (older versions keep the old name); its data is not copied.
+
+        Raises:
+            TensorDoesNotExistError: there is no tensor ``name``.
+            TensorExistsError: ``new_name`` is taken.
+            InvalidArgumentError: ``new_name`` is not a valid tensor name.
+        """
+        with self._write(f"rename tensor {name} to {new_name}"):
+            self._state(name)
+            check_new_tensor_name(new_name)
+            if new_name in self._txn.head.tensors:
+                raise TensorExistsError(new_name)
+            self._txn.rename_tensor(name, new_name)
+        return Tensor(self, new_name)
+
+    @property
+    def info(self) -> DatasetInfo:
+        """The dataset's own metadata: JSON values by key, versioned with the data.
+
+        ``ds.info["source"] = "COCO val2017"`` and ``ds.info.update(license="CC-BY")`` commit (or join the
+        ``with`` block); ``ds.info.source`` reads. Tensor metadata is ``ds.<tensor>.info``.
+        """
+        return DatasetInfo(self._txn.head.info, self._set_info)
+
+    def _set_info(self, info: dict[str, Any]) -> None:
+        with self._write("update info"):
+            self._txn.set_info(info)
 
     def delete_tensor(self, name: str) -> None:
         """Remove a tensor from the next version (older versions keep it)."""

@@ -48,6 +48,9 @@ __all__ = [
 
 # -- what workers check outputs against ------------------------------------------------------------
 
+# The info keys samples are checked against (besides class names): see htypes.parse_htype_info.
+_CHECKED_INFO = ("format", "normalized", "keypoint_names")
+
 
 @dataclass(frozen=True, slots=True)
 class TensorSchema:
@@ -57,15 +60,20 @@ class TensorSchema:
         spec: the tensor's spec; its dtype is set once decided.
         ndim: the samples' rank once decided, else None.
         class_names: for class_label tensors, the names a string label maps to.
+        info: the rest of the tensor's info that samples are checked against (a bbox tensor's
+            ``format`` and ``normalized``, a keypoints tensor's ``keypoint_names``).
     """
 
     spec: TensorSpec
     ndim: int | None
     class_names: tuple[str, ...] = ()
+    info: tuple[tuple[str, Any], ...] = ()
 
     def state(self) -> TensorState:
         """A fresh, empty state to check and buffer samples against."""
-        info: dict[str, Any] = {"class_names": list(self.class_names)} if self.class_names else {}
+        info: dict[str, Any] = dict(self.info)
+        if self.class_names:
+            info["class_names"] = list(self.class_names)
         return TensorState(self.spec, info, self.ndim)
 
 
@@ -274,7 +282,10 @@ class EvalWrite:
         self.schema = OutputSchema(
             {
                 name: TensorSchema(
-                    s.spec, None if in_place else s.ndim, tuple(s.info.get("class_names") or ())
+                    s.spec,
+                    None if in_place else s.ndim,
+                    tuple(s.info.get("class_names") or ()),
+                    tuple((k, v) for k, v in s.info.items() if k in _CHECKED_INFO),
                 )
                 for name, s in txn.head.tensors.items()
             }

@@ -48,7 +48,7 @@ class WriteSession:
 
     def encode(self, state: TensorState, value: object, batch_ndim: int | None = None) -> Encoded:
         """Check one sample (raises InvalidSampleError; buffers nothing)."""
-        enc = encode_sample(state.spec, value, _class_names(state))
+        enc = encode_sample(state.spec, value, _class_names(state), state.info)
         self._ndim_check(state, len(enc.shape), batch_ndim)
         return enc
 

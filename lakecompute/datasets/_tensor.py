@@ -49,8 +49,14 @@ class _Readable:
 
     @property
     def htype(self) -> str:
-        """The htype: ``generic``, ``image``, ``class_label``, ``embedding``, ``text`` or ``json``."""
+        """The htype: ``generic``, ``image``, ``class_label``, ``embedding``, ``text``, ``json``, ``bbox``,
+        ``binary_mask``, ``segment_mask``, ``keypoints`` or ``polygon``."""
         return self._ds._state(self.name).spec.htype
+
+    @property
+    def sample_compression(self) -> str | None:
+        """How each sample is encoded (``png``, ``jpeg``, ``webp``), or None."""
+        return self._ds._state(self.name).spec.sample_compression
 
     @property
     def info(self) -> TensorInfo:
@@ -78,10 +84,16 @@ class _Readable:
     def numpy(self, aslist: bool = False) -> Any:
         """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.
 
+        A ``polygon`` sample is a list (one entry per object) of lists of ``(m, 2)`` arrays (an
+        object's polygons); several samples come as a list of those.
+
         Raises:
             RaggedShapeError: samples of different shapes without ``aslist=True``.
         """
         values = self._values()
+        if self.htype == "polygon":
+            # Objects of polygons of different lengths: a list per sample, never one array.
+            return values if isinstance(self._positions(), int) else list(values)
         if isinstance(self._positions(), int):
             return np.asarray(values) if not isinstance(values, np.ndarray) else values
         if isinstance(values, np.ndarray):
@@ -107,6 +119,25 @@ class _Readable:
             )
         values = self._values()
         return values if isinstance(self._positions(), int) else list(values)
+
+    def tobytes(self) -> bytes:
+        """One sample's bytes as stored: the PNG, JPEG or WebP file of an image tensor with a sample
+        compression (not decoded, not encoded again), UTF-8 for text, JSON for json.
+
+        Raises:
+            InvalidTypeError: not one sample (``ds.images[3]``), or a tensor stored as arrays.
+        """
+        spec = self._ds._state(self.name).spec
+        pos = self._positions()
+        if not isinstance(pos, int) or spec.kind != "bytes":
+            raise InvalidTypeError(
+                f"tobytes() gives the stored bytes of one sample of an encoded tensor (an image with a "
+                f"sample_compression, text, json, polygon); tensor {self.name!r} "
+                + ("is stored as arrays: use .numpy()." if spec.kind != "bytes" else "needs one index: t[i].")
+            )
+        (encoded,) = self._reader().read_encoded(pos, pos + 1)
+        assert encoded.blob is not None
+        return encoded.blob
 
     def tolist(self) -> list[Any]:
         """Samples as a list (arrays for numeric tensors, values for text/json)."""
@@ -212,10 +243,6 @@ class Tensor(_Readable):
             kinds = {np.dtype(f.dtype) for f in state.fragments}
             return np.dtype(np.result_type(*kinds)) if kinds else None
         return np.dtype(spec.dtype)
-
-    @property
-    def sample_compression(self) -> str | None:
-        return self._ds._state(self.name).spec.sample_compression
 
     @property
     def chunk_compression(self) -> str | None:

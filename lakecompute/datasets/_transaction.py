@@ -12,6 +12,7 @@ manifest that names it is committed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -156,6 +157,23 @@ class Transaction:
         self.session.buffers.pop(name, None)
         del self.head.tensors[name]
         self._changed(name)
+
+    def rename_tensor(self, old: str, new: str) -> None:
+        """Give tensor ``old`` the name ``new``, in its place among the tensors; its data stays put."""
+        self.flush(old)
+        renamed = {}
+        for name, state in self.head.tensors.items():
+            if name == old:
+                state = TensorState(replace(state.spec, name=new), state.info, state.ndim, state.fragments)
+            renamed[new if name == old else name] = state
+        self.head.tensors = renamed
+        self._changed(old)
+        self._changed(new)
+
+    def set_info(self, info: dict[str, Any]) -> None:
+        """Replace the dataset's own info (``ds.info``) in the head."""
+        self.head.info = info
+        self._changed(None)
 
     def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
         """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out."""

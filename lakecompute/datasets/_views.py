@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from lakecompute.datasets._index import compose
 from lakecompute.datasets._tensor import TensorView
+from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
 if TYPE_CHECKING:
@@ -187,6 +189,59 @@ class _Samples(_Reading):
 
         return to_ray(cast("Dataset | DatasetView", self), tensors, rows_per_block)
 
+    # -- everyday verbs -----------------------------------------------------------------------------
+    def filter(
+        self,
+        fn_or_mask: Callable[[Any], Any] | Sequence[bool] | np.ndarray,
+        *,
+        num_workers: int = 0,
+        scheduler: str = "processed",
+        progressbar: bool = True,
+    ) -> DatasetView:
+        """The samples a function or a boolean mask keeps, as a read-only view (in the dataset's order).
+
+        A function gets each row (``row.labels.numpy()``) and returns true to keep it; it runs like an
+        eval (``num_workers`` processes, ``scheduler``, a progress bar), so it must be picklable for
+        workers. A mask has one bool per sample.
+
+        Example:
+            >>> import lakecompute as lc
+            >>> ds = lc.from_numpy("mem://filter-doc", {"x": [3, 8, 1, 9]}, overwrite=True)
+            >>> ds.filter(lambda row: row.x.numpy() > 2, progressbar=False).x.numpy().tolist()
+            [3, 8, 9]
+        """
+        from lakecompute.datasets._verbs import filter_samples
+
+        options = {"num_workers": num_workers, "scheduler": scheduler, "progressbar": progressbar}
+        return filter_samples(cast("Dataset | DatasetView", self), fn_or_mask, options)
+
+    def random_split(self, fractions: Sequence[float], seed: int = 0) -> list[DatasetView]:
+        """Disjoint random subsets as views: ``train, val = ds.random_split([0.8, 0.2], seed=0)``.
+
+        ``fractions`` add up to 1 (sizes are rounded down, the remainder going one each to the first
+        splits) or are sizes that add up to ``len(ds)``. The same seed gives the same split; each view
+        lists its samples in the dataset's order.
+        """
+        from lakecompute.datasets._verbs import random_split
+
+        return random_split(cast("Dataset | DatasetView", self), fractions, seed)
+
+    def export_coco(
+        self, annotations: str | os.PathLike[str], images: str | os.PathLike[str] | None = None
+    ) -> Any:
+        """Write the samples as a COCO annotations JSON, and their image files into ``images``
+        (see `lakecompute.vision.export_coco`); returns the COCO dict."""
+        from lakecompute.vision import export_coco
+
+        return export_coco(cast("Dataset | DatasetView", self), annotations, images)
+
+    def export_yolo(self, folder: str | os.PathLike[str], split: str | None = None) -> None:
+        """Write the samples as a YOLO folder: data.yaml, images/, labels/ (see
+        `lakecompute.vision.export_yolo`)."""
+        from lakecompute.vision import export_yolo
+
+        export_yolo(cast("Dataset | DatasetView", self), folder, split)
+
 
 class DatasetView(_Samples):
     """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``)."""
@@ -197,6 +252,11 @@ class DatasetView(_Samples):
 
     def _base_ds(self) -> Dataset:
         return self._ds
+
+    @property
+    def info(self) -> DatasetInfo:
+        """The dataset's info (read-only through a view)."""
+        return DatasetInfo(self._ds.info, None)
 
     @property
     def positions(self) -> range | np.ndarray:

@@ -205,6 +205,8 @@ class Manifest:
     message: str = ""
     tensors: dict[str, TensorState] = field(default_factory=dict)
     evals: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    """The dataset's own metadata (``ds.info``): JSON values by key."""
 
     def copy(self) -> Manifest:
         return Manifest(
@@ -214,6 +216,7 @@ class Manifest:
             self.message,
             {k: t.copy() for k, t in self.tensors.items()},
             copy.deepcopy(self.evals),
+            copy.deepcopy(self.info),
         )
 
     def to_bytes(self) -> bytes:
@@ -226,6 +229,8 @@ class Manifest:
             "tensors": {k: t.to_json() for k, t in self.tensors.items()},
             "evals": self.evals,
         }
+        if self.info:
+            body["info"] = self.info  # absent when empty: manifests without dataset info stay as they were
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -250,6 +255,7 @@ class Manifest:
             message=check_str(body.get("message", ""), "message"),
             tensors=_tensors(body.get("tensors")),
             evals=_evals(body.get("evals")),
+            info=check_str_dict(body.get("info") or {}, "info"),
         )
 
     def sample_counts(self) -> dict[str, int]:

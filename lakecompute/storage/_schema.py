@@ -19,7 +19,7 @@ import numpy as np
 
 from lakecompute.compression import CHUNK_COMPRESSIONS, SAMPLE_COMPRESSIONS
 from lakecompute.errors import LakeComputeError
-from lakecompute.htypes import HTYPES, TensorSpec, parse_tensor_name, parse_tensor_spec
+from lakecompute.htypes import HTYPES, TensorSpec, parse_htype_info, parse_tensor_name, parse_tensor_spec
 from lakecompute.storage._segments import CAPACITY_BYTES, CAPACITY_INDEX
 
 __all__ = [
@@ -220,6 +220,10 @@ def check_info(value: object, spec: TensorSpec) -> dict[str, Any]:
             raise InvalidField("info.class_names", "expected a list of strings")
         if len(set(names)) != len(names):
             raise InvalidField("info.class_names", "expected distinct names")
+    try:
+        parse_htype_info(spec, info)  # a bbox format, keypoint names: what create_tensor accepts
+    except LakeComputeError as exc:
+        raise InvalidField("info", str(exc)) from None
     return info
 
 

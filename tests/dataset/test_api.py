@@ -60,6 +60,8 @@ PUBLIC_NAMES = [
     "exists",
     "from_numpy",
     "ingest_classification",
+    "ingest_coco",
+    "ingest_yolo",
     "like",
     "load",
     "read",

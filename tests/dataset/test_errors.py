@@ -237,7 +237,7 @@ BAD_WRITES = [
     pytest.param(
         lambda ds: ds.create_tensor("q", htype="text", class_names=["a"]),
         lc.InvalidArgumentError,
-        r"class_names is for htype 'class_label'",
+        r"class_names is for htypes \['class_label', 'segment_mask'\]",
         None,
         id="class-names-on-text",
     ),

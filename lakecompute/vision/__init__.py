@@ -1,0 +1,27 @@
+"""Detection and segmentation data: COCO and YOLO in and out (see docs/detection.md).
+
+* `ingest_coco` / `export_coco`: an images folder and a COCO annotations JSON (boxes, categories,
+  polygons, RLE, keypoints, ids) — one sample per image, annotations as ragged columns.
+* `ingest_yolo` / `export_yolo`: the ``images/`` + ``labels/`` + ``data.yaml`` layout.
+* `augment`: an albumentations pipeline applied to a row's image with its boxes, masks and keypoints,
+  seeded by the eval's ``rng``.
+
+pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip install "lakecompute[vision]"``.
+"""
+
+from lakecompute.vision._augment import Albumentations, augment
+from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
+from lakecompute.vision._common import convert_boxes
+from lakecompute.vision._yolo import export_yolo, ingest_yolo, yolo_image
+
+__all__ = [
+    "Albumentations",
+    "augment",
+    "coco_image",
+    "convert_boxes",
+    "export_coco",
+    "export_yolo",
+    "ingest_coco",
+    "ingest_yolo",
+    "yolo_image",
+]

@@ -1,0 +1,194 @@
+"""Augmenting an image together with its targets: albumentations does the geometry, we do the plumbing.
+
+`augment` hands one row's image, boxes, masks and keypoints to an ``albumentations.Compose`` seeded from
+the eval's per-sample ``rng``, and gives back the row's new values with every per-object column kept in
+step: a box the crop drops takes its label, its mask channel and its keypoints with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError
+from lakecompute.vision._common import require
+
+__all__ = ["Albumentations", "augment"]
+
+_SEED_RANGE = 2**32
+
+
+class Albumentations:
+    """An albumentations pipeline that an eval can fingerprint, so that it can be checkpointed and resumed.
+
+    A checkpointed eval (``checkpoint_interval``) recognises its rerun by a fingerprint of the code and of
+    every value the compute function reads; an ``albumentations.Compose`` has no stable identity of its
+    own, so wrap it: ``PIPELINE = lc.vision.Albumentations(A.Compose([...], bbox_params=...))``. Its
+    fingerprint is albumentations' own description of the pipeline (``A.to_dict``): changing a transform
+    or a probability makes a different eval. `augment` takes it as it takes the bare pipeline.
+
+    Attributes:
+        transform: the ``albumentations.Compose``.
+    """
+
+    __slots__ = ("transform",)
+
+    def __init__(self, transform: Any) -> None:
+        self.transform = transform
+
+    def __lakecompute_fingerprint__(self) -> str:
+        """albumentations' description of the pipeline, as JSON with sorted keys."""
+        albumentations = require("albumentations", "Fingerprinting an albumentations pipeline")
+        try:
+            description = albumentations.to_dict(self.transform)
+        except Exception as exc:  # albumentations raises NotImplementedError or ValueError (Lambda, ...)
+            raise InvalidArgumentError(
+                f"The albumentations pipeline cannot describe itself (A.to_dict: {exc}), so a checkpointed "
+                "eval cannot recognise it. Use transforms albumentations can serialise (not A.Lambda), or "
+                "run without checkpoint_interval."
+            ) from exc
+        return json.dumps(description, sort_keys=True, default=repr)
+
+    def __repr__(self) -> str:
+        return f"Albumentations({self.transform!r:.200})"
+
+
+def _processor(transform: Any, target: str, what: str, params: str) -> Any:
+    processors = getattr(transform, "processors", None)
+    if not isinstance(processors, dict) or target not in processors:
+        raise InvalidArgumentError(
+            f"augment(..., {what}=...) needs a transform that moves {target}: build it with "
+            f"albumentations.Compose([...], {params}=...)."
+        )
+    return processors[target]
+
+
+def _inputs(
+    transform: Any, sample_in: Any, names: dict[str, str | None]
+) -> tuple[dict[str, Any], int | None]:
+    """albumentations' keyword arguments for one row, and its number of objects (None: no objects)."""
+    inputs: dict[str, Any] = {"image": np.asarray(sample_in[names["image"]].numpy())}
+    n: int | None = None
+    if names["boxes"]:
+        _processor(transform, "bboxes", "boxes", "bbox_params")
+        b = np.asarray(sample_in[names["boxes"]].numpy(), dtype=np.float64).reshape(-1, 4)
+        n = len(b)
+        # A last column carries each box's index through the transform, so that the boxes it keeps
+        # say which objects survive (albumentations keeps extra columns as they are).
+        inputs["bboxes"] = np.column_stack([b, np.arange(n, dtype=np.float64)])
+    if names["masks"]:
+        m = np.asarray(sample_in[names["masks"]].numpy()).astype(np.uint8)
+        m = m[:, :, None] if m.ndim == 2 else m
+        n = m.shape[2] if n is None else n
+        # One mask per object (albumentations' ``masks``): any number of objects, none included, where
+        # one H x W x k array would meet OpenCV's limits on channels.
+        inputs["masks"] = [m[:, :, j] for j in range(m.shape[2])]
+    if names["keypoints"]:
+        fmt = getattr(
+            _processor(transform, "keypoints", "keypoints", "keypoint_params").params, "format", None
+        )
+        if fmt != "xy":
+            raise InvalidArgumentError(
+                "augment(..., keypoints=...) needs keypoint_params=A.KeypointParams(format='xy'). "
+                f"Got format {fmt!r}."
+            )
+        kp = np.asarray(sample_in[names["keypoints"]].numpy(), dtype=np.float64)
+        flat = kp.reshape(-1, 3)
+        inputs["keypoints"] = np.column_stack([flat, np.arange(len(flat), dtype=np.float64)])
+    return inputs, n
+
+
+def _keypoints(out: np.ndarray, shape: tuple[int, ...], given: np.ndarray) -> np.ndarray:
+    """The transformed keypoints in the row's ``(n, K, 3)`` layout; those the transform dropped (outside
+    the image) and those never labelled (visibility 0) become ``(0, 0, 0)``, as COCO writes them."""
+    flat = np.zeros((int(np.prod(shape[:-1])), 3), dtype=np.float64)
+    out = np.asarray(out, dtype=np.float64).reshape(-1, 4)
+    idx = out[:, 3].astype(np.int64)
+    flat[idx] = out[:, :3]
+    flat[given.reshape(-1, 3)[:, 2] == 0] = 0
+    return flat.reshape(shape)
+
+
+def augment(
+    transform: Any,
+    sample_in: Any,
+    rng: np.random.Generator,
+    *,
+    image: str = "images",
+    boxes: str | None = None,
+    masks: str | None = None,
+    keypoints: str | None = None,
+    objects: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Apply an albumentations pipeline to one row's image and targets, seeded by the eval's ``rng``.
+
+    Call it inside a compute function that takes ``rng``. The pipeline's seed is the first draw of
+    ``rng`` (``rng.integers(2**32)``), so a run gives the same images and targets for any workers and
+    scheduler, and after a resume. Nothing here computes geometry: albumentations moves the boxes
+    (``bbox_params``), masks and keypoints (``keypoint_params``, format ``"xy"``); this function feeds it
+    the row and puts its output back in the row's layout:
+
+    * ``boxes``: ``(k', 4)`` in the pipeline's ``bbox_params`` format, which must be the tensor's own
+      (``coco`` for ``xywh`` pixels, ``pascal_voc`` for ``xyxy`` pixels, ``albumentations`` for ``xyxy``
+      normalized, ``yolo`` for ``cxcywh`` normalized). Boxes the transform drops are gone, and so are
+      their entries in every per-object column: ``masks`` channels, ``keypoints`` and the ``objects``.
+    * ``masks``: a ``binary_mask`` ``H x W x k`` (or ``H x W``, which comes back as ``H x W x 1``),
+      transformed like the image (nearest neighbour), one object at a time.
+    * ``keypoints``: ``(k, K, 3)`` COCO rows; a keypoint the transform moves out of the image, or one
+      never labelled (visibility 0), comes back as ``(0, 0, 0)``.
+
+    Args:
+        transform: an ``albumentations.Compose``, or one wrapped in `Albumentations` (needed for
+            checkpointed evals).
+        sample_in: the compute function's ``sample_in`` (a dataset row).
+        rng: the compute function's ``rng``.
+        image: the image tensor.
+        boxes: the bbox tensor to move with the image.
+        masks: the binary_mask tensor to move with the image.
+        keypoints: the keypoints tensor to move with the image.
+        objects: other per-object tensors (first axis one entry per box: labels, ids, areas) to keep in
+            step with the boxes.
+
+    Returns:
+        The new values by tensor name: append them (with any tensors you copy) to ``sample_out``.
+
+    Raises:
+        InvalidArgumentError: boxes or keypoints given to a pipeline without ``bbox_params`` or
+            ``keypoint_params`` (format ``"xy"``).
+
+    Example:
+        >>> import albumentations as A  # doctest: +SKIP
+        >>> flip = A.Compose([A.HorizontalFlip()], bbox_params=A.BboxParams(format="coco"))  # doctest: +SKIP
+        >>> @lc.compute  # doctest: +SKIP
+        ... def augmented(sample_in, sample_out, rng):
+        ...     row = lc.vision.augment(flip, sample_in, rng, boxes="boxes", objects=["categories"])
+        ...     sample_out.append(row)
+    """
+    if isinstance(transform, Albumentations):
+        transform = transform.transform
+    transform.set_random_seed(int(rng.integers(_SEED_RANGE)))
+    names = {"image": image, "boxes": boxes, "masks": masks, "keypoints": keypoints}
+    inputs, n = _inputs(transform, sample_in, names)
+    out = transform(**inputs)
+    result: dict[str, Any] = {image: out["image"]}
+    keep = np.arange(n) if n is not None else None
+    if boxes:
+        kept = np.asarray(out["bboxes"], dtype=np.float64).reshape(-1, 5)
+        keep = kept[:, 4].astype(np.int64)
+        result[boxes] = kept[:, :4]
+    if masks:
+        height, width = np.asarray(out["image"]).shape[:2]
+        channels = [np.asarray(c, dtype=bool) for c in out["masks"]]
+        m = np.stack(channels, axis=-1) if channels else np.zeros((height, width, 0), dtype=bool)
+        result[masks] = m[:, :, keep] if keep is not None else m
+    if keypoints:
+        given = np.asarray(sample_in[keypoints].numpy(), dtype=np.float64)
+        moved = _keypoints(out["keypoints"], given.shape, given)
+        result[keypoints] = moved[keep] if keep is not None and moved.ndim == 3 else moved
+    for name in objects:
+        values = np.asarray(sample_in[name].numpy())
+        result[name] = values[keep] if keep is not None else values
+    return result

@@ -1,0 +1,487 @@
+"""COCO in and out: an images folder and an instances JSON become one sample per image, and back.
+
+One sample per image holds its annotations as ragged columns (one row per annotation):
+
+| tensor | htype | a sample |
+| --- | --- | --- |
+| ``images`` | image | the file, kept as it is when its format is the stored one |
+| ``image_id``, ``file_name`` | generic int64, text | the image's id and file name in the JSON |
+| ``boxes`` | bbox (``xywh``, pixels, float64) | ``(k, 4)``, COCO's own numbers |
+| ``categories`` | class_label | ``(k,)`` indices into the category names (sorted by category id) |
+| ``annotation_ids``, ``iscrowd``, ``areas`` | generic | ``(k,)`` |
+| ``polygons`` | polygon (float64) | one entry per annotation: its polygons, ``[]`` for an RLE one |
+| ``rles`` | json | one entry per annotation: its RLE as in the file, or None |
+| ``masks`` | binary_mask | ``H x W x k``, every annotation rasterised by pycocotools (``masks=True``) |
+| ``keypoints`` | keypoints (float64) | ``(k, K, 3)``, when categories name keypoints |
+| ``num_keypoints`` | generic int64 | ``(k,)``, likewise |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+from lakecompute.ingest import (
+    IngestOptions,
+    PathLike,
+    check_compression,
+    load_for_ingest,
+    plan_images,
+    refuse_overlap,
+    run_ingest,
+    target_mode,
+)
+from lakecompute.vision._common import (
+    convert_boxes,
+    decode_rle,
+    encode_mask,
+    image_size,
+    plain,
+    require,
+    write_image,
+)
+
+if TYPE_CHECKING:
+    from lakecompute.datasets import Dataset, DatasetView
+
+__all__ = ["coco_image", "export_coco", "ingest_coco"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Categories:
+    """The categories of a COCO file, in the order of their ids."""
+
+    entries: list[dict[str, Any]]
+    """The category objects as in the file (sorted by id)."""
+    index: dict[int, int]
+    """category id -> class index."""
+    keypoint_names: list[str]
+    """The keypoint names of the categories that have them (empty: no keypoints)."""
+    skeleton: list[list[int]]
+
+    @classmethod
+    def parse(cls, coco: Mapping[str, Any], where: str) -> _Categories:
+        entries = sorted(_list(coco, "categories", where), key=lambda c: c.get("id", 0))
+        names = [c.get("name") for c in entries]
+        if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise InvalidArgumentError(
+                f"{where}: expected categories with distinct names. Got {names!r:.200}. Fix the file."
+            )
+        with_points = [c for c in entries if c.get("keypoints")]
+        points = list(with_points[0]["keypoints"]) if with_points else []
+        skeleton = [list(e) for e in with_points[0].get("skeleton", [])] if with_points else []
+        return cls(entries, {int(c["id"]): i for i, c in enumerate(entries)}, points, skeleton)
+
+
+def _list(coco: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = coco.get(key)
+    if not isinstance(value, list):
+        raise InvalidArgumentError(
+            f"{where} is not a COCO annotations file: expected a list under {key!r}. "
+            f"Got {type(value).__name__}. Pass an instances or person_keypoints JSON."
+        )
+    return value
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            coco = json.load(f)
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"No annotations file at {path!r}. Check the path.") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"Cannot read {path!r} as JSON ({exc}).") from exc
+    if not isinstance(coco, dict):
+        raise InvalidArgumentError(f"{path!r} is not a COCO annotations file: expected a JSON object.")
+    return coco
+
+
+def _items(coco: Mapping[str, Any], images_dir: str, where: str) -> list[tuple[str, str, str]]:
+    """``(path, image entry, its annotations)`` per image, in the file's order; the entry and the
+    annotations as JSON text, which an eval fingerprints and sends to workers far faster than the
+    nested dicts and lists (their parse in the worker costs about as much as a copy)."""
+    images = _list(coco, "images", where)
+    by_image: dict[int, list[Any]] = {int(img["id"]): [] for img in images}
+    for ann in _list(coco, "annotations", where):
+        if int(ann["image_id"]) not in by_image:
+            raise InvalidArgumentError(
+                f"{where}: annotation {ann.get('id')!r} names image_id {ann['image_id']!r}, which is not "
+                "among the images. Fix the file."
+            )
+        by_image[int(ann["image_id"])].append(ann)
+    if not images:
+        raise InvalidArgumentError(f"{where} lists no images; there is nothing to ingest.")
+    items = []
+    for img in images:
+        entry = {k: img[k] for k in ("id", "file_name", "height", "width") if k in img}
+        path = os.path.join(images_dir, str(img["file_name"]))
+        items.append((path, json.dumps(entry), json.dumps(by_image[int(img["id"])])))
+    return items
+
+
+def _annotation_columns(anns: Sequence[Any], index: Mapping[int, int], n_points: int) -> dict[str, Any]:
+    unknown = [a["category_id"] for a in anns if int(a["category_id"]) not in index]
+    if unknown:
+        raise InvalidSampleError(
+            "categories", f"category_id {unknown[0]!r} is not among the file's categories. Fix the file."
+        )
+    segs = [a.get("segmentation", []) for a in anns]
+    row = {
+        "boxes": np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(-1, 4),
+        "categories": np.array([index[int(a["category_id"])] for a in anns], dtype=np.uint32),
+        "annotation_ids": np.array([a["id"] for a in anns], dtype=np.int64),
+        "iscrowd": np.array([a.get("iscrowd", 0) for a in anns], dtype=np.uint8),
+        "areas": np.array([a.get("area", 0.0) for a in anns], dtype=np.float64),
+        "polygons": [s if isinstance(s, list) else [] for s in segs],
+        "rles": [s if isinstance(s, dict) else None for s in segs],
+    }
+    if n_points:
+        zeros = [0.0] * (3 * n_points)
+        kp = [a.get("keypoints") or zeros for a in anns]
+        row["keypoints"] = np.array(kp, dtype=np.float64).reshape(-1, n_points, 3)
+        row["num_keypoints"] = np.array([a.get("num_keypoints", 0) for a in anns], dtype=np.int64)
+    return row
+
+
+def _rle(seg: Any, height: int, width: int) -> Any:
+    """The RLE of one annotation's segmentation, as pycocotools' ``COCO.annToRLE`` makes it."""
+    mask_utils = require("pycocotools.mask", "Reading COCO masks")
+    if isinstance(seg, list):
+        return mask_utils.merge(mask_utils.frPyObjects(seg, height, width))
+    if isinstance(seg["counts"], list):
+        return mask_utils.frPyObjects(seg, height, width)
+    return seg
+
+
+def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
+    out = np.zeros((height, width, len(anns)), dtype=bool)
+    for j, ann in enumerate(anns):
+        seg = ann.get("segmentation")
+        if seg:
+            out[:, :, j] = decode_rle(_rle(seg, height, width))
+    return out
+
+
+def coco_image(
+    sample_in: tuple[str, str, str],
+    sample_out: Any,
+    mode: str,
+    compression: str | None,
+    index: dict[int, int],
+    n_points: int,
+    masks: bool,
+) -> None:
+    """The compute function of `ingest_coco`: one image with its annotations in, one sample out."""
+    path, image_text, anns_text = sample_in
+    image, anns = json.loads(image_text), json.loads(anns_text)
+    pixels = load_for_ingest(path, mode, compression)
+    shape: tuple[int, ...] = pixels.shape
+    height, width = int(image.get("height") or shape[0]), int(image.get("width") or shape[1])
+    row: dict[str, Any] = {
+        "images": pixels,
+        "image_id": int(image["id"]),
+        "file_name": str(image["file_name"]),
+        **_annotation_columns(anns, index, n_points),
+    }
+    if masks:
+        row["masks"] = _masks(anns, height, width)
+    sample_out.append(row)
+
+
+def _create_tensors(ds: Dataset, cats: _Categories, compression: str | None, masks: bool) -> None:
+    ds.create_tensor("images", htype="image", sample_compression=compression)
+    ds.create_tensor("image_id", dtype="int64")
+    ds.create_tensor("file_name", htype="text")
+    ds.create_tensor("boxes", htype="bbox", dtype="float64", format="xywh", normalized=False)
+    names = [str(c["name"]) for c in cats.entries]
+    ds.create_tensor("categories", htype="class_label", class_names=names, coco_categories=cats.entries)
+    ds.create_tensor("annotation_ids", dtype="int64")
+    ds.create_tensor("iscrowd", dtype="uint8")
+    ds.create_tensor("areas", dtype="float64")
+    ds.create_tensor("polygons", htype="polygon", dtype="float64")
+    ds.create_tensor("rles", htype="json")
+    if masks:
+        ds.create_tensor("masks", htype="binary_mask")
+    if cats.keypoint_names:
+        ds.create_tensor(
+            "keypoints",
+            htype="keypoints",
+            dtype="float64",
+            keypoint_names=cats.keypoint_names,
+            skeleton=cats.skeleton,
+        )
+        ds.create_tensor("num_keypoints", dtype="int64")
+
+
+def ingest_coco(
+    images: PathLike,
+    annotations: PathLike,
+    dest: PathLike,
+    *,
+    image_compression: Literal["auto", "png", "jpeg", "webp"] | None = "auto",
+    masks: bool = True,
+    progressbar: bool = True,
+    num_workers: int | None = None,
+    scheduler: str = "processed",
+    skip_errors: bool = False,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    checkpoint_interval: int = 0,
+    resume: bool = False,
+) -> Dataset:
+    """Turn a COCO images folder and its annotations JSON into a dataset, one sample per image.
+
+    Boxes, categories, segmentations (polygons and RLE), keypoints, areas, crowd flags, the image and
+    annotation ids, and the file's ``info`` and ``licenses`` (in ``ds.info``) are kept, so
+    `export_coco` writes back a file that pycocotools reads as the same annotations. Image files keep
+    their bytes when their format is the stored one (``"auto"``: the most common). Files are decoded,
+    and masks rasterised, in parallel by an eval on the transform engine, with a progress bar.
+
+    Args:
+        images: the folder the ``file_name`` of each image is relative to.
+        annotations: the COCO JSON (``instances_*.json``, ``person_keypoints_*.json``).
+        dest: where to create the dataset.
+        image_compression: as for `lakecompute.ingest_classification`.
+        masks: also store every annotation rasterised as a ``binary_mask`` channel (``masks``; needs
+            pycocotools). False skips that work: polygons and RLE are kept either way.
+        progressbar: show a progress bar.
+        num_workers: worker processes; None picks one per CPU (at most 8), or none for under 100 images.
+        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
+        skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
+        overwrite: replace a dataset already at ``dest``.
+        storage_options: passed to the object store for ``s3://`` paths.
+        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
+            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
+        resume: continue the unfinished ingest at ``dest`` (made by the same call with
+            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
+
+    Returns:
+        The new dataset (tensors in the module docstring of `lakecompute.vision`).
+
+    Raises:
+        InvalidArgumentError: the JSON is not a COCO annotations file, an annotation names an unknown
+            image, pycocotools is missing (with ``masks=True``), or ``dest`` overlaps ``images``.
+        InvalidSampleError: an image file cannot be read (named), or an annotation is malformed.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> ds = lc.ingest_coco("val2017/", "instances_val2017.json", "./coco-val")  # doctest: +SKIP
+        >>> ds.boxes[0].numpy()  # doctest: +SKIP
+    """
+    options = IngestOptions.parse(
+        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+    )
+    requested = check_compression(image_compression)
+    if masks:
+        require("pycocotools.mask", "ingest_coco(masks=True)")
+    images_dir, where = os.fspath(images), os.fspath(annotations)
+    refuse_overlap(images_dir, dest)
+    coco = _read_json(where)
+    cats = _Categories.parse(coco, where)
+    items = _items(coco, images_dir, where)
+    paths = [p for p, _, _ in items]
+    _check_files(paths, images_dir)
+    compression = plan_images(paths, requested).compression
+
+    def setup(ds: Dataset) -> None:
+        _create_tensors(ds, cats, compression, masks)
+        kept = {f"coco_{key}": coco[key] for key in _DATASET_KEYS if key in coco}
+        if kept:
+            ds.info.update(kept)  # the file's info and licenses, for export_coco to write back
+
+    import lakecompute as lc
+
+    function = lc.compute(coco_image)(
+        mode=target_mode(paths),
+        compression=compression,
+        index=cats.index,
+        n_points=len(cats.keypoint_names),
+        masks=masks,
+    )
+    return run_ingest(dest, setup, function, items, paths, images_dir, options, overwrite=overwrite)
+
+
+def _check_files(paths: Sequence[str], images_dir: str) -> None:
+    from lakecompute.ingest import IMAGE_EXTENSIONS
+
+    odd = [p for p in paths if os.path.splitext(p)[1].lower() not in IMAGE_EXTENSIONS]
+    if odd:
+        raise InvalidArgumentError(
+            f"Image {odd[0]!r} is not a file name ending in one of {sorted(IMAGE_EXTENSIONS)}. "
+            f"Check the file names in the annotations (relative to {images_dir!r})."
+        )
+
+
+# -- export ------------------------------------------------------------------------------------------
+
+
+class _Columns:
+    """The tensors of a dataset (or view) that export reads, each read once as a list."""
+
+    def __init__(self, data: Dataset | DatasetView) -> None:
+        self.data = data
+        self.names = set(data.tensors)
+
+    def get(self, name: str) -> list[Any] | None:
+        if name not in self.names:
+            return None
+        tensor = self.data.tensors[name]
+        if tensor.htype in ("text", "json"):
+            return list(tensor.data())
+        return list(tensor.numpy(aslist=True))
+
+
+def _categories(data: Dataset | DatasetView, points: tuple[list[str], list[Any]] | None) -> list[Any]:
+    info = data.tensors["categories"].info
+    kept = info.get("coco_categories")
+    if kept:
+        return list(kept)
+    cats = [{"id": i + 1, "name": n} for i, n in enumerate(info.get("class_names") or [])]
+    if points is not None:
+        for c in cats:
+            c["keypoints"], c["skeleton"] = points
+    return cats
+
+
+def _segmentation(j: int, polygons: Any, rles: Any, masks: Any) -> Any:
+    if rles is not None and rles[j] is not None:
+        return rles[j]
+    if polygons is not None and len(polygons[j]):
+        return [plain(part) for part in polygons[j]]
+    if masks is not None:
+        return encode_mask(masks[:, :, j])
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class _ImageRow:
+    """What one sample contributes to the COCO file."""
+
+    index: int
+    image_id: int
+    height: int
+    width: int
+
+
+def _annotations(row: _ImageRow, cols: dict[str, Any], ids: list[int], next_id: int) -> list[Any]:
+    i = row.index
+    boxes = convert_boxes(cols["boxes"][i], cols["box_layout"], ("xywh", False), row.width, row.height)
+    out = []
+    for j in range(len(boxes)):
+        ann: dict[str, Any] = {"id": next_id + j, "image_id": row.image_id}
+        if cols["annotation_ids"] is not None:
+            ann["id"] = int(cols["annotation_ids"][i][j])
+        ann["category_id"] = ids[int(cols["categories"][i][j])]
+        ann["bbox"] = plain(boxes[j])
+        ann["area"] = _area(cols, i, j, boxes[j])
+        ann["iscrowd"] = int(cols["iscrowd"][i][j]) if cols["iscrowd"] is not None else 0
+        ann["segmentation"] = _segmentation(
+            j, _at(cols["polygons"], i), _at(cols["rles"], i), _at(cols["masks"], i)
+        )
+        if cols["keypoints"] is not None and int(cols["categories"][i][j]) in cols["point_classes"]:
+            ann["keypoints"] = plain(cols["keypoints"][i][j])
+            visible = int((np.asarray(cols["keypoints"][i][j])[:, 2] > 0).sum())
+            ann["num_keypoints"] = int(cols["num_keypoints"][i][j]) if cols["num_keypoints"] else visible
+        out.append(ann)
+    return out
+
+
+def _at(column: list[Any] | None, i: int) -> Any:
+    return None if column is None else column[i]
+
+
+def _area(cols: dict[str, Any], i: int, j: int, box: np.ndarray) -> Any:
+    if cols["areas"] is not None:
+        return plain([cols["areas"][i][j]])[0]
+    if cols["masks"] is not None:
+        return int(cols["masks"][i][:, :, j].sum())
+    return plain([box[2] * box[3]])[0]
+
+
+def export_coco(
+    data: Dataset | DatasetView, annotations: PathLike, images: PathLike | None = None
+) -> dict[str, Any]:
+    """Write ``data`` as a COCO annotations JSON (and its images into a folder).
+
+    Reads the tensors `ingest_coco` makes: ``images``, ``boxes`` and ``categories`` are needed; the others
+    are used when present (ids, file names, areas, crowd flags, polygons, RLE, masks, keypoints), else
+    made up (ids counting from 1, ``<image_id>.png``, areas from masks or boxes). Boxes in another
+    format are converted to COCO's ``xywh`` pixels. The file's ``info`` and ``licenses`` come from
+    ``ds.info`` (``coco_info``, ``coco_licenses``, where `ingest_coco` keeps them).
+
+    Args:
+        data: a dataset or view.
+        annotations: the JSON file to write.
+        images: a folder to write the image files to (by ``file_name``); None writes none. A stored
+            file whose format is the name's is written byte for byte.
+
+    Returns:
+        The COCO dict that was written.
+    """
+    cols = _Columns(data)
+    for needed in ("images", "boxes", "categories"):
+        if needed not in cols.names:
+            raise InvalidArgumentError(
+                f"export_coco needs a tensor {needed!r}; the dataset has {sorted(cols.names)!r}. "
+                "Rename yours with ds.rename_tensor, or ingest with lc.ingest_coco."
+            )
+    info = data.tensors["boxes"].info
+    read: dict[str, Any] = {n: cols.get(n) for n in _READ}
+    read["box_layout"] = (info.get("format", "xyxy"), bool(info.get("normalized", False)))
+    points = None
+    if "keypoints" in cols.names:
+        kinfo = data.tensors["keypoints"].info
+        points = (list(kinfo.get("keypoint_names") or []), list(kinfo.get("skeleton") or []))
+    categories = _categories(data, points)
+    read["point_classes"] = {k for k, c in enumerate(categories) if c.get("keypoints")}
+    coco = _document(data, read, [int(c["id"]) for c in categories], images)
+    coco["categories"] = categories
+    for key in _DATASET_KEYS:
+        if f"coco_{key}" in data.info:
+            coco[key] = data.info[f"coco_{key}"]
+    with open(os.fspath(annotations), "w", encoding="utf-8") as f:
+        json.dump(coco, f)
+    return coco
+
+
+_DATASET_KEYS = ("info", "licenses")
+
+_READ = (
+    "boxes",
+    "categories",
+    "image_id",
+    "file_name",
+    "annotation_ids",
+    "iscrowd",
+    "areas",
+    "polygons",
+    "rles",
+    "masks",
+    "keypoints",
+    "num_keypoints",
+)
+
+
+def _document(
+    data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], images: PathLike | None
+) -> dict[str, Any]:
+    out_images: list[Any] = []
+    out_anns: list[Any] = []
+    compression = data.tensors["images"].sample_compression
+    for i in range(len(data)):
+        image = data.tensors["images"][i]
+        height, width = image_size(image)
+        image_id = int(cols["image_id"][i]) if cols["image_id"] is not None else i + 1
+        name = str(cols["file_name"][i]) if cols["file_name"] is not None else f"{image_id}.png"
+        out_images.append({"id": image_id, "file_name": name, "height": height, "width": width})
+        row = _ImageRow(i, image_id, height, width)
+        out_anns.extend(_annotations(row, cols, ids, len(out_anns) + 1))
+        if images is not None:
+            write_image(image, compression, os.path.join(os.fspath(images), name))
+    return {"images": out_images, "annotations": out_anns}

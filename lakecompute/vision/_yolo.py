@@ -1,0 +1,277 @@
+"""YOLO in and out: the ``images/`` + ``labels/`` + ``data.yaml`` layout, one sample per image.
+
+| tensor | htype | a sample |
+| --- | --- | --- |
+| ``images`` | image | the file, kept as it is when its format is the stored one |
+| ``file_name`` | text | the image's path under ``images/`` (``train/0001.jpg``) |
+| ``boxes`` | bbox (``cxcywh``, normalized, float64) | ``(k, 4)``, the label file's numbers |
+| ``labels`` | class_label | ``(k,)``, names from ``data.yaml`` |
+| ``polygons`` | polygon (normalized, float64) | per object its polygon, ``[]`` for a box line |
+
+(``polygons`` only for segmentation labels.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+from lakecompute.ingest import (
+    IngestOptions,
+    PathLike,
+    check_compression,
+    load_for_ingest,
+    plan_images,
+    refuse_overlap,
+    run_ingest,
+    target_mode,
+)
+from lakecompute.vision._common import convert_boxes, image_files, image_size, require, write_image
+
+if TYPE_CHECKING:
+    from lakecompute.datasets import Dataset, DatasetView
+
+__all__ = ["export_yolo", "ingest_yolo", "yolo_image"]
+
+
+def _names(root: str) -> list[str]:
+    """The class names of ``data.yaml`` (a list, or a dict of index -> name)."""
+    yaml = require("yaml", "Reading data.yaml")
+    path = os.path.join(root, "data.yaml")
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise InvalidArgumentError(
+            f"No data.yaml in {root!r}. A YOLO dataset is a folder with data.yaml (names: [...]), "
+            "images/ and labels/."
+        ) from None
+    names = config.get("names") if isinstance(config, dict) else None
+    if isinstance(names, dict) and sorted(names) == list(range(len(names))):
+        names = [names[i] for i in range(len(names))]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidArgumentError(
+            f"{path}: expected 'names' as a list of class names or a dict 0: name, 1: name, ... "
+            f"Got {names!r:.120}."
+        )
+    return names
+
+
+def _label_path(labels_root: str, rel: str) -> str:
+    return os.path.join(labels_root, os.path.splitext(rel)[0] + ".txt")
+
+
+def _lines(path: str) -> list[list[str]]:
+    if not os.path.exists(path):
+        return []  # an image without a label file has no objects (a background image)
+    with open(path, encoding="utf-8") as f:
+        return [line.split() for line in f if line.strip()]
+
+
+def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.ndarray, np.ndarray | None]:
+    """``(class, cxcywh box, polygon or None)`` of one label line."""
+    try:
+        cls, values = int(tokens[0]), np.array([float(t) for t in tokens[1:]], dtype=np.float64)
+    except ValueError:
+        cls, values = -1, np.empty(0)
+    if not 0 <= cls < n_classes or (len(values) != 4 and (len(values) < 6 or len(values) % 2)):
+        raise InvalidSampleError(
+            "labels",
+            f"{where}: expected 'class cx cy w h' or 'class x1 y1 x2 y2 x3 y3 ...' with class in "
+            f"0..{n_classes - 1} (data.yaml names). Got {' '.join(tokens)!r:.120}.",
+        )
+    if len(values) == 4:
+        return cls, values, None
+    points = values.reshape(-1, 2)
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    return cls, np.concatenate([(lo + hi) / 2, hi - lo]), points
+
+
+def yolo_image(
+    sample_in: tuple[str, str, str],
+    sample_out: Any,
+    mode: str,
+    compression: str | None,
+    n_classes: int,
+    polygons: bool,
+) -> None:
+    """The compute function of `ingest_yolo`: one image and its label file in, one sample out."""
+    image_path, label_path, rel = sample_in
+    parsed = [
+        _parse_line(tokens, n_classes, f"{label_path} line {n}")
+        for n, tokens in enumerate(_lines(label_path), start=1)
+    ]
+    row: dict[str, Any] = {
+        "images": load_for_ingest(image_path, mode, compression),
+        "file_name": rel,
+        "boxes": np.array([b for _, b, _ in parsed], dtype=np.float64).reshape(-1, 4),
+        "labels": np.array([c for c, _, _ in parsed], dtype=np.uint32),
+    }
+    if polygons:
+        row["polygons"] = [[] if p is None else [p] for _, _, p in parsed]
+    sample_out.append(row)
+
+
+def _has_polygons(label_paths: Sequence[str]) -> bool:
+    return any(len(tokens) > 5 for path in label_paths for tokens in _lines(path))
+
+
+def ingest_yolo(
+    folder: PathLike,
+    dest: PathLike,
+    *,
+    split: str | None = None,
+    image_compression: Literal["auto", "png", "jpeg", "webp"] | None = "auto",
+    progressbar: bool = True,
+    num_workers: int | None = None,
+    scheduler: str = "processed",
+    skip_errors: bool = False,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    checkpoint_interval: int = 0,
+    resume: bool = False,
+) -> Dataset:
+    """Turn a YOLO dataset folder into a dataset, one sample per image.
+
+    ```text
+    folder/
+      data.yaml                 names: [car, person]   (or names: {0: car, 1: person})
+      images/train/0001.jpg     any depth; split= picks one sub-folder
+      labels/train/0001.txt     one line per object: class cx cy w h (normalized), or a polygon
+    ```
+
+    Images without a label file have no objects. Label lines with a polygon (``class x1 y1 x2 y2 ...``,
+    YOLO's segmentation format) also fill a ``polygons`` tensor, and their box is the polygon's bounds.
+    Files are read in parallel by an eval, with a progress bar; image bytes are kept as for
+    `lakecompute.ingest_classification`.
+
+    Args:
+        folder: the dataset folder.
+        dest: where to create the dataset.
+        split: a sub-folder of ``images/`` (``"train"``) to read alone; None reads every image.
+        image_compression: as for `lakecompute.ingest_classification`.
+        progressbar: show a progress bar.
+        num_workers: worker processes; None picks one per CPU (at most 8), or none for under 100 images.
+        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
+        skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
+        overwrite: replace a dataset already at ``dest``.
+        storage_options: passed to the object store for ``s3://`` paths.
+        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
+            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
+        resume: continue the unfinished ingest at ``dest`` (made by the same call with
+            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
+
+    Returns:
+        The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and
+        ``polygons`` for segmentation labels.
+
+    Raises:
+        InvalidArgumentError: no data.yaml or bad names, no images, or pyyaml is not installed.
+        InvalidSampleError: an unreadable image or a malformed label line (file and line named).
+    """
+    options = IngestOptions.parse(
+        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
+    )
+    requested = check_compression(image_compression)
+    root = os.fspath(folder)
+    refuse_overlap(root, dest)
+    names = _names(root)
+    sub = "" if split is None else str(split)
+    images_root, labels_root = os.path.join(root, "images", sub), os.path.join(root, "labels", sub)
+    files = image_files(images_root) if os.path.isdir(images_root) else []
+    if not files:
+        raise InvalidArgumentError(f"Found no images under {images_root!r}. Check the folder and split.")
+    items = [(os.path.join(images_root, f), _label_path(labels_root, f), f) for f in files]
+    paths = [p for p, _, _ in items]
+    polygons = _has_polygons([lp for _, lp, _ in items])
+    compression = plan_images(paths, requested).compression
+
+    def setup(ds: Dataset) -> None:
+        ds.create_tensor("images", htype="image", sample_compression=compression)
+        ds.create_tensor("file_name", htype="text")
+        ds.create_tensor("boxes", htype="bbox", dtype="float64", format="cxcywh", normalized=True)
+        ds.create_tensor("labels", htype="class_label", class_names=names)
+        if polygons:
+            ds.create_tensor("polygons", htype="polygon", dtype="float64", normalized=True)
+
+    import lakecompute as lc
+
+    function = lc.compute(yolo_image)(
+        mode=target_mode(paths), compression=compression, n_classes=len(names), polygons=polygons
+    )
+    return run_ingest(dest, setup, function, items, paths, root, options, overwrite=overwrite)
+
+
+# -- export ------------------------------------------------------------------------------------------
+
+
+def _label_tensor(data: Dataset | DatasetView) -> str:
+    for name in ("labels", "categories"):
+        if name in data.tensors and data.tensors[name].htype == "class_label":
+            return name
+    raise InvalidArgumentError(
+        f"export_yolo needs a class_label tensor 'labels' (or 'categories'), one per box; the dataset "
+        f"has {sorted(data.tensors)!r}."
+    )
+
+
+def _number(v: float) -> str:
+    return repr(float(v))  # the shortest text that reads back as the same float
+
+
+def _label_lines(
+    classes: np.ndarray, boxes: np.ndarray, polys: list[Any] | None, scale: np.ndarray | None
+) -> list[str]:
+    lines = []
+    for j, c in enumerate(np.asarray(classes).reshape(-1).tolist()):
+        if polys is not None and len(polys[j]):
+            points = np.asarray(polys[j][0], dtype=np.float64)
+            values = (points / scale if scale is not None else points).reshape(-1)
+        else:
+            values = boxes[j]
+        lines.append(" ".join([str(int(c)), *(_number(v) for v in values)]))
+    return lines
+
+
+def export_yolo(data: Dataset | DatasetView, folder: PathLike, split: str | None = None) -> None:
+    """Write ``data`` as a YOLO dataset folder: ``data.yaml``, ``images/[split/]``, ``labels/[split/]``.
+
+    Needs ``images``, ``boxes`` and a class_label tensor ``labels`` (or ``categories``, as `ingest_coco`
+    names it). Boxes in another format are converted to normalized ``cxcywh``; ``polygons`` (when
+    present) are written as segmentation lines, normalized by the image size unless the tensor's info
+    says ``normalized``. Files are named by ``file_name`` when there is one.
+    """
+    yaml = require("yaml", "Writing data.yaml")
+    label_name = _label_tensor(data)
+    root, sub = os.fspath(folder), "" if split is None else str(split)
+    tensors = data.tensors
+    info = tensors["boxes"].info
+    layout = (info.get("format", "xyxy"), bool(info.get("normalized", False)))
+    names = list(tensors[label_name].info.get("class_names") or [])
+    file_names = list(tensors["file_name"].text()) if "file_name" in tensors else None
+    polys = list(tensors["polygons"].numpy(aslist=True)) if "polygons" in tensors else None
+    polys_normalized = bool(tensors["polygons"].info.get("normalized")) if polys is not None else True
+    compression = tensors["images"].sample_compression
+    for i in range(len(data)):
+        image = tensors["images"][i]
+        height, width = image_size(image)
+        name = file_names[i] if file_names is not None else f"{i:06d}.png"
+        boxes = convert_boxes(tensors["boxes"][i].numpy(), layout, ("cxcywh", True), width, height)
+        scale = None if polys_normalized else np.array([width, height], dtype=np.float64)
+        lines = _label_lines(tensors[label_name][i].numpy(), boxes, _at(polys, i), scale)
+        write_image(image, compression, os.path.join(root, "images", sub, name))
+        label_path = _label_path(os.path.join(root, "labels", sub), name)
+        os.makedirs(os.path.dirname(label_path), exist_ok=True)
+        with open(label_path, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    config = {"path": ".", "train": os.path.join("images", sub) if sub else "images", "names": names}
+    with open(os.path.join(root, "data.yaml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+
+
+def _at(column: list[Any] | None, i: int) -> Any:
+    return None if column is None else column[i]

@@ -1,0 +1,168 @@
+"""lc.vision.augment: an albumentations flip/crop/resize moves boxes, masks and keypoints with the image,
+exactly as albumentations applied directly with the same seed, and identically for 0 and 2 workers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+
+A = pytest.importorskip("albumentations")
+
+TENSORS = ("images", "boxes", "categories", "masks", "keypoints")
+
+
+def pipeline(label_fields: tuple[str, ...] = ()) -> Any:
+    """Flip, crop and resize; boxes in COCO's xywh pixels (the boxes tensor's format), keypoints as xy."""
+    return A.Compose(
+        [A.HorizontalFlip(p=0.5), A.RandomCrop(28, 28), A.Resize(24, 24)],
+        bbox_params=A.BboxParams(format="coco", min_visibility=0.2, label_fields=list(label_fields)),
+        keypoint_params=A.KeypointParams(format="xy", remove_invisible=True),
+    )
+
+
+PIPELINE = lc.vision.Albumentations(pipeline())  # fingerprintable, so evals can checkpoint
+
+
+def augmented(sample_in: Any, rng: np.random.Generator) -> dict[str, Any]:
+    """The augmentation under test, for one row."""
+    return lc.vision.augment(
+        PIPELINE, sample_in, rng, boxes="boxes", masks="masks", keypoints="keypoints", objects=["categories"]
+    )
+
+
+@lc.compute
+def flip_crop_resize(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
+    """The augmentation under test, as a compute function."""
+    sample_out.append(augmented(sample_in, rng))
+
+
+@lc.compute
+def first_draw(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
+    """The seed `augment` gives albumentations for this sample: the first draw of the same rng."""
+    sample_out.append({"seed": int(rng.integers(2**32))})
+
+
+def _out(path: Path, ds: lc.Dataset) -> lc.Dataset:
+    out = lc.empty(str(path), overwrite=True)
+    with out:
+        out.create_tensor("images", htype="image", sample_compression="png")  # lossless, to compare exactly
+        for name in TENSORS[1:]:
+            out.create_tensor_like(name, ds.tensors[name])
+    return out
+
+
+@pytest.fixture
+def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
+    images, annotations = coco_files
+    return lc.ingest_coco(images, annotations, tmp_path / "coco-ds", progressbar=False)
+
+
+def test_augment_equals_albumentations_applied_directly(coco: lc.Dataset, tmp_path: Path) -> None:
+    """Images, boxes, masks and labels after the eval equal albumentations run by hand with the same seed;
+    a dropped box takes its label and mask channel with it."""
+    out = _out(tmp_path / "aug", coco)
+    flip_crop_resize().eval(coco, out, seed=7, progressbar=False)
+    seeds = lc.empty("mem://augment-seeds", overwrite=True)
+    seeds.create_tensor("seed", dtype="int64")
+    first_draw().eval(coco, seeds, seed=7, progressbar=False)
+
+    direct = pipeline(label_fields=("object",))
+    dropped = 0
+    for i in range(len(coco)):
+        direct.set_random_seed(int(seeds.seed[i].numpy()))
+        boxes = coco.boxes[i].numpy()
+        masks = coco.masks[i].numpy()
+        expected = direct(
+            image=coco.images[i].numpy(),
+            bboxes=boxes,
+            object=np.arange(len(boxes)),
+            masks=[masks[:, :, j].astype(np.uint8) for j in range(masks.shape[2])],
+            keypoints=coco.keypoints[i].numpy().reshape(-1, 3)[:, :2],
+        )
+        kept = np.asarray(expected["object"], dtype=np.int64)
+        dropped += len(boxes) - len(kept)
+        np.testing.assert_array_equal(out.images[i].numpy(), expected["image"])
+        np.testing.assert_array_equal(out.boxes[i].numpy(), np.asarray(expected["bboxes"]).reshape(-1, 4))
+        got_masks = out.masks[i].numpy()
+        assert got_masks.shape == (24, 24, len(kept))
+        for c, j in enumerate(kept.tolist()):
+            np.testing.assert_array_equal(got_masks[:, :, c], np.asarray(expected["masks"][j], dtype=bool))
+        assert out.categories[i].numpy().tolist() == coco.categories[i].numpy()[kept].tolist()
+        assert out.keypoints[i].numpy().shape == (len(kept), 3, 3)
+        assert out.images[i].numpy().shape == (24, 24, 3)
+    assert dropped > 0  # the crop removed at least one object, so the filtering was exercised
+
+
+def test_augment_is_the_same_for_any_workers(coco: lc.Dataset, tmp_path: Path) -> None:
+    """The augmented dataset is identical with 0 and 2 worker processes."""
+    results = []
+    for workers in (0, 2):
+        out = _out(tmp_path / f"aug{workers}", coco)
+        flip_crop_resize().eval(coco, out, seed=3, num_workers=workers, progressbar=False)
+        results.append({n: [np.asarray(a) for a in out.tensors[n].numpy(aslist=True)] for n in TENSORS})
+    for name in TENSORS:
+        for a, b in zip(results[0][name], results[1][name], strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+@lc.compute
+def flip_only(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
+    """A certain horizontal flip of image and keypoints."""
+    flip = A.Compose([A.HorizontalFlip(p=1)], keypoint_params=A.KeypointParams(format="xy"))
+    sample_out.append(lc.vision.augment(flip, sample_in, rng, keypoints="keypoints"))
+
+
+def test_augment_moves_keypoints_and_keeps_unlabelled_ones_at_zero(coco: lc.Dataset) -> None:
+    """A flip mirrors labelled keypoints (albumentations: x -> width - 1 - x) and leaves visibility-0 ones
+    at (0, 0, 0)."""
+    out = lc.empty("mem://augment-flip", overwrite=True)
+    out.create_tensor("images", htype="image", sample_compression="png")
+    out.create_tensor_like("keypoints", coco.keypoints)
+    flip_only().eval(coco[0:1], out, seed=0, progressbar=False)
+    # image a.jpg is 64 wide; person 0 has keypoints (10, 12, 2), (14, 12, 1), (0, 0, 0)
+    assert out.keypoints[0].numpy()[0].tolist() == [[53, 12, 2], [49, 12, 1], [0, 0, 0]]
+
+
+def test_augment_needs_bbox_params_for_boxes(coco: lc.Dataset) -> None:
+    """Boxes given to a pipeline that cannot move them are refused with the fix."""
+    bare = A.Compose([A.HorizontalFlip()])
+    with pytest.raises(lc.InvalidArgumentError, match=r"Compose\(\[\.\.\.\], bbox_params=\.\.\.\)"):
+        lc.vision.augment(bare, coco[0], np.random.default_rng(0), boxes="boxes")
+
+
+@lc.compute
+def crashes_once(sample_in: Any, sample_out: Any, rng: np.random.Generator, marker: str) -> None:
+    """The augmentation under test, failing at input 2 while ``marker`` exists (then removing it)."""
+    if sample_in.index == 2 and os.path.exists(marker):
+        os.remove(marker)
+        raise RuntimeError("crash at input 2")
+    sample_out.append(augmented(sample_in, rng))
+
+
+def test_augment_after_a_failure_and_resume_equals_an_uninterrupted_run(
+    coco: lc.Dataset, tmp_path: Path
+) -> None:
+    """An augmentation that fails at input 2 and is run again resumes after its checkpoint and ends with
+    exactly the dataset of a run that never failed (the rng is derived from the input, not the run)."""
+    marker = tmp_path / "crash"
+    marker.write_text("")
+    resumed = _out(tmp_path / "resumed", coco)
+    with pytest.raises(lc.TransformError, match="crash at input 2"):
+        crashes_once(marker=str(marker)).eval(coco, resumed, seed=5, checkpoint_interval=1, progressbar=False)
+    assert len(lc.load(str(tmp_path / "resumed"))) == 2  # the kept prefix
+    result = crashes_once(marker=str(marker)).eval(
+        coco, resumed, seed=5, checkpoint_interval=1, progressbar=False
+    )
+    assert result.resumed_from == 2
+    straight = _out(tmp_path / "straight", coco)
+    crashes_once(marker=str(marker)).eval(coco, straight, seed=5, checkpoint_interval=1, progressbar=False)
+    a, b = lc.load(str(tmp_path / "resumed")), lc.load(str(tmp_path / "straight"))
+    for name in TENSORS:
+        for x, y in zip(a[name].numpy(aslist=True), b[name].numpy(aslist=True), strict=True):
+            np.testing.assert_array_equal(x, y)

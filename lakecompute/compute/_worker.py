@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import operator
 import os
-import random
 import threading
 import traceback
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -35,7 +34,7 @@ from lakecompute.compute._samples import SampleOut
 from lakecompute.datasets import Decisions, FailedSample, OutputSchema, SlotGrant, TaskWriter
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import Encoded
-from lakecompute.schedulers import ProgressFn, portable_exception
+from lakecompute.schedulers import ProgressFn, portable_exception, reseed_globals
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -176,16 +175,10 @@ def _stages_for(token: str, pipeline: Pipeline, parent_pid: int) -> list[Stage]:
                 for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
                     del _WORKER_STATE[old]
                 if os.getpid() != parent_pid:
-                    _reseed_globals()
+                    # The processed scheduler's workers did at start; a Ray worker has not.
+                    reseed_globals()
                 stages = _WORKER_STATE[key] = build_stages(pipeline)
     return stages
-
-
-def _reseed_globals() -> None:
-    """Fresh entropy for numpy's and Python's global generators in a worker process: forked workers copy
-    the parent's state, so code that ignores ``rng`` would otherwise draw the same numbers in each."""
-    np.random.seed(None)
-    random.seed()
 
 
 def forget_job(token: str) -> None:

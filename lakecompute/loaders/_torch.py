@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch.utils.data
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._loader import LoaderSpec, worker_batches
 from lakecompute.loaders._options import LoaderOptions
-from lakecompute.schedulers import PickledError, pickle_exception, rebuild_exception
+from lakecompute.schedulers import PickledError, pickle_exception, rebuild_exception, reseed_globals
 
 __all__ = ["LakeDataLoader", "TorchBatches", "make_dataloader"]
 
@@ -115,10 +114,11 @@ class LakeDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]  # 
         return _RaisingIterator(super().__iter__())
 
 
-def _reseed_numpy(worker: int) -> None:
-    # torch seeds its own and Python's generators per worker, but not numpy's, which every forked
-    # worker would otherwise inherit: draws from np.random would repeat across workers.
-    np.random.seed()
+def _reseed_worker(worker: int) -> None:
+    """Our workers' start hook (`reseed_globals`), from the seed torch gave this worker: numpy's
+    generator differs per worker too, and ``torch.manual_seed`` in the main process still makes every
+    worker's draws repeatable."""
+    reseed_globals(torch.initial_seed())
 
 
 def make_dataloader(spec: LoaderSpec, options: LoaderOptions) -> torch.utils.data.DataLoader[Any]:
@@ -127,7 +127,7 @@ def make_dataloader(spec: LoaderSpec, options: LoaderOptions) -> torch.utils.dat
     extra: dict[str, Any] = {}
     if num_workers:
         extra["prefetch_factor"] = options.prefetch
-        extra["worker_init_fn"] = _reseed_numpy
+        extra["worker_init_fn"] = _reseed_worker
         if not spec.source.snapshot.fork_safe:
             # An object store's client hangs in a forked child once the parent used it.
             extra["multiprocessing_context"] = "forkserver"

@@ -31,6 +31,7 @@ from lakecompute.schedulers._base import (
     worker_id,
 )
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
+from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
 from lakecompute.schedulers._transport import (
@@ -57,6 +58,7 @@ __all__ = [
     "portable_exception",
     "rebuild_exception",
     "register_scheduler",
+    "reseed_globals",
     "scheduler_names",
     "worker_id",
 ]

@@ -12,15 +12,14 @@ each worker reads ahead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch.utils.data
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.loaders._loader import LoaderSpec, worker_batches
+from lakecompute.loaders._loader import LoaderSpec, WorkerFailure, worker_batches
 from lakecompute.loaders._options import LoaderOptions
-from lakecompute.schedulers import PickledError, pickle_exception, rebuild_exception, reseed_globals
+from lakecompute.schedulers import pickle_exception, reseed_globals
 
 __all__ = ["LakeDataLoader", "TorchBatches", "make_dataloader"]
 
@@ -53,25 +52,14 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         return _reported(worker_batches(self.spec, info.id))
 
 
-@dataclass(frozen=True, slots=True)
-class _WorkerFailure:
-    """An exception raised in a DataLoader worker, travelling to the main process as an item.
-
-    torch re-raises a worker's exception as ``type(message)``: our errors, whose constructors take
-    structured arguments, would arrive as a bare ``RuntimeError`` with ``.index`` and the like lost.
-    As an item it is pickled whole (our schedulers' transport, causes included) and raised again,
-    as itself, by `LakeDataLoader`'s iterator.
-    """
-
-    error: PickledError
-
-
 def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:
-    """The worker's batches, then its exception (if any) as a `_WorkerFailure` item."""
+    """The worker's batches, then its exception (if any) as a `WorkerFailure` item."""
     try:
         yield from batches
     except Exception as exc:
-        yield _WorkerFailure(pickle_exception(exc))
+        # As an item: torch re-raises a worker's exception as ``type(message)``, and our errors,
+        # whose constructors take structured arguments, would arrive as a bare RuntimeError.
+        yield WorkerFailure(pickle_exception(exc))
 
 
 class _Collate:
@@ -81,7 +69,7 @@ class _Collate:
         self.collate_fn = collate_fn or torch.utils.data.default_convert
 
     def __call__(self, item: Any) -> Any:
-        return item if isinstance(item, _WorkerFailure) else self.collate_fn(item)
+        return item if isinstance(item, WorkerFailure) else self.collate_fn(item)
 
 
 class _RaisingIterator:
@@ -95,8 +83,8 @@ class _RaisingIterator:
 
     def __next__(self) -> Any:
         item = next(self._inner)
-        if isinstance(item, _WorkerFailure):
-            raise rebuild_exception(item.error)
+        if isinstance(item, WorkerFailure):
+            raise item.exception()
         return item
 
     def __len__(self) -> int:

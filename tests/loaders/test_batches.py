@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,6 +14,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from lakecompute.testing.schedulers import wait_for
 from tests.loaders.conftest import fails_on_30
 
 # The package, not the decorator of the same name that `lakecompute.compute` means.
@@ -221,7 +223,7 @@ def test_batches_run_compute_transforms_per_sample_with_the_seed_index_and_epoch
     expected = [np.random.default_rng([3, i, 2]).random() for i in with_five["idx"].tolist()]
     assert with_five["noise"].tolist() == expected
     pids = {p for b in batches for p in b["pid"].tolist()}
-    assert len(pids) == max(1, num_workers)
+    assert 1 <= len(pids) <= max(1, num_workers)  # any worker may read any step
     if num_workers == 0:
         assert _FakeRunner.built.count(os.getpid()) == 1  # built once, lazily, for the whole run
 
@@ -297,6 +299,72 @@ def test_batches_close_stops_the_workers(numbered: lc.Dataset) -> None:
     assert multiprocess.active_children() == []
     with pytest.raises(StopIteration):
         next(batches)
+
+
+def test_batches_garbage_collected_stops_the_workers(numbered: lc.Dataset) -> None:
+    """A batch iterator dropped before its end stops its worker processes when it is collected."""
+    import gc
+
+    import multiprocess
+
+    batches = numbered.batches(2, num_workers=2)
+    next(batches)
+    assert len(multiprocess.active_children()) == 2
+    del batches
+    gc.collect()
+    assert multiprocess.active_children() == []
+
+
+def _log_step(log: str) -> Any:
+    def log_step(batch: dict[str, Any]) -> dict[str, Any]:
+        with open(log, "a") as f:  # a file: the workers' memory is their own
+            f.write(f"{os.getpid()} {batch['idx'][0]}\n")
+        return batch
+
+    return log_step
+
+
+@pytest.mark.parametrize(("num_workers", "prefetch"), [(1, 1), (2, 2)])
+def test_batches_read_at_most_num_workers_times_prefetch_ahead(
+    numbered: lc.Dataset, tmp_path: Path, num_workers: int, prefetch: int
+) -> None:
+    """While the consumer holds a batch, the workers read exactly num_workers * prefetch batches ahead,
+    no more (memory stays bounded whatever the dataset's size)."""
+    log = tmp_path / "steps.txt"
+    ahead = num_workers * prefetch
+    with numbered.batches(5, transform=_log_step(str(log)), num_workers=num_workers, prefetch=prefetch) as it:
+        for taken in (1, 2):
+            next(it)
+            expected = taken + ahead
+
+            def read() -> int:
+                return len(log.read_text().splitlines()) if log.exists() else 0
+
+            assert wait_for(lambda expected=expected: read() >= expected, timeout=30)
+            time.sleep(0.5)  # time for a read past the bound to show; none may
+            assert read() == expected
+
+
+def test_batches_workers_open_the_source_once(
+    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each loader worker opens the source once for the whole run, not once per batch."""
+    from lakecompute.loaders import _sources
+
+    log = tmp_path / "opens.txt"
+    original = _sources.RowSource.open
+
+    def spy(self: Any) -> Any:
+        with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
+            f.write(f"{os.getpid()}\n")
+        return original(self)
+
+    monkeypatch.setattr(_sources.RowSource, "open", spy)
+    assert len(_idx(numbered.batches(5, num_workers=2))) == 22  # 52 and 51 samples: 11 batches each
+    opens = log.read_text().splitlines()
+    assert 1 <= len(opens) <= 2
+    assert len(set(opens)) == len(opens)
+    assert str(os.getpid()) not in opens
 
 
 @pytest.mark.parametrize(

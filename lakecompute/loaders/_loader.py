@@ -162,8 +162,9 @@ class _Window:
     def tasks(self) -> Iterator[Any]:
         """The tasks, in step order, with `PAUSE` while the window is full."""
         for submitted, step in enumerate(self.steps):
-            # The batch being handed to the consumer while the scheduler asks counts here until
-            # `taken` is counted, hence one more than the window (and max_in_flight window + 1).
+            # The scheduler asks for a task just before it hands over a result, when the batch it is
+            # about to hand over is not in `taken` yet: pausing only past `window` leaves `window`
+            # batches read ahead once it is (and max_in_flight is window + 1 to let them run).
             while submitted - self.taken > self.window:
                 yield PAUSE
             yield LoaderStep(step)
@@ -181,7 +182,8 @@ def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]
     if workers == 0:
         return
     window = _Window(steps, workers * prefetch)
-    # A PAUSE needs a task outstanding to end it; with window + 1 in flight one always is (see _Window).
+    # A PAUSE needs a task outstanding to end it. One always is: the scheduler asks for tasks either
+    # with at least window + 1 - 1 >= 1 still running, or when this loop wants a step not read yet.
     results = _scheduler(spec, workers).run(StepReader(spec), window.tasks(), max_in_flight=window.window + 1)
     waiting: dict[int, dict[str, Any] | WorkerFailure] = {}
     with contextlib.closing(results):

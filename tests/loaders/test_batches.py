@@ -328,21 +328,24 @@ def _log_step(log: str) -> Any:
 def test_batches_read_at_most_num_workers_times_prefetch_ahead(
     numbered: lc.Dataset, tmp_path: Path, num_workers: int, prefetch: int
 ) -> None:
-    """While the consumer holds a batch, the workers read exactly num_workers * prefetch batches ahead,
-    no more (memory stays bounded whatever the dataset's size)."""
+    """While the consumer holds its first batch the workers read num_workers * prefetch batches ahead,
+    and never more than that ahead of the batches taken (memory stays bounded whatever the size)."""
     log = tmp_path / "steps.txt"
     ahead = num_workers * prefetch
+
+    def read() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
     with numbered.batches(5, transform=_log_step(str(log)), num_workers=num_workers, prefetch=prefetch) as it:
-        for taken in (1, 2):
-            next(it)
-            expected = taken + ahead
-
-            def read() -> int:
-                return len(log.read_text().splitlines()) if log.exists() else 0
-
-            assert wait_for(lambda expected=expected: read() >= expected, timeout=30)
-            time.sleep(0.5)  # time for a read past the bound to show; none may
-            assert read() == expected
+        steps = len(it)
+        next(it)
+        assert wait_for(lambda: read() >= 1 + ahead, timeout=30)
+        time.sleep(0.5)  # time for a read past the bound to show; none may
+        assert read() == 1 + ahead
+        # Nothing is handed to the workers while the consumer holds a batch: the bound holds exactly.
+        for taken, _ in enumerate(it, start=2):
+            assert read() <= taken + ahead
+    assert read() == steps  # every step read once
 
 
 def test_batches_workers_open_the_source_once(

@@ -1,4 +1,5 @@
-"""Loader workers in real processes under faults: a worker killed mid-send, a killed training process.
+"""Loader workers in real processes under faults: a worker killed mid-send, a killed training process,
+damaged data.
 Loader workers are the processed scheduler's, and keep its guarantees (the unguarded script on S3 is in
 test_s3.py)."""
 
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.loaders import IndexPlan
 from tests.procs import wait_blocked_writing_pipe, wait_session_empty
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -136,3 +138,26 @@ def test_loader_workers_end_with_a_killed_training_process(numbered: lc.Dataset,
         except ProcessLookupError:
             pass
         proc.communicate(timeout=20)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_damaged_data_is_dataset_corrupt_error_at_its_step(tmp_path: Path, num_workers: int) -> None:
+    """A missing chunk read by a loader worker raises DatasetCorruptError naming tensor and key, after
+    the batches before it."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("x", dtype="int32", chunk_compression=None)
+    ds.x.extend(np.arange(3000 * 256, dtype=np.int32).reshape(3000, 256))
+    chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"), key=lambda p: int(p.name))
+    os.remove(chunks[-1])  # the last samples: the steps that read them come last
+    taken: list[int] = []
+    batches = lc.load(str(tmp_path / "ds")).batches(100, num_workers=num_workers)
+    with pytest.raises(lc.DatasetCorruptError) as info:
+        taken.extend(int(batch["x"][0, 0]) // 256 for batch in batches)
+    assert info.value.tensor == "x"
+    assert info.value.reason == "the chunk is missing"
+    assert info.value.file is not None
+    assert info.value.file.endswith(f"data/c/{chunks[-1].name}")
+    # Every batch before the first damaged step arrived first, in step order.
+    plan = IndexPlan(3000, 100, num_workers=num_workers)
+    assert len(taken) >= 10
+    assert taken == [int(plan.step_indices(s)[0]) for s in range(len(taken))]

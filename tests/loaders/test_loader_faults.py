@@ -1,7 +1,6 @@
 """Loader workers in real processes under faults: a worker killed mid-send, a killed training process,
-damaged data.
-Loader workers are the processed scheduler's, and keep its guarantees (the unguarded script on S3 is in
-test_s3.py)."""
+damaged data. Loader workers are the processed scheduler's, and keep its guarantees (the unguarded
+script on S3 is in test_s3.py)."""
 
 from __future__ import annotations
 

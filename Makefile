@@ -6,10 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test lint bench demo docs docs-serve clean
 
-$(STAMP): pyproject.toml
+# The package alone (what `make demo` needs), then the dev toolchain on top (tests, lint, bench).
+$(VENV)/.installed-base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+$(STAMP): $(VENV)/.installed-base
+	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP)
 
 $(VENV)/.installed-docs: $(STAMP)
@@ -29,7 +33,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-demo: $(STAMP)
+demo: $(VENV)/.installed-base
 	$(BIN)/lakecompute demo
 
 docs: $(VENV)/.installed-docs

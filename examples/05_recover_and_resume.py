@@ -1,8 +1,9 @@
 """When samples fail: skip and report them with ignore_errors=True; when a run dies part-way:
 rerun it with checkpoint_interval and it resumes after the last checkpoint, writing every output
-exactly once."""
+exactly once; when it failed on a bug: fix the bug and rerun, and it resumes the same way."""
 
 import os
+import warnings
 
 import numpy as np
 
@@ -26,6 +27,15 @@ def fetch(sample_in, sample_out, outage_file):
     if sample_in >= 130 and os.path.exists(outage_file):
         raise ConnectionError("service unavailable")
     sample_out.squares.append(sample_in * sample_in)
+
+
+# The bug: sizes come in "small", "medium" and "large", and "large" was forgotten.
+SCALE = {"small": 1, "medium": 10}
+
+
+@lc.compute
+def to_number(sample_in, sample_out):
+    sample_out.values.append(SCALE[sample_in])
 
 
 def main():
@@ -61,6 +71,21 @@ def main():
     print(f"second run: {result}")
     assert result.resumed_from == 100  # the checkpoints at 50 and 100 were kept
     assert squares.squares.numpy().tolist() == [n * n for n in numbers]  # every output exactly once
+
+    # 3. Fix the bug and rerun: the first "large" size (input 74) fails the run; 70 outputs are kept.
+    sizes = ["small", "medium"] * 37 + ["large"] * 26
+    values = lc.empty("./values", overwrite=True)
+    values.create_tensor("values", dtype="int64")
+    try:
+        to_number().eval(sizes, values, num_workers=0, checkpoint_interval=10)
+    except lc.TransformError as err:
+        print(f"buggy run failed at data_in[{err.index}]: {err.__cause__!r}; {len(values)} outputs kept")
+    SCALE["large"] = 100  # the fix (editing the function's code instead works the same way)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = to_number().eval(sizes, values, num_workers=2, checkpoint_interval=10)
+    print(f"fixed run: resumed_from={result.resumed_from}; warned: {caught[0].message}")
+    assert values.values.numpy().tolist() == [SCALE[s] for s in sizes]  # each output once, none twice
 
 
 if __name__ == "__main__":

@@ -319,12 +319,27 @@ class TransformError(LakeComputeError):
         index: the position of the failing sample in ``data_in``.
         sample: the failing input sample (``None`` if it could not be brought back from a worker).
         function: the name of the compute function that failed.
+        step: the failing step of the pipeline, ``(position, name)`` (``(0, name)`` for a single
+            function); None when no step is to blame.
+        step_input: the ``sample_in`` that step saw: the input sample for the first step, a row (a dict
+            of tensor name -> value) that the step before wrote for a later one (None if it could not be
+            brought back from a worker process).
     """
 
-    def __init__(self, message: str, index: int | None, sample: Any, function: str | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        index: int | None,
+        sample: Any,
+        function: str | None,
+        step: tuple[int, str] | None = None,
+        step_input: Any = None,
+    ) -> None:
         self.index = index
         self.sample = sample
         self.function = function
+        self.step = step
+        self.step_input = step_input
         super().__init__(message)
 
 
@@ -349,23 +364,36 @@ class StorageError(LakeComputeError, OSError):
 
 
 class EvalConflictError(LakeComputeError, RuntimeError):
-    """Raised when a checkpointed eval cannot resume because its ``data_out`` changed after a checkpoint.
+    """Raised when an eval cannot write into a ``data_out`` that holds the kept outputs of an unfinished
+    eval: another eval would append after them, or the unfinished eval's output changed since.
 
     Attributes:
         path: the output dataset.
-        done: inputs the interrupted run had committed.
+        done: inputs the unfinished eval had committed (its kept prefix).
         checkpoint_version: the version its last checkpoint produced.
         version: the version ``data_out`` has now.
+        label: the unfinished eval's functions.
     """
 
-    def __init__(self, path: str, done: int, checkpoint_version: int, version: int) -> None:
+    def __init__(self, path: str, done: int, checkpoint_version: int, version: int, label: str = "") -> None:
         self.path = path
         self.done = done
         self.checkpoint_version = checkpoint_version
         self.version = version
-        super().__init__(
-            f"Cannot resume this eval into {path!r}: an earlier run committed its first {done} inputs "
-            f"(version {checkpoint_version}), but the dataset was changed since (now version {version}), so "
-            "resuming would break the output's order and starting over would write those outputs twice. "
-            "Write into a fresh data_out, or remove the partial output first."
-        )
+        self.label = label
+        if version != checkpoint_version:
+            message = (
+                f"Cannot resume this eval into {path!r}: an earlier run committed its first {done} inputs "
+                f"(version {checkpoint_version}), but the dataset was changed since (now version {version}), "
+                "so resuming would break the output's order and starting over would write those outputs "
+                "twice. Write into a fresh data_out, or remove the partial output first."
+            )
+        else:
+            message = (
+                f"data_out {path!r} holds the outputs of the first {done} inputs of an unfinished eval "
+                f"({label}, checkpoint at version {version}), and this eval is not that eval, so its "
+                "outputs would follow them. Pass rerun=True to drop the unfinished eval's outputs (a new "
+                "version equal to the one before it began) and run this eval from the start, or write into "
+                "a fresh data_out."
+            )
+        super().__init__(message)

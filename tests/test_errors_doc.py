@@ -235,6 +235,28 @@ def _eval_resume_conflict(tmp: Path) -> Any:
     double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
 
 
+@lc.compute
+def uneven_columns(sample_in: Any, sample_out: Any) -> dict[str, Any]:
+    """With batch_size: return columns of different lengths."""
+    return {"x": [1, 2], "y": [1]}
+
+
+def _unequal_lengths(tmp: Path) -> Any:
+    ds = _out(tmp, "ds", x={"dtype": "int64"}, y={"dtype": "int64"})
+    ds.x.extend([1, 2])
+    ds.y.extend([1])
+    double().eval(ds, _out(tmp), progressbar=False)
+
+
+def _eval_unfinished(tmp: Path) -> Any:
+    out = _out(tmp)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(FAIL_AT, "7")  # the run stops after its checkpoint at 5
+        with pytest.raises(lc.TransformError):
+            double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
+    double().eval(list(range(30)), out, checkpoint_interval=5, progressbar=False)  # other input
+
+
 def _worker_died(tmp: Path) -> Any:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(KILL_AT, "3")
@@ -388,6 +410,10 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
+    "unequal-lengths": _unequal_lengths,
+    "batched-columns": lambda t: uneven_columns().eval(
+        list(range(4)), _out(t, x={"dtype": "int64"}, y={"dtype": "int64"}), batch_size=2, progressbar=False
+    ),
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
     "worker-start-failed": _worker_start_failed,
@@ -396,6 +422,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     ),
     "task-forked": lambda t: forks_on_two().eval(list(range(6)), _out(t), num_workers=2, progressbar=False),
     "eval-commit-conflict": _eval_conflict,
+    "eval-unfinished": _eval_unfinished,
     "eval-resume-conflict": _eval_resume_conflict,
     "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(
         list(range(5)), _out(t), checkpoint_interval=2, progressbar=False

@@ -18,7 +18,12 @@ EXPECTED = {
     "02_ingest_and_augment.py": ["(180, 48, 48, 3)", "wrote augmented.png"],
     "03_embeddings.py": ["outputs={'images': 0, 'labels': 0, 'embedding': 200}", "embedding (200, 16)"],
     "04_tokenize.py": ["tokenized 500 documents; the rerun did nothing (resumed_from=500)", "seq_len=64"],
-    "05_recover_and_resume.py": ["100 inputs, 63 written, 37 skipped", "resumed_from=100"],
+    "05_recover_and_resume.py": [
+        "100 inputs, 63 written, 37 skipped",
+        "resumed_from=100",
+        "70 outputs kept",
+        "fixed run: resumed_from=70; warned: Resuming the unfinished eval (to_number)",
+    ],
     "06_train.py": ["16 steps of 32 per epoch", "weights identical to the uninterrupted run: True"],
 }
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
+from lakecompute.schedulers import Ray
 
 if TYPE_CHECKING:
     from lakecompute.compute._engine import EvalResult
@@ -61,7 +62,7 @@ class ComputeFunction:
         data_in: Any,
         data_out: Any = None,
         num_workers: int = 0,
-        scheduler: str = "processed",
+        scheduler: str | Ray = "processed",
         progressbar: bool = True,
         skip_ok: bool = False,
         check_lengths: bool = True,
@@ -117,7 +118,7 @@ class Pipeline:
         data_in: Any,
         data_out: Any = None,
         num_workers: int = 0,
-        scheduler: str = "processed",
+        scheduler: str | Ray = "processed",
         progressbar: bool = True,
         skip_ok: bool = False,
         check_lengths: bool = True,
@@ -136,7 +137,8 @@ class Pipeline:
             data_out: the Dataset to write; None to transform ``data_in`` (a Dataset) in place: the tensors
                 the functions write are replaced in one commit, the others keep their content.
             num_workers: 0 runs in the calling process; otherwise how many workers run tasks.
-            scheduler: ``"serial"``, ``"threaded"``, ``"processed"`` or ``"ray"``.
+            scheduler: ``"serial"``, ``"threaded"``, ``"processed"``, ``"ray"``, or
+                ``lc.schedulers.Ray(...)`` for Ray with settings (resources, retries, address).
             progressbar: show a progress bar.
             skip_ok: tensors of ``data_out`` that the functions never write are allowed (left short, or
                 kept as they are in place).

@@ -51,6 +51,7 @@ from lakecompute.compute._worker import (
     Task,
     TaskFailure,
     TaskResult,
+    decide_outputs,
     forget_job,
     run_task,
 )
@@ -113,8 +114,10 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
     if plan.completed:
         return _already_done(plan, t0)
     sched = _scheduler(plan)
+    if plan.drop is not None:
+        plan.out.drop_unfinished(plan.drop)
     write = plan.out.begin_eval(
-        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume
+        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or ""
     )
     token = uuid.uuid4().hex
     try:
@@ -162,6 +165,13 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     if isinstance(plan.source, DatasetSource):
         locations.append(plan.source.snap.url)
     sched = get_scheduler(opts.scheduler, opts.num_workers)
+    local = [url for url in locations if backend_class(url).machine_local]
+    if local and sched.spans_machines:
+        raise InvalidArgumentError(
+            f"{local[0]!r} is a path on this machine's disk, which the other machines of the cluster do "
+            "not see. Keep the datasets on object storage (s3://...) that every node reaches, or, if the "
+            "path is on a file system every node mounts, say so: lc.schedulers.Ray(shared_filesystem=True)."
+        )
     # Object-store clients hang or refuse to work in a child forked after the parent used them
     # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
     if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
@@ -186,50 +196,60 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
     if isinstance(source, IterableSource):
         # The preflight's inputs travel with its task: a few MiB at most, even when items are large.
         items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step, STREAM_TASK_BYTES)
-        stop = len(items or [])
+        start, stop = 0, len(items or [])
         first = items[0] if items else None
     else:
+        # A resumed eval's preflight starts where it resumes: the kept inputs are never run again.
         assert source.length is not None
-        items, stop = None, min(source.length, PREFLIGHT_SCAN * step)
-        first = source.read(0, min(step, stop), batch=bool(opts.batch_size))[0] if stop else None
-    if not stop:
+        start = plan.resume_from
+        items, stop = None, min(source.length, start + PREFLIGHT_SCAN * step)
+        first = (
+            source.read(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
+            if stop > start
+            else None
+        )
+    if stop <= start:
         return None
+    if opts.checkpoint_interval and items is None:  # the preflight's inputs stay within one interval
+        stop = min(stop, (start // opts.checkpoint_interval + 1) * opts.checkpoint_interval)
+    lengths = write.kept()  # before the decisions, in place: every tensor's length (else nothing)
     job = Job(token, plan.pipeline, source, write.grant, write.schema, plan.seed, opts.ignore_errors,
               opts.check_lengths, opts.skip_ok, opts.batch_size, block_size(first, opts.batch_size),
-              os.getpid())  # fmt: skip
-    return job, Task(-1, 0, stop, items)
+              os.getpid(), plan.in_place, lengths)  # fmt: skip
+    return job, Task(0, start, stop, items)
 
 
-def _decide(plan: EvalPlan, write: EvalWrite, decisions: Decisions) -> Decided:
+def _decide(plan: EvalPlan, write: EvalWrite, job: Job, decisions: Decisions) -> Decided:
     """Fix the preflight's decisions in the transaction; what every later task checks against."""
     opts = plan.options
-    schema = write.decide(decisions, replace_all=not opts.skip_ok)
-    aligned = any(write.kept().values())
-    if aligned and opts.ignore_errors:
+    write.decide(decisions, replace_all=not opts.skip_ok)
+    decided = decide_outputs(job, decisions)  # what the preflight's own task wrote against, too
+    if decided.aligned and opts.ignore_errors:
         raise InvalidArgumentError(
             f"ignore_errors=True cannot be used in place while tensors {sorted(write.kept())} are kept: a "
             "skipped sample would leave its row without a value. Fix the failing samples, or write into a "
             "new dataset (data_out=lc.like(path, ds))."
         )
-    written = write.written if plan.in_place and aligned else (decisions.written or schema.names)
-    return Decided(schema, tuple(int(name in written) for name in schema.names), aligned)
+    return decided
 
 
-def _tasks(plan: EvalPlan, decided: Decided) -> Iterator[Task]:
-    """The tasks in input order (lazily: a stream is read as tasks are handed out)."""
+def _tasks(plan: EvalPlan, decided: Decided, start: int) -> Iterator[Task]:
+    """The tasks after the preflight's (which ended at input ``start``), in input order (lazily: a
+    stream is read as tasks are handed out)."""
     opts, source = plan.options, plan.source
     size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size)
     if isinstance(source, IterableSource):
-        start = 0
-        for number, chunk in enumerate(source.chunks(size, STREAM_TASK_BYTES, opts.batch_size or 1)):
+        source.skip(start)  # the preflight's task wrote those
+        chunks = source.chunks(size, STREAM_TASK_BYTES, opts.batch_size or 1)
+        for number, chunk in enumerate(chunks, start=1):
             yield Task(number, start, start + len(chunk), chunk, decided)
             start += len(chunk)
         return
     assert source.length is not None
     ranges = plan_ranges(
-        source.length, size, opts.num_workers, opts.checkpoint_interval, opts.batch_size, plan.resume_from
+        source.length, size, opts.num_workers, opts.checkpoint_interval, opts.batch_size, start
     )
-    for number, (a, b) in enumerate(ranges):
+    for number, (a, b) in enumerate(ranges, start=1):
         yield Task(number, a, b, None, decided)
 
 
@@ -248,6 +268,7 @@ class _OrderedRun:
         self.in_flight: dict[int, Task] = {}
         self.next_number = 0
         self.failure: TaskFailure | None = None
+        self.preflight_stop = preflight.stop  # where the preflight's task ended (known from its result)
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
 
     def progress(self) -> EvalProgress:
@@ -256,14 +277,21 @@ class _OrderedRun:
         )
 
     def tasks(self) -> Iterator[Task | object]:
-        """The preflight alone, then (once its result decided how) the tasks in input order."""
+        """The preflight, warm-ups for the other workers, then (once the preflight's result decided how)
+        the tasks in input order.
+
+        The warm-ups build each other worker's stages — a class-based function's ``__init__``, often a
+        model load — while the first worker runs the preflight, instead of after it.
+        """
         self.in_flight[self.preflight.number] = self.preflight
         yield self.preflight
+        for k in range(1, self.plan.options.num_workers):
+            yield Task(-k, 0, 0, warm=True)
         while self.decided is None and self.failure is None:
             yield PAUSE
         if self.decided is None:
             return
-        for task in _tasks(self.plan, self.decided):
+        for task in _tasks(self.plan, self.decided, self.preflight_stop):
             if self.failure is not None:
                 return  # after a failure, no new task starts
             self.in_flight[task.number] = task
@@ -309,10 +337,11 @@ class _OrderedRun:
         if result.failure is not None:
             self.fail(result.failure)
             return
-        if result.decisions is not None:  # the preflight's
-            self.in_flight.pop(result.number, None)
-            self.decided = _decide(self.plan, self.write, result.decisions)
-            return
+        if result.number < 0:
+            return  # a warm-up
+        if result.decisions is not None:  # the preflight's: its decisions, and its own outputs
+            self.decided = _decide(self.plan, self.write, self.job, result.decisions)
+            self.preflight_stop = result.stop
         self.pending[result.number] = result
         while self.next_number in self.pending:
             self.apply(self.pending.pop(self.next_number))
@@ -349,19 +378,26 @@ class _OrderedRun:
     def error(self) -> TransformError:
         failure = self.failure
         assert failure is not None
-        if self.plan.options.checkpoint_interval and self.done:
+        interval = self.plan.options.checkpoint_interval
+        # What the checkpoints committed: tasks applied past the last one (a task may end inside an
+        # interval) are not kept.
+        done = (self.done // interval) * interval if interval else 0
+        if done:
             kept = (
-                f"The outputs of the first {self.done} inputs are kept (checkpoint at version "
-                f"{self.plan.out.version}); run the same eval again to resume from input {self.done}."
+                f"The outputs of the first {done} inputs are kept (checkpoint at version "
+                f"{self.plan.out.version}); run the eval again, with its code fixed if need be, to resume "
+                f"from input {done} (rerun=True starts over)."
             )
         else:
             kept = "Nothing of this run was written."
-        return _transform_error(failure, _sample_for(self.plan.source, self.in_flight, failure.index), kept)
+        last = len(self.plan.pipeline.functions) - 1  # what no step is blamed for, its outputs did
+        sample = _sample_for(self.plan.source, self.in_flight, failure.index)
+        return _transform_error(failure, sample, kept, last if failure.step is None else failure.step)
 
 
-def _transform_error(failure: TaskFailure, sample: Any, kept: str) -> TransformError:
+def _transform_error(failure: TaskFailure, sample: Any, kept: str, step: int) -> TransformError:
     """The TransformError for a failed sample: short, with the user's own frame, the cause last."""
-    err = failure_error(failure.function, failure.index, failure.exc, sample)
+    err = failure_error(failure.function, failure.index, failure.exc, sample, step, failure.step_input)
     err.args = (f"{err.args[0]}\n{failure.where}{kept}",)
     err.remote_traceback = failure.traceback  # type: ignore[attr-defined]  # the full traceback, kept for debugging
     failure.exc.__traceback__ = None  # printed as one line above the TransformError, not a second block

@@ -32,7 +32,7 @@ from lakecompute.errors import FingerprintError
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
 
-__all__ = ["fingerprint_eval", "fingerprint_value"]
+__all__ = ["fingerprint_eval", "fingerprint_job", "fingerprint_value"]
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL"})
 
@@ -282,6 +282,22 @@ def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> st
         for k in sorted(f.kwargs):
             h.key(k)
             h.value(f.kwargs[k], f"argument {k!r} of {f.name}")
+    h.value(input_identity, "data_in")
+    h.value(output, "data_out")
+    return h.digest()
+
+
+def fingerprint_job(pipeline: Pipeline, input_identity: Any, output: Any) -> str:
+    """What an eval is *for*: its functions' names (not their code or arguments), input and output.
+
+    Two evals with the same job and different fingerprints are one eval whose code was fixed between
+    runs: the second continues after what the first kept.
+
+    Raises:
+        FingerprintError: the input or output cannot be fingerprinted.
+    """
+    h = _Hasher()
+    h.value([f.name for f in pipeline.functions], "the function names")
     h.value(input_identity, "data_in")
     h.value(output, "data_out")
     return h.digest()

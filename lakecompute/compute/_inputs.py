@@ -56,6 +56,8 @@ class DatasetSource(Source):
         lengths = {name: len(t) for name, t in base.tensors.items()}
         if rows_of_data:
             lengths = {name: n for name, n in lengths.items() if n}
+        if not pad and not isinstance(data_in, DatasetView):
+            check_equal_lengths(base.path, lengths)
         full = max(lengths.values(), default=0) if pad else min(lengths.values(), default=0)
         positions = data_in.positions if isinstance(data_in, DatasetView) else range(full)
         #: What the workers read: the committed version, these tensors, these positions.
@@ -133,6 +135,15 @@ class IterableSource(Source):
         self.data = data
         self.length = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Workers get their items with each task and never iterate the stream: it stays with the
+        # parent (a live generator cannot be pickled, for a fork server's or Ray's workers).
+        return {"data": (), "length": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.data = state["data"]
+        self.length = state["length"]
+
     def peek(self, n: int, max_bytes: int) -> list[Any]:
         """The first items, without consuming them: at most ``n`` of them and about ``max_bytes`` bytes
         (at least one; fewer if the stream is shorter)."""
@@ -146,6 +157,10 @@ class IterableSource(Source):
                 break
         self.data = itertools.chain(head, it)
         return head
+
+    def skip(self, n: int) -> None:
+        """Leave out the next ``n`` items (already handled from `peek`)."""
+        self.data = itertools.islice(self.data, n, None)
 
     def chunks(self, size: int, max_bytes: int, multiple: int = 1) -> Iterator[list[Any]]:
         """Items in lists of at most ``size`` items and about ``max_bytes`` bytes (estimated), so that
@@ -175,6 +190,27 @@ class IterableSource(Source):
         )
 
 
+def check_equal_lengths(path: str, lengths: dict[str, int]) -> None:
+    """Refuse dataset input whose tensors differ in length: an eval over it would read only the rows
+    every tensor holds, silently leaving out (and, in place, dropping) the others.
+
+    Raises:
+        InvalidArgumentError: names the tensors, their lengths and the ways out.
+    """
+    if len(set(lengths.values())) <= 1:
+        return
+    shortest, longest = min(lengths.values()), max(lengths.values())
+    listed = ", ".join(
+        f"{name!r} has {n}" for name, n in sorted(lengths.items(), key=lambda kv: (kv[1], kv[0]))
+    )
+    raise InvalidArgumentError(
+        f"The tensors of data_in {path!r} differ in length ({listed}), so an eval would process only "
+        f"the {shortest} rows they all hold and leave out the others (in place, drop them). Pass "
+        f"pad_data_in=True to pad the shorter tensors to {longest} rows, or eval a view of the rows "
+        f"every tensor holds (ds[:{shortest}])."
+    )
+
+
 def estimate_bytes(value: Any) -> int:
     """About how many bytes ``value`` holds (arrays, bytes and strings exactly; containers sampled)."""
     if isinstance(value, np.ndarray):
@@ -190,6 +226,34 @@ def estimate_bytes(value: Any) -> int:
         head = value[:16]
         return sum(estimate_bytes(v) for v in head) * max(1, len(value)) // max(1, len(head))
     return 64
+
+
+def _is_ray_dataset(data: Any) -> bool:
+    # Checked by name: importing Ray (seconds) to answer it would slow every eval down.
+    return type(data).__module__.startswith("ray.data") and type(data).__name__ in (
+        "Dataset",
+        "MaterializedDataset",
+    )
+
+
+def ray_rows(data: Any, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
+    """The rows of a ``ray.data.Dataset`` in its order, as dicts of column name to value.
+
+    Read block by block as the eval takes them (streamed: nothing beyond a few blocks is held).
+    Ray Data may reorder blocks for speed; the iteration asks it to keep their order (in the
+    dataset's own context, which Ray Data reads when the iteration starts, restored after).
+    """
+    options = data.context.execution_options
+    kept = options.preserve_order
+    options.preserve_order = True
+    try:
+        for batch in data.iter_batches(batch_size=batch_rows, batch_format="numpy"):
+            columns = list(batch)
+            count = len(batch[columns[0]]) if columns else 0
+            for i in range(count):
+                yield {name: batch[name][i] for name in columns}
+    finally:
+        options.preserve_order = kept
 
 
 def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
@@ -208,6 +272,8 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
             f"data_in is a 0-d array ({data_in!r}): it holds one value, not a sequence of samples. "
             "Pass a 1-d array or a list (for one sample: [value], or arr.reshape(1))."
         )
+    if _is_ray_dataset(data_in):
+        return IterableSource(ray_rows(data_in))
     if hasattr(data_in, "__len__") and hasattr(data_in, "__getitem__"):
         return SequenceSource(data_in)
     if isinstance(data_in, Iterable):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.schedulers import Ray
 
 __all__ = ["EvalOptions", "draw_seed"]
 
@@ -17,7 +18,7 @@ class EvalOptions:
 
     Attributes:
         num_workers: 0 runs in the calling process; otherwise how many workers run tasks.
-        scheduler: the scheduler's registered name.
+        scheduler: the scheduler's registered name, or a `lakecompute.schedulers.Ray` with settings.
         progressbar: show a progress bar.
         skip_ok: tensors of ``data_out`` that the functions never write are allowed.
         check_lengths: every written tensor gets the same number of items per input.
@@ -30,7 +31,7 @@ class EvalOptions:
     """
 
     num_workers: int = 0
-    scheduler: str = "processed"
+    scheduler: str | Ray = "processed"
     progressbar: bool = True
     skip_ok: bool = False
     check_lengths: bool = True
@@ -52,9 +53,10 @@ class EvalOptions:
         for name in ("progressbar", "skip_ok", "check_lengths", "pad_data_in", "ignore_errors", "rerun"):
             if not isinstance(options.get(name, False), bool):
                 raise InvalidTypeError(f"{name} must be True or False. Got {options[name]!r}.")
-        if not isinstance(options.get("scheduler", "processed"), str):
+        if not isinstance(options.get("scheduler", "processed"), str | Ray):
             raise InvalidTypeError(
-                f"scheduler must be a name such as 'processed'. Got {options['scheduler']!r}."
+                "scheduler must be a name such as 'processed', or lc.schedulers.Ray(...). "
+                f"Got {options['scheduler']!r}."
             )
         _count(options, "num_workers", "num_workers must be an int >= 0")
         _count(options, "checkpoint_interval", "checkpoint_interval must be an int >= 0 (0: no checkpoints)")

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute._fingerprint import fingerprint_eval
+from lakecompute.compute._fingerprint import fingerprint_eval, fingerprint_job
 from lakecompute.compute._inputs import Source, estimate_bytes, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset
@@ -21,6 +21,7 @@ from lakecompute.errors import (
     InvalidArgumentError,
     InvalidTypeError,
     ReadOnlyError,
+    warn,
 )
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ class EvalPlan:
             (it resumes after ``record.done``).
         seed: the seed of the ``rng`` generators (the resumed run's, when resuming without one).
         label: the functions' names, for messages, logs and the progress bar.
+        job: what the eval is for (names, input, output; not code), or None when the input cannot be
+            fingerprinted.
+        drop: an unfinished eval whose kept outputs ``rerun=True`` drops before this eval starts.
     """
 
     pipeline: Pipeline
@@ -69,6 +73,8 @@ class EvalPlan:
     record: EvalRecord | None
     seed: int
     label: str
+    job: str | None = None
+    drop: EvalRecord | None = None
 
     @property
     def completed(self) -> bool:
@@ -89,21 +95,29 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     Raises:
         InvalidArgumentError, InvalidTypeError, ReadOnlyError: bad arguments (nothing is changed).
         FingerprintError: ``checkpoint_interval`` without a fingerprintable eval.
-        EvalConflictError: an interrupted run's output was changed since its last checkpoint.
+        EvalConflictError: ``data_out`` holds the kept outputs of an unfinished eval this one does not
+            continue, or an interrupted run's output was changed since its last checkpoint.
     """
     out, in_place = _target(data_in, data_out)
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
-    fingerprint = _fingerprint(pipeline, source, out, in_place, options)
-    record = _earlier_run(out, fingerprint, in_place, options)
+    fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
+    label = " → ".join(f.name for f in pipeline.functions)
+    unfinished = _unfinished(out)
+    drop = None
+    if unfinished is not None and options.rerun:
+        record, drop = None, unfinished
+    elif unfinished is not None:
+        record = _continue(out, unfinished, fingerprint, job)
+    else:
+        record = _earlier_run(out, fingerprint, in_place, options)
     if options.seed is not None:
         seed = options.seed
     elif record is not None and record.seed is not None:
         seed = record.seed
     else:
         seed = draw_seed()
-    label = " → ".join(f.name for f in pipeline.functions)
-    return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label)
+    return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop)
 
 
 def _target(data_in: Any, data_out: Any) -> tuple[Dataset, bool]:
@@ -136,30 +150,54 @@ def _commit_pending(out: Dataset, data_in: Any) -> None:
 
 def _fingerprint(
     pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
-) -> str | None:
+) -> tuple[str | None, str | None]:
+    """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted."""
     try:
         identity = source.identity()
         if in_place:
-            identity = {**identity, "version": None}  # the input is the version the eval started from
+            # The input is the version the eval started from; and its tensors are not part of the
+            # identity, so that the eval that filled a new column is the same eval once it holds data
+            # (a completed in-place eval is recognised only right after itself: nothing changed since).
+            identity = {**identity, "version": None, "tensors": None}
         output = {
             "path": out.path,
             "in_place": in_place,
             # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
             "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
-            "options": options.identity(),
         }
-        return fingerprint_eval(pipeline, identity, output)
+        job = fingerprint_job(pipeline, identity, output)
+        return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
     except FingerprintError:
         if options.checkpoint_interval:
             raise
-        return None  # nothing to resume from: the eval runs, unrecorded
+        return None, None  # nothing to resume from: the eval runs, unrecorded
+
+
+def _unfinished(out: Dataset) -> EvalRecord | None:
+    """The unfinished eval whose kept outputs ``out``'s latest version holds (its checkpoint), if any."""
+    return next((r for r in out.eval_records().values() if not r.complete and r.version == out.version), None)
+
+
+def _continue(out: Dataset, unfinished: EvalRecord, fingerprint: str | None, job: str | None) -> EvalRecord:
+    """The unfinished eval to resume: this eval, or this eval with its code fixed (warned);
+    any other eval would append after its kept outputs, which is refused."""
+    if fingerprint == unfinished.fingerprint:
+        return unfinished
+    if fingerprint is not None and job is not None and job == unfinished.job:
+        warn(
+            f"Resuming the unfinished eval ({unfinished.label}) into {out.path!r} after its first "
+            f"{unfinished.done} inputs, with changed code, arguments or globals: the outputs of those "
+            "inputs were made by the earlier code. Pass rerun=True to drop them and start over."
+        )
+        return unfinished
+    raise EvalConflictError(out.path, unfinished.done, unfinished.version, out.version, unfinished.label)
 
 
 def _earlier_run(
     out: Dataset, fingerprint: str | None, in_place: bool, options: EvalOptions
 ) -> EvalRecord | None:
     """The record of the same eval to skip (completed) or resume (interrupted), if there is one."""
-    record = out.eval_records().get(fingerprint) if fingerprint is not None else None
+    record = out.eval_record(fingerprint) if fingerprint is not None else None
     if record is None:
         return None
     if record.complete:

@@ -62,12 +62,17 @@ def build_stages(pipeline: Pipeline) -> list[Stage]:
 
 
 class StageFailure(Exception):
-    """User code failed: which function, and the exception it raised."""
+    """User code failed: which function, the exception it raised, and (when a step is to blame) the
+    step's position in the pipeline and the ``sample_in`` it was given."""
 
-    def __init__(self, function: str, exc: BaseException) -> None:
+    def __init__(
+        self, function: str, exc: BaseException, step: int | None = None, step_input: Any = None
+    ) -> None:
         super().__init__(function, exc)
         self.function = function
         self.exc = exc
+        self.step = step
+        self.step_input = step_input
 
 
 def make_rng(seed: int, key: Sequence[int]) -> np.random.Generator:
@@ -75,14 +80,23 @@ def make_rng(seed: int, key: Sequence[int]) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=tuple(key))))
 
 
-def absorb_return(value: Any, out: SampleOut, wrote: bool, function: str) -> None:
+def absorb_return(value: Any, out: SampleOut, wrote: bool, function: str, batched: bool = False) -> None:
     """Write what a compute function returned into ``out`` (``None`` and ``sample_out`` write nothing).
+
+    A dict is one output row, or with ``batched`` (the function was given a batch) columns: each value
+    a sequence of the same length m, giving m rows — Hugging Face's ``map(batched=True)`` convention.
 
     Raises:
         InvalidTypeError: the value is not a dict, a list of dicts, None or ``sample_out``.
-        InvalidArgumentError: the function also wrote to ``sample_out`` in the same call.
+        InvalidArgumentError: the function also wrote to ``sample_out`` in the same call, or returned
+            columns of different lengths.
     """
     if value is None or value is out:
+        return
+    if batched and isinstance(value, Mapping):
+        columns = _columns(value, function)
+        _refuse_both(value, wrote, function)
+        out.extend(columns)
         return
     if isinstance(value, Mapping):
         rows: list[Any] = [value]
@@ -93,17 +107,48 @@ def absorb_return(value: Any, out: SampleOut, wrote: bool, function: str) -> Non
             f"{function} returned {type(value).__name__} {value!r:.60}. A compute function returns None "
             "(having written to sample_out), sample_out, a dict (one output row) or a list of dicts (rows)."
         )
+    _refuse_both(value, wrote, function)
+    for row in rows:
+        out.append(row)
+
+
+def _refuse_both(value: Any, wrote: bool, function: str) -> None:
     if wrote:
         raise InvalidArgumentError(
             f"{function} wrote to sample_out and also returned {type(value).__name__}; do one or the other: "
             "either append to sample_out and return None, or return the rows without touching sample_out."
         )
-    for row in rows:
-        out.append(row)
 
 
-def call_stage(stage: Stage, sample: Any, out: SampleOut, seed: int, key: tuple[int, ...]) -> None:
-    """Run one stage on one ``sample_in``; user errors come out as `StageFailure`."""
+def _columns(value: Mapping[str, Any], function: str) -> dict[str, Any]:
+    """A batched function's returned dict, checked as columns of one length."""
+    lengths: dict[str, int] = {}
+    for name, column in value.items():
+        if (
+            isinstance(column, (str, bytes, Mapping))
+            or not hasattr(column, "__len__")
+            or np.ndim(column) == 0
+        ):
+            raise InvalidTypeError(
+                f"{function} was given a batch (batch_size=...) and returned a dict, read as columns "
+                f"(as in Hugging Face's map(batched=True)), but {name!r} is {type(column).__name__} "
+                f"{column!r:.40}, not a sequence. Return a list or array per tensor (one value per output), "
+                "or a list of dicts (rows)."
+            )
+        lengths[str(name)] = len(column)
+    if len(set(lengths.values())) > 1:
+        raise InvalidArgumentError(
+            f"{function} was given a batch and returned columns of different lengths {lengths}; with "
+            "batch_size, a returned dict holds m outputs per tensor, the same m for every tensor (as in "
+            "Hugging Face's map(batched=True)). Return columns of one length."
+        )
+    return dict(value)
+
+
+def call_stage(
+    stage: Stage, sample: Any, out: SampleOut, seed: int, key: tuple[int, ...], batched: bool = False
+) -> None:
+    """Run one stage on one ``sample_in`` (a batch if ``batched``); user errors come out as `StageFailure`."""
     before = out.total()
     try:
         if stage.wants_rng:
@@ -111,9 +156,9 @@ def call_stage(stage: Stage, sample: Any, out: SampleOut, seed: int, key: tuple[
         else:
             value = stage.call(sample, out)
         if value is not None and value is not out:
-            absorb_return(value, out, out.total() != before, stage.name)
+            absorb_return(value, out, out.total() != before, stage.name, batched)
     except Exception as exc:
-        raise StageFailure(stage.name, exc) from exc
+        raise StageFailure(stage.name, exc, stage.number, sample) from exc
 
 
 def rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> list[InputRow]:
@@ -146,30 +191,49 @@ def run_sample(
     check_lengths: bool,
     seed: int,
     prefix: tuple[int, ...] = (),
+    batched: bool = False,
 ) -> None:
-    """Run every stage on one input (``index`` in ``data_in``), writing the last stage's rows to ``final``."""
+    """Run every stage on one input (``index`` in ``data_in``), writing the last stage's rows to ``final``.
+
+    With ``batched`` the input is a batch, given to the first stage; later stages get its output rows.
+    """
     current = [sample]
     last = len(stages) - 1
     for stage in stages:
         out = final if stage.number == last else SampleOut(None)
         for j, s in enumerate(current):
-            call_stage(stage, s, out, seed, (*prefix, index, stage.number, j))
+            call_stage(stage, s, out, seed, (*prefix, index, stage.number, j), batched and stage.number == 0)
         if stage.number != last:
             current = rows_of(out, index, stage.name, check_lengths)
             if not current:
                 return
 
 
-def failure_error(function: str, index: int, exc: BaseException, sample: Any = None) -> TransformError:
-    """The TransformError for user code that raised ``exc`` on ``data_in[index]``."""
+def failure_error(
+    function: str,
+    index: int,
+    exc: BaseException,
+    sample: Any = None,
+    step: int | None = None,
+    step_input: Any = None,
+) -> TransformError:
+    """The TransformError for user code that raised ``exc`` on ``data_in[index]``, in pipeline step
+    ``step`` (given ``step_input``; the first step's is ``sample``)."""
     err = TransformError(
         f"Transform {function!r} failed on data_in[{index}]: {type(exc).__name__}: {exc}",
         index,
         sample,
         function,
+        None if step is None else (step, function),
+        sample if step == 0 else step_input,
     )
     err.__cause__ = exc
     return err
+
+
+def _plain(value: Any) -> Any:
+    """A step's input as users read it: a row as a dict of tensor name -> value, anything else as is."""
+    return value.to_dict() if isinstance(value, InputRow) else value
 
 
 class SampleRunner:
@@ -219,5 +283,7 @@ class SampleRunner:
             run_sample(self.stages, sample, index, out, check_lengths=True, seed=self.seed, prefix=key)
             rows = rows_of(out, index, self.stages[-1].name, True)
         except StageFailure as failure:
-            raise failure_error(failure.function, index, failure.exc, sample) from failure.exc
+            raise failure_error(
+                failure.function, index, failure.exc, sample, failure.step, _plain(failure.step_input)
+            ) from failure.exc
         return [r.to_dict() for r in rows]

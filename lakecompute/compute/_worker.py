@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import pickle
 import threading
 import traceback
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,8 +31,15 @@ from lakecompute.compute._runner import (
     build_stages,
     run_sample,
 )
-from lakecompute.compute._samples import SampleOut
-from lakecompute.datasets import Decisions, FailedSample, OutputSchema, SlotGrant, TaskWriter
+from lakecompute.compute._samples import InputRow, SampleOut
+from lakecompute.datasets import (
+    Decisions,
+    FailedSample,
+    OutputSchema,
+    SlotGrant,
+    TaskWriter,
+    written_in_place,
+)
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import Encoded
 from lakecompute.schedulers import ProgressFn, portable_exception, reseed_globals
@@ -57,6 +65,8 @@ class Task:
         items: those inputs themselves, for streamed (length-less) input only.
         decided: the decided output schema to check outputs against (None for the preflight, which
             makes the decisions).
+        warm: a warm-up: only build this worker's stages (a class-based function's ``__init__``), so
+            that every worker loads its model while the first one runs the preflight.
     """
 
     number: int
@@ -64,10 +74,11 @@ class Task:
     stop: int
     items: list[Any] | None = None
     decided: Decided | None = None
+    warm: bool = False
 
     @property
     def preflight(self) -> bool:
-        return self.decided is None
+        return self.decided is None and not self.warm
 
     def describe(self) -> str:
         return f"{self.number} (data_in[{self.start}:{self.stop}])"  # read as "task 3 (data_in[a:b])"
@@ -92,6 +103,21 @@ class Decided:
     aligned: bool
 
 
+def decide_outputs(job: Job, decisions: Decisions) -> Decided:
+    """What the preflight's ``decisions`` mean for every task (the preflight's own included): the decided
+    schema, the values one input writes per tensor in the common case, and whether outputs must stay
+    aligned (in place, with kept tensors that hold rows)."""
+    schema = job.schema.decided(decisions)
+    names = schema.names
+    written = decisions.written or names
+    aligned = False
+    if job.in_place:
+        replaced = written_in_place(names, decisions, replace_all=not job.skip_ok)
+        aligned = any(job.lengths.get(n, 0) for n in names if n not in replaced)
+        written = replaced if aligned else written
+    return Decided(schema, tuple(int(name in written) for name in names), aligned)
+
+
 @dataclass(frozen=True, slots=True)
 class TaskFailure:
     """The sample a task stopped at: user code failed on it (or wrote what cannot be stored).
@@ -102,6 +128,9 @@ class TaskFailure:
         exc: the exception (a `RemoteError` standing in for one that cannot cross processes).
         traceback: the exception's traceback, formatted where it was raised.
         where: the innermost frame of that traceback in the user's code (two indented lines), or "".
+        step: the pipeline step that failed (its position), or None when no step is to blame.
+        step_input: what a later step (not the first) was given, as a dict of tensor -> value; None for
+            the first step (its input is the sample, read again in the caller) or when it cannot travel.
     """
 
     index: int
@@ -109,6 +138,8 @@ class TaskFailure:
     exc: BaseException
     traceback: str
     where: str = ""
+    step: int | None = None
+    step_input: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +170,9 @@ class Job:
         ignore_errors, check_lengths, skip_ok, batch_size: the eval's options.
         block: inputs read and processed at once (bounds a worker's memory).
         parent_pid: the process that planned the eval (workers elsewhere reseed global generators).
+        in_place: whether the eval writes into the dataset it reads.
+        lengths: in place, the lengths of ``data_out``'s tensors before the eval (which of the kept
+            tensors hold rows decides whether outputs must stay aligned, see `decide_outputs`).
     """
 
     token: str
@@ -153,6 +187,8 @@ class Job:
     batch_size: int | None
     block: int
     parent_pid: int
+    in_place: bool = False
+    lengths: Mapping[str, int] = field(default_factory=dict)
 
 
 # -- per-worker state --------------------------------------------------------------------------------
@@ -168,16 +204,18 @@ def _stages_for(token: str, pipeline: Pipeline, parent_pid: int) -> list[Stage]:
     stages = _WORKER_STATE.get(key)
     if stages is None:
         with _WORKER_LOCK:
-            stages = _WORKER_STATE.get(key)
-            if stages is None:
-                # A worker that outlives its eval (a Ray worker, a thread of a long-lived process) would
-                # otherwise keep every earlier eval's state — models included — alive.
-                for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
-                    del _WORKER_STATE[old]
-                if os.getpid() != parent_pid:
-                    # The processed scheduler's workers did at start; a Ray worker has not.
-                    reseed_globals()
-                stages = _WORKER_STATE[key] = build_stages(pipeline)
+            # A worker that outlives its eval (a Ray worker, a thread of a long-lived process) would
+            # otherwise keep every earlier eval's state — models included — alive.
+            for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
+                del _WORKER_STATE[old]
+            if os.getpid() != parent_pid:
+                # The processed scheduler's workers did at start; a Ray worker has not.
+                reseed_globals()
+        # Built outside the lock: the key is this thread's own, and the threads of one process load
+        # their models at the same time (a lock here would make them take turns).
+        stages = build_stages(pipeline)
+        with _WORKER_LOCK:
+            _WORKER_STATE[key] = stages
     return stages
 
 
@@ -232,11 +270,30 @@ def _alignment_error(function: str, written: Mapping[str, int], expected: Mappin
     )
 
 
-def _failure(index: int, function: str, exc: BaseException, parent_pid: int) -> TaskFailure:
-    """The failure of ``data_in[index]``; its exception made portable when it must cross processes."""
+def _failure(
+    index: int, function: str, exc: BaseException, parent_pid: int, failure: StageFailure | None = None
+) -> TaskFailure:
+    """The failure of ``data_in[index]``; its exception (and a later step's input) made portable when
+    they must cross processes."""
     text = "".join(traceback.format_exception(exc))
-    portable = exc if os.getpid() == parent_pid else portable_exception(exc, text)
-    return TaskFailure(index, function, portable, text, _user_frame(exc))
+    here = os.getpid() == parent_pid
+    portable = exc if here else portable_exception(exc, text)
+    step = failure.step if failure is not None else None
+    step_input = None
+    if failure is not None and step:  # the first step's input is the sample: the caller reads it again
+        step_input = failure.step_input
+        step_input = step_input.to_dict() if isinstance(step_input, InputRow) else step_input
+        step_input = step_input if here or _travels(step_input) else None
+    return TaskFailure(index, function, portable, text, _user_frame(exc), step, step_input)
+
+
+def _travels(value: Any) -> bool:
+    """Whether ``value`` can be sent back to the caller's process."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        return False
+    return True
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -301,13 +358,17 @@ class _TaskRun:
         try:
             value = stage.call(sample, self.final)
             if value is not None and value is not self.final:
-                absorb_return(value, self.final, list(map(len, self.lists)) != before, stage.name)
+                wrote = list(map(len, self.lists)) != before
+                absorb_return(value, self.final, wrote, stage.name, self.job.batch_size is not None)
         except Exception as error:
-            raise StageFailure(stage.name, error) from error
+            raise StageFailure(stage.name, error, 0, sample) from error
 
     def _call_all(self, sample: Any, index: int, before: list[int]) -> None:
         job = self.job
-        run_sample(self.stages, sample, index, self.final, check_lengths=job.check_lengths, seed=job.seed)
+        run_sample(
+            self.stages, sample, index, self.final, check_lengths=job.check_lengths, seed=job.seed,
+            batched=job.batch_size is not None,
+        )  # fmt: skip
 
     def run_block(self, samples: list[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
@@ -359,7 +420,8 @@ class _TaskRun:
         function = failure.function if isinstance(failure, StageFailure) else self.last_fn
         exc = failure.exc if isinstance(failure, StageFailure) else failure
         if not self.job.ignore_errors:
-            raise _Stop(_failure(index, function, exc, self.job.parent_pid))
+            stage = failure if isinstance(failure, StageFailure) else None
+            raise _Stop(_failure(index, function, exc, self.job.parent_pid, stage))
         tb = "".join(traceback.format_exception(exc))
         self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb))
 
@@ -459,9 +521,11 @@ def _owners(marks: list[tuple[int, list[int]]], k: int) -> list[int]:
 def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     """Run one task: read its inputs, run the pipeline per sample, write fragments (or, for the
     preflight task, decide how every later task writes)."""
+    if task.warm:
+        _stages_for(job.token, job.pipeline, job.parent_pid)
+        return TaskResult(task.number, task.start, task.stop, {}, {}, ())
     if task.preflight:
-        decisions, failure = preflight(job, _samples(job, task, task.start, task.stop))
-        return TaskResult(task.number, task.start, task.stop, {}, {}, (), failure, decisions)
+        return _run_preflight(job, task, progress)
     run = _TaskRun(job, task, progress)
     try:
         for samples in run.blocks():
@@ -475,25 +539,35 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
 # -- the preflight -----------------------------------------------------------------------------------
 
 
-def preflight(job: Job, samples: Iterable[tuple[int, Any]]) -> tuple[Decisions, TaskFailure | None]:
+#: What the preflight computed for one input: its outputs (tensor -> values), or what it failed with.
+_Outcome = dict[str, list[Any]] | StageFailure | InvalidSampleError
+
+
+def preflight(
+    job: Job, samples: Sequence[tuple[int, Any]]
+) -> tuple[Decisions, TaskFailure | None, dict[int, _Outcome]]:
     """Run the first samples here and derive the output decisions from the first that writes something.
 
     ``job``'s schema is the undecided one. Normally one sample is enough. Under ``ignore_errors`` a failing
-    sample is passed over (its task will report it), and a sample that writes nothing (a filter) is too,
-    up to `PREFLIGHT_SCAN` samples.
+    sample is passed over, and a sample that writes nothing (a filter) is too, up to `PREFLIGHT_SCAN`
+    samples.
 
     Returns:
-        The decisions (empty if no sample wrote anything), and the failure of the first sample when it
-        failed and errors are not ignored (the eval stops there).
+        The decisions (empty if no sample wrote anything); the failure of the first sample when it
+        failed and errors are not ignored (the eval stops there); and what each sample run gave, by
+        input index, so that the preflight's task writes those outputs instead of computing them again.
     """
     stages = _stages_for(job.token, job.pipeline, job.parent_pid)
+    outcomes: dict[int, _Outcome] = {}
     for n, (index, sample) in enumerate(samples):
         final = SampleOut(job.schema.names)
         try:
-            run_sample(stages, sample, index, final, check_lengths=job.check_lengths, seed=job.seed)
-            counts = final.counts()
+            run_sample(
+                stages, sample, index, final, check_lengths=job.check_lengths, seed=job.seed,
+                batched=job.batch_size is not None,
+            )  # fmt: skip
             check_counts(
-                counts,
+                final.counts(),
                 job.schema.names,
                 skip_ok=job.skip_ok,
                 check_lengths=job.check_lengths,
@@ -504,8 +578,46 @@ def preflight(job: Job, samples: Iterable[tuple[int, Any]]) -> tuple[Decisions, 
             if not job.ignore_errors:
                 function = failure.function if isinstance(failure, StageFailure) else stages[-1].name
                 exc = failure.exc if isinstance(failure, StageFailure) else failure
-                return Decisions({}, ()), _failure(index, function, exc, job.parent_pid)
+                stage = failure if isinstance(failure, StageFailure) else None
+                return Decisions({}, ()), _failure(index, function, exc, job.parent_pid, stage), outcomes
+            outcomes[index] = failure
             continue
+        outcomes[index] = final.items()
         if decisions.written or n + 1 >= PREFLIGHT_SCAN:
-            return decisions, None
-    return Decisions({}, ()), None
+            return decisions, None, outcomes
+    return Decisions({}, ()), None, outcomes
+
+
+def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
+    """The preflight task: decide from the first samples, then write their outputs as this task's (the
+    first inputs are computed once, here) and send back the decisions with the fragments."""
+    samples = _samples(job, task, task.start, task.stop)
+    decisions, failure, outcomes = preflight(job, samples)
+    if failure is not None:
+        return TaskResult(task.number, task.start, task.stop, {}, {}, (), failure, decisions)
+    ran = [s for s in samples if s[0] in outcomes]
+    stop = samples[len(ran)][0] if len(ran) < len(samples) else task.stop
+    run = _TaskRun(job, replace(task, stop=stop, decided=decide_outputs(job, decisions)), progress)
+    run.call = functools.partial(_replay, outcomes, run.lists, run.names)
+    try:
+        run.run_block(ran)
+        run.drain()
+    except _Stop as stop_at:
+        return TaskResult(task.number, task.start, stop, {}, {}, (), stop_at.failure, decisions)
+    return replace(run.result(), decisions=decisions)
+
+
+def _replay(
+    outcomes: dict[int, _Outcome],
+    lists: list[list[Any]],
+    names: Sequence[str],
+    sample: Any,
+    index: int,
+    before: list[int],
+) -> None:
+    """Give the preflight's task what the preflight computed for ``index``: its outputs, or its failure."""
+    outcome = outcomes[index]
+    if isinstance(outcome, (StageFailure, InvalidSampleError)):
+        raise outcome
+    for name, values in zip(names, lists, strict=True):
+        values.extend(outcome.get(name, ()))

@@ -13,6 +13,7 @@ from lakecompute.datasets._eval_write import (
     SlotGrant,
     TaskWriter,
     TensorSchema,
+    written_in_place,
 )
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._read import RowReader, Snapshot, StreamReader, snapshot
@@ -45,4 +46,5 @@ __all__ = [
     "read_columns",
     "snapshot",
     "vacuum",
+    "written_in_place",
 ]

@@ -40,6 +40,7 @@ from lakecompute.storage import (
     TensorState,
     latest_version,
     list_versions,
+    open_backend,
     read_manifest,
 )
 
@@ -212,15 +213,30 @@ class Dataset(_Samples):
 
     # -- for the transform engine --------------------------------------------------------------
     def eval_records(self) -> dict[str, EvalRecord]:
-        """The records of the evals committed into this version, by fingerprint (see ``EvalRecord``).
+        """The records of the evals that committed this version, by fingerprint (see ``EvalRecord``);
+        earlier evals are found with `eval_record`.
 
         Raises:
             DatasetCorruptError: a record in the version's manifest is malformed.
         """
         return self._txn.records()
 
+    def eval_record(self, fingerprint: str) -> EvalRecord | None:
+        """The record of eval ``fingerprint`` as this version remembers it (committed here or before).
+
+        Raises:
+            DatasetCorruptError: the record is malformed.
+        """
+        return self._txn.find_record(fingerprint)
+
     def begin_eval(
-        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None = None
+        self,
+        fingerprint: str | None,
+        *,
+        label: str,
+        in_place: bool,
+        resume: EvalRecord | None = None,
+        job: str = "",
     ) -> EvalWrite:
         """Start an eval's writes into this dataset: its part of the write transaction.
 
@@ -235,7 +251,18 @@ class Dataset(_Samples):
             raise InvalidArgumentError(
                 f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return self._txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume)
+        return self._txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+
+    def drop_unfinished(self, record: EvalRecord) -> int:
+        """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version
+        equal to the one before it began; returns the new version.
+
+        Raises:
+            ReadOnlyError: the dataset was opened read-only or at an old version.
+        """
+        self.check_writable()
+        self._txn.restore(record.base_version, f"drop unfinished eval {record.label} (rerun=True)")
+        return self.version
 
     # -- schema --------------------------------------------------------------------------------
     def create_tensor(
@@ -446,12 +473,33 @@ class Dataset(_Samples):
 
         return dataset_html(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as where it lives and the version it reads, reopened on unpickling (in another process
+        too: ``torch.multiprocessing.spawn``, Lightning's ``ddp_spawn``, a Ray task). Nothing of the data
+        travels. A handle with uncommitted writes refuses: they exist only in this process.
+        """
+        if self.has_pending_changes:
+            raise InvalidArgumentError(
+                f"Dataset {self.path!r} has uncommitted changes, which cannot travel to another process. "
+                "Commit them first (leave the `with` block or call ds.commit()), then pickle it."
+            )
+        spec = self.location
+        return (_reopen, (spec.url, dict(spec.storage_options), self.version, self._read_only, self._pinned))
+
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._read_only else ""
         return (
             f"Dataset(path={self.path!r}, version={self.version}, tensors={self._names()!r}, "
             f"samples={len(self)}{mode})"
         )
+
+
+def _reopen(
+    url: str, storage_options: dict[str, Any], version: int, read_only: bool, pinned: bool
+) -> Dataset:
+    """A pickled `Dataset`, opened again at the version it read (`Dataset.__reduce__`)."""
+    backend = open_backend(url, storage_options)
+    return Dataset(backend, read_manifest(backend, version), read_only=read_only, pinned=pinned)
 
 
 def _as_sequence(name: str, values: Any) -> Any:

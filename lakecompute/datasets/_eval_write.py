@@ -35,7 +35,15 @@ from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, SlotWriter, Te
 if TYPE_CHECKING:
     from lakecompute.datasets._transaction import Transaction
 
-__all__ = ["Decisions", "EvalWrite", "OutputSchema", "SlotGrant", "TaskWriter", "TensorSchema"]
+__all__ = [
+    "Decisions",
+    "EvalWrite",
+    "OutputSchema",
+    "SlotGrant",
+    "TaskWriter",
+    "TensorSchema",
+    "written_in_place",
+]
 
 
 # -- what workers check outputs against ------------------------------------------------------------
@@ -112,6 +120,12 @@ class OutputSchema:
         for name, ndim in decisions.ndims.items():
             out[name] = replace(out[name], ndim=ndim)
         return OutputSchema(out)
+
+
+def written_in_place(names: tuple[str, ...], decisions: Decisions, *, replace_all: bool) -> tuple[str, ...]:
+    """In place, the tensors an eval replaces: all of them (``replace_all``, or when the first outputs
+    wrote nothing), else those its first outputs wrote; the others keep their content."""
+    return names if replace_all or not decisions.written else decisions.written
 
 
 def _one_rank(name: str, encoded: list[Encoded]) -> int:
@@ -228,6 +242,8 @@ class EvalWrite:
         label: the compute functions, for commit messages.
         in_place: whether the eval transforms the dataset it reads.
         resume: the record of an interrupted run of the same eval to continue from, if any.
+        job: what the eval is for (see `EvalRecord.job`); its record replaces an unfinished one of the
+            same job.
     """
 
     def __init__(
@@ -238,8 +254,10 @@ class EvalWrite:
         label: str,
         in_place: bool,
         resume: EvalRecord | None,
+        job: str = "",
     ) -> None:
         self._txn = txn
+        self.job = job
         self.fingerprint = fingerprint
         self.label = label
         self.in_place = in_place
@@ -278,7 +296,7 @@ class EvalWrite:
         for name, ndim in decisions.ndims.items():
             self._txn.state(name).ndim = ndim
         if self.in_place:
-            self.written = self.schema.names if replace_all or not decisions.written else decisions.written
+            self.written = written_in_place(self.schema.names, decisions, replace_all=replace_all)
             parked = self.resume.parked if self.resume is not None else {}
             for name in self.written:
                 self._txn.state(name).ndim = decisions.ndims.get(name)
@@ -362,4 +380,5 @@ class EvalWrite:
             open_dtypes=self.open_dtypes if status != "done" else (),
             parked=parked,
             seconds=progress.seconds,
+            job=self.job,
         )

@@ -5,6 +5,11 @@ manifest of every version it commits: at each checkpoint (``status="running"``) 
 (``status="done"``). The record is how a rerun is recognised — resumed after the last checkpoint, or
 skipped when it already completed — and it is part of the version, so it is committed atomically
 with the outputs it describes.
+
+A record is kept whole only in the manifest of the version that committed it. Every later manifest
+carries a *reference* instead (``{"at": version, "status": ..., "done": ...}``, a few dozen bytes): so
+every eval is remembered, however many came after it, and a record with thousands of failures does not
+make every later manifest large. A rerun that finds a reference reads the record from its version.
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ from typing import Any, Literal
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage import Fragment, Manifest, version_key
 
-__all__ = ["MAX_RECORDED_FAILURES", "EvalProgress", "EvalRecord", "FailedSample", "parse_records"]
+__all__ = [
+    "MAX_RECORDED_FAILURES",
+    "EvalProgress",
+    "EvalRecord",
+    "FailedSample",
+    "as_reference",
+    "parse_records",
+    "reference_of",
+]
 
 #: Failures kept in full in a record (``ignore_errors=True`` may skip many; the manifest stays small).
 MAX_RECORDED_FAILURES = 1000
@@ -95,6 +108,8 @@ class EvalRecord:
         parked: for an in-place eval at a checkpoint, the new fragments of ``written`` tensors, kept
             aside until the final commit swaps them in (readers still see the old content).
         seconds: wall time up to ``done``.
+        job: what the eval is for (its functions' names, input and output, not their code): a run
+            with the same job and changed code continues this one (``fingerprint_job``).
     """
 
     fingerprint: str
@@ -112,6 +127,7 @@ class EvalRecord:
     open_dtypes: tuple[str, ...] = ()
     parked: Mapping[str, tuple[Fragment, ...]] = field(default_factory=dict)
     seconds: float = 0.0
+    job: str = ""
 
     @property
     def complete(self) -> bool:
@@ -133,6 +149,7 @@ class EvalRecord:
             "open_dtypes": list(self.open_dtypes),
             "parked": {k: [f.to_json() for f in v] for k, v in self.parked.items()},
             "seconds": self.seconds,
+            "job": self.job,
         }
 
     @classmethod
@@ -161,6 +178,7 @@ class EvalRecord:
                 for k, v in dict(obj.get("parked", obj.get("pending", {}))).items()  # "pending": before 0.2
             },
             seconds=float(obj.get("seconds", 0.0)),
+            job=str(obj.get("job", "")),
         )
 
 
@@ -170,14 +188,42 @@ def _count(value: Any) -> int:
     return value
 
 
+def as_reference(obj: dict[str, Any]) -> dict[str, Any]:
+    """What a later manifest keeps of a record: where it is kept whole, its status and progress."""
+    if "at" in obj:
+        return obj
+    return {"at": obj.get("version", 0), "status": obj.get("status"), "done": obj.get("done", 0)}
+
+
+def reference_of(
+    fingerprint: str, obj: dict[str, Any], url: str, manifest: Manifest
+) -> tuple[int, EvalRecord]:
+    """A reference's version, and the record as much as the reference itself tells (for when that
+    version is gone: ``vacuum(keep_versions=...)``).
+
+    Raises:
+        DatasetCorruptError: the reference is malformed.
+    """
+    try:
+        at, status = _count(obj["at"]), obj["status"]
+        if status not in ("running", "done"):
+            raise ValueError(f"status {status!r}")
+        return at, EvalRecord(fingerprint, status, _count(obj.get("done", 0)), {}, version=at)
+    except (ValueError, TypeError, KeyError) as exc:
+        reason = f"eval record reference {fingerprint!r}: {type(exc).__name__}: {exc}"
+        raise DatasetCorruptError(url, version_key(manifest.version), reason) from exc
+
+
 def parse_records(manifest: Manifest, url: str) -> dict[str, EvalRecord]:
-    """The typed eval records of a version's manifest, by fingerprint.
+    """The typed eval records a version's manifest keeps whole (those it committed), by fingerprint.
 
     Raises:
         DatasetCorruptError: a record is malformed (names the manifest file, the record and the problem).
     """
     out: dict[str, EvalRecord] = {}
     for fp, obj in manifest.evals.items():
+        if "at" in obj:
+            continue  # a reference to a record kept whole in an earlier version
         try:
             out[fp] = EvalRecord.from_json(fp, obj)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:

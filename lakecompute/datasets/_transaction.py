@@ -18,9 +18,9 @@ import numpy as np
 from zarr.abc.store import Store
 
 from lakecompute import compression
-from lakecompute.datasets._records import EvalRecord, parse_records
+from lakecompute.datasets._records import EvalRecord, as_reference, parse_records, reference_of
 from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import CommitConflictError, InvalidSampleError
+from lakecompute.errors import CommitConflictError, DatasetNotFoundError, InvalidSampleError
 from lakecompute.htypes import Encoded, TensorSpec
 from lakecompute.storage import (
     MAX_SLOTS,
@@ -36,15 +36,13 @@ from lakecompute.storage import (
     create_segment,
     latest_version,
     new_segment_id,
+    read_manifest,
 )
 
 if TYPE_CHECKING:
     from lakecompute.datasets._eval_write import EvalWrite
 
 __all__ = ["SlotAllocator", "Transaction"]
-
-#: Completed eval records a version keeps (the oldest beyond this are forgotten; running ones stay).
-MAX_DONE_RECORDS = 64
 
 
 class SlotAllocator:
@@ -259,8 +257,7 @@ class Transaction:
         new.version = self.base.version + 1
         new.parent = self.base.version
         new.message = message
-        if record is not None:
-            new.evals = _with_record(self.base.evals, record, new.version)
+        new.evals = _next_evals(new.evals, record, new.version)
         # Last, just before the manifest lands: data written under a lapsed lease may be gone.
         self.lease.check()
         if not commit_manifest(self.backend, new):
@@ -301,13 +298,44 @@ class Transaction:
         """
         return parse_records(self.base, self.backend.url)
 
+    def find_record(self, fingerprint: str) -> EvalRecord | None:
+        """The record of eval ``fingerprint`` in the base version, read from the version that keeps it
+        whole (when that version is gone, only its status and progress are known).
+
+        Raises:
+            DatasetCorruptError: the record or its reference is malformed.
+        """
+        obj = self.base.evals.get(fingerprint)
+        if obj is None:
+            return None
+        if "at" not in obj:
+            return self.records()[fingerprint]
+        at, known = reference_of(fingerprint, obj, self.backend.url, self.base)
+        try:
+            kept = read_manifest(self.backend, at)
+        except DatasetNotFoundError:
+            return known  # vacuumed away: that it ran, and how far, is what is left
+        return parse_records(kept, self.backend.url).get(fingerprint, known)
+
     def begin_eval(
-        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None
+        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None, job: str
     ) -> EvalWrite:
         """Start an eval's writes into this dataset (see `EvalWrite`)."""
         from lakecompute.datasets._eval_write import EvalWrite
 
-        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume)
+        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+
+    def restore(self, version: int, message: str) -> None:
+        """Commit, as the next version, the content and records of the older ``version``.
+
+        How ``rerun=True`` drops the kept outputs of an unfinished eval: the new version equals the one
+        before that eval began (older versions stay readable).
+        """
+        old = read_manifest(self.backend, version)
+        self.rollback()
+        self._publish(old.copy(), message, None)
+        self.head = self.base.copy()
+        self._on_change(None)
 
 
 def _decide_dtype(state: TensorState) -> None:
@@ -336,14 +364,23 @@ def _check_no_narrowing(state: TensorState, frag: Fragment) -> None:
         )
 
 
-def _with_record(evals: Mapping[str, Any], record: EvalRecord, version: int) -> dict[str, Any]:
-    """``evals`` with ``record`` (stamped with the version it is committed in) and old completed
-    records beyond `MAX_DONE_RECORDS` forgotten."""
-    out = {k: v for k, v in evals.items() if k != record.fingerprint}
-    done = [k for k, v in out.items() if isinstance(v, dict) and v.get("status") == "done"]
-    for k in done[: max(0, len(done) - MAX_DONE_RECORDS + 1)]:
-        del out[k]
-    stamped = record.to_json()
-    stamped["version"] = version
-    out[record.fingerprint] = stamped
+def _unfinished_of(obj: Any, job: str) -> bool:
+    return isinstance(obj, dict) and obj.get("status") == "running" and obj.get("job") == job
+
+
+def _next_evals(evals: Mapping[str, Any], record: EvalRecord | None, version: int) -> dict[str, Any]:
+    """The eval records of the next version: every earlier record as a reference to the version that
+    keeps it whole, and ``record`` (stamped with ``version``) whole. A record of the same eval is
+    replaced, and so is an unfinished record that ``record`` continues (same job, older code)."""
+    out = {}
+    for fp, obj in evals.items():
+        if record is not None and (
+            fp == record.fingerprint or (record.job and _unfinished_of(obj, record.job))
+        ):
+            continue
+        out[fp] = as_reference(obj)
+    if record is not None:
+        stamped = record.to_json()
+        stamped["version"] = version
+        out[record.fingerprint] = stamped
     return out

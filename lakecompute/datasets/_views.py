@@ -12,6 +12,7 @@ from lakecompute.datasets._tensor import TensorView
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
 if TYPE_CHECKING:
+    import ray.data
     import torch.utils.data
 
     from lakecompute.datasets._dataset import Dataset
@@ -154,13 +155,37 @@ class _Samples(_Reading):
             A real DataLoader; ``len()`` is its batch count.
 
         Raises:
-            InvalidArgumentError: torch is not installed (``pip install "lakecompute[torch]"``), or
+            InvalidArgumentError: torch is not installed (``pip install torch``), or
                 bad options as for `batches`.
         """
         from lakecompute.loaders import LoaderOptions, pytorch
 
         options = LoaderOptions.parse(**LoaderOptions.pick(locals()))
         return pytorch(cast("Dataset | DatasetView", self), tensors, options)
+
+    def to_ray(
+        self, tensors: str | Sequence[str] | None = None, rows_per_block: int = 1024
+    ) -> ray.data.Dataset:
+        """This committed version (or view) as a ``ray.data.Dataset``: one column per tensor, rows in order.
+
+        Nothing is read now: each block of ``rows_per_block`` rows is read where Ray runs it (every
+        node of a cluster reads its share straight from storage, so keep the dataset on S3 there),
+        through the same checked reader as `batches`. Images arrive decoded; ragged, text and json
+        columns hold one object per row. Use it to ``map_batches`` over a dataset with Ray Data, and
+        write results back with ``eval`` (which takes a ``ray.data.Dataset`` as ``data_in``).
+
+        Args:
+            tensors: the tensors to read (a name or names); None for all.
+            rows_per_block: rows in each Ray Data block (each read by one Ray task).
+
+        Raises:
+            InvalidArgumentError: Ray Data is not installed, uncommitted changes, a ``mem://`` dataset,
+                or a bad ``rows_per_block``.
+            TensorDoesNotExistError: an unknown name in ``tensors``.
+        """
+        from lakecompute.loaders import to_ray
+
+        return to_ray(cast("Dataset | DatasetView", self), tensors, rows_per_block)
 
 
 class DatasetView(_Samples):

@@ -2,7 +2,7 @@
 
 This package sits above `lakecompute.datasets` and `lakecompute.compute`; the dataset layer
 reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytorch`` and
-``Tensor.blocks``. torch is imported only by `pytorch` (``pip install "lakecompute[torch]"``).
+``Tensor.blocks``. torch is imported only by `pytorch` (``pip install torch``).
 
 The pieces: `LoaderOptions` (the options of a call, checked once there and passed down whole),
 `IndexPlan` (pure arithmetic: permutation, samples dealt to ranks then to loader
@@ -27,6 +27,7 @@ from lakecompute.loaders._plan import IndexPlan, _check_int
 from lakecompute.loaders._sources import RowSource, TokenSource
 
 if TYPE_CHECKING:
+    import ray.data
     import torch.utils.data
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "make_batches",
     "make_dataloader",
     "pytorch",
+    "to_ray",
 ]
 
 
@@ -105,7 +107,8 @@ def _import_torch() -> None:
     except ImportError as exc:
         raise InvalidArgumentError(
             "pytorch() needs torch, which is not installed. "
-            'Install it with pip install "lakecompute[torch]", or use batches() for numpy batches.'
+            'Install torch (pip install torch, or from a lakecompute checkout: pip install -e ".[torch]"), '
+            "or use batches() for numpy batches."
         ) from exc
 
 
@@ -138,6 +141,27 @@ def pytorch(
 ) -> torch.utils.data.DataLoader[Any]:
     """A torch DataLoader over a dataset or view; see `lakecompute.Dataset.pytorch`."""
     return make_dataloader(_rows(data, tensors), options)
+
+
+def to_ray(
+    data: Dataset | DatasetView, tensors: str | Sequence[str] | None, rows_per_block: int
+) -> ray.data.Dataset:
+    """A committed version of a dataset or view as a Ray Data dataset; see `lakecompute.Dataset.to_ray`."""
+    try:
+        import ray.data  # noqa: F401  (only checking that it is there)
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            'to_ray() needs Ray Data, which is not installed. Install it with pip install "ray[data]".'
+        ) from exc
+    from lakecompute.loaders._ray_data import to_ray as ray_dataset
+
+    source = _rows(data, tensors)
+    if not source.snapshot.shared_between_processes:
+        raise InvalidArgumentError(
+            f"{source.snapshot.url!r} lives in this process's memory, which Ray workers cannot read. "
+            "Use a local path (one machine) or s3:// (a cluster)."
+        )
+    return ray_dataset(source, rows_per_block)
 
 
 def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) -> TokenBlocks:

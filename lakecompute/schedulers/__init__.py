@@ -31,6 +31,7 @@ from lakecompute.schedulers._base import (
     worker_id,
 )
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
+from lakecompute.schedulers._ray_options import Ray
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
@@ -46,6 +47,7 @@ __all__ = [
     "PickledError",
     "ProcessedScheduler",
     "ProgressFn",
+    "Ray",
     "Scheduler",
     "SchedulerFactory",
     "SerialScheduler",
@@ -103,14 +105,15 @@ def scheduler_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_scheduler(name: str, num_workers: int, **options: Any) -> Scheduler:
+def get_scheduler(name: str | Ray, num_workers: int, **options: Any) -> Scheduler:
     """Build the scheduler registered under ``name``.
 
     With ``num_workers=0`` every name gives the serial scheduler (tasks run in the calling thread),
     and ``options`` are not used.
 
     Args:
-        name: ``"serial"``, ``"threaded"``, ``"processed"``, ``"ray"``, or a registered name.
+        name: ``"serial"``, ``"threaded"``, ``"processed"``, ``"ray"``, a registered name, or a
+            `Ray` with its settings.
         num_workers: how many tasks may run at once; 0 to run them in the calling thread.
         **options: passed to the scheduler's factory, e.g. ``start_method="spawn"`` for
             ``"processed"``.
@@ -128,6 +131,9 @@ def get_scheduler(name: str, num_workers: int, **options: Any) -> Scheduler:
         >>> get_scheduler("processed", num_workers=0)
         SerialScheduler(num_workers=0)
     """
+    if isinstance(name, Ray):
+        parse_num_workers(num_workers)
+        return SerialScheduler() if num_workers == 0 else name.build(num_workers)
     factory = _REGISTRY.get(name)
     if factory is None:
         raise InvalidArgumentError(
@@ -149,15 +155,7 @@ def _ray_factory(num_workers: int, **options: Any) -> Scheduler:
             "The 'ray' scheduler needs Ray, which is not installed. "
             'Install it with pip install "lakecompute[ray]", or use the "processed" scheduler.'
         ) from exc
-    try:
-        module = importlib.import_module("lakecompute.schedulers._ray")
-    except ModuleNotFoundError as exc:
-        if exc.name != "lakecompute.schedulers._ray":
-            raise
-        raise InvalidArgumentError(
-            "Ray support is not available yet in this version of lakecompute. "
-            'Use the "processed" scheduler; once it is, install it with pip install "lakecompute[ray]".'
-        ) from exc
+    module = importlib.import_module("lakecompute.schedulers._ray")
     scheduler: Scheduler = module.RayScheduler(num_workers, **options)
     return scheduler
 

@@ -88,8 +88,8 @@ class Scheduler(abc.ABC):
     - never hangs on a task it cannot hand to a worker (one that cannot be pickled is an
       `lakecompute.errors.UnpicklableTaskError`), and returns soon after a cancel even if a
       task is stuck;
-    - says what it can do through `shares_memory`, `needs_fork_safe_storage` and
-      `without_fork`, so callers never check its name.
+    - says what it can do through `shares_memory`, `needs_fork_safe_storage`, `spans_machines`
+      and `without_fork`, so callers never check its name.
 
     `lakecompute.testing.schedulers.SchedulerTests` checks all of this.
 
@@ -126,6 +126,14 @@ class Scheduler(abc.ABC):
         already used must keep working in a forked child (local files do; S3 clients do not).
 
         When they would not, use `without_fork`. False unless a backend says otherwise.
+        """
+        return False
+
+    @property
+    def spans_machines(self) -> bool:
+        """Whether tasks may run on other machines, which do not see this machine's local disk.
+
+        Callers refuse local dataset paths when it is True. False unless a backend says otherwise.
         """
         return False
 

@@ -20,8 +20,15 @@ Imported only when ``scheduler="ray"`` is asked for (``import lakecompute`` neve
 - **Fail fast.** On a failure (or when the consumer stops early) outstanding tasks are cancelled:
   first by interrupting them (``KeyboardInterrupt`` in the task, the worker process survives and
   Ray reuses it), then, for tasks still running after a grace period, by killing their worker.
-  Tasks not yet submitted never start. Ray's own retries are off (``max_retries=0``): a task that
-  crashed its worker is reported as `WorkerDiedError`, not run again.
+  Tasks not yet submitted never start.
+- **Lost tasks are retried** (`Ray.max_retries`, 3 by default): Ray runs a task again when its
+  worker process or node died. That is safe because a task writes only its own slots and only the
+  attempt that returns is committed. A task that raised is never retried (its error is the answer),
+  and one that still dies after its retries is `WorkerDiedError`.
+- **Resources are checked before anything runs, and again while nothing finishes:** a task that asks
+  for more CPUs, GPUs or custom resources than any live node of the cluster has is an
+  `InvalidArgumentError` naming the request and the nodes, instead of a task that waits forever
+  (also when the only nodes that had them left mid-run).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from lakecompute.schedulers._base import (
     describe_task,
     pause_error,
 )
+from lakecompute.schedulers._ray_options import Ray
 from lakecompute.schedulers._transport import (
     PickledError,
     dump,
@@ -63,6 +71,8 @@ ResultT = TypeVar("ResultT")
 # for the kill to be done (seconds).
 _CANCEL_GRACE = 1.0
 _KILL_TIMEOUT = 5.0
+# While no task finishes, how often to check that some live node can still run the tasks (seconds).
+_RECHECK = 5.0
 
 # The Ray remote function, built once per process (Ray exports it again to a new session by itself).
 _REMOTE: Any = None
@@ -95,9 +105,32 @@ def _run_in_worker(fn: TaskFn[Any, Any], data: bytes, position: int, slot: int) 
 def _remote_function(ray: Any) -> Any:
     global _REMOTE
     if _REMOTE is None:
-        # max_retries=0: a task that crashed its worker must be reported, not silently run again.
-        _REMOTE = ray.remote(max_retries=0)(_run_in_worker)
+        # Retries and resources are set per run, through .options() (see Ray.task_options).
+        _REMOTE = ray.remote(_run_in_worker)
     return _REMOTE
+
+
+def _nodes_text(nodes: list[dict[str, Any]]) -> str:
+    shown = [{k: v for k, v in n.get("Resources", {}).items() if not k.startswith("node:")} for n in nodes]
+    return "; ".join(repr(r) for r in shown) or "none"
+
+
+def check_resources(ray: Any, request: dict[str, float]) -> None:
+    """Refuse a per-task request that no live node of the cluster can ever satisfy.
+
+    Raises:
+        InvalidArgumentError: naming the request and the nodes' resources.
+    """
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    for node in nodes:
+        have = node.get("Resources", {})
+        if all(have.get(name, 0.0) >= amount for name, amount in request.items()):
+            return
+    raise InvalidArgumentError(
+        f"Each task asks Ray for {request!r}, which no node of the cluster has (nodes: "
+        f"{_nodes_text(nodes)}). Ask for less (lc.schedulers.Ray(num_cpus=..., num_gpus=..., "
+        "resources=...)), or add a node that has it before the eval."
+    )
 
 
 class RayScheduler(Scheduler):
@@ -121,18 +154,18 @@ class RayScheduler(Scheduler):
         self,
         num_workers: int = 1,
         *,
+        options: Ray | None = None,
         init_options: dict[str, Any] | None = None,
-        remote_options: dict[str, Any] | None = None,
     ) -> None:
         """Create the scheduler (Ray itself is started, if needed, by the first `run`).
 
         Args:
             num_workers: how many tasks may run at the same time, at least 1.
+            options: where to run, what each task holds and how often lost tasks are retried
+                (default ``Ray()``).
             init_options: passed to ``ray.init`` when Ray is not initialised yet (they override
                 the defaults ``address="local", num_cpus=num_workers, include_dashboard=False``, see
                 `start_options`); ignored when Ray is already running.
-            remote_options: resources of each task, passed to Ray's ``.options()`` (e.g.
-                ``{"num_cpus": 2}`` or ``{"num_gpus": 1}``); default one CPU per task.
 
         Raises:
             InvalidArgumentError: if ``num_workers`` is less than 1.
@@ -143,16 +176,37 @@ class RayScheduler(Scheduler):
                 f"Expected num_workers >= 1 for the ray scheduler. Got {num_workers!r}. "
                 "Use get_scheduler('ray', 0) or SerialScheduler() to run in the calling process."
             )
+        self.options = options if options is not None else Ray()
+        if not isinstance(self.options, Ray):
+            raise InvalidArgumentError(f"Expected options=lc.schedulers.Ray(...). Got {options!r}.")
         self._init_options = dict(init_options or {})
-        self._remote_options = dict(remote_options or {})
 
     def _ray(self) -> Any:
         """The ``ray`` module, initialised."""
         import ray
 
         if not ray.is_initialized():
-            ray.init(**self.start_options())
+            options = self.start_options()
+            try:
+                ray.init(**options)
+            except ValueError as exc:  # e.g. RAY_ADDRESS set to the dashboard's http:// address
+                where = options.get("address") or os.environ.get("RAY_ADDRESS")
+                raise InvalidArgumentError(
+                    f"Ray refused the cluster address {where!r}: {exc} Use the cluster's GCS address "
+                    "('HOST:6379', or 'auto' on a node of the cluster), 'ray://HOST:10001' from outside "
+                    "it, or unset RAY_ADDRESS to run on a local Ray of this process's own."
+                ) from exc
         return ray
+
+    @property
+    def spans_machines(self) -> bool:
+        """Whether tasks may run on other machines that do not see this one's local disk (Ray is
+        started, or joined, to find out: a cluster of more than one live node, not declared to share
+        a file system)."""
+        if self.options.shared_filesystem:
+            return False
+        ray = self._ray()
+        return sum(1 for n in ray.nodes() if n.get("Alive")) > 1
 
     def start_options(self) -> dict[str, Any]:
         """The options of the ``ray.init`` call that starts Ray when it is not initialised yet.
@@ -163,7 +217,9 @@ class RayScheduler(Scheduler):
         a cluster instead.
         """
         options: dict[str, Any]
-        if os.environ.get("RAY_ADDRESS"):
+        if self.options.address is not None:
+            options = {"address": self.options.address}
+        elif os.environ.get("RAY_ADDRESS"):
             options = {}  # join the cluster the environment names, with its resources
         else:
             options = {"address": "local", "num_cpus": self.num_workers, "include_dashboard": False}
@@ -191,9 +247,8 @@ class RayScheduler(Scheduler):
         except StopIteration:
             return
         ray = self._ray()
-        remote = _remote_function(ray)
-        if self._remote_options:
-            remote = remote.options(**self._remote_options)
+        check_resources(ray, self.options.request())
+        remote = _remote_function(ray).options(**self.options.task_options())
         # Stored once in Ray's object store; each task gets a reference, not another copy.
         slots = _Slots(remote, ray.put(fn), itertools.chain([first], iterator), self.num_workers, limit)
         try:
@@ -201,7 +256,10 @@ class RayScheduler(Scheduler):
                 slots.fill()
                 if not slots.running:
                     return
-                ready, _ = ray.wait(list(slots.running), num_returns=1)
+                ready, _ = ray.wait(list(slots.running), num_returns=1, timeout=_RECHECK)
+                if not ready:
+                    # Nodes may have left since the start: tasks only they could run would wait forever.
+                    check_resources(ray, self.options.request())
                 for ref in ready:
                     position, task = slots.finished(ref)
                     kind, payload, increments = self._outcome(ray, ref, task)
@@ -214,8 +272,7 @@ class RayScheduler(Scheduler):
             # Reached on success (nothing is running), on a failure, and when the consumer stops.
             self._cancel(ray, list(slots.running))
 
-    @staticmethod
-    def _outcome(ray: Any, ref: Any, task: Any) -> tuple[str, Any, int]:
+    def _outcome(self, ray: Any, ref: Any, task: Any) -> tuple[str, Any, int]:
         """What a finished Ray task returned; a dead worker or node becomes WorkerDiedError."""
         try:
             outcome = ray.get(ref)
@@ -231,8 +288,10 @@ class RayScheduler(Scheduler):
                 if "OutOfMemory" in why
                 else "the worker process or its node died"
             )
+            retries = self.options.max_retries
+            tried = f", on each of {retries + 1} attempts" if retries else ""
             raise WorkerDiedError(
-                f"A Ray worker failed with {why} while running task {describe_task(task)}: {hint} "
+                f"A Ray worker failed with {why} while running task {describe_task(task)}{tried}: {hint} "
                 "(for example a segfault in native code, or a killed process). Run it with num_workers=0 "
                 "to debug it in this process.",
                 task=task,
@@ -257,7 +316,7 @@ class RayScheduler(Scheduler):
         ray.wait(still_running, num_returns=len(still_running), timeout=_KILL_TIMEOUT)
 
     def __repr__(self) -> str:
-        return f"RayScheduler(num_workers={self.num_workers})"
+        return f"RayScheduler(num_workers={self.num_workers}, options={self.options!r})"
 
 
 class _Slots:

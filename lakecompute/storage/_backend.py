@@ -53,7 +53,8 @@ class BackendSpec:
     """Everything needed to reopen a backend in another process (picklable, no open handles).
 
     Attributes:
-        url: the dataset location as given by the user.
+        url: the dataset location: an absolute path for a local one (so that a process started in
+            another folder, or on another machine of a shared file system, opens the same dataset).
         storage_options: options passed through to the object-store client (S3 only).
     """
 
@@ -69,14 +70,18 @@ class Backend(ABC):
     #: Whether a child forked after this process used the backend can still use the storage
     #: (False for object stores, whose clients hang after fork: see STORAGE-NOTES.md).
     fork_safe: bool = True
+    #: Whether the data is on this machine only (a local disk): other machines of a cluster cannot
+    #: reach it unless it is a file system they all mount.
+    machine_local: bool = False
 
-    def __init__(self, spec: BackendSpec) -> None:
+    def __init__(self, spec: BackendSpec, given: str | None = None) -> None:
         self.spec = spec
+        self._given = spec.url if given is None else given
 
     @property
     def url(self) -> str:
-        """The location as the user gave it."""
-        return self.spec.url
+        """The location as the user gave it (`spec` holds the form other processes reopen)."""
+        return self._given
 
     @abstractmethod
     def zarr_store(self) -> Store:
@@ -143,8 +148,11 @@ class LocalBackend(Backend):
     whose path passes through a link is refused (reads) or left alone (listing, deleting).
     """
 
+    machine_local = True
+
     def __init__(self, spec: BackendSpec, root: str) -> None:
-        super().__init__(spec)
+        # Other processes reopen it by its absolute path; errors name it as the user gave it.
+        super().__init__(BackendSpec(root, spec.storage_options), given=spec.url)
         self.root = Path(root)
         self._root_text = str(self.root)
         self._plain_dirs: set[str] = set()

@@ -26,7 +26,9 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from zarr.abc.store import Store
+from zarr.abc.store import ByteRequest, Store
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.storage import WrapperStore
 
 from lakecompute.errors import InvalidArgumentError, StorageError
 from lakecompute.storage._backend import Backend, BackendSpec
@@ -47,6 +49,7 @@ S3_OPTIONS: dict[str, str] = {
     "connect_timeout": "seconds to wait for a connection (default 5)",
     "timeout": "seconds a single request may take (default 60)",
     "max_retries": "retries of a failed request (default 5)",
+    "retry_timeout": "seconds after which a request is not retried any more (default 120)",
 }
 _ALIASES: dict[str, str] = {
     "endpoint": "endpoint_url",
@@ -213,7 +216,10 @@ class S3Backend(Backend):
         else:
             client["connect_timeout"] = timedelta(seconds=float(opts.get("connect_timeout", 5.0)))
             client["timeout"] = timedelta(seconds=float(opts.get("timeout", 60.0)))
-            retry = {"max_retries": int(opts.get("max_retries", 5)), "retry_timeout": timedelta(seconds=120)}
+            retry = {
+                "max_retries": int(opts.get("max_retries", 5)),
+                "retry_timeout": timedelta(seconds=float(opts.get("retry_timeout", 120.0))),
+            }
         return S3Store(
             self.bucket,
             prefix=self.prefix or None,
@@ -334,7 +340,7 @@ class S3Backend(Backend):
         if self._zarr is None:
             from zarr.storage import ObjectStore
 
-            self._zarr = ObjectStore(self._client)
+            self._zarr = _NamedErrorStore(ObjectStore(self._client), self)
         return self._zarr
 
     def read(self, key: str) -> bytes | None:
@@ -424,6 +430,37 @@ class S3Backend(Backend):
             "An S3Backend holds a live client and is not sent to other processes; send its spec "
             "(BackendSpec) and reopen it with open_backend()."
         )
+
+
+class _NamedErrorStore(WrapperStore[Store]):
+    """zarr's store over our client, whose failed requests (tensor chunks read or written by zarr) are
+    `StorageError`s naming the object and the cause, as the backend's own requests are."""
+
+    def __init__(self, store: Store, backend: S3Backend) -> None:
+        super().__init__(store)
+        self._backend = backend
+
+    def _with_store(self, store: Store) -> _NamedErrorStore:
+        # zarr derives read-only copies through this: they name errors the same way.
+        return _NamedErrorStore(store, self._backend)
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        with self._backend._request("GET", key):
+            return await self._store.get(key, prototype, byte_range)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        with self._backend._request("PUT", key):
+            await self._store.set(key, value)
+
+    async def exists(self, key: str) -> bool:
+        with self._backend._request("HEAD", key):
+            return await self._store.exists(key)
+
+    async def delete(self, key: str) -> None:
+        with self._backend._request("DELETE", key):
+            await self._store.delete(key)
 
 
 def _first_line(text: str) -> str:

@@ -55,6 +55,11 @@ def duplicate(sample_in, sample_out):
 
 
 @lc.compute
+def pass_y(sample_in, sample_out):
+    sample_out.y.append(sample_in.y.numpy())
+
+
+@lc.compute
 def fail_on_second_copy(sample_in, sample_out, bad):
     # Sees each input twice (after `duplicate`); fails on one copy of input `bad`.
     x = int(sample_in.x.numpy())
@@ -155,6 +160,22 @@ def test_transform_error_in_a_later_pipeline_stage(scheduler: Sched, tmp_path: P
     assert info.value.function == "fail_on_second_copy"
     assert type(info.value.__cause__) is BadPixelError
     assert str(info.value.__cause__) == "copy of 21 is bad"
+    assert info.value.step == (1, "fail_on_second_copy")
+    assert info.value.step_input == {"x": 21}  # the row step 1 was given (written by duplicate)
+
+
+def test_transform_error_step_of_a_first_step(scheduler: Sched, tmp_path: Path) -> None:
+    """A failure in the first step (or a single function) says step 0, whose input is the sample."""
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    pipeline = lc.compose([fail_at(bad=7), pass_y()])
+    with pytest.raises(lc.TransformError) as info:
+        pipeline.eval(list(range(30)), out, **scheduler.kw)
+    assert (info.value.step, info.value.step_input, info.value.sample) == ((0, "fail_at"), 7, 7)
+    with pytest.raises(lc.TransformError) as info:
+        fail_at(bad=7).eval(
+            list(range(30)), out_like(tmp_path / "out2", y={"dtype": "int64"}), **scheduler.kw
+        )
+    assert (info.value.step, info.value.step_input) == ((0, "fail_at"), 7)
 
 
 def test_transform_error_cause_survives_processes(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ BAD_ARGUMENTS: dict[str, tuple[BadCall, type[Exception], str]] = {
     "scheduler-not-a-str": (
         lambda p: ([1], _out(p), {"scheduler": 3}),
         lc.InvalidTypeError,
-        r"scheduler must be a name such as 'processed'\. Got 3\.",
+        r"scheduler must be a name such as 'processed', or lc\.schedulers\.Ray\(\.\.\.\)\. Got 3\.",
     ),
     "checkpoint_interval-negative": (
         lambda p: ([1], _out(p), {"checkpoint_interval": -1}),

@@ -131,3 +131,19 @@ def test_stream_tasks_are_sized_in_bytes() -> None:
     assert [len(c) for c in small] == [4, 4, 2]
     batched = list(IterableSource(np.zeros((10, 1 << 20), np.uint8)).chunks(4, 3 << 20, multiple=2))
     assert [len(c) for c in batched] == [4, 4, 2]  # whole batches of 2, even past the byte limit
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_eval_generator_with_workers_that_are_not_forked(tmp_path: Path, start_method: str) -> None:
+    """A generator streams to workers started by a fork server or spawned (as on S3): the live generator
+    stays with the parent, which feeds its items with the tasks."""
+    from functools import partial
+
+    from lakecompute.schedulers import ProcessedScheduler, register_scheduler
+
+    name = f"processed-{start_method}"
+    register_scheduler(name, partial(ProcessedScheduler, start_method=start_method))
+    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    result = item_square().eval(numbers(200), out, num_workers=2, scheduler=name, progressbar=False)
+    assert result.inputs == 200
+    assert out.y.numpy().tolist() == [i * i for i in range(200)]

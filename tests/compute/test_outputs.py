@@ -172,7 +172,9 @@ def test_eval_pad_data_in(scheduler: Sched, tmp_path: Path) -> None:
     ds.a.extend(np.arange(7, dtype="int32"))
     ds.b.extend(np.arange(4, dtype="int32"))
     out = out_like(tmp_path / "out", a={"dtype": "int32"}, b_size={"dtype": "int64"})
-    assert copy_padded().eval(ds, out, **scheduler.kw).inputs == 4
+    with pytest.raises(lc.InvalidArgumentError, match=r"differ in length \('b' has 4, 'a' has 7\)"):
+        copy_padded().eval(ds, out, **scheduler.kw)  # without padding: refused, never 4 rows silently
+    assert copy_padded().eval(ds[:4], out, **scheduler.kw).inputs == 4  # a view of the shared rows
     assert out.a.numpy().tolist() == list(range(4))
     out = out_like(tmp_path / "out2", a={"dtype": "int32"}, b_size={"dtype": "int64"})
     result = copy_padded().eval(ds, out, pad_data_in=True, **scheduler.kw)

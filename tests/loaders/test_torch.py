@@ -172,7 +172,7 @@ def test_pytorch_passes_collate_fn_and_pin_memory(numbered: lc.Dataset) -> None:
 def test_pytorch_without_torch_names_the_extra(numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without torch, pytorch() says which extra to install."""
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(lc.InvalidArgumentError, match=r'pip install "lakecompute\[torch\]"'):
+    with pytest.raises(lc.InvalidArgumentError, match=r"pip install -e \"\.\[torch\]\""):
         numbered.pytorch(4)
 
 

@@ -41,16 +41,21 @@ def _wait_for_start(proc: Any) -> None:
 
 
 def _kill_near_commit(proc: Any, path: Path, rng: random.Random) -> str:
-    """Kill ``proc`` while a manifest is being written if that is seen, else right after a new one appears."""
+    """Kill ``proc`` while a chosen manifest is being written if that is seen, else right after it appears.
+
+    The chosen commit is a random one of the first twelve, so the kills (and the points a rerun resumes
+    from) spread over the run instead of all landing on its first checkpoint.
+    """
     folder = path / "versions"
     target = len(versions(path)) + rng.randint(1, 12)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         names = os.listdir(folder)
-        if any(n.startswith(TEMP_PREFIX) for n in names):  # a manifest being written
+        committed = sum(1 for n in names if n.endswith(".json"))
+        if committed >= target - 1 and any(n.startswith(TEMP_PREFIX) for n in names):  # being written
             os.kill(proc.pid, signal.SIGKILL)
             return "mid-commit"
-        if sum(1 for n in names if n.endswith(".json")) >= target:
+        if committed >= target:
             os.kill(proc.pid, signal.SIGKILL)
             return "after-commit"
         if proc.poll() is not None:
@@ -94,7 +99,7 @@ def test_eval_parent_sigkill_then_rerun_gives_exact_output(tmp_path: Path) -> No
         try:
             _wait_for_start(proc)
             if trial % 3 == 1:
-                time.sleep(rng.uniform(0.0, 1.0))
+                time.sleep(rng.uniform(0.0, 0.5))  # the run itself takes about half a second
                 os.kill(proc.pid, signal.SIGKILL)
                 moments.append("random")
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -252,3 +253,26 @@ def test_s3_refused_request_is_storage_error(moto_server: MotoServer, bucket: st
         backend.read("versions/LATEST")
     assert info.value.reason == "credentials"
     assert "S3 GET of 'versions/LATEST'" in str(info.value)
+
+
+def test_s3_failed_chunk_read_after_open_is_storage_error(tmp_path: Any) -> None:
+    """A tensor chunk read that fails once the dataset is open (the endpoint went away) is StorageError
+    naming the chunk's key and keeping obstore's error as the cause, not a raw obstore exception."""
+    from tests.s3.moto_server import start_moto_server
+
+    server = start_moto_server()
+    try:
+        bucket = server.create_bucket()
+        options = {**server.storage_options(), "max_retries": 0, "retry_timeout": 1, "connect_timeout": 1}
+        url = f"s3://{bucket}/gone"
+        ds = lc.empty(url, storage_options=options)
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(10))
+        reopened = lc.load(url, storage_options=options)
+    finally:
+        server.stop()
+    with pytest.raises(lc.StorageError) as info:
+        reopened.x.numpy()
+    assert re.search(r"S3 (GET|HEAD) of 'segments/[^']+/(data|index)/", str(info.value))
+    assert f"s3://{bucket}/gone" in str(info.value)
+    assert type(info.value.__cause__).__module__.startswith("obstore")

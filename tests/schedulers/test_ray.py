@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+import lakecompute as lc
 from lakecompute.errors import InvalidArgumentError, WorkerDiedError
-from lakecompute.schedulers import ProgressFn, Scheduler, get_scheduler
+from lakecompute.schedulers import ProgressFn, Ray, Scheduler, get_scheduler
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
-from tests.s3.ray_session import ray_session
+from tests.s3.ray_session import REPO_ROOT, ray_session
 
 pytest.importorskip("ray")
 
@@ -55,13 +60,147 @@ def return_pid(task: int, progress: ProgressFn) -> int:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fn", [exit_on_3, kill_self_on_2])
 def test_ray_worker_death_raises_worker_died(fn: Any) -> None:
-    """A Ray worker that dies raises WorkerDiedError naming the task, without Ray retrying it."""
+    """A Ray worker that dies raises WorkerDiedError naming the task (retries off: at once)."""
     failing = 3 if fn is exit_on_3 else 2
     with pytest.raises(WorkerDiedError) as info:
-        list(get_scheduler("ray", 2).run(fn, range(8)))
+        list(get_scheduler(Ray(max_retries=0), 2).run(fn, range(8)))
     assert info.value.task == failing
     assert f"while running task {failing}:" in str(info.value)
     assert "num_workers=0" in str(info.value)
+
+
+@pytest.mark.timeout(120)
+def test_ray_worker_death_every_attempt_says_how_many() -> None:
+    """A task that kills its worker on every attempt is WorkerDiedError after its retries, saying so."""
+    with pytest.raises(WorkerDiedError, match="while running task 2, on each of 3 attempts"):
+        list(get_scheduler(Ray(max_retries=2), 2).run(kill_self_on_2, range(4)))
+
+
+@lc.compute
+def double_dying_once(x: int, sample_out: Any, marker: str) -> None:
+    """Double ``x``; the first time input 5 is seen (no marker file yet), SIGKILL this worker."""
+    if x == 5 and not os.path.exists(marker):
+        with open(marker, "w"):
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+    sample_out.append({"x": np.int64(2 * x)})
+
+
+def _int_out(path: str) -> lc.Dataset:
+    out = lc.empty(path, overwrite=True)
+    out.create_tensor("x", dtype="int64")
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_ray_eval_retries_a_lost_task_without_duplicating_outputs(tmp_path: Path) -> None:
+    """By default a task whose worker dies runs again: the eval ends exact, every output once."""
+    marker = str(tmp_path / "died")
+    out = _int_out(str(tmp_path / "out"))
+    result = double_dying_once(marker=marker).eval(
+        list(range(40)), out, num_workers=2, scheduler=Ray(), progressbar=False
+    )
+    assert os.path.exists(marker)  # a worker did die
+    assert result.outputs == {"x": 40}
+    np.testing.assert_array_equal(lc.load(str(tmp_path / "out")).x.numpy(), 2 * np.arange(40))
+
+
+@pytest.mark.timeout(120)
+def test_ray_eval_without_retries_fails_then_resumes_exactly(tmp_path: Path) -> None:
+    """With max_retries=0 the lost task is WorkerDiedError; a rerun resumes and ends exact."""
+    marker = str(tmp_path / "died")
+    path = str(tmp_path / "out")
+    fn = double_dying_once(marker=marker)
+    with pytest.raises(WorkerDiedError):
+        fn.eval(list(range(40)), _int_out(path), num_workers=2, scheduler=Ray(max_retries=0),
+                checkpoint_interval=4, progressbar=False)  # fmt: skip
+    result = fn.eval(list(range(40)), lc.load(path), num_workers=2, scheduler=Ray(max_retries=0),
+                     checkpoint_interval=4, progressbar=False)  # fmt: skip
+    assert result.resumed_from % 4 == 0
+    np.testing.assert_array_equal(lc.load(path).x.numpy(), 2 * np.arange(40))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [(Ray(num_gpus=1), "'GPU': 1.0"), (Ray(resources={"big-disk": 2}), "'big-disk': 2.0"),
+     (Ray(num_cpus=64), "'CPU': 64.0")],
+)  # fmt: skip
+def test_ray_unsatisfiable_request_is_refused_at_once(tmp_path: Path, options: Ray, named: str) -> None:
+    """A task request no node can satisfy is an error naming it and the nodes, never a silent wait."""
+    out = _int_out(str(tmp_path / "out"))
+    with pytest.raises(InvalidArgumentError, match="which no node of the cluster has") as info:
+        double_dying_once(marker="unused").eval([1, 2], out, num_workers=2, scheduler=options,
+                                                progressbar=False)  # fmt: skip
+    assert named in str(info.value)
+    assert "'CPU': 2.0" in str(info.value)  # what the nodes have
+    assert lc.load(str(tmp_path / "out")).x.numpy().tolist() == []
+
+
+def test_ray_eval_with_relative_paths_after_chdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative dataset paths travel as absolute ones: Ray workers started in another folder find them."""
+    monkeypatch.chdir(tmp_path)
+    src = lc.empty("src", overwrite=True)
+    src.create_tensor("x", dtype="int64")
+    src.x.extend(np.arange(12))
+    out = _int_out("out")
+
+    result = double_row().eval(src, out, num_workers=2, scheduler="ray", progressbar=False)
+    assert result.outputs == {"x": 12}
+    np.testing.assert_array_equal(lc.load("out").x.numpy(), 2 * np.arange(12))
+    assert lc.load("out").path == "out"  # as the user gave it
+
+
+@lc.compute
+def double_row(row: Any, sample_out: Any) -> None:
+    """Double a dataset row's ``x``."""
+    sample_out.append({"x": row.x.numpy() * 2})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"num_gpus": -1}, "num_gpus must be a number >= 0"),
+     ({"max_retries": 1.5}, "max_retries must be an int"),
+     ({"resources": {"a": "x"}}, "resource 'a' must be a number"),
+     ({"address": ""}, "address must be"),
+     ({"shared_filesystem": 1}, "shared_filesystem must be True or False")],
+)  # fmt: skip
+def test_ray_options_refuse_bad_values(kwargs: dict[str, Any], message: str) -> None:
+    """lc.schedulers.Ray checks its settings when it is made, with a message naming the setting."""
+    with pytest.raises(lc.LakeComputeError, match=message):
+        Ray(**kwargs)
+
+
+def test_ray_options_are_the_default_of_the_name() -> None:
+    """scheduler='ray' is Ray(): one CPU per task and three retries; Ray(...) values reach the tasks."""
+    from lakecompute.schedulers._ray import RayScheduler
+
+    named = get_scheduler("ray", 2)
+    assert isinstance(named, RayScheduler)
+    assert named.options == Ray()
+    assert Ray().task_options() == {"num_cpus": 1.0, "max_retries": 3}
+    assert Ray(num_cpus=2, resources={"big": 1}).request() == {"CPU": 2.0, "big": 1.0}
+    assert lc.schedulers.Ray is Ray
+
+
+_HTTP_ADDRESS_SCRIPT = """
+import lakecompute as lc
+from lakecompute.schedulers import get_scheduler
+try:
+    list(get_scheduler("ray", 1).run(lambda task, progress: task, [1]))
+except lc.InvalidArgumentError as exc:
+    print("REFUSED", exc)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ray_address_of_the_dashboard_is_refused_clearly(tmp_path: Path) -> None:
+    """RAY_ADDRESS set to the dashboard's http:// address (and no ray.init) is a LakeComputeError
+    saying which address to use, not Ray's raw ValueError."""
+    env = {**os.environ, "RAY_ADDRESS": "http://127.0.0.1:8265", "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", _HTTP_ADDRESS_SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=100, cwd=tmp_path)  # fmt: skip
+    assert "REFUSED Ray refused the cluster address 'http://127.0.0.1:8265'" in done.stdout, done.stderr
+    assert "GCS address" in done.stdout
 
 
 def test_ray_runs_in_other_processes() -> None:
@@ -134,3 +273,14 @@ def test_ray_start_options_are_a_local_instance_of_its_own(monkeypatch: pytest.M
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     assert RayScheduler(3).start_options() == {}
     assert RayScheduler(3, init_options={"address": "auto"}).start_options() == {"address": "auto"}
+
+
+def test_ray_eval_streams_a_generator(tmp_path: Path) -> None:
+    """A generator as data_in runs on Ray: the driver feeds its items with the tasks, in order."""
+    out = _int_out(str(tmp_path / "out"))
+    result = double_dying_once(marker=str(tmp_path / "unused")).eval(
+        (i for i in range(300) if i != 5), out, num_workers=2, scheduler="ray", progressbar=False
+    )
+    assert result.inputs == 299
+    expected = [2 * i for i in range(300) if i != 5]
+    assert lc.load(str(tmp_path / "out")).x.numpy().tolist() == expected

@@ -1,0 +1,115 @@
+"""What an eval asks of Ray: where to run, what each task needs, and how often a lost task is retried.
+
+Kept apart from ``_ray`` so that ``lakecompute.schedulers.Ray(...)`` can be written (and checked)
+without importing Ray.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+
+if TYPE_CHECKING:
+    from lakecompute.schedulers._base import Scheduler
+
+__all__ = ["Ray"]
+
+
+def _amount(name: str, value: object) -> float | None:
+    """A resource amount: None, or a finite number >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"Ray {name} must be a number >= 0 or None. Got {value!r}.")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(f"Ray {name} must be a number >= 0 or None. Got {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Ray:
+    """Run an eval's tasks on Ray, with these settings: ``eval(..., scheduler=lc.schedulers.Ray(...))``.
+
+    ``scheduler="ray"`` means ``Ray()``: the defaults below. ``num_workers`` still says how many tasks
+    run at the same time.
+
+    Attributes:
+        address: the cluster to connect to when Ray is not initialised in this process (``"auto"``, a
+            GCS address ``"HOST:6379"``, or ``"ray://HOST:10001"``). None: ``RAY_ADDRESS`` if it is
+            set, else a local Ray of this process's own.
+        num_cpus: CPUs each task holds (None: 1).
+        num_gpus: GPUs each task holds (None: none).
+        resources: custom resources each task holds, e.g. ``{"node:big-disk": 1}``.
+        max_retries: how many times Ray runs a task again whose worker process or node died. Safe:
+            a task writes only its own slots, and only the attempt that returns is committed.
+            0 turns retries off (a lost task is `lakecompute.errors.WorkerDiedError` at once).
+        shared_filesystem: say that local dataset paths are on a file system every node sees (NFS,
+            a shared volume); without it a local path on a cluster of several nodes is refused.
+
+    Raises:
+        InvalidArgumentError: a negative amount or retry count.
+        InvalidTypeError: a value of the wrong type.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> lc.schedulers.Ray(num_gpus=1, max_retries=0).task_options()
+        {'num_cpus': 1.0, 'max_retries': 0, 'num_gpus': 1.0}
+    """
+
+    address: str | None = None
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    resources: Mapping[str, float] | None = field(default=None, hash=False)
+    max_retries: int = 3
+    shared_filesystem: bool = False
+
+    name: ClassVar[str] = "ray"
+
+    def __post_init__(self) -> None:
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise InvalidTypeError(f"Ray address must be a non-empty str or None. Got {self.address!r}.")
+        _amount("num_cpus", self.num_cpus)
+        _amount("num_gpus", self.num_gpus)
+        if self.resources is not None:
+            if not isinstance(self.resources, Mapping) or not all(isinstance(k, str) for k in self.resources):
+                raise InvalidTypeError(
+                    f"Ray resources must be a dict of resource names to amounts. Got {self.resources!r}."
+                )
+            for key, amount in self.resources.items():
+                _amount(f"resource {key!r}", amount)
+        retries = self.max_retries
+        if isinstance(retries, bool) or not isinstance(retries, int):
+            raise InvalidTypeError(f"Ray max_retries must be an int >= 0. Got {retries!r}.")
+        if retries < 0:
+            raise InvalidArgumentError(f"Ray max_retries must be an int >= 0. Got {retries!r}.")
+        if not isinstance(self.shared_filesystem, bool):
+            raise InvalidTypeError(
+                f"Ray shared_filesystem must be True or False. Got {self.shared_filesystem!r}."
+            )
+
+    def task_options(self) -> dict[str, Any]:
+        """The options each Ray task is submitted with (Ray's ``.options(...)``)."""
+        options: dict[str, Any] = {"num_cpus": _amount("num_cpus", self.num_cpus) or 1.0}
+        options["max_retries"] = self.max_retries
+        if self.num_gpus:
+            options["num_gpus"] = float(self.num_gpus)
+        if self.resources:
+            options["resources"] = {k: float(v) for k, v in self.resources.items()}
+        return options
+
+    def request(self) -> dict[str, float]:
+        """What one task holds while it runs, in the names Ray reports resources by (``CPU``, ``GPU``)."""
+        options = self.task_options()
+        wanted = {"CPU": options["num_cpus"], "GPU": options.get("num_gpus", 0.0)}
+        wanted.update(options.get("resources", {}))
+        return {k: v for k, v in wanted.items() if v}
+
+    def build(self, num_workers: int) -> Scheduler:
+        """The Ray scheduler with these settings (Ray is imported now; it starts at the first run)."""
+        from lakecompute.schedulers import _ray_factory
+
+        return _ray_factory(num_workers, options=self)

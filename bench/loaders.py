@@ -5,7 +5,8 @@ uint8 images and uint8 labels), batch 256, and is compared with a plain torch ``
 same: a map-style dataset over an ``np.memmap`` of the same arrays (the floor for raw tensors), or
 over one PNG file per image decoded with Pillow (the floor for PNG tensors). Worker start-up is part
 of every epoch, on both sides. Token blocks compare ``blocks.batches()`` with slicing a memmap of the
-same 10M-token stream block by block. Each row is the median of ``--runs`` epochs.
+same 10M-token stream block by block; ``ds.batches`` with 2 loader workers (our worker pool) is compared
+with ``ds.pytorch`` with 2 workers (torch's). Each row is the median of ``--runs`` epochs.
 """
 
 from __future__ import annotations
@@ -129,6 +130,37 @@ def _loader_rows(tmp: str, n: int, runs: int, labels: np.ndarray) -> list[Row]:
     return rows
 
 
+def _batches_rows(tmp: str, n: int, runs: int) -> list[Row]:
+    """``ds.batches`` with 2 loader workers (the processed scheduler's pool) next to ``ds.pytorch`` with
+    2 workers (torch's pool) over the same dataset: what reading through our pool costs."""
+    import lakecompute as lc
+
+    rows: list[Row] = []
+    for kind in ("raw", "png"):
+        ds = lc.load(f"{tmp}/{kind}", read_only=True)
+
+        def ours(ds: Any = ds) -> float:
+            return _epoch(ds.batches(BATCH, shuffle=True, num_workers=2))
+
+        def torch_pool(ds: Any = ds) -> float:
+            return _epoch(ds.pytorch(BATCH, shuffle=True, num_workers=2))
+
+        ours_s, _ = median_of(runs, ours)
+        base_s, _ = median_of(runs, torch_pool)
+        rows.append(
+            Row(
+                f"ds.batches {'PNG' if kind == 'png' else 'uint8'} tensors, 2 workers",
+                rate(n, ours_s),
+                rate(n, base_s),
+                "samples/s",
+                "",
+                baseline_name="ds.pytorch, 2 workers (torch's worker pool)",
+                note=f"{n:,} samples, batch {BATCH}, shuffled; median of {runs}",
+            )
+        )
+    return rows
+
+
 def _first_batch(ds: Any, step: int) -> float:
     with Timer() as t:
         next(iter(ds.pytorch(BATCH, shuffle=True, start_from_step=step)))
@@ -231,6 +263,7 @@ def loaders(opts: Any) -> list[Row]:
         _write_inputs(tmp, images, labels)
         steps: list[Callable[[], list[Row]]] = [
             lambda: _loader_rows(tmp, n, runs, labels),
+            lambda: _batches_rows(tmp, n, runs),
             lambda: [_resume_row(tmp, n, runs)],
             lambda: _token_rows(tmp, total, runs),
         ]

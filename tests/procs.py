@@ -31,3 +31,17 @@ def wait_session_empty(session: int, timeout: float) -> list[int]:
         if not members or time.monotonic() > deadline:
             return members
         time.sleep(0.05)
+
+
+def wait_blocked_writing_pipe(pid: int, timeout: float) -> bool:
+    """Wait until process ``pid`` sleeps in a write to a full pipe (its kernel wait channel, from /proc);
+    return whether it did within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if "pipe_write" in Path(f"/proc/{pid}/wchan").read_text():
+                return True
+        except OSError:
+            return False
+        time.sleep(0.02)
+    return False

@@ -15,7 +15,6 @@ import functools
 import operator
 import os
 import pickle
-import random
 import threading
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,7 +42,7 @@ from lakecompute.datasets import (
 )
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import Encoded
-from lakecompute.schedulers import ProgressFn, portable_exception
+from lakecompute.schedulers import ProgressFn, portable_exception, reseed_globals
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -210,20 +209,14 @@ def _stages_for(token: str, pipeline: Pipeline, parent_pid: int) -> list[Stage]:
             for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
                 del _WORKER_STATE[old]
             if os.getpid() != parent_pid:
-                _reseed_globals()
+                # The processed scheduler's workers did at start; a Ray worker has not.
+                reseed_globals()
         # Built outside the lock: the key is this thread's own, and the threads of one process load
         # their models at the same time (a lock here would make them take turns).
         stages = build_stages(pipeline)
         with _WORKER_LOCK:
             _WORKER_STATE[key] = stages
     return stages
-
-
-def _reseed_globals() -> None:
-    """Fresh entropy for numpy's and Python's global generators in a worker process: forked workers copy
-    the parent's state, so code that ignores ``rng`` would otherwise draw the same numbers in each."""
-    np.random.seed(None)
-    random.seed()
 
 
 def forget_job(token: str) -> None:

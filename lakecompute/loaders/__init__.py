@@ -7,8 +7,8 @@ reaches it only through lazy imports inside ``Dataset.batches``, ``Dataset.pytor
 The pieces: `LoaderOptions` (the options of a call, checked once there and passed down whole),
 `IndexPlan` (pure arithmetic: permutation, samples dealt to ranks then to loader
 workers, each worker's batches, the steps' order, resume), chunk-aware reading
-(`lakecompute.datasets.RowReader`), worker processes bounded by ``prefetch``, the torch adapter,
-and `TokenBlocks`.
+(`lakecompute.datasets.RowReader`), worker processes (the processed scheduler's, at most
+``num_workers * prefetch`` batches ahead), the torch adapter, and `TokenBlocks`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,16 @@
-"""One loader run: a source, an index plan and a transform, read in this process or in workers."""
+"""One loader run: a source, an index plan and a transform, read in this process or in workers.
+
+With ``num_workers=n``, the batches are read by the processed scheduler's worker processes (the pool
+that runs evals), one task per step: any worker may read any step (`IndexPlan` makes a step's
+content independent of who reads it), and the results are put back in step order here. The pool
+gives loaders what it gives evals: workers that die with their parent, take what they started with
+them, never run the user's ``__main__`` again, report a death as `WorkerDiedError` naming the step,
+and send errors back as themselves.
+"""
 
 from __future__ import annotations
 
-import random
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -13,8 +21,25 @@ import numpy as np
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.loaders._transform import BatchTransform
+from lakecompute.schedulers import (
+    PAUSE,
+    PickledError,
+    ProcessedScheduler,
+    ProgressFn,
+    Scheduler,
+    pickle_exception,
+    rebuild_exception,
+)
 
-__all__ = ["Batches", "LoaderSpec", "reseed_globals", "worker_batches"]
+__all__ = [
+    "Batches",
+    "LoaderSpec",
+    "LoaderStep",
+    "StepReader",
+    "WorkerFailure",
+    "parallel_batches",
+    "worker_batches",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,29 +57,148 @@ class LoaderSpec:
     transform: Any = None
 
 
-def reseed_globals() -> None:
-    """Reseed numpy's and Python's global generators from fresh entropy.
+@dataclass(frozen=True, slots=True)
+class LoaderStep:
+    """One step of a loader run, as a task for a worker process.
 
-    A forked worker starts with a copy of its parent's generator state, so code that draws from
-    ``np.random`` without the ``rng`` it is given would repeat the same draws in every worker.
+    Attributes:
+        step: the step (batch) of the epoch, ``0 <= step < plan.steps``.
     """
-    np.random.seed()
-    random.seed()
+
+    step: int
+
+    def describe(self) -> str:
+        """Name the step in error messages (a worker that died while reading it)."""
+        return f"loader step {self.step} (one batch)"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFailure:
+    """An exception raised while reading a step in a worker, travelling to the consumer as the step's
+    item (through the schedulers' exception transport, causes included) and raised there as itself.
+
+    Attributes:
+        error: the exception, as the transport carries it.
+    """
+
+    error: PickledError
+
+    def exception(self) -> BaseException:
+        """The exception, rebuilt here: its own type, ``.index`` and the like, and the worker's traceback."""
+        return rebuild_exception(self.error)
+
+
+class StepReader:
+    """Reads the batch of a step, in the process it is called in (a worker, or the caller).
+
+    The source is opened, the epoch's order computed and the transform's runner built once, at the
+    first step, and kept for the steps after: per worker, not per batch.
+
+    Attributes:
+        spec: what is read, and how.
+    """
+
+    def __init__(self, spec: LoaderSpec) -> None:
+        self.spec = spec
+        self._state: tuple[Any, BatchTransform, np.ndarray | None] | None = None
+
+    def read(self, step: int) -> dict[str, Any]:
+        """The batch of step ``step``, transformed."""
+        if self._state is None:
+            plan = self.spec.plan
+            self._state = (
+                self.spec.source.open(),
+                BatchTransform(self.spec.transform, plan.seed, plan.epoch),
+                plan.order(),
+            )
+        reader, apply, order = self._state
+        indices = self.spec.plan.step_indices(step, order)
+        return apply(reader.read(indices), indices)
+
+    def __call__(self, task: LoaderStep, progress: ProgressFn) -> dict[str, Any] | WorkerFailure:
+        """The scheduler's task function: the batch of one step, or why reading it failed.
+
+        A failure is returned rather than raised, so that it reaches the consumer at its step, after
+        the batches before it (the scheduler would raise it as soon as it arrived).
+        """
+        try:
+            return self.read(task.step)
+        except Exception as exc:
+            return WorkerFailure(pickle_exception(exc))
 
 
 def worker_batches(spec: LoaderSpec, worker: int) -> Iterator[dict[str, Any]]:
     """The batches of the steps loader worker ``worker`` reads (`IndexPlan.worker_steps`), in order.
 
-    Opens the source here (in the worker), computes the epoch's order once, and reads each step's
-    samples with one chunk-aware read; samples of steps other workers own, or of steps before
-    ``start_from_step``, are never read.
+    Samples of steps other workers own, or of steps before ``start_from_step``, are never read.
     """
-    reader = spec.source.open()
-    apply = BatchTransform(spec.transform, spec.plan.seed, spec.plan.epoch)
-    order = spec.plan.order()
+    reader = StepReader(spec)
     for step in spec.plan.worker_steps(worker):
-        indices = spec.plan.step_indices(step, order)
-        yield apply(reader.read(indices), indices)
+        yield reader.read(step)
+
+
+def _scheduler(spec: LoaderSpec, num_workers: int) -> Scheduler:
+    """The processed scheduler, whose workers are not forked when the store's clients would not survive it."""
+    scheduler: Scheduler = ProcessedScheduler(num_workers)
+    if scheduler.needs_fork_safe_storage and not spec.source.snapshot.fork_safe:
+        scheduler = scheduler.without_fork()
+    return scheduler
+
+
+class _Window:
+    """The steps handed to the scheduler, never more than ``window`` ahead of those the consumer took.
+
+    A step's batch counts from when its task is handed to the scheduler until the consumer takes the
+    batch: being read, read and waiting in a pipe, or read out of order and waiting here. So at most
+    ``window`` batches exist besides the one the consumer holds, whatever the dataset's size.
+    """
+
+    def __init__(self, steps: range, window: int) -> None:
+        self.steps = steps
+        self.window = window
+        self.taken = 0
+        """Batches the consumer has taken."""
+
+    def tasks(self) -> Iterator[Any]:
+        """The tasks, in step order, with `PAUSE` while the window is full."""
+        for submitted, step in enumerate(self.steps):
+            # The scheduler asks for a task just before it hands over a result, when the batch it is
+            # about to hand over is not in `taken` yet: pausing only past `window` leaves `window`
+            # batches read ahead once it is (and max_in_flight is window + 1 to let them run).
+            while submitted - self.taken > self.window:
+                yield PAUSE
+            yield LoaderStep(step)
+
+
+def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]]:
+    """The run's batches in step order, read by ``num_workers`` processes of the processed scheduler.
+
+    At most ``num_workers * prefetch`` batches are read ahead of the one the consumer holds. Closing
+    the generator stops the workers.
+    """
+    steps = range(spec.plan.start_from_step, spec.plan.steps)
+    # No more workers than steps: the others would have nothing to read.
+    workers = min(spec.plan.num_workers, len(steps))
+    if workers == 0:
+        return
+    window = _Window(steps, workers * prefetch)
+    # A PAUSE needs a task outstanding to end it. One always is: the scheduler asks for tasks either
+    # with at least window + 1 - 1 >= 1 still running, or when this loop wants a step not read yet.
+    results = _scheduler(spec, workers).run(StepReader(spec), window.tasks(), max_in_flight=window.window + 1)
+    waiting: dict[int, dict[str, Any] | WorkerFailure] = {}
+    with contextlib.closing(results):
+        for position in range(len(steps)):
+            while position not in waiting:
+                done, batch = next(results)
+                waiting[done] = batch
+            window.taken += 1
+            batch = waiting.pop(position)
+            if isinstance(batch, WorkerFailure):
+                raise batch.exception()
+            yield batch
+        # Let the scheduler end the run (its workers exit on their own).
+        for _ in results:
+            pass
 
 
 class Batches(Iterator[dict[str, Any]]):
@@ -93,8 +237,6 @@ class Batches(Iterator[dict[str, Any]]):
     def __next__(self) -> dict[str, Any]:
         if self._it is None:
             if self.num_workers:
-                from lakecompute.loaders._workers import parallel_batches
-
                 self._it = parallel_batches(self.spec, self.prefetch)
             else:
                 self._it = worker_batches(self.spec, 0)

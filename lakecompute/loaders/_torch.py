@@ -12,16 +12,14 @@ each worker reads ahead.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch.utils.data
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.loaders._loader import LoaderSpec, worker_batches
+from lakecompute.loaders._loader import LoaderSpec, WorkerFailure, worker_batches
 from lakecompute.loaders._options import LoaderOptions
-from lakecompute.schedulers import PickledError, pickle_exception, rebuild_exception
+from lakecompute.schedulers import pickle_exception, reseed_globals
 
 __all__ = ["LakeDataLoader", "TorchBatches", "make_dataloader"]
 
@@ -54,25 +52,14 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         return _reported(worker_batches(self.spec, info.id))
 
 
-@dataclass(frozen=True, slots=True)
-class _WorkerFailure:
-    """An exception raised in a DataLoader worker, travelling to the main process as an item.
-
-    torch re-raises a worker's exception as ``type(message)``: our errors, whose constructors take
-    structured arguments, would arrive as a bare ``RuntimeError`` with ``.index`` and the like lost.
-    As an item it is pickled whole (our schedulers' transport, causes included) and raised again,
-    as itself, by `LakeDataLoader`'s iterator.
-    """
-
-    error: PickledError
-
-
 def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:
-    """The worker's batches, then its exception (if any) as a `_WorkerFailure` item."""
+    """The worker's batches, then its exception (if any) as a `WorkerFailure` item."""
     try:
         yield from batches
     except Exception as exc:
-        yield _WorkerFailure(pickle_exception(exc))
+        # As an item: torch re-raises a worker's exception as ``type(message)``, and our errors,
+        # whose constructors take structured arguments, would arrive as a bare RuntimeError.
+        yield WorkerFailure(pickle_exception(exc))
 
 
 class _Collate:
@@ -82,7 +69,7 @@ class _Collate:
         self.collate_fn = collate_fn or torch.utils.data.default_convert
 
     def __call__(self, item: Any) -> Any:
-        return item if isinstance(item, _WorkerFailure) else self.collate_fn(item)
+        return item if isinstance(item, WorkerFailure) else self.collate_fn(item)
 
 
 class _RaisingIterator:
@@ -96,8 +83,8 @@ class _RaisingIterator:
 
     def __next__(self) -> Any:
         item = next(self._inner)
-        if isinstance(item, _WorkerFailure):
-            raise rebuild_exception(item.error)
+        if isinstance(item, WorkerFailure):
+            raise item.exception()
         return item
 
     def __len__(self) -> int:
@@ -115,10 +102,11 @@ class LakeDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]  # 
         return _RaisingIterator(super().__iter__())
 
 
-def _reseed_numpy(worker: int) -> None:
-    # torch seeds its own and Python's generators per worker, but not numpy's, which every forked
-    # worker would otherwise inherit: draws from np.random would repeat across workers.
-    np.random.seed()
+def _reseed_worker(worker: int) -> None:
+    """Our workers' start hook (`reseed_globals`), from the seed torch gave this worker: numpy's
+    generator differs per worker too, and ``torch.manual_seed`` in the main process still makes every
+    worker's draws repeatable."""
+    reseed_globals(torch.initial_seed())
 
 
 def make_dataloader(spec: LoaderSpec, options: LoaderOptions) -> torch.utils.data.DataLoader[Any]:
@@ -127,7 +115,7 @@ def make_dataloader(spec: LoaderSpec, options: LoaderOptions) -> torch.utils.dat
     extra: dict[str, Any] = {}
     if num_workers:
         extra["prefetch_factor"] = options.prefetch
-        extra["worker_init_fn"] = _reseed_numpy
+        extra["worker_init_fn"] = _reseed_worker
         if not spec.source.snapshot.fork_safe:
             # An object store's client hangs in a forked child once the parent used it.
             extra["multiprocessing_context"] = "forkserver"

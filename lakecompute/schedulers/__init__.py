@@ -32,6 +32,7 @@ from lakecompute.schedulers._base import (
 )
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._ray_options import Ray
+from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._serial import SerialScheduler
 from lakecompute.schedulers._threaded import ThreadedScheduler
 from lakecompute.schedulers._transport import (
@@ -59,6 +60,7 @@ __all__ = [
     "portable_exception",
     "rebuild_exception",
     "register_scheduler",
+    "reseed_globals",
     "scheduler_names",
     "worker_id",
 ]

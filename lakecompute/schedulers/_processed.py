@@ -6,12 +6,13 @@ say which task the dead worker held. This pool is small enough to reason about:
 
 - ``num_workers`` processes, started per `ProcessedScheduler.run` and stopped when it ends; they
   run many tasks each, so per-worker state can live in module globals of the worker.
-- One task queue (parent → workers) and one result pipe (workers → parent). Tasks are pickled in the
-  parent before they are queued (`_transport`), so one that cannot be pickled stops the run at
-  once. A worker sends ``ready`` once it has started, ``started`` before it calls the task function
-  (so the parent always knows which task each worker holds), then ``progress`` increments, then
-  ``done`` or ``error``.
-- The parent waits on the result pipe *and* on the process sentinels, so a worker that dies (killed,
+- One task queue (parent → workers) and one result pipe per worker (worker → parent), read without
+  ever blocking (`_frames`): a worker killed halfway through sending a large result cannot leave the
+  parent waiting for the rest. Tasks are pickled in the parent before they are queued
+  (`_transport`), so one that cannot be pickled stops the run at once. A worker sends ``ready``
+  once it has started, ``started`` before it calls the task function (so the parent always knows
+  which task each worker holds), then ``progress`` increments, then ``done`` or ``error``.
+- The parent waits on the result pipes *and* on the process sentinels, so a worker that dies (killed,
   segfault, ``os._exit``) is noticed at once and reported as `WorkerDiedError`, with what the
   worker last wrote to stderr: each worker's stderr goes through a pipe that the parent forwards to its
   own stderr, keeping the last lines.
@@ -19,6 +20,7 @@ say which task the dead worker held. This pool is small enough to reason about:
   workers started by the fork server get the task function by value (with the globals it uses) and
   are started as if ``__main__`` had no file, so a script without ``if __name__ == "__main__":`` runs
   once, in the parent only.
+- Each worker reseeds the global random generators as it starts (`reseed_globals`).
 - Each worker leads its own process group, and the group is killed when the run ends: processes that
   user code started in a task never outlive the run.
 """
@@ -34,6 +36,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
 import multiprocess
@@ -51,6 +54,8 @@ from lakecompute.schedulers._base import (
     describe_task,
     pause_error,
 )
+from lakecompute.schedulers._frames import FrameReader, send_frame
+from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._transport import (
     PickledError,
     dump,
@@ -294,10 +299,14 @@ class _Pool:
         # parent, even when the pipe is full and every worker is busy. It only ever holds bytes that
         # were pickled here, so its feeder thread cannot fail to pickle (and silently drop) a task.
         self._tasks = self._context.Queue()
-        # Workers → parent. A plain pipe written under a lock, synchronously: a message is in the pipe
-        # before the worker goes on, so nothing a worker sent is lost when it is killed right after.
-        self._reader, self._writer = self._context.Pipe(duplex=False)
-        self._write_lock = self._context.Lock()
+        # Worker → parent, one pipe each, written synchronously: a message is in the pipe before the
+        # worker goes on, so nothing a worker sent is lost when it is killed right after. One pipe per
+        # worker, so that a worker killed halfway through a message leaves a partial frame in its own
+        # pipe only (see _frames), and no lock that a dead worker could hold.
+        results = [self._context.Pipe(duplex=False) for _ in range(num_workers)]
+        self._result_writers = [writer for _, writer in results]
+        self._inboxes = [FrameReader(reader.fileno()) for reader, _ in results]
+        self._result_readers = [reader for reader, _ in results]
         self._stderr = _StderrForwarder(self._context, num_workers)
         self._processes: list[Any] = []
         # Which task each worker is running: worker index → position.
@@ -322,10 +331,10 @@ class _Pool:
                     args=(
                         index,
                         parent_pid,
+                        self._start_method == "forkserver",
                         payload,
                         self._tasks,
-                        self._writer,
-                        self._write_lock,
+                        self._result_writers[index],
                         self._stderr.writers[index],
                     ),
                     name=f"lakecompute-worker-{index}",
@@ -335,6 +344,9 @@ class _Pool:
                 process.start()
                 # Only started processes: stop() terminates and joins what is in this list.
                 self._processes.append(process)
+        # The workers hold their ends; without these copies, a pipe whose worker is gone reads as closed.
+        for writer in self._result_writers:
+            writer.close()
         self._stderr.start()
 
     def _fn_payload(self) -> Any:
@@ -358,7 +370,7 @@ class _Pool:
     def wait(self) -> Any | None:
         """Block until a message arrives or a worker dies; return a dead worker process, if any."""
         sentinels = [process.sentinel for process in self._processes]
-        multiprocess.connection.wait([self._reader, *sentinels])
+        multiprocess.connection.wait([*(inbox.fd for inbox in self._inboxes), *sentinels])
         for process in self._processes:
             # Any exit is a death: workers only exit when stop() asks them to.
             if process.exitcode is not None:
@@ -366,19 +378,24 @@ class _Pool:
         return None
 
     def drain(self) -> Iterator[tuple[Any, ...]]:
-        """Yield the messages already in the result pipe (and those arriving meanwhile)."""
-        while self._reader.poll():
-            message = cast(tuple[Any, ...], load(self._reader.recv_bytes()))
-            kind, index = message[0], message[1]
-            if kind == "ready":
-                self._ready.add(index)
-                if message[3]:
-                    self._groups.add(message[2])
-            elif kind == "started":
-                self._running[index] = message[2]
-            elif kind in ("done", "error"):
-                self._running.pop(index, None)
-            yield message
+        """Yield the messages already in the result pipes: every complete one, without waiting for the
+        rest of a partial one (its worker is still writing it, or died while writing it)."""
+        for inbox in self._inboxes:
+            for frame in inbox.read_available():
+                yield self._note(cast(tuple[Any, ...], load(frame)))
+
+    def _note(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Keep track of what a message says about its worker; return the message."""
+        kind, index = message[0], message[1]
+        if kind == "ready":
+            self._ready.add(index)
+            if message[3]:
+                self._groups.add(message[2])
+        elif kind == "started":
+            self._running[index] = message[2]
+        elif kind in ("done", "error"):
+            self._running.pop(index, None)
+        return message
 
     def start_failed_error(self, index: int, error: PickledError) -> WorkerDiedError:
         """The error for a worker that could not start, with its own exception as the cause."""
@@ -450,8 +467,10 @@ class _Pool:
         # block the interpreter's exit flushing them.
         self._tasks.cancel_join_thread()
         self._tasks.close()
-        self._reader.close()
-        self._writer.close()
+        for reader in self._result_readers:
+            reader.close()
+        for writer in self._result_writers:
+            writer.close()
 
     def _kill_groups(self) -> None:
         """Kill what user code started in the workers (and forgot): the rest of each worker's group."""
@@ -632,20 +651,22 @@ def _write_stderr(data: bytes) -> None:
 def _worker_main(
     index: int,
     parent_pid: int,
+    by_fork_server: bool,
     payload: Any,
     tasks: Any,
     writer: Any,
-    write_lock: Any,
     stderr: Any,
 ) -> None:
     """The body of a worker process: start, tell the parent, then run tasks until told to stop."""
+    # Threads that user code starts in a task may report progress too: one frame at a time.
+    write_lock = threading.Lock()
 
     def send(message: tuple[Any, ...]) -> None:
         data = dump(message)
         with write_lock:
-            writer.send_bytes(data)
+            send_frame(writer.fileno(), data)
 
-    leads_group = _prepare_worker(index, parent_pid, stderr)
+    leads_group = _prepare_worker(index, parent_pid, by_fork_server, stderr)
     try:
         fn = load(payload) if isinstance(payload, bytes) else payload
     except BaseException as exc:
@@ -657,7 +678,7 @@ def _worker_main(
     _serve(index, fn, tasks, send)
 
 
-def _prepare_worker(index: int, parent_pid: int, stderr: Any) -> bool:
+def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: Any) -> bool:
     """Set up a new worker process; return whether it leads its own process group."""
     # stderr through the parent, which forwards it and keeps its tail for error messages.
     os.dup2(stderr.fileno(), 2)
@@ -670,8 +691,10 @@ def _prepare_worker(index: int, parent_pid: int, stderr: Any) -> bool:
     # terminate() must kill the worker, not run the parent's handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     leads_group = _lead_own_group()
+    _start_orphan_watchdog(parent_pid, by_fork_server, leads_group)
     _set_process_worker_id(index)
-    _start_orphan_watchdog(parent_pid, leads_group)
+    # A forked worker would otherwise draw what its parent and its siblings draw.
+    reseed_globals()
     return leads_group
 
 
@@ -739,19 +762,41 @@ class _Progress:
             self._pending = 0
 
 
-def _start_orphan_watchdog(parent_pid: int, leads_group: bool) -> None:
+def _start_orphan_watchdog(parent_pid: int, by_fork_server: bool, leads_group: bool) -> None:
     """End the worker (and its process group) if its parent dies without stopping it (e.g. SIGKILL)."""
-    # With forkserver the parent of a worker is the fork server, not `parent_pid`; either way the worker
-    # is re-parented when the process that started it dies, which is what this watches for.
-    expected = os.getppid()
+    # A worker is re-parented when the process that started it dies. Forked and spawned workers are
+    # started by `parent_pid` itself: compared with it, not with the parent seen now, so that a parent
+    # that died while this worker was starting is noticed too. Workers from the fork server are its
+    # children (it exits when the process that started it dies); `parent_pid` is watched as well.
+    expected = os.getppid() if by_fork_server else parent_pid
+
+    def orphaned() -> bool:
+        return os.getppid() != expected or (by_fork_server and not _running(parent_pid))
 
     def watch() -> None:
-        while True:
+        while not orphaned():
             time.sleep(_ORPHAN_CHECK_INTERVAL)
-            if os.getppid() != expected:
-                if leads_group:
-                    # This worker and whatever user code started in it.
-                    os.killpg(0, signal.SIGKILL)
-                os._exit(1)
+        if leads_group:
+            # This worker and whatever user code started in it.
+            os.killpg(0, signal.SIGKILL)
+        os._exit(1)
 
     threading.Thread(target=watch, name=f"lakecompute-orphan-watchdog-{parent_pid}", daemon=True).start()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: existence only
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    # The state follows the command name, which may hold spaces and parentheses.
+    return stat[stat.rindex(")") + 2] not in "ZX"

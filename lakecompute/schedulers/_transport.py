@@ -73,7 +73,7 @@ def dump(obj: object, by_value: bool = False) -> bytes:
     return bytes(multiprocess.reduction.ForkingPickler.dumps(obj, recurse=by_value))
 
 
-def load(data: bytes) -> Any:
+def load(data: bytes | bytearray) -> Any:
     """Unpickle what `dump` made."""
     return multiprocess.reduction.ForkingPickler.loads(data)
 

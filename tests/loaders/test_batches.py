@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -13,6 +14,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from lakecompute.testing.schedulers import wait_for
 from tests.loaders.conftest import fails_on_30
 
 # The package, not the decorator of the same name that `lakecompute.compute` means.
@@ -107,7 +109,7 @@ def test_batches_resume_equals_the_tail_of_an_uninterrupted_run(
 def test_batches_resume_never_reads_skipped_samples(
     numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, num_workers: int
 ) -> None:
-    """Resuming reads only the indices of the steps it yields, in this process or in each (forked) worker."""
+    """Resuming reads only the indices of the steps it yields, in this process or in the (forked) workers."""
     from lakecompute.loaders import _sources
 
     log = tmp_path / "reads.txt"
@@ -126,10 +128,14 @@ def test_batches_resume_never_reads_skipped_samples(
     for line in log.read_text().splitlines():
         pid, *indices = line.split(" ")
         reads.setdefault(pid, []).append([int(i) for i in indices])
-    assert len(reads) == max(1, num_workers)
-    # Each reader read exactly its own steps' samples, in order: one worker's batches are every n-th.
-    n = max(1, num_workers)
-    assert sorted(reads.values()) == sorted(batches[w::n] for w in range(n))
+    assert 1 <= len(reads) <= max(1, num_workers)
+    # Every yielded step's samples were read once, by one reader, and nothing else: a worker reads
+    # whichever step it is handed next (a step's samples do not depend on who reads it).
+    assert sorted(r for per_reader in reads.values() for r in per_reader) == sorted(batches)
+    # Each reader took its steps in order.
+    for per_reader in reads.values():
+        steps = [batches.index(r) for r in per_reader]
+        assert steps == sorted(steps)
     assert sum(len(b) for b in batches) == N - 70  # steps 0-6 are 7 full batches of 10 with 0 or 2 workers
 
 
@@ -217,7 +223,7 @@ def test_batches_run_compute_transforms_per_sample_with_the_seed_index_and_epoch
     expected = [np.random.default_rng([3, i, 2]).random() for i in with_five["idx"].tolist()]
     assert with_five["noise"].tolist() == expected
     pids = {p for b in batches for p in b["pid"].tolist()}
-    assert len(pids) == max(1, num_workers)
+    assert 1 <= len(pids) <= max(1, num_workers)  # any worker may read any step
     if num_workers == 0:
         assert _FakeRunner.built.count(os.getpid()) == 1  # built once, lazily, for the whole run
 
@@ -260,8 +266,10 @@ def test_batches_raise_a_worker_error_as_itself(numbered: lc.Dataset) -> None:
     batches = numbered.batches(10, transform=_raise_on_30, num_workers=2)
     assert len([next(batches) for _ in range(2)]) == 2
     with pytest.raises(KeyError, match="boom at 30") as info:
-        next(batches)  # step 2: worker 0's second batch, samples 20, 22, ..., 38
-    assert any("Raised in loader worker 0" in note for note in info.value.__notes__)
+        next(batches)  # step 2: samples 20, 22, ..., 38
+    notes = [note for note in info.value.__notes__ if note.startswith("Traceback in the worker process:")]
+    assert len(notes) == 1
+    assert "_raise_on_30" in notes[0]
 
 
 def _die_on_step_two(batch: dict[str, Any]) -> dict[str, Any]:
@@ -273,9 +281,12 @@ def _die_on_step_two(batch: dict[str, Any]) -> dict[str, Any]:
 def test_batches_report_a_dead_worker(numbered: lc.Dataset) -> None:
     """A worker killed while reading is a WorkerDiedError within moments, never a hang."""
     batches = numbered.batches(10, transform=_die_on_step_two, num_workers=2)
-    with pytest.raises(lc.WorkerDiedError, match=r"Loader worker 0 .* died with exit code -9") as info:
+    with pytest.raises(
+        lc.WorkerDiedError, match=r"died with signal SIGKILL while running task loader step 2 "
+    ) as info:
         list(batches)
     assert info.value.exitcode == -signal.SIGKILL
+    assert info.value.task.step == 2
 
 
 def test_batches_close_stops_the_workers(numbered: lc.Dataset) -> None:
@@ -288,6 +299,75 @@ def test_batches_close_stops_the_workers(numbered: lc.Dataset) -> None:
     assert multiprocess.active_children() == []
     with pytest.raises(StopIteration):
         next(batches)
+
+
+def test_batches_garbage_collected_stops_the_workers(numbered: lc.Dataset) -> None:
+    """A batch iterator dropped before its end stops its worker processes when it is collected."""
+    import gc
+
+    import multiprocess
+
+    batches = numbered.batches(2, num_workers=2)
+    next(batches)
+    assert len(multiprocess.active_children()) == 2
+    del batches
+    gc.collect()
+    assert multiprocess.active_children() == []
+
+
+def _log_step(log: str) -> Any:
+    def log_step(batch: dict[str, Any]) -> dict[str, Any]:
+        with open(log, "a") as f:  # a file: the workers' memory is their own
+            f.write(f"{os.getpid()} {batch['idx'][0]}\n")
+        return batch
+
+    return log_step
+
+
+@pytest.mark.parametrize(("num_workers", "prefetch"), [(1, 1), (2, 2)])
+def test_batches_read_at_most_num_workers_times_prefetch_ahead(
+    numbered: lc.Dataset, tmp_path: Path, num_workers: int, prefetch: int
+) -> None:
+    """While the consumer holds its first batch the workers read num_workers * prefetch batches ahead,
+    and never more than that ahead of the batches taken (memory stays bounded whatever the size)."""
+    log = tmp_path / "steps.txt"
+    ahead = num_workers * prefetch
+
+    def read() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    with numbered.batches(5, transform=_log_step(str(log)), num_workers=num_workers, prefetch=prefetch) as it:
+        steps = len(it)
+        next(it)
+        assert wait_for(lambda: read() >= 1 + ahead, timeout=30)
+        time.sleep(0.5)  # time for a read past the bound to show; none may
+        assert read() == 1 + ahead
+        # Nothing is handed to the workers while the consumer holds a batch: the bound holds exactly.
+        for taken, _ in enumerate(it, start=2):
+            assert read() <= taken + ahead
+    assert read() == steps  # every step read once
+
+
+def test_batches_workers_open_the_source_once(
+    numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each loader worker opens the source once for the whole run, not once per batch."""
+    from lakecompute.loaders import _sources
+
+    log = tmp_path / "opens.txt"
+    original = _sources.RowSource.open
+
+    def spy(self: Any) -> Any:
+        with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
+            f.write(f"{os.getpid()}\n")
+        return original(self)
+
+    monkeypatch.setattr(_sources.RowSource, "open", spy)
+    assert len(_idx(numbered.batches(5, num_workers=2))) == 22  # 52 and 51 samples: 11 batches each
+    opens = log.read_text().splitlines()
+    assert 1 <= len(opens) <= 2
+    assert len(set(opens)) == len(opens)
+    assert str(os.getpid()) not in opens
 
 
 @pytest.mark.parametrize(

@@ -148,6 +148,20 @@ def test_pytorch_workers_never_repeat_numpy_global_draws(numbered: lc.Dataset) -
     assert len(set(draws.tolist())) == N
 
 
+def test_pytorch_workers_global_draws_repeat_under_torch_manual_seed(numbered: lc.Dataset) -> None:
+    """Workers reseed the global generators from the seed torch gives each one: after the same
+    torch.manual_seed, the same draws; across workers, none repeats."""
+
+    def draws() -> list[float]:
+        torch.manual_seed(5)
+        loader = numbered.pytorch(4, transform=_global_draws, num_workers=2)
+        return torch.cat([b["draw"] for b in loader]).tolist()
+
+    first = draws()
+    assert draws() == first
+    assert len(set(first)) == N
+
+
 def test_pytorch_passes_collate_fn_and_pin_memory(numbered: lc.Dataset) -> None:
     """collate_fn receives each numpy batch dict; pin_memory reaches the DataLoader."""
     loader = numbered.pytorch(50, tensors="idx", collate_fn=lambda b: b["idx"].sum())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -13,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import multiprocess
+import numpy as np
 import pytest
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers import ProcessedScheduler, ProgressFn, Scheduler, get_scheduler, worker_id
 from lakecompute.schedulers._processed import DEFAULT_PRELOAD
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause, wait_for
-from tests.procs import wait_session_empty
+from tests.procs import wait_blocked_writing_pipe, wait_session_empty
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,6 +111,56 @@ def test_processed_sigkill_raises_worker_died() -> None:
     assert "signal SIGKILL" in str(error)
     assert "while running task rows 30..40" in str(error)
     assert multiprocess.active_children() == []
+
+
+def small_then_large(task: int, progress: ProgressFn) -> tuple[int, bytes]:
+    """Task 0: this worker's pid; task 1: 4 MiB, far more than a pipe holds."""
+    return os.getpid(), b"x" * (4 << 20 if task else 0)
+
+
+@pytest.mark.timeout(60)
+def test_processed_worker_killed_while_sending_a_large_result() -> None:
+    """A worker killed halfway through sending a result larger than a pipe's buffer raises
+    WorkerDiedError naming its task (the parent never waits for the rest of the message)."""
+    run = ProcessedScheduler(1).run(small_then_large, [0, 1], max_in_flight=2)
+    try:
+        position, (pid, _) = next(run)
+        assert position == 0
+        # The parent reads only while it is iterated: the worker fills the pipe and waits.
+        assert wait_blocked_writing_pipe(pid, timeout=30)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(WorkerDiedError) as info:
+            next(run)
+    finally:
+        run.close()
+    assert info.value.task == 1
+    assert info.value.exitcode == -signal.SIGKILL
+    assert "signal SIGKILL while running task 1." in str(info.value)
+    assert multiprocess.active_children() == []
+
+
+def global_draws(task: int, progress: ProgressFn) -> tuple[float, float, float]:
+    """Draw from numpy's, Python's and torch's global generators (code that ignores its rng)."""
+    import torch
+
+    time.sleep(0.05)  # so that both workers take tasks
+    return float(np.random.random()), random.random(), float(torch.rand(1))
+
+
+@pytest.mark.timeout(60)
+def test_processed_workers_reseed_global_generators() -> None:
+    """Workers forked from one parent reseed numpy's, Python's and torch's global generators as they start:
+    no draw repeats across workers or repeats the parent's."""
+    torch = pytest.importorskip("torch")
+    np.random.seed(0)
+    random.seed(0)
+    torch.manual_seed(0)
+    draws = [value for _, value in ProcessedScheduler(2).run(global_draws, range(6))]
+    parent = (float(np.random.random()), random.random(), float(torch.rand(1)))
+    for kind in range(3):
+        values = {d[kind] for d in draws}
+        assert len(values) == 6
+        assert parent[kind] not in values
 
 
 @pytest.mark.timeout(30)

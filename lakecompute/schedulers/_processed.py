@@ -28,6 +28,7 @@ say which task the dead worker held. This pool is small enough to reason about:
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import itertools
 import os
 import signal
@@ -683,6 +684,12 @@ def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: A
     # stderr through the parent, which forwards it and keeps its tail for error messages.
     os.dup2(stderr.fileno(), 2)
     stderr.close()
+    # A crash (segfault, abort) dumps its cause and the Python stack there, so WorkerDiedError can quote
+    # it. Installed afresh (disable, then enable): a user's script rarely enables faulthandler, and an
+    # inherited one may believe it is on while its handlers are gone (Ray's driver resets the fatal
+    # signals' handlers; enable() alone then does nothing and the crash printed nothing).
+    faulthandler.disable()
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     # Ctrl-C in a terminal reaches the whole process group. The parent turns it into KeyboardInterrupt
     # and terminates the workers; workers that also raised it would die with noisy tracebacks, or die
     # between two messages.

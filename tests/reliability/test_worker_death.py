@@ -103,3 +103,37 @@ def test_worker_death_quotes_what_the_worker_wrote_last(tmp_path: Path) -> None:
     # The crash dump's first line, kept even when the dump is longer than the tail.
     assert tail.startswith("    Fatal Python error: Segmentation fault\n")
     assert multiprocess.active_children() == []
+
+
+_PLAIN_CRASH = """
+import ctypes, faulthandler, sys
+import numpy as np
+import lakecompute as lc
+
+@lc.compute
+def crash_at_7(x, sample_out):
+    if int(x) == 7:
+        ctypes.string_at(0)
+    sample_out.append({"x": np.int64(x)})
+
+assert not faulthandler.is_enabled()
+out = lc.empty(sys.argv[1], overwrite=True)
+out.create_tensor("x", dtype="int64")
+try:
+    crash_at_7().eval(list(range(20)), out, num_workers=2, progressbar=False)
+except lc.WorkerDiedError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_worker_crash_is_quoted_without_faulthandler_in_the_script(tmp_path: Path) -> None:
+    """A script that never enables faulthandler still gets the crash's cause and Python stack quoted:
+    every worker installs its own crash handler at start."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PLAIN_CRASH, str(tmp_path / "out")], capture_output=True,
+                          text=True, timeout=80)  # fmt: skip
+    assert "died with signal SIGSEGV" in done.stdout, done.stderr
+    assert "Fatal Python error: Segmentation fault" in done.stdout

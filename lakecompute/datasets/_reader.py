@@ -127,12 +127,20 @@ class ColumnReader:
         return self._values(f, self.locator.indexed(f, first, count))
 
     def read_encoded(self, start: int, stop: int) -> list[Encoded]:
-        """Samples ``start..stop`` of a ``bytes`` kind tensor as stored: encoded blobs with their shapes,
-        not decoded (for copying them elsewhere without re-encoding)."""
+        """Samples ``start..stop`` of a ``bytes`` kind tensor as stored: encoded blobs with their shapes
+        (for copying them elsewhere without re-encoding).
+
+        Each blob is decoded once to check it and the value dropped: a copy must not carry a sample
+        that does not decode forward under a fresh checksum.
+
+        Raises:
+            DatasetCorruptError: as `read_range`, including a sample that does not decode.
+        """
         out: list[Encoded] = []
         try:
             for loc in self.locator.locate(start, stop):
-                for items, shape, _ in self.locator.indexed(loc.frag, loc.first, loc.count):
+                for items, shape, at in self.locator.indexed(loc.frag, loc.first, loc.count):
+                    self._decode(loc.frag, items, shape, at)
                     out.append(Encoded(None, items.tobytes(), shape))
         except DatasetCorruptError as exc:
             raise self.locator.located(exc, start, stop) from exc

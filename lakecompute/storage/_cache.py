@@ -340,6 +340,26 @@ class ArrayCache:
         per_row = self._per_row[path]
         return size * per_row, length * per_row, arr.dtype
 
+    def require(self, path: str, item: int) -> None:
+        """Check that the chunk holding flat item ``item`` of the array at ``path`` is stored.
+
+        A cheap check (one existence test, none when the chunk is cached) that a declared size does
+        not run past what was written, made before anything that size is read or allocated.
+
+        Raises:
+            DatasetCorruptError: the item is past the array's end, or its chunk is not stored.
+        """
+        arr, size, length = self._known(path)
+        row = item // self._per_row[path]
+        if item < 0 or row >= length:
+            raise self.damaged(f"{path}/zarr.json", f"item {item} is past its {length} rows")
+        c = row // size
+        if (path, c) in self._chunks:
+            return
+        key = self._chunk_key(path, arr, row)
+        if not _exists(self.store, key):
+            raise self.damaged(key, "the chunk is missing")
+
     def _flat_chunk(self, path: str, c: int) -> np.ndarray:
         arr, size, _ = self._known(path)
         return self._chunk(path, arr, c, size).reshape(-1)

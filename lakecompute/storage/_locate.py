@@ -126,6 +126,7 @@ class Locator:
         self.cache = cache
         self._offsets: dict[tuple[str, int, int], np.ndarray] = {}
         self._typed_ok: set[str] = set()
+        self._stored_ok: set[Fragment] = set()
 
     def located(self, exc: DatasetCorruptError, start: int, stop: int) -> DatasetCorruptError:
         """``exc`` naming this tensor and samples ``start..stop``."""
@@ -202,6 +203,17 @@ class Locator:
             raise self.cache.damaged(key, f"the index rows from entry {f.idx} hold {problem}")
         return offs
 
+    def _data(self, f: Fragment) -> str:
+        """The path of a segment fragment's data, after checking once that the chunk holding its last
+        item is stored: a fragment declaring more than was written fails here, before its samples
+        are read or allocated (a missing chunk inside it fails when read)."""
+        path = f"segments/{f.seg}/data"
+        if f not in self._stored_ok:
+            if f.nbytes:
+                self.cache.require(path, f.off + f.nbytes - 1)
+            self._stored_ok.add(f)
+        return path
+
     def typed(self, f: Fragment) -> str:
         """The path of a typed array, checked once against the fragment that names it."""
         path = f.seg[len(TYPED_PREFIX) :]
@@ -261,7 +273,7 @@ class Locator:
         if f.seg.startswith(TYPED_PREFIX):
             return self.cache.read(self.typed(f), f.off + first, count)
         width = math.prod(f.shape) * np.dtype(f.dtype).itemsize
-        raw = self.cache.read(f"segments/{f.seg}/data", f.off + first * width, count * width)
+        raw = self.cache.read(self._data(f), f.off + first * width, count * width)
         return raw.view(np.dtype(f.dtype)).reshape((count, *f.shape))
 
     def fixed_at(self, f: Fragment, samples: np.ndarray) -> np.ndarray:
@@ -273,7 +285,7 @@ class Locator:
             block = self.cache.gather(self.typed(f), (f.off + samples) * width, width)
         else:
             width = math.prod(f.shape) * np.dtype(f.dtype).itemsize
-            block = self.cache.gather(f"segments/{f.seg}/data", f.off + samples * width, width)
+            block = self.cache.gather(self._data(f), f.off + samples * width, width)
         return block.view(np.dtype(f.dtype)).reshape((len(samples), *f.shape))
 
     # -- indexed samples (varying shapes, or encoded) -----------------------------------------
@@ -284,7 +296,7 @@ class Locator:
         offs = self.offsets(f)
         rows = self.rows(f)
         lo, hi = int(offs[first]), int(offs[first + count])
-        raw = self.cache.span(f"segments/{f.seg}/data", f.off + lo, hi - lo)
+        raw = self.cache.span(self._data(f), f.off + lo, hi - lo)
         out = []
         for s in range(first, first + count):
             a, b = int(offs[s]) - lo, int(offs[s + 1]) - lo
@@ -296,7 +308,7 @@ class Locator:
         from chunks decoded once."""
         offs = self.offsets(f)
         rows = self.rows(f)
-        path = f"segments/{f.seg}/data"
+        path = self._data(f)
         out = []
         for s in samples.tolist():
             at = f.off + int(offs[s])
@@ -313,7 +325,7 @@ class Locator:
             assert f.shape is not None
             width = math.prod(f.shape)
             return Run(self.typed(f), (f.off + f.k) * width, 1, dtype, f.n * width)
-        path = f"segments/{f.seg}/data"
+        path = self._data(f)
         # A segment's data array holds bytes, or (compacted streams) values of the tensor's dtype.
         unit = dtype.itemsize if self.cache.array(path).dtype == np.uint8 else 1
         if f.shape is not None:

@@ -19,7 +19,7 @@ the cache and the samples are cut out of it with one vectorised gather per chunk
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -147,9 +147,17 @@ class ColumnReader:
         return out
 
     # -- gather access ------------------------------------------------------------------------
-    def read(self, positions: np.ndarray) -> np.ndarray | list[Any]:
-        """The samples at ``positions`` (any order, repeats allowed): stacked when every sample of the
-        tensor has one shape (`shape`), else a list.
+    def read(
+        self, positions: np.ndarray, stack: Literal["samples", "fragments"] = "samples"
+    ) -> np.ndarray | list[Any]:
+        """The samples at ``positions`` (any order, repeats allowed), stacked or as a list.
+
+        Args:
+            positions: tensor positions.
+            stack: ``"samples"``: stacked when every sample of the tensor has one shape (`shape`; what
+                loaders need, so that every batch has the same type; reads every index row once);
+                ``"fragments"``: stacked when every fragment holds fixed-shape samples of one shape
+                (known from the manifest alone).
 
         Raises:
             InvalidArgumentError: a position is outside the tensor.
@@ -164,13 +172,16 @@ class ColumnReader:
                 f"Position {int(bad)} is outside tensor {self.spec.name!r} of length {n}."
             )
         try:
-            return self._gather(positions)
+            return self._gather(positions, self.shape if stack == "samples" else self._fixed_shape())
         except DatasetCorruptError as exc:
             span = (int(positions.min()), int(positions.max()) + 1)
             raise self.locator.located(exc, *span) from exc
 
-    def _gather(self, positions: np.ndarray) -> np.ndarray | list[Any]:
-        shape = self.shape
+    def _fixed_shape(self) -> tuple[int, ...] | None:
+        shapes = {f.shape for f in self.frags}
+        return shapes.pop() if self.dtype is not None and len(shapes) == 1 else None
+
+    def _gather(self, positions: np.ndarray, shape: tuple[int, ...] | None) -> np.ndarray | list[Any]:
         # Every block is read before the result is allocated: a damaged size fails reading.
         blocks: list[tuple[np.ndarray, np.ndarray | list[Any]]] = []
         for j, sel, samples in self.locator.group(positions):

@@ -397,9 +397,10 @@ class ArrayCache:
         chunk = self._flat_chunk(path, c)
         views = self._windows.get((path, c))
         if views is None:
-            if (path, c) not in self._chunks:  # already dropped (a tiny budget): keep no view of it
-                return sliding_window_view(chunk, width)
-            views = self._windows[(path, c)] = {}
+            with self._lock:
+                if (path, c) not in self._chunks:  # already dropped (a tiny budget): keep no view of it
+                    return sliding_window_view(chunk, width)
+                views = self._windows.setdefault((path, c), {})
         view = views.get(width)
         if view is None:
             view = views[width] = sliding_window_view(chunk, width)

@@ -101,14 +101,14 @@ class ColumnReader:
         Raises:
             DatasetCorruptError: stored data the samples need is missing, damaged or was vacuumed.
         """
+        locs = self.locator.locate(start, stop)
         try:
-            parts = [
-                self._range_part(loc.frag, loc.first, loc.count) for loc in self.locator.locate(start, stop)
-            ]
+            if len(locs) == 1:  # the common case, kept short: a sample read goes through here
+                (_, frag, first, count) = locs[0]
+                return self._range_part(frag, first, count)
+            parts = [self._range_part(loc.frag, loc.first, loc.length) for loc in locs]
         except DatasetCorruptError as exc:
             raise self.locator.located(exc, start, stop) from exc
-        if len(parts) == 1:
-            return parts[0]
         arrays = [p for p in parts if isinstance(p, np.ndarray)]
         if len(arrays) == len(parts) and len({a.shape[1:] for a in arrays}) == 1:
             return np.concatenate(arrays, axis=0)
@@ -139,7 +139,7 @@ class ColumnReader:
         out: list[Encoded] = []
         try:
             for loc in self.locator.locate(start, stop):
-                for items, shape, at in self.locator.indexed(loc.frag, loc.first, loc.count):
+                for items, shape, at in self.locator.indexed(loc.frag, loc.first, loc.length):
                     self._decode(loc.frag, items, shape, at)
                     out.append(Encoded(None, items.tobytes(), shape))
         except DatasetCorruptError as exc:

@@ -299,7 +299,8 @@ class ArrayCache:
             DatasetCorruptError: a chunk in the range is missing or does not decode, or the range
                 runs past the array's end (the error names the key).
         """
-        arr, size, length = self._known(path)
+        known = self._sizes.get(path)
+        arr, size, length = (self._arrays[path], *known) if known is not None else self._known(path)
         if count <= 0:
             return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
         if start < 0 or start + count > length:

@@ -145,6 +145,7 @@ class ArrayCache:
         # Chunk length and length along axis 0 (zarr's .chunks and .shape cost microseconds a call).
         self._sizes: dict[str, tuple[int, int]] = {}
         self._per_row: dict[str, int] = {}  # items per row (1 for a 1-D array)
+        self._dtypes: dict[str, np.dtype[Any]] = {}  # zarr's .dtype costs ~20 us a call
         self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._bytes = 0
         # Sliding-window views of cached chunks by run width: building one costs ~50 us, more than
@@ -286,6 +287,7 @@ class ArrayCache:
         if known is None:
             known = self._sizes[path] = (int(arr.chunks[0]), int(arr.shape[0]))
             self._per_row[path] = math.prod(int(s) for s in arr.shape[1:])
+            self._dtypes[path] = arr.dtype
         return arr, known[0], known[1]
 
     def read(self, path: str, start: int, count: int) -> np.ndarray:
@@ -337,9 +339,9 @@ class ArrayCache:
     def items(self, path: str) -> tuple[int, int, np.dtype[Any]]:
         """``(items per chunk, items in the array, item dtype)`` of the array at ``path``, seen as a
         flat run of items (rows laid end to end)."""
-        arr, size, length = self._known(path)
+        _, size, length = self._known(path)
         per_row = self._per_row[path]
-        return size * per_row, length * per_row, arr.dtype
+        return size * per_row, length * per_row, self._dtypes[path]
 
     def require(self, path: str, item: int) -> None:
         """Check that the chunk holding flat item ``item`` of the array at ``path`` is stored.
@@ -395,8 +397,15 @@ class ArrayCache:
 
     def _windows_of(self, path: str, c: int, width: int) -> np.ndarray:
         """Every run of ``width`` items inside chunk ``c``: row ``i`` is items ``i .. i + width``."""
+        key = (path, c)
+        views = self._windows.get(key)
+        view = views.get(width) if views is not None else None
+        if view is not None:  # the common case: a batch's runs cut from a chunk already cached
+            with self._lock:
+                if key in self._chunks:
+                    self._chunks.move_to_end(key)
+            return view
         chunk = self._flat_chunk(path, c)
-        views = self._windows.get((path, c))
         if views is None:
             with self._lock:
                 if (path, c) not in self._chunks:  # already dropped (a tiny budget): keep no view of it

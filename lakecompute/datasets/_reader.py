@@ -105,7 +105,10 @@ class ColumnReader:
         try:
             if len(locs) == 1:  # the common case, kept short: a sample read goes through here
                 (_, frag, first, count) = locs[0]
-                return self._range_part(frag, first, count)
+                if frag.shape is None:
+                    return self._values(frag, self.locator.indexed(frag, first, count))
+                arr = self.locator.fixed(frag, first, count)
+                return arr if self.dtype is None or arr.dtype == self.dtype else arr.astype(self.dtype)
             parts = [self._range_part(loc.frag, loc.first, loc.length) for loc in locs]
         except DatasetCorruptError as exc:
             raise self.locator.located(exc, start, stop) from exc

@@ -128,6 +128,7 @@ class Locator:
         self._typed_ok: set[str] = set()
         # Data paths of self.frags' fragments checked by _data, by id (hashing a fragment costs ~1 us).
         self._stored_ok: dict[int, str] = {}
+        self._fixed: dict[int, tuple[str, int, np.dtype[Any]]] = {}
 
     def located(self, exc: DatasetCorruptError, start: int, stop: int) -> DatasetCorruptError:
         """``exc`` naming this tensor and samples ``start..stop``."""
@@ -274,9 +275,17 @@ class Locator:
         assert f.shape is not None
         if f.seg.startswith(TYPED_PREFIX):
             return self.cache.read(self.typed(f), f.off + first, count)
-        width = math.prod(f.shape) * np.dtype(f.dtype).itemsize
-        raw = self.cache.read(self._data(f), f.off + first * width, count * width)
-        return raw.view(np.dtype(f.dtype)).reshape((count, *f.shape))
+        path, width, dtype = self._fixed.get(id(f)) or self._fixed_layout(f)
+        raw = self.cache.read(path, f.off + first * width, count * width)
+        return raw.view(dtype).reshape((count, *f.shape))
+
+    def _fixed_layout(self, f: Fragment) -> tuple[str, int, np.dtype[Any]]:
+        """A fixed-shape segment fragment's data path (checked), bytes per sample and dtype, kept by
+        id: a sample read uses them and working them out costs a microsecond."""
+        assert f.shape is not None
+        dtype = np.dtype(f.dtype)
+        found = self._fixed[id(f)] = (self._data(f), math.prod(f.shape) * dtype.itemsize, dtype)
+        return found
 
     def fixed_at(self, f: Fragment, samples: np.ndarray) -> np.ndarray:
         """The samples at ``samples`` (any order, repeats) of a fixed-shape fragment's stored run: a

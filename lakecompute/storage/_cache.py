@@ -430,17 +430,19 @@ class ArrayCache:
             DatasetCorruptError: as `span`.
         """
         size, total, dtype = self.items(path)
-        if len(starts):
-            self._check_run(path, int(starts.min()), int(starts.max()) + width, total)
         if width > size:
-            runs = [self.span(path, int(s), width) for s in starts.tolist()]
+            runs = [self.span(path, int(s), width) for s in starts.tolist()]  # each run checked
             return np.stack(runs) if runs else np.empty((0, width), dtype=dtype)
         out = np.empty((len(starts), width), dtype=dtype)
         if not len(starts) or not width:
             return out
         first = starts // size
-        crossing = (starts + width - 1) // size != first
         order = np.argsort(first, kind="stable")
+        # Every run starts in a chunk from first[order[0]] to first[order[-1]]: when those lie well
+        # inside the array, so do the runs, without a pass over them (a gather is per batch).
+        if first[order[0]] < 0 or (int(first[order[-1]]) + 1) * size + width > total:
+            self._check_run(path, int(starts.min()), int(starts.max()) + width, total)
+        crossing = (starts + width - 1) // size != first
         bounds = np.flatnonzero(np.diff(first[order])) + 1
         for group in np.split(order, bounds):
             c = int(first[group[0]])

@@ -31,7 +31,7 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
 from lakecompute.errors import InvalidArgumentError, StorageError
-from lakecompute.storage._backend import Backend, BackendSpec
+from lakecompute.storage._backend import Backend, BackendSpec, check_key
 
 __all__ = ["S3_OPTIONS", "S3Backend", "open_s3_backend"]
 
@@ -312,7 +312,9 @@ class S3Backend(Backend):
 
     @contextlib.contextmanager
     def _request(self, what: str, key: str) -> Iterator[None]:
-        """Turn a failed request into StorageError naming the object and what to check."""
+        """Turn a failed request into StorageError naming the object and what to check; refuse a key that
+        would leave the dataset before any request."""
+        check_key(key)
         try:
             yield
         except (FileNotFoundError, StorageError):
@@ -363,6 +365,7 @@ class S3Backend(Backend):
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
+        check_key(key)
         for attempt in range(_CONFLICT_RETRIES):
             try:
                 # If-None-Match: * — S3 stores the object only if the key is free, so exactly one
@@ -382,6 +385,7 @@ class S3Backend(Backend):
     def exists(self, key: str) -> bool:
         import obstore
 
+        check_key(key)
         try:
             obstore.head(self._client, key)
             return True
@@ -407,6 +411,7 @@ class S3Backend(Backend):
     def delete(self, key: str) -> None:
         import obstore
 
+        check_key(key)
         try:
             obstore.delete(self._client, key)
         except FileNotFoundError:
@@ -415,7 +420,7 @@ class S3Backend(Backend):
     def delete_tree(self, prefix: str) -> None:
         import obstore
 
-        head = prefix.strip("/")
+        head = check_key(prefix.rstrip("/"))
         paths: list[str] = []
         for batch in obstore.list(self._client, head or None, chunk_size=1000):
             paths.extend(meta["path"] for meta in batch)

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import numpy as np
 
@@ -48,19 +48,8 @@ HTypeName = Literal[
     "keypoints",
     "polygon",
 ]
-HTYPES: Final = (
-    "generic",
-    "image",
-    "class_label",
-    "embedding",
-    "text",
-    "json",
-    "bbox",
-    "binary_mask",
-    "segment_mask",
-    "keypoints",
-    "polygon",
-)
+#: The htypes, in the order messages list them (written once, as the type above).
+HTYPES: Final[tuple[str, ...]] = get_args(HTypeName)
 _DEFAULT_DTYPE: Final[dict[str, str | None]] = {
     "generic": None,  # decided by the data, once, at commit (see docs/how-it-works.md)
     "image": "uint8",

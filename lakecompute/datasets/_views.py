@@ -15,10 +15,10 @@ from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExi
 
 if TYPE_CHECKING:
     import ray.data
-    import torch.utils.data
 
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.loaders import Batches
+    from lakecompute.loaders._torch import LakeDataLoader
 
 __all__ = ["DatasetView", "Row", "base_dataset"]
 
@@ -138,7 +138,7 @@ class _Samples(_Reading):
         prefetch: int = 2,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
-    ) -> torch.utils.data.DataLoader[Any]:
+    ) -> LakeDataLoader:
         """A ``torch.utils.data.DataLoader`` over the samples (a dataset or a view), batched and sharded like
         `batches` (numpy arrays arrive as tensors).
 

@@ -12,6 +12,7 @@ each worker reads ahead. The loader and its dataset speak torch's stateful proto
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -81,6 +82,7 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass epoch ``epoch`` (Accelerate calls it on the dataset before every pass)."""
+        _foreign(self.cursor.plan())
         self.cursor.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -99,7 +101,7 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         if info is None:
-            plan, self.planned = self.planned or self.cursor.begin(), None
+            plan, self.planned = self.planned or _foreign(self.cursor.begin()), None
             return self._batches(plan, plan.worker_steps(0), advance=True)
         if info.num_workers != self.cursor.options.num_workers:
             # The plan deals samples to its own worker count; another one would skip or repeat some.
@@ -119,7 +121,7 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
             plan = self.cursor.plan(Position(resume.epoch, resume.start))
             steps = plan.worker_steps(worker)[resume.done :]
         else:
-            plan = self.planned or self.cursor.begin()
+            plan = self.planned or _foreign(self.cursor.begin())
             resume, steps = (
                 _WorkerPass(worker, plan.epoch, plan.start_from_step, 0),
                 plan.worker_steps(worker),
@@ -139,6 +141,34 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
             yield batch
         if not advance:
             self._worker = None  # this worker's pass is over: a persistent worker's next one is new
+
+
+def _foreign(plan: IndexPlan) -> IndexPlan:
+    """The plan of a pass another DataLoader started, unless it is Accelerate dispatching one process's
+    batches to all (``accelerator.prepare()``'s default for an ``IterableDataset``): this loader already
+    shards by rank, so the other ranks' samples would never be read."""
+    if plan.world_size > 1 and _accelerate_dispatching():
+        raise InvalidArgumentError(
+            f"accelerator.prepare() would train {plan.world_size} processes on the batches of rank 0 only: "
+            "Accelerate dispatches one process's batches to all, and this loader already gives each rank "
+            "its own share. Do not pass the loader to prepare(); iterate it directly and checkpoint it with "
+            "accelerator.register_for_checkpointing(loader) (see the Training guide, Accelerate)."
+        )
+    return plan
+
+
+def _accelerate_dispatching() -> bool:
+    """Whether Accelerate's ``DataLoaderDispatcher`` is the loader being iterated now."""
+    if "accelerate" not in sys.modules:
+        return False
+    from accelerate.data_loader import DataLoaderDispatcher
+    from accelerate.state import GradientState
+
+    if not GradientState._shared_state:  # no Accelerator in this process
+        return False
+    active = GradientState().active_dataloader
+    # With one process (as Accelerate counts them) each process reads its own loader: nothing is dispatched.
+    return type(active) is DataLoaderDispatcher and active.state.num_processes > 1
 
 
 def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:
@@ -200,14 +230,13 @@ class LakeDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]  # 
 
     def __iter__(self) -> Any:
         batches = self.dataset
-        if not self.num_workers:
-            return _RaisingIterator(super().__iter__(), None)  # the dataset counts, in this process
         batches.planned = batches.cursor.begin()
         try:
-            inner = super().__iter__()  # the workers start here, with the plan
+            inner = super().__iter__()  # the dataset is iterated (or the workers start) here, with the plan
         finally:
             batches.planned = None
-        return _RaisingIterator(inner, batches.cursor)
+        # Without workers the dataset counts the batches, in this process.
+        return _RaisingIterator(inner, batches.cursor if self.num_workers else None)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass epoch ``epoch``, from step 0 (the ``DistributedSampler`` convention)."""

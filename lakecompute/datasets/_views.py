@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     import ray.data
 
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.loaders import Batches
-    from lakecompute.loaders._torch import LakeDataLoader
+    from lakecompute.loaders import Batches, LakeDataLoader
 
 __all__ = ["DatasetView", "Row", "base_dataset"]
 

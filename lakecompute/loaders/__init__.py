@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Batches",
     "IndexPlan",
+    "LakeDataLoader",
     "LoaderCursor",
     "LoaderOptions",
     "TokenBlocks",
@@ -44,6 +45,15 @@ __all__ = [
     "pytorch",
     "to_ray",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``LakeDataLoader``, imported on first use (it imports torch; ``import lakecompute`` never does)."""
+    if name == "LakeDataLoader":
+        from lakecompute.loaders._torch import LakeDataLoader
+
+        return LakeDataLoader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _tensor_names(known: Sequence[str], tensors: str | Sequence[str] | None) -> tuple[str, ...]:

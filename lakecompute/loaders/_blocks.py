@@ -16,8 +16,8 @@ from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._sources import TokenSource, _TokenBatches
 
 if TYPE_CHECKING:
+    from lakecompute.loaders import LakeDataLoader
     from lakecompute.loaders._loader import Batches
-    from lakecompute.loaders._torch import LakeDataLoader
 
 __all__ = ["TokenBlocks"]
 

@@ -162,9 +162,9 @@ def _accelerate_dispatching() -> bool:
     if "accelerate" not in sys.modules:
         return False
     from accelerate.data_loader import DataLoaderDispatcher
-    from accelerate.state import GradientState
+    from accelerate.state import GradientState, is_initialized
 
-    if not GradientState._shared_state:  # no Accelerator in this process
+    if not is_initialized():  # no Accelerator in this process
         return False
     active = GradientState().active_dataloader
     # With one process (as Accelerate counts them) each process reads its own loader: nothing is dispatched.

@@ -9,7 +9,8 @@ the state, run the rest of the epoch and the next whole epoch, and write what it
 samples it read (a spy: a transform that logs every batch read, in whichever process reads it) to
 ``DIR/resumed.json``.
 
-Cases: what (``pytorch``, ``batches``, ``blocks`` (token blocks' ``pytorch``), ``torchdata`` (torchdata's
+Cases: what (``pytorch``, ``batches``, ``blocks`` and ``blocks-batches`` (token blocks' ``pytorch`` and
+``batches``), ``torchdata`` (torchdata's
 ``StatefulDataLoader`` over ``ds.pytorch().dataset``)) x num_workers 0/2 x shuffle off/on x
 (rank, world_size) (0, 1)/(1, 2).
 """
@@ -27,7 +28,7 @@ import numpy as np
 
 import lakecompute as lc
 
-KINDS = ("pytorch", "batches", "blocks", "torchdata")
+KINDS = ("pytorch", "batches", "blocks", "blocks-batches", "torchdata")
 K = 3  # batches taken before the state is saved
 ROWS = 23  # samples of the row dataset
 TOKENS = 97  # values of the token stream (blocks of 4: 24 blocks)
@@ -82,9 +83,10 @@ def build(root: Path, case: tuple[str, int, bool, int, int], log: str) -> Any:
     """The loader of a case, reading through the spy."""
     kind, workers, shuffle, rank, world = case
     options = {"shuffle": shuffle, "seed": 7, "rank": rank, "world_size": world, "num_workers": workers}
-    if kind == "blocks":
+    if kind.startswith("blocks"):
         blocks = lc.load(str(root / "tokens"), read_only=True).tokens.blocks(4)
-        return blocks.pytorch(3, transform=Spy(log), **options)
+        make = blocks.batches if kind == "blocks-batches" else blocks.pytorch
+        return make(3, transform=Spy(log), **options)
     ds = lc.load(str(root / "rows"), read_only=True)
     if kind == "batches":
         return ds.batches(3, transform=Spy(log), **options)

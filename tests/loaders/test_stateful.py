@@ -189,10 +189,11 @@ def test_class_labels_arrive_as_int64_in_torch(tmp_path: Path) -> None:
 
 
 def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(tmp_path: Path) -> None:
-    """Acceptance (issue 18): for pytorch / batches / token blocks / torchdata's StatefulDataLoader x
-    workers 0 and 2 x shuffle off and on x (rank, world_size) (0, 1) and (1, 2): save after K batches, load
-    in a new process, which yields exactly the rest of the epoch then exactly the next epoch, and reads
-    (a spy transform logs every batch read, in every process) exactly the samples it yields."""
+    """Acceptance (issue 18): for pytorch / batches / token blocks (pytorch and batches) / torchdata's
+    StatefulDataLoader x workers 0 and 2 x shuffle off and on x (rank, world_size) (0, 1) and (1, 2):
+    save after K batches, load in a new process, which yields exactly the rest of the epoch then exactly
+    the next epoch, and reads (a spy transform logs every batch read, in every process) exactly the
+    samples it yields."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for phase in ("save", "resume"):
         run = subprocess.run(
@@ -203,7 +204,7 @@ def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(tmp_
         assert "fast-forwarding" not in run.stderr  # torchdata found our state, and did not re-read
     saved = json.loads((tmp_path / "saved.json").read_text())
     resumed = json.loads((tmp_path / "resumed.json").read_text())
-    assert len(saved) == 32
+    assert len(saved) == 40
     for name, case in saved.items():
         epoch0, epoch1 = case["reference"]
         assert case["first"] == epoch0[:K], name

@@ -97,8 +97,10 @@ class _Samples(_Reading):
             prefetch: batches each worker may read ahead (memory is bounded by it, not by the dataset).
 
         Returns:
-            An iterator of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
-            differ in shape, a list of str/values for text and json); ``len()`` is its batch count.
+            A loader of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
+            differ in shape, a list of str/values for text and json). Each pass over it is the next
+            epoch (``set_epoch(e)`` sets it); ``len()`` is a full epoch's batches; ``state_dict()`` /
+            ``load_state_dict()`` checkpoint and resume it exactly (see `lakecompute.loaders.Batches`).
 
         Raises:
             InvalidArgumentError: bad options, or uncommitted changes (commit them first).
@@ -153,7 +155,11 @@ class _Samples(_Reading):
             pin_memory: the DataLoader's ``pin_memory``.
 
         Returns:
-            A real DataLoader; ``len()`` is its batch count.
+            A real DataLoader (`lakecompute.loaders.LakeDataLoader`): each pass is the next epoch,
+            ``len()`` is a full epoch's batches for this rank, and it speaks torch's stateful protocol
+            (``state_dict``, ``load_state_dict``, ``set_epoch``), so Lightning and Accelerate checkpoint
+            and resume it exactly. ``rank``/``world_size`` left None are read when each pass starts.
+            Class labels arrive as int64.
 
         Raises:
             InvalidArgumentError: torch is not installed (``pip install torch``), or

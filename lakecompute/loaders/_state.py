@@ -65,18 +65,26 @@ def describe_source(source: RowSource | TokenSource) -> dict[str, Any]:
     return described
 
 
+def _torch_world() -> tuple[int, int] | None:
+    """``(rank, world_size)`` of torch.distributed's process group, if one is initialised (torch is
+    never imported here: a process that has not imported it has no process group)."""
+    dist: Any = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return int(dist.get_rank()), int(dist.get_world_size())
+
+
 def _distributed(options: LoaderOptions) -> LoaderOptions:
     """``options`` with a None ``rank`` or ``world_size`` filled in: torch.distributed's when it is
     initialised, else 0 and 1."""
     if options.rank is not None and options.world_size is not None:
         return options
-    dist = sys.modules.get("torch.distributed")
-    active = dist is not None and dist.is_available() and dist.is_initialized()
-    rank = options.rank if options.rank is not None else (dist.get_rank() if active else 0)  # type: ignore[union-attr]
-    world_size = options.world_size
-    if world_size is None:
-        world_size = dist.get_world_size() if active else 1  # type: ignore[union-attr]
-    return replace(options, rank=rank, world_size=world_size)
+    rank, world_size = _torch_world() or (0, 1)
+    return replace(
+        options,
+        rank=rank if options.rank is None else options.rank,
+        world_size=world_size if options.world_size is None else options.world_size,
+    )
 
 
 def _differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

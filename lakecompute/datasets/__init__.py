@@ -16,12 +16,14 @@ from lakecompute.datasets._eval_write import (
     written_in_place,
 )
 from lakecompute.datasets._maintenance import compact, vacuum
-from lakecompute.datasets._read import RowReader, Snapshot, StreamReader, snapshot
+from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
+from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [
+    "ColumnReader",
     "Dataset",
     "DatasetView",
     "Decisions",

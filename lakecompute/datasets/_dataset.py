@@ -18,6 +18,7 @@ import numpy as np
 
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._index import parse_index
+from lakecompute.datasets._reader import ColumnReader
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import Transaction
@@ -36,7 +37,6 @@ from lakecompute.storage import (
     Backend,
     BackendSpec,
     Fragment,
-    FragmentReader,
     Manifest,
     TensorState,
     latest_version,
@@ -61,7 +61,7 @@ class Dataset(_Samples):
         self._cache = ArrayCache(backend.zarr_store(), backend=backend)
         self._read_only = read_only or pinned
         self._pinned = pinned
-        self._readers: dict[str, FragmentReader] = {}
+        self._readers: dict[str, ColumnReader] = {}
         self._txn = Transaction(backend, self._cache.store, self._cache, manifest, self._forget_reader)
 
     # -- identity ------------------------------------------------------------------------------
@@ -114,12 +114,12 @@ class Dataset(_Samples):
         """The length of the longest tensor."""
         return max((self._txn.length(n) for n in self._txn.head.tensors), default=0)
 
-    def _reader(self, name: str) -> FragmentReader:
+    def _reader(self, name: str) -> ColumnReader:
         if self._txn.session.pending(name):
             self._txn.flush(name)
         reader = self._readers.get(name)
         if reader is None:
-            reader = self._readers[name] = FragmentReader(self._state(name), self._cache)
+            reader = self._readers[name] = ColumnReader(self._state(name), self._cache)
         return reader
 
     def _forget_reader(self, name: str | None) -> None:

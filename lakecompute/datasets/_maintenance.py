@@ -33,7 +33,6 @@ from lakecompute.storage import (
     TYPED_PREFIX,
     Backend,
     Fragment,
-    FragmentReader,
     Manifest,
     TensorState,
     create_typed_array,
@@ -46,6 +45,7 @@ from lakecompute.storage import (
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
+    from lakecompute.datasets._reader import ColumnReader
 
 __all__ = ["compact", "vacuum"]
 
@@ -115,7 +115,7 @@ def _is_compact(ds: Dataset, state: TensorState) -> bool:
     return f.shape is None and data.attrs.get("lakecompute") == STREAM_SEGMENT
 
 
-def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:
+def _write_stream(ds: Dataset, reader: ColumnReader, state: TensorState) -> Fragment:
     """Copy numeric samples of varying shapes into a new *typed stream* segment; returns its fragment.
 
     The segment's ``data`` array has the tensor's dtype (not bytes) and exactly as many values as the
@@ -155,7 +155,7 @@ def _write_stream(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fr
     return Fragment(seg, 0, total, n, dtype.name, None, 0, ndim, 0, n)
 
 
-def _write_typed(ds: Dataset, reader: FragmentReader, state: TensorState) -> Fragment:
+def _write_typed(ds: Dataset, reader: ColumnReader, state: TensorState) -> Fragment:
     """Copy a fixed-shape numeric tensor into a new typed zarr array; returns its fragment."""
     shape = state.fragments[0].shape
     assert shape is not None

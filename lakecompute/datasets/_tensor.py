@@ -9,10 +9,10 @@ import numpy as np
 
 from lakecompute.datasets._index import Positions, compose, parse_index
 from lakecompute.errors import InvalidTypeError, RaggedShapeError, ReadOnlyError
-from lakecompute.storage import FragmentReader
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
+    from lakecompute.datasets._reader import ColumnReader
     from lakecompute.loaders import TokenBlocks
 
 __all__ = ["Tensor", "TensorInfo", "TensorView"]
@@ -63,7 +63,7 @@ class _Readable:
         """The tensor's info; ``info.class_names`` for class_label tensors."""
         return TensorInfo(self._ds._state(self.name).info)
 
-    def _reader(self) -> FragmentReader:
+    def _reader(self) -> ColumnReader:
         return self._ds._reader(self.name)
 
     def _positions(self) -> Positions:
@@ -76,10 +76,7 @@ class _Readable:
             return reader.read_one(pos)
         if isinstance(pos, range) and pos.step == 1:
             return reader.read_range(pos.start, pos.stop) if len(pos) else []
-        out = []
-        for p in np.asarray(pos, dtype=np.int64).tolist():
-            out.append(reader.read_one(p))
-        return out
+        return list(reader.read(np.asarray(pos, dtype=np.int64), stack="fragments"))
 
     def numpy(self, aslist: bool = False) -> Any:
         """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.

@@ -93,7 +93,9 @@ def _mask_of(data: Dataset | DatasetView, fn: Callable[[Any], Any], options: dic
     try:
         out = lc.empty(os.path.join(scratch, "mask"))
         out.create_tensor("keep", dtype="bool")
-        lc.compute(keep_row)(fn=fn).eval(data, out, **options)
+        # Over the rows the filter is defined on (len(data): every tensor holds them), as a view, so a
+        # dataset whose tensors differ in length is filtered rather than refused as eval input.
+        lc.compute(keep_row)(fn=fn).eval(data[: len(data)], out, **options)
         mask: np.ndarray = lc.load(os.path.join(scratch, "mask")).keep.numpy().astype(bool)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from lakecompute.datasets import RowReader, Snapshot, StreamReader
+from lakecompute.storage import LOADER_CACHE_BYTES
 
 __all__ = ["BatchReader", "RowSource", "Source", "TokenSource"]
 
@@ -66,7 +67,7 @@ class RowSource:
 class _RowBatches:
     def __init__(self, snapshot: Snapshot, tensors: Sequence[str]) -> None:
         self._positions = snapshot.positions
-        self.reader = RowReader(snapshot.open(), tensors)
+        self.reader = RowReader(snapshot.open(LOADER_CACHE_BYTES), tensors)
 
     def read(self, indices: np.ndarray) -> dict[str, Any]:
         return self.reader.read(_dataset_positions(self._positions, indices))
@@ -108,7 +109,7 @@ class TokenSource:
 class _TokenBatches:
     def __init__(self, source: TokenSource) -> None:
         self.source = source
-        self.reader = StreamReader(source.snapshot.open(), source.tensor)
+        self.reader = StreamReader(source.snapshot.open(LOADER_CACHE_BYTES), source.tensor)
 
     def read(self, indices: np.ndarray) -> dict[str, Any]:
         n = self.source.seq_len

@@ -688,8 +688,9 @@ def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: A
     # it. Installed afresh (disable, then enable): a user's script rarely enables faulthandler, and an
     # inherited one may believe it is on while its handlers are gone (Ray's driver resets the fatal
     # signals' handlers; enable() alone then does nothing and the crash printed nothing).
+    # fd 2, not sys.stderr: that may be an object without a file descriptor (pytest's capture).
     faulthandler.disable()
-    faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.enable(file=2, all_threads=True)
     # Ctrl-C in a terminal reaches the whole process group. The parent turns it into KeyboardInterrupt
     # and terminates the workers; workers that also raised it would die with noisy tracebacks, or die
     # between two messages.

@@ -12,16 +12,8 @@ from lakecompute.storage._backend import (
     backend_class,
     open_backend,
 )
-from lakecompute.storage._cache import ArrayCache
-from lakecompute.storage._fragments import (
-    TYPED_PREFIX,
-    FragmentReader,
-    SampleBuffer,
-    append_fragment,
-    located_error,
-    undecodable_error,
-    write_fragment,
-)
+from lakecompute.storage._cache import CACHE_BYTES, LOADER_CACHE_BYTES, ArrayCache
+from lakecompute.storage._fragments import SampleBuffer, append_fragment, write_fragment
 from lakecompute.storage._leases import (
     IDLE_SECONDS,
     LEASE_MARGIN_SECONDS,
@@ -32,6 +24,14 @@ from lakecompute.storage._leases import (
     LiveLeases,
     let_go_released,
     read_leases,
+)
+from lakecompute.storage._locate import (
+    TYPED_PREFIX,
+    Located,
+    Locator,
+    Run,
+    located_error,
+    undecodable_error,
 )
 from lakecompute.storage._manifest import (
     Fragment,
@@ -58,12 +58,14 @@ from lakecompute.storage._segments import (
 )
 
 __all__ = [
+    "CACHE_BYTES",
     "DATA_CHUNK",
     "IDLE_SECONDS",
     "INDEX_CHUNK",
     "LEASES",
     "LEASE_MARGIN_SECONDS",
     "LEASE_SECONDS",
+    "LOADER_CACHE_BYTES",
     "MAX_SLOTS",
     "RENEW_SECONDS",
     "STREAM_SEGMENT",
@@ -73,13 +75,15 @@ __all__ = [
     "Backend",
     "BackendSpec",
     "Fragment",
-    "FragmentReader",
     "InvalidField",
     "Lease",
     "LiveLeases",
     "LocalBackend",
+    "Located",
+    "Locator",
     "Manifest",
     "MemoryBackend",
+    "Run",
     "SampleBuffer",
     "SlotWriter",
     "TensorState",

@@ -11,6 +11,12 @@ undecodable chunk is still caught).
 Reads are bounded: a large read goes to zarr in groups of chunks, so a damaged or hostile manifest
 that names a huge range fails at the first chunk that is not stored, instead of allocating the whole
 range up front.
+
+`ArrayCache` is the one cache of decoded chunks a dataset handle reads through (tensor reads, views,
+eval input, loaders, token blocks, compact), within a byte budget. Besides ranges it reads *runs* in
+an array's flat item space (a segment's ``data`` array holds bytes, a typed ``(n, *shape)`` array
+``prod(shape)`` values per row): `ArrayCache.gather` cuts many equal runs out of the chunks that hold
+them, each chunk decoded once, for a shuffled batch or windows of a token stream.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
 import zarr
+from numpy.lib.stride_tricks import sliding_window_view
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import LocalStore, WrapperStore
@@ -38,10 +45,26 @@ from lakecompute.storage._segments import STREAM_SEGMENT
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
 
-__all__ = ["MAX_CHUNK_BYTES", "ArrayCache", "CheckedStore", "MissingChunkError"]
+__all__ = [
+    "CACHE_BYTES",
+    "LOADER_CACHE_BYTES",
+    "MAX_CHUNK_BYTES",
+    "ArrayCache",
+    "CheckedStore",
+    "MissingChunkError",
+]
 
 #: The largest chunk a reader accepts (array metadata asking for more is damaged or hostile).
 MAX_CHUNK_BYTES: Final = 64 << 20
+#: Decoded bytes a dataset handle keeps by default: enough that reading a tensor sample by sample
+#: decodes each chunk once.
+CACHE_BYTES: Final = 32 << 20
+#: Decoded bytes a loader's handle keeps (per loader worker). A shuffled epoch touches every chunk in
+#: every batch, so a tensor whose decoded size fits here is decoded once per epoch; a larger one is
+#: decoded again as chunks fall out, but memory stays bounded.
+LOADER_CACHE_BYTES: Final = 256 << 20
+#: Runs of at most this many chunks are cut from cached chunks; longer ones are read in bounded groups.
+_FEW: Final = 4
 #: Chunks per zarr call in a large read: bounds what one call allocates before its chunks are seen.
 _GROUP: Final = 16
 # A chunk key of a zarr v3 array: ".../c/<i>[/<j>...]" (not zarr.json, not a v2 ".zarray" probe).
@@ -97,23 +120,37 @@ def _has_checksum(arr: zarr.Array[Any]) -> bool:
 class ArrayCache:
     """Opened arrays and recently decoded chunks, so sequential reads decode each chunk once.
 
+    Every array a read returns is the caller's own (a copy cut from the cached chunks), never a view
+    into the cache: a caller that changes it must not change what later reads return.
+
     Args:
         store: the dataset's zarr store.
-        max_chunks: decoded chunks kept.
+        max_bytes: decoded bytes kept (least recently used chunks are dropped first; the chunk being
+            read is always kept).
         backend: the dataset's backend, when known: errors then name its location, and a missing
             chunk is recognised as data a ``vacuum()`` removed.
+
+    Attributes:
+        fetched: chunks fetched and decoded so far (a measure of read amplification).
     """
 
-    def __init__(self, store: Store, max_chunks: int = 32, *, backend: Backend | None = None) -> None:
+    def __init__(self, store: Store, max_bytes: int = CACHE_BYTES, *, backend: Backend | None = None) -> None:
         self.store = store
         self.backend = backend
         self.url = backend.url if backend is not None else str(store)
-        self.max_chunks = max_chunks
+        self.max_bytes = max_bytes
+        self.fetched = 0
         self._checked = CheckedStore(store)
         self._arrays: dict[str, zarr.Array[Any]] = {}
         # Chunk length and length along axis 0 (zarr's .chunks and .shape cost microseconds a call).
         self._sizes: dict[str, tuple[int, int]] = {}
+        self._per_row: dict[str, int] = {}  # items per row (1 for a 1-D array)
+        self._dtypes: dict[str, np.dtype[Any]] = {}  # zarr's .dtype costs ~20 us a call
         self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
+        # Sliding-window views of cached chunks by run width: building one costs ~50 us, more than
+        # cutting a batch's runs out of it, so it is kept as long as its chunk.
+        self._windows: dict[tuple[str, int], dict[int, np.ndarray]] = {}
         self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
         self._getters: dict[str, _ChunkGet] = {}
         self._lock = threading.Lock()
@@ -187,12 +224,20 @@ class ArrayCache:
     def clear(self) -> None:
         with self._lock:
             self._chunks.clear()
+            self._windows.clear()
+            self._bytes = 0
             self._index_rows.clear()
 
     def forget(self, path: str, first: int, last: int) -> None:
         with self._lock:
             for c in range(first, last + 1):
-                self._chunks.pop((path, c), None)
+                self._drop((path, c))
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        old = self._chunks.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+            self._windows.pop(key, None)
 
     def _fetch(self, path: str, arr: zarr.Array[Any], start: int, stop: int) -> np.ndarray:
         """Rows ``start..stop`` straight from zarr, every chunk verified."""
@@ -227,10 +272,23 @@ class ArrayCache:
         if values is None:
             values = self._fetch(path, arr, c * size, (c + 1) * size)
         with self._lock:
+            self.fetched += 1
+            self._drop(key)  # another thread may have read it meanwhile
             self._chunks[key] = values
-            while len(self._chunks) > self.max_chunks:
-                self._chunks.popitem(last=False)
+            self._bytes += values.nbytes
+            while self._bytes > self.max_bytes and len(self._chunks) > 1:
+                self._drop(next(iter(self._chunks)))
         return values
+
+    def _known(self, path: str) -> tuple[zarr.Array[Any], int, int]:
+        """The array at ``path``, its rows per chunk and its length along the first axis."""
+        arr = self.array(path)
+        known = self._sizes.get(path)
+        if known is None:
+            known = self._sizes[path] = (int(arr.chunks[0]), int(arr.shape[0]))
+            self._per_row[path] = math.prod(int(s) for s in arr.shape[1:])
+            self._dtypes[path] = arr.dtype
+        return arr, known[0], known[1]
 
     def read(self, path: str, start: int, count: int) -> np.ndarray:
         """``count`` values (rows, for an N-D array) from ``start`` along the first axis.
@@ -243,11 +301,8 @@ class ArrayCache:
             DatasetCorruptError: a chunk in the range is missing or does not decode, or the range
                 runs past the array's end (the error names the key).
         """
-        arr = self.array(path)
         known = self._sizes.get(path)
-        if known is None:
-            known = self._sizes[path] = (int(arr.chunks[0]), int(arr.shape[0]))
-        size, length = known
+        arr, size, length = (self._arrays[path], *known) if known is not None else self._known(path)
         if count <= 0:
             return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
         if start < 0 or start + count > length:
@@ -279,6 +334,127 @@ class ArrayCache:
             parts.append(self._fetch(path, arr, pos, end))
             pos = end
         return np.concatenate(parts)
+
+    # -- runs in an array's flat item space -----------------------------------------------------
+    def items(self, path: str) -> tuple[int, int, np.dtype[Any]]:
+        """``(items per chunk, items in the array, item dtype)`` of the array at ``path``, seen as a
+        flat run of items (rows laid end to end)."""
+        _, size, length = self._known(path)
+        per_row = self._per_row[path]
+        return size * per_row, length * per_row, self._dtypes[path]
+
+    def require(self, path: str, item: int) -> None:
+        """Check that the chunk holding flat item ``item`` of the array at ``path`` is stored.
+
+        A cheap check (one existence test, none when the chunk is cached) that a declared size does
+        not run past what was written, made before anything that size is read or allocated.
+
+        Raises:
+            DatasetCorruptError: the item is past the array's end, or its chunk is not stored.
+        """
+        arr, size, length = self._known(path)
+        row = item // self._per_row[path]
+        if item < 0 or row >= length:
+            raise self.damaged(f"{path}/zarr.json", f"item {item} is past its {length} rows")
+        c = row // size
+        if (path, c) in self._chunks:
+            return
+        key = self._chunk_key(path, arr, row)
+        if not _exists(self.store, key):
+            raise self.damaged(key, "the chunk is missing")
+
+    def _flat_chunk(self, path: str, c: int) -> np.ndarray:
+        arr, size, _ = self._known(path)
+        return self._chunk(path, arr, c, size).reshape(-1)
+
+    def _check_run(self, path: str, lo: int, hi: int, total: int) -> None:
+        if lo < 0 or hi > total:
+            raise self.damaged(f"{path}/zarr.json", f"items {lo}..{hi} run past its {total} items")
+
+    def span(self, path: str, start: int, count: int) -> np.ndarray:
+        """Items ``start .. start + count`` of the array at ``path``, flat: the caller's own copy.
+
+        Raises:
+            DatasetCorruptError: as `read`; a long run is read in bounded groups of chunks, so a
+                damaged size fails at the first chunk that is not stored.
+        """
+        size, total, dtype = self.items(path)
+        self._check_run(path, start, start + count, total)
+        if count <= 0:
+            return np.empty(0, dtype=dtype)
+        first, last = start // size, (start + count - 1) // size
+        if last - first < _FEW:
+            lo = start - first * size
+            if first == last:
+                return self._flat_chunk(path, first)[lo : lo + count].copy()
+            joined = np.concatenate([self._flat_chunk(path, c) for c in range(first, last + 1)])
+            return joined[lo : lo + count]
+        per_row = self._per_row[path]
+        row = start // per_row
+        rows = self.read(path, row, -(-(start + count) // per_row) - row).reshape(-1)
+        lo = start - row * per_row
+        return rows[lo : lo + count]
+
+    def _windows_of(self, path: str, c: int, width: int) -> np.ndarray:
+        """Every run of ``width`` items inside chunk ``c``: row ``i`` is items ``i .. i + width``."""
+        key = (path, c)
+        views = self._windows.get(key)
+        view = views.get(width) if views is not None else None
+        if view is not None:  # the common case: a batch's runs cut from a chunk already cached
+            # Kept recently used without the lock (one C call, atomic under the GIL): taking it for
+            # each of a batch's chunks costs ~4% of a token-block batch. Dropped meanwhile: no matter.
+            try:
+                self._chunks.move_to_end(key)
+            except KeyError:
+                pass
+            return view
+        chunk = self._flat_chunk(path, c)
+        if views is None:
+            with self._lock:
+                if (path, c) not in self._chunks:  # already dropped (a tiny budget): keep no view of it
+                    return sliding_window_view(chunk, width)
+                views = self._windows.setdefault((path, c), {})
+        view = views.get(width)
+        if view is None:
+            view = views[width] = sliding_window_view(chunk, width)
+        return view
+
+    def gather(self, path: str, starts: np.ndarray, width: int) -> np.ndarray:
+        """Runs of ``width`` items from each of ``starts`` (any order, repeats): a new
+        ``(len(starts), width)`` array.
+
+        Runs are grouped by the chunk they start in; each chunk is decoded at most once and its runs
+        are cut out with one fancy index over a sliding window. Runs crossing into the next chunk
+        (at most one per chunk boundary) are joined one by one. Runs longer than a chunk are read
+        one by one in bounded groups of chunks, *before* the result is allocated: a damaged size
+        fails at the first chunk that is not stored, not with a huge allocation.
+
+        Raises:
+            DatasetCorruptError: as `span`.
+        """
+        size, total, dtype = self.items(path)
+        if width > size:
+            runs = [self.span(path, int(s), width) for s in starts.tolist()]  # each run checked
+            return np.stack(runs) if runs else np.empty((0, width), dtype=dtype)
+        out = np.empty((len(starts), width), dtype=dtype)
+        if not len(starts) or not width:
+            return out
+        first = starts // size
+        order = np.argsort(first, kind="stable")
+        # Every run starts in a chunk from first[order[0]] to first[order[-1]]: when those lie well
+        # inside the array, so do the runs, without a pass over them (a gather is per batch).
+        if first[order[0]] < 0 or (int(first[order[-1]]) + 1) * size + width > total:
+            self._check_run(path, int(starts.min()), int(starts.max()) + width, total)
+        crossing = (starts + width - 1) // size != first
+        bounds = np.flatnonzero(np.diff(first[order])) + 1
+        for group in np.split(order, bounds):
+            c = int(first[group[0]])
+            inside = group[~crossing[group]]
+            if len(inside):
+                out[inside] = self._windows_of(path, c, width)[starts[inside] - c * size]
+        for i in np.flatnonzero(crossing).tolist():
+            out[i] = self.span(path, int(starts[i]), width)
+        return out
 
     def index_rows(self, seg: str, idx: int, total: int, width: int) -> np.ndarray:
         """The ``(total, width)`` index rows of a fragment (cached: they are small and immutable)."""

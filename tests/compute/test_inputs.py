@@ -134,13 +134,18 @@ def test_stream_tasks_are_sized_in_bytes() -> None:
 
 
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
-def test_eval_generator_with_workers_that_are_not_forked(tmp_path: Path, start_method: str) -> None:
+def test_eval_generator_with_workers_that_are_not_forked(
+    tmp_path: Path, start_method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A generator streams to workers started by a fork server or spawned (as on S3): the live generator
     stays with the parent, which feeds its items with the tasks."""
     from functools import partial
 
+    from lakecompute import schedulers
     from lakecompute.schedulers import ProcessedScheduler, register_scheduler
 
+    # Registered for this test only: the registry is the process's, and other tests list its names.
+    monkeypatch.setattr(schedulers, "_REGISTRY", dict(schedulers._REGISTRY))
     name = f"processed-{start_method}"
     register_scheduler(name, partial(ProcessedScheduler, start_method=start_method))
     out = out_like(tmp_path / "out", y={"dtype": "int64"})

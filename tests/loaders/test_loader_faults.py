@@ -145,9 +145,11 @@ def test_batches_damaged_data_is_dataset_corrupt_error_at_its_step(tmp_path: Pat
     the batches before it."""
     ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
     ds.create_tensor("x", dtype="int32", chunk_compression=None)
-    ds.x.extend(np.arange(3000 * 256, dtype=np.int32).reshape(3000, 256))
+    ds.x.extend(np.arange(6000 * 256, dtype=np.int32).reshape(6000, 256))
     chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"), key=lambda p: int(p.name))
-    os.remove(chunks[-1])  # the last samples: the steps that read them come last
+    # A chunk near the end, not the last: the reader checks each fragment's last chunk when it first
+    # touches the fragment, so removing that one fails the very first batch.
+    os.remove(chunks[-2])  # late samples: the steps that read them come late
     taken: list[int] = []
     batches = lc.load(str(tmp_path / "ds")).batches(100, num_workers=num_workers)
     with pytest.raises(lc.DatasetCorruptError) as info:
@@ -155,8 +157,8 @@ def test_batches_damaged_data_is_dataset_corrupt_error_at_its_step(tmp_path: Pat
     assert info.value.tensor == "x"
     assert info.value.reason == "the chunk is missing"
     assert info.value.file is not None
-    assert info.value.file.endswith(f"data/c/{chunks[-1].name}")
+    assert info.value.file.endswith(f"data/c/{chunks[-2].name}")
     # Every batch before the first damaged step arrived first, in step order.
-    plan = IndexPlan(3000, 100, num_workers=num_workers)
+    plan = IndexPlan(6000, 100, num_workers=num_workers)
     assert len(taken) >= 10
     assert taken == [int(plan.step_indices(s)[0]) for s in range(len(taken))]

@@ -1,4 +1,6 @@
-"""Chunk-aware reading in the dataset layer: values by position, each chunk decoded once, streams."""
+"""The one reader (issue 15) as loaders use it: values by position, each chunk decoded once, streams,
+through the handle's one byte-budgeted chunk cache; gathered values equal ranged ones and belong to
+the caller."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.datasets import RowReader, StreamReader, snapshot
+from lakecompute.datasets import ColumnReader, RowReader, StreamReader, snapshot
+from lakecompute.loaders._sources import RowSource, TokenSource
+from lakecompute.storage import LOADER_CACHE_BYTES
 
 
 def test_row_reader_reads_any_positions_of_every_htype(numbered: lc.Dataset) -> None:
@@ -108,3 +112,69 @@ def test_snapshot_refuses_uncommitted_changes(numbered: lc.Dataset) -> None:
         with pytest.raises(lc.InvalidArgumentError, match=r"uncommitted changes.*ds\.commit\(\)"):
             snapshot(numbered)
         numbered.rollback()
+
+
+def test_column_reader_gather_equals_range_reads(numbered: lc.Dataset) -> None:
+    """Gathered positions (any order, repeats, across fragments) read what range reads give."""
+    pos = np.array([102, 0, 51, 51, 7, 50, 52])
+    for name in ("idx", "img", "rag", "txt"):
+        reader = numbered._reader(name)
+        assert isinstance(reader, ColumnReader)
+        got = reader.read(pos)
+        want = [reader.read_one(p) for p in pos.tolist()]
+        if name == "txt":
+            assert got == want
+        else:
+            assert [np.asarray(v).tolist() for v in got] == [np.asarray(v).tolist() for v in want]
+
+
+def test_gathered_values_belong_to_the_caller(
+    numbered: lc.Dataset, tokens: tuple[lc.Dataset, np.ndarray]
+) -> None:
+    """Writing into gathered rows, stream ranges or windows leaves later reads unchanged."""
+    reader = RowReader(numbered, ["idx", "img", "rag"])
+    pos = np.array([3, 60, 3])
+    first = reader.read(pos)
+    first["idx"][...] = -1
+    first["img"][...] = 0
+    for a in first["rag"]:
+        a[...] = -1
+    again = reader.read(pos)
+    assert again["idx"].tolist() == [3, 60, 3]
+    assert again["img"][1].tolist() == [[60] * 4] * 4
+    assert [a.tolist() for a in again["rag"]] == [[3], [60], [3]]
+    ds, flat = tokens
+    stream = StreamReader(ds, "tokens")
+    stream.read(0, 10)[...] = -1
+    stream.windows(np.array([0, 5]), 10)[...] = -1
+    np.testing.assert_array_equal(stream.read(0, 20), flat[:20])
+
+
+def test_loader_reads_through_one_cache_with_the_loader_budget(
+    numbered: lc.Dataset, tokens: tuple[lc.Dataset, np.ndarray]
+) -> None:
+    """An opened loader source reads through its own handle's one chunk cache, with the loader budget."""
+    rows = RowSource(snapshot(numbered), ("idx", "img")).open()
+    assert rows.reader.cache.max_bytes == LOADER_CACHE_BYTES
+    assert rows.read(np.array([4, 1]))["idx"].tolist() == [4, 1]
+    ds, flat = tokens
+    blocks = TokenSource(snapshot(ds), "tokens", 8, True, len(flat)).open()
+    assert blocks.reader.cache.max_bytes == LOADER_CACHE_BYTES
+    np.testing.assert_array_equal(blocks.read(np.array([2]))["x"][0], flat[16:24])
+
+
+def test_chunk_cache_keeps_to_its_byte_budget(tmp_path: Path) -> None:
+    """With a budget of two chunks, a shuffled epoch decodes chunks again instead of keeping them all."""
+    ds = lc.empty(str(tmp_path / "mnist"))
+    ds.create_tensor("images", htype="image")
+    images = np.random.default_rng(0).integers(0, 255, (6000, 28, 28), dtype=np.uint8)
+    ds.images.extend(images)
+    ds._cache.max_bytes = 2 << 20
+    reader = RowReader(ds, ["images"])
+    order = np.random.default_rng(1).permutation(6000)
+    for lo in range(0, 6000, 256):
+        np.testing.assert_array_equal(
+            reader.read(order[lo : lo + 256])["images"], images[order[lo : lo + 256]]
+        )
+    assert reader.cache.fetched > 2 * 6000 // 256  # chunks fell out and were decoded again
+    assert sum(v.nbytes for v in reader.cache._chunks.values()) <= 2 << 20

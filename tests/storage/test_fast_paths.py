@@ -72,3 +72,25 @@ def test_torn_or_odd_hint_never_gives_a_wrong_latest(tmp_path):
     backend.write_hint("versions/LATEST", b"0000000003")
     assert backend.read("versions/LATEST") == b"0000000003"
     assert not commit_manifest(backend, Manifest(version=4))  # still exclusive
+
+
+def test_gather_cuts_runs_from_cached_chunks_and_refuses_runs_past_the_end(tmp_path):
+    """ArrayCache.gather returns the caller's own runs (any order, repeats, across chunks) and refuses
+    runs that start before the array or end past it, naming its metadata."""
+    from lakecompute.errors import DatasetCorruptError
+    from lakecompute.storage import create_typed_array
+
+    store = LocalStore(str(tmp_path))
+    values = np.arange(3000, dtype=np.int64)
+    arr = create_typed_array(store, "tensors/t/a", (3000,), (1000,), np.dtype("int64"), (), {})
+    arr[:] = values
+    cache = ArrayCache(LocalStore(str(tmp_path)))
+    starts = np.array([2990, 5, 995, 5, 1500])
+    got = cache.gather("tensors/t/a", starts, 10)
+    np.testing.assert_array_equal(got, np.stack([values[s : s + 10] for s in starts]))
+    got[...] = -1
+    np.testing.assert_array_equal(cache.gather("tensors/t/a", starts[:1], 10)[0], values[2990:])
+    for bad in ([2991], [-1, 5]):
+        with pytest.raises(DatasetCorruptError, match=r"run past its 3000 items") as info:
+            cache.gather("tensors/t/a", np.array(bad), 10)
+        assert info.value.file == "tensors/t/a/zarr.json"

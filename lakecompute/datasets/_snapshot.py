@@ -1,0 +1,84 @@
+"""A committed version of a dataset (or view) described so that any process can open it again.
+
+`Snapshot` is what readers in other processes (loader workers, eval workers) receive: a location,
+a version and positions, never data; each opens its own store client from it (STORAGE-NOTES
+"Processes").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._views import DatasetView
+from lakecompute.errors import InvalidArgumentError
+from lakecompute.storage import open_backend, read_manifest
+
+__all__ = ["Snapshot", "snapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A committed version of a dataset, or of a view of it, that any process can open again.
+
+    Attributes:
+        url: the dataset location as the user gave it.
+        storage_options: options for the object-store client (S3 only).
+        version: the committed version read.
+        positions: positions of the samples in the dataset (a view's selection, else ``range(len(ds))``).
+        tensors: names of the dataset's tensors, in creation order.
+        fork_safe: whether a forked child can still use the store (False for object stores).
+        shared_between_processes: whether other processes can open it (False for ``mem://``).
+    """
+
+    url: str
+    storage_options: dict[str, Any] = field(hash=False)
+    version: int
+    positions: range | np.ndarray = field(hash=False)
+    tensors: tuple[str, ...]
+    fork_safe: bool
+    shared_between_processes: bool
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def open(self, cache_bytes: int | None = None) -> Dataset:
+        """Open this version read-only: a new handle with its own store client.
+
+        Args:
+            cache_bytes: decoded bytes the handle's chunk cache keeps (default: a dataset handle's,
+                `lakecompute.storage.CACHE_BYTES`); loaders keep more.
+        """
+        backend = open_backend(self.url, self.storage_options)
+        ds = Dataset(backend, read_manifest(backend, self.version), read_only=True, pinned=True)
+        if cache_bytes is not None:
+            ds._cache.max_bytes = cache_bytes
+        return ds
+
+
+def snapshot(data: Dataset | DatasetView) -> Snapshot:
+    """Describe the committed version ``data`` reads, for readers in this or another process.
+
+    Raises:
+        InvalidArgumentError: the dataset has uncommitted changes (workers could not see them).
+    """
+    base = data._base_ds()
+    if base.has_pending_changes:
+        raise InvalidArgumentError(
+            f"Dataset {base.path!r} has uncommitted changes, which a loader cannot read. "
+            "Commit them first (leave the `with` block or call ds.commit())."
+        )
+    positions = data.positions if isinstance(data, DatasetView) else range(len(base))
+    backend = base._backend
+    return Snapshot(
+        base.location.url,
+        dict(base.location.storage_options),
+        base.version,
+        positions,
+        tuple(base._names()),
+        backend.fork_safe,
+        backend.shared_between_processes,
+    )

@@ -181,7 +181,8 @@ class LoaderCursor:
             )
         current = self.state_dict()
         self._check(state, current)
-        position = Position(_check_int("epoch", state["epoch"], 0), _check_int("step", state["step"], 0))
+        epoch, step = _check_int("epoch", state.get("epoch"), 0), _check_int("step", state.get("step"), 0)
+        position = Position(epoch, step)
         steps = self.plan(Position(position.epoch, 0)).steps
         if position.step > steps:
             raise InvalidArgumentError(
@@ -193,7 +194,7 @@ class LoaderCursor:
 
     @staticmethod
     def _check(state: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-        for part, what in (("options", "options"), ("dataset", "dataset")):
+        for part, what in (("options", "other options"), ("dataset", "another dataset version or selection")):
             saved = state.get(part)
             if not isinstance(saved, Mapping):
                 raise InvalidTypeError(
@@ -205,7 +206,7 @@ class LoaderCursor:
             diffs = _differences(saved, mine)
             if diffs:
                 raise InvalidArgumentError(
-                    f"This loader state was saved with other {what}: {', '.join(diffs)}. Resuming would "
+                    f"This loader state was saved with {what}: {', '.join(diffs)}. Resuming would "
                     "yield other batches than the interrupted run. Build the loader as it was built when "
                     "the state was saved (same dataset version and options), or start a new run without it."
                 )

@@ -139,7 +139,7 @@ def test_a_state_with_other_options_is_refused_naming_them(
     loader = numbered.batches(**options)
     with pytest.raises(lc.InvalidArgumentError) as info:
         loader.load_state_dict(state)
-    assert str(info.value).startswith("This loader state was saved with other ")
+    assert str(info.value).startswith("This loader state was saved with ")
     assert named in str(info.value)
     assert "Build the loader as it was built when the state was saved" in str(info.value)
 
@@ -154,6 +154,8 @@ def test_a_state_of_another_dataset_version_is_refused(numbered: lc.Dataset) -> 
         numbered.txt.append("new")
     with pytest.raises(lc.InvalidArgumentError) as info:
         numbered.pytorch(10, tensors="idx").load_state_dict(state)
+    message = str(info.value)
+    assert message.startswith("This loader state was saved with another dataset version or selection: ")
     assert f"version={old} (this loader: {numbered.version})" in str(info.value)
     assert f"length={N} (this loader: {N + 1})" in str(info.value)
 

@@ -15,10 +15,9 @@ from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExi
 
 if TYPE_CHECKING:
     import ray.data
-    import torch.utils.data
 
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.loaders import Batches
+    from lakecompute.loaders import Batches, LakeDataLoader
 
 __all__ = ["DatasetView", "Row", "base_dataset"]
 
@@ -98,8 +97,10 @@ class _Samples(_Reading):
             prefetch: batches each worker may read ahead (memory is bounded by it, not by the dataset).
 
         Returns:
-            An iterator of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
-            differ in shape, a list of str/values for text and json); ``len()`` is its batch count.
+            A loader of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
+            differ in shape, a list of str/values for text and json). Each pass over it is the next
+            epoch (``set_epoch(e)`` sets it); ``len()`` is a full epoch's batches; ``state_dict()`` /
+            ``load_state_dict()`` checkpoint and resume it exactly (see `lakecompute.loaders.Batches`).
 
         Raises:
             InvalidArgumentError: bad options, or uncommitted changes (commit them first).
@@ -138,7 +139,7 @@ class _Samples(_Reading):
         prefetch: int = 2,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
-    ) -> torch.utils.data.DataLoader[Any]:
+    ) -> LakeDataLoader:
         """A ``torch.utils.data.DataLoader`` over the samples (a dataset or a view), batched and sharded like
         `batches` (numpy arrays arrive as tensors).
 
@@ -154,7 +155,11 @@ class _Samples(_Reading):
             pin_memory: the DataLoader's ``pin_memory``.
 
         Returns:
-            A real DataLoader; ``len()`` is its batch count.
+            A real DataLoader (`lakecompute.loaders.LakeDataLoader`): each pass is the next epoch,
+            ``len()`` is a full epoch's batches for this rank, and it speaks torch's stateful protocol
+            (``state_dict``, ``load_state_dict``, ``set_epoch``), so Lightning and Accelerate checkpoint
+            and resume it exactly. ``rank``/``world_size`` left None are read when each pass starts.
+            Class labels arrive as int64.
 
         Raises:
             InvalidArgumentError: torch is not installed (``pip install torch``), or

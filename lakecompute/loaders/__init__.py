@@ -15,24 +15,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakecompute.datasets import Dataset, DatasetView, StreamReader, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.loaders._blocks import TokenBlocks
-from lakecompute.loaders._loader import Batches, LoaderSpec
+from lakecompute.loaders._loader import Batches
 from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._plan import IndexPlan, _check_int
 from lakecompute.loaders._sources import RowSource, TokenSource
+from lakecompute.loaders._state import LoaderCursor
 
 if TYPE_CHECKING:
     import ray.data
-    import torch.utils.data
+
+    from lakecompute.loaders._torch import LakeDataLoader
 
 __all__ = [
     "Batches",
     "IndexPlan",
+    "LakeDataLoader",
+    "LoaderCursor",
     "LoaderOptions",
     "TokenBlocks",
     "batches",
@@ -42,6 +45,15 @@ __all__ = [
     "pytorch",
     "to_ray",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``LakeDataLoader``, imported on first use (it imports torch; ``import lakecompute`` never does)."""
+    if name == "LakeDataLoader":
+        from lakecompute.loaders._torch import LakeDataLoader
+
+        return LakeDataLoader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _tensor_names(known: Sequence[str], tensors: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -62,10 +74,6 @@ def _tensor_names(known: Sequence[str], tensors: str | Sequence[str] | None) -> 
     return tuple(names)
 
 
-def _spec(source: RowSource | TokenSource, options: LoaderOptions) -> LoaderSpec:
-    return LoaderSpec(source, options.plan(source.length), options.transform)
-
-
 def _check_workers(source: RowSource | TokenSource, options: LoaderOptions) -> None:
     if options.num_workers and not source.snapshot.shared_between_processes and not _can_fork():
         raise InvalidArgumentError(
@@ -79,26 +87,10 @@ def _can_fork() -> bool:
 
 
 def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Batches:
-    """A batch iterator over any source (what `batches` and ``TokenBlocks.batches`` build)."""
+    """A batch loader over any source (what `batches` and ``TokenBlocks.batches`` build)."""
     _check_workers(source, options)
-    return Batches(_spec(source, options), options.prefetch)
-
-
-def _distributed_defaults(options: LoaderOptions) -> LoaderOptions:
-    """``options`` with a None ``rank`` or ``world_size`` filled in: torch.distributed's when it is
-    initialised, else 0 and 1."""
-    if options.rank is not None and options.world_size is not None:
-        return options
-    import torch.distributed as dist
-
-    active = dist.is_available() and dist.is_initialized()
-    rank = options.rank
-    if rank is None:
-        rank = dist.get_rank() if active else 0
-    world_size = options.world_size
-    if world_size is None:
-        world_size = dist.get_world_size() if active else 1
-    return replace(options, rank=rank, world_size=world_size)
+    options.plan(source.length)  # rank and world_size are ints here (only pytorch() reads torch.distributed)
+    return Batches(source, options)
 
 
 def _import_torch() -> None:
@@ -112,16 +104,24 @@ def _import_torch() -> None:
         ) from exc
 
 
-def make_dataloader(
-    source: RowSource | TokenSource, options: LoaderOptions
-) -> torch.utils.data.DataLoader[Any]:
-    """A torch DataLoader over any source (what `pytorch` and ``TokenBlocks.pytorch`` build)."""
+def _class_labels(source: RowSource | TokenSource) -> tuple[str, ...]:
+    """The class_label tensors a source reads (their values arrive in torch as int64)."""
+    if not isinstance(source, RowSource):
+        return ()
+    ds = source.snapshot.open()
+    return tuple(name for name in source.tensors if ds[name].htype == "class_label")
+
+
+def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> LakeDataLoader:
+    """A torch DataLoader over any source (what `pytorch` and ``TokenBlocks.pytorch`` build).
+
+    ``rank`` and ``world_size`` left None are read from torch.distributed when each pass starts.
+    """
     _import_torch()
     from lakecompute.loaders._torch import make_dataloader as torch_loader
 
-    options = _distributed_defaults(options)
     _check_workers(source, options)
-    return torch_loader(_spec(source, options), options)
+    return torch_loader(LoaderCursor(source, options), _class_labels(source))
 
 
 def _rows(data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> RowSource:
@@ -138,7 +138,7 @@ def batches(
 
 def pytorch(
     data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
-) -> torch.utils.data.DataLoader[Any]:
+) -> LakeDataLoader:
     """A torch DataLoader over a dataset or view; see `lakecompute.Dataset.pytorch`."""
     return make_dataloader(_rows(data, tensors), options)
 

@@ -16,8 +16,7 @@ from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._sources import TokenSource, _TokenBatches
 
 if TYPE_CHECKING:
-    import torch.utils.data
-
+    from lakecompute.loaders import LakeDataLoader
     from lakecompute.loaders._loader import Batches
 
 __all__ = ["TokenBlocks"]
@@ -129,7 +128,7 @@ class TokenBlocks:
         prefetch: int = 2,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
-    ) -> torch.utils.data.DataLoader[Any]:
+    ) -> LakeDataLoader:
         """A torch DataLoader of block batches, with the options of `lakecompute.Dataset.pytorch`."""
         from lakecompute.loaders import make_dataloader
 

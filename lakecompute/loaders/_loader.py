@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
+from lakecompute.loaders._state import LoaderCursor
 from lakecompute.loaders._transform import BatchTransform
 from lakecompute.schedulers import (
     PAUSE,
@@ -202,51 +204,83 @@ def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]
 
 
 class Batches(Iterator[dict[str, Any]]):
-    """An iterator over the batches of one loader run (one epoch from ``start_from_step``).
+    """A loader of numpy batches: ``ds.batches()``. Each pass over it is an epoch.
 
-    ``len()`` is the number of batches it yields in all. With workers, they start at the first
-    ``next()`` and stop when the iterator is exhausted, closed (`close`, or leaving a ``with``
-    block) or garbage-collected.
+    Iterating it runs a pass (``for batch in loader``, or ``next(loader)``); when the pass is exhausted
+    the next one starts the following epoch, with its own order (see `LoaderCursor` for the rules:
+    ``set_epoch``, ``start_from_step``, ``state_dict``/``load_state_dict``). ``len()`` is the batches of
+    a full epoch. With workers, they start at a pass's first batch and stop when it is exhausted,
+    closed (`close`, or leaving a ``with`` block) or garbage-collected.
 
     Attributes:
-        spec: what is read, and how (its plan says how many loader workers read it).
+        cursor: where the loader is (epoch, step) and what it reads.
         prefetch: batches each worker may read ahead of the consumer.
     """
 
-    def __init__(self, spec: LoaderSpec, prefetch: int) -> None:
-        self.spec = spec
-        self.prefetch = prefetch
+    def __init__(self, source: RowSource | TokenSource, options: LoaderOptions) -> None:
+        self.cursor = LoaderCursor(source, options)
+        self.prefetch = options.prefetch
         self._it: Iterator[dict[str, Any]] | None = None
 
     @property
     def plan(self) -> IndexPlan:
-        """The index plan of this run."""
-        return self.spec.plan
+        """The index plan of the pass the next batch belongs to."""
+        return self.cursor.plan(self.cursor.position)
 
     @property
     def num_workers(self) -> int:
         """Loader worker processes (0: read in this process)."""
-        return self.spec.plan.num_workers
+        return self.cursor.options.num_workers
 
     def __len__(self) -> int:
-        return len(self.spec.plan)
+        return self.cursor.steps
 
     def __iter__(self) -> Batches:
         return self
 
     def __next__(self) -> dict[str, Any]:
         if self._it is None:
-            if self.num_workers:
-                self._it = parallel_batches(self.spec, self.prefetch)
-            else:
-                self._it = worker_batches(self.spec, 0)
-        return next(self._it)
+            spec = LoaderSpec(self.cursor.source, self.cursor.begin(), self.cursor.options.transform)
+            self._it = parallel_batches(spec, self.prefetch) if self.num_workers else worker_batches(spec, 0)
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            self._finish()
+            raise
+        self.cursor.advance()
+        return batch
+
+    def _finish(self) -> None:
+        self._it = None
+        self.cursor.end()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next pass epoch ``epoch`` (its own order and transform draws), from step 0."""
+        self.cursor.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader is, as plain JSON: ``epoch`` and ``step`` of the next batch, the plan's
+        options (``batch_size``, ``shuffle``, ``seed``, ``drop_last``, ``world_size``, ``num_workers``),
+        ``rank`` and the dataset (location, version, length, what is read)."""
+        return self.cursor.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue where ``state`` (from `state_dict`) says: the next pass yields exactly the batches
+        the saved loader had left, finding them in O(1) (skipped samples are never read); the pass
+        after it is the following epoch. A pass in progress is closed.
+
+        Raises:
+            InvalidArgumentError: the state was saved with other options or another dataset version.
+            InvalidTypeError: ``state`` is not a loader state.
+        """
+        self.cursor.load_state_dict(state)
+        self.close()
 
     def close(self) -> None:
-        """Stop the workers (if any) and end the iteration."""
+        """Stop the workers (if any) and end the current pass; the next one starts the following epoch."""
         if self._it is not None and hasattr(self._it, "close"):
             self._it.close()
-        self._it = iter(())
+        self._finish()
 
     def __enter__(self) -> Batches:
         return self
@@ -257,7 +291,7 @@ class Batches(Iterator[dict[str, Any]]):
         self.close()
 
     def __repr__(self) -> str:
-        p = self.spec.plan
+        p = self.plan
         return (
             f"Batches({len(self)} batches of {p.batch_size}, rank {p.rank}/{p.world_size}, "
             f"epoch {p.epoch}, from step {p.start_from_step}, num_workers={self.num_workers})"

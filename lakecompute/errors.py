@@ -179,12 +179,18 @@ class InvalidSampleError(LakeComputeError, ValueError):
     """Raised when a sample cannot be stored in a tensor (wrong dtype, rank, label, ...).
 
     Attributes:
-        tensor: the tensor the sample was meant for.
+        tensor: the tensor the sample was meant for ("" while it is not known yet: a file read by
+            `lakecompute.read` that does not decode, before it is written anywhere).
+        detail: what is wrong, without the tensor's name.
     """
 
     def __init__(self, tensor: str, message: str) -> None:
         self.tensor = tensor
-        super().__init__(f"Cannot store sample in tensor {tensor!r}: {message}")
+        self.detail = message
+        where = f"in tensor {tensor!r}" if tensor else ""
+        super().__init__(
+            f"Cannot store sample {where}: {message}" if where else f"Cannot use sample: {message}"
+        )
 
 
 class RaggedShapeError(LakeComputeError, ValueError):

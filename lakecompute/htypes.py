@@ -330,6 +330,18 @@ def encode_sample(
     ``info`` is the tensor's info: the coordinate format of ``bbox`` tensors, the keypoint names of
     ``keypoints`` tensors (see `parse_htype_info`).
     """
+    try:
+        return _encode_sample(spec, value, class_names, info)
+    except InvalidSampleError as exc:
+        if exc.tensor:
+            raise
+        # A sample that failed before it knew its tensor (a file from lc.read that does not decode).
+        raise InvalidSampleError(spec.name, exc.detail) from exc.__cause__
+
+
+def _encode_sample(
+    spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any] | None
+) -> Encoded:
     blob_encoder = _BLOB_ENCODERS.get(spec.htype)
     if blob_encoder is not None:
         return blob_encoder(spec, value)

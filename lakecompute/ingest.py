@@ -214,11 +214,20 @@ def read(path: PathLike) -> ImageFile:
     return ImageFile(name)
 
 
-def _unreadable(path: str, exc: BaseException) -> InvalidSampleError:
-    return InvalidSampleError(
-        "images",
-        f"cannot read image file {path!r} ({type(exc).__name__}: {exc}). "
-        "Fix or remove the file, or pass skip_errors=True to skip unreadable files.",
+_FIX_FILE = "Fix or remove the file."
+
+
+def _unreadable(path: str, exc: BaseException, tensor: str = "") -> InvalidSampleError:
+    """A file that is not a readable image. Without ``tensor`` (an `ImageFile` does not know where it will
+    be written) the tensor's writer names it; an ingest, which knows, says how to skip such files."""
+    detail = f"cannot read image file {path!r} ({type(exc).__name__}: {exc}). {_FIX_FILE}"
+    return InvalidSampleError(tensor, _with_skip_advice(detail) if tensor else detail)
+
+
+def _with_skip_advice(detail: str) -> str:
+    """An unreadable file's message as an ingest gives it: with the option that skips such files."""
+    return detail.replace(
+        _FIX_FILE, "Fix or remove the file, or pass skip_errors=True to skip unreadable files."
     )
 
 
@@ -388,7 +397,7 @@ def load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray
                 image = image.convert(decoded)
             pixels = np.asarray(image.convert(mode) if image.mode != mode else image)
     except Exception as exc:  # Pillow raises OSError, ValueError or SyntaxError for broken files
-        raise _unreadable(path, exc) from exc
+        raise _unreadable(path, exc, "images") from exc
     return pixels
 
 
@@ -599,10 +608,9 @@ def run_ingest(
         path = paths[err.index] if err.index is not None else src
         if isinstance(cause, InvalidSampleError):
             # Raised as the caller's error, naming the file (the worker's own message may already).
-            detail = str(cause).removeprefix(f"Cannot store sample in tensor {cause.tensor!r}: ")
-            named = "" if path in detail else f"the sample of {path!r}: "
-            raise InvalidSampleError(cause.tensor, named + detail) from err
-        raise _unreadable(path, cause) from err
+            named = "" if path in cause.detail else f"the sample of {path!r}: "
+            raise InvalidSampleError(cause.tensor, named + _with_skip_advice(cause.detail)) from err
+        raise _unreadable(path, cause, "images") from err
     except BaseException:
         if discard:
             lc.delete(dest, missing_ok=True, storage_options=where)

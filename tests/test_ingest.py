@@ -330,3 +330,17 @@ def test_from_numpy_refuses_bad_input(tmp_path: Path) -> None:
         lc.from_numpy(tmp_path / "a", {"x": np.zeros(3), "y": np.zeros(4)})
     with pytest.raises(lc.InvalidArgumentError, match="not in arrays"):
         lc.from_numpy(tmp_path / "b", {"x": np.zeros(3)}, htypes={"z": "image"})
+
+
+def test_unreadable_file_appended_names_the_tensor_it_was_written_to(tmp_path: Path) -> None:
+    """lc.read() of a broken file appended to any tensor: the error names that tensor and gives advice
+    that works there (no skip_errors, which append() does not take)."""
+    bad = tmp_path / "broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 this is not really a jpeg")
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("photos", htype="image", sample_compression="jpeg")
+    with pytest.raises(lc.InvalidSampleError, match=r"broken\.jpg.*Fix or remove the file\.$") as info:
+        ds.photos.append(lc.read(bad))
+    assert info.value.tensor == "photos"
+    assert "skip_errors" not in str(info.value)
+    assert len(lc.load(str(tmp_path / "ds")).photos) == 0

@@ -166,3 +166,68 @@ def test_augment_after_a_failure_and_resume_equals_an_uninterrupted_run(
     for name in TENSORS:
         for x, y in zip(a[name].numpy(aslist=True), b[name].numpy(aslist=True), strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+@lc.compute
+def slow_flip_crop_resize(sample_in: Any, sample_out: Any, rng: np.random.Generator, pause: float) -> None:
+    """The augmentation under test, taking ``pause`` seconds per sample (so a run can be killed midway)."""
+    import time
+
+    time.sleep(pause)
+    sample_out.append(augmented(sample_in, rng))
+
+
+_KILLED_RUN = """
+import sys
+import lakecompute as lc
+from tests.vision.test_augment import slow_flip_crop_resize
+
+src, out = sys.argv[1:3]
+print("START", flush=True)
+fn = slow_flip_crop_resize(pause=0.4)
+fn.eval(lc.load(src), lc.load(out), seed=5, num_workers=2, checkpoint_interval=1, progressbar=False)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_augment_after_a_kill_and_resume_equals_an_uninterrupted_run(
+    coco: lc.Dataset, tmp_path: Path
+) -> None:
+    """The augmentation's process SIGKILLed after a checkpoint: the rerun (another worker count) resumes
+    after it and ends with exactly the dataset of a run that was never killed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    repo = Path(__file__).resolve().parents[2]
+    _out(tmp_path / "resumed", coco)
+    first = lc.load(str(tmp_path / "resumed")).version
+    run = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, coco.path, str(tmp_path / "resumed")],
+                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(repo)},
+                           start_new_session=True)  # fmt: skip
+    try:
+        assert run.stdout is not None
+        assert run.stdout.readline().strip() == "START"
+        deadline = time.monotonic() + 60
+        while lc.load(str(tmp_path / "resumed")).version == first and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the first checkpoint is committed
+        os.killpg(run.pid, signal.SIGKILL)
+    finally:
+        run.kill()
+        run.communicate(timeout=30)
+    kept = len(lc.load(str(tmp_path / "resumed")))
+    assert 0 < kept < len(coco)
+    fn = slow_flip_crop_resize(pause=0.4)
+    result = fn.eval(
+        coco, lc.load(str(tmp_path / "resumed")), seed=5, checkpoint_interval=1, progressbar=False
+    )
+    assert result.resumed_from == kept
+    straight = _out(tmp_path / "straight", coco)
+    fn.eval(coco, straight, seed=5, num_workers=2, progressbar=False)
+    a, b = lc.load(str(tmp_path / "resumed")), lc.load(str(tmp_path / "straight"))
+    assert len(a) == len(b) == len(coco)
+    for name in TENSORS:
+        for x, y in zip(a[name].numpy(aslist=True), b[name].numpy(aslist=True), strict=True):
+            np.testing.assert_array_equal(x, y)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import itertools
 import os
 import signal
@@ -325,7 +326,7 @@ class _Pool:
             multiprocess.forkserver.set_forkserver_preload(list(self._preload))
             multiprocess.forkserver.ensure_running()
         parent_pid = os.getpid()
-        with _children_skip_main(self._by_value):
+        with _children_skip_main(self._by_value), _inherited_objects_frozen(self._start_method == "fork"):
             for index in range(self._num_workers):
                 process = self._context.Process(
                     target=_worker_main,
@@ -704,6 +705,23 @@ def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: A
     # A forked worker would otherwise draw what its parent and its siblings draw.
     reseed_globals()
     return leads_group
+
+
+@contextlib.contextmanager
+def _inherited_objects_frozen(forking: bool) -> Iterator[None]:
+    """Fork with every existing object in the collector's permanent generation (CPython's advice for
+    fork): a forked worker then never collects what it inherited. Garbage the parent had not collected
+    yet may hold native state that is only valid in the parent (clients of Ray, gRPC or Arrow whose
+    threads did not cross the fork); collected in a worker, it crashed it (a segfault while
+    "Garbage-collecting", seen after Ray Data had run in the parent). The parent unfreezes at once."""
+    if not forking:
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _lead_own_group() -> bool:

@@ -18,9 +18,6 @@ __all__ = ["RAY_INIT_OPTIONS", "ray_session"]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 RAY_INIT_OPTIONS: dict[str, Any] = {
-    # An instance of our own, even when another Ray cluster runs on the machine (without it, ray.init
-    # joins that cluster, which refuses num_cpus).
-    "address": "local",
     # Two CPUs, like the CI machine: the scheduler runs at most num_workers tasks at once anyway.
     "num_cpus": 2,
     "include_dashboard": False,
@@ -38,7 +35,9 @@ def ray_session() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
-        ray.init(**RAY_INIT_OPTIONS)
+        # An instance of our own, even when another Ray cluster runs on the machine (without it, ray.init
+        # joins that cluster, which refuses num_cpus).
+        ray.init(address="local", **RAY_INIT_OPTIONS)
     yield ray
     if started:
         ray.shutdown()

@@ -373,7 +373,8 @@ class Dataset(_Samples):
         unknown = [k for k in keys if k not in self._txn.head.tensors]
         if unknown:
             raise TensorDoesNotExistError(unknown[0], self._names())
-        missing = [k for k in self._txn.head.tensors if k not in keys]
+        given = set(keys)
+        missing = [k for k in self._txn.head.tensors if k not in given]
         if missing and not skip_ok:
             raise InvalidArgumentError(
                 f"{what} is missing tensors {missing!r} (it has {sorted(keys)!r}). "
@@ -387,8 +388,7 @@ class Dataset(_Samples):
         with self._write("append"):
             self._check_keys(list(sample), skip_ok, "append()")
             # Check every value before buffering any, so a bad value leaves nothing half-appended.
-            session = self._txn.session
-            checked = [(k, session.encode(self._txn.state(k), v)) for k, v in sample.items()]
+            checked = [(k, self._txn.encode(k, v)) for k, v in sample.items()]
             for name, enc in checked:
                 self._txn.write(name, enc)
 
@@ -406,23 +406,25 @@ class Dataset(_Samples):
                 raise InvalidArgumentError(
                     f"extend() needs the same number of samples for every tensor. Got {lengths}."
                 )
-            session = self._txn.session
-            checked = [(k, session.encode_many(self._txn.state(k), v)) for k, v in samples.items()]
+            checked = [(k, self._txn.encode_many(k, v)) for k, v in samples.items()]
             for name, enc in checked:
                 self._txn.write(name, enc)
 
     def _tensor_append(self, name: str, value: Any) -> None:
         with self._write(f"append {name}"):
-            self._txn.write(name, self._txn.session.encode(self._state(name), value))
+            self._state(name)
+            self._txn.write(name, self._txn.encode(name, value))
 
     def _tensor_extend(self, name: str, values: Any) -> None:
         with self._write(f"extend {name}"):
-            self._txn.write(name, self._txn.session.encode_many(self._state(name), values))
+            self._state(name)
+            self._txn.write(name, self._txn.encode_many(name, values))
 
     def _tensor_setitem(self, name: str, key: Any, value: Any) -> None:
         with self._write(f"update {name}"):
-            state = self._state(name)
+            self._state(name)
             self._txn.flush(name)
+            state = self._state(name)  # states are frozen: the one with the flushed samples
             pos = parse_index(key, state.length, f"tensor {name!r}")
             if isinstance(pos, int):
                 positions, values = [pos], [value]
@@ -434,12 +436,12 @@ class Dataset(_Samples):
                         f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
                         "give one per sample."
                     )
-            session = self._txn.session
-            encoded = [session.encode(state, v) for v in values]
+            session, schema = self._txn.session, self._txn.schema(name)
+            encoded = [self._txn.encode(name, v) for v in values]
             fragments = list(state.fragments)
             for p, enc in zip(positions, encoded, strict=True):
-                session.add(state, enc)
-                (frag,) = session.flush(state)
+                session.add(schema, enc)
+                (frag,) = session.flush(schema)
                 fragments = _replace_sample(fragments, p, frag)
             self._txn.set_fragments(name, fragments)
 

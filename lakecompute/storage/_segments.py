@@ -42,6 +42,7 @@ __all__ = [
     "SLOT_BYTES",
     "SLOT_INDEX",
     "STREAM_SEGMENT",
+    "OpenSegment",
     "SlotWriter",
     "checked_codecs",
     "create_segment",
@@ -272,9 +273,8 @@ class _ChunkPut:
 class _Appender:
     """Appends values to a 1-D array from ``start``, writing whole chunks only."""
 
-    def __init__(self, array: zarr.Array[Any], start: int, chunk: int, dtype: np.dtype[Any]) -> None:
-        self.array = array
-        self._put = _ChunkPut(array)
+    def __init__(self, put: _ChunkPut, start: int, chunk: int, dtype: np.dtype[Any]) -> None:
+        self._put = put
         self.pos = start
         self.chunk = chunk
         self.tail = np.empty(0, dtype=dtype)  # values of the last, partly filled chunk
@@ -309,19 +309,61 @@ class _Appender:
         return offset
 
 
-class SlotWriter:
-    """Writes sample bytes and index rows into one slot of one segment."""
+class OpenSegment:
+    """A segment's two arrays opened for writing, shared by every slot writer of the segment.
 
-    def __init__(self, store: Store, seg_id: str, slot: int, cache: ArrayCache | None = None) -> None:
+    Opening a zarr array reads its metadata (a store round trip and zarr's event loop: milliseconds),
+    and the direct chunk path checks its first chunk by reading it back: done once per segment and
+    array, a commit that writes into many tensors costs no more per tensor than the chunks it stores.
+    Each array is opened when a slot first writes to it (uniform arrays never write the index).
+    """
+
+    def __init__(self, store: Store, seg_id: str) -> None:
+        self.store = store
+        self.seg_id = seg_id
+        self._puts: dict[str, _ChunkPut] = {}
+
+    def put(self, array: str) -> _ChunkPut:
+        """The chunk writer of the segment's ``data`` or ``index`` array."""
+        put = self._puts.get(array)
+        if put is None:
+            opened = zarr.open_array(self.store, path=f"segments/{self.seg_id}/{array}", mode="r+")
+            put = self._puts[array] = _ChunkPut(_for_writing(opened))
+        return put
+
+
+class SlotWriter:
+    """Writes sample bytes and index rows into one slot of one segment.
+
+    Args:
+        segment: the segment, opened (shared by the writers of its slots).
+        slot: the slot this writer owns.
+        cache: the chunk cache of the handle that reads what it writes, told which chunks changed.
+    """
+
+    def __init__(self, segment: OpenSegment, slot: int, cache: ArrayCache | None = None) -> None:
         if not 0 <= slot < MAX_SLOTS:
             raise ValueError(f"slot {slot} outside 0..{MAX_SLOTS - 1}")
-        self.seg_id = seg_id
+        self.seg_id = segment.seg_id
         self.slot = slot
         self._cache = cache
-        data = _for_writing(zarr.open_array(store, path=f"segments/{seg_id}/data", mode="r+"))
-        index = _for_writing(zarr.open_array(store, path=f"segments/{seg_id}/index", mode="r+"))
-        self._data = _Appender(data, slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
-        self._index = _Appender(index, slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
+        self._segment = segment
+        self._data_: _Appender | None = None
+        self._index_: _Appender | None = None
+
+    @property
+    def _data(self) -> _Appender:
+        if self._data_ is None:
+            put = self._segment.put("data")
+            self._data_ = _Appender(put, self.slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
+        return self._data_
+
+    @property
+    def _index(self) -> _Appender:
+        if self._index_ is None:
+            put = self._segment.put("index")
+            self._index_ = _Appender(put, self.slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
+        return self._index_
 
     def write_data(self, payload: np.ndarray) -> int:
         """Append raw bytes (a uint8 array); returns their offset in the data array."""

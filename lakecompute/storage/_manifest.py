@@ -166,10 +166,10 @@ class TensorState:
             "fragments": [f.to_json() for f in self.fragments],
         }
 
-    def json_text(self) -> str:
-        """``to_json()`` as compact JSON text (what the manifest file holds), encoded once."""
+    def entry_text(self) -> str:
+        """The tensor's entry in a manifest file, ``"<name>":<to_json() as compact JSON>``, encoded once."""
         if self._text is None:
-            object.__setattr__(self, "_text", _dumps(self.to_json()))
+            object.__setattr__(self, "_text", f"{_dumps(self.spec.name)}:{_dumps(self.to_json())}")
         assert self._text is not None
         return self._text
 
@@ -244,7 +244,7 @@ class Manifest:
             {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
              "message": self.message}
         )  # fmt: skip
-        tensors = ",".join(f"{_dumps(k)}:{t.json_text()}" for k, t in self.tensors.items())
+        tensors = ",".join(t.entry_text() for t in self.tensors.values())
         tail = f',"evals":{_dumps(self.evals)}'
         if self.info:  # absent when empty: manifests without dataset info stay as they were
             tail += f',"info":{_dumps(self.info)}'

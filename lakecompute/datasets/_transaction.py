@@ -328,10 +328,12 @@ class Transaction:
     def flush(self, name: str | None = None) -> None:
         """Write out buffered samples (of one tensor, or of all) as fragments of the head."""
         names = [name] if name is not None else self.session.pending_names()
-        if any(self.session.pending(n) for n in names):
-            self._hold()
-        for n in names:
-            for frag in self.session.flush(self.head.schema(n)):
+        if not any(self.session.pending(n) for n in names):
+            return
+        self._hold()
+        written = self.session.flush_many([self.head.schema(n) for n in names])
+        for n, frags in written.items():
+            for frag in frags:
                 self.add_fragment(n, frag)
 
     def add_fragment(self, name: str, frag: Fragment) -> None:

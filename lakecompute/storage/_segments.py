@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -189,6 +190,7 @@ class _ChunkPut:
         self._encode: Any = None
         self._checksum = False
         self._verified = False
+        self._first = threading.Lock()
         self._dirs: set[str] = set()
         try:
             self._setup()
@@ -236,6 +238,21 @@ class _ChunkPut:
 
     def put(self, start: int, buf: np.ndarray) -> None:
         """Store ``buf`` (whole chunks) from ``start`` (a chunk boundary)."""
+        if self._verified:
+            self._store(start, buf)
+            return
+        # The first chunk is stored and checked before any other (slots of one segment are written
+        # from several threads): if the check switches the direct path off, nothing else used it.
+        with self._first:
+            self._store(start, buf)
+            if not self._verified:
+                back = np.asarray(self.array[start : start + buf.size])
+                if not np.array_equal(back, buf):
+                    self._root = None
+                    self.array[start : start + buf.size] = buf
+                self._verified = True
+
+    def _store(self, start: int, buf: np.ndarray) -> None:
         size = int(self.array.chunks[0])
         n = buf.size // size
         if self._root is None or n > 2:
@@ -262,12 +279,6 @@ class _ChunkPut:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-        if not self._verified:
-            self._verified = True
-            back = np.asarray(self.array[start : start + buf.size])
-            if not np.array_equal(back, buf):
-                self._root = None
-                self.array[start : start + buf.size] = buf
 
 
 class _Appender:
@@ -322,14 +333,16 @@ class OpenSegment:
         self.store = store
         self.seg_id = seg_id
         self._puts: dict[str, _ChunkPut] = {}
+        self._lock = threading.Lock()  # slots of one segment are written from several threads
 
     def put(self, array: str) -> _ChunkPut:
         """The chunk writer of the segment's ``data`` or ``index`` array."""
-        put = self._puts.get(array)
-        if put is None:
-            opened = zarr.open_array(self.store, path=f"segments/{self.seg_id}/{array}", mode="r+")
-            put = self._puts[array] = _ChunkPut(_for_writing(opened))
-        return put
+        with self._lock:
+            put = self._puts.get(array)
+            if put is None:
+                opened = zarr.open_array(self.store, path=f"segments/{self.seg_id}/{array}", mode="r+")
+                put = self._puts[array] = _ChunkPut(_for_writing(opened))
+            return put
 
 
 class SlotWriter:

@@ -56,6 +56,8 @@ class WriteSession:
     # -- checking -------------------------------------------------------------------------------
     def _schema(self, schema: TensorSchema) -> TensorSchema:
         # Only reads: the rank is recorded by add(), so a refused call leaves no trace behind.
+        if schema.ndim is not None or not self._ndims:
+            return schema
         return schema.with_rank(self._ndims.get(schema.name))
 
     def encode(self, schema: TensorSchema, value: object, first: int | None = None) -> Encoded:

@@ -126,15 +126,17 @@ class Head:
         # Fragments appended since a tensor's state was last frozen (merged as they come, frozen on read).
         self._drafts: dict[str, list[Fragment]] = {}
         self._schemas: dict[str, TensorSchema] = {}
+        self._view = MappingProxyType(self._states)
         self.info: dict[str, Any] = base.info
         self.changed: set[str] = set()  # tensors whose state may differ from the base's
 
     @property
     def tensors(self) -> Mapping[str, TensorState]:
         """The tensors' states by name, in order (a read-only view)."""
-        for name in list(self._drafts):
-            self.state(name)
-        return MappingProxyType(self._states)
+        if self._drafts:
+            for name in list(self._drafts):
+                self.state(name)
+        return self._view
 
     def __contains__(self, name: str) -> bool:
         return name in self._states
@@ -184,6 +186,7 @@ class Head:
                 state = replace(state, spec=replace(state.spec, name=new))
             renamed[new if name == old else name] = state
         self._states = renamed
+        self._view = MappingProxyType(renamed)
         self._schemas.pop(old, None)
         self.changed.discard(old)
         self.changed.add(new)
@@ -319,9 +322,10 @@ class Transaction:
         """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out. The
         first samples of a tensor decide its rank."""
         self._hold()
-        for frag in self.session.add(self.head.schema(name), item):
+        schema = self.head.schema(name)
+        for frag in self.session.add(schema, item):
             self.add_fragment(name, frag)
-        if self.head.schema(name).ndim is None:
+        if schema.ndim is None:
             self.head.set_ndim(name, rank_of(item))
         self._changed(name)
 

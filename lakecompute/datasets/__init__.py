@@ -5,6 +5,7 @@ knows bytes, segments and manifests, and the compute layer above uses only what 
 """
 
 from lakecompute.datasets._columns import pad_value, read_columns
+from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._eval_write import (
     Decisions,
@@ -25,6 +26,7 @@ from lakecompute.datasets._views import DatasetView, Row, base_dataset
 __all__ = [
     "ColumnReader",
     "Dataset",
+    "DatasetCore",
     "DatasetView",
     "Decisions",
     "EvalProgress",
@@ -44,6 +46,7 @@ __all__ = [
     "TensorView",
     "base_dataset",
     "compact",
+    "core_of",
     "pad_value",
     "read_columns",
     "snapshot",

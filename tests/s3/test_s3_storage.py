@@ -15,6 +15,7 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import open_backend
 from lakecompute.storage._s3 import S3Backend
+from lakecompute.testing.internals import dataset_core
 from tests.s3.moto_server import MotoServer
 
 
@@ -147,7 +148,7 @@ def test_s3_s3fs_style_options_accepted(moto_server: MotoServer, bucket: str) ->
         "aws_secret_access_key": "s",
     }
     ds = lc.empty(f"s3://{bucket}/s3fs-style", storage_options=options)
-    assert isinstance(ds._backend, S3Backend)
+    assert isinstance(dataset_core(ds).backend, S3Backend)
 
 
 @pytest.mark.timeout(20)

@@ -178,4 +178,4 @@ def test_chunk_cache_keeps_to_its_byte_budget(tmp_path: Path) -> None:
             reader.read(order[lo : lo + 256])["images"], images[order[lo : lo + 256]]
         )
     assert reader.cache.fetched > 2 * 6000 // 256  # chunks fell out and were decoded again
-    assert sum(v.nbytes for v in reader.cache._chunks.values()) <= 2 << 20
+    assert reader.cache.held_bytes <= 2 << 20

@@ -232,7 +232,7 @@ def test_s3_anonymous_requests_unsigned(bucket: str, moto_server: MotoServer) ->
     """anonymous=True opens without credentials and configures unsigned requests."""
     backend = open_backend(f"s3://{bucket}/public", {"endpoint_url": moto_server.endpoint, "anonymous": True})
     assert isinstance(backend, S3Backend)
-    assert backend._client.config.get("skip_signature") in (True, "true")
+    assert backend.client.config.get("skip_signature") in (True, "true")
 
 
 def test_s3_bad_urls() -> None:

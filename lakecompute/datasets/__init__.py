@@ -2,6 +2,8 @@
 
 Everything that reads or writes a dataset's committed versions lives here; the storage layer below
 knows bytes, segments and manifests, and the compute layer above uses only what this package exports.
+What one handle's tensors, views, readers and maintenance share (backend, chunk cache, write
+transaction, column readers) is its `DatasetCore`, found with `core_of`.
 """
 
 from lakecompute.datasets._columns import pad_value, read_columns

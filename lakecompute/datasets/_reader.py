@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lakecompute.datasets._core import core_of
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, LakeComputeError
 from lakecompute.htypes import Encoded, decode_sample
 from lakecompute.storage import Fragment, Locator, Run, TensorState, undecodable_error
@@ -243,8 +244,9 @@ class RowReader:
     """
 
     def __init__(self, ds: Dataset, names: Sequence[str]) -> None:
-        self.cache = ds._cache
-        self._columns = {name: ds._reader(name) for name in names}
+        core = core_of(ds)
+        self.cache = core.cache
+        self._columns = {name: core.reader(name) for name in names}
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         """The shape every sample of ``name`` has, or None when they differ (read as lists)."""
@@ -269,7 +271,8 @@ class StreamReader:
     """
 
     def __init__(self, ds: Dataset, name: str) -> None:
-        state = ds._state(name)
+        core = core_of(ds)
+        state = core.state(name)
         spec = state.spec
         if spec.kind != "array" or spec.dtype is None or state.ndim not in (None, 1):
             raise InvalidTypeError(
@@ -278,7 +281,7 @@ class StreamReader:
                 "token ids."
             )
         self.dtype = np.dtype(spec.dtype)
-        self._locator = ds._reader(name).locator
+        self._locator = core.reader(name).locator
         self.cache = self._locator.cache
         try:
             self._runs: list[Run] = [self._locator.run(j) for j in range(len(self._locator.frags))]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import compose
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.datasets._verbs import DatasetInfo
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["DatasetView", "Row", "base_dataset"]
 
 
-class _Reading:
-    """Read access shared by datasets, views and rows."""
+class _Reading(HasCore):
+    """Read access shared by datasets, views and rows (through the dataset's core)."""
 
     def _base_ds(self) -> Dataset:
         raise NotImplementedError
@@ -253,10 +254,15 @@ class DatasetView(_Samples):
 
     def __init__(self, ds: Dataset, positions: range | np.ndarray) -> None:
         self._ds = ds
+        self._core = core_of(ds)
         self._pos = positions
 
     def _base_ds(self) -> Dataset:
         return self._ds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The dataset travels as where it lives (Dataset.__reduce__); the core is its reopened handle's.
+        return (DatasetView, (self._ds, self._pos))
 
     @property
     def info(self) -> DatasetInfo:
@@ -282,14 +288,14 @@ class DatasetView(_Samples):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._names()}
+        return {name: TensorView(self._ds, name, self._pos) for name in self._core.names()}
 
     def __len__(self) -> int:
         return len(self._pos)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            self._ds._state(key)
+            self._core.state(key)
             return TensorView(self._ds, key, self._pos)
         pos = compose(self._pos, key)
         if isinstance(pos, int):
@@ -327,10 +333,14 @@ class Row(_Reading):
 
     def __init__(self, ds: Dataset, position: int) -> None:
         self._ds = ds
+        self._core = core_of(ds)
         self._pos = position
 
     def _base_ds(self) -> Dataset:
         return self._ds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Row, (self._ds, self._pos))  # reopened with its dataset, like a view
 
     @property
     def index(self) -> int:
@@ -338,20 +348,20 @@ class Row(_Reading):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._names()}
+        return {name: TensorView(self._ds, name, self._pos) for name in self._core.names()}
 
     def __getitem__(self, key: Any) -> Any:
         if not isinstance(key, str):
             raise InvalidTypeError(f"A row is indexed by tensor name. Got {type(key).__name__}: {key!r}.")
-        self._ds._state(key)
+        self._core.state(key)
         return TensorView(self._ds, key, self._pos)
 
     def keys(self) -> list[str]:
-        return list(self._ds._names())
+        return self._core.names()
 
     def to_dict(self) -> dict[str, Any]:
         """The row's values by tensor name (arrays, or str/values for text/json)."""
-        return {name: view._values() for name, view in self.tensors.items()}
+        return {name: self._core.reader(name).read_one(self._pos) for name in self._core.names()}
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):

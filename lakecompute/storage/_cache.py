@@ -155,6 +155,12 @@ class ArrayCache:
         self._getters: dict[str, _ChunkGet] = {}
         self._lock = threading.Lock()
 
+    @property
+    def held_bytes(self) -> int:
+        """Decoded bytes of the chunks held now: at most ``max_bytes``, but for the one being read."""
+        with self._lock:
+            return sum(v.nbytes for v in self._chunks.values())
+
     # -- errors -----------------------------------------------------------------------------------
     def damaged(self, key: str, reason: str) -> DatasetCorruptError:
         """The error for stored data at ``key`` that cannot be read."""

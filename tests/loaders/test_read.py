@@ -14,6 +14,7 @@ import lakecompute as lc
 from lakecompute.datasets import ColumnReader, RowReader, StreamReader, snapshot
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.storage import LOADER_CACHE_BYTES
+from lakecompute.testing.internals import dataset_core
 
 
 def test_row_reader_reads_any_positions_of_every_htype(numbered: lc.Dataset) -> None:
@@ -118,7 +119,7 @@ def test_column_reader_gather_equals_range_reads(numbered: lc.Dataset) -> None:
     """Gathered positions (any order, repeats, across fragments) read what range reads give."""
     pos = np.array([102, 0, 51, 51, 7, 50, 52])
     for name in ("idx", "img", "rag", "txt"):
-        reader = numbered._reader(name)
+        reader = dataset_core(numbered).reader(name)
         assert isinstance(reader, ColumnReader)
         got = reader.read(pos)
         want = [reader.read_one(p) for p in pos.tolist()]
@@ -169,7 +170,7 @@ def test_chunk_cache_keeps_to_its_byte_budget(tmp_path: Path) -> None:
     ds.create_tensor("images", htype="image")
     images = np.random.default_rng(0).integers(0, 255, (6000, 28, 28), dtype=np.uint8)
     ds.images.extend(images)
-    ds._cache.max_bytes = 2 << 20
+    dataset_core(ds).cache.max_bytes = 2 << 20
     reader = RowReader(ds, ["images"])
     order = np.random.default_rng(1).permutation(6000)
     for lo in range(0, 6000, 256):
@@ -177,4 +178,4 @@ def test_chunk_cache_keeps_to_its_byte_budget(tmp_path: Path) -> None:
             reader.read(order[lo : lo + 256])["images"], images[order[lo : lo + 256]]
         )
     assert reader.cache.fetched > 2 * 6000 // 256  # chunks fell out and were decoded again
-    assert sum(v.nbytes for v in reader.cache._chunks.values()) <= 2 << 20
+    assert reader.cache.held_bytes <= 2 << 20

@@ -1,11 +1,11 @@
 """An eval's writes into its output dataset, on both sides of the process boundary.
 
 In the calling process, `EvalWrite` (made by the dataset's transaction) owns the eval's part of
-the write transaction: the decisions about ranks and dtypes (made once, from the first outputs, before
-any worker writes), the segments its tasks write into, the fragments applied in input order,
-checkpoints and the final commit. In the workers, a `TaskWriter` built from the frozen
-`SlotGrant` and `OutputSchema` checks, buffers and writes one task's outputs into the
-slots reserved for that task, and hands back only fragment descriptions.
+the write transaction: applying the decisions about ranks and dtypes (made once, from the first outputs,
+before any worker writes, by each tensor's `TensorSchema`), the segments its tasks write into, the
+fragments applied in input order, checkpoints and the final commit. In the workers, a `TaskWriter`
+built from the frozen `SlotGrant` and `OutputSchema` checks, buffers and writes one task's outputs
+into the slots reserved for that task, and hands back only fragment descriptions.
 
 ::
 

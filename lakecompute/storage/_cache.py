@@ -290,7 +290,7 @@ class ArrayCache:
             self._dtypes[path] = arr.dtype
         return arr, known[0], known[1]
 
-    def read(self, path: str, start: int, count: int) -> np.ndarray:
+    def read_rows(self, path: str, start: int, count: int) -> np.ndarray:
         """``count`` values (rows, for an N-D array) from ``start`` along the first axis.
 
         The array is the caller's own, never a view into a cached chunk: a caller that changes it
@@ -375,7 +375,7 @@ class ArrayCache:
         """Items ``start .. start + count`` of the array at ``path``, flat: the caller's own copy.
 
         Raises:
-            DatasetCorruptError: as `read`; a long run is read in bounded groups of chunks, so a
+            DatasetCorruptError: as `read_rows`; a long run is read in bounded groups of chunks, so a
                 damaged size fails at the first chunk that is not stored.
         """
         size, total, dtype = self.items(path)
@@ -391,7 +391,7 @@ class ArrayCache:
             return joined[lo : lo + count]
         per_row = self._per_row[path]
         row = start // per_row
-        rows = self.read(path, row, -(-(start + count) // per_row) - row).reshape(-1)
+        rows = self.read_rows(path, row, -(-(start + count) // per_row) - row).reshape(-1)
         lo = start - row * per_row
         return rows[lo : lo + count]
 
@@ -461,7 +461,7 @@ class ArrayCache:
         key = (seg, idx, total, width)
         rows = self._index_rows.get(key)
         if rows is None:
-            flat = self.read(f"segments/{seg}/index", idx, total * width)
+            flat = self.read_rows(f"segments/{seg}/index", idx, total * width)
             rows = np.array(flat, dtype=np.int64).reshape(total, width)
             self._index_rows[key] = rows
         return rows

@@ -113,14 +113,14 @@ def test_batches_resume_never_reads_skipped_samples(
     from lakecompute.loaders import _sources
 
     log = tmp_path / "reads.txt"
-    original = _sources._RowBatches.read
+    original = _sources._RowBatches.read_batch
 
     def spy(self: Any, indices: np.ndarray) -> dict[str, Any]:
         with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
             f.write(f"{os.getpid()} {' '.join(map(str, indices.tolist()))}\n")
         return original(self, indices)
 
-    monkeypatch.setattr(_sources._RowBatches, "read", spy)
+    monkeypatch.setattr(_sources._RowBatches, "read_batch", spy)
     plan = IndexPlan(N, 10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers)
     batches = _idx(numbered.batches(10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers))
     assert batches == [plan.step_indices(s).tolist() for s in range(7, plan.steps)]

@@ -50,11 +50,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CACHE_BYTES",
+    "LAYOUT_PROBES",
     "LOADER_CACHE_BYTES",
     "MAX_CHUNK_BYTES",
     "ArrayCache",
     "CheckedStore",
+    "LayoutProbes",
     "MissingChunkError",
+    "decode_chunk",
 ]
 
 #: The largest chunk a reader accepts (array metadata asking for more is damaged or hostile).
@@ -482,7 +485,7 @@ class _ChunkGet:
     (other stores, codecs, N-D arrays) goes through zarr, by design and silently.
 
     Whether this zarr writes chunks the way the direct reader decodes them is decided from the
-    array's metadata alone (`_layout_agrees`: a small probe array with the same dtype and codecs,
+    array's metadata alone (`LayoutProbes`: a small probe array with the same dtype and codecs,
     written by zarr in memory once per process), never by comparing the dataset's own chunks: a chunk
     that a concurrent writer is filling may change between two reads, which says nothing about the
     layout. When the probe disagrees, or the metadata surprises `_setup`, the direct path is off and
@@ -500,7 +503,7 @@ class _ChunkGet:
             self._setup(root)
         except Exception as exc:  # any surprise in zarr's metadata: read through zarr, and say so
             self._folder = None
-            _fell_back(path, f"its metadata surprised the reader: {type(exc).__name__}: {exc}")
+            LAYOUT_PROBES.fell_back(path, f"its metadata surprised the reader: {type(exc).__name__}: {exc}")
 
     def _setup(self, root: str | None) -> None:
         from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
@@ -525,9 +528,9 @@ class _ChunkGet:
         elif rest:
             return
         self._size = int(self.arr.chunks[0])
-        reason = _layout_agrees(meta, self.arr.dtype, self._zstd, self._checksum)
+        reason = LAYOUT_PROBES.verdict(meta, self.arr.dtype, self._zstd, self._checksum)
         if reason is not None:
-            _fell_back(self.path, reason)
+            LAYOUT_PROBES.fell_back(self.path, reason)
             return
         self._folder = os.path.join(root, *self.path.split("/"))
 
@@ -556,10 +559,10 @@ class _ChunkGet:
             raise
         with os.fdopen(fd, "rb") as fh:
             data = fh.read()
-        return _decode_chunk(data, self.arr.dtype, self._size, self._zstd, self._checksum)
+        return decode_chunk(data, self.arr.dtype, self._size, self._zstd, self._checksum)
 
 
-def _decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
+def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
     """A stored chunk of ``size`` items decoded as the direct reader does: checksum, zstd, raw bytes.
 
     Raises:
@@ -581,82 +584,95 @@ def _decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, check
 
 # Items in the probe array: enough for every byte of every item to vary, small enough to cost nothing.
 _PROBE_ITEMS: Final = 256
-# The probe's verdict per metadata layout (dtype, codecs, chunk key encoding): None when the direct
-# reader reads what zarr writes, else why not. Decided once per process.
-_PROBES: dict[str, str | None] = {}
 
 
-def _layout_agrees(meta: ArrayV3Metadata, dtype: np.dtype[Any], zstd: Any, checksum: bool) -> str | None:
-    """None when this zarr writes chunks of an array with metadata ``meta`` the way `_decode_chunk`
-    reads them, else the reason they differ.
+class LayoutProbes:
+    """Which array layouts this process's direct chunk reader may read, decided once per layout.
 
-    Decided by writing a small probe array with the same dtype, codecs and chunk key encoding into a
-    `MemoryStore` and decoding its one chunk directly: from the metadata alone, so the answer never
-    depends on the dataset's own chunks, which a concurrent writer may be changing.
+    A layout is what decides how a chunk is stored: the dtype, the codecs and the chunk key encoding.
+    Its verdict comes from a probe array of that layout that zarr writes into a `MemoryStore`, decoded
+    directly: from metadata alone, never from a dataset's own chunks, which a concurrent writer may be
+    changing between two reads.
+
+    Attributes:
+        verdicts: per layout, None when the direct reader reads chunks as this zarr writes them, else
+            why not.
+        warned: whether this process has said (once) that it reads some chunks through zarr after all.
     """
-    layout = json.dumps(
-        [dtype.str, [c.to_dict() for c in meta.codecs], meta.chunk_key_encoding.to_dict()],
-        sort_keys=True,
-        default=str,
-    )
-    # No lock: two threads probing the same layout at once both find the same answer, and a lock held
-    # across zarr's I/O could be inherited, held, by a worker forked meanwhile.
-    if layout not in _PROBES:
-        _PROBES[layout] = _probe(meta, dtype, zstd, checksum)
-    return _PROBES[layout]
+
+    def __init__(self) -> None:
+        self.verdicts: dict[str, str | None] = {}
+        self.warned = False
+
+    def decode(self, data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
+        """How a probe's chunk is decoded: as the direct reader decodes chunks (`decode_chunk`)."""
+        return decode_chunk(data, dtype, size, zstd, checksum)
+
+    def verdict(self, meta: ArrayV3Metadata, dtype: np.dtype[Any], zstd: Any, checksum: bool) -> str | None:
+        """None when this zarr writes chunks of an array with metadata ``meta`` the way the direct
+        reader decodes them (``zstd``, ``checksum``: the codecs it found there), else the reason they
+        differ."""
+        layout = json.dumps(
+            [dtype.str, [c.to_dict() for c in meta.codecs], meta.chunk_key_encoding.to_dict()],
+            sort_keys=True,
+            default=str,
+        )
+        # No lock: two threads probing the same layout at once find the same answer, and a lock held
+        # across zarr's I/O could be inherited, held, by a worker forked meanwhile.
+        if layout not in self.verdicts:
+            self.verdicts[layout] = self._probe(meta, dtype, zstd, checksum)
+        return self.verdicts[layout]
+
+    def _probe(self, meta: ArrayV3Metadata, dtype: np.dtype[Any], zstd: Any, checksum: bool) -> str | None:
+        from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+        from zarr.storage import MemoryStore
+
+        # _setup let through only bytes, then zstd and crc32c: one serializer, then compressors.
+        serializer, *rest = meta.codecs
+        assert isinstance(serializer, ArrayBytesCodec)
+        compressors = [c for c in rest if isinstance(c, BytesBytesCodec)]
+        # Every item different from its neighbours and from zero (zarr skips a chunk of fill values).
+        ramp = np.arange(1, _PROBE_ITEMS + 1)
+        values = (ramp % 2).astype(dtype) if dtype.kind == "b" else (ramp * 37 % 251 + 1).astype(dtype)
+        store = MemoryStore()
+        probe = zarr.create_array(
+            store,
+            shape=(_PROBE_ITEMS,),
+            chunks=(_PROBE_ITEMS,),
+            dtype=dtype,
+            serializer=serializer,
+            compressors=compressors,
+            chunk_key_encoding=meta.chunk_key_encoding,
+        )
+        probe[:] = values
+        key = probe.metadata.encode_chunk_key((0,))
+        stored = sync(store.get(key, prototype=default_buffer_prototype()))
+        if stored is None:
+            return f"zarr stored the probe's chunk elsewhere than at {key!r}"
+        try:
+            decoded = self.decode(stored.to_bytes(), dtype, _PROBE_ITEMS, zstd, checksum)
+        except _DECODE_ERRORS as exc:
+            return f"a chunk zarr wrote does not decode directly ({type(exc).__name__}: {exc})"
+        if not np.array_equal(decoded, values):
+            return "a chunk zarr wrote decodes directly to other values"
+        return None
+
+    def fell_back(self, path: str, reason: str) -> None:
+        """Say once per process that local chunks are read through zarr after all (correct, but slower)."""
+        if self.warned:
+            return
+        self.warned = True
+        warn(
+            f"lakecompute reads the local chunks of arrays like {path!r} through zarr itself ({reason}): "
+            f"correct, but about 1 ms slower per chunk. This zarr ({zarr.__version__}) may store chunks in "
+            "a way lakecompute's direct reader does not know yet; please report it with zarr's version."
+        )
 
 
-def _probe(meta: ArrayV3Metadata, dtype: np.dtype[Any], zstd: Any, checksum: bool) -> str | None:
-    from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-    from zarr.storage import MemoryStore
-
-    # _setup let through only bytes, then zstd and crc32c: one serializer, then compressors.
-    serializer, *rest = meta.codecs
-    assert isinstance(serializer, ArrayBytesCodec)
-    compressors = [c for c in rest if isinstance(c, BytesBytesCodec)]
-    # Every item different from its neighbours and from zero (zarr skips a chunk of fill values).
-    ramp = np.arange(1, _PROBE_ITEMS + 1)
-    values = (ramp % 2).astype(dtype) if dtype.kind == "b" else (ramp * 37 % 251 + 1).astype(dtype)
-    store = MemoryStore()
-    probe = zarr.create_array(
-        store,
-        shape=(_PROBE_ITEMS,),
-        chunks=(_PROBE_ITEMS,),
-        dtype=dtype,
-        serializer=serializer,
-        compressors=compressors,
-        chunk_key_encoding=meta.chunk_key_encoding,
-    )
-    probe[:] = values
-    key = probe.metadata.encode_chunk_key((0,))
-    stored = sync(store.get(key, prototype=default_buffer_prototype()))
-    if stored is None:
-        return f"zarr stored the probe's chunk elsewhere than at {key!r}"
-    try:
-        decoded = _decode_chunk(stored.to_bytes(), dtype, _PROBE_ITEMS, zstd, checksum)
-    except _DECODE_ERRORS as exc:
-        return f"a chunk zarr wrote does not decode directly ({type(exc).__name__}: {exc})"
-    if not np.array_equal(decoded, values):
-        return "a chunk zarr wrote decodes directly to other values"
-    return None
-
-
-_FELL_BACK = False
-
-
-def _fell_back(path: str, reason: str) -> None:
-    """Say once per process that local chunks are read through zarr after all (correct, but slower)."""
-    global _FELL_BACK
-    if _FELL_BACK:
-        return
-    _FELL_BACK = True
-    warn(
-        f"lakecompute reads the local chunks of arrays like {path!r} through zarr itself ({reason}): "
-        f"correct, but about 1 ms slower per chunk. This zarr ({zarr.__version__}) may store chunks in a "
-        "way lakecompute's direct reader does not know yet; please report it with zarr's version."
-    )
+#: This process's layout verdicts, shared by every handle's direct chunk reader.
+LAYOUT_PROBES: Final = LayoutProbes()
 
 
 def _exists(store: Store, key: str) -> bool:

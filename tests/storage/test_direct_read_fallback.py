@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import _cache
+from lakecompute.storage._cache import LAYOUT_PROBES
 
 _FORK = multiprocessing.get_context("fork")
 COMMITS = 60
@@ -25,9 +25,9 @@ PER_COMMIT = 7
 
 @pytest.fixture
 def fresh_probes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forget this process's probe verdicts and whether it warned, so the test decides them anew."""
-    monkeypatch.setattr(_cache, "_PROBES", {})
-    monkeypatch.setattr(_cache, "_FELL_BACK", False)
+    """Forget this process's layout verdicts and whether it warned, so the test decides them anew."""
+    monkeypatch.setattr(LAYOUT_PROBES, "verdicts", {})
+    monkeypatch.setattr(LAYOUT_PROBES, "warned", False)
 
 
 @pytest.mark.usefixtures("fresh_probes")
@@ -44,8 +44,8 @@ def test_direct_reader_structural_fallback_warns_once_and_reads_right(
     ds.x.extend(np.arange(100))
     ds.y.extend(np.arange(100) * 3)
     ds.t.extend([f"s{i}" for i in range(10)])
-    real = _cache._decode_chunk
-    monkeypatch.setattr(_cache, "_decode_chunk", lambda *args: real(*args)[::-1].copy())
+    real = LAYOUT_PROBES.decode
+    monkeypatch.setattr(LAYOUT_PROBES, "decode", lambda *args: real(*args)[::-1].copy())
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         fresh = lc.load(str(tmp_path / "ds"))
@@ -77,8 +77,8 @@ def test_direct_reader_agreeing_layouts_read_directly_without_a_warning(tmp_path
         assert fresh.x.numpy().tolist() == list(range(50))
         assert fresh.u.numpy().tolist() == list(range(50))
         assert fresh.t.text() == ["a", "bb"]
-    assert _cache._PROBES
-    assert all(verdict is None for verdict in _cache._PROBES.values())
+    assert LAYOUT_PROBES.verdicts
+    assert all(verdict is None for verdict in LAYOUT_PROBES.verdicts.values())
 
 
 def _writer(path: str) -> None:
@@ -115,4 +115,4 @@ def test_direct_reader_never_warns_while_a_concurrent_writer_fills_a_chunk(tmp_p
     assert writer.exitcode == 0
     assert final.tolist() == list(range(COMMITS * PER_COMMIT))
     assert len(set(seen)) >= 3, f"the reader saw too few versions to test anything: {sorted(set(seen))}"
-    assert all(verdict is None for verdict in _cache._PROBES.values())
+    assert all(verdict is None for verdict in LAYOUT_PROBES.verdicts.values())

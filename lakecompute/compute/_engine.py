@@ -204,7 +204,7 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
         start = plan.resume_from
         items, stop = None, min(source.length, start + PREFLIGHT_SCAN * step)
         first = (
-            source.read(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
+            source.read_samples(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
             if stop > start
             else None
         )

@@ -470,8 +470,11 @@ def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any
         return list(zip(range(start, stop), items, strict=True))
     source = job.source
     if batch:
-        return [(b, source.read(b, min(b + batch, stop), batch=True)[0]) for b in range(start, stop, batch)]
-    return list(zip(range(start, stop), source.read(start, stop, batch=False), strict=True))
+        return [
+            (b, source.read_samples(b, min(b + batch, stop), batch=True)[0])
+            for b in range(start, stop, batch)
+        ]
+    return list(zip(range(start, stop), source.read_samples(start, stop, batch=False), strict=True))
 
 
 def _fast_block(values: list[Any]) -> np.ndarray | None:

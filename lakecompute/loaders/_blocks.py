@@ -87,7 +87,7 @@ class TokenBlocks:
             raise SampleIndexError(f"Block {i} is out of range for {n} blocks of {self.seq_len} values.")
         if self._reader is None:
             self._reader = self.source.open()
-        batch = self._reader.read(np.array([j], dtype=np.int64))
+        batch = self._reader.read_batch(np.array([j], dtype=np.int64))
         if self.next_token:
             return batch["x"][0], batch["y"][0]
         x: np.ndarray = batch["x"][0]

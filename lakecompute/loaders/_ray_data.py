@@ -36,7 +36,7 @@ class _ReadRanges:
         if self._reader is None:  # opened once per Ray worker process that runs this step
             self._reader = self.source.open()
         parts = [
-            self._reader.read(np.arange(start, stop, dtype=np.int64))
+            self._reader.read_batch(np.arange(start, stop, dtype=np.int64))
             for start, stop in zip(ranges["start"].tolist(), ranges["stop"].tolist(), strict=True)
         ]
         return {name: _column([p[name] for p in parts]) for name in self.source.tensors}

@@ -99,7 +99,8 @@ def test_loader_options_refuse_an_option_the_call_does_not_take(numbered: lc.Dat
     with pytest.raises(lc.InvalidTypeError) as info:
         numbered.batches(4, shufle=True)  # type: ignore[call-arg]  # the misspelling is the point
     assert str(info.value) == "batches() got an unexpected keyword argument 'shufle'. Use 'shuffle' instead."
-    with pytest.raises(lc.InvalidTypeError, match=r"^batches\(\) got an unexpected keyword argument 'pin_memory'"):
+    unexpected = r"^batches\(\) got an unexpected keyword argument 'pin_memory'"
+    with pytest.raises(lc.InvalidTypeError, match=unexpected):
         numbered.batches(4, pin_memory=True)  # type: ignore[call-arg]  # pytorch() takes it, batches() not
 
 

@@ -17,7 +17,8 @@ The rules:
 * **Amounts** (a Ray task's CPUs) are finite numbers >= 0, int or float.
 * **Names** are non-empty strings.
 
-This module depends only on `lakecompute.errors`, so that every layer (schedulers included) may use it.
+This module depends only on `lakecompute.errors` (and numpy), so that every layer (schedulers included)
+may use it.
 
 Example:
     >>> import numpy as np
@@ -39,6 +40,8 @@ import math
 import numbers
 from collections.abc import Collection, Mapping
 from typing import Literal, overload
+
+import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
@@ -95,9 +98,7 @@ def parse_flag(name: str, value: object) -> bool:
     Raises:
         InvalidTypeError: ``value`` is anything else (``1``, ``"yes"``, None).
     """
-    if isinstance(value, bool):
-        return value
-    if type(value).__name__ == "bool_" and type(value).__module__ == "numpy":  # numpy without importing it
+    if isinstance(value, bool | np.bool_):
         return bool(value)
     raise InvalidTypeError(f"Expected {name} to be True or False. {_got(value)}")
 

@@ -174,7 +174,7 @@ def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) ->
         InvalidTypeError: the tensor does not hold 1-D integer samples.
         InvalidArgumentError: ``seq_len`` is less than 1.
     """
-    parse_count("seq_len", seq_len, 1)
+    seq_len = parse_count("seq_len", seq_len, 1)
     t = data[tensor]
     if t.dtype is not None and (t.dtype.kind not in "iu" or t.ndim not in (None, 1)):
         raise InvalidTypeError(

@@ -22,6 +22,8 @@ ROOT = Path(lakecompute.__file__).resolve().parents[1]
 PRELUDE = """\
 from typing import Any
 
+import numpy as np
+
 import lakecompute as lc
 
 
@@ -49,6 +51,14 @@ PROGRAMS = {
         lc.compose([resize(new_size=(8, 8)), resize(new_size=(4, 4))]).eval([1], out, checkpoint_interval=5)
         Embed("model.pt", batch=4)
         out.batches(4, shuffle=True, seed=1, num_workers=0)
+
+
+        @lc.compute
+        def jitter(sample_in: Any, sample_out: Any, rng: np.random.Generator | None = None) -> None:
+            sample_out.x.append(sample_in)
+
+
+        jitter().eval([1], out, seed=1)
         lc.ingest_classification("src", "dest", "png", False, num_workers=2, overwrite=True)
     """,
     "misspelt_keyword": """

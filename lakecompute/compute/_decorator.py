@@ -163,6 +163,8 @@ class _PerSample(Protocol):
 # Typed so that the factory's call takes what the function takes after (sample_in, sample_out), or
 # what the class's __init__ takes: a misspelt or mistyped bound argument is a type error. A class is
 # matched first (its instances are per-sample callables, which a plain function's result is not).
+# mypy ignores what a class decorator returns, so it checks `@lc.compute class C` as C itself: C(...)'s
+# arguments are checked against __init__ all the same (pyright, and `lc.compute(C)`, see the factory).
 @overload
 def compute(func: Callable[P, _PerSample]) -> _ComputeFactory[P]: ...
 @overload

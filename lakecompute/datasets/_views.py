@@ -113,12 +113,13 @@ class _Samples(_Reading):
         """A ``torch.utils.data.DataLoader`` over the samples (a dataset or a view), batched and sharded like
         `batches` (numpy arrays arrive as tensors).
 
+        It takes the options of `batches`, and ``collate_fn`` and ``pin_memory``; ``num_workers`` are
+        the DataLoader's worker processes (each reads and decodes its own samples).
+
         Args:
             batch_size: samples per batch.
             tensors: the tensors to read (a name or names); None for all.
-            **options: the options of `lakecompute.loaders.TorchLoaderKwargs`, by keyword: those of
-                `batches`, and ``collate_fn``, ``pin_memory``; ``num_workers`` are the DataLoader's
-                worker processes (each reads and decodes its own samples).
+            **options: the options of `lakecompute.loaders.TorchLoaderKwargs`, by keyword.
 
         Returns:
             A real DataLoader (`lakecompute.loaders.LakeDataLoader`): each pass is the next epoch,

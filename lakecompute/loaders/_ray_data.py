@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._sources import RowSource
+from lakecompute.parsing import parse_count
 
 if TYPE_CHECKING:
     import ray.data
@@ -61,8 +61,7 @@ def to_ray(source: RowSource, rows_per_block: int = ROWS_PER_BLOCK) -> ray.data.
     """
     import ray.data
 
-    if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) or rows_per_block < 1:
-        raise InvalidArgumentError(f"rows_per_block must be an int >= 1. Got {rows_per_block!r}.")
+    rows_per_block = parse_count("rows_per_block", rows_per_block, 1)
     n = source.length
     ranges = [{"start": s, "stop": min(s + rows_per_block, n)} for s in range(0, n, rows_per_block)]
     if not ranges:

@@ -12,8 +12,8 @@ The rules:
   array, ``np.int64(4)``, is a count like any other); ``bool`` is not a count (``True`` as a worker
   count is a mistake, not 1), and neither is a float, even ``2.0``, nor a string.
 * **Flags** are ``True`` or ``False`` (numpy bools too), never taken for their truth: ``progressbar="no"``
-  is refused rather than read as True. (The loaders keep taking their three flags for their truth, as
-  they always have; see `lakecompute.loaders.LoaderOptions`.)
+  is refused rather than read as True. The loaders' ``shuffle``, ``drop_last`` and ``pin_memory`` too
+  (they used to be taken for their truth: ``shuffle=1`` now asks for ``True``).
 * **Amounts** (a Ray task's CPUs) are finite numbers >= 0, int or float.
 * **Names** are non-empty strings.
 

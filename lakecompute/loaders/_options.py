@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._transform import check_transform
-from lakecompute.parsing import parse_count, parse_keywords
+from lakecompute.parsing import parse_count, parse_flag, parse_keywords
 
 __all__ = ["LoaderKwargs", "LoaderOptions", "TorchLoaderKwargs"]
 
@@ -77,8 +77,7 @@ _LEAST = {
     "prefetch": 1,
 }
 _DISTRIBUTED = ("rank", "world_size")
-# Unlike the other calls' flags (`lakecompute.parsing.parse_flag`), the loaders' flags are taken for
-# their truth, as they always were (shuffle=1 shuffles; tests/loaders/test_options.py pins it).
+# Flags follow `lakecompute.parsing.parse_flag`, like every other call's: True or False (numpy bools too).
 _FLAGS = ("shuffle", "drop_last", "pin_memory")
 
 
@@ -135,7 +134,7 @@ class LoaderOptions:
                 checked[name] = parse_count(name, checked[name], least)
         for name in _FLAGS:
             if name in checked:
-                checked[name] = bool(checked[name])
+                checked[name] = parse_flag(name, checked[name])
         if call == "pytorch":  # torch.distributed's rank and world size unless given
             checked.setdefault("rank", None)
             checked.setdefault("world_size", None)

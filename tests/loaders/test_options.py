@@ -18,14 +18,17 @@ TORCH_ONLY = ["collate_fn", "pin_memory"]
 
 
 def test_loader_options_parse_normalises_counts_and_flags() -> None:
-    """numpy integers become ints and flags become bools; options not given keep their defaults."""
+    """numpy integers become ints and numpy bools plain bools; options not given keep their defaults."""
     options = LoaderOptions.parse(
-        "pytorch", np.int64(4), {"seed": np.int32(3), "shuffle": 1, "drop_last": 0, "pin_memory": "y"}
+        "pytorch",
+        np.int64(4),
+        {"seed": np.int32(3), "shuffle": np.True_, "drop_last": np.False_, "pin_memory": True},
     )
     assert (options.batch_size, options.seed) == (4, 3)
     assert type(options.batch_size) is int
     assert type(options.seed) is int
     assert (options.shuffle, options.drop_last, options.pin_memory) == (True, False, True)
+    assert type(options.shuffle) is bool
     unchanged = dataclasses.replace(options, seed=0, shuffle=False, pin_memory=False)
     assert unchanged == LoaderOptions(batch_size=4, rank=None, world_size=None)
     assert LoaderOptions.parse("batches", 4, {}) == LoaderOptions(batch_size=4)
@@ -38,6 +41,7 @@ def test_loader_options_parse_normalises_counts_and_flags() -> None:
         ({"batch_size": 2.0}, lc.InvalidTypeError, "Expected batch_size to be an int. Got float: 2.0."),
         ({"seed": -1}, lc.InvalidArgumentError, "Expected seed >= 0. Got -1."),
         ({"epoch": True}, lc.InvalidTypeError, "Expected epoch to be an int. Got bool: True."),
+        ({"shuffle": 1}, lc.InvalidTypeError, "Expected shuffle to be True or False. Got int: 1."),
         ({"world_size": 0}, lc.InvalidArgumentError, "Expected world_size >= 1. Got 0."),
         ({"rank": -1}, lc.InvalidArgumentError, "Expected rank >= 0. Got -1."),
         ({"start_from_step": -2}, lc.InvalidArgumentError, "Expected start_from_step >= 0. Got -2."),

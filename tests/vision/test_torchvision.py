@@ -139,6 +139,28 @@ def test_torchvision_is_the_same_for_any_workers(coco: lc.Dataset, tmp_path: Pat
     _assert_same(_contents(serial), _contents(parallel))
 
 
+def keep_batch(batch: dict[str, Any]) -> dict[str, Any]:
+    """A collate that keeps the loader's batch dict as it is (ragged boxes stay a list per image)."""
+    return batch
+
+
+def test_torchvision_in_a_loader_transform_is_the_same_for_any_workers(coco: lc.Dataset) -> None:
+    """As a loader ``transform=``, the augmentation gives the same samples in the main process and in 2
+    DataLoader worker processes, with 24 x 24 images and boxes inside them."""
+    runs = []
+    for workers in (0, 2):
+        loader = coco.pytorch(
+            1, tensors=list(TENSORS), transform=flip_crop_resize(), num_workers=workers, collate_fn=keep_batch
+        )
+        runs.append([{n: np.asarray(batch[n][0]) for n in TENSORS} for batch in loader])
+    assert len(runs[0]) == len(runs[1]) == len(coco)
+    for a, b in zip(*runs, strict=True):
+        assert a["images"].shape == (24, 24, 3)
+        assert (a["boxes"][:, :2] >= 0).all() and (a["boxes"][:, :2] + a["boxes"][:, 2:] <= 24).all()
+        for name in TENSORS:
+            np.testing.assert_array_equal(a[name], b[name])
+
+
 @lc.compute
 def flip_only(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
     """A certain horizontal flip of image, boxes and keypoints, with the boxes' layout of YOLO."""

@@ -11,6 +11,7 @@ library's inputs.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -138,8 +139,14 @@ def _pipeline(transform: Any) -> Albumentations | TorchVision:
     """The wrapper of a pipeline: as given, or a bare one wrapped by the library that made it."""
     if isinstance(transform, (Albumentations, TorchVision)):
         return transform
-    if type(transform).__module__.split(".")[0] == "torchvision":
+    torch = sys.modules.get("torch")  # a torch module (a v2 transform, or the user's own) imported torch
+    if torch is not None and isinstance(transform, torch.nn.Module):
         return TorchVision(transform)
+    if not callable(getattr(transform, "set_random_seed", None)):
+        raise InvalidArgumentError(
+            "augment() takes an albumentations.Compose or a torchvision transforms.v2 transform (or either "
+            f"wrapped in lc.vision.Albumentations / lc.vision.TorchVision). Got {type(transform).__name__}."
+        )
     return Albumentations(transform)
 
 

@@ -235,6 +235,30 @@ def test_torchvision_pipeline_with_a_function_cannot_be_fingerprinted() -> None:
     assert same == PIPELINE.__lakecompute_fingerprint__()
     other = lc.vision.TorchVision(pipeline(), box_format="xyxy").__lakecompute_fingerprint__()
     assert other != same
+    smaller = lc.vision.TorchVision(v2.Compose([v2.RandomCrop(26)]), box_format="xywh")
+    larger = lc.vision.TorchVision(v2.Compose([v2.RandomCrop(28)]), box_format="xywh")
+    assert smaller.__lakecompute_fingerprint__() != larger.__lakecompute_fingerprint__()
+
+
+def test_augment_refuses_what_is_not_a_pipeline(coco: lc.Dataset) -> None:
+    """Something neither albumentations nor torchvision is refused, naming what augment takes."""
+    with pytest.raises(lc.InvalidArgumentError, match=r"albumentations\.Compose or a torchvision .*Got dict"):
+        lc.vision.augment({}, coco[0], np.random.default_rng(0))
+
+
+@lc.compute
+def bare_flip(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
+    """A bare (unwrapped) torchvision flip of the image and its masks: no boxes, so no layout needed."""
+    sample_out.append(lc.vision.augment(v2.RandomHorizontalFlip(p=1), sample_in, rng, masks="masks"))
+
+
+def test_torchvision_bare_transform_moves_masks(coco: lc.Dataset) -> None:
+    """A bare v2 transform is recognised as torchvision; the masks are flipped with the image."""
+    out = lc.empty("mem://torchvision-bare", overwrite=True)
+    out.create_tensor("images", htype="image", sample_compression="png")
+    out.create_tensor_like("masks", coco.masks)
+    bare_flip().eval(coco[0:1], out, seed=0, progressbar=False)
+    np.testing.assert_array_equal(out.masks[0].numpy(), coco.masks[0].numpy()[:, ::-1])
 
 
 @lc.compute

@@ -43,6 +43,10 @@ class TorchVision:
       ``labels_getter`` finds ``labels``) drops the entries of the boxes it removes, and so tells `augment`
       which objects survive: their masks, keypoints and ``objects`` columns are kept with them.
 
+    While it runs, torch's global generator is seeded from the sample's ``rng`` (inside
+    ``torch.random.fork_rng``: the caller's torch draws are unchanged) and torch uses one intra-op thread
+    (put back afterwards), so that worker processes forked after torch ran threaded do not hang.
+
     Wrapping also gives the pipeline a fingerprint (torchvision's transforms and their parameters), which
     a checkpointed eval (``checkpoint_interval``) needs to recognise its rerun; a transform holding a
     function (``v2.Lambda``) has none and is refused there.

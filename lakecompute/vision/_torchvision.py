@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.htypes import BBOX_FORMATS
+from lakecompute.specs import BBOX_FORMATS
 from lakecompute.vision._common import convert_boxes, require
 from lakecompute.vision._targets import Moved, Targets, kept, outside_to_zero
 

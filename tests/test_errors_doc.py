@@ -388,6 +388,8 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "num-workers": lambda t: double().eval(list(range(5)), _out(t), num_workers=-1),
     "checkpoint-interval": lambda t: double().eval(list(range(5)), _out(t), checkpoint_interval=-5),
     "batch-size": lambda t: double().eval(list(range(5)), _out(t), batch_size=0),
+    "option-type": lambda t: double().eval(list(range(5)), _out(t), checkpoint_interval="5"),  # type: ignore[typeddict-item]
+    "unknown-option": lambda t: double().eval(list(range(5)), _out(t), num_worker=2),  # type: ignore[call-arg]
     "storage-unreachable": lambda t: lc.load(
         "s3://bucket/ds", storage_options={"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"}
     ),

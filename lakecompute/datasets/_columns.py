@@ -51,6 +51,6 @@ def _column(ds: Dataset, name: str, pos: range | np.ndarray, pad: bool) -> np.nd
         return reader.read_range(pos.start, pos.stop) if len(pos) else []
     positions = np.asarray(pos, dtype=np.int64)
     if not len(positions) or int(positions.max()) < n:
-        return reader.read(positions, stack="fragments")  # any order: each chunk decoded once
+        return reader.read_at(positions, stack="fragments")  # any order: each chunk decoded once
     filler = pad_value(ds, name) if pad else None
     return [reader.read_one(p) if p < n else filler for p in (int(x) for x in pos)]

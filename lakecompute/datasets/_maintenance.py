@@ -23,8 +23,8 @@ from lakecompute import compression
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._records import parse_records
 from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import InvalidArgumentError
 from lakecompute.htypes import Encoded
+from lakecompute.parsing import parse_count
 from lakecompute.storage import (
     DATA_CHUNK,
     INDEX_CHUNK,
@@ -248,8 +248,7 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     Returns:
         Counts of removed ``versions``, ``segments`` and ``chunks``.
     """
-    if keep_versions is not None and keep_versions < 1:
-        raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
+    keep_versions = parse_count("keep_versions", keep_versions, 1, optional=True)
     ds.check_writable()
     backend = core_of(ds).backend
     let_go_released(backend.url)  # this process's writers that committed: they start new segments next

@@ -151,7 +151,7 @@ class ColumnReader:
         return out
 
     # -- gather access ------------------------------------------------------------------------
-    def read(
+    def read_at(
         self, positions: np.ndarray, stack: Literal["samples", "fragments"] = "samples"
     ) -> np.ndarray | list[Any]:
         """The samples at ``positions`` (any order, repeats allowed), stacked or as a list.
@@ -239,7 +239,7 @@ class RowReader:
         >>> ds = lc.empty("mem://row-reader-doc", overwrite=True)
         >>> _ = ds.create_tensor("x", dtype="int16")
         >>> ds.x.extend(np.arange(10))
-        >>> RowReader(ds, ["x"]).read(np.array([7, 2, 7]))["x"].tolist()
+        >>> RowReader(ds, ["x"]).read_rows(np.array([7, 2, 7]))["x"].tolist()
         [7, 2, 7]
     """
 
@@ -252,10 +252,10 @@ class RowReader:
         """The shape every sample of ``name`` has, or None when they differ (read as lists)."""
         return self._columns[name].shape
 
-    def read(self, positions: np.ndarray) -> dict[str, np.ndarray | list[Any]]:
+    def read_rows(self, positions: np.ndarray) -> dict[str, np.ndarray | list[Any]]:
         """The samples at ``positions`` (dataset positions, any order) of every tensor, by name."""
         positions = np.asarray(positions, dtype=np.int64)
-        return {name: column.read(positions) for name, column in self._columns.items()}
+        return {name: column.read_at(positions) for name, column in self._columns.items()}
 
 
 class StreamReader:
@@ -314,15 +314,15 @@ class StreamReader:
         bounds = self._locator.starts
         return bounds[max(j0, 0)], bounds[min(j1 + 1, len(bounds) - 1)]
 
-    def read(self, start: int, stop: int) -> np.ndarray:
+    def read_values(self, start: int, stop: int) -> np.ndarray:
         """Values ``start .. stop`` of the stream (the caller's own array)."""
         self._check(start, stop)
         try:
-            return self._read(start, stop)
+            return self._read_values(start, stop)
         except DatasetCorruptError as exc:
             raise self._locator.located(exc, *self._samples(start, stop)) from exc
 
-    def _read(self, start: int, stop: int) -> np.ndarray:
+    def _read_values(self, start: int, stop: int) -> np.ndarray:
         parts: list[np.ndarray] = []
         j = int(np.searchsorted(self.starts, start, side="right")) - 1
         pos = start
@@ -366,5 +366,5 @@ class StreamReader:
             items = run.first + (starts[sel] - self.starts[j]) * run.unit
             out[sel] = self.cache.gather(run.path, items, width * run.unit).view(run.dtype)
         for i in np.flatnonzero(~whole).tolist():
-            out[i] = self._read(int(starts[i]), int(starts[i]) + width)
+            out[i] = self._read_values(int(starts[i]), int(starts[i]) + width)
         return out

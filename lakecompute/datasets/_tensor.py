@@ -78,7 +78,7 @@ class _Readable(HasCore):
             return reader.read_one(pos)
         if isinstance(pos, range) and pos.step == 1:
             return reader.read_range(pos.start, pos.stop) if len(pos) else []
-        return list(reader.read(np.asarray(pos, dtype=np.int64), stack="fragments"))
+        return list(reader.read_at(np.asarray(pos, dtype=np.int64), stack="fragments"))
 
     def numpy(self, aslist: bool = False) -> Any:
         """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lakecompute.htypes import Encoded
+from lakecompute.specs import Encoded
 from lakecompute.storage._manifest import Fragment
 from lakecompute.storage._segments import SlotWriter
 

@@ -113,7 +113,7 @@ def test_batches_resume_never_reads_skipped_samples(
     from lakecompute.datasets import RowReader
 
     log = tmp_path / "reads.txt"
-    original = RowReader.read
+    original = RowReader.read_rows
 
     def spy(self: Any, positions: np.ndarray) -> dict[str, Any]:
         # Every loader reads its samples through a RowReader; over a whole dataset the positions are
@@ -122,7 +122,7 @@ def test_batches_resume_never_reads_skipped_samples(
             f.write(f"{os.getpid()} {' '.join(map(str, np.asarray(positions).tolist()))}\n")
         return original(self, positions)
 
-    monkeypatch.setattr(RowReader, "read", spy)
+    monkeypatch.setattr(RowReader, "read_rows", spy)
     plan = IndexPlan(N, 10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers)
     batches = _idx(numbered.batches(10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers))
     assert batches == [plan.step_indices(s).tolist() for s in range(7, plan.steps)]

@@ -203,8 +203,8 @@ class TaskWriter:
 
     def finish(self) -> dict[str, list[Fragment]]:
         """Write out everything buffered; the task's fragments per tensor, in order."""
-        for name, schema in self.schemas.items():
-            self._fragments[name].extend(self._session.flush(schema))
+        for name, frags in self._session.flush_many(list(self.schemas.values())).items():
+            self._fragments[name].extend(frags)
         return self._fragments
 
 

@@ -4,6 +4,7 @@ what a fresh handle reads back is what was written, in order, for every kind of 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,3 +58,21 @@ def test_a_commit_into_one_of_many_tensors_changes_only_that_one(tmp_path: Path)
         name: meta for name, meta in before.items() if name != "x3"
     }
     assert len(after.x0) == 1
+
+
+@lc.compute
+def _spread(sample_in: Any, sample_out: Any) -> None:
+    n = int(sample_in)
+    sample_out.append({f"y{i}": np.full(i + 1, n * 10 + i, np.int64) for i in range(6)})
+
+
+def test_an_eval_writes_many_tensors_from_worker_processes(tmp_path: Path) -> None:
+    out = lc.empty(str(tmp_path / "out"))
+    with out:
+        for i in range(6):
+            out.create_tensor(f"y{i}")
+    _spread().eval(list(range(40)), out, num_workers=2, scheduler="processed", progressbar=False)
+    again = lc.load(out.path)
+    for i in range(6):
+        assert again[f"y{i}"].numpy().tolist() == [[n * 10 + i] * (i + 1) for n in range(40)]
+        assert again[f"y{i}"].ndim == 1

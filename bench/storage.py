@@ -525,3 +525,140 @@ def integrity(opts: Any) -> list[Row]:
             r.ok = (r.ratio or 0) >= 0.95
             rows.append(r)
     return rows
+
+
+# -- commits into many tensors ----------------------------------------------------------------------
+
+WIDE = (1, 10, 100, 1_000)
+
+
+def _wide_ds(path: str, n: int) -> Any:
+    import lakecompute as lc
+
+    ds = lc.empty(path, overwrite=True)
+    with ds:
+        for i in range(n):
+            ds.create_tensor(f"t{i}", dtype="int64")
+    return ds
+
+
+def _zarr_wide(path: str, n: int) -> list[Any]:
+    import zarr
+    from zarr.storage import LocalStore
+
+    store = LocalStore(path)
+    return [
+        zarr.create_array(
+            store, name=f"t{i}", shape=(0,), chunks=(1 << 17,), dtype="int64", fill_value=0,
+            compressors=(zarr.codecs.ZstdCodec(level=1),),
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def _wide_times(tmp: str, n: int, commits: int, untouched: int = 0) -> tuple[float, list[float]]:
+    """Seconds of the first ``extend`` and of each next one: one row into ``n`` tensors of a dataset that
+    also has ``untouched`` tensors (each extend its own commit)."""
+    ds = _wide_ds(f"{tmp}/wide-{n}-{untouched}", n + untouched)
+    row = {f"t{i}": [np.int64(i)] for i in range(n)}
+    with Timer() as first:
+        ds.extend(row, skip_ok=bool(untouched))
+    times = []
+    for _ in range(commits):
+        with Timer() as t:
+            ds.extend(row, skip_ok=bool(untouched))
+        times.append(t.seconds)
+    return first.seconds, times
+
+
+@suite("commits")
+def commits(opts: Any) -> list[Row]:
+    """One extend of one row into 1, 10, 100 and 1,000 tensors, each its own commit, against zarr appends."""
+    with scratch_dir() as tmp:
+        return _wide_rows(tmp, opts.runs, opts.quick)
+
+
+def _wide_rows(tmp: str, runs: int, quick: bool) -> list[Row]:
+    """7. Commit cost per written tensor, and independence from the tensors a commit does not touch."""
+    rows: list[Row] = []
+    one = 0.0  # ms per commit into one tensor: the fixed cost (manifest, hint, lease) a commit pays
+    for n in WIDE[:3] if quick else WIDE:
+        commits = max(runs, 3) * (10 if n <= 10 else 1)
+        first, times = _wide_times(tmp, n, commits)
+        ms = statistics.median(times) * 1e3
+        one = one or ms
+        per = (ms - one) / (n - 1) if n > 1 else ms
+        zs = _zarr_wide(f"{tmp}/zarr-wide-{n}", n)
+        base = []
+        for k in range(commits):
+            with Timer() as t:
+                for z in zs:
+                    z.append(np.array([k], dtype=np.int64))
+            base.append(t.seconds)
+        r = Row(
+            f"extend 1 row into {n:,} tensors (commit each)",
+            ms,
+            statistics.median(base) * 1e3,
+            "ms",
+            "<= 1 ms per written tensor" if n > 1 else "",
+            baseline_name=f"zarr arr.append(1 row) on {n:,} arrays",
+            note=(
+                f"{per:.2f} ms per written tensor ({ms / n:.2f} with the commit's own); median of "
+                f"{commits}; first extend {first * 1e3:,.0f} ms (opens the segment)"
+            ),
+        )
+        r.ok = per <= 1.0 if n > 1 else None
+        rows.append(r)
+    rows.append(_file_floor_row(tmp, 100 if quick else 1_000))
+    untouched = 99 if quick else 999
+    _, alone = _wide_times(tmp, 1, max(runs, 3) * 10)
+    _, among = _wide_times(tmp, 1, max(runs, 3) * 10, untouched)
+    ms_alone, ms_among = statistics.median(alone) * 1e3, statistics.median(among) * 1e3
+    r = Row(
+        f"extend 1 row into 1 of {untouched + 1:,} tensors (commit each)",
+        ms_among,
+        ms_alone,
+        "ms",
+        "<= 2x baseline",
+        baseline_name="the same into a dataset of 1 tensor",
+        note=f"the {untouched:,} untouched tensors cost {ms_among - ms_alone:+.2f} ms per commit",
+    )
+    r.ok = ms_among <= 2 * ms_alone
+    rows.append(r)
+    return rows
+
+
+def _file_floor_row(tmp: str, n: int) -> Row:
+    """What the file system alone asks per written tensor: one chunk file (a 1 MiB tail chunk, zstd,
+    written to a temp file and renamed over the old one), ``n`` of them from 4 threads as a commit does."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from numcodecs import Zstd
+
+    chunk = np.zeros(1 << 20, np.uint8)
+    chunk[:8] = 1
+    codec = Zstd(level=1)
+    folder = f"{tmp}/floor"
+    os.makedirs(folder, exist_ok=True)
+
+    def one(i: int) -> None:
+        data = bytes(codec.encode(chunk))
+        path = f"{folder}/{i}"
+        with open(path + ".tmp", "wb") as fh:
+            fh.write(data)
+        os.replace(path + ".tmp", path)
+
+    times = []
+    for _ in range(3):
+        with Timer() as t, ThreadPoolExecutor(4) as pool:
+            list(pool.map(one, range(n)))
+        times.append(t.seconds)
+    return Row(
+        f"floor: {n:,} chunk files (encode, temp file, rename)",
+        statistics.median(times) * 1e3 / n,
+        None,
+        "ms",
+        baseline_name="",
+        note="per file, 4 threads, median of 3: the file system's share of a written tensor's commit",
+    )

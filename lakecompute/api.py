@@ -95,7 +95,7 @@ def _create(backend: Backend) -> Manifest:
     """Make an empty dataset: version 0 first, the marker that makes it a dataset last."""
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
     manifest = Manifest(version=0, message="create")
-    commit_manifest(backend, manifest)
+    manifest = commit_manifest(backend, manifest) or manifest
     backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
     return manifest
 

@@ -444,7 +444,7 @@ class _TaskRun:
 
     def _encode(self, name: str, values: list[Any], owners: Any) -> np.ndarray | list[Encoded]:
         writer = self.writer
-        if writer.states[name].spec.kind == "array":
+        if writer.schemas[name].spec.kind == "array":
             block = _fast_block(values)
             if block is not None:
                 try:

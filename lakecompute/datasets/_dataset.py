@@ -312,7 +312,8 @@ class Dataset(_Samples):
         unknown = [k for k in keys if k not in head.tensors]
         if unknown:
             raise TensorDoesNotExistError(unknown[0], self._core.names())
-        missing = [k for k in head.tensors if k not in keys]
+        given = set(keys)
+        missing = [k for k in head.tensors if k not in given]
         if missing and not skip_ok:
             raise InvalidArgumentError(
                 f"{what} is missing tensors {missing!r} (it has {sorted(keys)!r}). "
@@ -327,7 +328,7 @@ class Dataset(_Samples):
             self._check_keys(list(sample), skip_ok, "append()")
             # Check every value before buffering any, so a bad value leaves nothing half-appended.
             txn = self._core.txn
-            checked = [(k, txn.session.encode(txn.state(k), v)) for k, v in sample.items()]
+            checked = [(k, txn.encode(k, v)) for k, v in sample.items()]
             for name, enc in checked:
                 txn.write(name, enc)
 
@@ -346,7 +347,7 @@ class Dataset(_Samples):
                     f"extend() needs the same number of samples for every tensor. Got {lengths}."
                 )
             txn = self._core.txn
-            checked = [(k, txn.session.encode_many(txn.state(k), v)) for k, v in samples.items()]
+            checked = [(k, txn.encode_many(k, v)) for k, v in samples.items()]
             for name, enc in checked:
                 txn.write(name, enc)
 

@@ -1,11 +1,11 @@
 """An eval's writes into its output dataset, on both sides of the process boundary.
 
 In the calling process, `EvalWrite` (made by the dataset's transaction) owns the eval's part of
-the write transaction: the decisions about ranks and dtypes (made once, from the first outputs, before
-any worker writes), the segments its tasks write into, the fragments applied in input order,
-checkpoints and the final commit. In the workers, a `TaskWriter` built from the frozen
-`SlotGrant` and `OutputSchema` checks, buffers and writes one task's outputs into the
-slots reserved for that task, and hands back only fragment descriptions.
+the write transaction: applying the decisions about ranks and dtypes (made once, from the first outputs,
+before any worker writes, by each tensor's `TensorSchema`), the segments its tasks write into, the
+fragments applied in input order, checkpoints and the final commit. In the workers, a `TaskWriter`
+built from the frozen `SlotGrant` and `OutputSchema` checks, buffers and writes one task's outputs
+into the slots reserved for that task, and hands back only fragment descriptions.
 
 ::
 
@@ -27,10 +27,11 @@ import numpy as np
 from zarr.abc.store import Store
 
 from lakecompute.datasets._records import EvalProgress, EvalRecord
+from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import InvalidSampleError, LakeComputeError
+from lakecompute.errors import LakeComputeError
 from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, SlotWriter, TensorState, open_backend
+from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, OpenSegment, SlotWriter, open_backend
 
 if TYPE_CHECKING:
     from lakecompute.datasets._transaction import Transaction
@@ -47,34 +48,6 @@ __all__ = [
 
 
 # -- what workers check outputs against ------------------------------------------------------------
-
-# The info keys samples are checked against (besides class names): see htypes.parse_htype_info.
-_CHECKED_INFO = ("format", "normalized", "keypoint_names")
-
-
-@dataclass(frozen=True, slots=True)
-class TensorSchema:
-    """What every output sample of one tensor is checked against.
-
-    Attributes:
-        spec: the tensor's spec; its dtype is set once decided.
-        ndim: the samples' rank once decided, else None.
-        class_names: for class_label tensors, the names a string label maps to.
-        info: the rest of the tensor's info that samples are checked against (a bbox tensor's
-            ``format`` and ``normalized``, a keypoints tensor's ``keypoint_names``).
-    """
-
-    spec: TensorSpec
-    ndim: int | None
-    class_names: tuple[str, ...] = ()
-    info: tuple[tuple[str, Any], ...] = ()
-
-    def state(self) -> TensorState:
-        """A fresh, empty state to check and buffer samples against."""
-        info: dict[str, Any] = dict(self.info)
-        if self.class_names:
-            info["class_names"] = list(self.class_names)
-        return TensorState(self.spec, info, self.ndim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +87,11 @@ class OutputSchema:
         Raises:
             InvalidSampleError: a value cannot be stored in its tensor (wrong dtype, rank, label, ...).
         """
-        session = WriteSession(_no_slots)
         ndims: dict[str, int] = {}
         for name, vals in values.items():
             if vals:
-                state = self.tensors[name].state()
-                ndims[name] = _one_rank(name, [session.encode(state, v) for v in vals])
+                schema = self.tensors[name]
+                ndims[name] = schema.decide_rank(len(schema.encode(v).shape) for v in vals)
         return Decisions(ndims, tuple(n for n, v in values.items() if v))
 
     def decided(self, decisions: Decisions) -> OutputSchema:
@@ -134,19 +106,6 @@ def written_in_place(names: tuple[str, ...], decisions: Decisions, *, replace_al
     """In place, the tensors an eval replaces: all of them (``replace_all``, or when the first outputs
     wrote nothing), else those its first outputs wrote; the others keep their content."""
     return names if replace_all or not decisions.written else decisions.written
-
-
-def _one_rank(name: str, encoded: list[Encoded]) -> int:
-    ranks = {len(e.shape) for e in encoded}
-    if len(ranks) > 1:
-        raise InvalidSampleError(
-            name, f"every sample of a tensor has the same number of dimensions: got {sorted(ranks)}."
-        )
-    return ranks.pop()
-
-
-def _no_slots(spec: TensorSpec) -> SlotWriter:
-    raise AssertionError("checking samples never writes")  # pragma: no cover
 
 
 # -- where workers write ---------------------------------------------------------------------------
@@ -194,6 +153,21 @@ def _store_for(spec: BackendSpec) -> Store:
     return store
 
 
+# Per process: the segments tasks write into, opened once for every task and tensor (see `OpenSegment`).
+_SEGMENTS: dict[tuple[int, str, str], OpenSegment] = {}
+
+
+def _segment_for(out: BackendSpec, store: Store, seg: str) -> OpenSegment:
+    key = (os.getpid(), out.url, seg)
+    with _STORES_LOCK:
+        segment = _SEGMENTS.get(key)
+        if segment is None:
+            if len(_SEGMENTS) >= 64:
+                _SEGMENTS.clear()  # segments of evals long finished (or of a parent process)
+            segment = _SEGMENTS[key] = OpenSegment(store, seg)
+    return segment
+
+
 class TaskWriter:
     """Checks, buffers and writes one task's outputs into the slots its grant reserves for it.
 
@@ -207,30 +181,30 @@ class TaskWriter:
         self._grant = grant
         self._task = task
         self._store = _store_for(grant.out)
-        self.states = {name: t.state() for name, t in schema.tensors.items()}
+        self.schemas = dict(schema.tensors)
         self._session = WriteSession(self._slot)
         self._fragments: dict[str, list[Fragment]] = {name: [] for name in schema.tensors}
 
     def _slot(self, spec: TensorSpec) -> SlotWriter:
         seg, slot = self._grant.slot(self._task, spec)
-        return SlotWriter(self._store, seg, slot)
+        return SlotWriter(_segment_for(self._grant.out, self._store, seg), slot)
 
     def encode(self, name: str, value: object) -> Encoded:
         """Check one sample of ``name`` (raises InvalidSampleError; buffers nothing)."""
-        return self._session.encode(self.states[name], value)
+        return self._session.encode(self.schemas[name], value)
 
     def encode_many(self, name: str, values: object) -> np.ndarray | list[Encoded]:
         """Check many samples of ``name``: a stacked array when the fast path applies, else a list."""
-        return self._session.encode_many(self.states[name], values)
+        return self._session.encode_many(self.schemas[name], values)
 
     def add(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
         """Buffer checked samples of ``name``; a full buffer is written out."""
-        self._fragments[name].extend(self._session.add(self.states[name], item))
+        self._fragments[name].extend(self._session.add(self.schemas[name], item))
 
     def finish(self) -> dict[str, list[Fragment]]:
         """Write out everything buffered; the task's fragments per tensor, in order."""
-        for name, state in self.states.items():
-            self._fragments[name].extend(self._session.flush(state))
+        for name, frags in self._session.flush_many(list(self.schemas.values())).items():
+            self._fragments[name].extend(frags)
         return self._fragments
 
 
@@ -280,15 +254,7 @@ class EvalWrite:
         ) + (resume.open_dtypes if resume is not None else ())
         self._reopen()
         self.schema = OutputSchema(
-            {
-                name: TensorSchema(
-                    s.spec,
-                    None if in_place else s.ndim,
-                    tuple(s.info.get("class_names") or ()),
-                    tuple((k, v) for k, v in s.info.items() if k in _CHECKED_INFO),
-                )
-                for name, s in txn.head.tensors.items()
-            }
+            {name: TensorSchema.of(s, rank=not in_place) for name, s in txn.head.tensors.items()}
         )
 
     # -- before the workers ----------------------------------------------------------------------
@@ -305,13 +271,13 @@ class EvalWrite:
         """
         self.schema = self.schema.decided(decisions)
         for name, ndim in decisions.ndims.items():
-            self._txn.state(name).ndim = ndim
+            self._txn.set_ndim(name, ndim)
         if self.in_place:
             self.written = written_in_place(self.schema.names, decisions, replace_all=replace_all)
             parked = self.resume.parked if self.resume is not None else {}
             for name in self.written:
-                self._txn.state(name).ndim = decisions.ndims.get(name)
-                self._txn.set_fragments(name, list(parked.get(name, ())))
+                self._txn.set_ndim(name, decisions.ndims.get(name))
+                self._txn.set_fragments(name, tuple(parked.get(name, ())))
         return self.schema
 
     def kept(self) -> dict[str, int]:

@@ -85,6 +85,7 @@ def _compacted(core: DatasetCore, state: TensorState) -> list[Fragment]:
     if state.spec.kind == "array" and state.spec.dtype:
         return [_write_stream(core, reader, state)]
     session = WriteSession(core.txn.slots.new_slot)
+    schema = core.txn.schema(name)
     if state.spec.kind == "bytes" or None in shapes or len(shapes) > 1:
         session.prefer_indexed(name)
     frags: list[Fragment] = []
@@ -92,14 +93,14 @@ def _compacted(core: DatasetCore, state: TensorState) -> list[Fragment]:
         stop = min(start + _BLOCK, state.length)
         if state.spec.kind == "bytes":
             # Copy encoded blobs as they are: re-encoding images would be slow and (jpeg) lossy.
-            session.add(state, reader.read_encoded(start, stop))
+            session.add(schema, reader.read_encoded(start, stop))
         else:
             values = reader.read_range(start, stop)
             if isinstance(values, np.ndarray):
-                session.add(state, values)
+                session.add(schema, values)
             else:
-                session.add(state, [Encoded(np.asarray(v), None, np.shape(v)) for v in values])
-        frags.extend(session.flush(state))
+                session.add(schema, [Encoded(np.asarray(v), None, np.shape(v)) for v in values])
+        frags.extend(session.flush(schema))
     return frags
 
 

@@ -3,23 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from lakecompute.datasets._schema import TensorSchema
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded, TensorSpec, encode_batch, encode_sample
-from lakecompute.storage import Fragment, SampleBuffer, SlotWriter, TensorState, write_fragment
+from lakecompute.htypes import Encoded, TensorSpec
+from lakecompute.storage import Fragment, SampleBuffer, SlotWriter, write_fragment
 
-__all__ = ["FLUSH_BYTES", "WriteSession"]
+__all__ = ["FLUSH_BYTES", "WriteSession", "rank_of"]
 
 FLUSH_BYTES = 16 << 20  # per tensor: large enough for chunk-sized writes, small enough for bounded memory
 
 SlotSource = Callable[[TensorSpec], SlotWriter]
 
+# A flush of this many tensors or more stores their chunks from a few threads: each chunk is a file
+# created and renamed (~1 ms of waiting on the file system, little CPU), so they overlap well.
+_CONCURRENT_FROM = 4
+_WRITE_THREADS = 4
+
+
+def rank_of(item: Encoded | np.ndarray | list[Encoded]) -> int | None:
+    """The rank of checked samples (a stacked block's rows, or the first of a list; None if empty)."""
+    if isinstance(item, np.ndarray):
+        return item.ndim - 1
+    if isinstance(item, list):
+        return len(item[0].shape) if item else None
+    return len(item.shape)
+
 
 class WriteSession:
     """Checks, buffers and writes samples of several tensors; hands back the fragments written.
+
+    Every check and decision is the tensor's `TensorSchema`'s; the session remembers only the rank of
+    what it buffered (so samples of one tensor agree even before a commit records that rank).
 
     Args:
         slot_source: gives the slot writer a tensor writes into (called once per tensor).
@@ -35,39 +54,32 @@ class WriteSession:
         self._indexed: set[str] = set()
 
     # -- checking -------------------------------------------------------------------------------
-    def _ndim_check(self, state: TensorState, ndim: int, batch_ndim: int | None = None) -> None:
-        # Only checks: the rank is recorded by add(), so a refused call leaves no trace behind.
-        known = self._ndims.get(state.spec.name, state.ndim)
-        if known is None:
-            known = batch_ndim
-        if known is not None and known != ndim:
-            raise InvalidSampleError(
-                state.spec.name,
-                f"every sample of a tensor has the same number of dimensions: expected {known}, got {ndim}.",
-            )
+    def _schema(self, schema: TensorSchema) -> TensorSchema:
+        # Only reads: the rank is recorded by add(), so a refused call leaves no trace behind.
+        if schema.ndim is not None or not self._ndims:
+            return schema
+        return schema.with_rank(self._ndims.get(schema.name))
 
-    def encode(self, state: TensorState, value: object, batch_ndim: int | None = None) -> Encoded:
+    def encode(self, schema: TensorSchema, value: object, first: int | None = None) -> Encoded:
         """Check one sample (raises InvalidSampleError; buffers nothing)."""
-        enc = encode_sample(state.spec, value, _class_names(state), state.info)
-        self._ndim_check(state, len(enc.shape), batch_ndim)
-        return enc
+        return self._schema(schema).encode(value, first)
 
-    def encode_many(self, state: TensorState, values: object) -> np.ndarray | list[Encoded]:
+    def encode_many(self, schema: TensorSchema, values: object) -> np.ndarray | list[Encoded]:
         """Check many samples: a stacked array when the fast path applies, else a list."""
+        schema = self._schema(schema)
         if isinstance(values, np.ndarray) and values.ndim >= 1:
-            block = encode_batch(state.spec, values, _class_names(state))
+            block = schema.encode_block(values)
             if block is not None:
-                self._ndim_check(state, block.ndim - 1)
                 return block
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
             raise InvalidSampleError(
-                state.spec.name,
+                schema.name,
                 f"extend() takes a sequence of samples. Got {type(values).__name__}; "
                 "use append() for one sample.",
             )
         out: list[Encoded] = []
         for v in values:
-            out.append(self.encode(state, v, len(out[0].shape) if out else None))
+            out.append(schema.encode(v, len(out[0].shape) if out else None))
         return out
 
     def prefer_indexed(self, name: str) -> None:
@@ -75,49 +87,84 @@ class WriteSession:
         self._indexed.add(name)
 
     # -- buffering ------------------------------------------------------------------------------
-    def add(self, state: TensorState, item: Encoded | np.ndarray | list[Encoded]) -> list[Fragment]:
+    def add(self, schema: TensorSchema, item: Encoded | np.ndarray | list[Encoded]) -> list[Fragment]:
         """Buffer checked samples; returns fragments if the buffer had to be written out."""
-        name = state.spec.name
+        name = schema.name
         buf = self.buffers.get(name)
         if buf is None:
             buf = self.buffers[name] = SampleBuffer()
+        rank = rank_of(item)
+        if rank is not None:
+            self._ndims.setdefault(name, rank)
         if isinstance(item, np.ndarray):
-            self._ndims.setdefault(name, item.ndim - 1)
             buf.add_block(item)
         elif isinstance(item, list):
-            if item:
-                self._ndims.setdefault(name, len(item[0].shape))
             for enc in item:
                 buf.add(enc)
         else:
-            self._ndims.setdefault(name, len(item.shape))
             buf.add(item)
         if buf.nbytes >= self.flush_bytes:
-            return self.flush(state)
+            return self.flush(schema)
         return []
 
     def pending(self, name: str) -> int:
         buf = self.buffers.get(name)
         return 0 if buf is None else buf.count
 
-    def flush(self, state: TensorState) -> list[Fragment]:
+    def pending_names(self) -> list[str]:
+        """The tensors with samples buffered."""
+        return [name for name, buf in self.buffers.items() if buf.count]
+
+    def flush(self, schema: TensorSchema) -> list[Fragment]:
         """Write out a tensor's buffer; returns the fragment written (0 or 1 of them)."""
-        name = state.spec.name
-        buf = self.buffers.get(name)
+        buf = self.buffers.get(schema.name)
         if buf is None or buf.count == 0:
             return []
-        writer = self._writers.get(name)
+        return self._write(self._schema(schema), buf, self._writer(schema))
+
+    def flush_many(self, schemas: list[TensorSchema]) -> dict[str, list[Fragment]]:
+        """Write out several tensors' buffers; the fragments written, by tensor, in ``schemas``' order.
+
+        Each tensor writes its own slot, so their chunks are stored concurrently: a commit into many
+        tensors waits for the file system's round trips side by side instead of one after another.
+        """
+        jobs = []
+        for schema in schemas:
+            buf = self.buffers.get(schema.name)
+            if buf is not None and buf.count:
+                jobs.append((self._schema(schema), buf, self._writer(schema)))  # slots handed out in order
+        if len(jobs) < _CONCURRENT_FROM:
+            return {job[0].name: self._write(*job) for job in jobs}
+        with ThreadPoolExecutor(_WRITE_THREADS, thread_name_prefix="lakecompute-flush") as pool:
+            done = list(pool.map(lambda job: self._write(*job), jobs))
+        return {job[0].name: frags for job, frags in zip(jobs, done, strict=True)}
+
+    def _writer(self, schema: TensorSchema) -> SlotWriter:
+        writer = self._writers.get(schema.name)
         if writer is None:
-            writer = self._writers[name] = self._slot_source(state.spec)
-        ndim = self._ndims.get(name, state.ndim)
-        frag = write_fragment(state.spec, ndim, buf, writer, prefer_indexed=name in self._indexed)
+            writer = self._writers[schema.name] = self._slot_source(schema.spec)
+        return writer
+
+    def _write(self, schema: TensorSchema, buf: SampleBuffer, writer: SlotWriter) -> list[Fragment]:
+        """Write one tensor's buffer into its slot (touches only that tensor's buffer and writer)."""
+        assert schema.ndim is not None  # add() recorded the rank of the first samples buffered
+        dtype = schema.spec.dtype or ""
+        if schema.spec.kind == "array":
+            dtype = schema.run_dtype(_dtypes(buf))
+        indexed = schema.name in self._indexed
+        frag = write_fragment(buf, writer, ndim=schema.ndim, dtype=dtype, prefer_indexed=indexed)
         buf.clear()
         if frag is None:
             return []
         if frag.shape is None:
             # Once a tensor has varying shapes, keep writing indexed runs so they merge.
-            self._indexed.add(name)
+            self._indexed.add(schema.name)
         return [frag]
+
+    def forget(self, name: str) -> None:
+        """Drop a tensor's buffer and rank (the tensor was deleted or renamed)."""
+        self.buffers.pop(name, None)
+        self._ndims.pop(name, None)
 
     def discard(self) -> None:
         """Drop everything buffered (a rolled-back transaction); later writes go to new slots."""
@@ -131,6 +178,10 @@ class WriteSession:
         self._writers.clear()
 
 
-def _class_names(state: TensorState) -> list[str]:
-    names: Any = state.info.get("class_names") or []
-    return list(names)
+def _dtypes(buf: SampleBuffer) -> list[np.dtype[Any]]:
+    out: list[np.dtype[Any]] = []
+    for item in buf.items:
+        arr = item if isinstance(item, np.ndarray) else item.array
+        if arr is not None:
+            out.append(arr.dtype)
+    return out

@@ -335,19 +335,22 @@ class Tensor(_Readable):
         """Append one sample."""
         core, name = self._core, self.name
         with core.write(f"append {name}"):
-            core.txn.write(name, core.txn.session.encode(core.state(name), value))
+            core.state(name)
+            core.txn.write(name, core.txn.encode(name, value))
 
     def extend(self, values: Any) -> None:
         """Append many samples (a list, or an array stacked on its first axis)."""
         core, name = self._core, self.name
         with core.write(f"extend {name}"):
-            core.txn.write(name, core.txn.session.encode_many(core.state(name), values))
+            core.state(name)
+            core.txn.write(name, core.txn.encode_many(name, values))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         core, name = self._core, self.name
         with core.write(f"update {name}"):
-            state = core.state(name)
+            core.state(name)
             core.txn.flush(name)
+            state = core.state(name)  # states are frozen: the one with the flushed samples
             pos = parse_index(key, state.length, f"tensor {name!r}")
             if isinstance(pos, int):
                 positions, values = [pos], [value]
@@ -359,12 +362,12 @@ class Tensor(_Readable):
                         f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
                         "give one per sample."
                     )
-            session = core.txn.session
-            encoded = [session.encode(state, v) for v in values]
+            session, schema = core.txn.session, core.txn.schema(name)
+            encoded = [core.txn.encode(name, v) for v in values]
             fragments = list(state.fragments)
             for p, enc in zip(positions, encoded, strict=True):
-                session.add(state, enc)
-                (frag,) = session.flush(state)
+                session.add(schema, enc)
+                (frag,) = session.flush(schema)
                 fragments = _replace_sample(fragments, p, frag)
             core.txn.set_fragments(name, fragments)
 

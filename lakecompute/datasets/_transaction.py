@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,8 +21,9 @@ from zarr.abc.store import Store
 
 from lakecompute import compression
 from lakecompute.datasets._records import EvalRecord, as_reference, parse_records, reference_of
-from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import CommitConflictError, DatasetNotFoundError, InvalidSampleError
+from lakecompute.datasets._schema import TensorSchema
+from lakecompute.datasets._session import WriteSession, rank_of
+from lakecompute.errors import CommitConflictError, DatasetNotFoundError
 from lakecompute.htypes import Encoded, TensorSpec
 from lakecompute.storage import (
     MAX_SLOTS,
@@ -30,6 +32,7 @@ from lakecompute.storage import (
     Fragment,
     Lease,
     Manifest,
+    OpenSegment,
     SlotWriter,
     TensorState,
     append_fragment,
@@ -43,7 +46,7 @@ from lakecompute.storage import (
 if TYPE_CHECKING:
     from lakecompute.datasets._eval_write import EvalWrite
 
-__all__ = ["SlotAllocator", "Transaction"]
+__all__ = ["Head", "SlotAllocator", "Transaction"]
 
 
 class SlotAllocator:
@@ -61,6 +64,7 @@ class SlotAllocator:
         self._generation = lease.generation
         self._segments: dict[str, str] = {}  # chunk codec -> this handle's current segment
         self._next: dict[str, int] = {}  # segment -> its next free slot
+        self._open: dict[str, OpenSegment] = {}  # segment -> its arrays, opened once for all its slots
 
     def hold(self) -> bool:
         """Hold the lease for writes about to happen; False when the old segments are no longer covered
@@ -69,6 +73,7 @@ class SlotAllocator:
         if not kept or self.lease.generation != self._generation:
             self._segments.clear()
             self._next.clear()
+            self._open.clear()
             self._generation = self.lease.generation
             return False
         return True
@@ -83,7 +88,10 @@ class SlotAllocator:
             self._next[seg] = 0
         slot = self._next[seg]
         self._next[seg] += 1
-        return SlotWriter(self._store, seg, slot, self._cache)
+        segment = self._open.get(seg)
+        if segment is None:
+            segment = self._open[seg] = OpenSegment(self._store, seg)
+        return SlotWriter(segment, slot, self._cache)
 
     def new_segment(self, chunk_compression: str | None) -> str:
         """Create a fresh segment (in this process: only one process may create arrays)."""
@@ -98,6 +106,132 @@ class SlotAllocator:
         self.lease.cover(seg)
         self._generation = self.lease.generation
         return seg
+
+
+class Head:
+    """The one mutable copy of a dataset's metadata: what a transaction's commit will publish.
+
+    Versions (`Manifest`) and tensor states (`TensorState`) are frozen; the head starts from the base
+    version's, changes only through the explicit updates below, and `build` makes the next frozen
+    manifest from it. Tensors it did not change are carried over as the same objects, so a commit costs
+    nothing for them (their JSON is not even encoded again).
+
+    Args:
+        base: the version the head starts from.
+    """
+
+    def __init__(self, base: Manifest) -> None:
+        self._base = base
+        self._states: dict[str, TensorState] = dict(base.tensors)
+        # Fragments appended since a tensor's state was last frozen (merged as they come, frozen on read).
+        self._drafts: dict[str, list[Fragment]] = {}
+        self._schemas: dict[str, TensorSchema] = {}
+        self._view = MappingProxyType(self._states)
+        self.info: dict[str, Any] = base.info
+        self.changed: set[str] = set()  # tensors whose state may differ from the base's
+
+    @property
+    def tensors(self) -> Mapping[str, TensorState]:
+        """The tensors' states by name, in order (a read-only view)."""
+        if self._drafts:
+            for name in list(self._drafts):
+                self.state(name)
+        return self._view
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._states
+
+    def names(self) -> list[str]:
+        return list(self._states)
+
+    def state(self, name: str) -> TensorState:
+        """Tensor ``name``'s state as of now (KeyError if there is none)."""
+        state = self._states[name]
+        draft = self._drafts.pop(name, None)
+        if draft is not None:
+            state = self._states[name] = replace(state, fragments=tuple(draft))
+        return state
+
+    def schema(self, name: str) -> TensorSchema:
+        """What samples of tensor ``name`` are checked against (KeyError if there is none)."""
+        schema = self._schemas.get(name)
+        if schema is None:
+            schema = self._schemas[name] = TensorSchema.of(self._states[name])
+        return schema
+
+    # -- explicit updates ------------------------------------------------------------------------
+    def _put(self, state: TensorState) -> None:
+        name = state.spec.name
+        self._drafts.pop(name, None)
+        self._schemas.pop(name, None)
+        self._states[name] = state
+        self.changed.add(name)
+
+    def add(self, state: TensorState) -> None:
+        """Add a new tensor (after the others)."""
+        self._put(state)
+
+    def drop(self, name: str) -> None:
+        self.state(name)
+        del self._states[name]
+        self._schemas.pop(name, None)
+        self.changed.discard(name)
+
+    def rename(self, old: str, new: str) -> None:
+        """Give tensor ``old`` the name ``new``, in its place among the tensors."""
+        renamed = {}
+        for name in list(self._states):
+            state = self.state(name)
+            if name == old:
+                state = replace(state, spec=replace(state.spec, name=new))
+            renamed[new if name == old else name] = state
+        self._states = renamed
+        self._view = MappingProxyType(renamed)
+        self._schemas.pop(old, None)
+        self.changed.discard(old)
+        self.changed.add(new)
+
+    def append(self, name: str, frag: Fragment) -> None:
+        """Append a written run to tensor ``name``, checked by its schema; the first run decides the
+        rank of a tensor that has none yet."""
+        schema = self.schema(name)
+        schema.check_fragment(frag)
+        if schema.ndim is None:
+            self.set_ndim(name, frag.ndim)
+        draft = self._drafts.get(name)
+        if draft is None:
+            draft = self._drafts[name] = list(self._states[name].fragments)
+        append_fragment(draft, frag)
+        self.changed.add(name)
+
+    def set_fragments(self, name: str, fragments: list[Fragment] | tuple[Fragment, ...]) -> None:
+        """Make ``fragments`` the whole content of tensor ``name`` (merged where contiguous)."""
+        merged: list[Fragment] = []
+        for frag in fragments:
+            append_fragment(merged, frag)
+        self._put(replace(self.state(name), fragments=tuple(merged)))
+
+    def set_ndim(self, name: str, ndim: int | None) -> None:
+        """Record the samples' rank (None: the next samples decide it again)."""
+        state = self.state(name)
+        if state.ndim != ndim:
+            self._put(replace(state, ndim=ndim))
+
+    def reopen_dtype(self, name: str) -> None:
+        """Let a generic tensor's dtype be decided again, from all its fragments, at the next commit."""
+        state = self.state(name)
+        self._put(replace(state, spec=self.schema(name).reopened_spec()))
+
+    def build(self) -> Manifest:
+        """The next version's content, frozen (the base's version fields: `Transaction` sets them): a
+        generic tensor's dtype is decided here, at its first commit that holds data."""
+        tensors = dict(self.tensors)
+        for name in self.changed:
+            state = tensors[name]
+            spec = self.schema(name).decided_spec(state.fragments)
+            if spec != state.spec:
+                tensors[name] = replace(state, spec=spec)
+        return replace(self._base, tensors=tensors, info=self.info)
 
 
 class Transaction:
@@ -124,7 +258,7 @@ class Transaction:
         self.store = store
         self.cache = cache
         self.base = base
-        self.head = base.copy()
+        self.head = Head(base)
         self.dirty = False
         self.depth = 0  # nesting of `with ds:` blocks (and single write calls) under way
         self.notes: list[str] = []  # what a `with` block did so far, for its commit message
@@ -137,36 +271,45 @@ class Transaction:
     # -- what the head holds ---------------------------------------------------------------------
     def state(self, name: str) -> TensorState:
         """The head's state of tensor ``name`` (KeyError if there is none)."""
-        return self.head.tensors[name]
+        return self.head.state(name)
+
+    def schema(self, name: str) -> TensorSchema:
+        """What samples of tensor ``name`` are checked against (KeyError if there is none)."""
+        return self.head.schema(name)
 
     def length(self, name: str) -> int:
         """Samples of ``name`` in the head, buffered ones included."""
-        return self.head.tensors[name].length + self.session.pending(name)
+        return self.head.state(name).length + self.session.pending(name)
 
     @property
     def pending(self) -> bool:
         """Whether anything is waiting to be committed."""
-        return self.dirty or any(self.session.pending(n) for n in self.head.tensors)
+        return self.dirty or bool(self.session.pending_names())
+
+    # -- checking samples ------------------------------------------------------------------------
+    def encode(self, name: str, value: object) -> Encoded:
+        """Check one sample of ``name`` against its schema (buffers nothing)."""
+        return self.session.encode(self.head.schema(name), value)
+
+    def encode_many(self, name: str, values: object) -> np.ndarray | list[Encoded]:
+        """Check many samples of ``name``: a stacked array when the fast path applies, else a list."""
+        return self.session.encode_many(self.head.schema(name), values)
 
     # -- changing the head -----------------------------------------------------------------------
     def add_tensor(self, state: TensorState) -> None:
-        self.head.tensors[state.spec.name] = state
+        self.head.add(state)
         self._changed(state.spec.name)
 
     def drop_tensor(self, name: str) -> None:
-        self.session.buffers.pop(name, None)
-        del self.head.tensors[name]
+        self.session.forget(name)
+        self.head.drop(name)
         self._changed(name)
 
     def rename_tensor(self, old: str, new: str) -> None:
         """Give tensor ``old`` the name ``new``, in its place among the tensors; its data stays put."""
         self.flush(old)
-        renamed = {}
-        for name, state in self.head.tensors.items():
-            if name == old:
-                state = TensorState(replace(state.spec, name=new), state.info, state.ndim, state.fragments)
-            renamed[new if name == old else name] = state
-        self.head.tensors = renamed
+        self.session.forget(old)
+        self.head.rename(old, new)
         self._changed(old)
         self._changed(new)
 
@@ -176,47 +319,46 @@ class Transaction:
         self._changed(None)
 
     def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
-        """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out."""
+        """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out. The
+        first samples of a tensor decide its rank."""
         self._hold()
-        for frag in self.session.add(self.head.tensors[name], item):
+        schema = self.head.schema(name)
+        for frag in self.session.add(schema, item):
             self.add_fragment(name, frag)
+        if schema.ndim is None:
+            self.head.set_ndim(name, rank_of(item))
         self._changed(name)
 
     def flush(self, name: str | None = None) -> None:
         """Write out buffered samples (of one tensor, or of all) as fragments of the head."""
-        names = [name] if name is not None else list(self.head.tensors)
-        if any(self.session.pending(n) for n in names):
-            self._hold()
-        for n in [name] if name is not None else list(self.head.tensors):
-            for frag in self.session.flush(self.head.tensors[n]):
+        names = [name] if name is not None else self.session.pending_names()
+        if not any(self.session.pending(n) for n in names):
+            return
+        self._hold()
+        written = self.session.flush_many([self.head.schema(n) for n in names])
+        for n, frags in written.items():
+            for frag in frags:
                 self.add_fragment(n, frag)
 
     def add_fragment(self, name: str, frag: Fragment) -> None:
-        """Append a written fragment to tensor ``name`` of the head, checking its rank and dtype."""
-        state = self.head.tensors[name]
-        if state.ndim is not None and frag.ndim != state.ndim:
-            raise InvalidSampleError(
-                name,
-                "every sample of a tensor has the same number of dimensions: "
-                f"expected {state.ndim}, got {frag.ndim}.",
-            )
-        _check_no_narrowing(state, frag)
-        append_fragment(state, frag)
+        """Append a written fragment to tensor ``name`` of the head (its schema checks rank and dtype)."""
+        self.head.append(name, frag)
         self._changed(name)
 
-    def set_fragments(self, name: str, fragments: list[Fragment]) -> None:
+    def set_fragments(self, name: str, fragments: list[Fragment] | tuple[Fragment, ...]) -> None:
         """Make ``fragments`` the whole content of tensor ``name`` (compact, in-place replacement)."""
-        state = self.head.tensors[name]
-        state.fragments = []
-        for frag in fragments:
-            append_fragment(state, frag)
+        self.head.set_fragments(name, fragments)
+        self._changed(name)
+
+    def set_ndim(self, name: str, ndim: int | None) -> None:
+        """Record tensor ``name``'s rank, as an eval decided it (None: its next samples decide it)."""
+        self.head.set_ndim(name, ndim)
         self._changed(name)
 
     def reopen_dtype(self, name: str) -> None:
         """Let tensor ``name``'s dtype be decided again, from all its fragments, at the next commit (an
         eval whose data decides a generic tensor's dtype keeps it open until its final commit)."""
-        state = self.head.tensors[name]
-        state.spec = _with_dtype(state.spec, None)
+        self.head.reopen_dtype(name)
 
     def _hold(self) -> None:
         """Hold the lease before writing data; if it had let the old segments go, write into new ones."""
@@ -251,14 +393,13 @@ class Transaction:
         if not self.dirty and record is None:
             self._let_go()
             return False
-        new = self.head.copy()
-        for state in new.tensors.values():
-            _decide_dtype(state)
-        self._publish(new, message, record)
-        self.head = new.copy()
+        changed = self.head.changed
+        self._publish(self.head.build(), message, record)
+        self.head = Head(self.base)
         self.dirty = False
         self.notes.clear()
-        self._on_change(None)
+        for name in changed:
+            self._on_change(name)  # their specs may have changed (a dtype decided); the others did not
         self._let_go()
         return True
 
@@ -269,19 +410,25 @@ class Transaction:
         the record), but readers keep seeing the old content until its final commit swaps them in.
         """
         self.flush()
-        self._publish(self.base.copy(), message, record)
+        self._publish(self.base, message, record)
 
-    def _publish(self, new: Manifest, message: str, record: EvalRecord | None) -> None:
-        new.version = self.base.version + 1
-        new.parent = self.base.version
-        new.message = message
-        new.evals = _next_evals(new.evals, record, new.version)
+    def _publish(self, content: Manifest, message: str, record: EvalRecord | None) -> None:
+        """Commit ``content`` as the version after the base, with ``message`` and ``record``."""
+        version = self.base.version + 1
+        new = replace(
+            content,
+            version=version,
+            parent=self.base.version,
+            message=message,
+            evals=_next_evals(content.evals, record, version),
+        )
         # Last, just before the manifest lands: data written under a lapsed lease may be gone.
         self.lease.check()
-        if not commit_manifest(self.backend, new):
+        committed = commit_manifest(self.backend, new)
+        if committed is None:
             found = latest_version(self.backend) or new.version
             raise CommitConflictError(self.backend.url, self.base.version, found)
-        self.base = new
+        self.base = committed
 
     def block_message(self) -> str:
         """A commit message for what a ``with`` block did: its write calls, repeats counted."""
@@ -297,7 +444,7 @@ class Transaction:
         self.session.discard()
         self.evals = 0
         self.lease.release(forget=True)
-        self.head = self.base.copy()
+        self.head = Head(self.base)
         self.dirty = False
         self.notes.clear()
         self._on_change(None)
@@ -351,35 +498,9 @@ class Transaction:
         """
         old = read_manifest(self.backend, version)
         self.rollback()
-        self._publish(old.copy(), message, None)
-        self.head = self.base.copy()
+        self._publish(old, message, None)
+        self.head = Head(self.base)
         self._on_change(None)
-
-
-def _decide_dtype(state: TensorState) -> None:
-    """A generic tensor's dtype, decided once — at its first commit — from everything written to it."""
-    if state.spec.dtype is None and state.fragments:
-        dtype = np.result_type(*{np.dtype(f.dtype) for f in state.fragments})
-        state.spec = _with_dtype(state.spec, dtype.name)
-
-
-def _with_dtype(spec: TensorSpec, dtype: str | None) -> TensorSpec:
-    return TensorSpec(spec.name, spec.htype, dtype, spec.sample_compression, spec.chunk_compression)
-
-
-def _check_no_narrowing(state: TensorState, frag: Fragment) -> None:
-    """Refuse a fragment whose values the tensor's decided dtype cannot hold (read back, they would be
-    silently cast): a float run into a tensor decided as int, say."""
-    decided = state.spec.dtype
-    if decided is None or state.spec.kind != "array" or frag.dtype == decided:
-        return
-    if not np.can_cast(np.dtype(frag.dtype), np.dtype(decided), "same_kind"):
-        raise InvalidSampleError(
-            state.spec.name,
-            f"the tensor's dtype is {decided} (decided from its first samples), but these samples are "
-            f"{frag.dtype}; storing them would change their values. Convert them, or create the tensor "
-            f"with dtype={frag.dtype!r}.",
-        )
 
 
 def _unfinished_of(obj: Any, job: str) -> bool:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lakecompute.errors import InvalidSampleError
-from lakecompute.specs import Encoded, TensorSpec
-from lakecompute.storage._manifest import Fragment, TensorState
+from lakecompute.specs import Encoded
+from lakecompute.storage._manifest import Fragment
 from lakecompute.storage._segments import SlotWriter
 
 __all__ = ["SampleBuffer", "append_fragment", "write_fragment"]
@@ -38,43 +37,24 @@ class SampleBuffer:
         self.nbytes = 0
 
 
-def _ndim_error(spec: TensorSpec, expected: int, got: int) -> InvalidSampleError:
-    return InvalidSampleError(
-        spec.name,
-        f"every sample of a tensor has the same number of dimensions: expected {expected}, got {got}.",
-    )
-
-
 def write_fragment(
-    spec: TensorSpec,
-    state_ndim: int | None,
     buffer: SampleBuffer,
     writer: SlotWriter,
+    *,
+    ndim: int,
+    dtype: str,
     prefer_indexed: bool,
 ) -> Fragment | None:
-    """Write a buffer's samples into ``writer``'s slot as one fragment (None if it is empty)."""
+    """Write a buffer's samples into ``writer``'s slot as one fragment (None if it is empty).
+
+    Records what it is given: the samples were checked, and their rank and stored dtype (``dtype``: the
+    numpy dtype of an array tensor's values, or a bytes tensor's dtype name) decided, by the dataset
+    layer's ``TensorSchema``.
+    """
     if buffer.count == 0:
         return None
-    if spec.kind == "bytes":
-        blobs: list[bytes] = []
-        shapes: list[tuple[int, ...]] = []
-        for item in buffer.items:
-            assert isinstance(item, Encoded)
-            assert item.blob is not None
-            blobs.append(item.blob)
-            shapes.append(item.shape)
-        ndim = _common_ndim(spec, state_ndim, shapes)
-        payload = np.frombuffer(b"".join(blobs), dtype=np.uint8)
-        rows = np.empty((len(blobs), 1 + ndim), dtype=np.int64)
-        rows[:, 0] = [len(b) for b in blobs]
-        if ndim:
-            rows[:, 1:] = shapes
-        off = writer.write_data(payload)
-        idx = writer.write_index(rows)
-        return Fragment(
-            writer.seg_id, off, payload.size, len(blobs), spec.dtype or "", None, idx, ndim, 0, len(blobs)
-        )
-
+    if not all(isinstance(item, np.ndarray) or item.array is not None for item in buffer.items):
+        return _write_blobs(buffer, writer, ndim, dtype)
     arrays: list[np.ndarray] = []
     for item in buffer.items:
         if isinstance(item, np.ndarray):
@@ -82,47 +62,54 @@ def write_fragment(
         else:
             assert item.array is not None
             arrays.append(item.array[None])
-    dtype = np.result_type(*arrays) if spec.dtype is None else np.dtype(spec.dtype)
+    stored = np.dtype(dtype)
     sample_shapes = {a.shape[1:] for a in arrays}
-    ndim = _common_ndim(spec, state_ndim, list(sample_shapes))
     if len(sample_shapes) == 1 and not prefer_indexed:
         (shape,) = sample_shapes
         block = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
-        block = np.ascontiguousarray(block, dtype=dtype)
+        block = np.ascontiguousarray(block, dtype=stored)
         off = writer.write_data(block.reshape(-1).view(np.uint8))
         return Fragment(
-            writer.seg_id, off, block.nbytes, len(block), dtype.name, shape, None, ndim, 0, len(block)
+            writer.seg_id, off, block.nbytes, len(block), stored.name, shape, None, ndim, 0, len(block)
         )
     samples = [s for a in arrays for s in a]
     rows = np.empty((len(samples), 1 + ndim), dtype=np.int64)
-    rows[:, 0] = [s.size * dtype.itemsize for s in samples]
+    rows[:, 0] = [s.size * stored.itemsize for s in samples]
     if ndim:
         rows[:, 1:] = [s.shape for s in samples]
     payload = np.concatenate(
-        [np.ascontiguousarray(s, dtype=dtype).reshape(-1).view(np.uint8) for s in samples]
+        [np.ascontiguousarray(s, dtype=stored).reshape(-1).view(np.uint8) for s in samples]
     )
     off = writer.write_data(payload)
     idx = writer.write_index(rows)
     return Fragment(
-        writer.seg_id, off, payload.size, len(samples), dtype.name, None, idx, ndim, 0, len(samples)
+        writer.seg_id, off, payload.size, len(samples), stored.name, None, idx, ndim, 0, len(samples)
     )
 
 
-def _common_ndim(spec: TensorSpec, state_ndim: int | None, shapes: list[tuple[int, ...]]) -> int:
-    ndims = {len(s) for s in shapes}
-    expected = state_ndim if state_ndim is not None else min(ndims)
-    for n in ndims:
-        if n != expected:
-            raise _ndim_error(spec, expected, n)
-    return expected
+def _write_blobs(buffer: SampleBuffer, writer: SlotWriter, ndim: int, dtype: str) -> Fragment:
+    """Encoded samples (images, text, json): their bytes and an index row ``[nbytes, *shape]`` each."""
+    blobs: list[bytes] = []
+    shapes: list[tuple[int, ...]] = []
+    for item in buffer.items:
+        assert isinstance(item, Encoded)
+        assert item.blob is not None
+        blobs.append(item.blob)
+        shapes.append(item.shape)
+    payload = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    rows = np.empty((len(blobs), 1 + ndim), dtype=np.int64)
+    rows[:, 0] = [len(b) for b in blobs]
+    if ndim:
+        rows[:, 1:] = shapes
+    off = writer.write_data(payload)
+    idx = writer.write_index(rows)
+    return Fragment(writer.seg_id, off, payload.size, len(blobs), dtype, None, idx, ndim, 0, len(blobs))
 
 
-def append_fragment(state: TensorState, frag: Fragment) -> None:
-    """Add ``frag`` at the end of ``state``, merging it into the last fragment when contiguous."""
-    if state.ndim is None:
-        state.ndim = frag.ndim
-    if state.fragments:
-        last = state.fragments[-1]
+def append_fragment(fragments: list[Fragment], frag: Fragment) -> None:
+    """Add ``frag`` at the end of ``fragments``, merging it into the last one when contiguous."""
+    if fragments:
+        last = fragments[-1]
         contiguous = (
             last.seg == frag.seg
             and last.off + last.nbytes == frag.off
@@ -133,7 +120,7 @@ def append_fragment(state: TensorState, frag: Fragment) -> None:
             and last.ndim == frag.ndim
         )
         if contiguous and last.shape is not None and last.shape == frag.shape:
-            state.fragments[-1] = Fragment(
+            fragments[-1] = Fragment(
                 last.seg, last.off, last.nbytes + frag.nbytes, last.total + frag.total, last.dtype,
                 last.shape, None, last.ndim, last.k, last.n + frag.n,
             )  # fmt: skip
@@ -144,9 +131,9 @@ def append_fragment(state: TensorState, frag: Fragment) -> None:
             and frag.idx is not None
             and last.idx + last.total * (1 + last.ndim) == frag.idx
         ):
-            state.fragments[-1] = Fragment(
+            fragments[-1] = Fragment(
                 last.seg, last.off, last.nbytes + frag.nbytes, last.total + frag.total, last.dtype,
                 None, last.idx, last.ndim, last.k, last.n + frag.n,
             )  # fmt: skip
             return
-    state.fragments.append(frag)
+    fragments.append(frag)

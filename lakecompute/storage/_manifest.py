@@ -8,7 +8,6 @@ saves a directory listing: readers check forward from it, so a stale hint is har
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import re
@@ -132,18 +131,31 @@ class Fragment:
         return cls(seg, off, nbytes, total, dtype, shape, idx, ndim, k, n)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TensorState:
-    """A tensor as one version sees it."""
+    """A tensor as one version sees it (frozen: a transaction's head builds new states, see
+    ``lakecompute.datasets``; storage records what it is given).
+
+    Attributes:
+        spec: the tensor's spec (its dtype None until a generic tensor's first commit decides it).
+        info: the tensor's info, JSON values by key (never changed in place).
+        ndim: the samples' rank, None until the first samples decide it.
+        fragments: the runs of stored samples that form the tensor, in order.
+        length: the samples the fragments use (derived).
+    """
 
     spec: TensorSpec
     info: dict[str, Any] = field(default_factory=dict)
     ndim: int | None = None
-    fragments: list[Fragment] = field(default_factory=list)
+    fragments: tuple[Fragment, ...] = ()
+    length: int = field(init=False, compare=False)
+    # The entry's JSON text, made on first use: a commit re-encodes only the tensors it changed.
+    _text: str | None = field(init=False, default=None, repr=False, compare=False)
 
-    @property
-    def length(self) -> int:
-        return sum(f.n for f in self.fragments)
+    def __post_init__(self) -> None:
+        if not isinstance(self.fragments, tuple):
+            object.__setattr__(self, "fragments", tuple(self.fragments))
+        object.__setattr__(self, "length", sum(f.n for f in self.fragments))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -153,6 +165,13 @@ class TensorState:
             "length": self.length,
             "fragments": [f.to_json() for f in self.fragments],
         }
+
+    def entry_text(self) -> str:
+        """The tensor's entry in a manifest file, ``"<name>":<to_json() as compact JSON>``, encoded once."""
+        if self._text is None:
+            object.__setattr__(self, "_text", f"{_dumps(self.spec.name)}:{_dumps(self.to_json())}")
+        assert self._text is not None
+        return self._text
 
     @classmethod
     def from_json(cls, name: str, obj: object) -> TensorState:
@@ -172,14 +191,15 @@ class TensorState:
         fragments = [nested(f"fragments[{i}]", Fragment.from_json, r) for i, r in enumerate(rows)]
         for i, frag in enumerate(fragments):
             nested(f"fragments[{i}]", _check_fits, spec, ndim, frag)
-        state = cls(spec, dict(info), ndim, fragments)
+        state = cls(spec, dict(info), ndim, tuple(fragments))
         length = obj.get("length")
         if length is not None and check_int(length, "length") != state.length:
             raise InvalidField("length", f"the fragments hold {state.length} samples, got {length}")
         return state
 
-    def copy(self) -> TensorState:
-        return TensorState(self.spec, copy.deepcopy(self.info), self.ndim, list(self.fragments))
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def _check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
@@ -195,9 +215,19 @@ def _check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
         )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Manifest:
-    """One committed version of a dataset."""
+    """One committed version of a dataset (frozen: a transaction builds the next one).
+
+    Attributes:
+        version: its number.
+        parent: the version it was built on (None for the first).
+        time: when it was committed (seconds since the epoch; set by `commit_manifest`).
+        message: what the commit did.
+        tensors: the tensors by name, in creation order (never changed in place).
+        evals: eval records by fingerprint (JSON objects; the dataset layer reads them).
+        info: the dataset's own metadata (``ds.info``): JSON values by key.
+    """
 
     version: int
     parent: int | None = None
@@ -206,32 +236,19 @@ class Manifest:
     tensors: dict[str, TensorState] = field(default_factory=dict)
     evals: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
-    """The dataset's own metadata (``ds.info``): JSON values by key."""
-
-    def copy(self) -> Manifest:
-        return Manifest(
-            self.version,
-            self.parent,
-            self.time,
-            self.message,
-            {k: t.copy() for k, t in self.tensors.items()},
-            copy.deepcopy(self.evals),
-            copy.deepcopy(self.info),
-        )
 
     def to_bytes(self) -> bytes:
-        body = {
-            "format": FORMAT,
-            "version": self.version,
-            "parent": self.parent,
-            "time": self.time,
-            "message": self.message,
-            "tensors": {k: t.to_json() for k, t in self.tensors.items()},
-            "evals": self.evals,
-        }
-        if self.info:
-            body["info"] = self.info  # absent when empty: manifests without dataset info stay as they were
-        return json.dumps(body, separators=(",", ":")).encode("utf-8")
+        # The same bytes as json.dumps of the whole body (JSON text composes), but each tensor's entry
+        # is encoded once per state: a commit costs nothing for the tensors it does not change.
+        head = _dumps(
+            {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
+             "message": self.message}
+        )  # fmt: skip
+        tensors = ",".join(t.entry_text() for t in self.tensors.values())
+        tail = f',"evals":{_dumps(self.evals)}'
+        if self.info:  # absent when empty: manifests without dataset info stay as they were
+            tail += f',"info":{_dumps(self.info)}'
+        return f'{head[:-1]},"tensors":{{{tensors}}}{tail}}}'.encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
@@ -348,18 +365,19 @@ def read_manifest(backend: Backend, version: int) -> Manifest:
     return manifest
 
 
-def commit_manifest(backend: Backend, manifest: Manifest) -> bool:
-    """Publish ``manifest`` as its version; False if another writer took that number first."""
-    manifest.time = time.time()
+def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
+    """Publish ``manifest`` as its version, stamped with the time; the manifest committed, or None if
+    another writer took that number first."""
+    manifest = replace(manifest, time=time.time())
     if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
-        return False
+        return None
     try:
         # Fixed width, written in place: a reader that sees a torn or stale value finds a
         # missing version (and lists) or an older one (and steps forward), never a wrong answer.
         backend.write_hint(_HINT, f"{manifest.version:010d}".encode())
     except OSError:
         pass  # the hint is an optimisation; readers find the version without it
-    return True
+    return manifest
 
 
 # Storage keys of segment arrays and of typed arrays, as the readers name them in errors.

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ __all__ = [
     "SLOT_BYTES",
     "SLOT_INDEX",
     "STREAM_SEGMENT",
+    "OpenSegment",
     "SlotWriter",
     "checked_codecs",
     "create_segment",
@@ -188,6 +190,7 @@ class _ChunkPut:
         self._encode: Any = None
         self._checksum = False
         self._verified = False
+        self._first = threading.Lock()
         self._dirs: set[str] = set()
         try:
             self._setup()
@@ -235,6 +238,21 @@ class _ChunkPut:
 
     def put(self, start: int, buf: np.ndarray) -> None:
         """Store ``buf`` (whole chunks) from ``start`` (a chunk boundary)."""
+        if self._verified:
+            self._store(start, buf)
+            return
+        # The first chunk is stored and checked before any other (slots of one segment are written
+        # from several threads): if the check switches the direct path off, nothing else used it.
+        with self._first:
+            self._store(start, buf)
+            if not self._verified:
+                back = np.asarray(self.array[start : start + buf.size])
+                if not np.array_equal(back, buf):
+                    self._root = None
+                    self.array[start : start + buf.size] = buf
+                self._verified = True
+
+    def _store(self, start: int, buf: np.ndarray) -> None:
         size = int(self.array.chunks[0])
         n = buf.size // size
         if self._root is None or n > 2:
@@ -261,20 +279,13 @@ class _ChunkPut:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-        if not self._verified:
-            self._verified = True
-            back = np.asarray(self.array[start : start + buf.size])
-            if not np.array_equal(back, buf):
-                self._root = None
-                self.array[start : start + buf.size] = buf
 
 
 class _Appender:
     """Appends values to a 1-D array from ``start``, writing whole chunks only."""
 
-    def __init__(self, array: zarr.Array[Any], start: int, chunk: int, dtype: np.dtype[Any]) -> None:
-        self.array = array
-        self._put = _ChunkPut(array)
+    def __init__(self, put: _ChunkPut, start: int, chunk: int, dtype: np.dtype[Any]) -> None:
+        self._put = put
         self.pos = start
         self.chunk = chunk
         self.tail = np.empty(0, dtype=dtype)  # values of the last, partly filled chunk
@@ -309,19 +320,63 @@ class _Appender:
         return offset
 
 
-class SlotWriter:
-    """Writes sample bytes and index rows into one slot of one segment."""
+class OpenSegment:
+    """A segment's two arrays opened for writing, shared by every slot writer of the segment.
 
-    def __init__(self, store: Store, seg_id: str, slot: int, cache: ArrayCache | None = None) -> None:
+    Opening a zarr array reads its metadata (a store round trip and zarr's event loop: milliseconds),
+    and the direct chunk path checks its first chunk by reading it back: done once per segment and
+    array, a commit that writes into many tensors costs no more per tensor than the chunks it stores.
+    Each array is opened when a slot first writes to it (uniform arrays never write the index).
+    """
+
+    def __init__(self, store: Store, seg_id: str) -> None:
+        self.store = store
+        self.seg_id = seg_id
+        self._puts: dict[str, _ChunkPut] = {}
+        self._lock = threading.Lock()  # slots of one segment are written from several threads
+
+    def put(self, array: str) -> _ChunkPut:
+        """The chunk writer of the segment's ``data`` or ``index`` array."""
+        with self._lock:
+            put = self._puts.get(array)
+            if put is None:
+                opened = zarr.open_array(self.store, path=f"segments/{self.seg_id}/{array}", mode="r+")
+                put = self._puts[array] = _ChunkPut(_for_writing(opened))
+            return put
+
+
+class SlotWriter:
+    """Writes sample bytes and index rows into one slot of one segment.
+
+    Args:
+        segment: the segment, opened (shared by the writers of its slots).
+        slot: the slot this writer owns.
+        cache: the chunk cache of the handle that reads what it writes, told which chunks changed.
+    """
+
+    def __init__(self, segment: OpenSegment, slot: int, cache: ArrayCache | None = None) -> None:
         if not 0 <= slot < MAX_SLOTS:
             raise ValueError(f"slot {slot} outside 0..{MAX_SLOTS - 1}")
-        self.seg_id = seg_id
+        self.seg_id = segment.seg_id
         self.slot = slot
         self._cache = cache
-        data = _for_writing(zarr.open_array(store, path=f"segments/{seg_id}/data", mode="r+"))
-        index = _for_writing(zarr.open_array(store, path=f"segments/{seg_id}/index", mode="r+"))
-        self._data = _Appender(data, slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
-        self._index = _Appender(index, slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
+        self._segment = segment
+        self._data_: _Appender | None = None
+        self._index_: _Appender | None = None
+
+    @property
+    def _data(self) -> _Appender:
+        if self._data_ is None:
+            put = self._segment.put("data")
+            self._data_ = _Appender(put, self.slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
+        return self._data_
+
+    @property
+    def _index(self) -> _Appender:
+        if self._index_ is None:
+            put = self._segment.put("index")
+            self._index_ = _Appender(put, self.slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
+        return self._index_
 
     def write_data(self, payload: np.ndarray) -> int:
         """Append raw bytes (a uint8 array); returns their offset in the data array."""

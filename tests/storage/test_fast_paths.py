@@ -12,6 +12,7 @@ from lakecompute import compression
 from lakecompute.storage import (
     TEMP_PREFIX,
     ArrayCache,
+    OpenSegment,
     SlotWriter,
     create_segment,
     latest_version,
@@ -25,7 +26,7 @@ from lakecompute.storage._segments import DATA_CHUNK, SLOT_BYTES
 def test_slot_writes_read_back_through_zarr(tmp_path, codec):
     store = LocalStore(str(tmp_path))
     create_segment(store, "s", compression.zarr_compressors(codec))
-    w = SlotWriter(store, "s", 1)
+    w = SlotWriter(OpenSegment(store, "s"), 1)
     rng = np.random.default_rng(0)
     sizes = (5, 784, DATA_CHUNK - 100, 300, 3 * DATA_CHUNK + 7, 1)
     parts = [rng.integers(0, 255, size=k, dtype=np.uint8) for k in sizes]
@@ -48,7 +49,7 @@ def test_slot_writes_read_back_through_zarr(tmp_path, codec):
 def test_direct_path_is_used_for_local_zstd(tmp_path):
     store = LocalStore(str(tmp_path))
     create_segment(store, "s", compression.zarr_compressors("zstd"))
-    w = SlotWriter(store, "s", 0)
+    w = SlotWriter(OpenSegment(store, "s"), 0)
     w.write_data(np.full(10, 7, dtype=np.uint8))
     w.write_data(np.full(10, 8, dtype=np.uint8))
     assert w._data._put._root is not None  # verified after the first write, still on

@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
@@ -179,7 +181,9 @@ class _ChunkPut:
 
     The first chunk stored this way is read back through zarr and compared; on any mismatch the
     direct path is switched off and the chunk rewritten through zarr, so a zarr whose chunk format
-    differs from what this class assumes costs speed, never data.
+    differs from what this class assumes costs speed, never data. One instance serves every slot
+    writer of its array in a process (`_chunk_put`), from any thread: until that first chunk is
+    verified, puts take turns, so none stores a chunk the direct way before the way is known good.
     """
 
     def __init__(self, array: zarr.Array[Any]) -> None:
@@ -188,6 +192,7 @@ class _ChunkPut:
         self._encode: Any = None
         self._checksum = False
         self._verified = False
+        self._verifying = threading.Lock()
         self._dirs: set[str] = set()
         try:
             self._setup()
@@ -236,12 +241,28 @@ class _ChunkPut:
     def put(self, start: int, buf: np.ndarray) -> None:
         """Store ``buf`` (whole chunks) from ``start`` (a chunk boundary)."""
         size = int(self.array.chunks[0])
-        n = buf.size // size
-        if self._root is None or n > 2:
+        if self._root is None or buf.size // size > 2:
             # Many chunks: zarr encodes and stores them concurrently on both cores.
             self.array[start : start + buf.size] = buf
             return
-        for j in range(n):
+        if self._verified:
+            self._store(start, buf, size)
+            return
+        with self._verifying:
+            if self._root is None:  # another writer's first chunk found the direct way wrong
+                self.array[start : start + buf.size] = buf
+                return
+            self._store(start, buf, size)
+            if not self._verified:
+                back = np.asarray(self.array[start : start + buf.size])
+                if not np.array_equal(back, buf):
+                    self._root = None
+                    self.array[start : start + buf.size] = buf
+                self._verified = True
+
+    def _store(self, start: int, buf: np.ndarray, size: int) -> None:
+        """Encode and store the chunks of ``buf`` as zarr would, each file replaced whole."""
+        for j in range(buf.size // size):
             part = buf[j * size : (j + 1) * size]
             data = self._encoded(part.view(np.uint8))
             path = self._path(start // size + j)
@@ -261,20 +282,39 @@ class _ChunkPut:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
-        if not self._verified:
-            self._verified = True
-            back = np.asarray(self.array[start : start + buf.size])
-            if not np.array_equal(back, buf):
-                self._root = None
-                self.array[start : start + buf.size] = buf
+
+
+# Per process, the chunk writers of the segment arrays written last. Every task of an eval writes all
+# its tensors into the same two arrays of one segment (a slot each), so a worker opens them (zarr reads
+# their metadata) and verifies the direct path once, instead of once per task and tensor (~3 ms each).
+_PUTS: OrderedDict[tuple[int, int, str], tuple[Store, _ChunkPut]] = OrderedDict()
+_PUTS_LOCK = threading.Lock()
+_PUTS_KEPT = 16
+
+
+def _chunk_put(store: Store, path: str) -> _ChunkPut:
+    """The chunk writer of the array at ``path`` in ``store``, opened once per process."""
+    key = (os.getpid(), id(store), path)
+    with _PUTS_LOCK:
+        hit = _PUTS.get(key)
+        if hit is not None:
+            _PUTS.move_to_end(key)
+            return hit[1]
+    put = _ChunkPut(_for_writing(zarr.open_array(store, path=path, mode="r+")))
+    with _PUTS_LOCK:
+        # The store is kept with its writer, so that its id names no other store while the entry lives;
+        # entries of a parent process (before a fork) never match, and leave as newer ones come.
+        _PUTS[key] = (store, put)
+        while len(_PUTS) > _PUTS_KEPT:
+            _PUTS.popitem(last=False)
+    return put
 
 
 class _Appender:
     """Appends values to a 1-D array from ``start``, writing whole chunks only."""
 
-    def __init__(self, array: zarr.Array[Any], start: int, chunk: int, dtype: np.dtype[Any]) -> None:
-        self.array = array
-        self._put = _ChunkPut(array)
+    def __init__(self, put: _ChunkPut, start: int, chunk: int, dtype: np.dtype[Any]) -> None:
+        self._put = put
         self.pos = start
         self.chunk = chunk
         self.tail = np.empty(0, dtype=dtype)  # values of the last, partly filled chunk
@@ -318,8 +358,8 @@ class SlotWriter:
         self.seg_id = seg_id
         self.slot = slot
         self._cache = cache
-        data = _for_writing(zarr.open_array(store, path=f"segments/{seg_id}/data", mode="r+"))
-        index = _for_writing(zarr.open_array(store, path=f"segments/{seg_id}/index", mode="r+"))
+        data = _chunk_put(store, f"segments/{seg_id}/data")
+        index = _chunk_put(store, f"segments/{seg_id}/index")
         self._data = _Appender(data, slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
         self._index = _Appender(index, slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
 

@@ -367,10 +367,12 @@ def _random_row(name: str, ds: Any, baseline: Any, idx: np.ndarray, cold: bool =
     decodes a whole chunk (what a read costs when the access pattern defeats the cache)."""
     from PIL import Image
 
+    from lakecompute.testing.internals import dataset_core
+
     ours: list[float] = []
     for i in idx.tolist():
         if cold:
-            ds._cache.clear()
+            dataset_core(ds).cache.clear()
         with Timer() as t:
             ds.images[i].numpy()
         ours.append(t.seconds * 1e3)

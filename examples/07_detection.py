@@ -1,9 +1,11 @@
 """COCO-style detection data -> a random flip / crop / resize / colour-jitter pipeline (albumentations, seeded
-by the eval) -> a new dataset -> a torch DataLoader with a detection collate (ragged boxes per image)."""
+by the eval) -> a new dataset -> a torch DataLoader with a detection collate (ragged boxes per image).
+The same augmentation with torchvision's transforms.v2 takes one more pipeline (TV_PIPELINE)."""
 
 import albumentations as A
 import numpy as np
 import torch
+from torchvision.transforms import v2
 
 import lakecompute as lc
 from lakecompute.testing.detection import write_coco_folder
@@ -23,14 +25,28 @@ PIPELINE = lc.vision.Albumentations(
 )
 TARGETS = ["images", "boxes", "categories", "masks", "keypoints"]
 
+# The torchvision variant: lc.vision.TorchVision says the boxes' layout (the boxes tensor's info.format);
+# SanitizeBoundingBoxes drops boxes the crop left too small, with their masks, keypoints and categories.
+TV_PIPELINE = lc.vision.TorchVision(
+    v2.Compose(
+        [
+            v2.RandomHorizontalFlip(p=0.5),
+            v2.RandomResizedCrop((64, 80), scale=(0.5, 1.0)),
+            v2.ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05),
+            v2.SanitizeBoundingBoxes(),
+        ]
+    ),
+    box_format="xywh",
+)
+
 
 @lc.compute
-def augment(sample_in, sample_out, rng):
+def augment(sample_in, sample_out, rng, pipeline=PIPELINE):
     """Two augmented copies of every image; boxes, masks and keypoints move with it."""
     for _ in range(2):
         sample_out.append(
             lc.vision.augment(
-                PIPELINE,
+                pipeline,
                 sample_in,
                 rng,
                 boxes="boxes",
@@ -72,6 +88,12 @@ def main():
     for name in ("boxes", "masks"):
         for a, b in zip(out[name].numpy(aslist=True), again[name].numpy(aslist=True), strict=True):
             assert np.array_equal(a, b)
+
+    # The same with torchvision: only the pipeline differs.
+    tv_out = lc.like("./shapes-augmented-tv", out, overwrite=True)
+    augment(pipeline=TV_PIPELINE).eval(coco, tv_out, num_workers=2, seed=0, progressbar=False)
+    counts = [len(b) for b in tv_out.boxes.numpy(aslist=True)]
+    print(f"torchvision: {len(tv_out)} augmented samples, boxes per image {counts}")
 
     loader = out.pytorch(
         4, tensors=["images", "boxes", "categories"], shuffle=True, collate_fn=detection_collate

@@ -19,14 +19,23 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from io import BytesIO
-from typing import TYPE_CHECKING, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 from PIL import Image
 
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+
+# The names and their parsing sit below storage (see lakecompute.specs); re-exported here.
+from lakecompute.specs import (
+    CHUNK_COMPRESSIONS,
+    SAMPLE_COMPRESSIONS,
+    ChunkCompression,
+    SampleCompression,
+    parse_chunk_compression,
+    parse_sample_compression,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.codec import BytesBytesCodec
@@ -45,28 +54,6 @@ __all__ = [
     "zarr_compressors",
 ]
 
-SampleCompression = Literal["png", "jpeg", "webp"]
-"""The names of the image codecs a tensor's samples can be stored with."""
-
-ChunkCompression = Literal["zstd", "lz4", "gzip"]
-"""The names of the generic codecs a tensor's chunks can be stored with."""
-
-SAMPLE_COMPRESSIONS: Final[frozenset[str]] = frozenset({"png", "jpeg", "webp"})
-"""Every accepted sample compression (``None``, meaning raw arrays, is accepted too)."""
-
-CHUNK_COMPRESSIONS: Final[frozenset[str | None]] = frozenset({"zstd", "lz4", "gzip", None})
-"""Every accepted chunk compression, ``None`` meaning uncompressed chunks."""
-
-# Spellings users reach for that mean one of ours.
-_SAMPLE_ALIASES: Final[dict[str, SampleCompression]] = {
-    "png": "png",
-    "jpeg": "jpeg",
-    "jpg": "jpeg",
-    "webp": "webp",
-}
-_Name = TypeVar("_Name", bound=str)
-
-_CHUNK_ALIASES: Final[dict[str, ChunkCompression]] = {"zstd": "zstd", "lz4": "lz4", "gzip": "gzip"}
 
 # PNG level 1 encodes ~35% faster than the default level 6 for a few percent more bytes; encoding,
 # not storage, limits image ingestion, so speed wins.
@@ -97,62 +84,6 @@ _DECODED_MODES: Final[dict[str, str]] = {
     "LAB": "RGB",
     "HSV": "RGB",
 }
-
-
-# --------------------------------------------------------------------------------------------------
-# Parsing
-
-
-def parse_sample_compression(value: str | None) -> SampleCompression | None:
-    """Check and normalise a sample compression name.
-
-    Args:
-        value: ``"png"``, ``"jpeg"`` (or ``"jpg"``), ``"webp"`` in any case, or ``None`` for raw arrays.
-
-    Returns:
-        The canonical lower-case name, or ``None``.
-
-    Raises:
-        InvalidArgumentError: if the name is not a known sample compression.
-        InvalidTypeError: if ``value`` is neither a str nor None.
-
-    Example:
-        >>> parse_sample_compression("JPG")
-        'jpeg'
-    """
-    return _parse_name(value, "sample compression", _SAMPLE_ALIASES, "None, 'jpeg', 'png', 'webp'")
-
-
-def parse_chunk_compression(value: str | None) -> ChunkCompression | None:
-    """Check and normalise a chunk compression name.
-
-    Args:
-        value: ``"zstd"``, ``"lz4"`` or ``"gzip"`` in any case, or ``None`` for uncompressed chunks.
-
-    Returns:
-        The canonical lower-case name, or ``None``.
-
-    Raises:
-        InvalidArgumentError: if the name is not a known chunk compression.
-        InvalidTypeError: if ``value`` is neither a str nor None.
-
-    Example:
-        >>> parse_chunk_compression("ZSTD")
-        'zstd'
-    """
-    return _parse_name(value, "chunk compression", _CHUNK_ALIASES, "None, 'gzip', 'lz4', 'zstd'")
-
-
-def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expected: str) -> _Name | None:
-    """Normalise a compression name through ``aliases``; None stays None."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidTypeError(f"Expected the {what} as a str or None. Got {type(value).__name__} {value!r}.")
-    name = aliases.get(value.strip().lower())
-    if name is None:
-        raise InvalidArgumentError(f"Unknown {what} {value!r}. Expected one of {expected}.")
-    return name
 
 
 # --------------------------------------------------------------------------------------------------

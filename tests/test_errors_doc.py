@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from lakecompute.viz import contact_sheet
 from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
 
@@ -139,7 +140,7 @@ def _corrupt_field(tmp: Path) -> Any:
 
 
 def _chunk_file(tmp: Path, ds: lc.Dataset) -> Path:
-    seg = ds._txn.head.tensors["x"].fragments[0].seg
+    seg = dataset_core(ds).txn.head.tensors["x"].fragments[0].seg
     return tmp / "src" / "segments" / seg / "data" / "c" / "0"
 
 
@@ -214,7 +215,7 @@ def _lease_expired(tmp: Path) -> Any:
         ds.x.append(99)
         _ = ds.x.numpy()  # the sample is written under this writer's lease
         # As after a pause: the process was stopped for 100 s, so its lease was not renewed.
-        ds._txn.lease.renewed -= 100
+        dataset_core(ds).txn.lease.renewed -= 100
 
 
 def _eval_conflict(tmp: Path) -> Any:
@@ -387,6 +388,8 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "num-workers": lambda t: double().eval(list(range(5)), _out(t), num_workers=-1),
     "checkpoint-interval": lambda t: double().eval(list(range(5)), _out(t), checkpoint_interval=-5),
     "batch-size": lambda t: double().eval(list(range(5)), _out(t), batch_size=0),
+    "option-type": lambda t: double().eval(list(range(5)), _out(t), checkpoint_interval="5"),  # type: ignore[typeddict-item]
+    "unknown-option": lambda t: double().eval(list(range(5)), _out(t), num_worker=2),  # type: ignore[call-arg]
     "storage-unreachable": lambda t: lc.load(
         "s3://bucket/ds", storage_options={"endpoint_url": "http://127.0.0.1:1", "key": "k", "secret": "s"}
     ),

@@ -25,7 +25,11 @@ EXPECTED = {
         "fixed run: resumed_from=70; warned: Resuming the unfinished eval (to_number)",
     ],
     "06_train.py": ["16 steps of 32 per epoch", "weights identical to the uninterrupted run: True"],
-    "07_detection.py": ["24 augmented samples from 12 images (seed 0)", "batch 5: images (4, 3, 64, 80)"],
+    "07_detection.py": [
+        "24 augmented samples from 12 images (seed 0)",
+        "torchvision: 24 augmented samples",
+        "batch 5: images (4, 3, 64, 80)",
+    ],
 }
 
 

@@ -10,6 +10,7 @@ from PIL import Image
 
 import lakecompute as lc
 from lakecompute.demo import write_image_folder
+from lakecompute.testing.internals import dataset_core
 
 
 def _rgb(seed: int, size: tuple[int, int] = (12, 10)) -> np.ndarray:
@@ -101,7 +102,7 @@ def test_ingest_classification_jpeg_files_are_stored_as_they_are(tmp_path: Path)
 def _stored_blobs(ds: lc.Dataset) -> list[bytes]:
     """The encoded bytes the images tensor stores, sample by sample (no decoding)."""
     blobs: list[bytes] = []
-    for encoded in ds._reader("images").read_encoded(0, len(ds.images)):
+    for encoded in dataset_core(ds).reader("images").read_encoded(0, len(ds.images)):
         assert encoded.blob is not None
         blobs.append(encoded.blob)
     return blobs

@@ -1,18 +1,20 @@
 """Transforms: ``@lc.compute``, ``lc.compose`` and ``eval``; `SampleRunner` for code that applies a
 transform on the fly (the loaders)."""
 
-from lakecompute.compute._decorator import ComputeFunction, Pipeline, as_pipeline, compose, compute
+from lakecompute.compute._decorator import ComputeFunction, Pipeline, Transform, as_pipeline, compose, compute
 from lakecompute.compute._engine import EvalResult, FailedSample
-from lakecompute.compute._options import EvalOptions
+from lakecompute.compute._options import EvalKwargs, EvalOptions
 from lakecompute.compute._runner import SampleRunner
 
 __all__ = [
     "ComputeFunction",
+    "EvalKwargs",
     "EvalOptions",
     "EvalResult",
     "FailedSample",
     "Pipeline",
     "SampleRunner",
+    "Transform",
     "as_pipeline",
     "compose",
     "compute",

@@ -5,20 +5,63 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, overload
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
-from lakecompute.schedulers import Ray
 
 if TYPE_CHECKING:
-    from lakecompute.compute._engine import EvalResult
+    from typing import Unpack
 
-__all__ = ["ComputeFunction", "Pipeline", "compose", "compute"]
+    from lakecompute.compute._engine import EvalResult
+    from lakecompute.compute._options import EvalKwargs
+
+__all__ = ["ComputeFunction", "Pipeline", "Transform", "compose", "compute"]
 
 P = ParamSpec("P")
 
 
-class ComputeFunction:
+class Transform:
+    """What ``eval`` runs: a `ComputeFunction` (one function with its arguments bound) or a `Pipeline`.
+
+    Both take ``eval``'s options, typed once in `lakecompute.compute.EvalKwargs` (so a misspelt option
+    is a type error in an editor and in mypy, and an `InvalidTypeError` at run time).
+    """
+
+    def _stages(self) -> Pipeline:
+        """The pipeline this transform runs."""
+        raise NotImplementedError
+
+    def eval(self, data_in: Any, data_out: Any = None, **options: Unpack[EvalKwargs]) -> EvalResult:
+        """Run the transform over ``data_in`` and write the outputs into ``data_out``.
+
+        Args:
+            data_in: a Dataset or view, a sequence (list, numpy array, anything with ``__len__`` and
+                ``__getitem__``), or an iterable without a length (streamed).
+            data_out: the Dataset to write; None to transform ``data_in`` (a Dataset) in place: the tensors
+                the functions write are replaced in one commit, the others keep their content.
+            **options: the options of `lakecompute.compute.EvalKwargs`, by keyword.
+
+        Returns:
+            An `EvalResult`.
+
+        Raises:
+            TransformError: user code failed on a sample (``.index``, ``.sample``, ``__cause__``).
+            InvalidTypeError: an option of the wrong type, or one ``eval`` does not take.
+            InvalidArgumentError: an option out of range (a negative ``num_workers``, say).
+        """
+        from lakecompute.compute._engine import run_eval
+        from lakecompute.compute._options import EvalOptions
+
+        parsed = EvalOptions.parse(dict(options))
+        try:
+            return run_eval(self._stages(), data_in, data_out, parsed)
+        except TransformError as err:
+            # Raised again from here: the traceback shows the user's call and this frame, not the
+            # engine's internals (the worker's full traceback is in err.remote_traceback).
+            raise err.with_traceback(None) from err.__cause__
+
+
+class ComputeFunction(Transform):
     """A compute function with its extra arguments bound; nothing runs until `eval`.
 
     Attributes:
@@ -57,48 +100,15 @@ class ComputeFunction:
             return func
         return lambda sample_in, sample_out, **rng: func(sample_in, sample_out, *args, **kwargs, **rng)
 
-    def eval(
-        self,
-        data_in: Any,
-        data_out: Any = None,
-        num_workers: int = 0,
-        scheduler: str | Ray = "processed",
-        progressbar: bool = True,
-        skip_ok: bool = False,
-        check_lengths: bool = True,
-        pad_data_in: bool = False,
-        ignore_errors: bool = False,
-        checkpoint_interval: int = 0,
-        batch_size: int | None = None,
-        seed: int | None = None,
-        rerun: bool = False,
-    ) -> EvalResult:
-        """Run the transform over ``data_in`` and write the outputs into ``data_out``.
-
-        See `Pipeline.eval` for the arguments.
-        """
-        return Pipeline([self]).eval(
-            data_in,
-            data_out,
-            num_workers=num_workers,
-            scheduler=scheduler,
-            progressbar=progressbar,
-            skip_ok=skip_ok,
-            check_lengths=check_lengths,
-            pad_data_in=pad_data_in,
-            ignore_errors=ignore_errors,
-            checkpoint_interval=checkpoint_interval,
-            batch_size=batch_size,
-            seed=seed,
-            rerun=rerun,
-        )
+    def _stages(self) -> Pipeline:
+        return Pipeline([self])
 
     def __repr__(self) -> str:
         bound = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
         return f"{self.name}({', '.join(bound)})"
 
 
-class Pipeline:
+class Pipeline(Transform):
     """Compute functions run one after another on each sample, fused inside one worker.
 
     Every output sample of step k is a ``sample_in`` of step k+1; nothing is written between steps.
@@ -113,75 +123,8 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"Pipeline([{', '.join(repr(f) for f in self.functions)}])"
 
-    def eval(
-        self,
-        data_in: Any,
-        data_out: Any = None,
-        num_workers: int = 0,
-        scheduler: str | Ray = "processed",
-        progressbar: bool = True,
-        skip_ok: bool = False,
-        check_lengths: bool = True,
-        pad_data_in: bool = False,
-        ignore_errors: bool = False,
-        checkpoint_interval: int = 0,
-        batch_size: int | None = None,
-        seed: int | None = None,
-        rerun: bool = False,
-    ) -> EvalResult:
-        """Run the pipeline over ``data_in`` and write the outputs into ``data_out``.
-
-        Args:
-            data_in: a Dataset or view, a sequence (list, numpy array, anything with ``__len__`` and
-                ``__getitem__``), or an iterable without a length (streamed).
-            data_out: the Dataset to write; None to transform ``data_in`` (a Dataset) in place: the tensors
-                the functions write are replaced in one commit, the others keep their content.
-            num_workers: 0 runs in the calling process; otherwise how many workers run tasks.
-            scheduler: ``"serial"``, ``"threaded"``, ``"processed"``, ``"ray"``, or
-                ``lc.schedulers.Ray(...)`` for Ray with settings (resources, retries, address).
-            progressbar: show a progress bar.
-            skip_ok: tensors of ``data_out`` that the functions never write are allowed (left short, or
-                kept as they are in place).
-            check_lengths: every written tensor must get the same number of items per input.
-            pad_data_in: for dataset input, pad shorter tensors to the longest (empty arrays; a scalar
-                tensor with zero, text with ``""``, json with None).
-            ignore_errors: skip failing samples and report them in the result instead of raising.
-            checkpoint_interval: commit every this many input samples; a rerun resumes after the last.
-            batch_size: give the functions batches of this many samples.
-            seed: the seed of the ``rng`` argument a function may take: a ``numpy.random.Generator``
-                derived from (seed, input index, stage), the same for any workers and after a resume.
-                None draws one, reported in the result and the version's log.
-            rerun: write again even if an identical eval already completed into ``data_out`` (otherwise
-                that rerun does nothing and warns).
-
-        Returns:
-            An `EvalResult`.
-
-        Raises:
-            TransformError: user code failed on a sample (``.index``, ``.sample``, ``__cause__``).
-        """
-        from lakecompute.compute._engine import run_eval
-        from lakecompute.compute._options import EvalOptions
-
-        options = EvalOptions.parse(
-            num_workers=num_workers,
-            scheduler=scheduler,
-            progressbar=progressbar,
-            skip_ok=skip_ok,
-            check_lengths=check_lengths,
-            pad_data_in=pad_data_in,
-            ignore_errors=ignore_errors,
-            checkpoint_interval=checkpoint_interval,
-            batch_size=batch_size,
-            seed=seed,
-            rerun=rerun,
-        )
-        try:
-            return run_eval(self, data_in, data_out, options)
-        except TransformError as err:
-            # Raised again from here: the traceback shows the user's call and this frame, not the
-            # engine's internals (the worker's full traceback is in err.remote_traceback).
-            raise err.with_traceback(None) from err.__cause__
+    def _stages(self) -> Pipeline:
+        return self
 
 
 class _ComputeFactory(Generic[P]):
@@ -211,7 +154,22 @@ class _ComputeFactory(Generic[P]):
         return f"<lakecompute.compute {getattr(self.func, '__qualname__', self.func)!r}>"
 
 
-def compute(func: Callable[P, Any]) -> _ComputeFactory[...]:
+class _PerSample(Protocol):
+    """An instance of a class `compute` decorates: called once per sample (``rng=`` too, if it takes it)."""
+
+    def __call__(self, sample_in: Any, sample_out: Any, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+# Typed so that the factory's call takes what the function takes after (sample_in, sample_out), or
+# what the class's __init__ takes: a misspelt or mistyped bound argument is a type error. A class is
+# matched first (its instances are per-sample callables, which a plain function's result is not).
+# mypy ignores what a class decorator returns, so it checks `@lc.compute class C` as C itself: C(...)'s
+# arguments are checked against __init__ all the same (pyright, and `lc.compute(C)`, see the factory).
+@overload
+def compute(func: Callable[P, _PerSample]) -> _ComputeFactory[P]: ...
+@overload
+def compute(func: Callable[Concatenate[Any, Any, P], Any]) -> _ComputeFactory[P]: ...
+def compute(func: Callable[..., Any]) -> _ComputeFactory[Any]:
     """Make a transform of ``f(sample_in, sample_out, *args, **kwargs)`` (or of a class).
 
     Calling the result binds the extra arguments and returns a `ComputeFunction`; nothing

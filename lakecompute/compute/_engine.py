@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source
@@ -204,7 +204,7 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
         start = plan.resume_from
         items, stop = None, min(source.length, start + PREFLIGHT_SCAN * step)
         first = (
-            source.read(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
+            source.read_samples(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
             if stop > start
             else None
         )
@@ -213,9 +213,9 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
     if opts.checkpoint_interval and items is None:  # the preflight's inputs stay within one interval
         stop = min(stop, (start // opts.checkpoint_interval + 1) * opts.checkpoint_interval)
     lengths = write.kept()  # before the decisions, in place: every tensor's length (else nothing)
-    job = Job(token, plan.pipeline, source, write.grant, write.schema, plan.seed, opts.ignore_errors,
-              opts.check_lengths, opts.skip_ok, opts.batch_size, block_size(first, opts.batch_size),
-              os.getpid(), plan.in_place, lengths)  # fmt: skip
+    resolved = replace(opts, seed=plan.seed)  # workers see the seed the plan drew or resumed
+    job = Job(token, plan.pipeline, source, write.grant, write.schema, resolved,
+              block_size(first, opts.batch_size), os.getpid(), plan.in_place, lengths)  # fmt: skip
     return job, Task(0, start, stop, items)
 
 

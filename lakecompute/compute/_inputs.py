@@ -28,7 +28,7 @@ class Source:
     #: Number of samples, or None for a streamed iterable.
     length: int | None = None
 
-    def read(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         """Samples ``start..stop`` as ``sample_in`` objects (or one batch object if ``batch``)."""
         raise NotImplementedError
 
@@ -76,7 +76,7 @@ class DatasetSource(Source):
             self._ds = self.snap.open()
         return self._ds
 
-    def read(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         if batch:
@@ -86,7 +86,7 @@ class DatasetSource(Source):
         return [row(columns, j, start + j) for j in range(stop - start)]
 
     def sample(self, index: int) -> Any:
-        (row,) = self.read(index, index + 1, batch=False)
+        (row,) = self.read_samples(index, index + 1, batch=False)
         return row
 
     def identity(self) -> dict[str, Any]:
@@ -111,7 +111,7 @@ class SequenceSource(Source):
         self.data = data
         self.length = len(data)
 
-    def read(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         data = self.data
         if isinstance(data, (np.ndarray, list, tuple, range)):
             block: Any = data[start:stop]

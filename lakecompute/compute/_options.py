@@ -1,20 +1,59 @@
-"""The options of ``eval``, checked once and carried whole from the call down to every worker."""
+"""The options of ``eval``: typed once (`EvalKwargs`), checked once (`EvalOptions.parse`), and carried
+whole from the call down to every worker."""
 
 from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import InvalidTypeError
+from lakecompute.parsing import parse_count, parse_flag, parse_keywords
 from lakecompute.schedulers import Ray
 
-__all__ = ["EvalOptions", "draw_seed"]
+__all__ = ["EvalKwargs", "EvalOptions", "draw_seed"]
+
+
+class EvalKwargs(TypedDict, total=False):
+    """The keyword options of ``eval`` (`lakecompute.compute.Transform.eval`), each optional."""
+
+    num_workers: int
+    """0 (the default) runs in the calling process; otherwise how many workers run tasks."""
+    scheduler: str | Ray
+    """``"serial"``, ``"threaded"``, ``"processed"`` (the default), ``"ray"``, or
+    ``lc.schedulers.Ray(...)`` for Ray with settings (resources, retries, address)."""
+    progressbar: bool
+    """Show a progress bar (default True)."""
+    skip_ok: bool
+    """Tensors of ``data_out`` that the functions never write are allowed (left short, or kept as they
+    are in place). Default False."""
+    check_lengths: bool
+    """Every written tensor must get the same number of items per input (default True)."""
+    pad_data_in: bool
+    """For dataset input, pad shorter tensors to the longest (empty arrays; a scalar tensor with zero,
+    text with ``""``, json with None). Default False."""
+    ignore_errors: bool
+    """Skip failing samples and report them in the result instead of raising (default False)."""
+    checkpoint_interval: int
+    """Commit every this many input samples; a rerun resumes after the last (default 0: only at the
+    end)."""
+    batch_size: int | None
+    """Give the functions batches of this many samples (default None: single samples)."""
+    seed: int | None
+    """The seed of the ``rng`` argument a function may take: a ``numpy.random.Generator`` derived from
+    (seed, input index, stage), the same for any workers and after a resume. None (the default) draws
+    one, reported in the result and the version's log."""
+    rerun: bool
+    """Write again even if an identical eval already completed into ``data_out`` (otherwise that rerun
+    does nothing and warns). Default False."""
+
+
+_FLAGS = ("progressbar", "skip_ok", "check_lengths", "pad_data_in", "ignore_errors", "rerun")
 
 
 @dataclass(frozen=True, slots=True)
 class EvalOptions:
-    """Everything ``eval`` was asked to do besides its data (see `Pipeline.eval` for each meaning).
+    """Everything ``eval`` was asked to do besides its data, checked (see `EvalKwargs` for each meaning).
 
     Attributes:
         num_workers: 0 runs in the calling process; otherwise how many workers run tasks.
@@ -26,7 +65,8 @@ class EvalOptions:
         ignore_errors: failing samples are skipped and reported instead of raising.
         checkpoint_interval: commit every this many inputs (0: only at the end).
         batch_size: the functions see batches of this many inputs (None: single samples).
-        seed: the seed of the ``rng`` generators (None: drawn per eval, or taken from the run resumed).
+        seed: the seed of the ``rng`` generators (None: drawn per eval, or taken from the run resumed;
+            the plan resolves it before workers see it).
         rerun: write again even when an identical eval already completed into ``data_out``.
     """
 
@@ -43,28 +83,30 @@ class EvalOptions:
     rerun: bool = False
 
     @classmethod
-    def parse(cls, **options: Any) -> EvalOptions:
-        """Check ``eval``'s keyword arguments.
+    def parse(cls, options: dict[str, Any]) -> EvalOptions:
+        """Check ``eval``'s keyword arguments (`EvalKwargs`) with `lakecompute.parsing`'s rules.
 
         Raises:
             InvalidArgumentError: a value out of range (a negative count, say).
-            InvalidTypeError: a value of the wrong type.
+            InvalidTypeError: a value of the wrong type, or a keyword ``eval`` does not take.
         """
-        for name in ("progressbar", "skip_ok", "check_lengths", "pad_data_in", "ignore_errors", "rerun"):
-            if not isinstance(options.get(name, False), bool):
-                raise InvalidTypeError(f"{name} must be True or False. Got {options[name]!r}.")
+        parse_keywords("eval", options, EvalKwargs.__optional_keys__)
+        checked = dict(options)
+        for name in _FLAGS:
+            if name in options:
+                checked[name] = parse_flag(name, options[name])
         if not isinstance(options.get("scheduler", "processed"), str | Ray):
             raise InvalidTypeError(
-                "scheduler must be a name such as 'processed', or lc.schedulers.Ray(...). "
+                "Expected scheduler to be a name such as 'processed', or lc.schedulers.Ray(...). "
                 f"Got {options['scheduler']!r}."
             )
-        _count(options, "num_workers", "num_workers must be an int >= 0")
-        _count(options, "checkpoint_interval", "checkpoint_interval must be an int >= 0 (0: no checkpoints)")
-        if options.get("batch_size") is not None:
-            _count(options, "batch_size", "batch_size must be None or an int >= 1", least=1)
-        if options.get("seed") is not None:
-            _count(options, "seed", "seed must be None or an int >= 0")
-        return cls(**options)
+        checked["num_workers"] = parse_count("num_workers", options.get("num_workers", 0))
+        checked["checkpoint_interval"] = parse_count(
+            "checkpoint_interval", options.get("checkpoint_interval", 0), hint="Use 0 for no checkpoints."
+        )
+        checked["batch_size"] = parse_count("batch_size", options.get("batch_size"), 1, optional=True)
+        checked["seed"] = parse_count("seed", options.get("seed"), optional=True)
+        return cls(**checked)
 
     def identity(self) -> dict[str, Any]:
         """The options that change what an eval writes (part of its fingerprint).
@@ -80,12 +122,6 @@ class EvalOptions:
             "batch_size": self.batch_size,
             "seed": self.seed,
         }
-
-
-def _count(options: dict[str, Any], name: str, expected: str, least: int = 0) -> None:
-    value = options.get(name, least)
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise InvalidArgumentError(f"{expected}. Got {value!r}.")
 
 
 def draw_seed() -> int:

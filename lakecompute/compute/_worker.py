@@ -47,6 +47,7 @@ from lakecompute.schedulers import ProgressFn, portable_exception, reseed_global
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
+    from lakecompute.compute._options import EvalOptions
     from lakecompute.storage import Fragment
 
 __all__ = ["Job", "Task", "TaskFailure", "TaskResult", "forget_job", "preflight", "run_task"]
@@ -113,7 +114,7 @@ def decide_outputs(job: Job, decisions: Decisions) -> Decided:
     written = decisions.written or names
     aligned = False
     if job.in_place:
-        replaced = written_in_place(names, decisions, replace_all=not job.skip_ok)
+        replaced = written_in_place(names, decisions, replace_all=not job.options.skip_ok)
         aligned = any(job.lengths.get(n, 0) for n in names if n not in replaced)
         written = replaced if aligned else written
     return Decided(schema, tuple(int(name in written) for name in names), aligned)
@@ -167,8 +168,7 @@ class Job:
         source: where the inputs come from.
         grant: where the outputs go.
         schema: the output schema before any decision (the preflight decides ranks from it).
-        seed: the seed of the functions' ``rng`` generators.
-        ignore_errors, check_lengths, skip_ok, batch_size: the eval's options.
+        options: the eval's options, whole; their ``seed`` is the one the plan resolved (never None).
         block: inputs read and processed at once (bounds a worker's memory).
         parent_pid: the process that planned the eval (workers elsewhere reseed global generators).
         in_place: whether the eval writes into the dataset it reads.
@@ -181,15 +181,17 @@ class Job:
     source: Source
     grant: SlotGrant
     schema: OutputSchema
-    seed: int
-    ignore_errors: bool
-    check_lengths: bool
-    skip_ok: bool
-    batch_size: int | None
+    options: EvalOptions
     block: int
     parent_pid: int
     in_place: bool = False
     lengths: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def seed(self) -> int:
+        """The seed of the functions' ``rng`` generators (resolved by the plan)."""
+        assert self.options.seed is not None, "the plan resolves the seed before a job is made"
+        return self.options.seed
 
 
 # -- per-worker state --------------------------------------------------------------------------------
@@ -363,22 +365,22 @@ class _TaskRun:
             value = stage.call(sample, self.final)
             if value is not None and value is not self.final:
                 wrote = list(map(len, self.lists)) != before
-                absorb_return(value, self.final, wrote, stage.name, self.job.batch_size is not None)
+                absorb_return(value, self.final, wrote, stage.name, self.job.options.batch_size is not None)
         except Exception as error:
             raise StageFailure(stage.name, error, 0, sample) from error
 
     def _call_all(self, sample: Any, index: int, before: list[int]) -> None:
         job = self.job
         run_sample(
-            self.stages, sample, index, self.final, check_lengths=job.check_lengths, seed=job.seed,
-            batched=job.batch_size is not None,
+            self.stages, sample, index, self.final, check_lengths=job.options.check_lengths, seed=job.seed,
+            batched=job.options.batch_size is not None,
         )  # fmt: skip
 
     def run_block(self, samples: list[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
         lists, expected, call, sub = self.lists, list(self.decided.expected), self.call, operator.sub
         progress = self.progress
-        step = self.job.batch_size or 1
+        step = self.job.options.batch_size or 1
         done = 0
         before = list(map(len, lists))  # then each sample's "after" (or, if it failed, its "before")
         for index, sample in samples:
@@ -387,7 +389,7 @@ class _TaskRun:
                 after = list(map(len, lists))
                 if list(map(sub, after, before)) != expected:  # not the common case: check it
                     self._check(before, after, min(step, self.task.stop - index))
-                if self.job.ignore_errors:
+                if self.job.options.ignore_errors:
                     self._check_values(before)
             except (StageFailure, InvalidSampleError) as failure:
                 self._failed(index, failure, before)
@@ -426,7 +428,11 @@ class _TaskRun:
         if self.decided.aligned and written != expected:
             raise _alignment_error(self.last_fn, written, expected)
         check_counts(
-            written, names, skip_ok=job.skip_ok, check_lengths=job.check_lengths, function=self.last_fn
+            written,
+            names,
+            skip_ok=job.options.skip_ok,
+            check_lengths=job.options.check_lengths,
+            function=self.last_fn,
         )
 
     def _check_values(self, before: list[int]) -> None:
@@ -439,7 +445,7 @@ class _TaskRun:
         self.final.truncate(dict(zip(self.names, before, strict=True)))
         function = failure.function if isinstance(failure, StageFailure) else self.last_fn
         exc = failure.exc if isinstance(failure, StageFailure) else failure
-        if not self.job.ignore_errors:
+        if not self.job.options.ignore_errors:
             stage = failure if isinstance(failure, StageFailure) else None
             raise _Stop(_failure(index, function, exc, self.job.parent_pid, stage))
         tb = "".join(traceback.format_exception(exc))
@@ -482,7 +488,7 @@ class _TaskRun:
 
 def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any]]:
     """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size)."""
-    batch = job.batch_size
+    batch = job.options.batch_size
     if task.items is not None:
         items = task.items[start - task.start : stop - task.start]
         if batch:
@@ -490,8 +496,11 @@ def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any
         return list(zip(range(start, stop), items, strict=True))
     source = job.source
     if batch:
-        return [(b, source.read(b, min(b + batch, stop), batch=True)[0]) for b in range(start, stop, batch)]
-    return list(zip(range(start, stop), source.read(start, stop, batch=False), strict=True))
+        return [
+            (b, source.read_samples(b, min(b + batch, stop), batch=True)[0])
+            for b in range(start, stop, batch)
+        ]
+    return list(zip(range(start, stop), source.read_samples(start, stop, batch=False), strict=True))
 
 
 def _fast_block(values: list[Any]) -> np.ndarray | None:
@@ -583,19 +592,19 @@ def preflight(
         final = SampleOut(job.schema.names)
         try:
             run_sample(
-                stages, sample, index, final, check_lengths=job.check_lengths, seed=job.seed,
-                batched=job.batch_size is not None,
+                stages, sample, index, final, check_lengths=job.options.check_lengths, seed=job.seed,
+                batched=job.options.batch_size is not None,
             )  # fmt: skip
             check_counts(
                 final.counts(),
                 job.schema.names,
-                skip_ok=job.skip_ok,
-                check_lengths=job.check_lengths,
+                skip_ok=job.options.skip_ok,
+                check_lengths=job.options.check_lengths,
                 function=stages[-1].name,
             )
             decisions = job.schema.decide(final.items())
         except (StageFailure, InvalidSampleError) as failure:
-            if not job.ignore_errors:
+            if not job.options.ignore_errors:
                 function = failure.function if isinstance(failure, StageFailure) else stages[-1].name
                 exc = failure.exc if isinstance(failure, StageFailure) else failure
                 stage = failure if isinstance(failure, StageFailure) else None

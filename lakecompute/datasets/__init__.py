@@ -2,9 +2,12 @@
 
 Everything that reads or writes a dataset's committed versions lives here; the storage layer below
 knows bytes, segments and manifests, and the compute layer above uses only what this package exports.
+What one handle's tensors, views, readers and maintenance share (backend, chunk cache, write
+transaction, column readers) is its `DatasetCore`, found with `core_of`.
 """
 
 from lakecompute.datasets._columns import pad_value, read_columns
+from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._eval_write import (
     Decisions,
@@ -25,6 +28,7 @@ from lakecompute.datasets._views import DatasetView, Row, base_dataset
 __all__ = [
     "ColumnReader",
     "Dataset",
+    "DatasetCore",
     "DatasetView",
     "Decisions",
     "EvalProgress",
@@ -44,6 +48,7 @@ __all__ = [
     "TensorView",
     "base_dataset",
     "compact",
+    "core_of",
     "pad_value",
     "read_columns",
     "snapshot",

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lakecompute.datasets._core import core_of
+
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
 
@@ -17,7 +19,7 @@ def pad_value(ds: Dataset, name: str) -> Any:
     """What stands in for a missing sample of tensor ``name`` when shorter tensors are padded
     (``eval(pad_data_in=True)``): an empty array of the tensor's rank and dtype — zero for a tensor of
     scalars (a label, a number), so that the value can be stored again — ``""`` for text, None for json."""
-    state = ds._state(name)
+    state = core_of(ds).state(name)
     spec = state.spec
     if spec.htype == "text":
         return ""
@@ -43,12 +45,12 @@ def read_columns(
 
 
 def _column(ds: Dataset, name: str, pos: range | np.ndarray, pad: bool) -> np.ndarray | list[Any]:
-    reader = ds._reader(name)
+    reader = core_of(ds).reader(name)
     n = reader.length
     if isinstance(pos, range) and pos.step == 1 and pos.stop <= n:
         return reader.read_range(pos.start, pos.stop) if len(pos) else []
     positions = np.asarray(pos, dtype=np.int64)
     if not len(positions) or int(positions.max()) < n:
-        return reader.read(positions, stack="fragments")  # any order: each chunk decoded once
+        return reader.read_at(positions, stack="fragments")  # any order: each chunk decoded once
     filler = pad_value(ds, name) if pad else None
     return [reader.read_one(p) if p < n else filler for p in (int(x) for x in pos)]

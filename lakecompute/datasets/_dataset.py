@@ -1,42 +1,38 @@
 """Datasets: a handle on a versioned collection of tensors.
 
 A `Dataset` reads one committed version (its *base*) and keeps a working copy (its *head*)
-that writes change. Both live in the handle's `Transaction`,
-which is the only way anything is committed. Writes go to this handle's own segments — nobody else
-writes there — and become visible to others only when the head is committed as the next version.
-Outside a ``with ds:`` block every top-level write call commits; inside one, the block commits once.
+that writes change. Both live in the handle's `Transaction`, held by its `DatasetCore` with the
+backend, chunk cache and column readers; the transaction is the only way anything is committed.
+Writes go to this handle's own segments — nobody else writes there — and become visible to others
+only when the head is committed as the next version. Outside a ``with ds:`` block every top-level
+write call commits; inside one, the block commits once.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._index import parse_index
-from lakecompute.datasets._reader import ColumnReader
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
-from lakecompute.datasets._transaction import Transaction
 from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,
     InvalidTypeError,
-    ReadOnlyError,
     TensorDoesNotExistError,
     TensorExistsError,
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
 from lakecompute.storage import (
-    ArrayCache,
     Backend,
     BackendSpec,
-    Fragment,
     Manifest,
     TensorState,
     latest_version,
@@ -44,9 +40,6 @@ from lakecompute.storage import (
     open_backend,
     read_manifest,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Dataset"]
 
@@ -57,32 +50,28 @@ class Dataset(_Samples):
     def __init__(
         self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False
     ) -> None:
-        self._backend = backend
-        self._cache = ArrayCache(backend.zarr_store(), backend=backend)
-        self._read_only = read_only or pinned
-        self._pinned = pinned
-        self._readers: dict[str, ColumnReader] = {}
-        self._txn = Transaction(backend, self._cache.store, self._cache, manifest, self._forget_reader)
+        # Everything the handle's tensors, views, readers and maintenance share (see DatasetCore).
+        self._core = DatasetCore(backend, manifest, read_only=read_only, pinned=pinned)
 
     # -- identity ------------------------------------------------------------------------------
     @property
     def path(self) -> str:
         """The location as given when the dataset was opened."""
-        return self._backend.url
+        return self._core.path
 
     @property
     def location(self) -> BackendSpec:
         """Where the dataset lives: its path and storage options, enough to open it in another process."""
-        return self._backend.spec
+        return self._core.backend.spec
 
     @property
     def version(self) -> int:
         """The committed version this handle reads (and builds on)."""
-        return self._txn.base.version
+        return self._core.version
 
     @property
     def read_only(self) -> bool:
-        return self._read_only
+        return self._core.read_only
 
     def _base_ds(self) -> Dataset:
         return self
@@ -90,48 +79,23 @@ class Dataset(_Samples):
     @property
     def tensors(self) -> dict[str, Tensor]:
         """Tensors by name, in creation order."""
-        return {name: Tensor(self, name) for name in self._txn.head.tensors}
-
-    def _names(self) -> list[str]:
-        return list(self._txn.head.tensors)
-
-    def _state(self, name: str) -> TensorState:
-        try:
-            return self._txn.state(name)
-        except KeyError:
-            raise TensorDoesNotExistError(name, self._names()) from None
-
-    def _tensor_length(self, name: str) -> int:
-        self._state(name)
-        return self._txn.length(name)
+        return {name: Tensor(self, name) for name in self._core.txn.head.tensors}
 
     def __len__(self) -> int:
         """The length of the shortest tensor (0 without tensors)."""
-        return min((self._txn.length(n) for n in self._txn.head.tensors), default=0)
+        txn = self._core.txn
+        return min((txn.length(n) for n in txn.head.tensors), default=0)
 
     @property
     def max_len(self) -> int:
         """The length of the longest tensor."""
-        return max((self._txn.length(n) for n in self._txn.head.tensors), default=0)
-
-    def _reader(self, name: str) -> ColumnReader:
-        if self._txn.session.pending(name):
-            self._txn.flush(name)
-        reader = self._readers.get(name)
-        if reader is None:
-            reader = self._readers[name] = ColumnReader(self._state(name), self._cache)
-        return reader
-
-    def _forget_reader(self, name: str | None) -> None:
-        if name is None:
-            self._readers.clear()
-        else:
-            self._readers.pop(name, None)
+        txn = self._core.txn
+        return max((txn.length(n) for n in txn.head.tensors), default=0)
 
     # -- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            self._state(key)
+            self._core.state(key)
             return Tensor(self, key)
         pos = parse_index(key, len(self))
         if isinstance(pos, int):
@@ -145,58 +109,32 @@ class Dataset(_Samples):
     # -- transactions --------------------------------------------------------------------------
     def __enter__(self) -> Dataset:
         self.check_writable()
-        self._txn.depth += 1
+        self._core.txn.depth += 1
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._txn.depth -= 1
-        if self._txn.depth:
+        txn = self._core.txn
+        txn.depth -= 1
+        if txn.depth:
             return
         if exc_type is not None:
             self.rollback()
             return
         try:
-            self._txn.commit(self._txn.block_message())
+            txn.commit(txn.block_message())
         except BaseException:
             self.rollback()  # a failed commit (disk full, conflict) keeps none of the block's writes
             raise
 
-    @contextlib.contextmanager
-    def _write(self, message: str) -> Iterator[None]:
-        """One top-level write call: its own commit outside ``with``, part of the block inside."""
-        self.check_writable()
-        if self._txn.depth:
-            yield
-            self._txn.notes.append(message)  # for the block's commit message
-            return
-        self._txn.depth = 1
-        try:
-            yield
-            self._txn.commit(message)
-        except BaseException:
-            self.rollback()
-            raise
-        finally:
-            self._txn.depth = 0
-
     def check_writable(self) -> None:
         """Raise `ReadOnlyError`, saying why and what to do, unless this handle can write."""
-        if self._pinned:
-            raise ReadOnlyError(
-                f"Version {self.version} of {self.path!r} was opened with version=; "
-                "old versions are read-only. "
-                "Open the latest with lc.load(path) to write."
-            )
-        if self._read_only:
-            raise ReadOnlyError(
-                f"Dataset {self.path!r} was opened read-only. Open it with lc.load(path) to write."
-            )
+        self._core.check_writable()
 
     def rollback(self) -> None:
         """Drop every uncommitted change (what ``with ds:`` does when its block raises)."""
-        self._txn.rollback()
+        self._core.txn.rollback()
 
     def commit(self, message: str = "commit") -> int:
         """Commit pending changes now (inside ``with``, or before an eval); returns the version.
@@ -204,13 +142,13 @@ class Dataset(_Samples):
         Does nothing when nothing is pending.
         """
         self.check_writable()
-        self._txn.commit(message)
+        self._core.txn.commit(message)
         return self.version
 
     @property
     def has_pending_changes(self) -> bool:
         """Whether this handle holds writes that are not committed yet (inside ``with``, say)."""
-        return self._txn.pending
+        return self._core.txn.pending
 
     # -- for the transform engine --------------------------------------------------------------
     def eval_records(self) -> dict[str, EvalRecord]:
@@ -220,7 +158,7 @@ class Dataset(_Samples):
         Raises:
             DatasetCorruptError: a record in the version's manifest is malformed.
         """
-        return self._txn.records()
+        return self._core.txn.records()
 
     def eval_record(self, fingerprint: str) -> EvalRecord | None:
         """The record of eval ``fingerprint`` as this version remembers it (committed here or before).
@@ -228,7 +166,7 @@ class Dataset(_Samples):
         Raises:
             DatasetCorruptError: the record is malformed.
         """
-        return self._txn.find_record(fingerprint)
+        return self._core.txn.find_record(fingerprint)
 
     def begin_eval(
         self,
@@ -248,11 +186,11 @@ class Dataset(_Samples):
             ReadOnlyError: the dataset was opened read-only or at an old version.
         """
         self.check_writable()
-        if self._txn.pending:
+        if self._core.txn.pending:
             raise InvalidArgumentError(
                 f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return self._txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+        return self._core.txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
 
     def drop_unfinished(self, record: EvalRecord) -> int:
         """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version
@@ -262,7 +200,7 @@ class Dataset(_Samples):
             ReadOnlyError: the dataset was opened read-only or at an old version.
         """
         self.check_writable()
-        self._txn.restore(record.base_version, f"drop unfinished eval {record.label} (rerun=True)")
+        self._core.txn.restore(record.base_version, f"drop unfinished eval {record.label} (rerun=True)")
         return self.version
 
     # -- schema --------------------------------------------------------------------------------
@@ -296,9 +234,9 @@ class Dataset(_Samples):
             TensorExistsError: the name is taken.
             InvalidArgumentError: a bad name, htype, dtype or compression.
         """
-        with self._write(f"create tensor {name}"):
+        with self._core.write(f"create tensor {name}"):
             check_new_tensor_name(name)
-            if name in self._txn.head.tensors:
+            if name in self._core.txn.head.tensors:
                 raise TensorExistsError(name)
             spec = parse_tensor_spec(name, htype, dtype, sample_compression, chunk_compression)
             meta: dict[str, Any] = dict(info)
@@ -314,12 +252,12 @@ class Dataset(_Samples):
                 meta["class_names"] = names
             elif spec.htype == "class_label":
                 meta["class_names"] = []
-            self._txn.add_tensor(TensorState(spec, parse_htype_info(spec, meta)))
+            self._core.txn.add_tensor(TensorState(spec, parse_htype_info(spec, meta)))
         return Tensor(self, name)
 
     def create_tensor_like(self, name: str, source: Tensor) -> Tensor:
         """Add a tensor with the same htype, dtype, compression and info as ``source``."""
-        state = source._ds._state(source.name)
+        state = core_of(source).state(source.name)
         spec = state.spec
         dtype = None if spec.dtype in ("str", "json") else spec.dtype
         info = {k: v for k, v in state.info.items() if k != "class_names"}
@@ -341,12 +279,12 @@ class Dataset(_Samples):
             TensorExistsError: ``new_name`` is taken.
             InvalidArgumentError: ``new_name`` is not a valid tensor name.
         """
-        with self._write(f"rename tensor {name} to {new_name}"):
-            self._state(name)
+        with self._core.write(f"rename tensor {name} to {new_name}"):
+            self._core.state(name)
             check_new_tensor_name(new_name)
-            if new_name in self._txn.head.tensors:
+            if new_name in self._core.txn.head.tensors:
                 raise TensorExistsError(new_name)
-            self._txn.rename_tensor(name, new_name)
+            self._core.txn.rename_tensor(name, new_name)
         return Tensor(self, new_name)
 
     @property
@@ -356,24 +294,25 @@ class Dataset(_Samples):
         ``ds.info["source"] = "COCO val2017"`` and ``ds.info.update(license="CC-BY")`` commit (or join the
         ``with`` block); ``ds.info.source`` reads. Tensor metadata is ``ds.<tensor>.info``.
         """
-        return DatasetInfo(self._txn.head.info, self._set_info)
+        return DatasetInfo(self._core.txn.head.info, self._set_info)
 
     def _set_info(self, info: dict[str, Any]) -> None:
-        with self._write("update info"):
-            self._txn.set_info(info)
+        with self._core.write("update info"):
+            self._core.txn.set_info(info)
 
     def delete_tensor(self, name: str) -> None:
         """Remove a tensor from the next version (older versions keep it)."""
-        with self._write(f"delete tensor {name}"):
-            self._state(name)
-            self._txn.drop_tensor(name)
+        with self._core.write(f"delete tensor {name}"):
+            self._core.state(name)
+            self._core.txn.drop_tensor(name)
 
     # -- writing -------------------------------------------------------------------------------
     def _check_keys(self, keys: Sequence[str], skip_ok: bool, what: str) -> None:
-        unknown = [k for k in keys if k not in self._txn.head.tensors]
+        head = self._core.txn.head
+        unknown = [k for k in keys if k not in head.tensors]
         if unknown:
-            raise TensorDoesNotExistError(unknown[0], self._names())
-        missing = [k for k in self._txn.head.tensors if k not in keys]
+            raise TensorDoesNotExistError(unknown[0], self._core.names())
+        missing = [k for k in head.tensors if k not in keys]
         if missing and not skip_ok:
             raise InvalidArgumentError(
                 f"{what} is missing tensors {missing!r} (it has {sorted(keys)!r}). "
@@ -384,13 +323,13 @@ class Dataset(_Samples):
         """Append one sample: ``{"images": array, "labels": 0}``."""
         if not isinstance(sample, Mapping):
             raise InvalidTypeError(f"Expected a dict of tensor name -> value. Got {type(sample).__name__}.")
-        with self._write("append"):
+        with self._core.write("append"):
             self._check_keys(list(sample), skip_ok, "append()")
             # Check every value before buffering any, so a bad value leaves nothing half-appended.
-            session = self._txn.session
-            checked = [(k, session.encode(self._txn.state(k), v)) for k, v in sample.items()]
+            txn = self._core.txn
+            checked = [(k, txn.session.encode(txn.state(k), v)) for k, v in sample.items()]
             for name, enc in checked:
-                self._txn.write(name, enc)
+                txn.write(name, enc)
 
     def extend(self, samples: Mapping[str, Any], skip_ok: bool = False) -> None:
         """Append many samples: ``{"images": [a, b], "labels": [0, 1]}`` (lists or stacked arrays)."""
@@ -398,7 +337,7 @@ class Dataset(_Samples):
             raise InvalidTypeError(
                 f"Expected a dict of tensor name -> list of values. Got {type(samples).__name__}."
             )
-        with self._write("extend"):
+        with self._core.write("extend"):
             self._check_keys(list(samples), skip_ok, "extend()")
             samples = {k: _as_sequence(k, v) for k, v in samples.items()}
             lengths = {k: len(v) for k, v in samples.items()}
@@ -406,42 +345,10 @@ class Dataset(_Samples):
                 raise InvalidArgumentError(
                     f"extend() needs the same number of samples for every tensor. Got {lengths}."
                 )
-            session = self._txn.session
-            checked = [(k, session.encode_many(self._txn.state(k), v)) for k, v in samples.items()]
+            txn = self._core.txn
+            checked = [(k, txn.session.encode_many(txn.state(k), v)) for k, v in samples.items()]
             for name, enc in checked:
-                self._txn.write(name, enc)
-
-    def _tensor_append(self, name: str, value: Any) -> None:
-        with self._write(f"append {name}"):
-            self._txn.write(name, self._txn.session.encode(self._state(name), value))
-
-    def _tensor_extend(self, name: str, values: Any) -> None:
-        with self._write(f"extend {name}"):
-            self._txn.write(name, self._txn.session.encode_many(self._state(name), values))
-
-    def _tensor_setitem(self, name: str, key: Any, value: Any) -> None:
-        with self._write(f"update {name}"):
-            state = self._state(name)
-            self._txn.flush(name)
-            pos = parse_index(key, state.length, f"tensor {name!r}")
-            if isinstance(pos, int):
-                positions, values = [pos], [value]
-            else:
-                positions = [int(p) for p in pos]
-                values = list(value)
-                if len(values) != len(positions):
-                    raise InvalidArgumentError(
-                        f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
-                        "give one per sample."
-                    )
-            session = self._txn.session
-            encoded = [session.encode(state, v) for v in values]
-            fragments = list(state.fragments)
-            for p, enc in zip(positions, encoded, strict=True):
-                session.add(state, enc)
-                (frag,) = session.flush(state)
-                fragments = _replace_sample(fragments, p, frag)
-            self._txn.set_fragments(name, fragments)
+                txn.write(name, enc)
 
     # -- history and maintenance -----------------------------------------------------------------
     def log(self) -> list[dict[str, Any]]:
@@ -452,8 +359,9 @@ class Dataset(_Samples):
         generators came from — pass it to ``eval(seed=)`` to reproduce the run.
         """
         out = []
-        for v in list_versions(self._backend):
-            m = read_manifest(self._backend, v)
+        backend = self._core.backend
+        for v in list_versions(backend):
+            m = read_manifest(backend, v)
             entry = {"version": v, "time": m.time, "message": m.message, "samples": m.sample_counts()}
             for record in parse_records(m, self.path).values():
                 if record.version == v:
@@ -463,12 +371,13 @@ class Dataset(_Samples):
 
     def reload(self) -> None:
         """Move this handle to the latest committed version (drops uncommitted changes)."""
-        latest = latest_version(self._backend)
-        base = self._txn.base
-        if latest is not None and not self._pinned:
-            base = read_manifest(self._backend, latest)
-        self._cache.clear()
-        self._txn.reset(base)
+        core = self._core
+        latest = latest_version(core.backend)
+        base = core.txn.base
+        if latest is not None and not core.pinned:
+            base = read_manifest(core.backend, latest)
+        core.cache.clear()
+        core.txn.reset(base)
 
     def compact(self) -> int:
         """Rewrite every tensor into one fragment (content unchanged); returns the new version."""
@@ -519,12 +428,13 @@ class Dataset(_Samples):
                 "Commit them first (leave the `with` block or call ds.commit()), then pickle it."
             )
         spec = self.location
-        return (_reopen, (spec.url, dict(spec.storage_options), self.version, self._read_only, self._pinned))
+        core = self._core
+        return (_reopen, (spec.url, dict(spec.storage_options), self.version, core.read_only, core.pinned))
 
     def __repr__(self) -> str:
-        mode = ", read_only=True" if self._read_only else ""
+        mode = ", read_only=True" if self._core.read_only else ""
         return (
-            f"Dataset(path={self.path!r}, version={self.version}, tensors={self._names()!r}, "
+            f"Dataset(path={self.path!r}, version={self.version}, tensors={self._core.names()!r}, "
             f"samples={len(self)}{mode})"
         )
 
@@ -549,21 +459,3 @@ def _as_sequence(name: str, values: Any) -> Any:
         f"extend() takes a sequence of samples for each tensor. Got {type(values).__name__} for {name!r}; "
         "use append() for one sample."
     )
-
-
-def _replace_sample(fragments: list[Fragment], pos: int, frag: Fragment) -> list[Fragment]:
-    out: list[Fragment] = []
-    start = 0
-    for f in fragments:
-        end = start + f.n
-        if start <= pos < end:
-            local = pos - start
-            if local:
-                out.append(f.sub(0, local))
-            out.append(frag)
-            if f.n - local - 1:
-                out.append(f.sub(local + 1, f.n - local - 1))
-        else:
-            out.append(f)
-        start = end
-    return out

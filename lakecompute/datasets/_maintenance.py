@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lakecompute import compression
+from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._records import parse_records
 from lakecompute.datasets._session import WriteSession
-from lakecompute.errors import InvalidArgumentError
 from lakecompute.htypes import Encoded
+from lakecompute.parsing import parse_count
 from lakecompute.storage import (
     DATA_CHUNK,
     INDEX_CHUNK,
@@ -64,25 +65,26 @@ def compact(ds: Dataset) -> int:
     one run in a fresh segment. Committed through the dataset's write transaction, as message
     ``compact`` (or as part of the enclosing ``with ds:`` block).
     """
-    with ds._write("compact"):
-        txn = ds._txn
+    core = core_of(ds)
+    with core.write("compact"):
+        txn = core.txn
         for name in list(txn.head.tensors):
             state = txn.state(name)
-            if state.fragments and not _is_compact(ds, state):
-                txn.set_fragments(name, _compacted(ds, state))
-    return ds.version
+            if state.fragments and not _is_compact(core, state):
+                txn.set_fragments(name, _compacted(core, state))
+    return core.version
 
 
-def _compacted(ds: Dataset, state: TensorState) -> list[Fragment]:
+def _compacted(core: DatasetCore, state: TensorState) -> list[Fragment]:
     """The fragments of ``state`` rewritten as one run."""
     name = state.spec.name
-    reader = ds._reader(name)
+    reader = core.reader(name)
     shapes = {f.shape for f in state.fragments}
     if state.spec.kind == "array" and None not in shapes and len(shapes) == 1 and state.spec.dtype:
-        return [_write_typed(ds, reader, state)]
+        return [_write_typed(core, reader, state)]
     if state.spec.kind == "array" and state.spec.dtype:
-        return [_write_stream(ds, reader, state)]
-    session = WriteSession(ds._txn.slots.new_slot)
+        return [_write_stream(core, reader, state)]
+    session = WriteSession(core.txn.slots.new_slot)
     if state.spec.kind == "bytes" or None in shapes or len(shapes) > 1:
         session.prefer_indexed(name)
     frags: list[Fragment] = []
@@ -101,7 +103,7 @@ def _compacted(ds: Dataset, state: TensorState) -> list[Fragment]:
     return frags
 
 
-def _is_compact(ds: Dataset, state: TensorState) -> bool:
+def _is_compact(core: DatasetCore, state: TensorState) -> bool:
     if len(state.fragments) != 1:
         return False
     f = state.fragments[0]
@@ -111,11 +113,11 @@ def _is_compact(ds: Dataset, state: TensorState) -> bool:
     if f.seg.startswith(TYPED_PREFIX) or state.spec.kind == "bytes":
         return True
     # Numeric samples of varying shapes are compact once they are a typed stream of their own.
-    data = ds._cache.array(f"segments/{f.seg}/data")
+    data = core.cache.array(f"segments/{f.seg}/data")
     return f.shape is None and data.attrs.get("lakecompute") == STREAM_SEGMENT
 
 
-def _write_stream(ds: Dataset, reader: ColumnReader, state: TensorState) -> Fragment:
+def _write_stream(core: DatasetCore, reader: ColumnReader, state: TensorState) -> Fragment:
     """Copy numeric samples of varying shapes into a new *typed stream* segment; returns its fragment.
 
     The segment's ``data`` array has the tensor's dtype (not bytes) and exactly as many values as the
@@ -134,15 +136,15 @@ def _write_stream(ds: Dataset, reader: ColumnReader, state: TensorState) -> Frag
         rows[:, 1:] = reader.shapes(0, n)
     rows[:, 0] = np.prod(rows[:, 1:], axis=1) if ndim else 1
     total = int(rows[:, 0].sum())
-    seg = ds._txn.slots.new_id()
+    seg = core.txn.slots.new_id()
     # Checksummed, and every chunk stored (a missing one is damage, not zeros), like every typed array.
     data = create_typed_array(
-        ds._cache.store, f"segments/{seg}/data", (total,), (DATA_CHUNK,), dtype,
+        core.cache.store, f"segments/{seg}/data", (total,), (DATA_CHUNK,), dtype,
         compression.zarr_compressors(state.spec.chunk_compression),
         {"lakecompute": STREAM_SEGMENT, "tensor": state.spec.name},
     )  # fmt: skip
     index = create_typed_array(
-        ds._cache.store, f"segments/{seg}/index", (rows.size,), (INDEX_CHUNK,), np.dtype("int64"),
+        core.cache.store, f"segments/{seg}/index", (rows.size,), (INDEX_CHUNK,), np.dtype("int64"),
         compression.zarr_compressors("zstd"), {"lakecompute": "segment-index"},
     )  # fmt: skip
     index[:] = rows.reshape(-1)
@@ -155,7 +157,7 @@ def _write_stream(ds: Dataset, reader: ColumnReader, state: TensorState) -> Frag
     return Fragment(seg, 0, total, n, dtype.name, None, 0, ndim, 0, n)
 
 
-def _write_typed(ds: Dataset, reader: ColumnReader, state: TensorState) -> Fragment:
+def _write_typed(core: DatasetCore, reader: ColumnReader, state: TensorState) -> Fragment:
     """Copy a fixed-shape numeric tensor into a new typed zarr array; returns its fragment."""
     shape = state.fragments[0].shape
     assert shape is not None
@@ -165,9 +167,9 @@ def _write_typed(ds: Dataset, reader: ColumnReader, state: TensorState) -> Fragm
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
     chunks = typed_chunks(shape, dtype.itemsize)
     rows = chunks[0]
-    path = f"tensors/{state.spec.name}/{ds._txn.slots.new_id()}"
+    path = f"tensors/{state.spec.name}/{core.txn.slots.new_id()}"
     arr = create_typed_array(
-        ds._cache.store,
+        core.cache.store,
         path,
         (n, *shape),
         chunks,
@@ -245,10 +247,9 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     Returns:
         Counts of removed ``versions``, ``segments`` and ``chunks``.
     """
-    if keep_versions is not None and keep_versions < 1:
-        raise InvalidArgumentError(f"keep_versions must be at least 1 (or None). Got {keep_versions}.")
+    keep_versions = parse_count("keep_versions", keep_versions, 1, optional=True)
     ds.check_writable()
-    backend = ds._backend
+    backend = core_of(ds).backend
     let_go_released(backend.url)  # this process's writers that committed: they start new segments next
     stored = _Stored.list(backend)
     now = time.time()

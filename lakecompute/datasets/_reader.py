@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lakecompute.datasets._core import core_of
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, LakeComputeError
 from lakecompute.htypes import Encoded, decode_sample
 from lakecompute.storage import Fragment, Locator, Run, TensorState, undecodable_error
@@ -150,7 +151,7 @@ class ColumnReader:
         return out
 
     # -- gather access ------------------------------------------------------------------------
-    def read(
+    def read_at(
         self, positions: np.ndarray, stack: Literal["samples", "fragments"] = "samples"
     ) -> np.ndarray | list[Any]:
         """The samples at ``positions`` (any order, repeats allowed), stacked or as a list.
@@ -238,22 +239,23 @@ class RowReader:
         >>> ds = lc.empty("mem://row-reader-doc", overwrite=True)
         >>> _ = ds.create_tensor("x", dtype="int16")
         >>> ds.x.extend(np.arange(10))
-        >>> RowReader(ds, ["x"]).read(np.array([7, 2, 7]))["x"].tolist()
+        >>> RowReader(ds, ["x"]).read_rows(np.array([7, 2, 7]))["x"].tolist()
         [7, 2, 7]
     """
 
     def __init__(self, ds: Dataset, names: Sequence[str]) -> None:
-        self.cache = ds._cache
-        self._columns = {name: ds._reader(name) for name in names}
+        core = core_of(ds)
+        self.cache = core.cache
+        self._columns = {name: core.reader(name) for name in names}
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         """The shape every sample of ``name`` has, or None when they differ (read as lists)."""
         return self._columns[name].shape
 
-    def read(self, positions: np.ndarray) -> dict[str, np.ndarray | list[Any]]:
+    def read_rows(self, positions: np.ndarray) -> dict[str, np.ndarray | list[Any]]:
         """The samples at ``positions`` (dataset positions, any order) of every tensor, by name."""
         positions = np.asarray(positions, dtype=np.int64)
-        return {name: column.read(positions) for name, column in self._columns.items()}
+        return {name: column.read_at(positions) for name, column in self._columns.items()}
 
 
 class StreamReader:
@@ -269,7 +271,8 @@ class StreamReader:
     """
 
     def __init__(self, ds: Dataset, name: str) -> None:
-        state = ds._state(name)
+        core = core_of(ds)
+        state = core.state(name)
         spec = state.spec
         if spec.kind != "array" or spec.dtype is None or state.ndim not in (None, 1):
             raise InvalidTypeError(
@@ -278,7 +281,7 @@ class StreamReader:
                 "token ids."
             )
         self.dtype = np.dtype(spec.dtype)
-        self._locator = ds._reader(name).locator
+        self._locator = core.reader(name).locator
         self.cache = self._locator.cache
         try:
             self._runs: list[Run] = [self._locator.run(j) for j in range(len(self._locator.frags))]
@@ -311,15 +314,15 @@ class StreamReader:
         bounds = self._locator.starts
         return bounds[max(j0, 0)], bounds[min(j1 + 1, len(bounds) - 1)]
 
-    def read(self, start: int, stop: int) -> np.ndarray:
+    def read_values(self, start: int, stop: int) -> np.ndarray:
         """Values ``start .. stop`` of the stream (the caller's own array)."""
         self._check(start, stop)
         try:
-            return self._read(start, stop)
+            return self._read_values(start, stop)
         except DatasetCorruptError as exc:
             raise self._locator.located(exc, *self._samples(start, stop)) from exc
 
-    def _read(self, start: int, stop: int) -> np.ndarray:
+    def _read_values(self, start: int, stop: int) -> np.ndarray:
         parts: list[np.ndarray] = []
         j = int(np.searchsorted(self.starts, start, side="right")) - 1
         pos = start
@@ -363,5 +366,5 @@ class StreamReader:
             items = run.first + (starts[sel] - self.starts[j]) * run.unit
             out[sel] = self.cache.gather(run.path, items, width * run.unit).view(run.dtype)
         for i in np.flatnonzero(~whole).tolist():
-            out[i] = self._read(int(starts[i]), int(starts[i]) + width)
+            out[i] = self._read_values(int(starts[i]), int(starts[i]) + width)
         return out

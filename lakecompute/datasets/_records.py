@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lakecompute.errors import DatasetCorruptError
+from lakecompute.parsing import parse_count
 from lakecompute.storage import Fragment, Manifest, version_key
 
 __all__ = [
@@ -162,12 +163,12 @@ class EvalRecord:
         return cls(
             fingerprint=fingerprint,
             status=status,
-            done=_count(obj["done"]),
-            outputs={str(k): _count(v) for k, v in dict(obj["outputs"]).items()},
+            done=parse_count("done", obj["done"]),
+            outputs={str(k): parse_count(f"outputs[{k!r}]", v) for k, v in dict(obj["outputs"]).items()},
             failed=tuple(FailedSample.from_json(r) for r in obj.get("failed", [])),
-            failed_count=_count(obj.get("failed_count", len(obj.get("failed", [])))),
-            base_version=_count(obj.get("base_version", 0)),
-            version=_count(obj.get("version", 0)),
+            failed_count=parse_count("failed_count", obj.get("failed_count", len(obj.get("failed", [])))),
+            base_version=parse_count("base_version", obj.get("base_version", 0)),
+            version=parse_count("version", obj.get("version", 0)),
             label=str(obj.get("label", obj.get("functions", ""))),  # "functions": records before 0.2
             seed=None if seed is None else int(seed),
             in_place=bool(obj.get("in_place", False)),
@@ -180,12 +181,6 @@ class EvalRecord:
             seconds=float(obj.get("seconds", 0.0)),
             job=str(obj.get("job", "")),
         )
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a count (an int >= 0), got {value!r}")
-    return value
 
 
 def as_reference(obj: dict[str, Any]) -> dict[str, Any]:
@@ -205,10 +200,10 @@ def reference_of(
         DatasetCorruptError: the reference is malformed.
     """
     try:
-        at, status = _count(obj["at"]), obj["status"]
+        at, status = parse_count("at", obj["at"]), obj["status"]
         if status not in ("running", "done"):
             raise ValueError(f"status {status!r}")
-        return at, EvalRecord(fingerprint, status, _count(obj.get("done", 0)), {}, version=at)
+        return at, EvalRecord(fingerprint, status, parse_count("done", obj.get("done", 0)), {}, version=at)
     except (ValueError, TypeError, KeyError) as exc:
         reason = f"eval record reference {fingerprint!r}: {type(exc).__name__}: {exc}"
         raise DatasetCorruptError(url, version_key(manifest.version), reason) from exc

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
-from lakecompute.datasets._views import DatasetView
+from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import open_backend, read_manifest
 
@@ -55,7 +56,7 @@ class Snapshot:
         backend = open_backend(self.url, self.storage_options)
         ds = Dataset(backend, read_manifest(backend, self.version), read_only=True, pinned=True)
         if cache_bytes is not None:
-            ds._cache.max_bytes = cache_bytes
+            core_of(ds).cache.max_bytes = cache_bytes
         return ds
 
 
@@ -65,20 +66,21 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
     Raises:
         InvalidArgumentError: the dataset has uncommitted changes (workers could not see them).
     """
-    base = data._base_ds()
+    base = base_dataset(data)
     if base.has_pending_changes:
         raise InvalidArgumentError(
             f"Dataset {base.path!r} has uncommitted changes, which a loader cannot read. "
             "Commit them first (leave the `with` block or call ds.commit())."
         )
     positions = data.positions if isinstance(data, DatasetView) else range(len(base))
-    backend = base._backend
+    core = core_of(base)
+    backend = core.backend
     return Snapshot(
         base.location.url,
         dict(base.location.storage_options),
         base.version,
         positions,
-        tuple(base._names()),
+        tuple(core.names()),
         backend.fork_safe,
         backend.shared_between_processes,
     )

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import Positions, compose, parse_index
-from lakecompute.errors import InvalidTypeError, RaggedShapeError, ReadOnlyError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, RaggedShapeError, ReadOnlyError
+from lakecompute.storage import Fragment
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
@@ -41,8 +43,8 @@ def _stack(values: list[Any], name: str) -> np.ndarray:
     return np.stack([np.asarray(v) for v in values])
 
 
-class _Readable:
-    """Reading shared by whole tensors and selections of them."""
+class _Readable(HasCore):
+    """Reading shared by whole tensors and selections of them (through the dataset's core)."""
 
     _ds: Dataset
     name: str
@@ -51,20 +53,20 @@ class _Readable:
     def htype(self) -> str:
         """The htype: ``generic``, ``image``, ``class_label``, ``embedding``, ``text``, ``json``, ``bbox``,
         ``binary_mask``, ``segment_mask``, ``keypoints`` or ``polygon``."""
-        return self._ds._state(self.name).spec.htype
+        return self._core.state(self.name).spec.htype
 
     @property
     def sample_compression(self) -> str | None:
         """How each sample is encoded (``png``, ``jpeg``, ``webp``), or None."""
-        return self._ds._state(self.name).spec.sample_compression
+        return self._core.state(self.name).spec.sample_compression
 
     @property
     def info(self) -> TensorInfo:
         """The tensor's info; ``info.class_names`` for class_label tensors."""
-        return TensorInfo(self._ds._state(self.name).info)
+        return TensorInfo(self._core.state(self.name).info)
 
     def _reader(self) -> ColumnReader:
-        return self._ds._reader(self.name)
+        return self._core.reader(self.name)
 
     def _positions(self) -> Positions:
         raise NotImplementedError
@@ -76,7 +78,7 @@ class _Readable:
             return reader.read_one(pos)
         if isinstance(pos, range) and pos.step == 1:
             return reader.read_range(pos.start, pos.stop) if len(pos) else []
-        return list(reader.read(np.asarray(pos, dtype=np.int64), stack="fragments"))
+        return list(reader.read_at(np.asarray(pos, dtype=np.int64), stack="fragments"))
 
     def numpy(self, aslist: bool = False) -> Any:
         """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.
@@ -108,7 +110,7 @@ class _Readable:
         return self._decoded("json", "text")
 
     def _decoded(self, *htypes: str) -> Any:
-        htype = self._ds._state(self.name).spec.htype
+        htype = self._core.state(self.name).spec.htype
         if htype not in htypes:
             raise InvalidTypeError(
                 f"Tensor {self.name!r} has htype {htype!r}; text() is for text tensors and data() for json "
@@ -124,7 +126,7 @@ class _Readable:
         Raises:
             InvalidTypeError: not one sample (``ds.images[3]``), or a tensor stored as arrays.
         """
-        spec = self._ds._state(self.name).spec
+        spec = self._core.state(self.name).spec
         pos = self._positions()
         if not isinstance(pos, int) or spec.kind != "bytes":
             raise InvalidTypeError(
@@ -150,11 +152,16 @@ class TensorView(_Readable):
 
     def __init__(self, ds: Dataset, name: str, positions: Positions) -> None:
         self._ds = ds
+        self._core = core_of(ds)
         self.name = name
         self._pos = positions
 
     def _positions(self) -> Positions:
         return self._pos
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The dataset travels as where it lives (Dataset.__reduce__); the core is its reopened handle's.
+        return (TensorView, (self._ds, self.name, self._pos))
 
     def __len__(self) -> int:
         if isinstance(self._pos, int):
@@ -221,39 +228,43 @@ class Tensor(_Readable):
     """A named column of a dataset: ``ds.images`` or ``ds["images"]``."""
 
     def __init__(self, ds: Dataset, name: str) -> None:
-        self._ds = ds
+        self._ds = ds  # the handle, for what takes one (blocks())
+        self._core = core_of(ds)
         self.name = name
 
     def _positions(self) -> Positions:
         return range(len(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Tensor, (self._ds, self.name))  # reopened with its dataset, like a view
 
     # -- description -----------------------------------------------------------------------------
 
     @property
     def dtype(self) -> np.dtype[Any] | None:
         """The numpy dtype (None for a generic tensor nothing has been written to; object for text/json)."""
-        spec = self._ds._state(self.name).spec
+        spec = self._core.state(self.name).spec
         if spec.dtype in ("str", "json"):
             return np.dtype(object)
         if spec.dtype is None:
-            state = self._ds._state(self.name)
+            state = self._core.state(self.name)
             kinds = {np.dtype(f.dtype) for f in state.fragments}
             return np.dtype(np.result_type(*kinds)) if kinds else None
         return np.dtype(spec.dtype)
 
     @property
     def chunk_compression(self) -> str | None:
-        return self._ds._state(self.name).spec.chunk_compression
+        return self._core.state(self.name).spec.chunk_compression
 
     @property
     def meta(self) -> dict[str, Any]:
-        state = self._ds._state(self.name)
+        state = self._core.state(self.name)
         return {**state.spec.to_json(), "ndim": state.ndim, "info": dict(state.info)}
 
     @property
     def shape(self) -> tuple[int | None, ...]:
         """(length, *sample shape), with None in dimensions where samples differ."""
-        state = self._ds._state(self.name)
+        state = self._core.state(self.name)
         n = len(self)
         if state.spec.htype in ("text", "json"):
             return (n,)
@@ -269,10 +280,10 @@ class Tensor(_Readable):
 
     @property
     def ndim(self) -> int | None:
-        return self._ds._state(self.name).ndim
+        return self._core.state(self.name).ndim
 
     def __len__(self) -> int:
-        return self._ds._tensor_length(self.name)
+        return self._core.length(self.name)
 
     # -- reading -------------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> TensorView:
@@ -322,14 +333,58 @@ class Tensor(_Readable):
     # -- writing -------------------------------------------------------------------------------
     def append(self, value: Any) -> None:
         """Append one sample."""
-        self._ds._tensor_append(self.name, value)
+        core, name = self._core, self.name
+        with core.write(f"append {name}"):
+            core.txn.write(name, core.txn.session.encode(core.state(name), value))
 
     def extend(self, values: Any) -> None:
         """Append many samples (a list, or an array stacked on its first axis)."""
-        self._ds._tensor_extend(self.name, values)
+        core, name = self._core, self.name
+        with core.write(f"extend {name}"):
+            core.txn.write(name, core.txn.session.encode_many(core.state(name), values))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._ds._tensor_setitem(self.name, key, value)
+        core, name = self._core, self.name
+        with core.write(f"update {name}"):
+            state = core.state(name)
+            core.txn.flush(name)
+            pos = parse_index(key, state.length, f"tensor {name!r}")
+            if isinstance(pos, int):
+                positions, values = [pos], [value]
+            else:
+                positions = [int(p) for p in pos]
+                values = list(value)
+                if len(values) != len(positions):
+                    raise InvalidArgumentError(
+                        f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
+                        "give one per sample."
+                    )
+            session = core.txn.session
+            encoded = [session.encode(state, v) for v in values]
+            fragments = list(state.fragments)
+            for p, enc in zip(positions, encoded, strict=True):
+                session.add(state, enc)
+                (frag,) = session.flush(state)
+                fragments = _replace_sample(fragments, p, frag)
+            core.txn.set_fragments(name, fragments)
 
     def __repr__(self) -> str:
         return f"Tensor(name={self.name!r}, htype={self.htype!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+def _replace_sample(fragments: list[Fragment], pos: int, frag: Fragment) -> list[Fragment]:
+    out: list[Fragment] = []
+    start = 0
+    for f in fragments:
+        end = start + f.n
+        if start <= pos < end:
+            local = pos - start
+            if local:
+                out.append(f.sub(0, local))
+            out.append(frag)
+            if f.n - local - 1:
+                out.append(f.sub(local + 1, f.n - local - 1))
+        else:
+            out.append(f)
+        start = end
+    return out

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
+from lakecompute.parsing import parse_count
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
@@ -136,6 +137,7 @@ def _sizes(fractions: Sequence[float], n: int) -> list[int]:
 
 def random_split(data: Dataset | DatasetView, fractions: Sequence[float], seed: int) -> list[DatasetView]:
     """Views of disjoint random subsets of ``data`` (see ``Dataset.random_split``)."""
+    seed = parse_count("seed", seed)
     n = len(data)
     sizes = _sizes(fractions, n)
     order = np.random.default_rng(seed).permutation(n)

@@ -8,22 +8,25 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import compose
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     import ray.data
 
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.loaders import Batches, LakeDataLoader
+    from lakecompute.loaders import Batches, LakeDataLoader, LoaderKwargs, TorchLoaderKwargs
 
 __all__ = ["DatasetView", "Row", "base_dataset"]
 
 
-class _Reading:
-    """Read access shared by datasets, views and rows."""
+class _Reading(HasCore):
+    """Read access shared by datasets, views and rows (through the dataset's core)."""
 
     def _base_ds(self) -> Dataset:
         raise NotImplementedError
@@ -55,16 +58,7 @@ class _Samples(_Reading):
         self,
         batch_size: int,
         tensors: str | Sequence[str] | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
+        **options: Unpack[LoaderKwargs],
     ) -> Batches:
         """Iterate over the samples in batches (a dataset's committed version, or a view's selection):
         dicts of numpy arrays, one per step.
@@ -81,20 +75,8 @@ class _Samples(_Reading):
         Args:
             batch_size: samples per batch.
             tensors: the tensors to read (a name or names); None for all.
-            shuffle: draw a new order for every ``(seed, epoch)``.
-            seed: the seed of the order and of a compute transform's per-sample ``rng``.
-            epoch: the epoch (each has its own order and its own transform draws).
-            drop_last: leave out the tail that would make a short or uneven last batch.
-            rank: this process's rank (0 .. world_size - 1).
-            world_size: how many ranks share the epoch.
-            start_from_step: resume: yield exactly the batches an uninterrupted run with the same
-                options (``num_workers`` too) yields from this step on, found in O(1); samples of
-                skipped steps are never read.
-            transform: a compute function or pipeline (``@lc.compute``), run on each sample in the
-                workers with an ``rng`` derived from ``(seed, epoch, index)``, or a callable taking and
-                returning the batch dict.
-            num_workers: loader worker processes that read and decode; 0 reads in this process.
-            prefetch: batches each worker may read ahead (memory is bounded by it, not by the dataset).
+            **options: the options of `lakecompute.loaders.LoaderKwargs`, by keyword (memory is bounded
+                by ``prefetch``, not by the dataset).
 
         Returns:
             A loader of ``{tensor: array}`` dicts (a list of arrays for a tensor whose samples
@@ -119,40 +101,26 @@ class _Samples(_Reading):
         """
         from lakecompute.loaders import LoaderOptions, batches
 
-        # Every argument but tensors is a loader option, checked here once and passed on whole.
-        options = LoaderOptions.parse(**LoaderOptions.pick(locals()))
-        return batches(cast("Dataset | DatasetView", self), tensors, options)
+        # Checked here once, at the user's call, and passed on whole.
+        parsed = LoaderOptions.parse("batches", batch_size, options)
+        return batches(cast("Dataset | DatasetView", self), tensors, parsed)
 
     def pytorch(
         self,
         batch_size: int,
         tensors: str | Sequence[str] | None = None,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int | None = None,
-        world_size: int | None = None,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-        collate_fn: Callable[[Any], Any] | None = None,
-        pin_memory: bool = False,
+        **options: Unpack[TorchLoaderKwargs],
     ) -> LakeDataLoader:
         """A ``torch.utils.data.DataLoader`` over the samples (a dataset or a view), batched and sharded like
         `batches` (numpy arrays arrive as tensors).
 
-        Takes the options of `batches`, and:
+        It takes the options of `batches`, and ``collate_fn`` and ``pin_memory``; ``num_workers`` are
+        the DataLoader's worker processes (each reads and decodes its own samples).
 
         Args:
-            rank: defaults to ``torch.distributed.get_rank()`` when torch.distributed is initialised,
-                else 0.
-            world_size: defaults to ``torch.distributed.get_world_size()`` likewise, else 1.
-            num_workers: the DataLoader's worker processes; each reads and decodes its own samples.
-            prefetch: the DataLoader's ``prefetch_factor`` (batches each worker reads ahead).
-            collate_fn: applied to each batch dict (default: numpy arrays become tensors).
-            pin_memory: the DataLoader's ``pin_memory``.
+            batch_size: samples per batch.
+            tensors: the tensors to read (a name or names); None for all.
+            **options: the options of `lakecompute.loaders.TorchLoaderKwargs`, by keyword.
 
         Returns:
             A real DataLoader (`lakecompute.loaders.LakeDataLoader`): each pass is the next epoch,
@@ -167,8 +135,8 @@ class _Samples(_Reading):
         """
         from lakecompute.loaders import LoaderOptions, pytorch
 
-        options = LoaderOptions.parse(**LoaderOptions.pick(locals()))
-        return pytorch(cast("Dataset | DatasetView", self), tensors, options)
+        parsed = LoaderOptions.parse("pytorch", batch_size, options)
+        return pytorch(cast("Dataset | DatasetView", self), tensors, parsed)
 
     def to_ray(
         self, tensors: str | Sequence[str] | None = None, rows_per_block: int = 1024
@@ -253,10 +221,15 @@ class DatasetView(_Samples):
 
     def __init__(self, ds: Dataset, positions: range | np.ndarray) -> None:
         self._ds = ds
+        self._core = core_of(ds)
         self._pos = positions
 
     def _base_ds(self) -> Dataset:
         return self._ds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The dataset travels as where it lives (Dataset.__reduce__); the core is its reopened handle's.
+        return (DatasetView, (self._ds, self._pos))
 
     @property
     def info(self) -> DatasetInfo:
@@ -282,14 +255,14 @@ class DatasetView(_Samples):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._names()}
+        return {name: TensorView(self._ds, name, self._pos) for name in self._core.names()}
 
     def __len__(self) -> int:
         return len(self._pos)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            self._ds._state(key)
+            self._core.state(key)
             return TensorView(self._ds, key, self._pos)
         pos = compose(self._pos, key)
         if isinstance(pos, int):
@@ -327,10 +300,14 @@ class Row(_Reading):
 
     def __init__(self, ds: Dataset, position: int) -> None:
         self._ds = ds
+        self._core = core_of(ds)
         self._pos = position
 
     def _base_ds(self) -> Dataset:
         return self._ds
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Row, (self._ds, self._pos))  # reopened with its dataset, like a view
 
     @property
     def index(self) -> int:
@@ -338,20 +315,20 @@ class Row(_Reading):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._ds._names()}
+        return {name: TensorView(self._ds, name, self._pos) for name in self._core.names()}
 
     def __getitem__(self, key: Any) -> Any:
         if not isinstance(key, str):
             raise InvalidTypeError(f"A row is indexed by tensor name. Got {type(key).__name__}: {key!r}.")
-        self._ds._state(key)
+        self._core.state(key)
         return TensorView(self._ds, key, self._pos)
 
     def keys(self) -> list[str]:
-        return list(self._ds._names())
+        return self._core.names()
 
     def to_dict(self) -> dict[str, Any]:
         """The row's values by tensor name (arrays, or str/values for text/json)."""
-        return {name: view._values() for name, view in self.tensors.items()}
+        return {name: self._core.reader(name).read_one(self._pos) for name in self._core.names()}
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):

@@ -21,10 +21,11 @@ from lakecompute.datasets import Dataset, DatasetView, StreamReader, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.loaders._blocks import TokenBlocks
 from lakecompute.loaders._loader import Batches
-from lakecompute.loaders._options import LoaderOptions
-from lakecompute.loaders._plan import IndexPlan, _check_int
+from lakecompute.loaders._options import LoaderKwargs, LoaderOptions, TorchLoaderKwargs
+from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.loaders._state import LoaderCursor
+from lakecompute.parsing import parse_count
 
 if TYPE_CHECKING:
     import ray.data
@@ -36,8 +37,10 @@ __all__ = [
     "IndexPlan",
     "LakeDataLoader",
     "LoaderCursor",
+    "LoaderKwargs",
     "LoaderOptions",
     "TokenBlocks",
+    "TorchLoaderKwargs",
     "batches",
     "blocks",
     "make_batches",
@@ -171,7 +174,7 @@ def blocks(data: Dataset, tensor: str, seq_len: int, next_token: bool = True) ->
         InvalidTypeError: the tensor does not hold 1-D integer samples.
         InvalidArgumentError: ``seq_len`` is less than 1.
     """
-    _check_int("seq_len", seq_len, 1)
+    seq_len = parse_count("seq_len", seq_len, 1)
     t = data[tensor]
     if t.dtype is not None and (t.dtype.kind not in "iu" or t.ndim not in (None, 1)):
         raise InvalidTypeError(

@@ -6,8 +6,7 @@ blocks of any length, without tokenizing again and without holding the stream in
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,8 +15,11 @@ from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._sources import TokenSource, _TokenBatches
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from lakecompute.loaders import LakeDataLoader
     from lakecompute.loaders._loader import Batches
+    from lakecompute.loaders._options import LoaderKwargs, TorchLoaderKwargs
 
 __all__ = ["TokenBlocks"]
 
@@ -87,52 +89,34 @@ class TokenBlocks:
             raise SampleIndexError(f"Block {i} is out of range for {n} blocks of {self.seq_len} values.")
         if self._reader is None:
             self._reader = self.source.open()
-        batch = self._reader.read(np.array([j], dtype=np.int64))
+        batch = self._reader.read_batch(np.array([j], dtype=np.int64))
         if self.next_token:
             return batch["x"][0], batch["y"][0]
         x: np.ndarray = batch["x"][0]
         return x
 
-    def batches(
-        self,
-        batch_size: int,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int = 0,
-        world_size: int = 1,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-    ) -> Batches:
+    def batches(self, batch_size: int, **options: Unpack[LoaderKwargs]) -> Batches:
         """Batches ``{"x": (n, seq_len), "y": (n, seq_len)}`` of blocks, with the options of
-        `lakecompute.Dataset.batches` (sharding, resume, transform, workers)."""
+        `lakecompute.Dataset.batches` (sharding, resume, transform, workers).
+
+        Args:
+            batch_size: blocks per batch.
+            **options: the options of `lakecompute.loaders.LoaderKwargs`, by keyword.
+        """
         from lakecompute.loaders import make_batches
 
-        return make_batches(self.source, LoaderOptions.parse(**LoaderOptions.pick(locals())))
+        return make_batches(self.source, LoaderOptions.parse("batches", batch_size, options))
 
-    def pytorch(
-        self,
-        batch_size: int,
-        shuffle: bool = False,
-        seed: int = 0,
-        epoch: int = 0,
-        drop_last: bool = False,
-        rank: int | None = None,
-        world_size: int | None = None,
-        start_from_step: int = 0,
-        transform: Any = None,
-        num_workers: int = 0,
-        prefetch: int = 2,
-        collate_fn: Callable[[Any], Any] | None = None,
-        pin_memory: bool = False,
-    ) -> LakeDataLoader:
-        """A torch DataLoader of block batches, with the options of `lakecompute.Dataset.pytorch`."""
+    def pytorch(self, batch_size: int, **options: Unpack[TorchLoaderKwargs]) -> LakeDataLoader:
+        """A torch DataLoader of block batches, with the options of `lakecompute.Dataset.pytorch`.
+
+        Args:
+            batch_size: blocks per batch.
+            **options: the options of `lakecompute.loaders.TorchLoaderKwargs`, by keyword.
+        """
         from lakecompute.loaders import make_dataloader
 
-        return make_dataloader(self.source, LoaderOptions.parse(**LoaderOptions.pick(locals())))
+        return make_dataloader(self.source, LoaderOptions.parse("pytorch", batch_size, options))
 
     def __repr__(self) -> str:
         return (

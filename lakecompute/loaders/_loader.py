@@ -104,7 +104,7 @@ class StepReader:
         self.spec = spec
         self._state: tuple[Any, BatchTransform, np.ndarray | None] | None = None
 
-    def read(self, step: int) -> dict[str, Any]:
+    def read_step(self, step: int) -> dict[str, Any]:
         """The batch of step ``step``, transformed."""
         if self._state is None:
             plan = self.spec.plan
@@ -115,7 +115,7 @@ class StepReader:
             )
         reader, apply, order = self._state
         indices = self.spec.plan.step_indices(step, order)
-        return apply(reader.read(indices), indices)
+        return apply(reader.read_batch(indices), indices)
 
     def __call__(self, task: LoaderStep, progress: ProgressFn) -> dict[str, Any] | WorkerFailure:
         """The scheduler's task function: the batch of one step, or why reading it failed.
@@ -124,7 +124,7 @@ class StepReader:
         the batches before it (the scheduler would raise it as soon as it arrived).
         """
         try:
-            return self.read(task.step)
+            return self.read_step(task.step)
         except Exception as exc:
             return WorkerFailure(pickle_exception(exc))
 
@@ -136,7 +136,7 @@ def worker_batches(spec: LoaderSpec, worker: int) -> Iterator[dict[str, Any]]:
     """
     reader = StepReader(spec)
     for step in spec.plan.worker_steps(worker):
-        yield reader.read(step)
+        yield reader.read_step(step)
 
 
 def _scheduler(spec: LoaderSpec, num_workers: int) -> Scheduler:

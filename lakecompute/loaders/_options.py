@@ -1,15 +1,67 @@
-"""The options of a loader run, checked once at the user's call and carried whole from there down."""
+"""The options of a loader run: typed once (`LoaderKwargs`, `TorchLoaderKwargs`), checked once at the
+user's call (`LoaderOptions.parse`) and carried whole from there down."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
-from lakecompute.loaders._plan import IndexPlan, _check_int
+from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._transform import check_transform
+from lakecompute.parsing import parse_count, parse_flag, parse_keywords
 
-__all__ = ["LoaderOptions"]
+__all__ = ["LoaderKwargs", "LoaderOptions", "TorchLoaderKwargs"]
+
+
+class _CommonKwargs(TypedDict, total=False):
+    """The options ``batches()`` and ``pytorch()`` share (each optional)."""
+
+    shuffle: bool
+    """Draw a new order for every ``(seed, epoch)`` (default False)."""
+    seed: int
+    """The seed of the order and of a compute transform's per-sample ``rng`` (default 0)."""
+    epoch: int
+    """The epoch: each has its own order and its own transform draws (default 0)."""
+    drop_last: bool
+    """Leave out the tail that would make a short or uneven last batch (default False)."""
+    start_from_step: int
+    """Resume: yield exactly the batches an uninterrupted run with the same options (``num_workers``
+    too) yields from this step on, found in O(1); samples of skipped steps are never read (default 0)."""
+    transform: Any
+    """A compute function or pipeline (``@lc.compute``), run on each sample in the workers with an
+    ``rng`` derived from ``(seed, epoch, index)``, or a callable taking and returning a batch dict
+    (default None)."""
+    num_workers: int
+    """Loader worker processes that read and decode; 0 (the default) reads in this process."""
+    prefetch: int
+    """Batches each worker may read ahead (default 2; ``pytorch()``: the DataLoader's
+    ``prefetch_factor``)."""
+
+
+class LoaderKwargs(_CommonKwargs, total=False):
+    """The keyword options of ``batches()`` (`lakecompute.Dataset.batches`), each optional."""
+
+    rank: int
+    """This process's rank, ``0 .. world_size - 1`` (default 0)."""
+    world_size: int
+    """How many ranks share the epoch (default 1)."""
+
+
+class TorchLoaderKwargs(_CommonKwargs, total=False):
+    """The keyword options of ``pytorch()`` (`lakecompute.Dataset.pytorch`), each optional."""
+
+    rank: int | None
+    """This process's rank; None (the default): ``torch.distributed.get_rank()`` when torch.distributed
+    is initialised, else 0 (read when each pass starts)."""
+    world_size: int | None
+    """How many ranks share the epoch; None (the default): ``torch.distributed.get_world_size()``
+    likewise, else 1."""
+    collate_fn: Callable[[Any], Any] | None
+    """Applied to each batch dict (default None: numpy arrays become tensors)."""
+    pin_memory: bool
+    """The DataLoader's ``pin_memory`` (default False)."""
+
 
 # Each count and the least value it may take. rank and world_size may also be None: pytorch()'s
 # "torch.distributed's, when it is initialised", filled in before a plan is made (`plan` refuses None,
@@ -25,7 +77,7 @@ _LEAST = {
     "prefetch": 1,
 }
 _DISTRIBUTED = ("rank", "world_size")
-# Flags are taken for their truth, as they always were (shuffle=1 shuffles).
+# Flags follow `lakecompute.parsing.parse_flag`, like every other call's: True or False (numpy bools too).
 _FLAGS = ("shuffle", "drop_last", "pin_memory")
 
 
@@ -65,32 +117,29 @@ class LoaderOptions:
     pin_memory: bool = False
 
     @classmethod
-    def parse(cls, **options: Any) -> LoaderOptions:
-        """Check the options of ``batches()`` or ``pytorch()``; counts become ints and flags bools.
+    def parse(cls, call: str, batch_size: object, options: Mapping[str, Any]) -> LoaderOptions:
+        """Check the options of ``call`` (``"batches"``: `LoaderKwargs`; ``"pytorch"``:
+        `TorchLoaderKwargs`); counts become ints and flags bools.
 
         Raises:
-            InvalidTypeError: a count that is not an int, or a transform that is not callable.
+            InvalidTypeError: a count that is not an int, a transform that is not callable, or an
+                option ``call`` does not take.
             InvalidArgumentError: a count out of range (``batch_size`` < 1, a negative ``seed``, ...).
         """
-        checked = dict(options)
+        known = TorchLoaderKwargs.__optional_keys__ if call == "pytorch" else LoaderKwargs.__optional_keys__
+        parse_keywords(call, options, known)
+        checked = {"batch_size": batch_size, **options}
         for name, least in _LEAST.items():
-            if name in options and not (name in _DISTRIBUTED and options[name] is None):
-                checked[name] = _check_int(name, options[name], least)
+            if name in checked and not (name in _DISTRIBUTED and checked[name] is None):
+                checked[name] = parse_count(name, checked[name], least)
         for name in _FLAGS:
-            if name in options:
-                checked[name] = bool(options[name])
-        check_transform(options.get("transform"))
+            if name in checked:
+                checked[name] = parse_flag(name, checked[name])
+        if call == "pytorch":  # torch.distributed's rank and world size unless given
+            checked.setdefault("rank", None)
+            checked.setdefault("world_size", None)
+        check_transform(checked.get("transform"))
         return cls(**checked)
-
-    @classmethod
-    def pick(cls, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The entries of ``arguments`` that name an option: a call's own, given as its ``locals()``.
-
-        The methods that take these options (``ds.batches()``, ``ds.pytorch()``, ``TokenBlocks``'s)
-        spell each one out in their signatures; picking them from there, rather than naming each
-        again in every body, keeps one list per signature.
-        """
-        return {f.name: arguments[f.name] for f in fields(cls) if f.name in arguments}
 
     def plan(self, length: int) -> IndexPlan:
         """The index plan of a run over ``length`` samples.
@@ -99,8 +148,8 @@ class LoaderOptions:
             InvalidTypeError: ``rank`` or ``world_size`` is still None (only ``pytorch()`` fills them in).
             InvalidArgumentError: ``rank >= world_size``, or ``start_from_step`` past the epoch's end.
         """
-        world_size = _check_int("world_size", self.world_size, 1)
-        rank = _check_int("rank", self.rank, 0)
+        world_size = parse_count("world_size", self.world_size, 1)
+        rank = parse_count("rank", self.rank, 0)
         return IndexPlan(
             length,
             batch_size=self.batch_size,

@@ -33,21 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import InvalidArgumentError
+from lakecompute.parsing import parse_count
 
 __all__ = ["IndexPlan"]
 
 # Shuffling draws from its own stream of the seed, apart from the per-sample generators transforms
 # derive from the same seed.
 _SHUFFLE_STREAM = 0x5EED_0001
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(f"Expected {name} to be an int. Got {type(value).__name__}: {value!r}.")
-    if value < minimum:
-        raise InvalidArgumentError(f"Expected {name} >= {minimum}. Got {value!r}.")
-    return int(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +80,14 @@ class IndexPlan:
     num_workers: int = 0
 
     def __post_init__(self) -> None:
-        _check_int("length", self.length, 0)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_int("seed", self.seed, 0)
-        _check_int("epoch", self.epoch, 0)
-        _check_int("world_size", self.world_size, 1)
-        _check_int("rank", self.rank, 0)
-        _check_int("start_from_step", self.start_from_step, 0)
-        _check_int("num_workers", self.num_workers, 0)
+        parse_count("length", self.length, 0)
+        parse_count("batch_size", self.batch_size, 1)
+        parse_count("seed", self.seed, 0)
+        parse_count("epoch", self.epoch, 0)
+        parse_count("world_size", self.world_size, 1)
+        parse_count("rank", self.rank, 0)
+        parse_count("start_from_step", self.start_from_step, 0)
+        parse_count("num_workers", self.num_workers, 0)
         if self.rank >= self.world_size:
             raise InvalidArgumentError(
                 f"Expected 0 <= rank < world_size. Got rank={self.rank}, world_size={self.world_size}."

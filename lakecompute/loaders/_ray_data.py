@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._sources import RowSource
+from lakecompute.parsing import parse_count
 
 if TYPE_CHECKING:
     import ray.data
@@ -36,7 +36,7 @@ class _ReadRanges:
         if self._reader is None:  # opened once per Ray worker process that runs this step
             self._reader = self.source.open()
         parts = [
-            self._reader.read(np.arange(start, stop, dtype=np.int64))
+            self._reader.read_batch(np.arange(start, stop, dtype=np.int64))
             for start, stop in zip(ranges["start"].tolist(), ranges["stop"].tolist(), strict=True)
         ]
         return {name: _column([p[name] for p in parts]) for name in self.source.tensors}
@@ -61,8 +61,7 @@ def to_ray(source: RowSource, rows_per_block: int = ROWS_PER_BLOCK) -> ray.data.
     """
     import ray.data
 
-    if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) or rows_per_block < 1:
-        raise InvalidArgumentError(f"rows_per_block must be an int >= 1. Got {rows_per_block!r}.")
+    rows_per_block = parse_count("rows_per_block", rows_per_block, 1)
     n = source.length
     ranges = [{"start": s, "stop": min(s + rows_per_block, n)} for s in range(0, n, rows_per_block)]
     if not ranges:

@@ -22,7 +22,7 @@ __all__ = ["BatchReader", "RowSource", "Source", "TokenSource"]
 class BatchReader(Protocol):
     """An opened source: reads the samples at some source indices as one batch dict."""
 
-    def read(self, indices: np.ndarray) -> dict[str, Any]: ...
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]: ...
 
 
 class Source(Protocol):
@@ -69,8 +69,8 @@ class _RowBatches:
         self._positions = snapshot.positions
         self.reader = RowReader(snapshot.open(LOADER_CACHE_BYTES), tensors)
 
-    def read(self, indices: np.ndarray) -> dict[str, Any]:
-        return self.reader.read(_dataset_positions(self._positions, indices))
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
+        return self.reader.read_rows(_dataset_positions(self._positions, indices))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +111,7 @@ class _TokenBatches:
         self.source = source
         self.reader = StreamReader(source.snapshot.open(LOADER_CACHE_BYTES), source.tensor)
 
-    def read(self, indices: np.ndarray) -> dict[str, Any]:
+    def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         n = self.source.seq_len
         width = n + 1 if self.source.next_token else n
         windows = self.reader.windows(np.asarray(indices, dtype=np.int64) * n, width)

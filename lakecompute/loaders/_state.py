@@ -25,8 +25,9 @@ from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.loaders._options import LoaderOptions
-from lakecompute.loaders._plan import IndexPlan, _check_int
+from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
+from lakecompute.parsing import parse_count
 
 __all__ = ["STATE_FORMAT", "LoaderCursor", "Position", "describe_source"]
 
@@ -150,7 +151,7 @@ class LoaderCursor:
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass epoch ``epoch``, from step 0 (unless it is already that epoch's resume)."""
-        epoch = _check_int("epoch", epoch, 0)
+        epoch = parse_count("epoch", epoch, 0)
         if epoch != self._next.epoch:
             self._next = Position(epoch, 0)
 
@@ -181,7 +182,7 @@ class LoaderCursor:
             )
         current = self.state_dict()
         self._check(state, current)
-        epoch, step = _check_int("epoch", state.get("epoch"), 0), _check_int("step", state.get("step"), 0)
+        epoch, step = parse_count("epoch", state.get("epoch"), 0), parse_count("step", state.get("step"), 0)
         position = Position(epoch, step)
         steps = self.plan(Position(position.epoch, 0)).steps
         if position.step > steps:

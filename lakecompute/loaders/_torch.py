@@ -133,7 +133,7 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         """The batches of ``steps``, each counted (by the cursor, or as the worker's) before it is yielded."""
         reader = StepReader(LoaderSpec(self.cursor.source, plan, self.cursor.options.transform))
         for step in steps:
-            batch = _int64_labels(reader.read(step), self.labels)
+            batch = _int64_labels(reader.read_step(step), self.labels)
             if advance:
                 self.cursor.advance()
             elif self._worker is not None:

@@ -62,6 +62,7 @@ __all__ = [
     "register_scheduler",
     "reseed_globals",
     "scheduler_names",
+    "unregister_scheduler",
     "worker_id",
 ]
 
@@ -98,6 +99,18 @@ def register_scheduler(name: str, factory: SchedulerFactory) -> None:
             f"Expected the factory for scheduler {name!r} to be callable. Got {factory!r}."
         )
     _REGISTRY[name] = factory
+
+
+def unregister_scheduler(name: str) -> None:
+    """Forget the scheduler registered under ``name`` (nothing happens when none is): a test that
+    registers its own scheduler takes it away again, since the registry is the process's.
+
+    Example:
+        >>> from lakecompute.schedulers import ThreadedScheduler, register_scheduler, unregister_scheduler
+        >>> register_scheduler("my-threads", ThreadedScheduler)
+        >>> unregister_scheduler("my-threads")
+    """
+    _REGISTRY.pop(name, None)
 
 
 def scheduler_names() -> list[str]:

@@ -9,7 +9,8 @@ from collections.abc import Callable, Generator, Iterable
 from types import TracebackType
 from typing import ClassVar, TypeVar
 
-from lakecompute.errors import ForkInTaskError, InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import ForkInTaskError, InvalidArgumentError
+from lakecompute.parsing import parse_count
 
 __all__ = [
     "PAUSE",
@@ -326,22 +327,17 @@ if hasattr(os, "register_at_fork"):  # POSIX; where processes cannot fork, there
 
 
 def parse_num_workers(num_workers: int) -> int:
-    """Check a worker count and return it.
+    """Check a worker count (an int or numpy integer >= 0) and return it as an int.
 
     Raises:
         InvalidTypeError: if ``num_workers`` is not an int.
         InvalidArgumentError: if ``num_workers`` is negative.
     """
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-        raise InvalidTypeError(
-            f"Expected num_workers to be an int. Got {num_workers!r} of type {type(num_workers).__name__}."
-        )
-    if num_workers < 0:
-        raise InvalidArgumentError(
-            f"Expected num_workers >= 0. Got {num_workers!r}. "
-            "Use 0 to run in the calling process, or a positive number of workers."
-        )
-    return num_workers
+    return parse_count(
+        "num_workers",
+        num_workers,
+        hint="Use 0 to run in the calling process, or a positive number of workers.",
+    )
 
 
 def parse_max_in_flight(max_in_flight: int | None, num_workers: int) -> int:
@@ -351,19 +347,14 @@ def parse_max_in_flight(max_in_flight: int | None, num_workers: int) -> int:
         InvalidTypeError: if ``max_in_flight`` is not an int or None.
         InvalidArgumentError: if ``max_in_flight`` is less than 1.
     """
-    if max_in_flight is None:
-        return max(1, 2 * num_workers)
-    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
-        raise InvalidTypeError(
-            f"Expected max_in_flight to be an int or None. Got {max_in_flight!r} "
-            f"of type {type(max_in_flight).__name__}."
-        )
-    if max_in_flight < 1:
-        raise InvalidArgumentError(
-            f"Expected max_in_flight >= 1. Got {max_in_flight!r}. "
-            "Pass None for the default (2 * num_workers)."
-        )
-    return max_in_flight
+    limit = parse_count(
+        "max_in_flight",
+        max_in_flight,
+        1,
+        optional=True,
+        hint="Pass None for the default (2 * num_workers).",
+    )
+    return max(1, 2 * num_workers) if limit is None else limit
 
 
 def describe_task(task: object) -> str:

@@ -6,28 +6,17 @@ without importing Ray.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import InvalidTypeError
+from lakecompute.parsing import parse_amount, parse_count, parse_flag, parse_name
 
 if TYPE_CHECKING:
     from lakecompute.schedulers._base import Scheduler
 
 __all__ = ["Ray"]
-
-
-def _amount(name: str, value: object) -> float | None:
-    """A resource amount: None, or a finite number >= 0."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"Ray {name} must be a number >= 0 or None. Got {value!r}.")
-    if not math.isfinite(value) or value < 0:
-        raise InvalidArgumentError(f"Ray {name} must be a number >= 0 or None. Got {value!r}.")
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,31 +59,24 @@ class Ray:
     name: ClassVar[str] = "ray"
 
     def __post_init__(self) -> None:
-        if self.address is not None and (not isinstance(self.address, str) or not self.address):
-            raise InvalidTypeError(f"Ray address must be a non-empty str or None. Got {self.address!r}.")
-        _amount("num_cpus", self.num_cpus)
-        _amount("num_gpus", self.num_gpus)
+        parse_name("Ray address", self.address, optional=True)
+        parse_amount("Ray num_cpus", self.num_cpus, optional=True)
+        parse_amount("Ray num_gpus", self.num_gpus, optional=True)
         if self.resources is not None:
             if not isinstance(self.resources, Mapping) or not all(isinstance(k, str) for k in self.resources):
                 raise InvalidTypeError(
-                    f"Ray resources must be a dict of resource names to amounts. Got {self.resources!r}."
+                    "Expected Ray resources to be a dict of resource names to amounts. "
+                    f"Got {self.resources!r}."
                 )
             for key, amount in self.resources.items():
-                _amount(f"resource {key!r}", amount)
-        retries = self.max_retries
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise InvalidTypeError(f"Ray max_retries must be an int >= 0. Got {retries!r}.")
-        if retries < 0:
-            raise InvalidArgumentError(f"Ray max_retries must be an int >= 0. Got {retries!r}.")
-        if not isinstance(self.shared_filesystem, bool):
-            raise InvalidTypeError(
-                f"Ray shared_filesystem must be True or False. Got {self.shared_filesystem!r}."
-            )
+                parse_amount(f"Ray resource {key!r}", amount)
+        parse_count("Ray max_retries", self.max_retries, hint="Use 0 to turn retries off.")
+        parse_flag("Ray shared_filesystem", self.shared_filesystem)
 
     def task_options(self) -> dict[str, Any]:
         """The options each Ray task is submitted with (Ray's ``.options(...)``)."""
-        options: dict[str, Any] = {"num_cpus": _amount("num_cpus", self.num_cpus) or 1.0}
-        options["max_retries"] = self.max_retries
+        options: dict[str, Any] = {"num_cpus": parse_amount("num_cpus", self.num_cpus, optional=True) or 1.0}
+        options["max_retries"] = int(self.max_retries)  # a numpy integer, checked, travels as an int
         if self.num_gpus:
             options["num_gpus"] = float(self.num_gpus)
         if self.resources:

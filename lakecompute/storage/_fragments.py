@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded, TensorSpec
+from lakecompute.specs import Encoded, TensorSpec
 from lakecompute.storage._manifest import Fragment, TensorState
 from lakecompute.storage._segments import SlotWriter
 

@@ -274,9 +274,9 @@ class Locator:
         ``(count, *shape)`` array of the fragment's dtype."""
         assert f.shape is not None
         if f.seg.startswith(TYPED_PREFIX):
-            return self.cache.read(self.typed(f), f.off + first, count)
+            return self.cache.read_rows(self.typed(f), f.off + first, count)
         path, width, dtype = self._fixed.get(id(f)) or self._fixed_layout(f)
-        raw = self.cache.read(path, f.off + first * width, count * width)
+        raw = self.cache.read_rows(path, f.off + first * width, count * width)
         return raw.view(dtype).reshape((count, *f.shape))
 
     def _fixed_layout(self, f: Fragment) -> tuple[str, int, np.dtype[Any]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError, LakeComputeError
-from lakecompute.htypes import TensorSpec, parse_tensor_name
+from lakecompute.specs import TensorSpec, parse_tensor_name
 from lakecompute.storage._backend import Backend
 from lakecompute.storage._schema import (
     MAX_NDIM,

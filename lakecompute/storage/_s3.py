@@ -135,6 +135,12 @@ class S3Backend(Backend):
 
     # -- clients -----------------------------------------------------------------------------------
 
+    @property
+    def client(self) -> Any:
+        """The object-store client requests go through: an obstore ``S3Store`` rooted at the prefix
+        (its ``config`` says how requests are signed)."""
+        return self._client
+
     def _where(self) -> str:
         """The location for messages: the URL, and the endpoint when it is not AWS's."""
         where = f"s3://{self.bucket}/{self.prefix}".rstrip("/")

@@ -17,9 +17,16 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 
-from lakecompute.compression import CHUNK_COMPRESSIONS, SAMPLE_COMPRESSIONS
 from lakecompute.errors import LakeComputeError
-from lakecompute.htypes import HTYPES, TensorSpec, parse_htype_info, parse_tensor_name, parse_tensor_spec
+from lakecompute.specs import (
+    CHUNK_COMPRESSIONS,
+    HTYPES,
+    SAMPLE_COMPRESSIONS,
+    TensorSpec,
+    parse_htype_info,
+    parse_tensor_name,
+    parse_tensor_spec,
+)
 from lakecompute.storage._segments import CAPACITY_BYTES, CAPACITY_INDEX
 
 __all__ = [

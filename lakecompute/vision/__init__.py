@@ -3,19 +3,23 @@
 * `ingest_coco` / `export_coco`: an images folder and a COCO annotations JSON (boxes, categories,
   polygons, RLE, keypoints, ids) — one sample per image, annotations as ragged columns.
 * `ingest_yolo` / `export_yolo`: the ``images/`` + ``labels/`` + ``data.yaml`` layout.
-* `augment`: an albumentations pipeline applied to a row's image with its boxes, masks and keypoints,
-  seeded by the eval's ``rng``.
+* `augment`: an albumentations or torchvision ``transforms.v2`` pipeline applied to a row's image with its
+  boxes, masks and keypoints, seeded by the eval's ``rng`` (`Albumentations`, `TorchVision`: the wrappers
+  that give a pipeline a fingerprint, and torchvision's the boxes' layout).
 
-pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip install "lakecompute[vision]"``.
+pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip install "lakecompute[vision]"``;
+torchvision is installed with the torch it is made for (``pip install torch torchvision``).
 """
 
 from lakecompute.vision._augment import Albumentations, augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
 from lakecompute.vision._common import convert_boxes
+from lakecompute.vision._torchvision import TorchVision
 from lakecompute.vision._yolo import export_yolo, ingest_yolo, yolo_image
 
 __all__ = [
     "Albumentations",
+    "TorchVision",
     "augment",
     "coco_image",
     "convert_boxes",

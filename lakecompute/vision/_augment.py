@@ -1,13 +1,17 @@
-"""Augmenting an image together with its targets: albumentations does the geometry, we do the plumbing.
+"""Augmenting an image together with its targets: the library does the geometry, we do the plumbing.
 
-`augment` hands one row's image, boxes, masks and keypoints to an ``albumentations.Compose`` seeded from
-the eval's per-sample ``rng``, and gives back the row's new values with every per-object column kept in
-step: a box the crop drops takes its label, its mask channel and its keypoints with it.
+`augment` hands one row's image, boxes, masks and keypoints to an albumentations or torchvision
+``transforms.v2`` pipeline seeded from the eval's per-sample ``rng``, and gives back the row's new values
+with every per-object column kept in step: a box the crop drops takes its label, its mask channel and its
+keypoints with it. Reading and checking the row, seeding, and writing back are shared (`_targets`); each
+library's wrapper (`Albumentations` here, `TorchVision` in `_torchvision`) only converts to and from its
+library's inputs.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +19,8 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.vision._common import require
+from lakecompute.vision._targets import Moved, Targets, read_targets, seeded, write_back
+from lakecompute.vision._torchvision import TorchVision
 
 __all__ = ["Albumentations", "augment"]
 
@@ -55,6 +61,30 @@ class Albumentations:
     def __repr__(self) -> str:
         return f"Albumentations({self.transform!r:.200})"
 
+    def apply(self, targets: Targets, seed: int) -> Moved:
+        """Run the pipeline on one row's targets with albumentations seeded by ``seed``."""
+        transform = self.transform
+        transform.set_random_seed(seed)
+        out = transform(**_inputs(transform, targets))
+        keep = np.arange(targets.count) if targets.count is not None else None
+        boxes = None
+        if targets.boxes is not None:
+            boxes_kept = np.asarray(out["bboxes"], dtype=np.float64).reshape(-1, 5)
+            keep = boxes_kept[:, 4].astype(np.int64)
+            boxes = boxes_kept[:, :4]
+        masks = None
+        if targets.masks is not None:
+            height, width = np.asarray(out["image"]).shape[:2]
+            channels = [np.asarray(c, dtype=bool) for c in out["masks"]]
+            m = np.stack(channels, axis=-1) if channels else np.zeros((height, width, 0), dtype=bool)
+            masks = m[:, :, keep] if keep is not None else m
+        keypoints = None
+        if targets.keypoints is not None:
+            given = targets.keypoints
+            moved = _keypoints(out["keypoints"], given.shape, given)
+            keypoints = moved[keep] if keep is not None and moved.ndim == 3 else moved
+        return Moved(np.asarray(out["image"]), boxes, masks, keypoints, keep)
+
 
 def _processor(transform: Any, target: str, what: str, params: str) -> Any:
     processors = getattr(transform, "processors", None)
@@ -66,27 +96,21 @@ def _processor(transform: Any, target: str, what: str, params: str) -> Any:
     return processors[target]
 
 
-def _inputs(
-    transform: Any, sample_in: Any, names: dict[str, str | None]
-) -> tuple[dict[str, Any], int | None]:
-    """albumentations' keyword arguments for one row, and its number of objects (None: no objects)."""
-    inputs: dict[str, Any] = {"image": np.asarray(sample_in[names["image"]].numpy())}
-    n: int | None = None
-    if names["boxes"]:
+def _inputs(transform: Any, targets: Targets) -> dict[str, Any]:
+    """albumentations' keyword arguments for one row."""
+    inputs: dict[str, Any] = {"image": targets.image}
+    if targets.boxes is not None:
         _processor(transform, "bboxes", "boxes", "bbox_params")
-        b = np.asarray(sample_in[names["boxes"]].numpy(), dtype=np.float64).reshape(-1, 4)
-        n = len(b)
+        b = targets.boxes
         # A last column carries each box's index through the transform, so that the boxes it keeps
         # say which objects survive (albumentations keeps extra columns as they are).
-        inputs["bboxes"] = np.column_stack([b, np.arange(n, dtype=np.float64)])
-    if names["masks"]:
-        m = np.asarray(sample_in[names["masks"]].numpy()).astype(np.uint8)
-        m = m[:, :, None] if m.ndim == 2 else m
-        n = m.shape[2] if n is None else n
+        inputs["bboxes"] = np.column_stack([b, np.arange(len(b), dtype=np.float64)])
+    if targets.masks is not None:
+        m = targets.masks.astype(np.uint8)
         # One mask per object (albumentations' ``masks``): any number of objects, none included, where
         # one H x W x k array would meet OpenCV's limits on channels.
         inputs["masks"] = [m[:, :, j] for j in range(m.shape[2])]
-    if names["keypoints"]:
+    if targets.keypoints is not None:
         fmt = getattr(
             _processor(transform, "keypoints", "keypoints", "keypoint_params").params, "format", None
         )
@@ -95,10 +119,9 @@ def _inputs(
                 "augment(..., keypoints=...) needs keypoint_params=A.KeypointParams(format='xy'). "
                 f"Got format {fmt!r}."
             )
-        kp = np.asarray(sample_in[names["keypoints"]].numpy(), dtype=np.float64)
-        flat = kp.reshape(-1, 3)
+        flat = targets.keypoints.reshape(-1, 3)
         inputs["keypoints"] = np.column_stack([flat, np.arange(len(flat), dtype=np.float64)])
-    return inputs, n
+    return inputs
 
 
 def _keypoints(out: np.ndarray, shape: tuple[int, ...], given: np.ndarray) -> np.ndarray:
@@ -112,6 +135,21 @@ def _keypoints(out: np.ndarray, shape: tuple[int, ...], given: np.ndarray) -> np
     return flat.reshape(shape)
 
 
+def _pipeline(transform: Any) -> Albumentations | TorchVision:
+    """The wrapper of a pipeline: as given, or a bare one wrapped by the library that made it."""
+    if isinstance(transform, (Albumentations, TorchVision)):
+        return transform
+    torch = sys.modules.get("torch")  # a torch module (a v2 transform, or the user's own) imported torch
+    if torch is not None and isinstance(transform, torch.nn.Module):
+        return TorchVision(transform)
+    if not callable(getattr(transform, "set_random_seed", None)):
+        raise InvalidArgumentError(
+            "augment() takes an albumentations.Compose or a torchvision transforms.v2 transform (or either "
+            f"wrapped in lc.vision.Albumentations / lc.vision.TorchVision). Got {type(transform).__name__}."
+        )
+    return Albumentations(transform)
+
+
 def augment(
     transform: Any,
     sample_in: Any,
@@ -123,26 +161,29 @@ def augment(
     keypoints: str | None = None,
     objects: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Apply an albumentations pipeline to one row's image and targets, seeded by the eval's ``rng``.
+    """Apply an albumentations or torchvision pipeline to one row's image and targets, seeded by ``rng``.
 
-    Call it inside a compute function that takes ``rng``. The pipeline's seed is the first draw of
-    ``rng`` (``rng.integers(2**32)``), so a run gives the same images and targets for any workers and
-    scheduler, and after a resume. Nothing here computes geometry: albumentations moves the boxes
-    (``bbox_params``), masks and keypoints (``keypoint_params``, format ``"xy"``); this function feeds it
-    the row and puts its output back in the row's layout:
+    Call it inside a compute function that takes ``rng`` (an eval, or a loader's ``transform=``). The
+    pipeline's seed is the first draw of ``rng`` (``rng.integers(2**32)``), so a run gives the same images
+    and targets for any workers and scheduler, and after a resume. Nothing here computes geometry: the
+    library moves the boxes, masks and keypoints; this function feeds it the row and puts its output back
+    in the row's layout:
 
-    * ``boxes``: ``(k', 4)`` in the pipeline's ``bbox_params`` format, which must be the tensor's own
-      (``coco`` for ``xywh`` pixels, ``pascal_voc`` for ``xyxy`` pixels, ``albumentations`` for ``xyxy``
-      normalized, ``yolo`` for ``cxcywh`` normalized). Boxes the transform drops are gone, and so are
-      their entries in every per-object column: ``masks`` channels, ``keypoints`` and the ``objects``.
+    * ``boxes``: ``(k', 4)`` in the tensor's own layout. albumentations: the pipeline's ``bbox_params``
+      format must be the tensor's (``coco`` for ``xywh`` pixels, ``pascal_voc`` for ``xyxy`` pixels,
+      ``albumentations`` for ``xyxy`` normalized, ``yolo`` for ``cxcywh`` normalized). torchvision: say
+      the layout with `TorchVision` (``box_format=``, ``normalized=``). Boxes the pipeline drops are gone,
+      and so are their entries in every per-object column: ``masks`` channels, ``keypoints`` and the
+      ``objects``.
     * ``masks``: a ``binary_mask`` ``H x W x k`` (or ``H x W``, which comes back as ``H x W x 1``),
-      transformed like the image (nearest neighbour), one object at a time.
+      transformed like the image (nearest neighbour).
     * ``keypoints``: ``(k, K, 3)`` COCO rows; a keypoint the transform moves out of the image, or one
       never labelled (visibility 0), comes back as ``(0, 0, 0)``.
 
     Args:
-        transform: an ``albumentations.Compose``, or one wrapped in `Albumentations` (needed for
-            checkpointed evals).
+        transform: an ``albumentations.Compose`` or a torchvision ``transforms.v2`` transform, or one
+            wrapped in `Albumentations` or `TorchVision` (needed for checkpointed evals; for torchvision,
+            also to move boxes).
         sample_in: the compute function's ``sample_in`` (a dataset row).
         rng: the compute function's ``rng``.
         image: the image tensor.
@@ -156,8 +197,10 @@ def augment(
         The new values by tensor name: append them (with any tensors you copy) to ``sample_out``.
 
     Raises:
-        InvalidArgumentError: boxes or keypoints given to a pipeline without ``bbox_params`` or
-            ``keypoint_params`` (format ``"xy"``).
+        InvalidArgumentError: targets whose shapes do not fit together (boxes not ``(k, 4)``, masks not of
+            the image's size or not one per box, keypoints not ``(..., 3)``); boxes or keypoints given to an
+            albumentations pipeline without ``bbox_params`` or ``keypoint_params`` (format ``"xy"``), or
+            boxes to a torchvision pipeline without a ``box_format``.
 
     Example:
         >>> import albumentations as A  # doctest: +SKIP
@@ -167,28 +210,10 @@ def augment(
         ...     row = lc.vision.augment(flip, sample_in, rng, boxes="boxes", objects=["categories"])
         ...     sample_out.append(row)
     """
-    if isinstance(transform, Albumentations):
-        transform = transform.transform
-    transform.set_random_seed(int(rng.integers(_SEED_RANGE)))
+    pipeline = _pipeline(transform)
+    targets = read_targets(sample_in, image, boxes, masks, keypoints)
+    seed = int(rng.integers(_SEED_RANGE))
+    with seeded():
+        moved = pipeline.apply(targets, seed)
     names = {"image": image, "boxes": boxes, "masks": masks, "keypoints": keypoints}
-    inputs, n = _inputs(transform, sample_in, names)
-    out = transform(**inputs)
-    result: dict[str, Any] = {image: out["image"]}
-    keep = np.arange(n) if n is not None else None
-    if boxes:
-        kept = np.asarray(out["bboxes"], dtype=np.float64).reshape(-1, 5)
-        keep = kept[:, 4].astype(np.int64)
-        result[boxes] = kept[:, :4]
-    if masks:
-        height, width = np.asarray(out["image"]).shape[:2]
-        channels = [np.asarray(c, dtype=bool) for c in out["masks"]]
-        m = np.stack(channels, axis=-1) if channels else np.zeros((height, width, 0), dtype=bool)
-        result[masks] = m[:, :, keep] if keep is not None else m
-    if keypoints:
-        given = np.asarray(sample_in[keypoints].numpy(), dtype=np.float64)
-        moved = _keypoints(out["keypoints"], given.shape, given)
-        result[keypoints] = moved[keep] if keep is not None and moved.ndim == 3 else moved
-    for name in objects:
-        values = np.asarray(sample_in[name].numpy())
-        result[name] = values[keep] if keep is not None else values
-    return result
+    return write_back(moved, names, sample_in, objects)

@@ -31,7 +31,6 @@ from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.ingest import (
     IngestOptions,
     PathLike,
-    check_compression,
     load_for_ingest,
     plan_images,
     refuse_overlap,
@@ -48,7 +47,10 @@ from lakecompute.vision._common import (
 )
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from lakecompute.datasets import Dataset, DatasetView
+    from lakecompute.ingest import IngestKwargs
 
 __all__ = ["coco_image", "export_coco", "ingest_coco"]
 
@@ -233,13 +235,7 @@ def ingest_coco(
     image_compression: Literal["auto", "png", "jpeg", "webp"] | None = "auto",
     masks: bool = True,
     progressbar: bool = True,
-    num_workers: int | None = None,
-    scheduler: str = "processed",
-    skip_errors: bool = False,
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    checkpoint_interval: int = 0,
-    resume: bool = False,
+    **options: Unpack[IngestKwargs],
 ) -> Dataset:
     """Turn a COCO images folder and its annotations JSON into a dataset, one sample per image.
 
@@ -257,15 +253,7 @@ def ingest_coco(
         masks: also store every annotation rasterised as a ``binary_mask`` channel (``masks``; needs
             pycocotools). False skips that work: polygons and RLE are kept either way.
         progressbar: show a progress bar.
-        num_workers: worker processes; None picks one per CPU (at most 8), or none for under 100 images.
-        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
-        skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
-        overwrite: replace a dataset already at ``dest``.
-        storage_options: passed to the object store for ``s3://`` paths.
-        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
-            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
-        resume: continue the unfinished ingest at ``dest`` (made by the same call with
-            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
+        **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`), by keyword.
 
     Returns:
         The new dataset (tensors in the module docstring of `lakecompute.vision`).
@@ -280,10 +268,7 @@ def ingest_coco(
         >>> ds = lc.ingest_coco("val2017/", "instances_val2017.json", "./coco-val")  # doctest: +SKIP
         >>> ds.boxes[0].numpy()  # doctest: +SKIP
     """
-    options = IngestOptions.parse(
-        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
-    )
-    requested = check_compression(image_compression)
+    parsed = IngestOptions.parse("ingest_coco", options, image_compression, progressbar)
     if masks:
         require("pycocotools.mask", "ingest_coco(masks=True)")
     images_dir, where = os.fspath(images), os.fspath(annotations)
@@ -292,7 +277,7 @@ def ingest_coco(
     cats = _Categories.parse(coco, where)
     items, paths = _items(coco, images_dir, where)
     _check_files(paths, images_dir)
-    compression = plan_images(paths, requested).compression
+    compression = plan_images(paths, parsed.image_compression).compression
 
     def setup(ds: Dataset) -> None:
         _create_tensors(ds, cats, compression, masks)
@@ -309,7 +294,7 @@ def ingest_coco(
         n_points=len(cats.keypoint_names),
         masks=masks,
     )
-    return run_ingest(dest, setup, function, items, paths, images_dir, options, overwrite=overwrite)
+    return run_ingest(dest, setup, function, items, paths, images_dir, parsed)
 
 
 def _check_files(paths: Sequence[str], images_dir: str) -> None:

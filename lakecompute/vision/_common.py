@@ -26,7 +26,7 @@ __all__ = [
 _INSTALL = 'pip install "lakecompute[vision]"'
 
 
-def require(module: str, purpose: str) -> ModuleType:
+def require(module: str, purpose: str, install: str = _INSTALL) -> ModuleType:
     """Import an optional dependency, or raise InvalidArgumentError naming the install command."""
     import importlib
 
@@ -35,7 +35,7 @@ def require(module: str, purpose: str) -> ModuleType:
     except ImportError as exc:
         raise InvalidArgumentError(
             f"{purpose} needs the package {module.split('.')[0]!r}, which is not installed. "
-            f"Install it with: {_INSTALL}"
+            f"Install it with: {install}"
         ) from exc
 
 

@@ -23,7 +23,6 @@ from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.ingest import (
     IngestOptions,
     PathLike,
-    check_compression,
     load_for_ingest,
     plan_images,
     refuse_overlap,
@@ -33,7 +32,10 @@ from lakecompute.ingest import (
 from lakecompute.vision._common import convert_boxes, image_files, image_size, require, write_image
 
 if TYPE_CHECKING:
+    from typing import Unpack
+
     from lakecompute.datasets import Dataset, DatasetView
+    from lakecompute.ingest import IngestKwargs
 
 __all__ = ["export_yolo", "ingest_yolo", "yolo_image"]
 
@@ -127,13 +129,7 @@ def ingest_yolo(
     split: str | None = None,
     image_compression: Literal["auto", "png", "jpeg", "webp"] | None = "auto",
     progressbar: bool = True,
-    num_workers: int | None = None,
-    scheduler: str = "processed",
-    skip_errors: bool = False,
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    checkpoint_interval: int = 0,
-    resume: bool = False,
+    **options: Unpack[IngestKwargs],
 ) -> Dataset:
     """Turn a YOLO dataset folder into a dataset, one sample per image.
 
@@ -155,15 +151,7 @@ def ingest_yolo(
         split: a sub-folder of ``images/`` (``"train"``) to read alone; None reads every image.
         image_compression: as for `lakecompute.ingest_classification`.
         progressbar: show a progress bar.
-        num_workers: worker processes; None picks one per CPU (at most 8), or none for under 100 images.
-        scheduler: ``"processed"`` (default), ``"threaded"`` or ``"serial"``.
-        skip_errors: skip images that cannot be read, with a `LakeComputeWarning` listing them.
-        overwrite: replace a dataset already at ``dest``.
-        storage_options: passed to the object store for ``s3://`` paths.
-        checkpoint_interval: commit every this many images (0: once, at the end). A failed or killed
-            ingest then keeps what it committed, and the same call with ``resume=True`` continues it.
-        resume: continue the unfinished ingest at ``dest`` (made by the same call with
-            ``checkpoint_interval``) after its last checkpoint; start anew if there is none.
+        **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`), by keyword.
 
     Returns:
         The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and
@@ -173,10 +161,7 @@ def ingest_yolo(
         InvalidArgumentError: no data.yaml or bad names, no images, or pyyaml is not installed.
         InvalidSampleError: an unreadable image or a malformed label line (file and line named).
     """
-    options = IngestOptions.parse(
-        num_workers, scheduler, progressbar, skip_errors, storage_options, checkpoint_interval, resume
-    )
-    requested = check_compression(image_compression)
+    parsed = IngestOptions.parse("ingest_yolo", options, image_compression, progressbar)
     root = os.fspath(folder)
     refuse_overlap(root, dest)
     names = _names(root)
@@ -188,7 +173,7 @@ def ingest_yolo(
     items = [(os.path.join(images_root, f), _label_path(labels_root, f), f) for f in files]
     paths = [p for p, _, _ in items]
     polygons = _has_polygons([lp for _, lp, _ in items])
-    compression = plan_images(paths, requested).compression
+    compression = plan_images(paths, parsed.image_compression).compression
 
     def setup(ds: Dataset) -> None:
         ds.create_tensor("images", htype="image", sample_compression=compression)
@@ -203,7 +188,7 @@ def ingest_yolo(
     function = lc.compute(yolo_image)(
         mode=target_mode(paths), compression=compression, n_classes=len(names), polygons=polygons
     )
-    return run_ingest(dest, setup, function, items, paths, root, options, overwrite=overwrite)
+    return run_ingest(dest, setup, function, items, paths, root, parsed)
 
 
 # -- export ------------------------------------------------------------------------------------------

@@ -50,12 +50,12 @@ BAD_ARGUMENTS: dict[str, tuple[BadCall, type[Exception], str]] = {
     "num_workers-negative": (
         lambda p: ([1], _out(p), {"num_workers": -1}),
         lc.InvalidArgumentError,
-        r"num_workers must be an int >= 0\. Got -1\.",
+        r"^Expected num_workers >= 0\. Got -1\.$",
     ),
     "num_workers-float": (
         lambda p: ([1], _out(p), {"num_workers": 2.0}),
-        lc.InvalidArgumentError,
-        r"num_workers must be an int >= 0\. Got 2\.0\.",
+        lc.InvalidTypeError,
+        r"^Expected num_workers to be an int\. Got float: 2\.0\.$",
     ),
     "scheduler-unknown": (
         lambda p: ([1], _out(p), {"scheduler": "gpu-magic", "num_workers": 2}),
@@ -70,17 +70,17 @@ BAD_ARGUMENTS: dict[str, tuple[BadCall, type[Exception], str]] = {
     "scheduler-not-a-str": (
         lambda p: ([1], _out(p), {"scheduler": 3}),
         lc.InvalidTypeError,
-        r"scheduler must be a name such as 'processed', or lc\.schedulers\.Ray\(\.\.\.\)\. Got 3\.",
+        r"^Expected scheduler to be a name such as 'processed', or lc\.schedulers\.Ray\(\.\.\.\)\. Got 3\.$",
     ),
     "checkpoint_interval-negative": (
         lambda p: ([1], _out(p), {"checkpoint_interval": -1}),
         lc.InvalidArgumentError,
-        r"checkpoint_interval must be an int >= 0 \(0: no checkpoints\)\. Got -1\.",
+        r"^Expected checkpoint_interval >= 0\. Got -1\. Use 0 for no checkpoints\.$",
     ),
     "batch_size-zero": (
         lambda p: ([1], _out(p), {"batch_size": 0}),
         lc.InvalidArgumentError,
-        r"batch_size must be None or an int >= 1\. Got 0\.",
+        r"^Expected batch_size >= 1\. Got 0\.$",
     ),
     "data_out-view": (
         lambda p: ([1], _out(p)[0:0], {}),

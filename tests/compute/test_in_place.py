@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from tests.compute.compute_helpers import DIGITS, Sched, image, make_images
 
 
@@ -57,7 +58,7 @@ def flip_keep_odd(sample_in: Any, sample_out: Any) -> None:
 
 def _fragments(path: Path, name: str) -> list[Any]:
     """The stored runs a tensor of the latest version is made of (to see what was rewritten)."""
-    return list(lc.load(str(path))._txn.head.tensors[name].fragments)
+    return list(dataset_core(lc.load(str(path))).txn.head.tensors[name].fragments)
 
 
 def test_in_place_fix_one_column_keeps_the_others(scheduler: Sched, tmp_path: Path) -> None:

@@ -134,21 +134,20 @@ def test_stream_tasks_are_sized_in_bytes() -> None:
 
 
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
-def test_eval_generator_with_workers_that_are_not_forked(
-    tmp_path: Path, start_method: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_eval_generator_with_workers_that_are_not_forked(tmp_path: Path, start_method: str) -> None:
     """A generator streams to workers started by a fork server or spawned (as on S3): the live generator
     stays with the parent, which feeds its items with the tasks."""
     from functools import partial
 
-    from lakecompute import schedulers
-    from lakecompute.schedulers import ProcessedScheduler, register_scheduler
+    from lakecompute.schedulers import ProcessedScheduler, register_scheduler, unregister_scheduler
 
     # Registered for this test only: the registry is the process's, and other tests list its names.
-    monkeypatch.setattr(schedulers, "_REGISTRY", dict(schedulers._REGISTRY))
     name = f"processed-{start_method}"
     register_scheduler(name, partial(ProcessedScheduler, start_method=start_method))
     out = out_like(tmp_path / "out", y={"dtype": "int64"})
-    result = item_square().eval(numbers(200), out, num_workers=2, scheduler=name, progressbar=False)
+    try:
+        result = item_square().eval(numbers(200), out, num_workers=2, scheduler=name, progressbar=False)
+    finally:
+        unregister_scheduler(name)
     assert result.inputs == 200
     assert out.y.numpy().tolist() == [i * i for i in range(200)]

@@ -9,6 +9,7 @@ import pytest
 import zarr
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from tests.dataset.conftest import make_mixed, row, snapshot
 
 CHUNK_COMPRESSIONS = [None, "zstd", "lz4", "gzip"]
@@ -71,7 +72,7 @@ def test_generic_roundtrip_exact(
     # The tensor's codec, then the chunk checksum; None gets zstd's fastest level, which squeezes out the
     # zero padding of each writer's last chunk.
     assert again.x.chunk_compression == chunk_compression
-    seg = again._txn.head.tensors["x"].fragments[0].seg
+    seg = dataset_core(again).txn.head.tensors["x"].fragments[0].seg
     compressors = zarr.open_array(ds_path, path=f"segments/{seg}/data", mode="r").compressors
     assert [type(c).__name__ for c in compressors[1:]] == ["Crc32cCodec"]
     if chunk_compression is None:

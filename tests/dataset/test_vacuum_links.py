@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 
 _FORK = multiprocessing.get_context("fork")
 
@@ -41,7 +42,7 @@ def _outside(tmp_path: Path, names: list[str]) -> Path:
 def test_vacuum_does_not_follow_a_symlinked_chunk_folder(tmp_path: Path) -> None:
     """A segment's chunk folder replaced by a link to another folder: vacuum deletes nothing there."""
     ds = _dataset_by_dead_writer(tmp_path / "ds")
-    seg = ds._txn.head.tensors["x"].fragments[0].seg
+    seg = dataset_core(ds).txn.head.tensors["x"].fragments[0].seg
     chunks = tmp_path / "ds" / "segments" / seg / "index" / "c"  # x has no index rows: no chunks here
     assert not chunks.exists()
     outside = _outside(tmp_path, ["0", "7", "123"])  # chunk-like names no version needs

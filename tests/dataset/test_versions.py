@@ -339,7 +339,7 @@ def test_vacuum_keep_versions_drops_old_versions(ds_path: str) -> None:
     with pytest.raises(lc.DatasetNotFoundError, match=rf"no version {old}"):
         lc.load(ds_path, version=old)
     assert snapshot(lc.load(ds_path)) == latest
-    with pytest.raises(lc.InvalidArgumentError, match=r"keep_versions must be at least 1"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"^Expected keep_versions >= 1\. Got 0\.$"):
         ds.vacuum(keep_versions=0)
 
 

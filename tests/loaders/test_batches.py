@@ -110,17 +110,19 @@ def test_batches_resume_never_reads_skipped_samples(
     numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, num_workers: int
 ) -> None:
     """Resuming reads only the indices of the steps it yields, in this process or in the (forked) workers."""
-    from lakecompute.loaders import _sources
+    from lakecompute.datasets import RowReader
 
     log = tmp_path / "reads.txt"
-    original = _sources._RowBatches.read
+    original = RowReader.read_rows
 
-    def spy(self: Any, indices: np.ndarray) -> dict[str, Any]:
+    def spy(self: Any, positions: np.ndarray) -> dict[str, Any]:
+        # Every loader reads its samples through a RowReader; over a whole dataset the positions are
+        # the epoch's indices.
         with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
-            f.write(f"{os.getpid()} {' '.join(map(str, indices.tolist()))}\n")
-        return original(self, indices)
+            f.write(f"{os.getpid()} {' '.join(map(str, np.asarray(positions).tolist()))}\n")
+        return original(self, positions)
 
-    monkeypatch.setattr(_sources._RowBatches, "read", spy)
+    monkeypatch.setattr(RowReader, "read_rows", spy)
     plan = IndexPlan(N, 10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers)
     batches = _idx(numbered.batches(10, shuffle=True, seed=1, start_from_step=7, num_workers=num_workers))
     assert batches == [plan.step_indices(s).tolist() for s in range(7, plan.steps)]
@@ -352,17 +354,17 @@ def test_batches_workers_open_the_source_once(
     numbered: lc.Dataset, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Each loader worker opens the source once for the whole run, not once per batch."""
-    from lakecompute.loaders import _sources
+    from lakecompute.loaders import RowSource
 
     log = tmp_path / "opens.txt"
-    original = _sources.RowSource.open
+    original = RowSource.open
 
     def spy(self: Any) -> Any:
         with log.open("a") as f:  # a file: forked workers inherit the spy, not the test's memory
             f.write(f"{os.getpid()}\n")
         return original(self)
 
-    monkeypatch.setattr(_sources.RowSource, "open", spy)
+    monkeypatch.setattr(RowSource, "open", spy)
     assert len(_idx(numbered.batches(5, num_workers=2))) == 22  # 52 and 51 samples: 11 batches each
     opens = log.read_text().splitlines()
     assert 1 <= len(opens) <= 2

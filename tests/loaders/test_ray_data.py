@@ -80,7 +80,7 @@ def test_to_ray_refuses_what_workers_cannot_read(tmp_path: Path) -> None:
     mem.x.extend(np.arange(3))
     with pytest.raises(lc.InvalidArgumentError, match="Use a local path"):
         mem.to_ray()
-    with pytest.raises(lc.InvalidArgumentError, match="rows_per_block must be an int >= 1"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"^Expected rows_per_block >= 1\. Got 0\.$"):
         _make(tmp_path / "ds").to_ray(rows_per_block=0)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from tests.leases import expire_leases
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
@@ -115,7 +116,8 @@ def _live_writer(path: str, ready: Any, go: Any) -> None:
     ds = lc.load(path)
     with ds:
         ds.x.extend(np.arange(500, 520))
-        ds._txn.flush("x")  # the block's data is in its segment now, referenced by no version yet
+        # The block's data is in its segment now, referenced by no version yet.
+        dataset_core(ds).txn.flush("x")
         ready.set()
         go.wait(60)
 
@@ -156,7 +158,7 @@ def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path)
         mine = lc.load(str(path))
         with pytest.raises(_RollBack), mine:  # noqa: PT012  # the block is the live writer under test
             mine.x.extend(np.arange(900, 905))
-            mine._txn.flush("x")
+            dataset_core(mine).txn.flush("x")
             removed = lc.load(str(path)).vacuum(grace_seconds=0)
             assert removed["segments"] >= len(crashed)
             assert not crashed & segments(path)

@@ -15,6 +15,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import TEMP_PREFIX
+from lakecompute.testing.internals import dataset_core
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
@@ -67,7 +68,7 @@ def _kill_near_commit(proc: Any, path: Path, rng: random.Random) -> str:
 def _check_after_kill(path: Path, in_place: bool) -> int:
     """The dataset loads and holds exactly committed output; return the inputs a rerun should skip."""
     ds = lc.load(str(path))
-    evals = list(ds._txn.base.evals.values())
+    evals = list(dataset_core(ds).txn.base.evals.values())
     record = evals[0] if evals else None
     if in_place:
         x = ds.x.numpy()

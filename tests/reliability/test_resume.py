@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from tests.reliability.reliability_helpers import (
     CALLS,
     FAIL_AT,
@@ -86,7 +87,7 @@ def test_resume_in_place_keeps_old_content_until_the_end(
     with pytest.raises(lc.TransformError, match=r"data_in\[57\]"):
         double().eval(ds, num_workers=0, checkpoint_interval=INTERVAL, progressbar=False)
     crashed = lc.load(str(tmp_path / "ds"))
-    (record,) = crashed._txn.base.evals.values()
+    (record,) = dataset_core(crashed).txn.base.evals.values()
     k = record["done"]
     assert record["status"] == "running"
     assert k == 50

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
@@ -70,7 +71,7 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
         kill_session(proc.pid)
 
     ds = lc.load(str(path))
-    (record,) = ds._txn.base.evals.values()
+    (record,) = dataset_core(ds).txn.base.evals.values()
     assert record["status"] == "running"
     done = record["done"]
     assert 2 * INTERVAL <= done < N

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.storage import IDLE_SECONDS
+from lakecompute.testing.internals import dataset_core
 from tests.leases import elsewhere, lease_files, start_writer
 from tests.reliability.reliability_helpers import kill_session, make_numbers
 
@@ -109,16 +111,15 @@ def test_lapsed_lease_refuses_the_commit(tmp_path: Path) -> None:
 def test_lease_is_released_after_commit_and_rollback(tmp_path: Path) -> None:
     """A handle holds a lease while it writes; after a commit it is let go (its file deleted once idle for
     IDLE_SECONDS), and a rollback forgets its segments: the next write goes to a new, newly covered one."""
-    from lakecompute.storage import _leases
-
     path = tmp_path / "ds"
     ds = make_numbers(path, 3)
     (committed,) = lease_files(str(path))
     assert committed["ids"]
-    ds._txn.lease.tick()  # released just now: renewed, in case the handle writes again soon
+    lease = dataset_core(ds).txn.lease
+    lease.tick()  # released just now: renewed, in case the handle writes again soon
     assert len(lease_files(str(path))) == 1
-    ds._txn.lease.released -= _leases.IDLE_SECONDS
-    ds._txn.lease.tick()
+    lease.released -= IDLE_SECONDS
+    lease.tick()
     assert lease_files(str(path)) == []
     ds.__enter__()
     ds.x.append(7)

@@ -15,6 +15,7 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import open_backend
 from lakecompute.storage._s3 import S3Backend
+from lakecompute.testing.internals import dataset_core
 from tests.s3.moto_server import MotoServer
 
 
@@ -147,7 +148,7 @@ def test_s3_s3fs_style_options_accepted(moto_server: MotoServer, bucket: str) ->
         "aws_secret_access_key": "s",
     }
     ds = lc.empty(f"s3://{bucket}/s3fs-style", storage_options=options)
-    assert isinstance(ds._backend, S3Backend)
+    assert isinstance(dataset_core(ds).backend, S3Backend)
 
 
 @pytest.mark.timeout(20)
@@ -231,7 +232,7 @@ def test_s3_anonymous_requests_unsigned(bucket: str, moto_server: MotoServer) ->
     """anonymous=True opens without credentials and configures unsigned requests."""
     backend = open_backend(f"s3://{bucket}/public", {"endpoint_url": moto_server.endpoint, "anonymous": True})
     assert isinstance(backend, S3Backend)
-    assert backend._client.config.get("skip_signature") in (True, "true")
+    assert backend.client.config.get("skip_signature") in (True, "true")
 
 
 def test_s3_bad_urls() -> None:

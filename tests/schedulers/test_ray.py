@@ -157,17 +157,30 @@ def double_row(row: Any, sample_out: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [({"num_gpus": -1}, "num_gpus must be a number >= 0"),
-     ({"max_retries": 1.5}, "max_retries must be an int"),
-     ({"resources": {"a": "x"}}, "resource 'a' must be a number"),
-     ({"address": ""}, "address must be"),
-     ({"shared_filesystem": 1}, "shared_filesystem must be True or False")],
+    ("kwargs", "error", "message"),
+    [({"num_gpus": -1}, lc.InvalidArgumentError, "Expected Ray num_gpus to be a finite number >= 0. Got -1."),
+     ({"max_retries": 1.5}, lc.InvalidTypeError, "Expected Ray max_retries to be an int. Got float: 1.5."),
+     ({"max_retries": -1}, lc.InvalidArgumentError,
+      "Expected Ray max_retries >= 0. Got -1. Use 0 to turn retries off."),
+     ({"resources": {"a": "x"}}, lc.InvalidTypeError,
+      "Expected Ray resource 'a' to be a number. Got str: 'x'."),
+     ({"address": ""}, lc.InvalidArgumentError, "Expected Ray address to be a non-empty str. Got ''."),
+     ({"shared_filesystem": 1}, lc.InvalidTypeError,
+      "Expected Ray shared_filesystem to be True or False. Got int: 1.")],
 )  # fmt: skip
-def test_ray_options_refuse_bad_values(kwargs: dict[str, Any], message: str) -> None:
-    """lc.schedulers.Ray checks its settings when it is made, with a message naming the setting."""
-    with pytest.raises(lc.LakeComputeError, match=message):
+def test_ray_options_refuse_bad_values(kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
+    """lc.schedulers.Ray checks its settings when it is made (lakecompute.parsing's rules), with a message
+    naming the setting."""
+    with pytest.raises(error) as info:
         Ray(**kwargs)
+    assert str(info.value) == message
+
+
+def test_ray_options_take_numpy_numbers() -> None:
+    """numpy integers and floats are counts and amounts like Python's; they reach the tasks as plain ones."""
+    options = Ray(num_cpus=np.float32(2), max_retries=np.int64(1)).task_options()
+    assert options == {"num_cpus": 2.0, "max_retries": 1}
+    assert type(options["max_retries"]) is int
 
 
 def test_ray_options_are_the_default_of_the_name() -> None:

@@ -9,7 +9,6 @@ import pytest
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.schedulers import (
-    _REGISTRY,
     ProcessedScheduler,
     Scheduler,
     SerialScheduler,
@@ -17,17 +16,18 @@ from lakecompute.schedulers import (
     get_scheduler,
     register_scheduler,
     scheduler_names,
+    unregister_scheduler,
     worker_id,
 )
 
 
 @pytest.fixture
 def restore_registry() -> Iterator[None]:
-    """Undo registrations a test makes."""
-    saved = dict(_REGISTRY)
+    """Undo registrations a test makes (of new names: no test here replaces a registered one)."""
+    saved = set(scheduler_names())
     yield
-    _REGISTRY.clear()
-    _REGISTRY.update(saved)
+    for name in set(scheduler_names()) - saved:
+        unregister_scheduler(name)
 
 
 @pytest.mark.parametrize(

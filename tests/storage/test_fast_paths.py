@@ -36,7 +36,7 @@ def test_slot_writes_read_back_through_zarr(tmp_path, codec):
     got = np.asarray(arr[SLOT_BYTES : SLOT_BYTES + expected.size])
     np.testing.assert_array_equal(got, expected)
     cache = ArrayCache(LocalStore(str(tmp_path)))
-    np.testing.assert_array_equal(cache.read("segments/s/data", SLOT_BYTES + 5, 784), parts[1])
+    np.testing.assert_array_equal(cache.read_rows("segments/s/data", SLOT_BYTES + 5, 784), parts[1])
     rows = np.arange(30, dtype=np.int64)
     idx = w.write_index(rows)
     index = zarr.open_array(store, path="segments/s/index", mode="r")

@@ -13,6 +13,7 @@ import zarr
 from PIL import Image
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 
 FIXED = 64 << 10  # bytes per tensor allowed on top of 1.2x: metadata, manifests, index rows
 
@@ -39,7 +40,7 @@ def test_footprint_jpeg_folder_on_two_workers(tmp_path: Path) -> None:
     files = _bytes(tmp_path / "photos")
     ds = lc.ingest_classification(tmp_path / "photos", tmp_path / "ds", progressbar=False, num_workers=2)
     assert ds.images.sample_compression == "jpeg"
-    assert len(ds._txn.head.tensors["images"].fragments) > 2, "expected several writers' slots"
+    assert len(dataset_core(ds).txn.head.tensors["images"].fragments) > 2, "expected several writers' slots"
     stored = _bytes(tmp_path / "ds")
     assert stored <= 1.2 * files + 2 * FIXED, (stored, files)
 
@@ -81,6 +82,6 @@ def test_footprint_compressed_numeric_eval_output(tmp_path: Path) -> None:
         compressors=(zarr.codecs.ZstdCodec(level=1),),
     )  # fmt: skip
     plain[:] = values
-    assert len(lc.load(str(tmp_path / "out"))._txn.head.tensors["x"].fragments) > 1
+    assert len(dataset_core(lc.load(str(tmp_path / "out"))).txn.head.tensors["x"].fragments) > 1
     for path in (tmp_path / "src", tmp_path / "out"):
         assert _bytes(path) <= 1.2 * _bytes(tmp_path / "zarr") + FIXED, path

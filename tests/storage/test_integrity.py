@@ -18,6 +18,7 @@ import zarr
 
 import lakecompute as lc
 from lakecompute.storage import DATA_CHUNK, INDEX_CHUNK, Fragment
+from lakecompute.testing.internals import dataset_core
 
 _FORK = multiprocessing.get_context("fork")
 N = 3000  # x: 3000 samples of 1 KiB: three chunks of its segment
@@ -37,7 +38,7 @@ def _make(path: Path) -> lc.Dataset:
 
 
 def _frag(ds: lc.Dataset, tensor: str) -> Fragment:
-    (frag,) = ds._txn.head.tensors[tensor].fragments
+    (frag,) = dataset_core(ds).txn.head.tensors[tensor].fragments
     return frag
 
 
@@ -253,7 +254,7 @@ def test_integrity_memory_store_missing_chunk(tmp_path: Path) -> None:
     ds.x.extend(np.arange(1000))
     seg = _frag(ds, "x").seg
     key = f"segments/{seg}/data/c/0"
-    del ds._cache.store._store_dict[key]  # type: ignore[attr-defined]
+    dataset_core(ds).backend.delete(key)  # the memory store's dict is the backend's
     with pytest.raises(
         lc.DatasetCorruptError, match=r"cannot read 'segments/.*/data/c/0' \(tensor 'x'"
     ) as info:
@@ -288,7 +289,7 @@ def test_integrity_reader_of_vacuumed_version_is_told_to_reopen(tmp_path: Path) 
     removed = lc.load(path).vacuum(grace_seconds=0, keep_versions=1)
     assert removed["versions"] >= 1
     assert removed["segments"] >= 1
-    old._cache.clear()
+    dataset_core(old).cache.clear()
     with pytest.raises(lc.DatasetCorruptError) as info:
         old.x[4000].numpy()
     err = info.value
@@ -297,8 +298,9 @@ def test_integrity_reader_of_vacuumed_version_is_told_to_reopen(tmp_path: Path) 
     assert "vacuum() removed it with the version being read" in str(err)
     assert str(err).endswith("That version is gone. Reopen the latest version with lc.load(path).")
     fresh = lc.load(path, read_only=True)
+    before = lc.Dataset(dataset_core(fresh).backend, dataset_core(old).txn.base, read_only=True)
     with pytest.raises(lc.DatasetCorruptError, match=r"Reopen the latest version with lc\.load"):
-        lc.Dataset(fresh._backend, old._txn.base, read_only=True).x.numpy()  # a handle opened before
+        before.x.numpy()  # a handle opened before
     assert fresh.x.numpy().tolist() == (-np.arange(10)).tolist()
 
 

@@ -18,6 +18,7 @@ import zarr
 
 import lakecompute as lc
 from lakecompute.storage import DATA_CHUNK, INDEX_CHUNK, Fragment
+from lakecompute.testing.internals import dataset_core
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Damaged:
 
 
 def _frag(ds: lc.Dataset, tensor: str) -> Fragment:
-    (frag,) = ds._txn.head.tensors[tensor].fragments
+    (frag,) = dataset_core(ds).txn.head.tensors[tensor].fragments
     return frag
 
 
@@ -73,7 +74,7 @@ def _undecodable_png(path: Path) -> Damaged:
     ds.img.extend([np.full((5, 6, 3), i, np.uint8) for i in range(10)])
     ds = lc.load(str(path))  # another handle writes to another slot: a second fragment
     ds.img.extend([np.full((5, 6, 3), i, np.uint8) for i in range(10, 20)])
-    frag, _ = ds._txn.head.tensors["img"].fragments
+    frag, _ = dataset_core(ds).txn.head.tensors["img"].fragments
     assert frag.idx is not None
     sizes = np.asarray(
         zarr.open_array(str(path), path=f"segments/{frag.seg}/index")[frag.idx : frag.idx + 40]

@@ -1,0 +1,48 @@
+"""Getting data in: folders of images, image files, and numpy arrays.
+
+* `ingest_classification` turns a folder of class sub-folders of images into a dataset with
+  ``images`` and ``labels`` (`lakecompute.ingest_coco` and `lakecompute.ingest_yolo`, in
+  `lakecompute.vision`, are built on the same pieces: `IngestOptions`, `plan_images`, `run_ingest`).
+* `read` opens one image file lazily. Appended to an image tensor whose sample compression
+  is the file's own format, its bytes are stored as they are (a JPEG is not re-encoded and loses
+  nothing); otherwise it is decoded like an array.
+* `from_numpy` makes a dataset from a dict of arrays.
+
+The modules, by role: ``_files`` (one image file), ``_plan`` (how images are stored, decided from
+names and headers), ``_options`` (the options every ingest takes), ``_run`` (create, fill with an
+eval, clean up), ``_classification`` and ``_numpy`` (the ingests themselves).
+
+Example:
+    >>> import lakecompute as lc
+    >>> import numpy as np
+    >>> ds = lc.from_numpy("mem://from-numpy-doc", {"x": np.arange(6).reshape(3, 2)}, overwrite=True)
+    >>> ds.x.numpy().tolist()
+    [[0, 1], [2, 3], [4, 5]]
+"""
+
+from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
+from lakecompute.ingest._files import IMAGE_EXTENSIONS, ImageFile, PathLike, load_for_ingest, read
+from lakecompute.ingest._numpy import from_numpy
+from lakecompute.ingest._options import IngestKwargs, IngestOptions
+from lakecompute.ingest._plan import IngestPlan, check_compression, plan_images, refuse_overlap, target_mode
+from lakecompute.ingest._run import run_ingest
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "ImageFile",
+    "IngestKwargs",
+    "IngestOptions",
+    "IngestPlan",
+    "PathLike",
+    "check_compression",
+    "from_numpy",
+    "ingest_classification",
+    "ingest_image",
+    "load_for_ingest",
+    "plan_classification",
+    "plan_images",
+    "read",
+    "refuse_overlap",
+    "run_ingest",
+    "target_mode",
+]

@@ -1,0 +1,211 @@
+"""One image file, read lazily (`read`, `ImageFile`), and decoded for an ingest (`load_for_ingest`).
+
+An `ImageFile` appended to an image tensor whose sample compression is the file's own format is
+stored as its bytes (a JPEG is not re-encoded and loses nothing); otherwise it is decoded like an array.
+"""
+
+from __future__ import annotations
+
+import os
+from io import BytesIO
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+__all__ = [
+    "FORMATS",
+    "IMAGE_EXTENSIONS",
+    "ImageFile",
+    "PathLike",
+    "load_for_ingest",
+    "read",
+    "unreadable",
+    "with_skip_advice",
+]
+
+IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+"""File name endings (any case) that `ingest_classification` reads as images."""
+
+FORMATS: Final[dict[str, str]] = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp", "BMP": "bmp"}
+"""Pillow's format names -> ours (the sample compressions; other formats keep Pillow's name, lower case)."""
+
+PathLike = str | os.PathLike[str]
+
+
+class ImageFile:
+    """An image file, read on first use and decoded only when its pixels are asked for.
+
+    Made by `lc.read`. It can be appended wherever an image array can:
+
+    * to an image tensor whose ``sample_compression`` is the file's format, the file's bytes are
+      stored as they are (checked to decode first) — no re-encoding, no extra JPEG loss;
+    * anywhere else it is decoded (``.numpy()``) and stored like an array.
+
+    Pixels come back as uint8: HxW for greyscale, HxWx3 for colour, HxWx4 with transparency.
+
+    Attributes:
+        path: the file's path as given.
+    """
+
+    __slots__ = ("_data", "_decodes", "_format", "_shape", "path")
+
+    def __init__(self, path: str, data: bytes | None = None) -> None:
+        self.path = path
+        self._data = data
+        self._format: str | None = None
+        self._shape: tuple[int, ...] | None = None
+        self._decodes = False  # known to decode fully (checked by load_for_ingest)
+
+    def _bytes(self) -> bytes:
+        if self._data is None:
+            try:
+                with open(self.path, "rb") as f:
+                    self._data = f.read()
+            except OSError as exc:
+                raise InvalidArgumentError(f"Cannot read image file {self.path!r} ({exc}).") from exc
+        return self._data
+
+    def _open(self) -> Image.Image:
+        from PIL import Image
+
+        try:
+            return Image.open(BytesIO(self._bytes()))
+        except Exception as exc:  # Pillow raises OSError, ValueError or SyntaxError for broken files
+            raise unreadable(self.path, exc) from exc
+
+    def _header(self) -> None:
+        from lakecompute.compression import decoded_mode
+
+        image = self._open()
+        fmt = image.format or "unknown"
+        self._format = FORMATS.get(fmt, fmt.lower())
+        try:
+            mode = decoded_mode(image)
+        except InvalidArgumentError as exc:
+            raise unreadable(self.path, exc) from exc
+        width, height = image.size
+        self._shape = (height, width) if mode == "L" else (height, width, len(mode))
+
+    @property
+    def format(self) -> str:
+        """The file's format: ``"jpeg"``, ``"png"``, ``"webp"``, ``"bmp"``, ... (from its content)."""
+        if self._format is None:
+            self._header()
+        assert self._format is not None
+        return self._format
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape `numpy()` returns, read from the file's header only."""
+        if self._shape is None:
+            self._header()
+        assert self._shape is not None
+        return self._shape
+
+    def numpy(self) -> np.ndarray:
+        """Decode the pixels.
+
+        Raises:
+            InvalidSampleError: the file is not a readable 8-bit image (the message names it).
+        """
+        from lakecompute.compression import decode_image
+
+        try:
+            return decode_image(self._bytes(), self.shape)
+        except InvalidArgumentError as exc:
+            raise unreadable(self.path, exc) from exc
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def _lakecompute_blob(self) -> tuple[str, bytes, tuple[int, ...]]:
+        """``(format, bytes, shape)`` for storing the file as it is (see ``htypes.encode_sample``)."""
+        if not self._decodes:
+            self.numpy()  # a file that does not decode must not be stored
+        return self.format, self._bytes(), self.shape
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent to a worker before it was read, an ImageFile travels as its path only.
+        return (ImageFile, (self.path, self._data))
+
+    def __repr__(self) -> str:
+        return f"ImageFile({self.path!r})"
+
+
+def read(path: PathLike) -> ImageFile:
+    """Open an image file lazily; append the result to an image tensor like an array.
+
+    Args:
+        path: a JPEG, PNG, WebP or BMP file (any format Pillow reads).
+
+    Returns:
+        An `ImageFile`: ``.numpy()``, ``.shape``, ``.format``.
+
+    Raises:
+        InvalidArgumentError: there is no such file.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> ds = lc.empty("./photos", overwrite=True)  # doctest: +SKIP
+        >>> ds.create_tensor("images", htype="image", sample_compression="jpeg")  # doctest: +SKIP
+        >>> ds.images.append(lc.read("cat.jpg"))  # stored as the file's own bytes  # doctest: +SKIP
+    """
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise InvalidArgumentError(
+            f"No image file at {name!r}. Check the path (relative to {os.getcwd()!r})."
+        )
+    return ImageFile(name)
+
+
+_FIX_FILE = "Fix or remove the file."
+
+
+def unreadable(path: str, exc: BaseException, tensor: str = "") -> InvalidSampleError:
+    """A file that is not a readable image. Without ``tensor`` (an `ImageFile` does not know where it will
+    be written) the tensor's writer names it; an ingest, which knows, says how to skip such files."""
+    detail = f"cannot read image file {path!r} ({type(exc).__name__}: {exc}). {_FIX_FILE}"
+    return InvalidSampleError(tensor, with_skip_advice(detail) if tensor else detail)
+
+
+def with_skip_advice(detail: str) -> str:
+    """An unreadable file's message as an ingest gives it: with the option that skips such files."""
+    return detail.replace(
+        _FIX_FILE, "Fix or remove the file, or pass skip_errors=True to skip unreadable files."
+    )
+
+
+def load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray | ImageFile:
+    """Decode one file fully (so a broken one fails here, named); the bytes themselves when they can
+    be stored as they are, else the pixels in ``mode``."""
+    from PIL import Image
+
+    from lakecompute.compression import decoded_mode
+
+    file = ImageFile(path)
+    data = file._bytes()
+    try:
+        with Image.open(BytesIO(data)) as opened:
+            opened.load()
+            decoded = decoded_mode(opened)
+            fmt = FORMATS.get(opened.format or "", "")
+            if compression is not None and fmt == compression and decoded == mode:
+                file._format = fmt
+                width, height = opened.size
+                file._shape = (height, width) if mode == "L" else (height, width, 3)
+                file._decodes = True  # opened.load() above decoded every pixel: no need to again
+                return file
+            image: Image.Image = opened
+            if image.mode != decoded:
+                # Via the decoded mode: Pillow warns when a palette with transparency goes straight to RGB.
+                image = image.convert(decoded)
+            pixels = np.asarray(image.convert(mode) if image.mode != mode else image)
+    except Exception as exc:  # Pillow raises OSError, ValueError or SyntaxError for broken files
+        raise unreadable(path, exc, "images") from exc
+    return pixels

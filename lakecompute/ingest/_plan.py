@@ -1,0 +1,117 @@
+"""How an ingest stores its images, decided before any file is decoded: the stored format (`plan_images`),
+the colour mode (`target_mode`), and where the dataset may go (`refuse_overlap`)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from lakecompute.errors import InvalidArgumentError
+from lakecompute.ingest._files import PathLike
+
+__all__ = ["IngestPlan", "check_compression", "plan_images", "refuse_overlap", "target_mode"]
+
+# File name endings -> the format their content normally has (what a plan counts; workers check content).
+_EXTENSION_FORMATS: Final[dict[str, str]] = {
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".png": "png",
+    ".webp": "webp",
+    ".bmp": "bmp",
+}
+# Which stored format wins a tie between equally common ones, and the one used when the most common
+# format is none a tensor stores (bmp): lossless first.
+_PREFERENCE: Final = ("png", "jpeg", "webp")
+
+
+@dataclass(frozen=True, slots=True)
+class IngestPlan:
+    """What `ingest_classification` does with a folder's files, decided from their names alone.
+
+    Attributes:
+        compression: how ``images`` are stored: ``"png"``, ``"jpeg"``, ``"webp"`` or None (arrays).
+        formats: files per format (from their name endings), most common first.
+        kept: files in the stored format, whose bytes are stored as they are (when their colour mode
+            is the tensor's too: a greyscale JPEG among colour ones is converted after all).
+        converted: files per other format, decoded and encoded again as ``compression``.
+    """
+
+    compression: str | None
+    formats: dict[str, int]
+    kept: int
+    converted: dict[str, int]
+
+    def summary(self) -> str:
+        """One line for people: the stored format, and how many files were kept and converted."""
+        stored = self.compression or "arrays (uncompressed)"
+        total = sum(self.formats.values())
+        if not self.converted:
+            return f"Images stored as {stored}: all {total} files kept as they are."
+        counts = ", ".join(f"{fmt}: {n}" for fmt, n in self.converted.items())
+        return (
+            f"Images stored as {stored}: {self.kept} of {total} files kept as they are, "
+            f"{total - self.kept} converted ({counts})."
+        )
+
+
+def plan_images(paths: Sequence[str], image_compression: str | None) -> IngestPlan:
+    """How images at ``paths`` are stored for ``image_compression`` (``"auto"``: their most common
+    format), decided from their name endings alone (see `IngestPlan`)."""
+    from lakecompute.compression import parse_sample_compression
+
+    formats = Counter(_EXTENSION_FORMATS[os.path.splitext(p)[1].lower()] for p in paths)
+    ranked = dict(sorted(formats.items(), key=lambda kv: (-kv[1], kv[0])))
+    if image_compression == "auto":
+        # The most common format wins; among equals lossless first; png when the most common is one
+        # no tensor stores (bmp), which keeps those files exact.
+        best = max(formats.values())
+        winners = [f for f in _PREFERENCE if formats.get(f) == best]
+        compression: str | None = winners[0] if winners else "png"
+    else:
+        compression = parse_sample_compression(image_compression)
+    kept = formats.get(compression, 0) if compression is not None else 0
+    converted = {f: n for f, n in ranked.items() if f != compression}
+    return IngestPlan(compression, ranked, kept, converted)
+
+
+def check_compression(value: object) -> str | None:
+    """``"auto"``, or a sample compression checked by `lakecompute.compression.parse_sample_compression`."""
+    from lakecompute.compression import parse_sample_compression
+
+    if value == "auto":
+        return "auto"
+    return parse_sample_compression(value)  # type: ignore[arg-type]  # checked there, with a message
+
+
+def refuse_overlap(src: str, dest: PathLike) -> None:
+    """Refuse a destination that is the source folder, inside it, or contains it: creating the dataset
+    there would delete or mix with the source images (``overwrite`` or not)."""
+    text = os.fspath(dest)
+    if "://" in text and not text.startswith("file://"):
+        return  # mem:// and s3:// cannot be a local folder
+    a = os.path.realpath(src)
+    b = os.path.realpath(text.removeprefix("file://"))
+    if a == b or b.startswith(a + os.sep) or a.startswith(b + os.sep):
+        where = "is" if a == b else "is inside" if b.startswith(a + os.sep) else "contains"
+        raise InvalidArgumentError(
+            f"The destination {text!r} {where} the source folder {src!r}: creating the dataset there would "
+            "delete or mix with the source images. Choose a destination outside the source folder."
+        )
+
+
+def target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
+    """``L`` when every readable file is greyscale, else ``RGB``: a tensor's samples share one rank."""
+    from PIL import Image
+
+    for path in paths:
+        try:
+            with Image.open(path) as image:  # reads the header only
+                mode = image.mode
+        except Exception:
+            continue  # an unreadable file is reported, by name, by the worker that decodes it
+        if mode not in ("L", "1"):
+            return "RGB"
+    return "L"

@@ -1,0 +1,83 @@
+"""Running an ingest: create the dataset, make its tensors, fill it with an eval, and clean up or
+report what failed."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
+from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice
+from lakecompute.ingest._options import IngestOptions
+
+if TYPE_CHECKING:
+    from lakecompute.datasets import Dataset
+
+__all__ = ["run_ingest"]
+
+
+def run_ingest(
+    dest: PathLike,
+    setup: Callable[[Dataset], None],
+    function: Any,
+    items: Sequence[Any],
+    paths: Sequence[str],
+    src: str,
+    options: IngestOptions,
+) -> Dataset:
+    """Create the dataset at ``dest``, make its tensors (``setup``, one commit) and fill it with an eval of
+    ``function`` over ``items`` (``paths[i]`` names the file of ``items[i]`` in errors and warnings).
+
+    On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
+    ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
+    the files that failed are listed in a `LakeComputeWarning`.
+    """
+    import lakecompute as lc
+
+    where = options.storage_options
+    resuming = options.resume and lc.exists(dest, storage_options=where)
+    if resuming:
+        ds = lc.load(dest, storage_options=where)
+    else:
+        ds = lc.empty(dest, overwrite=options.overwrite, storage_options=where)
+    # With checkpoints, a failed ingest keeps what it committed, for resume=True to continue.
+    discard = not options.checkpoint_interval and not resuming
+    try:
+        if not resuming:
+            with ds:
+                setup(ds)
+        result = function.eval(
+            items,
+            ds,
+            num_workers=options.workers_for(len(items)),
+            scheduler=options.scheduler,
+            progressbar=options.progressbar,
+            ignore_errors=options.skip_errors,
+            checkpoint_interval=options.checkpoint_interval,
+        )
+    except TransformError as err:
+        if discard:
+            lc.delete(dest, missing_ok=True, storage_options=where)
+        cause = err.__cause__ or err
+        path = paths[err.index] if err.index is not None else src
+        if isinstance(cause, InvalidSampleError):
+            # Raised as the caller's error, naming the file (the worker's own message may already).
+            named = "" if path in cause.detail else f"the sample of {path!r}: "
+            raise InvalidSampleError(cause.tensor, named + with_skip_advice(cause.detail)) from err
+        raise unreadable(path, cause, "images") from err
+    except BaseException:
+        if discard:
+            lc.delete(dest, missing_ok=True, storage_options=where)
+        raise
+    if result.failed:
+        skipped = [paths[f.index] for f in result.failed]
+        shown = "\n  ".join(skipped[:20]) + (
+            f"\n  ... and {len(skipped) - 20} more" if len(skipped) > 20 else ""
+        )
+        warnings.warn(
+            f"Skipped {len(skipped)} unreadable file(s) of {len(items)} in {src!r}:\n  {shown}",
+            LakeComputeWarning,
+            stacklevel=3,
+        )
+    return ds

@@ -1,0 +1,182 @@
+"""One way to check and normalise the options every public call takes: counts, flags, amounts, names.
+
+``eval``, the loaders, the schedulers, the ingests and the eval records all parse their options here,
+so the same wrong value gives the same error everywhere:
+
+* a value of the wrong type is an `InvalidTypeError` ("Expected num_workers to be an int. Got str: '2'.");
+* a value of the right type out of range is an `InvalidArgumentError` ("Expected num_workers >= 0. Got -1.").
+
+The rules:
+
+* **Counts** are ints. numpy integers are accepted and returned as ``int`` (an index read from an
+  array, ``np.int64(4)``, is a count like any other); ``bool`` is not a count (``True`` as a worker
+  count is a mistake, not 1), and neither is a float, even ``2.0``, nor a string.
+* **Flags** are ``True`` or ``False`` (numpy bools too), never taken for their truth: ``progressbar="no"``
+  is refused rather than read as True. The loaders' ``shuffle``, ``drop_last`` and ``pin_memory`` too
+  (they used to be taken for their truth: ``shuffle=1`` now asks for ``True``).
+* **Amounts** (a Ray task's CPUs) are finite numbers >= 0, int or float.
+* **Names** are non-empty strings.
+
+This module depends only on `lakecompute.errors` (and numpy), so that every layer (schedulers included)
+may use it.
+
+Example:
+    >>> import numpy as np
+    >>> from lakecompute.parsing import parse_count, parse_flag
+    >>> parse_count("num_workers", np.int64(2))
+    2
+    >>> parse_count("batch_size", None, 1, optional=True) is None
+    True
+    >>> parse_flag("progressbar", "yes")
+    Traceback (most recent call last):
+    ...
+    lakecompute.errors.InvalidTypeError: Expected progressbar to be True or False. Got str: 'yes'.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+from collections.abc import Collection, Mapping
+from typing import Literal, overload
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["parse_amount", "parse_choice", "parse_count", "parse_flag", "parse_keywords", "parse_name"]
+
+
+def _got(value: object) -> str:
+    """``Got <type>: <value>.``, the second half of every type error here."""
+    return f"Got {type(value).__name__}: {value!r}."
+
+
+def _with(message: str, hint: str) -> str:
+    return f"{message} {hint}" if hint else message
+
+
+@overload
+def parse_count(
+    name: str, value: object, least: int = 0, *, optional: Literal[False] = False, hint: str = ""
+) -> int: ...
+@overload
+def parse_count(
+    name: str, value: object, least: int = 0, *, optional: bool, hint: str = ""
+) -> int | None: ...
+def parse_count(
+    name: str, value: object, least: int = 0, *, optional: bool = False, hint: str = ""
+) -> int | None:
+    """Check a count: an int (or numpy integer) ``>= least``, returned as a plain ``int``.
+
+    Args:
+        name: the option's name, as the caller wrote it (``"num_workers"``).
+        value: what was given.
+        least: the smallest value allowed.
+        optional: None is allowed too (and returned as it is).
+        hint: what to do instead, appended to the range error ("Use 0 to run in the calling process.").
+
+    Raises:
+        InvalidTypeError: ``value`` is not an int (a bool, a float, a string, ...).
+        InvalidArgumentError: ``value`` is less than ``least``.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        kind = "an int or None" if optional else "an int"
+        raise InvalidTypeError(f"Expected {name} to be {kind}. {_got(value)}")
+    count = int(value)
+    if count < least:
+        raise InvalidArgumentError(_with(f"Expected {name} >= {least}. Got {value!r}.", hint))
+    return count
+
+
+def parse_flag(name: str, value: object) -> bool:
+    """Check a flag: ``True`` or ``False`` (a numpy bool too), returned as a plain ``bool``.
+
+    Raises:
+        InvalidTypeError: ``value`` is anything else (``1``, ``"yes"``, None).
+    """
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise InvalidTypeError(f"Expected {name} to be True or False. {_got(value)}")
+
+
+@overload
+def parse_amount(name: str, value: object, *, optional: Literal[False] = False) -> float: ...
+@overload
+def parse_amount(name: str, value: object, *, optional: bool) -> float | None: ...
+def parse_amount(name: str, value: object, *, optional: bool = False) -> float | None:
+    """Check an amount: a finite number ``>= 0`` (int, float or numpy number), returned as a ``float``.
+
+    Raises:
+        InvalidTypeError: ``value`` is not a number (a bool is not one either).
+        InvalidArgumentError: ``value`` is negative, infinite or NaN.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        kind = "a number or None" if optional else "a number"
+        raise InvalidTypeError(f"Expected {name} to be {kind}. {_got(value)}")
+    amount = float(value)
+    if not math.isfinite(amount) or amount < 0:
+        raise InvalidArgumentError(f"Expected {name} to be a finite number >= 0. Got {value!r}.")
+    return amount
+
+
+@overload
+def parse_name(name: str, value: object, *, optional: Literal[False] = False) -> str: ...
+@overload
+def parse_name(name: str, value: object, *, optional: bool) -> str | None: ...
+def parse_name(name: str, value: object, *, optional: bool = False) -> str | None:
+    """Check a name: a non-empty ``str``.
+
+    Raises:
+        InvalidTypeError: ``value`` is not a str.
+        InvalidArgumentError: ``value`` is the empty string.
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        kind = "a str or None" if optional else "a str"
+        raise InvalidTypeError(f"Expected {name} to be {kind}. {_got(value)}")
+    if not value:
+        raise InvalidArgumentError(f"Expected {name} to be a non-empty str. Got ''.")
+    return value
+
+
+def parse_choice(name: str, value: object, choices: Collection[str]) -> str:
+    """Check that ``value`` is one of ``choices`` (a closed set of names).
+
+    Raises:
+        InvalidTypeError: ``value`` is not a str.
+        InvalidArgumentError: ``value`` is not one of ``choices`` (the message lists them).
+    """
+    text = parse_name(name, value)
+    if text not in choices:
+        raise InvalidArgumentError(
+            f"Expected {name} to be one of {sorted(choices)!r}. Got {value!r}. Use one of those instead."
+        )
+    return text
+
+
+def parse_keywords(call: str, options: Mapping[str, object], known: Collection[str]) -> None:
+    """Refuse a keyword argument that a call taking ``**options`` does not know (a misspelt option).
+
+    Args:
+        call: the call's name as the user wrote it (``"eval"``, ``"batches"``).
+        options: the keyword arguments given.
+        known: the names the call takes.
+
+    Raises:
+        InvalidTypeError: a name in ``options`` is not in ``known`` (a ``TypeError``, as Python's own
+            "unexpected keyword argument" is); the message suggests the nearest known name.
+    """
+    unknown = sorted(set(options) - set(known))
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    hint = f"Use {close[0]!r} instead." if close else f"Expected one of {sorted(known)!r}."
+    raise InvalidTypeError(f"{call}() got an unexpected keyword argument {name!r}. {hint}")

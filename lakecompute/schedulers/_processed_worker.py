@@ -1,0 +1,193 @@
+"""The worker side of the processed scheduler: runs in each worker process, never in the parent.
+
+A worker started by `ProcessedScheduler` (in ``_processed``) runs `worker_main`: it routes its stderr
+to the parent, installs its own crash handler, ignores Ctrl-C (the parent stops it), leads its own
+process group, starts a thread that ends it if the parent dies (the orphan watch), reseeds the global
+random generators, then takes tasks from the queue and sends ``ready``, ``started``, ``progress``,
+``done`` and ``error`` messages through its own result pipe until a None tells it to stop.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lakecompute.schedulers._base import TaskFn, _set_process_worker_id, call_task
+from lakecompute.schedulers._frames import send_frame
+from lakecompute.schedulers._seeding import reseed_globals
+from lakecompute.schedulers._transport import dump, load, load_task, pickle_exception, unsendable_result
+
+__all__ = ["worker_main"]
+
+# A worker sends coalesced progress at most this often (seconds); the rest is summed until then, and
+# always flushed before the task's result, so no increment is lost.
+_PROGRESS_INTERVAL = 0.1
+# How often a worker checks that its parent is still alive (seconds).
+_ORPHAN_CHECK_INTERVAL = 1.0
+
+
+def worker_main(
+    index: int,
+    parent_pid: int,
+    by_fork_server: bool,
+    payload: Any,
+    tasks: Any,
+    writer: Any,
+    stderr: Any,
+) -> None:
+    """The body of a worker process: start, tell the parent, then run tasks until told to stop."""
+    # Threads that user code starts in a task may report progress too: one frame at a time.
+    write_lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        data = dump(message)
+        with write_lock:
+            send_frame(writer.fileno(), data)
+
+    leads_group = _prepare_worker(index, parent_pid, by_fork_server, stderr)
+    try:
+        fn = load(payload) if isinstance(payload, bytes) else payload
+    except BaseException as exc:
+        # E.g. the module of the task function cannot be imported here. Reported as itself, rather than
+        # as a traceback on stderr and an exit code the parent would have to guess about.
+        send(("start-failed", index, pickle_exception(exc)))
+        return
+    send(("ready", index, os.getpid(), leads_group))
+    _serve(index, fn, tasks, send)
+
+
+def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: Any) -> bool:
+    """Set up a new worker process; return whether it leads its own process group."""
+    # stderr through the parent, which forwards it and keeps its tail for error messages.
+    os.dup2(stderr.fileno(), 2)
+    stderr.close()
+    # A crash (segfault, abort) dumps its cause and the Python stack there, so WorkerDiedError can quote
+    # it. Installed afresh (disable, then enable): a user's script rarely enables faulthandler, and an
+    # inherited one may believe it is on while its handlers are gone (Ray's driver resets the fatal
+    # signals' handlers; enable() alone then does nothing and the crash printed nothing).
+    # fd 2, not sys.stderr: that may be an object without a file descriptor (pytest's capture).
+    faulthandler.disable()
+    faulthandler.enable(file=2, all_threads=True)
+    # Ctrl-C in a terminal reaches the whole process group. The parent turns it into KeyboardInterrupt
+    # and terminates the workers; workers that also raised it would die with noisy tracebacks, or die
+    # between two messages.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked worker inherits the parent's Python-level SIGTERM handler, if the application set one;
+    # terminate() must kill the worker, not run the parent's handler.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    leads_group = _lead_own_group()
+    _start_orphan_watchdog(parent_pid, by_fork_server, leads_group)
+    _set_process_worker_id(index)
+    # A forked worker would otherwise draw what its parent and its siblings draw.
+    reseed_globals()
+    return leads_group
+
+
+def _lead_own_group() -> bool:
+    """Make this worker lead its own process group, so that the parent can stop whatever user code
+    starts here; return whether it does."""
+    try:
+        os.setpgid(0, 0)
+        return os.getpgid(0) == os.getpid()
+    except (OSError, AttributeError):  # AttributeError: no process groups on this platform
+        return False
+
+
+def _serve(index: int, fn: TaskFn[Any, Any], tasks: Any, send: Callable[[tuple[Any, ...]], None]) -> None:
+    """Run tasks from the queue until a None says to stop."""
+    while True:
+        item = tasks.get()
+        if item is None:
+            return
+        position, data = item
+        send(("started", index, position))
+        progress = _Progress(send, index)
+        try:
+            task = load_task(data, position)
+            value = call_task(fn, task, progress)
+        except BaseException as exc:
+            progress.flush()
+            send(("error", index, position, pickle_exception(exc)))
+            continue
+        progress.flush()
+        try:
+            result = dump(value)
+        except Exception as exc:
+            send(("error", index, position, pickle_exception(unsendable_result(task, exc, "worker process"))))
+            continue
+        send(("done", index, position, result))
+
+
+class _Progress:
+    """The ``progress`` function a task gets in a worker: sums increments and sends them now and then."""
+
+    def __init__(self, send: Callable[[tuple[Any, ...]], None], index: int) -> None:
+        self._send = send
+        self._index = index
+        self._pending = 0
+        # The first increment goes out at once, so a progress bar moves as soon as work starts.
+        self._last_sent = float("-inf")
+
+    def __call__(self, increment: int) -> None:
+        # progress(0) is the per-sample cancellation point; a worker process is stopped from outside,
+        # so it has nothing to do here.
+        if not increment:
+            return
+        self._pending += increment
+        now = time.monotonic()
+        # Coalesce: one message per interval rather than one per sample keeps the pipe quiet.
+        if now - self._last_sent >= _PROGRESS_INTERVAL:
+            self.flush()
+            self._last_sent = now
+
+    def flush(self) -> None:
+        """Send what has been summed so far."""
+        if self._pending:
+            self._send(("progress", self._index, self._pending))
+            self._pending = 0
+
+
+def _start_orphan_watchdog(parent_pid: int, by_fork_server: bool, leads_group: bool) -> None:
+    """End the worker (and its process group) if its parent dies without stopping it (e.g. SIGKILL)."""
+    # A worker is re-parented when the process that started it dies. Forked and spawned workers are
+    # started by `parent_pid` itself: compared with it, not with the parent seen now, so that a parent
+    # that died while this worker was starting is noticed too. Workers from the fork server are its
+    # children (it exits when the process that started it dies); `parent_pid` is watched as well.
+    expected = os.getppid() if by_fork_server else parent_pid
+
+    def orphaned() -> bool:
+        return os.getppid() != expected or (by_fork_server and not _running(parent_pid))
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(_ORPHAN_CHECK_INTERVAL)
+        if leads_group:
+            # This worker and whatever user code started in it.
+            os.killpg(0, signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name=f"lakecompute-orphan-watchdog-{parent_pid}", daemon=True).start()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: existence only
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    # The state follows the command name, which may hold spaces and parentheses.
+    return stat[stat.rindex(")") + 2] not in "ZX"

@@ -1,0 +1,372 @@
+"""Tensor specs: what a tensor is declared as, checked without touching any sample.
+
+A tensor's name, htype, dtype and compressions (`TensorSpec`), the names lakecompute accepts for
+each, and the checks of a tensor's ``info``. Storage records specs in manifests and checks them when
+it reads one, so this module sits below storage and imports nothing but `lakecompute.errors`: how
+samples are encoded and decoded (`lakecompute.htypes`, `lakecompute.compression`) sits above storage.
+`lakecompute.htypes` and `lakecompute.compression` re-export these names where they were defined before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
+
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "BBOX_FORMATS",
+    "CHUNK_COMPRESSIONS",
+    "CLASS_NAMED_HTYPES",
+    "HTYPES",
+    "MAX_TENSOR_NAME",
+    "SAMPLE_COMPRESSIONS",
+    "ChunkCompression",
+    "Encoded",
+    "SampleCompression",
+    "TensorSpec",
+    "check_new_tensor_name",
+    "parse_chunk_compression",
+    "parse_htype_info",
+    "parse_sample_compression",
+    "parse_tensor_name",
+    "parse_tensor_spec",
+]
+
+#: The htypes, in the order messages list them.
+HTYPES: Final[tuple[str, ...]] = (
+    "generic",
+    "image",
+    "class_label",
+    "embedding",
+    "text",
+    "json",
+    "bbox",
+    "binary_mask",
+    "segment_mask",
+    "keypoints",
+    "polygon",
+)
+_DEFAULT_DTYPE: Final[dict[str, str | None]] = {
+    "generic": None,  # decided by the data, once, at commit (see docs/how-it-works.md)
+    "image": "uint8",
+    "class_label": "uint32",
+    "embedding": "float32",
+    "text": "str",
+    "json": "json",
+    "bbox": "float32",
+    "binary_mask": "bool",
+    "segment_mask": "uint32",
+    "keypoints": "float32",
+    "polygon": "float32",
+}
+#: htypes whose tensors take ``class_names`` (an index per value names a class).
+CLASS_NAMED_HTYPES: Final = ("class_label", "segment_mask")
+# Matched with fullmatch: "$" alone would also accept a trailing newline ("x\n").
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
+#: The longest name `create_tensor` accepts (see `check_new_tensor_name`).
+MAX_TENSOR_NAME = 128
+
+
+# htypes stored as one blob per sample (besides images with a sample compression): text and json as
+# UTF-8, polygons as counts and coordinates, binary masks as bits (np.packbits: 8 pixels a byte, which
+# the chunk compression then shrinks further; eight times less to copy and compress than bools).
+_BLOB_HTYPES: Final = ("text", "json", "polygon", "binary_mask")
+
+
+SampleCompression = Literal["png", "jpeg", "webp"]
+"""The names of the image codecs a tensor's samples can be stored with."""
+
+ChunkCompression = Literal["zstd", "lz4", "gzip"]
+"""The names of the generic codecs a tensor's chunks can be stored with."""
+
+SAMPLE_COMPRESSIONS: Final[frozenset[str]] = frozenset({"png", "jpeg", "webp"})
+"""Every accepted sample compression (``None``, meaning raw arrays, is accepted too)."""
+
+CHUNK_COMPRESSIONS: Final[frozenset[str | None]] = frozenset({"zstd", "lz4", "gzip", None})
+"""Every accepted chunk compression, ``None`` meaning uncompressed chunks."""
+
+# Spellings users reach for that mean one of ours.
+_SAMPLE_ALIASES: Final[dict[str, SampleCompression]] = {
+    "png": "png",
+    "jpeg": "jpeg",
+    "jpg": "jpeg",
+    "webp": "webp",
+}
+_Name = TypeVar("_Name", bound=str)
+
+_CHUNK_ALIASES: Final[dict[str, ChunkCompression]] = {"zstd": "zstd", "lz4": "lz4", "gzip": "gzip"}
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """The fixed description of a tensor.
+
+    Attributes:
+        name: the tensor's name in the dataset.
+        htype: one of `HTYPES`.
+        dtype: numpy dtype name; None for generic tensors until the first commit decides it;
+            ``"str"`` for text and ``"json"`` for json.
+        sample_compression: ``png`` / ``jpeg`` / ``webp`` for images stored encoded, else None.
+        chunk_compression: the zarr codec for the tensor's bytes (``zstd``, ``lz4``, ``gzip``, None).
+    """
+
+    name: str
+    htype: str
+    dtype: str | None
+    sample_compression: str | None
+    chunk_compression: str | None
+
+    @property
+    def kind(self) -> Literal["array", "bytes"]:
+        """``bytes`` when each sample is stored as one encoded blob, else ``array``."""
+        if self.sample_compression is not None or self.htype in _BLOB_HTYPES:
+            return "bytes"
+        return "array"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "htype": self.htype,
+            "dtype": self.dtype,
+            "sample_compression": self.sample_compression,
+            "chunk_compression": self.chunk_compression,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, obj: dict[str, Any]) -> TensorSpec:
+        return cls(
+            name=name,
+            htype=str(obj["htype"]),
+            dtype=obj.get("dtype"),
+            sample_compression=obj.get("sample_compression"),
+            chunk_compression=obj.get("chunk_compression"),
+        )
+
+
+def parse_tensor_name(name: object) -> str:
+    """Check a tensor name: letters, digits, ``_`` and ``-``, not starting with ``-``."""
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"Expected a tensor name as str. Got {type(name).__name__}: {name!r}.")
+    if not _NAME.fullmatch(name):
+        raise InvalidArgumentError(
+            f"Invalid tensor name {name!r}: use letters, digits, '_' and '-' (not empty, no '/', "
+            "no '..', not starting with '.' or '-'), e.g. 'images' or 'labels_2'."
+        )
+    return name
+
+
+def check_new_tensor_name(name: object) -> str:
+    """Check the name of a tensor being created: `parse_tensor_name`, and at most `MAX_TENSOR_NAME`
+    characters, so that every backend can store the paths named after it (``compact`` writes
+    ``tensors/<name>/...``; local file systems allow 255 bytes per path component, S3 1024 per key).
+    Names read from existing manifests are not held to the length limit.
+    """
+    parse_tensor_name(name)
+    assert isinstance(name, str)
+    if len(name) > MAX_TENSOR_NAME:
+        raise InvalidArgumentError(
+            f"Invalid tensor name {name[:20]!r}... ({len(name)} characters): tensor names are at most "
+            f"{MAX_TENSOR_NAME} characters, so that every storage backend can hold the paths named after "
+            "them. Choose a shorter name."
+        )
+    return name
+
+
+def parse_tensor_spec(
+    name: str,
+    htype: str | None = None,
+    dtype: object = None,
+    sample_compression: str | None = None,
+    chunk_compression: str | None = "default",
+) -> TensorSpec:
+    """Check and normalise the arguments of ``create_tensor``.
+
+    ``chunk_compression="default"`` picks zstd for numeric tensors and nothing for encoded images,
+    text and json; None stores the bytes uncompressed.
+    """
+    parse_tensor_name(name)
+    ht = "generic" if htype is None else str(htype)
+    if ht not in HTYPES:
+        raise InvalidArgumentError(
+            f"Unknown htype {htype!r} for tensor {name!r}. Expected one of {list(HTYPES)!r}."
+        )
+    sc = parse_sample_compression(sample_compression)
+    if sc is not None and ht not in ("image", "generic"):
+        raise InvalidArgumentError(
+            f"sample_compression={sc!r} needs htype 'image'; tensor {name!r} has htype {ht!r}. "
+            "Use chunk_compression for other tensors."
+        )
+    if sc is not None and ht == "generic":
+        ht = "image"
+    use_default = chunk_compression == "default"
+    cc = None if use_default else parse_chunk_compression(chunk_compression)
+    dt = _DEFAULT_DTYPE[ht] if dtype is None else _parse_dtype(name, ht, dtype)
+    if use_default and sc is None and ht not in ("text", "json"):
+        cc = "zstd"  # cheap and effective on numeric data; encoded images gain nothing from it
+    return TensorSpec(name=name, htype=ht, dtype=dt, sample_compression=sc, chunk_compression=cc)
+
+
+def _parse_dtype(name: str, ht: str, dtype: object) -> str:
+    """Check a dtype given to ``create_tensor`` against the tensor's htype; its numpy name."""
+    if ht in ("text", "json"):
+        raise InvalidArgumentError(
+            f"htype {ht!r} stores {_DEFAULT_DTYPE[ht]} values; do not pass dtype (got {dtype!r})."
+        )
+    try:
+        npdt = np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise InvalidArgumentError(f"Unknown dtype {dtype!r} for tensor {name!r}.") from exc
+    if npdt.kind not in "biufc":
+        raise InvalidArgumentError(
+            f"Tensor {name!r}: expected a numeric dtype (bool, int, uint, float, complex). Got {npdt}. "
+            "Use htype='text' for strings and htype='json' for objects."
+        )
+    refused = {
+        "image": (npdt != np.uint8, f"Image tensor {name!r} must have dtype uint8. Got {npdt}."),
+        "class_label": (
+            npdt.kind not in "iu",
+            f"class_label tensor {name!r} needs an integer dtype. Got {npdt}.",
+        ),
+        "embedding": (npdt.kind != "f", f"embedding tensor {name!r} needs a float dtype. Got {npdt}."),
+        "binary_mask": (npdt != np.bool_, f"binary_mask tensor {name!r} must have dtype bool. Got {npdt}."),
+        "segment_mask": (
+            npdt.kind not in "iu",
+            f"segment_mask tensor {name!r} needs an integer dtype (class ids). Got {npdt}.",
+        ),
+    }
+    for coords in ("bbox", "keypoints", "polygon"):
+        refused[coords] = (
+            npdt.kind not in "iuf",
+            f"{coords} tensor {name!r} needs an integer or float dtype for coordinates. Got {npdt}.",
+        )
+    wrong, message = refused.get(ht, (False, ""))
+    if wrong:
+        raise InvalidArgumentError(message)
+    return str(npdt.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One checked sample ready to store: a numeric array, or an encoded blob with its shape."""
+
+    array: np.ndarray | None
+    blob: bytes | None
+    shape: tuple[int, ...]
+
+
+def parse_sample_compression(value: str | None) -> SampleCompression | None:
+    """Check and normalise a sample compression name.
+
+    Args:
+        value: ``"png"``, ``"jpeg"`` (or ``"jpg"``), ``"webp"`` in any case, or ``None`` for raw arrays.
+
+    Returns:
+        The canonical lower-case name, or ``None``.
+
+    Raises:
+        InvalidArgumentError: if the name is not a known sample compression.
+        InvalidTypeError: if ``value`` is neither a str nor None.
+
+    Example:
+        >>> parse_sample_compression("JPG")
+        'jpeg'
+    """
+    return _parse_name(value, "sample compression", _SAMPLE_ALIASES, "None, 'jpeg', 'png', 'webp'")
+
+
+def parse_chunk_compression(value: str | None) -> ChunkCompression | None:
+    """Check and normalise a chunk compression name.
+
+    Args:
+        value: ``"zstd"``, ``"lz4"`` or ``"gzip"`` in any case, or ``None`` for uncompressed chunks.
+
+    Returns:
+        The canonical lower-case name, or ``None``.
+
+    Raises:
+        InvalidArgumentError: if the name is not a known chunk compression.
+        InvalidTypeError: if ``value`` is neither a str nor None.
+
+    Example:
+        >>> parse_chunk_compression("ZSTD")
+        'zstd'
+    """
+    return _parse_name(value, "chunk compression", _CHUNK_ALIASES, "None, 'gzip', 'lz4', 'zstd'")
+
+
+def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expected: str) -> _Name | None:
+    """Normalise a compression name through ``aliases``; None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"Expected the {what} as a str or None. Got {type(value).__name__} {value!r}.")
+    name = aliases.get(value.strip().lower())
+    if name is None:
+        raise InvalidArgumentError(f"Unknown {what} {value!r}. Expected one of {expected}.")
+    return name
+
+
+#: The coordinate layouts a ``bbox`` tensor's ``info.format`` may name.
+BBOX_FORMATS: Final = ("xyxy", "xywh", "cxcywh")
+
+
+def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the info a tensor of ``spec.htype`` is created with, and fill in its defaults.
+
+    * ``bbox``: ``format`` (``"xyxy"`` by default, ``"xywh"`` or ``"cxcywh"``) and ``normalized``
+      (False: pixel coordinates; True: fractions of the image's width and height, in 0..1).
+    * ``keypoints``: optional ``keypoint_names`` (distinct strings; samples then have that many
+      keypoints) and ``skeleton`` (pairs of 1-based keypoint numbers, as COCO writes them).
+
+    Raises:
+        InvalidArgumentError: a value of the wrong kind, naming the key and what it accepts.
+    """
+    out = dict(info)
+    if spec.htype == "bbox":
+        out.setdefault("format", "xyxy")
+        out.setdefault("normalized", False)
+        if out["format"] not in BBOX_FORMATS:
+            raise InvalidArgumentError(
+                f"bbox tensor {spec.name!r}: format must be one of {list(BBOX_FORMATS)!r}. "
+                f"Got {out['format']!r}. COCO boxes are 'xywh' in pixels; YOLO boxes 'cxcywh' normalized."
+            )
+        if not isinstance(out["normalized"], bool):
+            raise InvalidArgumentError(
+                f"bbox tensor {spec.name!r}: normalized must be True (0..1 fractions of the image size) "
+                f"or False (pixels). Got {out['normalized']!r}."
+            )
+    elif spec.htype == "keypoints":
+        _check_keypoint_info(spec.name, out)
+    return out
+
+
+def _check_keypoint_info(name: str, info: dict[str, Any]) -> None:
+    names = info.get("keypoint_names")
+    if names is not None and (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise InvalidArgumentError(
+            f"keypoints tensor {name!r}: keypoint_names must be a list of distinct strings. Got {names!r}."
+        )
+    skeleton = info.get("skeleton")
+    if skeleton is None:
+        return
+    limit = len(names) if names else None
+    ok = isinstance(skeleton, list) and all(
+        isinstance(e, (list, tuple))
+        and len(e) == 2
+        and all(isinstance(j, int) and j >= 1 and (limit is None or j <= limit) for j in e)
+        for e in skeleton
+    )
+    if not ok:
+        raise InvalidArgumentError(
+            f"keypoints tensor {name!r}: skeleton must be a list of [a, b] pairs of 1-based keypoint numbers"
+            + (f" (1..{limit})" if limit else "")
+            + f". Got {skeleton!r:.120}."
+        )

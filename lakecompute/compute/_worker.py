@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute.compute._inputs import Source
+from lakecompute.compute._inputs import Source, estimate_bytes
+from lakecompute.compute._plan import BLOCK_BYTES
 from lakecompute.compute._runner import (
     Stage,
     StageFailure,
@@ -341,6 +342,9 @@ class _TaskRun:
         # lengths after it), from which a failing value's input index is found when needed.
         self.lists = [self.final.items()[n] for n in self.names]
         self.marks: list[tuple[int, list[int]]] = []
+        # Kept samples buffered between drains: set from the outputs of the task's first sample (see
+        # _kept), since a block is sized from its inputs, which may be far smaller than the outputs.
+        self.drain_every = 0
         self.counts = dict.fromkeys(self.names, 0)
         self.failed: list[FailedSample] = []
         self.last_fn = self.stages[-1].name
@@ -390,8 +394,7 @@ class _TaskRun:
             except (StageFailure, InvalidSampleError) as failure:
                 self._failed(index, failure, before)
             else:
-                self.marks.append((index, after))
-                before = after
+                before = self._kept(index, before, after)
             progress(0)  # a cancellation point: a failed or stopped run ends this task here
             done += min(step, self.task.stop - index)
             if done >= 64:
@@ -399,6 +402,23 @@ class _TaskRun:
                 done = 0
         if done:
             progress(done)
+
+    def _kept(self, index: int, before: list[int], after: list[int]) -> list[int]:
+        """Mark a sample's outputs as kept; drain once BLOCK_BYTES of outputs are buffered. Returns the
+        output lengths the next sample starts from.
+
+        A block holds BLOCK_BYTES of *input*: a file name or an annotation's JSON in, an image and its
+        masks out, and a block of 8,192 inputs would hold gigabytes of outputs until its end (and every
+        one of them a new allocation the kernel must fault in and zero)."""
+        self.marks.append((index, after))
+        if not self.drain_every:  # the first sample that wrote something sets it
+            grew = [v for values, b, a in zip(self.lists, before, after, strict=True) for v in values[b:a]]
+            if grew:
+                self.drain_every = max(1, BLOCK_BYTES // max(1, sum(map(estimate_bytes, grew))))
+        if not self.drain_every or len(self.marks) < self.drain_every:
+            return after
+        self.drain()
+        return list(map(len, self.lists))
 
     def _check(self, before: list[int], after: list[int], inputs: int) -> None:
         """Check what one input (or one batch of ``inputs`` inputs) wrote, when it was unusual."""

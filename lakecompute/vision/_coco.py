@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,7 +39,6 @@ from lakecompute.ingest import (
 )
 from lakecompute.vision._common import (
     convert_boxes,
-    decode_rle,
     encode_mask,
     image_size,
     plain,
@@ -104,10 +104,11 @@ def _read_json(path: str) -> dict[str, Any]:
     return coco
 
 
-def _items(coco: Mapping[str, Any], images_dir: str, where: str) -> list[tuple[str, str, str]]:
-    """``(path, image entry, its annotations)`` per image, in the file's order; the entry and the
-    annotations as JSON text, which an eval fingerprints and sends to workers far faster than the
-    nested dicts and lists (their parse in the worker costs about as much as a copy)."""
+def _items(coco: Mapping[str, Any], images_dir: str, where: str) -> tuple[list[bytes], list[str]]:
+    """One input per image, in the file's order: its path, image entry and annotations as one JSON text
+    (bytes), which an eval fingerprints, and sends to workers with every task, far faster than the
+    nested dicts and lists (one parse per image in the worker costs less than that copy); and the paths.
+    """
     images = _list(coco, "images", where)
     by_image: dict[int, list[Any]] = {int(img["id"]): [] for img in images}
     for ann in _list(coco, "annotations", where):
@@ -119,12 +120,13 @@ def _items(coco: Mapping[str, Any], images_dir: str, where: str) -> list[tuple[s
         by_image[int(ann["image_id"])].append(ann)
     if not images:
         raise InvalidArgumentError(f"{where} lists no images; there is nothing to ingest.")
-    items = []
+    items, paths = [], []
     for img in images:
         entry = {k: img[k] for k in ("id", "file_name", "height", "width") if k in img}
         path = os.path.join(images_dir, str(img["file_name"]))
-        items.append((path, json.dumps(entry), json.dumps(by_image[int(img["id"])])))
-    return items
+        items.append(json.dumps([path, entry, by_image[int(img["id"])]]).encode())
+        paths.append(path)
+    return items, paths
 
 
 def _annotation_columns(anns: Sequence[Any], index: Mapping[int, int], n_points: int) -> dict[str, Any]:
@@ -151,9 +153,8 @@ def _annotation_columns(anns: Sequence[Any], index: Mapping[int, int], n_points:
     return row
 
 
-def _rle(seg: Any, height: int, width: int) -> Any:
+def _rle(mask_utils: Any, seg: Any, height: int, width: int) -> Any:
     """The RLE of one annotation's segmentation, as pycocotools' ``COCO.annToRLE`` makes it."""
-    mask_utils = require("pycocotools.mask", "Reading COCO masks")
     if isinstance(seg, list):
         return mask_utils.merge(mask_utils.frPyObjects(seg, height, width))
     if isinstance(seg["counts"], list):
@@ -162,16 +163,21 @@ def _rle(seg: Any, height: int, width: int) -> Any:
 
 
 def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
+    mask_utils = require("pycocotools.mask", "Reading COCO masks")
     out = np.zeros((height, width, len(anns)), dtype=bool)
-    for j, ann in enumerate(anns):
-        seg = ann.get("segmentation")
-        if seg:
-            out[:, :, j] = decode_rle(_rle(seg, height, width))
+    with warnings.catch_warnings():
+        # pycocotools 2.0 builds its result through an __array__ without numpy 2's copy keyword; numpy
+        # warns (DeprecationWarning) and falls back to a copy. Not ours to fix; the values are right.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for j, ann in enumerate(anns):
+            seg = ann.get("segmentation")
+            if seg:
+                out[:, :, j] = mask_utils.decode(_rle(mask_utils, seg, height, width))
     return out
 
 
 def coco_image(
-    sample_in: tuple[str, str, str],
+    sample_in: bytes,
     sample_out: Any,
     mode: str,
     compression: str | None,
@@ -179,9 +185,9 @@ def coco_image(
     n_points: int,
     masks: bool,
 ) -> None:
-    """The compute function of `ingest_coco`: one image with its annotations in, one sample out."""
-    path, image_text, anns_text = sample_in
-    image, anns = json.loads(image_text), json.loads(anns_text)
+    """The compute function of `ingest_coco`: one image with its annotations in (the JSON text of its
+    path, image entry and annotations), one sample out."""
+    path, image, anns = json.loads(sample_in)
     pixels = load_for_ingest(path, mode, compression)
     shape: tuple[int, ...] = pixels.shape
     height, width = int(image.get("height") or shape[0]), int(image.get("width") or shape[1])
@@ -269,8 +275,7 @@ def ingest_coco(
     refuse_overlap(images_dir, dest)
     coco = _read_json(where)
     cats = _Categories.parse(coco, where)
-    items = _items(coco, images_dir, where)
-    paths = [p for p, _, _ in items]
+    items, paths = _items(coco, images_dir, where)
     _check_files(paths, images_dir)
     compression = plan_images(paths, parsed.image_compression).compression
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +15,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "convert_boxes",
-    "decode_rle",
     "encode_mask",
     "image_files",
     "image_size",
@@ -39,16 +37,6 @@ def require(module: str, purpose: str, install: str = _INSTALL) -> ModuleType:
             f"{purpose} needs the package {module.split('.')[0]!r}, which is not installed. "
             f"Install it with: {install}"
         ) from exc
-
-
-def decode_rle(rle: Any) -> np.ndarray:
-    """pycocotools' ``mask.decode`` of one RLE: a bool HxW mask."""
-    mask_utils = require("pycocotools.mask", "Decoding COCO masks")
-    with warnings.catch_warnings():
-        # pycocotools 2.0 builds its result through an __array__ without numpy 2's copy keyword; numpy
-        # warns (DeprecationWarning) and falls back to a copy. Not ours to fix; the values are right.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return np.asarray(mask_utils.decode(rle), dtype=bool)
 
 
 def encode_mask(mask: np.ndarray) -> dict[str, Any]:

@@ -11,10 +11,14 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.vision.augment_cases import (
+    assert_kill_and_resume_equals_a_straight_run,
+    assert_same,
+    contents,
+    new_output,
+)
 
 A = pytest.importorskip("albumentations")
-
-TENSORS = ("images", "boxes", "categories", "masks", "keypoints")
 
 
 def pipeline(label_fields: tuple[str, ...] = ()) -> Any:
@@ -48,15 +52,6 @@ def first_draw(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> Non
     sample_out.append({"seed": int(rng.integers(2**32))})
 
 
-def _out(path: Path, ds: lc.Dataset) -> lc.Dataset:
-    out = lc.empty(str(path), overwrite=True)
-    with out:
-        out.create_tensor("images", htype="image", sample_compression="png")  # lossless, to compare exactly
-        for name in TENSORS[1:]:
-            out.create_tensor_like(name, ds.tensors[name])
-    return out
-
-
 @pytest.fixture
 def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
     images, annotations = coco_files
@@ -66,7 +61,7 @@ def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
 def test_augment_equals_albumentations_applied_directly(coco: lc.Dataset, tmp_path: Path) -> None:
     """Images, boxes, masks and labels after the eval equal albumentations run by hand with the same seed;
     a dropped box takes its label and mask channel with it."""
-    out = _out(tmp_path / "aug", coco)
+    out = new_output(tmp_path / "aug", coco)
     flip_crop_resize().eval(coco, out, seed=7, progressbar=False)
     seeds = lc.empty("mem://augment-seeds", overwrite=True)
     seeds.create_tensor("seed", dtype="int64")
@@ -103,12 +98,10 @@ def test_augment_is_the_same_for_any_workers(coco: lc.Dataset, tmp_path: Path) -
     """The augmented dataset is identical with 0 and 2 worker processes."""
     results = []
     for workers in (0, 2):
-        out = _out(tmp_path / f"aug{workers}", coco)
+        out = new_output(tmp_path / f"aug{workers}", coco)
         flip_crop_resize().eval(coco, out, seed=3, num_workers=workers, progressbar=False)
-        results.append({n: [np.asarray(a) for a in out.tensors[n].numpy(aslist=True)] for n in TENSORS})
-    for name in TENSORS:
-        for a, b in zip(results[0][name], results[1][name], strict=True):
-            np.testing.assert_array_equal(a, b)
+        results.append(contents(out))
+    assert_same(*results)
 
 
 @lc.compute
@@ -152,7 +145,7 @@ def test_augment_after_a_failure_and_resume_equals_an_uninterrupted_run(
     exactly the dataset of a run that never failed (the rng is derived from the input, not the run)."""
     marker = tmp_path / "crash"
     marker.write_text("")
-    resumed = _out(tmp_path / "resumed", coco)
+    resumed = new_output(tmp_path / "resumed", coco)
     with pytest.raises(lc.TransformError, match="crash at input 2"):
         crashes_once(marker=str(marker)).eval(coco, resumed, seed=5, checkpoint_interval=1, progressbar=False)
     assert len(lc.load(str(tmp_path / "resumed"))) == 2  # the kept prefix
@@ -160,12 +153,9 @@ def test_augment_after_a_failure_and_resume_equals_an_uninterrupted_run(
         coco, resumed, seed=5, checkpoint_interval=1, progressbar=False
     )
     assert result.resumed_from == 2
-    straight = _out(tmp_path / "straight", coco)
+    straight = new_output(tmp_path / "straight", coco)
     crashes_once(marker=str(marker)).eval(coco, straight, seed=5, checkpoint_interval=1, progressbar=False)
-    a, b = lc.load(str(tmp_path / "resumed")), lc.load(str(tmp_path / "straight"))
-    for name in TENSORS:
-        for x, y in zip(a[name].numpy(aslist=True), b[name].numpy(aslist=True), strict=True):
-            np.testing.assert_array_equal(x, y)
+    assert_same(contents(lc.load(str(tmp_path / "resumed"))), contents(straight))
 
 
 @lc.compute
@@ -177,18 +167,6 @@ def slow_flip_crop_resize(sample_in: Any, sample_out: Any, rng: np.random.Genera
     sample_out.append(augmented(sample_in, rng))
 
 
-_KILLED_RUN = """
-import sys
-import lakecompute as lc
-from tests.vision.test_augment import slow_flip_crop_resize
-
-src, out = sys.argv[1:3]
-print("START", flush=True)
-fn = slow_flip_crop_resize(pause=0.4)
-fn.eval(lc.load(src), lc.load(out), seed=5, num_workers=2, checkpoint_interval=1, progressbar=False)
-"""
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_augment_after_a_kill_and_resume_equals_an_uninterrupted_run(
@@ -196,38 +174,4 @@ def test_augment_after_a_kill_and_resume_equals_an_uninterrupted_run(
 ) -> None:
     """The augmentation's process SIGKILLed after a checkpoint: the rerun (another worker count) resumes
     after it and ends with exactly the dataset of a run that was never killed."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    repo = Path(__file__).resolve().parents[2]
-    _out(tmp_path / "resumed", coco)
-    first = lc.load(str(tmp_path / "resumed")).version
-    run = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, coco.path, str(tmp_path / "resumed")],
-                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(repo)},
-                           start_new_session=True)  # fmt: skip
-    try:
-        assert run.stdout is not None
-        assert run.stdout.readline().strip() == "START"
-        deadline = time.monotonic() + 60
-        while lc.load(str(tmp_path / "resumed")).version == first and time.monotonic() < deadline:
-            time.sleep(0.02)  # until the first checkpoint is committed
-        os.killpg(run.pid, signal.SIGKILL)
-    finally:
-        run.kill()
-        run.communicate(timeout=30)
-    kept = len(lc.load(str(tmp_path / "resumed")))
-    assert 0 < kept < len(coco)
-    fn = slow_flip_crop_resize(pause=0.4)
-    result = fn.eval(
-        coco, lc.load(str(tmp_path / "resumed")), seed=5, checkpoint_interval=1, progressbar=False
-    )
-    assert result.resumed_from == kept
-    straight = _out(tmp_path / "straight", coco)
-    fn.eval(coco, straight, seed=5, num_workers=2, progressbar=False)
-    a, b = lc.load(str(tmp_path / "resumed")), lc.load(str(tmp_path / "straight"))
-    assert len(a) == len(b) == len(coco)
-    for name in TENSORS:
-        for x, y in zip(a[name].numpy(aslist=True), b[name].numpy(aslist=True), strict=True):
-            np.testing.assert_array_equal(x, y)
+    assert_kill_and_resume_equals_a_straight_run("tests.vision.test_augment", coco, tmp_path, patience=60.0)

@@ -4,7 +4,6 @@ for 0 and 2 workers (processes and threads) and after a kill and a resume."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +11,18 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.vision.augment_cases import (
+    TENSORS,
+    assert_kill_and_resume_equals_a_straight_run,
+    assert_same,
+    contents,
+    new_output,
+)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 from torchvision import tv_tensors  # noqa: E402  (after the skip: torchvision is optional)
 from torchvision.transforms import v2  # noqa: E402
-
-TENSORS = ("images", "boxes", "categories", "masks", "keypoints")
 
 
 def pipeline() -> Any:
@@ -56,26 +60,6 @@ def first_draw(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> Non
     sample_out.append({"seed": int(rng.integers(2**32))})
 
 
-def _out(path: Path, ds: lc.Dataset) -> lc.Dataset:
-    out = lc.empty(str(path), overwrite=True)
-    with out:
-        out.create_tensor("images", htype="image", sample_compression="png")  # lossless, to compare exactly
-        for name in TENSORS[1:]:
-            out.create_tensor_like(name, ds.tensors[name])
-    return out
-
-
-def _contents(ds: lc.Dataset) -> dict[str, list[np.ndarray]]:
-    return {n: [np.asarray(a) for a in ds.tensors[n].numpy(aslist=True)] for n in TENSORS}
-
-
-def _assert_same(a: dict[str, list[np.ndarray]], b: dict[str, list[np.ndarray]]) -> None:
-    for name in TENSORS:
-        assert len(a[name]) == len(b[name])
-        for x, y in zip(a[name], b[name], strict=True):
-            np.testing.assert_array_equal(x, y)
-
-
 @pytest.fixture
 def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
     images, annotations = coco_files
@@ -99,7 +83,7 @@ def _direct(coco: lc.Dataset, i: int, seed: int) -> dict[str, Any]:
 def test_torchvision_equals_torchvision_applied_directly(coco: lc.Dataset, tmp_path: Path) -> None:
     """Images, boxes, masks and labels after the eval equal torchvision run by hand with the same seed; a
     box SanitizeBoundingBoxes drops takes its label, mask channel and keypoints with it."""
-    out = _out(tmp_path / "aug", coco)
+    out = new_output(tmp_path / "aug", coco)
     flip_crop_resize().eval(coco, out, seed=7, progressbar=False)
     seeds = lc.empty("mem://torchvision-seeds", overwrite=True)
     seeds.create_tensor("seed", dtype="int64")
@@ -132,11 +116,11 @@ def test_torchvision_leaves_the_callers_torch_generator_as_it_was(coco: lc.Datas
 def test_torchvision_is_the_same_for_any_workers(coco: lc.Dataset, tmp_path: Path, scheduler: str) -> None:
     """The augmented dataset is identical with 0 workers and with 2 worker processes (or threads, which
     share torch's generator)."""
-    serial = _out(tmp_path / "aug0", coco)
+    serial = new_output(tmp_path / "aug0", coco)
     flip_crop_resize().eval(coco, serial, seed=3, num_workers=0, progressbar=False)
-    parallel = _out(tmp_path / "aug2", coco)
+    parallel = new_output(tmp_path / "aug2", coco)
     flip_crop_resize().eval(coco, parallel, seed=3, num_workers=2, scheduler=scheduler, progressbar=False)
-    _assert_same(_contents(serial), _contents(parallel))
+    assert_same(contents(serial), contents(parallel))
 
 
 def keep_batch(batch: dict[str, Any]) -> dict[str, Any]:
@@ -270,18 +254,6 @@ def slow_flip_crop_resize(sample_in: Any, sample_out: Any, rng: np.random.Genera
     sample_out.append(augmented(sample_in, rng))
 
 
-_KILLED_RUN = """
-import sys
-import lakecompute as lc
-from tests.vision.test_torchvision import slow_flip_crop_resize
-
-src, out = sys.argv[1:3]
-print("START", flush=True)
-fn = slow_flip_crop_resize(pause=0.4)
-fn.eval(lc.load(src), lc.load(out), seed=5, num_workers=2, checkpoint_interval=1, progressbar=False)
-"""
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_torchvision_after_a_kill_and_resume_equals_an_uninterrupted_run(
@@ -289,34 +261,6 @@ def test_torchvision_after_a_kill_and_resume_equals_an_uninterrupted_run(
 ) -> None:
     """The augmentation's process SIGKILLed after a checkpoint: the rerun (another worker count) resumes
     after it and ends with exactly the dataset of a run that was never killed."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    repo = Path(__file__).resolve().parents[2]
-    _out(tmp_path / "resumed", coco)
-    first = lc.load(str(tmp_path / "resumed")).version
-    run = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, coco.path, str(tmp_path / "resumed")],
-                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(repo)},
-                           start_new_session=True)  # fmt: skip
-    try:
-        assert run.stdout is not None
-        assert run.stdout.readline().strip() == "START"
-        deadline = time.monotonic() + 120
-        while lc.load(str(tmp_path / "resumed")).version == first and time.monotonic() < deadline:
-            time.sleep(0.02)  # until the first checkpoint is committed
-        os.killpg(run.pid, signal.SIGKILL)
-    finally:
-        run.kill()
-        run.communicate(timeout=30)
-    kept = len(lc.load(str(tmp_path / "resumed")))
-    assert 0 < kept < len(coco)
-    fn = slow_flip_crop_resize(pause=0.4)
-    result = fn.eval(
-        coco, lc.load(str(tmp_path / "resumed")), seed=5, checkpoint_interval=1, progressbar=False
+    assert_kill_and_resume_equals_a_straight_run(
+        "tests.vision.test_torchvision", coco, tmp_path, patience=120.0
     )
-    assert result.resumed_from == kept
-    straight = _out(tmp_path / "straight", coco)
-    fn.eval(coco, straight, seed=5, num_workers=2, progressbar=False)
-    _assert_same(_contents(lc.load(str(tmp_path / "resumed"))), _contents(straight))

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import lakecompute as lc
+
 SIZES = {"a.jpg": (48, 64), "b.jpg": (40, 50), "c.jpg": (32, 32), "sub/d.jpg": (30, 40)}
 
 
@@ -108,6 +110,13 @@ YOLO_LABELS = {
     "train/c.jpg": None,  # no label file: a background image
     "val/d.jpg": "0 0.1 0.1 0.4 0.1 0.4 0.5 0.1 0.5\n2 0.75 0.25 0.5 0.5\n",  # a polygon line and a box
 }
+
+
+@pytest.fixture
+def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
+    """The COCO fixture ingested: the input of the augmentation tests."""
+    images, annotations = coco_files
+    return lc.ingest_coco(images, annotations, tmp_path / "coco-ds", progressbar=False)
 
 
 @pytest.fixture

@@ -52,12 +52,6 @@ def first_draw(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> Non
     sample_out.append({"seed": int(rng.integers(2**32))})
 
 
-@pytest.fixture
-def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
-    images, annotations = coco_files
-    return lc.ingest_coco(images, annotations, tmp_path / "coco-ds", progressbar=False)
-
-
 def test_augment_equals_albumentations_applied_directly(coco: lc.Dataset, tmp_path: Path) -> None:
     """Images, boxes, masks and labels after the eval equal albumentations run by hand with the same seed;
     a dropped box takes its label and mask channel with it."""

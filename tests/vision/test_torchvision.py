@@ -60,12 +60,6 @@ def first_draw(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> Non
     sample_out.append({"seed": int(rng.integers(2**32))})
 
 
-@pytest.fixture
-def coco(coco_files: tuple[Path, Path], tmp_path: Path) -> lc.Dataset:
-    images, annotations = coco_files
-    return lc.ingest_coco(images, annotations, tmp_path / "coco-ds", progressbar=False)
-
-
 def _direct(coco: lc.Dataset, i: int, seed: int) -> dict[str, Any]:
     """torchvision applied by hand to row ``i`` (tv_tensors built from the stored values), seeded."""
     image = coco.images[i].numpy()

@@ -238,10 +238,15 @@ class _ChunkPut:
 
     def put(self, start: int, buf: np.ndarray) -> None:
         """Store ``buf`` (whole chunks) from ``start`` (a chunk boundary)."""
+        if self._root is None or buf.size // int(self.array.chunks[0]) > 2:
+            # Many chunks: zarr encodes and stores them concurrently on both cores. Nothing to verify
+            # (and reading a large write back to check it cost as much again as writing it).
+            self.array[start : start + buf.size] = buf
+            return
         if self._verified:
             self._store(start, buf)
             return
-        # The first chunk is stored and checked before any other (slots of one segment are written
+        # The first chunk stored directly is checked before any other (slots of one segment are written
         # from several threads): if the check switches the direct path off, nothing else used it.
         with self._first:
             self._store(start, buf)
@@ -253,13 +258,12 @@ class _ChunkPut:
                 self._verified = True
 
     def _store(self, start: int, buf: np.ndarray) -> None:
-        size = int(self.array.chunks[0])
-        n = buf.size // size
-        if self._root is None or n > 2:
-            # Many chunks: zarr encodes and stores them concurrently on both cores.
+        """Encode and store the chunks of ``buf`` as zarr would, each file replaced whole."""
+        if self._root is None:  # the first chunk's check switched the direct path off
             self.array[start : start + buf.size] = buf
             return
-        for j in range(n):
+        size = int(self.array.chunks[0])
+        for j in range(buf.size // size):
             part = buf[j * size : (j + 1) * size]
             data = self._encoded(part.view(np.uint8))
             path = self._path(start // size + j)

@@ -502,9 +502,59 @@ def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
     return objects
 
 
+def _coco_polygons(value: object) -> tuple[list[int], np.ndarray] | None:
+    """COCO's own layout (a list of objects, each a list of flat ``[x1, y1, x2, y2, ...]`` lists of at
+    least 3 points, of plain numbers) checked in one go: the counts and float64 coordinates that
+    `_encode_polygon` would store, or None for anything else, or anything it would refuse (which it
+    then checks part by part).
+    """
+    if value.__class__ is not list:
+        return None
+    per_object: list[int] = []
+    points: list[int] = []
+    flat: list[Any] = []
+    for obj in value:
+        if obj.__class__ is not list:
+            return None
+        for part in obj:
+            # A part of 2 numbers would be a point, and numbers directly in obj one polygon: not here.
+            if part.__class__ is not list or len(part) < 6 or len(part) % 2:
+                return None
+            points.append(len(part) // 2)
+            flat.extend(part)
+        per_object.append(len(obj))
+    if not _plain_numbers(flat):
+        return None
+    coords = np.array(flat, dtype=np.float64)
+    if not np.isfinite(coords).all():
+        return None
+    return [len(per_object), *per_object, *points], coords
+
+
+def _plain_numbers(values: list[Any]) -> bool:
+    """Whether every value is a Python float, or an int that float64 holds exactly (JSON gives both):
+    then each part alone becomes a float64 array of the very values the joined array has. Anything else
+    (a bool, a numpy scalar, a huge int) takes the part-by-part path, whose rules for it are its own."""
+    for x in values:
+        cls = x.__class__
+        if cls is not float and not (cls is int and -_EXACT_INT <= x <= _EXACT_INT):
+            return False
+    return True
+
+
+_EXACT_INT: Final = 2**53
+
+
 def _encode_polygon(spec: TensorSpec, value: object) -> Encoded:
     """One blob per sample: int64 counts (objects, parts per object, points per part), then the
     coordinates in the tensor's dtype, all little-endian."""
+    if spec.dtype == "float64":
+        # Each part's numbers become float64 alone or joined alike (a float64 tensor takes any of them).
+        fast = _coco_polygons(value)
+        if fast is not None:
+            counts, coords = fast
+            blob = np.asarray(counts, dtype="<i8").tobytes() + coords.astype("<f8").tobytes()
+            return Encoded(None, blob, (counts[0],))
     objects = _polygon_objects(spec, value)
     parts = [p for obj in objects for p in obj]
     counts = [len(objects), *(len(obj) for obj in objects), *(len(p) for p in parts)]

@@ -159,3 +159,57 @@ def test_an_eval_checks_ragged_outputs_and_blames_the_bad_input(workers: int, tm
         )
         assert back.boxes[row].numpy().dtype == np.float32
         np.testing.assert_array_equal(back.labels[row].numpy(), np.full(i % 3, i % 2))
+
+
+COCO_POLYGONS: list[Any] = [
+    [
+        [[0.0, 0.0, 4.0, 0.0, 4.0, 3.5]],
+        [],
+        [[1.0, 1.0, 2.0, 1.0, 2.0, 2.0, 1.0, 2.0], [5.0, 5.0, 6.0, 5.0, 6.0, 7.0]],
+    ],
+    [],
+    [[[0.25, 0.5, 9.0, 9.0, 3.0, 1.0]]],
+    [
+        [[0, 0, 4, 0, 4, 3]],
+        [[np.float32(1.5), 1.0, 2.0, 1.0, 2.0, 2.0]],
+    ],  # ints, a numpy scalar: part by part
+]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_coco_polygons_round_trip(dtype: str, tmp_path: Path) -> None:
+    """Polygons in COCO's layout (objects of flat [x1, y1, ...] lists) are stored as the points they
+    name, whichever path checks them."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("p", htype="polygon", dtype=dtype)
+    ds.p.extend(COCO_POLYGONS)
+    back = lc.load(str(tmp_path / "ds"), read_only=True)
+    for i, sample in enumerate(COCO_POLYGONS):
+        got = back.p[i].numpy()
+        assert len(got) == len(sample)
+        for obj_got, obj in zip(got, sample, strict=True):
+            assert len(obj_got) == len(obj)
+            for part_got, part in zip(obj_got, obj, strict=True):
+                assert part_got.dtype == np.dtype(dtype)
+                np.testing.assert_array_equal(part_got, np.asarray(part, dtype=dtype).reshape(-1, 2))
+
+
+BAD_POLYGONS = [
+    ([[[0.0, 0.0, np.nan, 1.0, 2.0, 2.0]]], "polygon coordinates must be finite numbers. Got nan."),
+    ([[[0.0, 0.0, 1.0, 1.0]]], "at least 3 (x, y) points"),
+    ([[[0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0]]], "at least 3 (x, y) points"),
+    ([[[0.0, 0.0, 1.0, 1.0, 2.0, "x"]]], "expected numbers"),
+    ([[[0.0, 0.0, 1.0, 1.0, 2.0, None]]], "expected numbers"),
+    ([[[0, 0, 1, 1, 2, 2**64]]], "expected numbers"),
+    ([5.0], "each object as a polygon or a list of polygons. Got 5.0."),
+]
+
+
+@pytest.mark.parametrize(("value", "message"), BAD_POLYGONS)
+def test_bad_coco_polygons_are_refused(value: Any, message: str) -> None:
+    ds = lc.empty("mem://bad-coco-polygons", overwrite=True)
+    ds.create_tensor("p", htype="polygon", dtype="float64")
+    with pytest.raises(lc.InvalidSampleError) as info:
+        ds.p.append(value)
+    assert message in str(info.value)
+    assert len(ds.p) == 0

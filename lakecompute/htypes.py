@@ -552,9 +552,9 @@ def _encode_polygon(spec: TensorSpec, value: object) -> Encoded:
         # Each part's numbers become float64 alone or joined alike (a float64 tensor takes any of them).
         fast = _coco_polygons(value)
         if fast is not None:
-            counts, coords = fast
-            blob = np.asarray(counts, dtype="<i8").tobytes() + coords.astype("<f8").tobytes()
-            return Encoded(None, blob, (counts[0],))
+            header, joined = fast
+            blob = np.asarray(header, dtype="<i8").tobytes() + joined.astype("<f8").tobytes()
+            return Encoded(None, blob, (header[0],))
     objects = _polygon_objects(spec, value)
     parts = [p for obj in objects for p in obj]
     counts = [len(objects), *(len(obj) for obj in objects), *(len(p) for p in parts)]

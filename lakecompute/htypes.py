@@ -40,6 +40,7 @@ __all__ = [
     "check_new_tensor_name",
     "decode_sample",
     "encode_batch",
+    "encode_ragged",
     "encode_sample",
     "parse_htype_info",
     "parse_tensor_name",
@@ -167,7 +168,20 @@ def _encode_sample(
             return Encoded(None, data, tuple(shape))
     if spec.htype == "class_label":
         value = _class_index(value, class_names, spec.name)
-    arr = _as_array(value, spec.name)
+    arr = _checked_values(spec, _as_array(value, spec.name), value, class_names, info)
+    if spec.sample_compression is not None:
+        blob = compression.encode_image(arr, spec.sample_compression, tensor=spec.name)
+        return Encoded(None, blob, arr.shape)
+    if spec.htype == "binary_mask":
+        return Encoded(None, np.packbits(arr, axis=None).tobytes(), arr.shape)  # 8 pixels a byte
+    return Encoded(arr, None, arr.shape)
+
+
+def _checked_values(
+    spec: TensorSpec, arr: np.ndarray, value: object, class_names: list[str], info: Mapping[str, Any] | None
+) -> np.ndarray:
+    """What the tensor's htype and dtype make of one sample's numbers (or of rows of samples stacked on
+    axis 0: every check below is per row or per value)."""
     target_check = _TARGET_CHECKS.get(spec.htype)
     if target_check is not None:
         arr = target_check(arr, info or {}, class_names, spec.name)
@@ -175,12 +189,49 @@ def _encode_sample(
         _check_htype(spec, arr, value, class_names)
     if spec.dtype is not None:
         arr = cast_checked(arr, np.dtype(spec.dtype), spec.name)
-    if spec.sample_compression is not None:
-        blob = compression.encode_image(arr, spec.sample_compression, tensor=spec.name)
-        return Encoded(None, blob, arr.shape)
-    if spec.htype == "binary_mask":
-        return Encoded(None, np.packbits(arr, axis=None).tobytes(), arr.shape)  # 8 pixels a byte
-    return Encoded(arr, None, arr.shape)
+    return arr
+
+
+#: The htypes whose checks hold row by row, so samples of varying length can be checked joined.
+_RAGGED_HTYPES: Final = frozenset({"generic", "class_label", "bbox", "keypoints"})
+
+
+def encode_ragged(
+    spec: TensorSpec, values: list[Any], class_names: list[str], info: Mapping[str, Any] | None = None
+) -> list[Encoded] | None:
+    """Check numpy arrays of one dtype and rank whose first dimension varies (an image's boxes, labels
+    or keypoints) joined on axis 0, in one go: what `encode_sample` gives for each, or None when the fast
+    path does not apply or some value is refused (then `encode_sample` on each finds it, and says so).
+
+    The checks of these htypes are per row or per value (ranges, finiteness, box corners, visibility,
+    class indices, the dtype cast), so checking the joined rows refuses exactly what checking each
+    sample would; a check that would reshape a sample (COCO's flat keypoints) leaves it to each sample.
+    """
+    if spec.kind != "array" or spec.htype not in _RAGGED_HTYPES or len(values) < 2:
+        return None
+    first = values[0]
+    if first.__class__ is not np.ndarray or first.ndim == 0 or first.dtype.kind not in "biufc":
+        return None
+    dtype, rows, nd = first.dtype, first.shape[1:], np.ndarray
+    lengths = []
+    for v in values:
+        # Exact ndarrays only: a subclass or an object with .numpy() goes through encode_sample.
+        if v.__class__ is not nd or v.dtype != dtype or v.shape[1:] != rows or v.ndim != first.ndim:
+            return None
+        lengths.append(v.shape[0])
+    joined = np.concatenate(values)
+    try:
+        checked = _checked_values(spec, joined, joined, class_names, info)
+    except InvalidSampleError:
+        return None
+    if checked.shape[1:] != rows:
+        return None
+    out, start = [], 0
+    for n in lengths:
+        part = checked[start : start + n]
+        out.append(Encoded(part, None, part.shape))
+        start += n
+    return out
 
 
 def _encode_text(spec: TensorSpec, value: object) -> Encoded:
@@ -451,9 +502,59 @@ def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
     return objects
 
 
+def _coco_polygons(value: object) -> tuple[list[int], np.ndarray] | None:
+    """COCO's own layout (a list of objects, each a list of flat ``[x1, y1, x2, y2, ...]`` lists of at
+    least 3 points, of plain numbers) checked in one go: the counts and float64 coordinates that
+    `_encode_polygon` would store, or None for anything else, or anything it would refuse (which it
+    then checks part by part).
+    """
+    if value.__class__ is not list:
+        return None
+    per_object: list[int] = []
+    points: list[int] = []
+    flat: list[Any] = []
+    for obj in value:
+        if obj.__class__ is not list:
+            return None
+        for part in obj:
+            # A part of 2 numbers would be a point, and numbers directly in obj one polygon: not here.
+            if part.__class__ is not list or len(part) < 6 or len(part) % 2:
+                return None
+            points.append(len(part) // 2)
+            flat.extend(part)
+        per_object.append(len(obj))
+    if not _plain_numbers(flat):
+        return None
+    coords = np.array(flat, dtype=np.float64)
+    if not np.isfinite(coords).all():
+        return None
+    return [len(per_object), *per_object, *points], coords
+
+
+def _plain_numbers(values: list[Any]) -> bool:
+    """Whether every value is a Python float, or an int that float64 holds exactly (JSON gives both):
+    then each part alone becomes a float64 array of the very values the joined array has. Anything else
+    (a bool, a numpy scalar, a huge int) takes the part-by-part path, whose rules for it are its own."""
+    for x in values:
+        cls = x.__class__
+        if cls is not float and not (cls is int and -_EXACT_INT <= x <= _EXACT_INT):
+            return False
+    return True
+
+
+_EXACT_INT: Final = 2**53
+
+
 def _encode_polygon(spec: TensorSpec, value: object) -> Encoded:
     """One blob per sample: int64 counts (objects, parts per object, points per part), then the
     coordinates in the tensor's dtype, all little-endian."""
+    if spec.dtype == "float64":
+        # Each part's numbers become float64 alone or joined alike (a float64 tensor takes any of them).
+        fast = _coco_polygons(value)
+        if fast is not None:
+            header, joined = fast
+            blob = np.asarray(header, dtype="<i8").tobytes() + joined.astype("<f8").tobytes()
+            return Encoded(None, blob, (header[0],))
     objects = _polygon_objects(spec, value)
     parts = [p for obj in objects for p in obj]
     counts = [len(objects), *(len(obj) for obj in objects), *(len(p) for p in parts)]

@@ -41,6 +41,7 @@ from lakecompute.compute._plan import (
     block_size,
     plan_eval,
     plan_ranges,
+    task_floor,
     task_size,
 )
 from lakecompute.compute._runner import failure_error
@@ -233,11 +234,11 @@ def _decide(plan: EvalPlan, write: EvalWrite, job: Job, decisions: Decisions) ->
     return decided
 
 
-def _tasks(plan: EvalPlan, decided: Decided, start: int) -> Iterator[Task]:
+def _tasks(plan: EvalPlan, decided: Decided, start: int, min_task: int = 1) -> Iterator[Task]:
     """The tasks after the preflight's (which ended at input ``start``), in input order (lazily: a
-    stream is read as tasks are handed out)."""
+    stream is read as tasks are handed out), of at least ``min_task`` inputs (see `task_floor`)."""
     opts, source = plan.options, plan.source
-    size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size)
+    size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size, min_task)
     if isinstance(source, IterableSource):
         source.skip(start)  # the preflight's task wrote those
         chunks = source.chunks(size, STREAM_TASK_BYTES, opts.batch_size or 1)
@@ -247,10 +248,20 @@ def _tasks(plan: EvalPlan, decided: Decided, start: int) -> Iterator[Task]:
         return
     assert source.length is not None
     ranges = plan_ranges(
-        source.length, size, opts.num_workers, opts.checkpoint_interval, opts.batch_size, start
+        source.length, size, opts.num_workers, opts.checkpoint_interval, opts.batch_size, start, min_task
     )
     for number, (a, b) in enumerate(ranges, start=1):
         yield Task(number, a, b, None, decided)
+
+
+def _min_task(plan: EvalPlan, preflight: TaskResult) -> int:
+    """`task_floor` from the preflight's task: the tensors it wrote, and its stored bytes per input."""
+    length, inputs = plan.source.length, preflight.stop - preflight.start
+    written = [frags for frags in preflight.fragments.values() if frags]
+    if length is None or not inputs or not written:
+        return 1
+    stored = sum(f.nbytes for frags in written for f in frags)
+    return task_floor(length, plan.options.num_workers, len(written), stored / inputs)
 
 
 class _OrderedRun:
@@ -269,6 +280,8 @@ class _OrderedRun:
         self.next_number = 0
         self.failure: TaskFailure | None = None
         self.preflight_stop = preflight.stop  # where the preflight's task ended (known from its result)
+        self.min_task = 1  # the fewest inputs per task, from what the preflight's task wrote
+        self.received: set[int] = set()  # the numbers of the tasks that reported, failed or not
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
 
     def progress(self) -> EvalProgress:
@@ -291,7 +304,7 @@ class _OrderedRun:
             yield PAUSE
         if self.decided is None:
             return
-        for task in _tasks(self.plan, self.decided, self.preflight_stop):
+        for task in _tasks(self.plan, self.decided, self.preflight_stop, self.min_task):
             if self.failure is not None:
                 return  # after a failure, no new task starts
             self.in_flight[task.number] = task
@@ -308,7 +321,7 @@ class _OrderedRun:
             with _sigterm_as_interrupt(), contextlib.closing(runner):
                 for _position, result in runner:
                     self.receive(result)
-                    if self.failure is not None and self.done >= self.stop_at:
+                    if self.failure is not None and self.done >= self.stop_at and self.settled():
                         break  # everything before the failure's checkpoint is in; cancel the rest
         except UnpicklableTaskError as err:
             raise _unpicklable_item(err) from err.__cause__
@@ -333,7 +346,15 @@ class _OrderedRun:
             bar.write(f"eval {self.plan.label}: {summary} (version {version})", file=stream)
         return outcome
 
+    def settled(self) -> bool:
+        """After a failure: whether every task before the failing input has reported, so that the failure
+        raised is the first input's that fails, however the tasks were laid out and timed."""
+        failure = self.failure
+        assert failure is not None
+        return all(t.start >= failure.index or n in self.received for n, t in self.in_flight.items())
+
     def receive(self, result: TaskResult) -> None:
+        self.received.add(result.number)
         if result.failure is not None:
             self.fail(result.failure)
             return
@@ -342,6 +363,7 @@ class _OrderedRun:
         if result.decisions is not None:  # the preflight's: its decisions, and its own outputs
             self.decided = _decide(self.plan, self.write, self.job, result.decisions)
             self.preflight_stop = result.stop
+            self.min_task = _min_task(self.plan, result)
         self.pending[result.number] = result
         while self.next_number in self.pending:
             self.apply(self.pending.pop(self.next_number))

@@ -35,12 +35,16 @@ __all__ = [
     "block_size",
     "plan_eval",
     "plan_ranges",
+    "task_floor",
     "task_size",
 ]
 
 MAX_TASK = 8192  # inputs per task: small enough to balance load, large enough to amortise a task's cost
 BLOCK_BYTES = 16 << 20  # input read and output buffered per block, bounding a worker's memory
 STREAM_TASK_BYTES = 8 << 20  # items of a streamed input per task: what the caller holds per task in flight
+#: What a task costs beyond its inputs, per output tensor it writes: the tail of its slot, padded to a
+#: whole chunk (storage's 1 MiB), compressed and stored as one more file: about what writing 1 MiB costs.
+TAIL_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +220,28 @@ def _earlier_run(
 # -- splitting the input into tasks -----------------------------------------------------------------
 
 
-def task_size(length: int | None, num_workers: int, checkpoint_interval: int, batch_size: int | None) -> int:
+def task_floor(length: int, num_workers: int, tensors: int, bytes_per_input: float) -> int:
+    """The fewest inputs a task should have, from what the first inputs wrote (deterministic: their
+    stored bytes, not their time): enough that the task's fixed cost, a padded tail chunk per tensor
+    it writes (`TAIL_BYTES`), is at most a quarter of what it writes; but never more than half a
+    worker's share, so that every worker still gets two tasks or more and the end still balances.
+
+    Without workers there is nothing to balance and tasks are as large as allowed anyway (1).
+    """
+    if num_workers <= 1 or tensors <= 0:
+        return 1
+    wanted = math.ceil(4 * tensors * TAIL_BYTES / max(1.0, bytes_per_input))
+    return max(1, min(wanted, math.ceil(length / (2 * num_workers))))
+
+
+def task_size(
+    length: int | None, num_workers: int, checkpoint_interval: int, batch_size: int | None, min_task: int = 1
+) -> int:
     """The largest task: about a quarter of a worker's share (so one slow region does not hold up the
-    rest), at most MAX_TASK; `plan_ranges` makes the later tasks smaller."""
+    rest), at least ``min_task`` (see `task_floor`), at most MAX_TASK; `plan_ranges` makes the later
+    tasks smaller."""
     size = 1024 if length is None else min(MAX_TASK, max(1, math.ceil(length / max(1, 4 * num_workers))))
+    size = min(MAX_TASK, max(size, min_task))
     if checkpoint_interval:
         size = min(size, checkpoint_interval)
     if batch_size:
@@ -228,15 +250,22 @@ def task_size(length: int | None, num_workers: int, checkpoint_interval: int, ba
 
 
 def plan_ranges(
-    length: int, size: int, num_workers: int, checkpoint_interval: int, batch_size: int | None, start: int = 0
+    length: int,
+    size: int,
+    num_workers: int,
+    checkpoint_interval: int,
+    batch_size: int | None,
+    start: int = 0,
+    min_task: int = 1,
 ) -> list[tuple[int, int]]:
     """Task ranges from ``start`` that never cross a checkpoint boundary.
 
     With several workers the sizes are *guided*: each task takes a share of what is left (about
-    1 / (2 * num_workers)), down to a floor, so tasks shrink towards the end and the workers finish
-    together instead of one idling while another runs a last large task. ``size`` caps every task.
+    1 / (2 * num_workers)), down to a floor (at least ``min_task``, see `task_floor`), so tasks shrink
+    towards the end and the workers finish together instead of one idling while another runs a last
+    large task. ``size`` caps every task.
     """
-    floor = max(batch_size or 1, math.ceil(length / max(1, 16 * num_workers)))
+    floor = max(batch_size or 1, math.ceil(length / max(1, 16 * num_workers)), min_task)
     ranges = []
     while start < length:
         step = size

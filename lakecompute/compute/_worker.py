@@ -471,6 +471,12 @@ class _TaskRun:
                     return writer.encode_many(name, block)
                 except InvalidSampleError:
                     pass  # find the sample to blame below
+            else:
+                # Arrays whose first dimension varies (an image's boxes): checked joined, unless a
+                # value is refused, which the per-sample loop below then finds and blames.
+                ragged = writer.encode_ragged(name, values)
+                if ragged is not None:
+                    return ragged
         items = []
         for v, owner in zip(values, owners(), strict=True):
             try:

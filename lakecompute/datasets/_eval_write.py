@@ -197,6 +197,11 @@ class TaskWriter:
         """Check many samples of ``name``: a stacked array when the fast path applies, else a list."""
         return self._session.encode_many(self.schemas[name], values)
 
+    def encode_ragged(self, name: str, values: list[Any]) -> list[Encoded] | None:
+        """Check arrays of ``name`` whose first dimension varies in one go; None when that does not apply
+        or a value would be refused (then `encode` each to find which)."""
+        return self._session.encode_ragged(self.schemas[name], values)
+
     def add(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
         """Buffer checked samples of ``name``; a full buffer is written out."""
         self._fragments[name].extend(self._session.add(self.schemas[name], item))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded, TensorSpec, encode_batch, encode_sample
+from lakecompute.htypes import Encoded, TensorSpec, encode_batch, encode_ragged, encode_sample
 from lakecompute.storage import Fragment, TensorState
 
 __all__ = ["CHECKED_INFO", "TensorSchema"]
@@ -91,6 +91,15 @@ class TensorSchema:
         if block is not None:
             self.check_rank(block.ndim - 1)
         return block
+
+    def encode_ragged(self, values: list[Any]) -> list[Encoded] | None:
+        """Check arrays whose first dimension varies (an image's boxes, say) in one go: what `encode`
+        gives for each, or None when the fast path does not apply or any value (or its rank) would be
+        refused, so that `encode` on each raises the error that names it."""
+        encoded = encode_ragged(self.spec, values, self._names, self._info)
+        if encoded is None or (self.ndim is not None and len(encoded[0].shape) != self.ndim):
+            return None
+        return encoded
 
     def check_rank(self, got: int, first: int | None = None) -> None:
         """Refuse a sample (or a run) of rank ``got`` unless it has the tensor's rank (or, while that is

@@ -77,10 +77,19 @@ class WriteSession:
                 f"extend() takes a sequence of samples. Got {type(values).__name__}; "
                 "use append() for one sample.",
             )
+        if isinstance(values, list):
+            ragged = schema.encode_ragged(values)
+            if ragged is not None:
+                return ragged
         out: list[Encoded] = []
         for v in values:
             out.append(schema.encode(v, len(out[0].shape) if out else None))
         return out
+
+    def encode_ragged(self, schema: TensorSchema, values: list[Any]) -> list[Encoded] | None:
+        """Check arrays whose first dimension varies in one go (see `TensorSchema.encode_ragged`); None
+        when that does not apply or a value would be refused (`encode` each to find it)."""
+        return self._schema(schema).encode_ragged(values)
 
     def prefer_indexed(self, name: str) -> None:
         """Write ``name``'s samples as indexed runs (per-sample rows) even when their shapes agree."""

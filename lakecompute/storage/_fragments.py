@@ -55,36 +55,52 @@ def write_fragment(
         return None
     if not all(isinstance(item, np.ndarray) or item.array is not None for item in buffer.items):
         return _write_blobs(buffer, writer, ndim, dtype)
-    arrays: list[np.ndarray] = []
-    for item in buffer.items:
-        if isinstance(item, np.ndarray):
-            arrays.append(item)
-        else:
-            assert item.array is not None
-            arrays.append(item.array[None])
     stored = np.dtype(dtype)
-    sample_shapes = {a.shape[1:] for a in arrays}
+    sample_shapes = {_sample_shape(item) for item in buffer.items}
     if len(sample_shapes) == 1 and not prefer_indexed:
         (shape,) = sample_shapes
+        arrays: list[np.ndarray] = []
+        for item in buffer.items:
+            if isinstance(item, np.ndarray):
+                arrays.append(item)
+            else:
+                assert item.array is not None
+                arrays.append(item.array[None])
         block = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
         block = np.ascontiguousarray(block, dtype=stored)
         off = writer.write_data(block.reshape(-1).view(np.uint8))
         return Fragment(
             writer.seg_id, off, block.nbytes, len(block), stored.name, shape, None, ndim, 0, len(block)
         )
-    samples = [s for a in arrays for s in a]
+    samples: list[np.ndarray] = []
+    for item in buffer.items:
+        if isinstance(item, np.ndarray):
+            samples.extend(item)  # the rows of a stacked block
+        else:
+            assert item.array is not None
+            samples.append(item.array)
     rows = np.empty((len(samples), 1 + ndim), dtype=np.int64)
-    rows[:, 0] = [s.size * stored.itemsize for s in samples]
+    rows[:, 0] = [s.size for s in samples]
+    rows[:, 0] *= stored.itemsize
     if ndim:
         rows[:, 1:] = [s.shape for s in samples]
-    payload = np.concatenate(
-        [np.ascontiguousarray(s, dtype=stored).reshape(-1).view(np.uint8) for s in samples]
-    )
+    # Each sample cast to the stored dtype on its own (casting="unsafe" as astype does: the values were
+    # checked to fit), never through a dtype the samples would be promoted to together.
+    flat = np.concatenate([s.reshape(-1) for s in samples], dtype=stored, casting="unsafe")
+    payload = flat.view(np.uint8)
     off = writer.write_data(payload)
     idx = writer.write_index(rows)
     return Fragment(
         writer.seg_id, off, payload.size, len(samples), stored.name, None, idx, ndim, 0, len(samples)
     )
+
+
+def _sample_shape(item: np.ndarray | Encoded) -> tuple[int, ...]:
+    """The shape of each sample of a buffered item (a stacked block's rows, or one sample's array)."""
+    if isinstance(item, np.ndarray):
+        return item.shape[1:]
+    assert item.array is not None
+    return item.array.shape
 
 
 def _write_blobs(buffer: SampleBuffer, writer: SlotWriter, ndim: int, dtype: str) -> Fragment:

@@ -312,6 +312,8 @@ class _Appender:
             self.tail = self._tail_chunk[:total]
             self.pos += values.size
             return offset
+        if values.size >= 2 * self.chunk:
+            return self._append_large(values)
         padded = -(-total // self.chunk) * self.chunk
         buf = np.zeros(padded, dtype=self.tail.dtype)
         buf[: self.tail.size] = self.tail
@@ -319,6 +321,32 @@ class _Appender:
         self._put.put(chunk_start, buf)
         full = (total // self.chunk) * self.chunk
         self.tail = buf[full:total].copy()
+        self._tail_chunk = None
+        self.pos += values.size
+        return offset
+
+    def _append_large(self, values: np.ndarray) -> int:
+        """Append many chunks' worth: the whole chunks inside ``values`` are stored from ``values``
+        itself; only the chunk the tail starts and the last, partial one are copied (and padded)."""
+        offset, chunk, kept = self.pos, self.chunk, self.tail.size
+        start = self.pos - kept  # a chunk boundary: where the tail's chunk begins
+        lead = (chunk - kept) % chunk  # values that fill the tail's chunk (none without a tail)
+        if kept:
+            first = np.empty(chunk, dtype=self.tail.dtype)
+            first[:kept] = self.tail
+            first[kept:] = values[:lead]
+            self._put.put(start, first)
+            start += chunk
+        whole = lead + (values.size - lead) // chunk * chunk
+        if whole > lead:
+            self._put.put(start, values[lead:whole])
+            start += whole - lead
+        rest = values[whole:]
+        if rest.size:
+            last = np.zeros(chunk, dtype=self.tail.dtype)
+            last[: rest.size] = rest
+            self._put.put(start, last)
+        self.tail = rest.copy()
         self._tail_chunk = None
         self.pos += values.size
         return offset

@@ -164,7 +164,9 @@ def _rle(mask_utils: Any, seg: Any, height: int, width: int) -> Any:
 
 def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
     mask_utils = require("pycocotools.mask", "Reading COCO masks")
-    out = np.zeros((height, width, len(anns)), dtype=bool)
+    # Filled as uint8 and viewed as bool: pycocotools decodes to 0/1 bytes (in Fortran order), and
+    # copying those into every k-th byte is twice as fast as casting them to bool on the way.
+    out = np.zeros((height, width, len(anns)), dtype=np.uint8)
     with warnings.catch_warnings():
         # pycocotools 2.0 builds its result through an __array__ without numpy 2's copy keyword; numpy
         # warns (DeprecationWarning) and falls back to a copy. Not ours to fix; the values are right.
@@ -173,7 +175,7 @@ def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
             seg = ann.get("segmentation")
             if seg:
                 out[:, :, j] = mask_utils.decode(_rle(mask_utils, seg, height, width))
-    return out
+    return out.view(np.bool_)
 
 
 def coco_image(

@@ -388,3 +388,28 @@ def test_transform_error_at_the_terminal_is_one_short_traceback(tmp_path: Path, 
     ]
     assert "TransformError: Transform 'broken' failed on data_in[3]: ZeroDivisionError" in err
     assert err.index("ZeroDivisionError: integer division or modulo by zero") < err.index("Traceback")
+
+
+@lc.compute
+def fails_late_on_3_and_at_once_on_13(sample_in: Any, sample_out: Any) -> None:
+    """Input 3 fails after a pause (its task is still running when input 13's fails); input 13 at once."""
+    i = int(sample_in)
+    if i == 3:
+        time.sleep(0.5)
+    if i in (3, 13):
+        raise BadPixelError(f"bad input {i}")
+    sample_out.x.append(i)
+
+
+def test_the_first_failing_input_is_reported_whatever_finishes_first(
+    scheduler: Sched, tmp_path: Path
+) -> None:
+    """When inputs of two tasks fail, the eval waits for the tasks before the later failure and
+    reports the first failing input, not whichever task failed first."""
+    out = out_like(tmp_path / "out", x={"dtype": "int64"})
+    with pytest.raises(lc.TransformError) as info:
+        fails_late_on_3_and_at_once_on_13().eval(list(range(20)), out, **scheduler.kw)
+    assert info.value.index == 3
+    assert isinstance(info.value.__cause__, BadPixelError)
+    assert str(info.value.__cause__) == "bad input 3"
+    assert len(lc.load(str(tmp_path / "out")).x) == 0

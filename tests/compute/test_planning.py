@@ -60,3 +60,34 @@ def test_plan_keeps_whole_batches() -> None:
     ranges = _plan(10_000, 2, batch=64)
     assert all((b - a) % 64 == 0 for a, b in ranges[:-1])
     assert ranges[-1][1] == 10_000
+
+
+def test_task_floor_keeps_tail_chunks_a_small_part_of_each_task() -> None:
+    """A task of small outputs into many tensors is made large enough that its padded tail chunks
+    (one per tensor) stay a small part of what it writes; never beyond two tasks per worker, and
+    never for outputs large enough already, nor without workers."""
+    from lakecompute.compute._plan import task_floor
+
+    # 13 tensors, ~28 KB stored per input (a COCO image with its annotations): two tasks per worker.
+    floor = task_floor(1_500, 2, 13, 28_000)
+    assert floor == 375
+    sizes = [
+        b - a for a, b in _plan_ranges(1_500, _task_size(1_500, 2, 0, None, floor), 2, 0, None, 1, floor)
+    ]
+    assert sizes == [375, 375, 375, 374]
+    # Large outputs (8 MiB an input): the guided sizes stay as they are.
+    assert task_floor(20_000, 2, 3, 8 << 20) == 2
+    assert [b - a for a, b in _plan_ranges(20_000, _task_size(20_000, 2, 0, None, 2), 2, 0, None, 0, 2)] == [
+        b - a for a, b in _plan(20_000, 2)
+    ]
+    assert task_floor(1_500, 0, 13, 28_000) == 1
+    assert task_floor(1_500, 1, 13, 28_000) == 1
+
+
+def test_task_floor_keeps_checkpoint_boundaries_and_batches() -> None:
+    ranges = _plan_ranges(1_000, _task_size(1_000, 2, 30, None, 250), 2, 30, None, 0, 250)
+    assert ranges[-1][1] == 1_000
+    assert all(a // 30 == (b - 1) // 30 for a, b in ranges)
+    batched = _plan_ranges(10_000, _task_size(10_000, 2, 0, 64, 2_500), 2, 0, 64, 0, 2_500)
+    assert all((b - a) % 64 == 0 for a, b in batched[:-1])
+    assert batched[-1][1] == 10_000

@@ -46,6 +46,38 @@ def test_slot_writes_read_back_through_zarr(tmp_path, codec):
     assert not list(tmp_path.rglob(f"{TEMP_PREFIX}*"))
 
 
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        (2 * DATA_CHUNK,),  # whole chunks, no tail before or after
+        (3 * DATA_CHUNK + 5, 9),  # a tail after, then a small write into it
+        (100, 2 * DATA_CHUNK - 100, 2 * DATA_CHUNK + 1, 7),  # ends on a boundary; then a tail again
+        (DATA_CHUNK - 1, 4 * DATA_CHUNK),  # one byte short of a boundary before a large write
+    ],
+)
+def test_large_writes_store_whole_chunks_from_the_values(tmp_path, sizes):
+    """Writes of several chunks store their whole chunks from the values themselves: what zarr reads
+    back is every byte written, in order, wherever the write starts and ends within a chunk."""
+    store = LocalStore(str(tmp_path))
+    create_segment(store, "s", compression.zarr_compressors(None))
+    w = SlotWriter(OpenSegment(store, "s"), 2)
+    rng = np.random.default_rng(1)
+    parts = [rng.integers(0, 255, size=k, dtype=np.uint8) for k in sizes]
+    offs = [w.write_data(p) for p in parts]
+    assert offs == [2 * SLOT_BYTES + sum(sizes[:i]) for i in range(len(sizes))]
+    expected = np.concatenate(parts)
+    arr = zarr.open_array(store, path="segments/s/data", mode="r")
+    end = -(-expected.size // DATA_CHUNK) * DATA_CHUNK
+    got = np.asarray(arr[2 * SLOT_BYTES : 2 * SLOT_BYTES + end])
+    np.testing.assert_array_equal(got[: expected.size], expected)
+    assert not got[expected.size :].any()  # the last chunk is padded with zeros
+    rows = rng.integers(-(2**40), 2**40, size=3 * 8192 + 11, dtype=np.int64)
+    idx = w.write_index(rows[:5])
+    w.write_index(rows[5:])
+    index = zarr.open_array(store, path="segments/s/index", mode="r")
+    np.testing.assert_array_equal(np.asarray(index[idx : idx + rows.size]), rows)
+
+
 def test_direct_path_is_used_for_local_zstd(tmp_path):
     store = LocalStore(str(tmp_path))
     create_segment(store, "s", compression.zarr_compressors("zstd"))

@@ -151,3 +151,46 @@ def test_coco_ingest_resumes_after_a_failure(coco_files: tuple[Path, Path], tmp_
         else:
             for a, b in zip(ds[name].numpy(aslist=True), tensor.numpy(aslist=True), strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_coco_image_rasterises_every_annotation_into_its_own_channel(tmp_path: Path) -> None:
+    """coco_image's masks: one bool channel per annotation, pycocotools' own mask for each (polygons of
+    one and two parts, an RLE), and all False for an annotation without a segmentation."""
+    from PIL import Image
+    from pycocotools import mask as mask_utils
+
+    Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(tmp_path / "x.jpg")
+    crowd = np.zeros((30, 40), np.uint8)
+    crowd[3:9, 20:35] = 1
+    rle = mask_utils.encode(np.asfortranarray(crowd))
+    counts = rle["counts"].decode()
+    square = [[1.0, 2.0, 11.0, 2.0, 11.0, 12.0]]
+    two_parts = [[2.0, 15.0, 12.0, 15.0, 12.0, 28.0], [20.0, 16.0, 31.0, 16.0, 25.0, 29.0]]
+    anns = [
+        {"id": 1, "category_id": 1, "bbox": [1, 2, 10, 10], "segmentation": square},
+        {"id": 2, "category_id": 1, "bbox": [0, 0, 1, 1]},
+        {
+            "id": 3,
+            "category_id": 1,
+            "bbox": [20, 3, 15, 6],
+            "segmentation": {"size": [30, 40], "counts": counts},
+        },
+        {"id": 4, "category_id": 1, "bbox": [2, 15, 30, 14], "segmentation": two_parts},
+    ]
+    image = {"id": 7, "file_name": "x.jpg", "height": 30, "width": 40}
+    rows: list[dict[str, Any]] = []
+    sample_in = json.dumps([str(tmp_path / "x.jpg"), image, anns]).encode()
+    lc.vision.coco_image(sample_in, rows, "RGB", "jpeg", {1: 0}, 0, True)
+    masks = rows[0]["masks"]
+    assert masks.dtype == np.bool_
+    assert masks.shape == (30, 40, 4)
+    coco = pycocotools_coco.COCO()
+    coco.imgs = {7: image}
+    for j, ann in enumerate(anns):
+        expected = coco.annToMask({**ann, "image_id": 7}) if "segmentation" in ann else np.zeros((30, 40))
+        np.testing.assert_array_equal(masks[:, :, j], expected.astype(bool))
+    assert not masks[:, :, 1].any()
+    stored = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    stored.create_tensor("masks", htype="binary_mask")
+    stored.masks.append(masks)
+    np.testing.assert_array_equal(lc.load(str(tmp_path / "ds")).masks[0].numpy(), masks)

@@ -37,7 +37,8 @@ def _coco_rows(images_dir: str, coco: Any, image_ids: list[int]) -> list[dict[st
     Each file is read and decoded in full (which verifies it, as the ingest does) and its bytes are kept
     (a JPEG is stored as it is); the annotations become the stored columns (boxes, categories, ids,
     crowd flags, areas, polygons, RLEs, keypoints) and every annotation is rasterised by pycocotools'
-    ``annToMask`` into one ``H x W x k`` mask, packed 8 pixels a byte as ``binary_mask`` stores it.
+    ``annToMask`` into one ``H x W x k`` mask, packed 8 pixels a byte as ``binary_mask`` stores it; last,
+    the columns are encoded with the chunk codecs the dataset stores them with (`_encode_as_stored`).
     """
     from PIL import Image
 
@@ -77,7 +78,47 @@ def _coco_rows(images_dir: str, coco: Any, image_ids: list[int]) -> list[dict[st
                 "masks": np.packbits(masks, axis=None),
             }
         )
+    _encode_as_stored(rows)
     return rows
+
+
+# The chunk codec each column is stored with: zstd level 1 for numbers, polygons and masks (the default
+# chunk compression), zstd's fast level -1 for the columns without one (kept JPEG bytes, text, JSON).
+_FAST_COLUMNS = ("image", "file_name", "rles")
+_STORED_CHUNK = 1 << 20
+
+
+def _column_bytes(rows: list[dict[str, Any]], key: str) -> bytes:
+    import json
+
+    values = [r[key] for r in rows]
+    if key == "image":
+        return b"".join(values)
+    if key == "file_name":
+        return "".join(values).encode()
+    if key == "rles":
+        return json.dumps(values).encode()
+    if key == "polygons":
+        flat = [float(x) for obj in values for part in obj for x in part]
+        return np.asarray(flat, dtype=np.float64).tobytes()
+    return b"".join(np.asarray(v).tobytes() for v in values)
+
+
+def _encode_as_stored(rows: list[dict[str, Any]]) -> list[bytes]:
+    """The columns' bytes encoded as the dataset stores them (1 MiB chunks, each through its column's zstd
+    level): the storage codec's work, which the ingest does and a floor doing "the same work" does too,
+    as W1's and W3's floors do (kept in memory, like the rest)."""
+    from numcodecs import Zstd
+
+    fast, default = Zstd(level=-1), Zstd(level=1)
+    chunks = []
+    for key in rows[0] if rows else ():
+        if key == "mode":
+            continue
+        raw = np.frombuffer(_column_bytes(rows, key), dtype=np.uint8)
+        codec = fast if key in _FAST_COLUMNS else default
+        chunks += [bytes(codec.encode(raw[i : i + _STORED_CHUNK])) for i in range(0, raw.size, _STORED_CHUNK)]
+    return chunks
 
 
 _FLOOR: dict[str, Any] = {}  # the parsed file, for the floor's forked processes

@@ -99,7 +99,7 @@ def _column_bytes(rows: list[dict[str, Any]], key: str) -> bytes:
     if key == "rles":
         return json.dumps(values).encode()
     if key == "polygons":
-        flat = [float(x) for obj in values for part in obj for x in part]
+        flat = [float(x) for image in values for obj in image for part in obj for x in part]
         return np.asarray(flat, dtype=np.float64).tobytes()
     return b"".join(np.asarray(v).tobytes() for v in values)
 
@@ -149,6 +149,15 @@ class _Clock:
         self.seconds, self.cpu = self._timer.seconds, self._cpu() - self._cpu0
 
 
+def _settle() -> None:
+    """Before a timed run: collect the last run's garbage and let the kernel write out (and free) the last
+    run's files, so that neither lands in the next run's time, whichever it is."""
+    import gc
+
+    gc.collect()
+    os.sync()
+
+
 def _coco_loop(images_dir: str, annotations: str, processes: int = 1) -> _Clock:
     """Time a plain loop (Pillow + pycocotools) doing what the ingest does, results kept in memory; with
     ``processes`` > 1 the same loop over that many parts of the images, in a fork pool started inside
@@ -157,6 +166,7 @@ def _coco_loop(images_dir: str, annotations: str, processes: int = 1) -> _Clock:
 
     from pycocotools.coco import COCO
 
+    _settle()
     with _Clock() as t:
         with contextlib.redirect_stdout(io.StringIO()):
             coco = COCO(annotations)
@@ -178,6 +188,7 @@ def _ingest(images_dir: str, annotations: str, dest: str, workers: int) -> _Cloc
     import lakecompute as lc
 
     shutil.rmtree(dest, ignore_errors=True)  # the previous run's output, deleted outside the timing
+    _settle()
     with _Clock() as t:
         lc.ingest_coco(images_dir, annotations, dest, num_workers=workers, progressbar=False)
     return t

@@ -20,6 +20,7 @@ from lakecompute.storage import (
     Manifest,
     commit_manifest,
     latest_version,
+    let_go_released,
     list_versions,
     open_backend,
     read_manifest,
@@ -84,6 +85,9 @@ def _clear(backend: Backend) -> None:
     whatever a crash leaves behind, and lc.empty / lc.delete finish the job. The versions go next,
     then the data they referenced. The marker itself stays; the caller replaces or removes it.
     """
+    # This process's writers that committed here stop renewing their lease files now: a renewal after the
+    # delete would bring a leases/ folder back, and the next lc.empty(path) would find the folder taken.
+    let_go_released(backend.url)
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
     backend.delete_tree("versions")
     for name in backend.list(""):

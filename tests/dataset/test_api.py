@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -168,6 +169,23 @@ def test_exists_and_delete(ds_path: str, tmp_path: Path) -> None:
     with pytest.raises(lc.DatasetNotFoundError):
         lc.delete(ds_path)
     lc.delete(ds_path, missing_ok=True)
+
+
+@pytest.mark.slow
+def test_delete_then_empty_in_the_same_process_after_a_lease_renewal(tmp_path: Path) -> None:
+    """A writer of this process that committed (its lease still renewed, as after every commit) does not
+    bring the deleted folder back: after a renewal period, nothing is at the path and lc.empty takes it."""
+    from lakecompute.storage import RENEW_SECONDS
+
+    path = str(tmp_path / "gone")
+    ds = lc.empty(path)
+    ds.create_tensor("x", dtype="int64")
+    ds.x.extend(np.arange(10))
+    lc.delete(path)
+    time.sleep(RENEW_SECONDS + 1.0)  # the lease keeper's next tick has run
+    assert not os.path.exists(path)
+    again = lc.empty(path)
+    assert len(again.tensors) == 0
 
 
 def test_delete_refuses_folder_that_is_not_a_dataset(tmp_path: Path) -> None:

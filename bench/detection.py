@@ -183,11 +183,9 @@ def _coco_loop(images_dir: str, annotations: str, processes: int = 1) -> _Clock:
 
 
 def _ingest(images_dir: str, annotations: str, dest: str, workers: int) -> _Clock:
-    import shutil
-
     import lakecompute as lc
 
-    shutil.rmtree(dest, ignore_errors=True)  # the previous run's output, deleted outside the timing
+    lc.delete(dest, missing_ok=True)  # the previous run's output, deleted outside the timing
     _settle()
     with _Clock() as t:
         lc.ingest_coco(images_dir, annotations, dest, num_workers=workers, progressbar=False)

@@ -83,8 +83,9 @@ class EvalResult:
         failed: samples skipped with ``ignore_errors=True``, in input order.
         seconds: wall time.
         version: the version of ``data_out`` that holds the result.
-        resumed_from: inputs already done by an earlier, interrupted run of the same eval (all of them
-            when the eval had already completed and nothing was written).
+        resumed_from: inputs already done by an earlier, interrupted run of the same eval, which this
+            run did not run again (0 when the eval had already completed: nothing ran or was written,
+            and ``inputs``, ``outputs`` and ``failed`` are the completed run's).
         seed: the seed of the ``rng`` generators; pass it as ``seed=`` to reproduce the run.
     """
 
@@ -118,7 +119,12 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
     if plan.drop is not None:
         plan.out.drop_unfinished(plan.drop)
     write = plan.out.begin_eval(
-        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or ""
+        plan.fingerprint,
+        label=plan.label,
+        in_place=plan.in_place,
+        resume=plan.resume,
+        job=plan.job or "",
+        data_in=plan.source.describe(),
     )
     token = uuid.uuid4().hex
     try:
@@ -154,7 +160,7 @@ def _already_done(plan: EvalPlan, t0: float) -> EvalResult:
         list(record.failed),
         time.perf_counter() - t0,
         plan.out.version,
-        record.done,
+        0,  # nothing was resumed: the eval had completed
         record.seed,
     )
 

@@ -106,7 +106,7 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
     fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
-    label = " → ".join(f.name for f in pipeline.functions)
+    label = _label(pipeline)
     unfinished = _unfinished(out)
     drop = None
     if unfinished is not None and options.rerun:
@@ -122,6 +122,10 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     else:
         seed = draw_seed()
     return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop)
+
+
+def _label(pipeline: Pipeline) -> str:
+    return " → ".join(f.name for f in pipeline.functions)
 
 
 def _target(data_in: Any, data_out: Any) -> tuple[Dataset, bool]:
@@ -164,17 +168,24 @@ def _fingerprint(
             # (a completed in-place eval is recognised only right after itself: nothing changed since).
             identity = {**identity, "version": None, "tensors": None}
         output = {
-            "path": out.path,
+            "id": out.id,  # the dataset, not its path: one made again at the path has no records
             "in_place": in_place,
             # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
             "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
         }
         job = fingerprint_job(pipeline, identity, output)
         return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
-    except FingerprintError:
+    except FingerprintError as exc:
         if options.checkpoint_interval:
             raise
-        return None, None  # nothing to resume from: the eval runs, unrecorded
+        # Nothing to resume from: the eval runs, unrecorded, and a rerun writes its outputs again.
+        warn(
+            f"This eval ({_label(pipeline)}) is not recorded in {out.path!r}, so running it again appends "
+            f"its outputs again (no resume, no no-op rerun). {exc.args[0].split('. ')[0]}. Use a "
+            "lakecompute dataset or a Hugging Face datasets.Dataset as data_in (recorded by identity), or "
+            "give what cannot be fingerprinted a __lakecompute_fingerprint__() method."
+        )
+        return None, None
 
 
 def _unfinished(out: Dataset) -> EvalRecord | None:

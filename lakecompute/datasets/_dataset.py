@@ -39,6 +39,7 @@ from lakecompute.storage import (
     list_versions,
     open_backend,
     read_manifest,
+    read_manifest_of,
 )
 
 __all__ = ["Dataset"]
@@ -185,6 +186,7 @@ class Dataset(_Samples):
         in_place: bool,
         resume: EvalRecord | None = None,
         job: str = "",
+        data_in: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into this dataset: its part of the write transaction.
 
@@ -199,7 +201,9 @@ class Dataset(_Samples):
             raise InvalidArgumentError(
                 f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return self._core.txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+        return self._core.txn.begin_eval(
+            fingerprint, label=label, in_place=in_place, resume=resume, job=job, data_in=data_in
+        )
 
     def drop_unfinished(self, record: EvalRecord) -> int:
         """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version
@@ -380,12 +384,17 @@ class Dataset(_Samples):
         return out
 
     def reload(self) -> None:
-        """Move this handle to the latest committed version (drops uncommitted changes)."""
+        """Move this handle to the latest committed version (drops uncommitted changes).
+
+        Raises:
+            DatasetReplacedError: the path holds another dataset now (it was overwritten, or deleted and
+                created again); the handle keeps reading the version it had.
+        """
         core = self._core
         latest = latest_version(core.backend)
         base = core.txn.base
         if latest is not None and not core.pinned:
-            base = read_manifest(core.backend, latest)
+            base = read_manifest_of(core.backend, latest, core.dataset_id, "this handle")
         core.cache.clear()
         core.txn.reset(base)
 
@@ -439,7 +448,8 @@ class Dataset(_Samples):
             )
         spec = self.location
         core = self._core
-        return (_reopen, (spec.url, dict(spec.storage_options), self.version, core.read_only, core.pinned))
+        where = (spec.url, dict(spec.storage_options), self.version)
+        return (_reopen, (*where, core.read_only, core.pinned, core.dataset_id))
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
@@ -450,11 +460,16 @@ class Dataset(_Samples):
 
 
 def _reopen(
-    url: str, storage_options: dict[str, Any], version: int, read_only: bool, pinned: bool
+    url: str, storage_options: dict[str, Any], version: int, read_only: bool, pinned: bool, dataset_id: str
 ) -> Dataset:
-    """A pickled `Dataset`, opened again at the version it read (`Dataset.__reduce__`)."""
+    """A pickled `Dataset`, opened again at the version it read (`Dataset.__reduce__`).
+
+    Raises:
+        DatasetReplacedError: another dataset was made at ``url`` since the handle was pickled.
+    """
     backend = open_backend(url, storage_options)
-    return Dataset(backend, read_manifest(backend, version), read_only=read_only, pinned=pinned)
+    manifest = read_manifest_of(backend, version, dataset_id, "the pickled handle")
+    return Dataset(backend, manifest, read_only=read_only, pinned=pinned)
 
 
 def _as_sequence(name: str, values: Any) -> Any:

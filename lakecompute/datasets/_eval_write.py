@@ -231,6 +231,7 @@ class EvalWrite:
         resume: the record of an interrupted run of the same eval to continue from, if any.
         job: what the eval is for (see `EvalRecord.job`); its record replaces an unfinished one of the
             same job.
+        data_in: what the input was (see `EvalRecord.data_in`).
     """
 
     def __init__(
@@ -242,9 +243,11 @@ class EvalWrite:
         in_place: bool,
         resume: EvalRecord | None,
         job: str = "",
+        data_in: Mapping[str, Any] | None = None,
     ) -> None:
         self._txn = txn
         self.job = job
+        self.data_in = dict(data_in or {})
         self.fingerprint = fingerprint
         self.label = label
         self.in_place = in_place
@@ -363,4 +366,5 @@ class EvalWrite:
             parked=parked,
             seconds=progress.seconds,
             job=self.job,
+            data_in=self.data_in,
         )

@@ -16,7 +16,7 @@ from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import open_backend, read_manifest
+from lakecompute.storage import open_backend, read_manifest_of
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -33,6 +33,7 @@ class Snapshot:
         tensors: names of the dataset's tensors, in creation order.
         fork_safe: whether a forked child can still use the store (False for object stores).
         shared_between_processes: whether other processes can open it (False for ``mem://``).
+        dataset_id: the dataset's id (`Dataset.id`): opening refuses another dataset made at ``url``.
     """
 
     url: str
@@ -42,6 +43,7 @@ class Snapshot:
     tensors: tuple[str, ...]
     fork_safe: bool
     shared_between_processes: bool
+    dataset_id: str = ""
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -52,9 +54,13 @@ class Snapshot:
         Args:
             cache_bytes: decoded bytes the handle's chunk cache keeps (default: a dataset handle's,
                 `lakecompute.storage.CACHE_BYTES`); loaders keep more.
+
+        Raises:
+            DatasetReplacedError: another dataset was made at the location since the snapshot was taken.
         """
         backend = open_backend(self.url, self.storage_options)
-        ds = Dataset(backend, read_manifest(backend, self.version), read_only=True, pinned=True)
+        manifest = read_manifest_of(backend, self.version, self.dataset_id, "the data being read")
+        ds = Dataset(backend, manifest, read_only=True, pinned=True)
         if cache_bytes is not None:
             core_of(ds).cache.max_bytes = cache_bytes
         return ds
@@ -83,4 +89,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         tuple(core.names()),
         backend.fork_safe,
         backend.shared_between_processes,
+        core.dataset_id,
     )

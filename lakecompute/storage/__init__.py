@@ -43,6 +43,7 @@ from lakecompute.storage._manifest import (
     list_versions,
     new_dataset_id,
     read_manifest,
+    read_manifest_of,
     version_key,
 )
 from lakecompute.storage._schema import InvalidField
@@ -107,6 +108,7 @@ __all__ = [
     "open_backend",
     "read_leases",
     "read_manifest",
+    "read_manifest_of",
     "segment_time",
     "undecodable_error",
     "version_key",

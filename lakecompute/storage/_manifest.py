@@ -17,7 +17,12 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError, LakeComputeError
+from lakecompute.errors import (
+    DatasetCorruptError,
+    DatasetNotFoundError,
+    DatasetReplacedError,
+    LakeComputeError,
+)
 from lakecompute.specs import TensorSpec, parse_tensor_name
 from lakecompute.storage._backend import Backend
 from lakecompute.storage._schema import (
@@ -51,6 +56,7 @@ __all__ = [
     "needed_by_a_version",
     "new_dataset_id",
     "read_manifest",
+    "read_manifest_of",
     "version_key",
 ]
 
@@ -407,6 +413,31 @@ def read_manifest(backend: Backend, version: int) -> Manifest:
         raise DatasetCorruptError(
             backend.url, key, f"expected version {version}, got {manifest.version}", hint, field="version"
         )
+    return manifest
+
+
+def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str) -> Manifest:
+    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` (what a pickled
+    handle, a snapshot or a state refers to: ``what`` names it in the error).
+
+    Raises:
+        DatasetReplacedError: the location holds another dataset now (the path was remade).
+        DatasetNotFoundError: no dataset there, or it has no such version.
+        DatasetCorruptError: the manifest is damaged.
+    """
+    try:
+        manifest = read_manifest(backend, version)
+    except DatasetNotFoundError:
+        # The version is missing: if another dataset is there now, that is what to say.
+        latest = latest_version(backend)
+        if latest is not None:
+            found = dataset_id_of(backend, read_manifest(backend, latest))
+            if found != dataset_id:
+                raise DatasetReplacedError(backend.url, dataset_id, found, what) from None
+        raise
+    found = dataset_id_of(backend, manifest)
+    if found != dataset_id:
+        raise DatasetReplacedError(backend.url, dataset_id, found, what)
     return manifest
 
 

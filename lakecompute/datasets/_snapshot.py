@@ -7,6 +7,7 @@ a version and positions, never data; each opens its own store client from it (ST
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,18 @@ class Snapshot:
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    def selection(self) -> str:
+        """The samples read, in words that are equal exactly when the selections are: ``"rows 0:100"``
+        for a slice, ``"rows 0:100:2"`` with a step, ``"25 rows #<digest>"`` for any other selection
+        (a ``filter`` or ``random_split`` view: a digest of its positions, in order)."""
+        pos = self.positions
+        if isinstance(pos, range):
+            if pos.step == 1 or len(pos) <= 1:
+                return f"rows {pos.start}:{pos.start + len(pos)}"
+            return f"rows {pos.start}:{pos.stop}:{pos.step}"
+        flat = np.ascontiguousarray(pos, dtype="<i8")
+        return f"{len(flat)} rows #{hashlib.sha256(flat.tobytes()).hexdigest()[:16]}"
 
     def open(self, cache_bytes: int | None = None) -> Dataset:
         """Open this version read-only: a new handle with its own store client.

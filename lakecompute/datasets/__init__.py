@@ -17,18 +17,20 @@ from lakecompute.datasets._eval_write import (
     TaskWriter,
     written_in_place,
 )
+from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
-from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
+from lakecompute.datasets._tensor import Tensor, TensorView
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [
     "ColumnReader",
     "Dataset",
     "DatasetCore",
+    "DatasetInfo",
     "DatasetView",
     "Decisions",
     "EvalProgress",

@@ -19,9 +19,9 @@ import numpy as np
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._index import parse_index
+from lakecompute.datasets._info import DatasetInfo, parse_info
 from lakecompute.datasets._records import EvalRecord, parse_records
 from lakecompute.datasets._tensor import Tensor
-from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,
@@ -307,11 +307,17 @@ class Dataset(_Samples):
         ``ds.info["source"] = "COCO val2017"`` and ``ds.info.update(license="CC-BY")`` commit (or join the
         ``with`` block); ``ds.info.source`` reads. Tensor metadata is ``ds.<tensor>.info``.
         """
-        return DatasetInfo(self._core.txn.head.info, self._set_info)
+        return DatasetInfo(self._core.txn.head.info, self._update_info)
 
-    def _set_info(self, info: dict[str, Any]) -> None:
+    def _update_info(self, changes: dict[str, Any], deleted: tuple[str, ...]) -> dict[str, Any]:
+        """Commit ``changes`` (and the removal of ``deleted`` keys) to the info as it is now; returns it."""
         with self._core.write("update info"):
+            current = self._core.txn.head.info
+            info = parse_info(
+                {k: v for k, v in current.items() if k not in deleted} | changes, "Dataset info"
+            )
             self._core.txn.set_info(info)
+        return info
 
     def delete_tensor(self, name: str) -> None:
         """Remove a tensor from the next version (older versions keep it)."""

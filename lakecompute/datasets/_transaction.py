@@ -218,6 +218,10 @@ class Head:
         if state.ndim != ndim:
             self._put(replace(state, ndim=ndim))
 
+    def set_info_of(self, name: str, info: dict[str, Any]) -> None:
+        """Make ``info`` tensor ``name``'s info (its samples' schema, class names included, follows)."""
+        self._put(replace(self.state(name), info=info))
+
     def reopen_dtype(self, name: str) -> None:
         """Let a generic tensor's dtype be decided again, from all its fragments, at the next commit."""
         state = self.state(name)
@@ -326,6 +330,11 @@ class Transaction:
         """Replace the dataset's own info (``ds.info``) in the head."""
         self.head.info = info
         self._changed(None)
+
+    def set_tensor_info(self, name: str, info: dict[str, Any]) -> None:
+        """Replace tensor ``name``'s info in the head (checked by the caller); its samples are kept."""
+        self.head.set_info_of(name, info)
+        self._changed(name)
 
     def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
         """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out. The

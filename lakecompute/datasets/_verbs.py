@@ -2,83 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
+from lakecompute.errors import InvalidArgumentError
 from lakecompute.parsing import parse_count
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.datasets._views import DatasetView
 
-__all__ = ["DatasetInfo", "filter_samples", "random_split"]
-
-
-class DatasetInfo(Mapping[str, Any]):
-    """A dataset's own metadata (``ds.info``): JSON values by key, read like a dict or by attribute.
-
-    Setting a key (``ds.info["source"] = "COCO"``), ``update(...)`` and ``del`` write a new version of
-    the dataset (or join its ``with`` block). A view's info is its dataset's, read-only.
-    """
-
-    def __init__(self, values: Mapping[str, Any], write: Callable[[dict[str, Any]], None] | None) -> None:
-        self._values = dict(values)
-        self._write = write
-
-    def __getitem__(self, key: str) -> Any:
-        return self._values[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"Dataset info has no {name!r}; it has {sorted(self._values)!r}.") from None
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.update({key: value})
-
-    def __delitem__(self, key: str) -> None:
-        values = dict(self._values)
-        del values[key]
-        self._store(values)
-
-    def update(self, values: Mapping[str, Any] | None = None, **more: Any) -> None:
-        """Set several keys at once, in one commit."""
-        merged = {**self._values, **dict(values or {}), **more}
-        for key in merged:
-            if not isinstance(key, str):
-                raise InvalidTypeError(f"Dataset info keys are strings. Got {key!r}.")
-        try:
-            json.dumps(merged, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"Dataset info holds JSON values (str, numbers, bools, None, lists, dicts): {exc}."
-            ) from exc
-        self._store(merged)
-
-    def _store(self, values: dict[str, Any]) -> None:
-        if self._write is None:
-            raise ReadOnlyError("A view's info is its dataset's and is read-only; set it on the dataset.")
-        self._write(values)
-        self._values = values
-
-    def __repr__(self) -> str:
-        return f"DatasetInfo({self._values!r})"
+__all__ = ["filter_samples", "random_split"]
 
 
 def keep_row(sample_in: Any, sample_out: Any, fn: Callable[[Any], Any]) -> None:

@@ -10,8 +10,8 @@ import numpy as np
 
 from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import compose
+from lakecompute.datasets._info import DatasetInfo
 from lakecompute.datasets._tensor import TensorView
-from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ from lakecompute.storage._manifest import (
     read_manifest_of,
     version_key,
 )
-from lakecompute.storage._schema import InvalidField
+from lakecompute.storage._schema import MAX_DEPTH, InvalidField, check_depth
 from lakecompute.storage._segments import (
     DATA_CHUNK,
     INDEX_CHUNK,
@@ -70,6 +70,7 @@ __all__ = [
     "LEASE_MARGIN_SECONDS",
     "LEASE_SECONDS",
     "LOADER_CACHE_BYTES",
+    "MAX_DEPTH",
     "MAX_SLOTS",
     "RENEW_SECONDS",
     "STREAM_SEGMENT",
@@ -94,6 +95,7 @@ __all__ = [
     "TensorState",
     "append_fragment",
     "backend_class",
+    "check_depth",
     "checked_codecs",
     "commit_manifest",
     "create_segment",

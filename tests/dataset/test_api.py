@@ -25,6 +25,7 @@ PUBLIC_NAMES = [
     "DatasetCorruptError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "DatasetReplacedError",
     "DatasetView",
     "EvalConflictError",
     "EvalResult",

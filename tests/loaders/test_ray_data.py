@@ -152,3 +152,20 @@ def test_checkpointed_eval_of_a_ray_dataset_is_refused_with_the_ways_out(tmp_pat
     assert "list(ray_ds.iter_rows())" in message
     assert "generator" not in message
     assert lc.load(str(tmp_path / "out")).version == out.version
+
+
+def test_to_ray_of_a_damaged_chunk_raises_dataset_corrupt_error(tmp_path: Path) -> None:
+    """A chunk damaged on disk: consuming to_ray() raises what `except lc.DatasetCorruptError` catches,
+    naming the file, never wrong values."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("x", dtype="int64")
+    ds.x.extend(np.arange(100))
+    chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"))
+    assert chunks
+    for chunk in chunks:
+        chunk.write_bytes(b"not a chunk")
+    with pytest.raises(lc.DatasetCorruptError) as info:
+        ds.to_ray(rows_per_block=50).take_all()
+    assert "segments/" in info.value.file
+    assert info.value.tensor == "x"
+    assert "does not decode" in str(info.value)

@@ -417,26 +417,6 @@ class Dataset(_Samples):
         return vacuum(self, grace_seconds=grace_seconds, keep_versions=keep_versions)
 
     # -- display ---------------------------------------------------------------------------------
-    def summary_table(self) -> str:
-        """The summary as text."""
-        rows = [("tensor", "htype", "dtype", "shape", "compression", "length")]
-        for name, t in self.tensors.items():
-            dt = t.dtype
-            comp = t.sample_compression or t.chunk_compression or "None"
-            shape = "(" + ", ".join("None" if d is None else str(d) for d in t.shape) + ")"
-            rows.append((name, t.htype, "None" if dt is None else str(dt), shape, comp, str(len(t))))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = [f"Dataset(path={self.path!r}, version={self.version}, samples={len(self)})"]
-        for j, r in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-            if j == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
-
-    def summary(self) -> None:
-        """Print a table of the tensors: htype, dtype, shape, compression, length."""
-        print(self.summary_table())
-
     def _repr_html_(self) -> str:
         from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
 

@@ -53,6 +53,11 @@ class _Readable(HasCore):
         return self._core.state(self.name).spec.sample_compression
 
     @property
+    def chunk_compression(self) -> str | None:
+        """How chunks are compressed (``zstd``, ``lz4``, ``gzip``), or None."""
+        return self._core.state(self.name).spec.chunk_compression
+
+    @property
     def info(self) -> TensorInfo:
         """The tensor's info, the caller's own copy; ``info.class_names`` for class_label tensors.
 
@@ -265,10 +270,6 @@ class Tensor(_Readable):
             kinds = {np.dtype(f.dtype) for f in state.fragments}
             return np.dtype(np.result_type(*kinds)) if kinds else None
         return np.dtype(spec.dtype)
-
-    @property
-    def chunk_compression(self) -> str | None:
-        return self._core.state(self.name).spec.chunk_compression
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""Everyday verbs on datasets and views: ``filter``, ``random_split`` and the dataset's own ``info``."""
+"""Everyday verbs on datasets and views: ``filter`` and ``random_split``."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.parsing import parse_count
 
 if TYPE_CHECKING:
@@ -59,14 +60,26 @@ def filter_samples(data: Dataset | DatasetView, fn_or_mask: Any, options: dict[s
 
 
 def _sizes(fractions: Sequence[float], n: int) -> list[int]:
+    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Sequence | np.ndarray):
+        raise InvalidTypeError(f"random_split() takes a list of fractions or sizes. Got {fractions!r:.80}.")
     values = list(fractions)
-    ints = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values)
+    numbers = all(
+        isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+        for v in values
+    )
+    ints = numbers and all(isinstance(v, (int, np.integer)) for v in values)
     if ints and values and sum(values) == n and min(values) >= 0:
         return [int(v) for v in values]
-    if not values or min(values) < 0 or abs(sum(values) - 1.0) > 1e-9:
+    if (
+        not values
+        or not numbers
+        or not all(math.isfinite(v) for v in values)
+        or min(values) < 0
+        or abs(sum(values) - 1.0) > 1e-9
+    ):
         raise InvalidArgumentError(
             f"random_split() takes fractions that add up to 1 (e.g. [0.8, 0.2]) or sizes that add up to "
-            f"the number of samples ({n}). Got {values!r}."
+            f"the number of samples ({n}), all finite and >= 0. Got {values!r:.200}."
         )
     sizes = [int(np.floor(f * n)) for f in values]
     for i in range(n - sum(sizes)):  # the remainder, one each, to the first splits (as torch does)

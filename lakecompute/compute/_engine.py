@@ -41,6 +41,7 @@ from lakecompute.compute._plan import (
     block_size,
     plan_eval,
     plan_ranges,
+    scheduler_for,
     task_floor,
     task_size,
 )
@@ -64,8 +65,7 @@ from lakecompute.errors import (
     UnpicklableTaskError,
     warn,
 )
-from lakecompute.schedulers import PAUSE, Scheduler, get_scheduler
-from lakecompute.storage import backend_class
+from lakecompute.schedulers import PAUSE, Scheduler
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -167,28 +167,8 @@ def _already_done(plan: EvalPlan, t0: float) -> EvalResult:
 
 def _scheduler(plan: EvalPlan) -> Scheduler:
     """The scheduler to run the tasks on, checked against where the data lives."""
-    opts = plan.options
-    locations = [plan.out.location.url]
-    if isinstance(plan.source, DatasetSource):
-        locations.append(plan.source.snap.url)
-    sched = get_scheduler(opts.scheduler, opts.num_workers)
-    local = [url for url in locations if backend_class(url).machine_local]
-    if local and sched.spans_machines:
-        raise InvalidArgumentError(
-            f"{local[0]!r} is a path on this machine's disk, which the other machines of the cluster do "
-            "not see. Keep the datasets on object storage (s3://...) that every node reaches, or, if the "
-            "path is on a file system every node mounts, say so: lc.schedulers.Ray(shared_filesystem=True)."
-        )
-    # Object-store clients hang or refuse to work in a child forked after the parent used them
-    # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
-    if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
-        sched = sched.without_fork()
-    if not sched.shares_memory and not backend_class(locations[0]).shared_between_processes:
-        raise InvalidArgumentError(
-            f"data_out {plan.out.path!r} lives in this process's memory, which worker processes cannot "
-            "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
-        )
-    return sched
+    reads = [plan.source.snap.url] if isinstance(plan.source, DatasetSource) else []
+    return scheduler_for(plan.options.scheduler, plan.options.num_workers, reads, plan.out.location.url)
 
 
 def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] | None:

@@ -23,6 +23,8 @@ from lakecompute.errors import (
     ReadOnlyError,
     warn,
 )
+from lakecompute.schedulers import Ray, Scheduler, get_scheduler
+from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -35,6 +37,7 @@ __all__ = [
     "block_size",
     "plan_eval",
     "plan_ranges",
+    "scheduler_for",
     "task_floor",
     "task_size",
 ]
@@ -226,6 +229,37 @@ def _earlier_run(
         # neither resuming nor starting over would give each output once, in order.
         raise EvalConflictError(out.path, record.done, record.version, out.version)
     return None
+
+
+def scheduler_for(
+    name: str | Ray, num_workers: int, reads: list[str], writes: str | None = None
+) -> Scheduler:
+    """The scheduler ``name`` with ``num_workers``, checked against where the data it reads (and writes)
+    lives: machine-local paths are refused on a cluster, object stores are never used from forked
+    children, and in-memory output needs workers that share this process's memory.
+
+    Raises:
+        InvalidArgumentError: the scheduler cannot reach the data (naming the ways out).
+    """
+    locations = ([writes] if writes is not None else []) + reads
+    sched = get_scheduler(name, num_workers)
+    local = [url for url in locations if backend_class(url).machine_local]
+    if local and sched.spans_machines:
+        raise InvalidArgumentError(
+            f"{local[0]!r} is a path on this machine's disk, which the other machines of the cluster do "
+            "not see. Keep the datasets on object storage (s3://...) that every node reaches, or, if the "
+            "path is on a file system every node mounts, say so: lc.schedulers.Ray(shared_filesystem=True)."
+        )
+    # Object-store clients hang or refuse to work in a child forked after the parent used them
+    # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
+    if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
+        sched = sched.without_fork()
+    if writes is not None and not sched.shares_memory and not backend_class(writes).shared_between_processes:
+        raise InvalidArgumentError(
+            f"data_out {writes!r} lives in this process's memory, which worker processes cannot "
+            "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
+        )
+    return sched
 
 
 # -- splitting the input into tasks -----------------------------------------------------------------

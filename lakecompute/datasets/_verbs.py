@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,33 +18,15 @@ if TYPE_CHECKING:
 __all__ = ["filter_samples", "random_split"]
 
 
-def keep_row(sample_in: Any, sample_out: Any, fn: Callable[[Any], Any]) -> None:
-    """The compute function of ``filter``: whether ``fn`` keeps the row (named for the progress bar)."""
-    sample_out.append({"keep": bool(fn(sample_in))})
-
-
-def _mask_of(data: Dataset | DatasetView, fn: Callable[[Any], Any], options: dict[str, Any]) -> np.ndarray:
-    """``fn(row)`` for every row, computed by an eval (in parallel with ``num_workers``)."""
-    import lakecompute as lc
-
-    scratch = tempfile.mkdtemp(prefix="lakecompute-filter-")
-    try:
-        out = lc.empty(os.path.join(scratch, "mask"))
-        out.create_tensor("keep", dtype="bool")
-        # Over the rows the filter is defined on (len(data): every tensor holds them), as a view, so a
-        # dataset whose tensors differ in length is filtered rather than refused as eval input.
-        lc.compute(keep_row)(fn=fn).eval(data[: len(data)], out, **options)
-        mask: np.ndarray = lc.load(os.path.join(scratch, "mask")).keep.numpy().astype(bool)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return mask
-
-
 def filter_samples(data: Dataset | DatasetView, fn_or_mask: Any, options: dict[str, Any]) -> DatasetView:
     """The view of the samples of ``data`` that a mask or a function keeps (see ``Dataset.filter``)."""
     n = len(data)
     if callable(fn_or_mask):
-        mask = _mask_of(data, fn_or_mask, options) if n else np.zeros(0, dtype=bool)
+        # The mask is computed in memory by tasks like an eval's (see lakecompute.compute._mask): nothing
+        # is written, so nothing is left behind and every node of a cluster can take part.
+        from lakecompute.compute import filter_mask
+
+        mask = filter_mask(data, fn_or_mask, options) if n else np.zeros(0, dtype=bool)
     else:
         mask = np.asarray(fn_or_mask)
         if mask.dtype != np.bool_ or mask.shape != (n,):

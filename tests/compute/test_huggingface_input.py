@@ -60,7 +60,11 @@ def test_hf_dataset_run_twice_is_a_noop_with_a_warning(tmp_path: Path) -> None:
     assert again.version == first.version
     assert len(lc.load(str(tmp_path / "out")).y) == N
     (record,) = lc.load(str(tmp_path / "out")).eval_records().values()
-    assert dict(record.data_in) == {"kind": "huggingface", "fingerprint": _hf()._fingerprint, "length": N}
+    assert sorted(record.data_in) == ["fingerprint", "kind", "length"]
+    assert (record.data_in["kind"], record.data_in["length"]) == ("huggingface", N)
+    scaled().eval(_hf(offset=1), out, progressbar=False)
+    other = lc.load(str(tmp_path / "out")).eval_records()
+    assert {r.data_in["fingerprint"] for r in other.values()} - {record.data_in["fingerprint"]}
 
 
 def test_hf_dataset_with_other_content_runs_again(tmp_path: Path) -> None:

@@ -57,15 +57,20 @@ def augment(sample_in, sample_out, rng, pipeline=PIPELINE):
         )
 
 
-def detection_collate(batch):
-    """Images stacked as float NCHW; per image a dict of its boxes (xyxy, as torchvision's detection models
-    take them) and labels, since every image has its own number of objects."""
-    images = torch.from_numpy(np.stack(batch["images"])).permute(0, 3, 1, 2).float() / 255
+def detection_collate(samples):
+    """torch's collate_fn convention: a list of samples in, a batch out. Images stacked as float NCHW; per
+    image a dict of its boxes (xyxy, as torchvision's detection models take them) and labels, since every
+    image has its own number of objects."""
+    images = torch.from_numpy(np.stack([s["images"] for s in samples])).permute(0, 3, 1, 2).float() / 255
+    height, width = images.shape[2:]
     targets = []
-    for boxes, labels in zip(batch["boxes"], batch["categories"], strict=True):
-        height, width = images.shape[2:]
-        xyxy = lc.vision.convert_boxes(np.asarray(boxes), ("xywh", False), ("xyxy", False), width, height)
-        targets.append({"boxes": torch.from_numpy(xyxy).float(), "labels": torch.from_numpy(labels).long()})
+    for s in samples:
+        xyxy = lc.vision.convert_boxes(
+            np.asarray(s["boxes"]), ("xywh", False), ("xyxy", False), width, height
+        )
+        targets.append(
+            {"boxes": torch.from_numpy(xyxy).float(), "labels": torch.from_numpy(s["categories"]).long()}
+        )
     return images, targets
 
 

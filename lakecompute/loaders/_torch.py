@@ -2,12 +2,20 @@
 
 Imported only by `lakecompute.loaders.pytorch`, so ``import lakecompute`` never imports torch.
 
-The dataset handed to the DataLoader is an ``IterableDataset`` whose every item is a whole batch
-(``batch_size=None``: no per-sample collation). Each DataLoader worker reads the batches of its
-own samples (`IndexPlan.worker_steps`); the DataLoader takes one batch from each worker in turn,
-skipping workers that have run out, which is the steps' order, and ``prefetch_factor`` bounds what
-each worker reads ahead. The loader and its dataset speak torch's stateful protocol (``state_dict``,
-``load_state_dict``, ``set_epoch``; see `lakecompute.loaders._state`).
+The dataset handed to the DataLoader is an ``IterableDataset`` whose every item is a whole batch; the
+DataLoader takes them one at a time (its own ``batch_size`` is 1) and its ``collate_fn`` unwraps each,
+so a user's ``collate_fn`` gets the batch's samples as a list, torch's convention. Each DataLoader
+worker reads the batches of its own samples (`IndexPlan.worker_steps`); the DataLoader takes one batch
+from each worker in turn, skipping workers that have run out, which is the steps' order, and
+``prefetch_factor`` bounds what each worker reads ahead. The loader and its dataset speak torch's
+stateful protocol (``state_dict``, ``load_state_dict``, ``set_epoch``; see `lakecompute.loaders._state`).
+
+Under Accelerate with several processes (``accelerator.prepare(loader)``), Accelerate shards the stream
+of items itself, so the dataset lays its items out for it (`_Layout`): step by step, every rank's batch
+of that step, in rank order. Dispatching (Accelerate's default for an iterable dataset), rank 0 reads
+them all and sends rank ``r`` the ``r``-th of each ``W``; with ``dispatch_batches=False`` every rank
+iterates them and keeps the ``r``-th of each ``W``, the others being stand-ins that are never read.
+Either way rank ``r`` trains on exactly the batches ``ds.pytorch(rank=r)`` gives it.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch.utils.data
@@ -26,7 +34,7 @@ from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._state import LoaderCursor, Position
 from lakecompute.schedulers import pickle_exception, reseed_globals
 
-__all__ = ["LakeDataLoader", "TorchBatches", "make_dataloader"]
+__all__ = ["LakeDataLoader", "TorchBatches", "make_dataloader", "samples_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +64,34 @@ def _int64_labels(batch: dict[str, Any], labels: tuple[str, ...]) -> dict[str, A
     return batch
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """How Accelerate turns the dataset's items into each of its ``world_size`` processes' batches.
+
+    Attributes:
+        kind: ``"dispatch"``: rank 0 iterates and sends rank ``r`` the ``r``-th item of each ``W``;
+            ``"shard"`` (``dispatch_batches=False``): every rank iterates and keeps the ``r``-th of each
+            ``W``.
+        world_size: Accelerate's processes (``W``).
+        rank: this process's index among them.
+    """
+
+    kind: Literal["dispatch", "shard"]
+    world_size: int
+    rank: int
+
+    def items(self, steps: range) -> list[tuple[int, int]]:
+        """``(rank, step)`` of the items of ``steps``: each step's batch of every rank, in rank order."""
+        return [(rank, step) for step in steps for rank in range(self.world_size)]
+
+
 class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  # items are batch dicts
     """A loader as a torch ``IterableDataset`` of batches, each iteration a pass (an epoch).
 
     It speaks torch's stateful protocol itself, so another DataLoader iterating it (torchdata's
     ``StatefulDataLoader``, Accelerate's stateful mode) saves and resumes it without reading skipped
     samples: in the main process its state is the loader's (`LoaderCursor`); in a DataLoader worker,
-    which reads every ``num_workers``-th step of the pass, it also says how far that worker got.
+    which reads its own share of the pass's items, it also says how far that worker got.
 
     Attributes:
         cursor: where the loader is (epoch, step) and what it reads.
@@ -76,13 +105,17 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         self.labels = labels
         self.planned: IndexPlan | None = None
         self._worker: _WorkerPass | None = None
+        self._layout: _Layout | None = None  # Accelerate's, found when its pass starts (set_epoch)
 
     def __len__(self) -> int:
-        return self.cursor.steps
+        # The items of a full epoch: under Accelerate's processes, every rank's batches (it shards them
+        # itself, and its len() is this one's divided by its process count).
+        return self.cursor.steps * _accelerate_processes()
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next pass epoch ``epoch`` (Accelerate calls it on the dataset before every pass)."""
-        _foreign(self.cursor.plan())
+        """Make the next pass epoch ``epoch``. Accelerate calls it on the dataset when each of its passes
+        starts (before its workers do): the dataset learns then how Accelerate shards its items."""
+        self._layout = _accelerate_layout()
         self.cursor.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -98,11 +131,13 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         if "worker" in state:
             self._worker = _WorkerPass.from_json(state["worker"])
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         if info is None:
-            plan, self.planned = self.planned or _foreign(self.cursor.begin()), None
-            return self._batches(plan, plan.worker_steps(0), advance=True)
+            layout = self._layout = _accelerate_layout()
+            plan, self.planned = self.planned or self.cursor.begin(), None
+            _check_layout(plan, layout)
+            return self._batches(plan, _items(plan, layout, 0, 0), layout, advance=True)
         if info.num_workers != self.cursor.options.num_workers:
             # The plan deals samples to its own worker count; another one would skip or repeat some.
             raise InvalidArgumentError(
@@ -110,32 +145,44 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
                 f"DataLoader iterating it has {info.num_workers} workers. Build the DataLoader with the "
                 "same num_workers (ds.pytorch(..., num_workers=n)), or iterate what ds.pytorch() returns."
             )
-        plan, steps = self._worker_pass(info.id)
-        return _reported(self._batches(plan, steps, advance=False))
+        plan, items = self._worker_pass(info.id, info.num_workers)
+        batches = self._batches(plan, items, self._layout, advance=False)
+        # Under Accelerate an error is raised as itself: a failure item would reach the training loop.
+        return batches if self._layout is not None else _reported(batches)
 
-    def _worker_pass(self, worker: int) -> tuple[IndexPlan, range]:
-        """The plan and the steps worker ``worker`` reads: the rest of a loaded worker state's, else
-        its steps of the pass planned in the main process (or, in another DataLoader, planned here)."""
+    def _worker_pass(self, worker: int, workers: int) -> tuple[IndexPlan, list[tuple[int, int]]]:
+        """The plan and the items worker ``worker`` reads: the rest of a loaded worker state's, else its
+        share of the pass planned in the main process (or, in another DataLoader, planned here)."""
         resume = self._worker
         if resume is not None and resume.worker == worker:
             plan = self.cursor.plan(Position(resume.epoch, resume.start))
-            steps = plan.worker_steps(worker)[resume.done :]
+            items = _items(plan, self._layout, worker, workers)[resume.done :]
         else:
-            plan = self.planned or _foreign(self.cursor.begin())
-            resume, steps = (
-                _WorkerPass(worker, plan.epoch, plan.start_from_step, 0),
-                plan.worker_steps(worker),
-            )
+            plan = self.planned or self.cursor.begin()
+            resume = _WorkerPass(worker, plan.epoch, plan.start_from_step, 0)
+            items = _items(plan, self._layout, worker, workers)
+        _check_layout(plan, self._layout)
         self._worker = resume
-        return plan, steps
+        return plan, items
 
-    def _batches(self, plan: IndexPlan, steps: range, advance: bool) -> Iterator[dict[str, Any]]:
-        """The batches of ``steps``, each counted (by the cursor, or as the worker's) before it is yielded."""
+    def _batches(
+        self, plan: IndexPlan, items: list[tuple[int, int]], layout: _Layout | None, advance: bool
+    ) -> Iterator[Any]:
+        """The batches of ``items``, each counted (by the cursor, or as the worker's) before it is yielded.
+
+        The cursor counts a step once its last item is out: under Accelerate, which takes a whole step's
+        items at a time (and on rank 0 one step ahead), a step partly taken is not counted.
+        """
         reader = StepReader(LoaderSpec(self.cursor.source, plan, self.cursor.options.transform))
-        for step in steps:
-            batch = _int64_labels(reader.read_step(step), self.labels)
+        last = plan.rank if layout is None else layout.world_size - 1
+        for rank, step in items:
+            if layout is not None and layout.kind == "shard" and rank != layout.rank:
+                batch: Any = None  # another rank's: Accelerate drops it unread, so it is never read
+            else:
+                batch = _int64_labels(reader.read_step(step, rank), self.labels)
             if advance:
-                self.cursor.advance()
+                if rank == last:
+                    self.cursor.advance()
             elif self._worker is not None:
                 self._worker = replace(self._worker, done=self._worker.done + 1)
             yield batch
@@ -143,32 +190,57 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
             self._worker = None  # this worker's pass is over: a persistent worker's next one is new
 
 
-def _foreign(plan: IndexPlan) -> IndexPlan:
-    """The plan of a pass another DataLoader started, unless it is Accelerate dispatching one process's
-    batches to all (``accelerator.prepare()``'s default for an ``IterableDataset``): this loader already
-    shards by rank, so the other ranks' samples would never be read."""
-    if plan.world_size > 1 and _accelerate_dispatching():
+def _items(plan: IndexPlan, layout: _Layout | None, worker: int, workers: int) -> list[tuple[int, int]]:
+    """``(rank, step)`` of the items worker ``worker`` of ``workers`` (0: no workers) reads in a pass.
+
+    Alone: its steps (`IndexPlan.worker_steps`) of the plan's rank. Under Accelerate, every rank's item of
+    each step: sharded (every rank iterates), a worker takes whole steps, as alone; dispatched (rank 0
+    reads for all), item ``j`` of the pass goes to worker ``j % workers``, so that torch's taking one item
+    from each worker in turn keeps every step's items together and in rank order.
+    """
+    if layout is None:
+        return [(plan.rank, step) for step in plan.worker_steps(worker)]
+    if layout.kind == "shard":
+        return layout.items(plan.worker_steps(worker))
+    every = layout.items(range(plan.start_from_step, plan.steps))
+    return every[worker :: max(1, workers)]
+
+
+def _check_layout(plan: IndexPlan, layout: _Layout | None) -> None:
+    """Refuse a plan sharded for another number of processes than Accelerate runs."""
+    if layout is not None and (plan.world_size, plan.rank) != (layout.world_size, layout.rank):
         raise InvalidArgumentError(
-            f"accelerator.prepare() would train {plan.world_size} processes on the batches of rank 0 only: "
-            "Accelerate dispatches one process's batches to all, and this loader already gives each rank "
-            "its own share. Do not pass the loader to prepare(); iterate it directly and checkpoint it with "
-            "accelerator.register_for_checkpointing(loader) (see the Training guide, Accelerate)."
+            f"This loader is sharded for rank {plan.rank} of {plan.world_size}, but Accelerate runs it as "
+            f"process {layout.rank} of {layout.world_size}. Leave rank and world_size unset in "
+            "ds.pytorch() (they are read from torch.distributed), or iterate the loader without prepare()."
         )
-    return plan
 
 
-def _accelerate_dispatching() -> bool:
-    """Whether Accelerate's ``DataLoaderDispatcher`` is the loader being iterated now."""
+def _accelerate_processes() -> int:
+    """Accelerate's process count in this program (1 when Accelerate is not in use)."""
     if "accelerate" not in sys.modules:
-        return False
-    from accelerate.data_loader import DataLoaderDispatcher
-    from accelerate.state import GradientState, is_initialized
+        return 1
+    from accelerate.state import PartialState, is_initialized
 
-    if not is_initialized():  # no Accelerator in this process
-        return False
+    return int(PartialState().num_processes) if is_initialized() else 1
+
+
+def _accelerate_layout() -> _Layout | None:
+    """How the Accelerate loader iterating now shards this dataset's items, when one does with several
+    processes: dispatching them from rank 0, or each rank keeping its own (``IterableDatasetShard``)."""
+    if _accelerate_processes() <= 1:
+        return None
+    from accelerate.data_loader import DataLoaderDispatcher, DataLoaderShard, IterableDatasetShard
+    from accelerate.state import GradientState, PartialState
+
     active = GradientState().active_dataloader
-    # With one process (as Accelerate counts them) each process reads its own loader: nothing is dispatched.
-    return type(active) is DataLoaderDispatcher and active.state.num_processes > 1
+    state = PartialState()
+    world, rank = int(state.num_processes), int(state.process_index)
+    if type(active) is DataLoaderDispatcher:
+        return _Layout("dispatch", world, rank)
+    if type(active) is DataLoaderShard and isinstance(active.dataset, IterableDatasetShard):
+        return _Layout("shard", world, rank)
+    return None
 
 
 def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:
@@ -181,14 +253,30 @@ def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:
         yield WorkerFailure(pickle_exception(exc))
 
 
+def samples_of(batch: dict[str, Any]) -> list[dict[str, Any]]:
+    """A batch dict of columns as the list of its samples, each a dict of tensor name to value (what
+    torch's ``collate_fn`` takes)."""
+    columns = list(batch.items())
+    count = len(columns[0][1]) if columns else 0
+    return [{name: values[i] for name, values in columns} for i in range(count)]
+
+
 class _Collate:
-    """The user's ``collate_fn`` (torch's ``default_convert`` if none), passing failures through."""
+    """The DataLoader's ``collate_fn``. The DataLoader takes the dataset's items one at a time (its own
+    ``batch_size`` is 1), and each is one of our batches: a failure passes through; given the user's
+    ``collate_fn``, it gets the batch's samples as a list of dicts (torch's and Deep Lake's convention);
+    without one, the batch's arrays become tensors."""
 
     def __init__(self, collate_fn: Callable[[Any], Any] | None) -> None:
-        self.collate_fn = collate_fn or torch.utils.data.default_convert
+        self.collate_fn = collate_fn
 
-    def __call__(self, item: Any) -> Any:
-        return item if isinstance(item, WorkerFailure) else self.collate_fn(item)
+    def __call__(self, items: list[Any]) -> Any:
+        (item,) = items
+        if isinstance(item, WorkerFailure):
+            return item
+        if self.collate_fn is None:
+            return torch.utils.data.default_convert(item)  # type: ignore[no-untyped-call]  # torch's own
+        return self.collate_fn(samples_of(item))
 
 
 class _RaisingIterator:
@@ -227,6 +315,10 @@ class LakeDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]  # 
     """
 
     dataset: TorchBatches
+
+    def __len__(self) -> int:
+        """The batches of a full epoch for this rank."""
+        return self.dataset.cursor.steps
 
     def __iter__(self) -> Any:
         batches = self.dataset
@@ -271,9 +363,9 @@ def make_dataloader(cursor: LoaderCursor, labels: tuple[str, ...]) -> LakeDataLo
             extra["multiprocessing_context"] = "forkserver"
     return LakeDataLoader(
         TorchBatches(cursor, labels),
-        batch_size=None,
+        batch_size=1,  # one item at a time: every item is a whole batch (see _Collate)
         num_workers=options.num_workers,
-        collate_fn=_Collate(options.collate_fn) if options.num_workers else options.collate_fn,
+        collate_fn=_Collate(options.collate_fn),
         pin_memory=options.pin_memory,
         **extra,
     )

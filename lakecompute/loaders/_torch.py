@@ -105,17 +105,22 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         self.labels = labels
         self.planned: IndexPlan | None = None
         self._worker: _WorkerPass | None = None
-        self._layout: _Layout | None = None  # Accelerate's, found when its pass starts (set_epoch)
+        self._processes: tuple[int, int] | None = None  # Accelerate's (count, index), sent to workers
+        self._saved_by: int | None = None  # the rank whose state was loaded last
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A worker process that is not forked may not have Accelerate's state: it gets the caller's.
+        state = dict(self.__dict__)
+        state["_processes"] = _accelerate_processes()
+        return state
 
     def __len__(self) -> int:
         # The items of a full epoch: under Accelerate's processes, every rank's batches (it shards them
         # itself, and its len() is this one's divided by its process count).
-        return self.cursor.steps * _accelerate_processes()
+        return self.cursor.steps * (self._processes or _accelerate_processes())[0]
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next pass epoch ``epoch``. Accelerate calls it on the dataset when each of its passes
-        starts (before its workers do): the dataset learns then how Accelerate shards its items."""
-        self._layout = _accelerate_layout()
+        """Make the next pass epoch ``epoch`` (Accelerate calls it on the dataset before every pass)."""
         self.cursor.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -128,16 +133,18 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue where ``state`` says (a worker's state: where that worker stopped)."""
         self.cursor.load_state_dict(state)
+        saved_by = state.get("rank")
+        self._saved_by = saved_by if isinstance(saved_by, int) else None
         if "worker" in state:
             self._worker = _WorkerPass.from_json(state["worker"])
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
+        planned = self.planned
+        layout = self._layout(own=planned is not None, sharded=_in_accelerate_shard(sys._getframe(1)))
         if info is None:
-            layout = self._layout = _accelerate_layout()
-            plan, self.planned = self.planned or self.cursor.begin(), None
-            _check_layout(plan, layout)
-            return self._batches(plan, _items(plan, layout, 0, 0), layout, advance=True)
+            self.planned = None
+            return self._main_pass(planned, layout)
         if info.num_workers != self.cursor.options.num_workers:
             # The plan deals samples to its own worker count; another one would skip or repeat some.
             raise InvalidArgumentError(
@@ -145,23 +152,43 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
                 f"DataLoader iterating it has {info.num_workers} workers. Build the DataLoader with the "
                 "same num_workers (ds.pytorch(..., num_workers=n)), or iterate what ds.pytorch() returns."
             )
-        plan, items = self._worker_pass(info.id, info.num_workers)
-        batches = self._batches(plan, items, self._layout, advance=False)
+        plan, items = self._worker_pass(info.id, info.num_workers, layout)
+        batches = self._batches(plan, items, layout, advance=False)
         # Under Accelerate an error is raised as itself: a failure item would reach the training loop.
-        return batches if self._layout is not None else _reported(batches)
+        return batches if layout is not None else _reported(batches)
 
-    def _worker_pass(self, worker: int, workers: int) -> tuple[IndexPlan, list[tuple[int, int]]]:
+    def _layout(self, own: bool, sharded: bool) -> _Layout | None:
+        """How Accelerate shards this iteration's items: when Accelerate runs several processes and the
+        iterating DataLoader is not this loader's own (`LakeDataLoader`), it is Accelerate's: sharding
+        them in each rank (``dispatch_batches=False``: ``IterableDatasetShard`` iterates this dataset),
+        else dispatching them from rank 0 (its default for an iterable dataset)."""
+        count, index = self._processes or _accelerate_processes()
+        if count <= 1 or (own and not sharded):
+            return None
+        return _Layout("shard" if sharded else "dispatch", count, index)
+
+    def _main_pass(self, planned: IndexPlan | None, layout: _Layout | None) -> Iterator[Any]:
+        """A pass in this process, planned when its first batch is asked for (a DataLoader may make its
+        iterator long before it iterates: torchdata's, when Accelerate asks for its state)."""
+        plan = planned or self.cursor.begin()
+        _check_layout(plan, layout, self._saved_by)
+        yield from self._batches(plan, _items(plan, layout, 0, 0), layout, advance=True)
+
+    def _worker_pass(
+        self, worker: int, workers: int, layout: _Layout | None
+    ) -> tuple[IndexPlan, list[tuple[int, int]]]:
         """The plan and the items worker ``worker`` reads: the rest of a loaded worker state's, else its
         share of the pass planned in the main process (or, in another DataLoader, planned here)."""
         resume = self._worker
         if resume is not None and resume.worker == worker:
             plan = self.cursor.plan(Position(resume.epoch, resume.start))
-            items = _items(plan, self._layout, worker, workers)[resume.done :]
+            items = _items(plan, layout, worker, workers)
+            items = items[_resumed_at(resume.done, layout) :]
         else:
             plan = self.planned or self.cursor.begin()
             resume = _WorkerPass(worker, plan.epoch, plan.start_from_step, 0)
-            items = _items(plan, self._layout, worker, workers)
-        _check_layout(plan, self._layout)
+            items = _items(plan, layout, worker, workers)
+        _check_layout(plan, layout, self._saved_by)
         self._worker = resume
         return plan, items
 
@@ -202,45 +229,77 @@ def _items(plan: IndexPlan, layout: _Layout | None, worker: int, workers: int) -
         return [(plan.rank, step) for step in plan.worker_steps(worker)]
     if layout.kind == "shard":
         return layout.items(plan.worker_steps(worker))
+    if layout.rank != 0:
+        return []  # Accelerate makes an iterator on every rank but takes items on rank 0 only
     every = layout.items(range(plan.start_from_step, plan.steps))
-    return every[worker :: max(1, workers)]
+    streams = _dispatch_streams(layout, workers)
+    return every[worker::streams] if worker < streams else []
 
 
-def _check_layout(plan: IndexPlan, layout: _Layout | None) -> None:
-    """Refuse a plan sharded for another number of processes than Accelerate runs."""
-    if layout is not None and (plan.world_size, plan.rank) != (layout.world_size, layout.rank):
+def _dispatch_streams(layout: _Layout, workers: int) -> int:
+    """The workers that read when Accelerate dispatches: one (the others have nothing, and torch skips
+    them). Accelerate takes ``W`` items at a time from rank 0's loader, one step ahead of the training
+    loop, and a worker's state can only say how many of its own items were taken: with one reading worker
+    that is the whole pass's count, from which `_resumed_at` finds the step to resume exactly."""
+    return 1
+
+
+def _resumed_at(done: int, layout: _Layout | None) -> int:
+    """Where a worker's items resume from, given the ``done`` items the consumer had taken from it.
+
+    Accelerate dispatching saves the state taken just before the last item of the step it fetched ahead
+    of the training loop: what it holds of that step was not trained on, so the pass resumes at the
+    step's first item (with one reading worker, ``done`` counts every item of the pass taken).
+    """
+    if layout is None or layout.kind != "dispatch":
+        return done
+    return done - done % layout.world_size
+
+
+def _check_layout(plan: IndexPlan, layout: _Layout | None, saved_by: int | None = None) -> None:
+    """Refuse a plan sharded for another number of processes than Accelerate runs, and, dispatching, a
+    state saved by a process that never reads."""
+    if layout is None:
+        return
+    if (plan.world_size, plan.rank) != (layout.world_size, layout.rank):
         raise InvalidArgumentError(
             f"This loader is sharded for rank {plan.rank} of {plan.world_size}, but Accelerate runs it as "
             f"process {layout.rank} of {layout.world_size}. Leave rank and world_size unset in "
             "ds.pytorch() (they are read from torch.distributed), or iterate the loader without prepare()."
         )
+    if layout.kind == "dispatch" and layout.rank == 0 and saved_by not in (None, 0):
+        raise InvalidArgumentError(
+            f"The loader state loaded here was saved by process {saved_by}, which reads nothing while "
+            "Accelerate dispatches batches from process 0, so it does not say where training was. "
+            "(Accelerate's save_state writes every process's loader state to the same dl_state_dict.bin, "
+            f"and process {saved_by}'s came last.) After save_state, write process 0's over it: "
+            "accelerator.wait_for_everyone(); if accelerator.is_main_process: "
+            "torch.save(loader.state_dict(), os.path.join(checkpoint, 'dl_state_dict.bin')). Or prepare "
+            "with DataLoaderConfiguration(dispatch_batches=False), where every process's state is the same."
+        )
 
 
-def _accelerate_processes() -> int:
-    """Accelerate's process count in this program (1 when Accelerate is not in use)."""
+def _accelerate_processes() -> tuple[int, int]:
+    """Accelerate's process count in this program and this process's index ((1, 0) without Accelerate)."""
     if "accelerate" not in sys.modules:
-        return 1
+        return 1, 0
     from accelerate.state import PartialState, is_initialized
 
-    return int(PartialState().num_processes) if is_initialized() else 1
-
-
-def _accelerate_layout() -> _Layout | None:
-    """How the Accelerate loader iterating now shards this dataset's items, when one does with several
-    processes: dispatching them from rank 0, or each rank keeping its own (``IterableDatasetShard``)."""
-    if _accelerate_processes() <= 1:
-        return None
-    from accelerate.data_loader import DataLoaderDispatcher, DataLoaderShard, IterableDatasetShard
-    from accelerate.state import GradientState, PartialState
-
-    active = GradientState().active_dataloader
+    if not is_initialized():
+        return 1, 0
     state = PartialState()
-    world, rank = int(state.num_processes), int(state.process_index)
-    if type(active) is DataLoaderDispatcher:
-        return _Layout("dispatch", world, rank)
-    if type(active) is DataLoaderShard and isinstance(active.dataset, IterableDatasetShard):
-        return _Layout("shard", world, rank)
-    return None
+    return int(state.num_processes), int(state.process_index)
+
+
+def _in_accelerate_shard(caller: Any) -> bool:
+    """Whether the frame iterating the dataset is Accelerate's ``IterableDatasetShard`` (which keeps every
+    ``W``-th item for its rank: ``dispatch_batches=False``). Told by the caller, because a DataLoader may
+    start its workers before Accelerate's loader says what it is (torchdata does, for a first state)."""
+    if "accelerate" not in sys.modules:
+        return False
+    from accelerate.data_loader import IterableDatasetShard
+
+    return isinstance(caller.f_locals.get("self"), IterableDatasetShard)
 
 
 def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:

@@ -5,6 +5,7 @@ from lakecompute.compute._decorator import ComputeFunction, Pipeline, Transform,
 from lakecompute.compute._engine import EvalResult, FailedSample
 from lakecompute.compute._options import EvalKwargs, EvalOptions
 from lakecompute.compute._runner import SampleRunner
+from lakecompute.compute._samples import TensorMeta, tensor_meta
 
 __all__ = [
     "ComputeFunction",
@@ -14,8 +15,10 @@ __all__ = [
     "FailedSample",
     "Pipeline",
     "SampleRunner",
+    "TensorMeta",
     "Transform",
     "as_pipeline",
     "compose",
     "compute",
+    "tensor_meta",
 ]

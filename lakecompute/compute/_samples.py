@@ -2,23 +2,67 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 
-__all__ = ["ColumnRow", "InputRow", "InputValue", "SampleOut", "column_row_class", "row_class"]
+__all__ = [
+    "ColumnRow",
+    "InputRow",
+    "InputValue",
+    "SampleOut",
+    "TensorMeta",
+    "column_row_class",
+    "row_class",
+    "tensor_meta",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """What a value read from a tensor is: the tensor's name, htype and info (read once per source)."""
+
+    name: str
+    htype: str
+    info: Mapping[str, Any]
+
+
+def tensor_meta(ds: Any, names: Iterable[str]) -> dict[str, TensorMeta]:
+    """The `TensorMeta` of the tensors ``names`` of a dataset (one read of each tensor's info)."""
+    tensors = ds.tensors
+    return {n: TensorMeta(n, tensors[n].htype, dict(tensors[n].info)) for n in names}
 
 
 class InputValue:
-    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``."""
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
+    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_meta", "_value")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, meta: TensorMeta | None = None) -> None:
         self._value = value
+        self._meta = meta
+
+    @property
+    def htype(self) -> str | None:
+        """The htype of the tensor the value was read from (None: not read from a dataset's tensor)."""
+        return None if self._meta is None else self._meta.htype
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """The info of the tensor the value was read from, the caller's own copy (a bbox tensor's
+        ``format`` and ``normalized``, class names, keypoint names); None when not read from a tensor."""
+        return None if self._meta is None else copy.deepcopy(dict(self._meta.info))
+
+    @property
+    def name(self) -> str:
+        """The tensor the value was read from ("" when not known)."""
+        return "" if self._meta is None else self._meta.name
 
     def numpy(self, aslist: bool = False) -> Any:
         v = self._value
@@ -53,17 +97,24 @@ class InputValue:
 class InputRow:
     """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`."""
 
-    __slots__ = ("_values", "index")
+    __slots__ = ("_meta", "_values", "index")
 
-    def __init__(self, values: Mapping[str, Any], index: int) -> None:
+    def __init__(
+        self, values: Mapping[str, Any], index: int, meta: Mapping[str, TensorMeta] | None = None
+    ) -> None:
         self._values = values
         self.index = index
+        self._meta = meta
+
+    def _value(self, name: str) -> InputValue:
+        meta = self._meta
+        return InputValue(self._values[name], None if meta is None else meta.get(name))
 
     def __getattr__(self, name: str) -> InputValue:
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            return InputValue(self._values[name])
+            return self._value(name)
         except KeyError:
             raise AttributeError(
                 f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}."
@@ -71,7 +122,7 @@ class InputRow:
 
     def __getitem__(self, name: str) -> InputValue:
         try:
-            return InputValue(self._values[name])
+            return self._value(name)
         except KeyError:
             raise TensorDoesNotExistError(name, list(self._values)) from None
 
@@ -83,13 +134,13 @@ class InputRow:
 
     @property
     def tensors(self) -> dict[str, InputValue]:
-        return {k: InputValue(v) for k, v in self._values.items()}
+        return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputRow, (dict(self._values), self.index))
+        return (InputRow, (dict(self._values), self.index, self._meta))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
@@ -107,7 +158,8 @@ def _plain_name(name: object, cls: type) -> bool:
 
 def _tensor_property(name: str) -> property:
     def get(self: InputRow) -> InputValue:
-        return InputValue(self._values[name])
+        meta = self._meta
+        return InputValue(self._values[name], None if meta is None else meta.get(name))
 
     return property(get)
 
@@ -122,10 +174,13 @@ class ColumnRow(InputRow):
 
     __slots__ = ("_columns", "_j")
 
-    def __init__(self, columns: Mapping[str, Any], j: int, index: int) -> None:
+    def __init__(
+        self, columns: Mapping[str, Any], j: int, index: int, meta: Mapping[str, TensorMeta] | None = None
+    ) -> None:
         self._columns = columns
         self._j = j
         self.index = index
+        self._meta = meta
 
     def __getattr__(self, name: str) -> Any:
         if name == "_values":
@@ -137,7 +192,8 @@ class ColumnRow(InputRow):
 
 def _column_property(name: str) -> property:
     def get(self: ColumnRow) -> InputValue:
-        return InputValue(self._columns[name][self._j])
+        meta = self._meta
+        return InputValue(self._columns[name][self._j], None if meta is None else meta.get(name))
 
     return property(get)
 

@@ -108,9 +108,10 @@ class StepReader:
         """The batch of step ``step``, transformed."""
         if self._state is None:
             plan = self.spec.plan
+            opened = self.spec.source.open()
             self._state = (
-                self.spec.source.open(),
-                BatchTransform(self.spec.transform, plan.seed, plan.epoch),
+                opened,
+                BatchTransform(self.spec.transform, plan.seed, plan.epoch, getattr(opened, "meta", None)),
                 plan.order(),
             )
         reader, apply, order = self._state

@@ -11,21 +11,23 @@ pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip insta
 torchvision is installed with the torch it is made for (``pip install torch torchvision``).
 """
 
+from lakecompute.boxes import BoxLayout
 from lakecompute.vision._augment import Albumentations, augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
-from lakecompute.vision._common import convert_boxes
 from lakecompute.vision._torchvision import TorchVision
-from lakecompute.vision._yolo import export_yolo, ingest_yolo, yolo_image
+from lakecompute.vision._yolo import YoloExport, export_yolo, ingest_yolo, merge_parts, yolo_image
 
 __all__ = [
     "Albumentations",
+    "BoxLayout",
     "TorchVision",
+    "YoloExport",
     "augment",
     "coco_image",
-    "convert_boxes",
     "export_coco",
     "export_yolo",
     "ingest_coco",
     "ingest_yolo",
+    "merge_parts",
     "yolo_image",
 ]

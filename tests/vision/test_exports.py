@@ -181,18 +181,18 @@ def _hidden(name: str) -> bool:
 
 
 @pytest.mark.parametrize("kind", EXPORTS)
-@pytest.mark.parametrize("name", ["../../escaped.png", "/tmp/lakecompute-escaped.png", "a/../../up.png"])
+@pytest.mark.parametrize("name", ["../../escaped.png", "<absolute>", "a/../../up.png"])
 def test_export_refuses_a_file_name_that_leaves_the_folder(kind: str, name: str, tmp_path: Path) -> None:
     """A file_name that is absolute or climbs out of the target is refused naming the sample, and nothing
     is written anywhere."""
+    name = name.replace("<absolute>", str(tmp_path / "absolute.png"))
     ds = _dataset(tmp_path / "ds", ["ok.png", name])
     out = tmp_path / "deep" / "er" / "out"
     with pytest.raises(lc.InvalidArgumentError, match=r"file_name of sample 1") as info:
         _export(kind, ds, out)
     assert name[:10] in str(info.value)
     assert _snapshot(out) == {}
-    assert not Path("/tmp/lakecompute-escaped.png").exists()
-    assert sorted(p.name for p in tmp_path.rglob("*.png")) == []
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.suffix in (".png", ".txt")) == []
 
 
 @pytest.mark.parametrize("kind", EXPORTS)

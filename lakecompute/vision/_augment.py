@@ -184,9 +184,7 @@ def _tensor_layout(sample_in: Any, boxes: str) -> BoxLayout | None:
     """The layout of the row's boxes, as their bbox tensor states it; None when the row does not say (a
     value not read from a dataset's bbox tensor)."""
     value = sample_in[boxes]
-    if getattr(value, "htype", None) != "bbox" or getattr(value, "info", None) is None:
-        return None
-    return BoxLayout.of(value)
+    return BoxLayout.of(value) if getattr(value, "htype", None) == "bbox" else None
 
 
 def _pipeline(transform: Any) -> Albumentations | TorchVision:

@@ -92,7 +92,13 @@ def image_bytes(sample: Any, compression: str | None, name: str, what: str) -> b
             "under it. Rename the file (ds.file_name[i] = ...)."
         )
     out = io.BytesIO()
-    Image.fromarray(np.asarray(sample.numpy())).save(out, format=fmt)
+    try:
+        Image.fromarray(np.asarray(sample.numpy())).save(out, format=fmt)
+    except (OSError, ValueError, TypeError) as exc:  # Pillow: a mode the format cannot hold (RGBA as JPEG)
+        raise InvalidArgumentError(
+            f"{what}: the image cannot be written as {fmt} ({exc}). Give the file a name whose format "
+            "holds it (.png holds every image)."
+        ) from exc
     return out.getvalue()
 
 

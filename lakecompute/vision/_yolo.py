@@ -315,6 +315,12 @@ class _Reader:
 
     def __init__(self, data: Dataset | DatasetView) -> None:
         tensors = data.tensors
+        for needed in ("images", "boxes"):
+            if needed not in tensors:
+                raise InvalidArgumentError(
+                    f"export_yolo needs a tensor {needed!r}; the dataset has {sorted(tensors)!r}. Rename "
+                    "yours with ds.rename_tensor, or ingest with lc.ingest_yolo or lc.ingest_coco."
+                )
         self.tensors = tensors
         self.layout = BoxLayout.of(tensors["boxes"])
         self.label_name = _label_tensor(data)
@@ -338,7 +344,7 @@ class _Reader:
         keep = np.flatnonzero(~crowd & shown)
         cut = (np.abs(on - corners) > canvas_tolerance(canvas)).any(axis=1)
         outlines = [self._outline(i, int(j), canvas) for j in keep]
-        cut_outlines = sum(o is not None and bool((o != np.clip(o, 0, 1)).any()) for o in outlines)
+        cut_outline = [o is not None and bool(((o < 0) | (o > 1)).any()) for o in outlines]
         # A box on the image is written as the tensor holds it, converted once (exact for a YOLO ingest's).
         yolo = np.where(
             cut[:, None],
@@ -351,7 +357,7 @@ class _Reader:
             outlines=[None if o is None else np.clip(o, 0.0, 1.0) for o in outlines],
             crowd=int(crowd.sum()),
             outside=int((~crowd & ~shown).sum()),
-            clipped=max(int(cut[keep].sum()), int(cut_outlines)),
+            clipped=int((cut[keep] | np.array(cut_outline, dtype=bool)).sum()),
         )
 
     def _outline(self, i: int, j: int, canvas: tuple[int, int]) -> np.ndarray | None:
@@ -461,6 +467,7 @@ def export_yolo(data: Dataset | DatasetView, folder: PathLike, split: str | None
     counts = np.zeros(6, dtype=np.int64)
     images, labels = (os.path.join(top, sub) if sub else top for top in ("images", "labels"))
     confine(root, images, what=f"split {split!r}")  # a split like '../x' would write outside the folder
+    config = _config(root, sub, reader.names)
     with FolderExport(root) as out:
         for i in range(len(data)):
             image = reader.tensors["images"][i]
@@ -472,7 +479,6 @@ def export_yolo(data: Dataset | DatasetView, folder: PathLike, split: str | None
             text = objects.lines().encode()
             out.write(_label_name(name), text, what=f"the label file of {what}", under=labels)
             counts += objects.counts()
-        config = _config(root, sub, reader.names)
         out.commit(os.path.join(root, "data.yaml"), yaml.safe_dump(config, sort_keys=False).encode())
     n = [int(c) for c in counts]
     return YoloExport(root, os.path.join(root, "data.yaml"), *n)

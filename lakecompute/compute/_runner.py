@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.compute._options import draw_seed
-from lakecompute.compute._samples import InputRow, SampleOut, TensorMeta, row_class
+from lakecompute.compute._samples import InputRow, RowMeta, SampleOut, row_class
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ class SampleRunner:
         values: Any,
         index: int,
         key: tuple[int, ...] = (),
-        meta: Mapping[str, TensorMeta] | None = None,
+        meta: RowMeta = (),
     ) -> list[dict[str, Any]]:
         """Run the transform on one sample.
 
@@ -285,7 +285,7 @@ class SampleRunner:
         Raises:
             TransformError: the transform failed (``.index``, ``.sample``, ``__cause__``).
         """
-        sample = row_class(tuple(values))(values, index, meta) if isinstance(values, Mapping) else values
+        sample = row_class(tuple(values), meta)(values, index) if isinstance(values, Mapping) else values
         out = SampleOut(None)
         try:
             run_sample(self.stages, sample, index, out, check_lengths=True, seed=self.seed, prefix=key)

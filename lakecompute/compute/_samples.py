@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -14,6 +15,7 @@ __all__ = [
     "ColumnRow",
     "InputRow",
     "InputValue",
+    "RowMeta",
     "SampleOut",
     "TensorMeta",
     "column_row_class",
@@ -24,27 +26,31 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class TensorMeta:
-    """What a value read from a tensor is: the tensor's name, htype and info (read once per source)."""
+    """What a value read from a dataset's tensor is: the tensor's name, htype and info."""
 
     name: str
     htype: str
-    info: Mapping[str, Any]
+    info_json: str
+    """The tensor's info as JSON text: hashable (row classes are cached by it), and every reader's
+    `info` is its own copy."""
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The tensor's info, a new copy each time."""
+        info: dict[str, Any] = json.loads(self.info_json)
+        return info
 
 
-def tensor_meta(ds: Any, names: Iterable[str]) -> dict[str, TensorMeta]:
+#: The tensors of a row's values (one `TensorMeta` each), read once per input; () when not known.
+RowMeta = tuple[TensorMeta, ...]
+
+
+def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
     """The `TensorMeta` of the tensors ``names`` of a dataset (one read of each tensor's info)."""
     tensors = ds.tensors
-    return {n: TensorMeta(n, tensors[n].htype, dict(tensors[n].info)) for n in names}
-
-
-def _copied(value: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, scalars): a tensor's info, handed out per sample, where
-    ``copy.deepcopy`` costs several times more."""
-    if isinstance(value, Mapping):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_copied(v) for v in value]
-    return value
+    return tuple(
+        TensorMeta(n, tensors[n].htype, json.dumps(dict(tensors[n].info), sort_keys=True)) for n in names
+    )
 
 
 class InputValue:
@@ -66,7 +72,7 @@ class InputValue:
     def info(self) -> dict[str, Any] | None:
         """The info of the tensor the value was read from, the caller's own copy (a bbox tensor's
         ``format`` and ``normalized``, class names, keypoint names); None when not read from a tensor."""
-        return None if self._meta is None else _copied(self._meta.info)
+        return None if self._meta is None else self._meta.info
 
     @property
     def name(self) -> str:
@@ -106,18 +112,19 @@ class InputValue:
 class InputRow:
     """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`."""
 
-    __slots__ = ("_meta", "_values", "index")
+    __slots__ = ("_values", "index")
 
-    def __init__(
-        self, values: Mapping[str, Any], index: int, meta: Mapping[str, TensorMeta] | None = None
-    ) -> None:
+    #: The tensors the values were read from, by name: set on the classes `row_class` makes for rows
+    #: read from a dataset (a class attribute: nothing per row).
+    _meta: ClassVar[Mapping[str, TensorMeta]] = {}
+    _row_meta: ClassVar[RowMeta] = ()
+
+    def __init__(self, values: Mapping[str, Any], index: int) -> None:
         self._values = values
         self.index = index
-        self._meta = meta
 
     def _value(self, name: str) -> InputValue:
-        meta = self._meta
-        return InputValue(self._values[name], None if meta is None else meta.get(name))
+        return InputValue(self._values[name], self._meta.get(name))
 
     def __getattr__(self, name: str) -> InputValue:
         if name.startswith("__"):
@@ -149,13 +156,25 @@ class InputRow:
         return dict(self._values)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputRow, (dict(self._values), self.index, self._meta))
+        if not self._row_meta:
+            return (InputRow, (dict(self._values), self.index))
+        return (_typed_row, (dict(self._values), self.index, self._row_meta))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
 
 
-_ROW_CLASSES: dict[tuple[str, ...], type[InputRow]] = {}
+def _typed_row(values: dict[str, Any], index: int, meta: RowMeta) -> InputRow:
+    """A row read from a dataset, rebuilt after pickling (its class keeps the tensors' meta)."""
+    return row_class(tuple(values), meta)(values, index)
+
+
+def _meta_attrs(meta: RowMeta) -> dict[str, Any]:
+    """The class attributes of a row class whose values were read from the tensors ``meta``."""
+    return {"_meta": {m.name: m for m in meta}, "_row_meta": meta} if meta else {}
+
+
+_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[InputRow]] = {}
 
 
 def _plain_name(name: object, cls: type) -> bool:
@@ -165,10 +184,9 @@ def _plain_name(name: object, cls: type) -> bool:
     )
 
 
-def _tensor_property(name: str) -> property:
+def _tensor_property(name: str, meta: TensorMeta | None) -> property:
     def get(self: InputRow) -> InputValue:
-        meta = self._meta
-        return InputValue(self._values[name], None if meta is None else meta.get(name))
+        return InputValue(self._values[name], meta)
 
     return property(get)
 
@@ -183,13 +201,10 @@ class ColumnRow(InputRow):
 
     __slots__ = ("_columns", "_j")
 
-    def __init__(
-        self, columns: Mapping[str, Any], j: int, index: int, meta: Mapping[str, TensorMeta] | None = None
-    ) -> None:
+    def __init__(self, columns: Mapping[str, Any], j: int, index: int) -> None:
         self._columns = columns
         self._j = j
         self.index = index
-        self._meta = meta
 
     def __getattr__(self, name: str) -> Any:
         if name == "_values":
@@ -199,49 +214,52 @@ class ColumnRow(InputRow):
         return InputRow.__getattr__(self, name)
 
 
-def _column_property(name: str) -> property:
+def _column_property(name: str, meta: TensorMeta | None) -> property:
     def get(self: ColumnRow) -> InputValue:
-        meta = self._meta
-        return InputValue(self._columns[name][self._j], None if meta is None else meta.get(name))
+        return InputValue(self._columns[name][self._j], meta)
 
     return property(get)
 
 
-_COLUMN_ROW_CLASSES: dict[tuple[str, ...], type[ColumnRow]] = {}
+_COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
 
 
-def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
+def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnRow]:
     """A `ColumnRow` subclass in which the tensors ``names`` are properties (see
     `row_class`)."""
-    cls = _COLUMN_ROW_CLASSES.get(names)
+    cls = _COLUMN_ROW_CLASSES.get((names, meta))
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
+        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__, **_meta_attrs(meta)}
+        by_name = {m.name: m for m in meta}
         for n in names:
             if _plain_name(n, ColumnRow):
-                attrs[n] = _column_property(n)
+                attrs[n] = _column_property(n, by_name.get(n))
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
-            _COLUMN_ROW_CLASSES[names] = cls
+            _COLUMN_ROW_CLASSES[(names, meta)] = cls
     return cls
 
 
-def row_class(names: tuple[str, ...]) -> type[InputRow]:
-    """An `InputRow` subclass in which the tensors ``names`` are properties.
+def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:
+    """An `InputRow` subclass in which the tensors ``names`` are properties, and whose values know the
+    tensors ``meta`` they were read from (their ``.htype`` and ``.info``).
 
     ``sample_in.images`` on a plain row goes through ``__getattr__``, which Python 3.11 calls only
     after making and discarding an AttributeError: ~1 µs per access, once per tensor per sample,
     as much as a small sample's numpy work. A property is found at once. Rows built with a class
-    from here behave exactly like plain rows (and pickle as plain rows).
+    from here behave exactly like plain rows (and pickle as plain rows, with their meta). The meta is
+    the class's, so a row costs nothing more for it.
     """
-    cls = _ROW_CLASSES.get(names)
+    cls = _ROW_CLASSES.get((names, meta))
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
+        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__, **_meta_attrs(meta)}
+        by_name = {m.name: m for m in meta}
         for n in names:
             if _plain_name(n, InputRow):
-                attrs[n] = _tensor_property(n)
+                attrs[n] = _tensor_property(n, by_name.get(n))
         cls = type("InputRow", (InputRow,), attrs)
         if len(_ROW_CLASSES) < 256:  # middle steps may write many different sets of names
-            _ROW_CLASSES[names] = cls
+            _ROW_CLASSES[(names, meta)] = cls
     return cls
 
 

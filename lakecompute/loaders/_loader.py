@@ -126,7 +126,7 @@ class StepReader:
             opened = self.spec.source.open()
             self._state = (
                 opened,
-                BatchTransform(self.spec.transform, plan.seed, plan.epoch, getattr(opened, "meta", None)),
+                BatchTransform(self.spec.transform, plan.seed, plan.epoch, getattr(opened, "meta", ())),
                 plan.order(),
             )
         reader, apply, order = self._state

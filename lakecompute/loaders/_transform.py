@@ -11,12 +11,11 @@ Two kinds are accepted:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from lakecompute.compute import ComputeFunction, Pipeline
+from lakecompute.compute import ComputeFunction, Pipeline, RowMeta
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["BatchTransform", "check_transform", "collate_rows"]
@@ -72,7 +71,7 @@ class BatchTransform:
             values answer.
     """
 
-    def __init__(self, transform: Any, seed: int, epoch: int, meta: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, transform: Any, seed: int, epoch: int, meta: RowMeta = ()) -> None:
         self.transform = transform
         self.seed = seed
         self.epoch = epoch

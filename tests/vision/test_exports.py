@@ -3,7 +3,6 @@ file names from the dataset never leave the folder, and two samples never share 
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -57,30 +56,51 @@ def _snapshot(out: Path) -> dict[str, bytes]:
 NAMES = [f"img{i}.png" for i in range(6)]
 
 
+_FULL_DISK = """
+import resource, signal, sys
+import numpy as np
+import lakecompute as lc
+
+kind, src, out = sys.argv[1:4]
+ds = lc.load(src)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as a full disk
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)  # fails with ENOSPC
+resource.setrlimit(resource.RLIMIT_FSIZE, (16384, hard))  # the small files fit; the fourth image does not
+try:
+    if kind == "coco":
+        ds.export_coco(out + "/annotations.json", out + "/images")
+    else:
+        ds.export_yolo(out)
+except lc.StorageError as exc:
+    print(exc.url)
+    print(exc)
+"""
+
+
 @pytest.mark.parametrize("kind", EXPORTS)
-def test_export_that_fails_half_way_keeps_the_previous_export(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A second export whose disk fills after three files is a StorageError naming the file, and the
-    folder holds the first export byte for byte, with nothing of the second left behind."""
+def test_export_that_fails_half_way_keeps_the_previous_export(kind: str, tmp_path: Path) -> None:
+    """A second export whose fourth image cannot be written (the file-size limit: EFBIG, as a full disk
+    gives ENOSPC) is a StorageError naming that file, and the folder holds the first export byte for
+    byte, with nothing of the second left behind."""
     out = tmp_path / "out"
     _export(kind, _dataset(tmp_path / "a", NAMES), out)
     before = _snapshot(out)
-    real_write = localfiles._write_fd
-    written = []
-
-    def full_disk(fd: int, data: bytes) -> None:
-        if len(written) == 3:
-            os.close(fd)
-            raise OSError(errno.ENOSPC, "No space left on device")
-        written.append(fd)
-        real_write(fd, data)
-
-    monkeypatch.setattr(localfiles, "_write_fd", full_disk)
-    with pytest.raises(lc.StorageError, match=r"No space left on device") as info:
-        _export(kind, _dataset(tmp_path / "b", NAMES, shade=100), out)
-    fourth = {"coco": "images/img3.png", "yolo": "labels/img1.txt"}[kind]  # yolo: an image, then its labels
-    assert info.value.url == str(out / fourth)
+    second = _dataset(tmp_path / "b", NAMES, shade=100)
+    noise = np.random.default_rng(0).integers(0, 256, (100, 100, 3), dtype=np.uint8)
+    second.images[3] = noise  # about 30 kB as PNG, past the limit; the others take a few hundred bytes
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, kind, str(tmp_path / "b"), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    url, message = done.stdout.splitlines()[:2]
+    assert url == str(out / "images" / "img3.png")
+    assert "(File too large); the file keeps what it held before" in message
     assert _snapshot(out) == before
     assert list(out.rglob(".*")) == []  # no staging folder or temporary file left
 

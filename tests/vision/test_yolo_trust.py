@@ -32,7 +32,8 @@ def _secret(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("kind", ["image", "label", "labels-folder", "data.yaml", "split"])
 def test_ingest_yolo_refuses_links_out_of_the_folder(yolo_folder: Path, tmp_path: Path, kind: str) -> None:
     """An image file, a label file, the labels folder or data.yaml that is a symbolic link to somewhere
-    outside the folder (or a split reaching out of it) is refused naming the entry; nothing outside is read."""
+    outside the folder (or a split reaching out of it) is refused naming the entry; nothing outside is
+    read."""
     outside = _secret(tmp_path)
     split = None
     if kind == "image":
@@ -58,8 +59,8 @@ def test_ingest_yolo_refuses_links_out_of_the_folder(yolo_folder: Path, tmp_path
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("names: [car, person\n", r"Cannot read .*data\.yaml as YAML"),
-        ("names: !!python/object:os.system [x]\n", r"Cannot read .*data\.yaml as YAML"),
+        ("names: [car, person\n", r"Cannot read .*data\.yaml' as YAML"),
+        ("names: !!python/object:os.system [x]\n", r"Cannot read .*data\.yaml' as YAML"),
         ("- car\n- person\n", r"expected 'names' as a list of class names"),
         ("names: {a: car, b: person}\n", r"expected 'names' as a list of class names or a dict 0: name"),
         ("names: {0: car, 2: dog}\n", r"a dict 0: name, 1: name"),
@@ -98,7 +99,9 @@ def test_data_yaml_that_is_not_utf8_is_a_library_error(yolo_folder: Path) -> Non
         ("0 0.5 0.5 0x1 0.1", "labels", r"expected 'class cx cy w h'"),
     ],
 )
-def test_bad_label_lines_name_the_file_and_line(yolo_folder: Path, line: str, tensor: str, message: str) -> None:
+def test_bad_label_lines_name_the_file_and_line(
+    yolo_folder: Path, line: str, tensor: str, message: str
+) -> None:
     """A label line with values that are not finite, outside 0..1 (YOLO's coordinates are normalized), or
     not of the form 'class numbers...' is an InvalidSampleError on its tensor naming the file and line."""
     (yolo_folder / "labels" / "train" / "b.txt").write_text(f"1 0.5 0.5 0.2 0.2\n{line}\n")

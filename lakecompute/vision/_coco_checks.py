@@ -346,18 +346,18 @@ def _boxes(anns: Sequence[Mapping[str, Any]], image: _Image) -> np.ndarray:
 
 def _categories(anns: Sequence[Mapping[str, Any]], rules: AnnotationRules, image: _Image) -> np.ndarray:
     values: list[Any] = [a.get("category_id") for a in anns]
-    found = [rules.index.get(v) for v in values]
-    kinds = {v.__class__ for v in values}
-    if None not in found and kinds <= {int}:
-        return np.array(found, dtype=np.uint32)
-    for ann, value, k in zip(anns, values, found, strict=True):
+    if {v.__class__ for v in values} <= {int}:
+        found = [rules.index.get(v) for v in values]
+        if None not in found:
+            return np.array(found, dtype=np.uint32)
+    for ann, value in zip(anns, values, strict=True):
         if not is_id(value):
             raise image.fail(
                 "categories",
                 ann,
                 f"category_id {value!r:.80}: expected an integer category id. Got {_got(value)}.",
             )
-        if k is None:
+        if value not in rules.index:
             raise image.fail(
                 "categories",
                 ann,

@@ -37,14 +37,8 @@ from lakecompute.ingest import (
     run_ingest,
     target_mode,
 )
-from lakecompute.vision._coco_checks import (
-    AnnotationRules,
-    CocoCategories,
-    CocoDocument,
-    annotation_columns,
-    check_canvas,
-    parse_document,
-)
+from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
+from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
 from lakecompute.vision._common import (
     convert_boxes,
     encode_mask,

@@ -29,7 +29,7 @@ from lakecompute.ingest import (
     run_ingest,
     target_mode,
 )
-from lakecompute.localfiles import confine
+from lakecompute.localfiles import Folder, confine
 from lakecompute.vision._common import convert_boxes, image_files, image_size, require, write_image
 
 if TYPE_CHECKING:
@@ -180,11 +180,12 @@ def _items(root: str, sub: str) -> list[tuple[str, str, str]]:
     files = image_files(images_root) if os.path.isdir(images_root) else []
     if not files:
         raise InvalidArgumentError(f"Found no images under {images_root!r}. Check the folder and split.")
+    images, labels = Folder.of(images_root), Folder.of(labels_root)
     items = []
     for rel in files:
-        image = confine(images_root, rel, what=f"image file {rel!r}")
         label = os.path.splitext(rel)[0] + ".txt"
-        items.append((image, confine(labels_root, label, what=f"label file {label!r}"), rel))
+        image_path = images.confine(rel, what=f"image file {rel!r}")
+        items.append((image_path, labels.confine(label, what=f"label file {label!r}"), rel))
     return items
 
 

@@ -161,8 +161,29 @@ def coco_folder() -> Path:
     return root
 
 
+def same_columns(anns: list[Any], rules: Any) -> None:
+    """The whole-image check and the annotation-by-annotation one agree: where the first accepts an image,
+    the second gives the same columns (and where it does not, the second decides)."""
+    from lakecompute.vision import _coco_annotations as checks
+
+    image = checks._Image("x", 0, "x")
+    parts, _ = checks._segmentations(anns, image)
+    fast = checks._fast_columns(anns, rules, parts)
+    if fast is None:
+        return
+    try:
+        slow = checks._checked_columns(anns, rules, parts, image)
+    except lc.LakeComputeError as exc:
+        raise AssertionError(f"the whole-image check accepted what one by one is refused: {exc}") from exc
+    assert sorted(fast) == sorted(slow)
+    for name, values in fast.items():
+        assert values.dtype == slow[name].dtype, name
+        np.testing.assert_array_equal(values, slow[name], err_msg=name)
+
+
 def coco_gate(max_examples: int) -> None:
-    """The gate and the worker's function on drawn documents: a row per image or a LakeComputeError."""
+    """The gate and the worker's function on drawn documents: a row per image or a LakeComputeError, and
+    the same columns by the whole-image and the annotation-by-annotation checks."""
     from lakecompute.vision._coco_checks import parse_document
 
     root = coco_folder()
@@ -175,6 +196,7 @@ def coco_gate(max_examples: int) -> None:
             document = parse_document(doc, str(root / "images"), where)
             rules = document.rules(where)
             for image in document.images:
+                same_columns(document.annotations[image.id], rules)
                 sample = json.dumps([image.path, image.entry, document.annotations[image.id]]).encode()
                 rows: list[Any] = []
                 lc.vision.coco_image(sample, rows, "RGB", "png", rules, True)

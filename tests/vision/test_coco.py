@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.vision._coco_checks import AnnotationRules
+from lakecompute.vision._coco_annotations import AnnotationRules
 from tests.vision.conftest import SIZES
 
 pycocotools_coco = pytest.importorskip("pycocotools.coco")

@@ -221,6 +221,8 @@ ANNOTATION_CASES = [
     ("segmentation", [[1, 2, 3, 4, 5]], "polygons", r"polygon 0.*an even count"),
     ("segmentation", [1, 2, 3, 4, 5, 6], "polygons", r"polygon 0.*a list of numbers"),
     ("segmentation", [[1, 2, 3, "4", 5, 6]], "polygons", r"polygon 0.*numbers"),
+    ("segmentation", [[-40, 0, 10, 10, 5, 5]], "polygons", r"polygon 0.*reaches far beyond the 20 x 30"),
+    ("segmentation", [[0, 0, 60, 40] * 10], "polygons", r"polygon 0.*an outline no longer than the image"),
     ("segmentation", {"size": [20, 30]}, "rles", r"RLE.*'counts'"),
     ("segmentation", {"counts": [600], "size": [20]}, "rles", r"RLE.*'size' as \[height, width\]"),
     ("segmentation", {"counts": [0, "600"], "size": [20, 30]}, "rles", r"counts.*integers >= 0"),
@@ -364,7 +366,7 @@ def test_compressed_counts_read_like_pycocotools() -> None:
     """Our reading of compressed counts gives pycocotools' own run lengths for real masks."""
     from pycocotools import mask as mask_utils
 
-    from lakecompute.vision._coco_checks import rle_counts
+    from lakecompute.vision._coco_annotations import rle_counts
 
     rng = np.random.default_rng(3)
     for shape in [(1, 1), (7, 5), (40, 50), (123, 77)]:

@@ -191,10 +191,18 @@ def ingest_coco(
     Returns:
         The new dataset (tensors in the module docstring of `lakecompute.vision`).
 
+    The annotations file is untrusted input, checked at one gate (``docs/detection.md``, "What is
+    trusted"): the file as a whole before anything is written, each annotation (and every size it
+    declares, against the decoded image) before anything is allocated for it.
+
     Raises:
-        InvalidArgumentError: the JSON is not a COCO annotations file, an annotation names an unknown
-            image, pycocotools is missing (with ``masks=True``), or ``dest`` overlaps ``images``.
-        InvalidSampleError: an image file cannot be read (named), or an annotation is malformed.
+        InvalidArgumentError: the JSON is not a COCO annotations file or breaks a rule of the file as a
+            whole (ids that are not unique integers, a ``file_name`` resolving outside ``images``, two
+            keypoint schemas, ...), pycocotools is missing (with ``masks=True``), or ``dest`` overlaps
+            ``images`` or holds ``annotations``. Named: the file, the entry and the rule.
+        InvalidSampleError: an image file cannot be read (on ``images``), or an annotation breaks a rule
+            (on its own tensor, naming the file, the annotation, its image and the rule); with
+            ``skip_errors=True`` such images are skipped instead, each listed with its reason.
 
     Example:
         >>> import lakecompute as lc

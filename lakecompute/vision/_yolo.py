@@ -224,9 +224,14 @@ def ingest_yolo(
         The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and
         ``polygons`` for segmentation labels.
 
+    ``data.yaml`` and the label files are untrusted input (``docs/detection.md``, "What is trusted"):
+    every path is confined to ``folder`` (symbolic links followed), and every line checked.
+
     Raises:
-        InvalidArgumentError: no data.yaml or bad names, no images, or pyyaml is not installed.
-        InvalidSampleError: an unreadable image or a malformed label line (file and line named).
+        InvalidArgumentError: no data.yaml, one that is not YAML, or names that are not distinct
+            strings; a path resolving outside ``folder``; no images; or pyyaml is not installed.
+        InvalidSampleError: an unreadable image, or a label file that is not text or has a malformed
+            line (file and line named); with ``skip_errors=True`` such images are skipped instead.
     """
     parsed = IngestOptions.parse("ingest_yolo", options, image_compression, progressbar)
     root = os.fspath(folder)

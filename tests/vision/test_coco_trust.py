@@ -280,6 +280,20 @@ def test_keypoints_on_a_category_without_keypoints_are_refused(tmp_path: Path) -
     assert info.value.tensor == "keypoints"
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_bad_annotation_is_blamed_alike_on_workers(tmp_path: Path, num_workers: int) -> None:
+    """On worker processes too, a bad annotation arrives as the InvalidSampleError on its tensor, naming
+    the annotation (not the image file)."""
+    doc = base_document()
+    doc["annotations"][2]["bbox"] = [1, 2, 3, 4, 5, 6, 7, 8]
+    write_folder(tmp_path, doc)
+    with pytest.raises(lc.InvalidSampleError, match=r"annotation 3 of image 2 \('b.png'\)") as info:
+        ingest(tmp_path, num_workers=num_workers)
+    assert info.value.tensor == "boxes"
+    assert isinstance(info.value.__cause__, lc.TransformError)
+    assert not lc.exists(str(tmp_path / "ds"))
+
+
 def test_skip_errors_skips_the_image_with_the_real_reason(tmp_path: Path) -> None:
     """skip_errors=True skips the image whose annotation is malformed, keeps the others, and warns with the
     annotation's own reason (not 'unreadable file')."""

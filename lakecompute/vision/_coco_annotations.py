@@ -348,9 +348,16 @@ class CheckedAnnotations:
 
 
 def annotation_columns(
-    anns: Sequence[Mapping[str, Any]], entry: Mapping[str, Any], rules: AnnotationRules
+    anns: Sequence[Mapping[str, Any]],
+    entry: Mapping[str, Any],
+    rules: AnnotationRules,
+    *,
+    one_by_one: bool = False,
 ) -> CheckedAnnotations:
     """The stored columns of one image's annotations, each field checked for its type and shape.
+
+    ``one_by_one=True`` skips the whole-image check and goes annotation by annotation: slower, and the
+    same columns (the property tests hold the two paths to that).
 
     Raises:
         InvalidSampleError: on the annotation's tensor, naming the file, the annotation, its image and
@@ -358,7 +365,7 @@ def annotation_columns(
     """
     image = _Image(rules.where, entry.get("id"), entry.get("file_name"))
     parts, rles = _segmentations(anns, image)
-    columns = _fast_columns(anns, rules, parts)
+    columns = None if one_by_one else _fast_columns(anns, rules, parts)
     if columns is None:
         columns = _checked_columns(anns, rules, parts, image)
     columns["polygons"] = [a["segmentation"] if a.get("segmentation").__class__ is list else [] for a in anns]

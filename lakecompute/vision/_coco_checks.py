@@ -97,11 +97,15 @@ def _schema(category: Mapping[str, Any], cat_id: int, where: str) -> tuple[list[
     names = category.get("keypoints")
     if names is None or names == []:
         return [], []
-    if names.__class__ is not list or not all(n.__class__ is str for n in names):
+    if (
+        names.__class__ is not list
+        or not all(n.__class__ is str for n in names)
+        or len(set(names)) < len(names)
+    ):
         raise _document_error(
             where,
             f"keypoints of category {cat_id} are not names",
-            "expected a list of names (strings).",
+            "expected a list of distinct names (strings).",
             names,
         )
     skeleton = category.get("skeleton", [])

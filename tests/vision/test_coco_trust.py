@@ -165,7 +165,8 @@ DOCUMENT_CASES = [
     ("annotations.0", "x", r"annotation #0 .*expected a JSON object"),
     ("categories.0", None, r"category #0 .*expected a JSON object"),
     ("categories.0.name", 3, r"distinct names"),
-    ("categories.1.keypoints", "head", r"keypoints of category 2 .*list of names"),
+    ("categories.1.keypoints", "head", r"keypoints of category 2 .*list of distinct names"),
+    ("categories.1.keypoints", ["head", "head"], r"keypoints of category 2 .*list of distinct names"),
     ("categories.1.skeleton", [[1, 3]], r"skeleton of category 2 .*pairs of keypoint numbers in 1..2"),
 ]
 

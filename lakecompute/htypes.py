@@ -15,6 +15,7 @@ from typing import Any, Final
 import numpy as np
 
 from lakecompute import compression
+from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidSampleError
 
 # Specs sit below storage (see lakecompute.specs); re-exported here, where callers have always found them.
@@ -333,12 +334,6 @@ def _json_default(value: object) -> object:
 
 # -- detection and segmentation targets ----------------------------------------------------------------
 
-_BBOX_RULES: Final = {
-    "xyxy": "x2 >= x1 and y2 >= y1 (columns x1, y1, x2, y2)",
-    "xywh": "width and height >= 0 (columns x, y, width, height; x, y the top-left corner)",
-    "cxcywh": "width and height >= 0 (columns centre x, centre y, width, height)",
-}
-
 
 def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
@@ -347,37 +342,8 @@ def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
 
 
 def _check_bbox(arr: np.ndarray, info: Mapping[str, Any], class_names: list[str], name: str) -> np.ndarray:
-    """Boxes of one image: ``(k, 4)``; an empty list is ``(0, 4)``."""
-    if arr.ndim == 1 and arr.size == 0:
-        arr = arr.reshape(0, 4)
-    if arr.ndim != 2 or arr.shape[1] != 4:
-        raise InvalidSampleError(
-            name,
-            f"expected the boxes of one image as shape (k, 4), one row per box (k may be 0). "
-            f"Got shape {arr.shape}" + ("; for one box write [box]." if arr.shape == (4,) else "."),
-        )
-    _check_finite(arr, name, "box coordinates")
-    fmt = info.get("format", "xyxy")
-    if fmt == "xyxy":
-        ok = (arr[:, 2] >= arr[:, 0]) & (arr[:, 3] >= arr[:, 1])
-    else:
-        ok = (arr[:, 2] >= 0) & (arr[:, 3] >= 0)
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        raise InvalidSampleError(
-            name,
-            f"box {i} {arr[i].tolist()} is not a {fmt!r} box: expected {_BBOX_RULES[fmt]}. "
-            f"Convert the boxes, or create the tensor with the format they have (format='xywh', ...).",
-        )
-    if info.get("normalized") and arr.size and (arr.min() < 0 or arr.max() > 1):
-        i = int(np.flatnonzero(((arr < 0) | (arr > 1)).any(axis=1))[0])
-        raise InvalidSampleError(
-            name,
-            f"box {i} {arr[i].tolist()} has coordinates outside 0..1, but the tensor holds normalized "
-            "boxes (info.normalized=True). Divide by the image's width and height, or use a tensor "
-            "with normalized=False for pixel coordinates.",
-        )
-    return arr
+    """Boxes of one image: ``(k, 4)``, checked by the tensor's `BoxLayout`; an empty list is ``(0, 4)``."""
+    return BoxLayout.parse(info, name).check(arr, name)
 
 
 def _check_binary_mask(
@@ -478,8 +444,23 @@ def _is_one_part(obj: Any) -> bool:
     (m, 2) array, a flat list of numbers, or a list of (x, y) points."""
     if isinstance(obj, np.ndarray):
         return obj.ndim <= 2
-    first = obj[0]
-    return np.ndim(first) == 0 or (np.ndim(first) == 1 and len(first) == 2)
+    rank = _rank(obj[0])
+    return rank == 0 or (rank == 1 and len(obj[0]) == 2)
+
+
+def _rank(value: Any) -> int:
+    """``np.ndim(value)``, or -1 for what is not an array of one rank (a ragged list)."""
+    try:
+        return int(np.ndim(value))
+    except (ValueError, TypeError):
+        return -1
+
+
+def _is_sequence(value: object) -> bool:
+    """A list, a tuple, or an array of rank 1 or more: what a polygon sample, an object or a part may be."""
+    if isinstance(value, np.ndarray):
+        return value.ndim > 0
+    return isinstance(value, (list, tuple))
 
 
 def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
@@ -488,13 +469,13 @@ def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
     numpy_method = getattr(value, "numpy", None)
     if callable(numpy_method) and not isinstance(value, (list, tuple, np.ndarray)):
         value = numpy_method()
-    if not isinstance(value, (list, tuple, np.ndarray)):
+    if not _is_sequence(value):
         raise InvalidSampleError(
             name, f"expected a list of polygons (one per object). Got {type(value).__name__}."
         )
     objects: list[list[np.ndarray]] = []
-    for obj in value:
-        if not isinstance(obj, (list, tuple, np.ndarray)):
+    for obj in value:  # type: ignore[attr-defined]  # a sequence (checked above)
+        if not _is_sequence(obj):
             raise InvalidSampleError(
                 name, f"expected each object as a polygon or a list of polygons. Got {obj!r:.80}."
             )

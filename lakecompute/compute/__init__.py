@@ -6,6 +6,7 @@ from lakecompute.compute._engine import EvalResult, FailedSample
 from lakecompute.compute._mask import filter_mask
 from lakecompute.compute._options import EvalKwargs, EvalOptions
 from lakecompute.compute._runner import SampleRunner
+from lakecompute.compute._samples import RowMeta, TensorMeta, tensor_meta
 
 __all__ = [
     "ComputeFunction",
@@ -14,10 +15,13 @@ __all__ = [
     "EvalResult",
     "FailedSample",
     "Pipeline",
+    "RowMeta",
     "SampleRunner",
+    "TensorMeta",
     "Transform",
     "as_pipeline",
     "compose",
     "compute",
     "filter_mask",
+    "tensor_meta",
 ]

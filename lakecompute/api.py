@@ -16,6 +16,7 @@ from lakecompute.errors import (
     InvalidTypeError,
 )
 from lakecompute.storage import (
+    MARKER,
     Backend,
     Manifest,
     commit_manifest,
@@ -32,7 +33,7 @@ __all__ = ["dataset", "delete", "empty", "exists", "like", "load"]
 PathLike = str | os.PathLike[str]
 # The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
 # created or removed: a folder with the second is no dataset, and lc.empty / lc.delete clear it.
-_MARK = "lakecompute"
+_MARK = MARKER
 _INCOMPLETE = "lakecompute-incomplete"
 _INTERRUPTED = (
     "A delete or overwrite of the dataset there was interrupted; lc.delete(path) removes what is left "
@@ -101,7 +102,7 @@ def _create(backend: Backend) -> Manifest:
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
     manifest = Manifest(version=0, message="create", dataset_id=new_dataset_id())
     manifest = commit_manifest(backend, manifest) or manifest
-    backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
+    backend.write("zarr.json", _root_json({_MARK: {"format": 1, "dataset_id": manifest.dataset_id}}))
     return manifest
 
 

@@ -36,6 +36,7 @@ from lakecompute.storage import (
     SlotWriter,
     TensorState,
     append_fragment,
+    check_still_there,
     commit_manifest,
     create_segment,
     dataset_id_of,
@@ -441,8 +442,10 @@ class Transaction:
             evals=_next_evals(content.evals, record, version),
             dataset_id=self.dataset_id,  # every version names its dataset (a legacy one's, from now on)
         )
-        # Last, just before the manifest lands: data written under a lapsed lease may be gone.
+        # Last, just before the manifest lands: data written under a lapsed lease may be gone, and the
+        # dataset this handle built on may have been replaced at its path (its next number is free there).
         self.lease.check()
+        check_still_there(self.backend, self.dataset_id)
         committed = commit_manifest(self.backend, new)
         if committed is None:
             found = latest_version(self.backend) or new.version

@@ -34,9 +34,11 @@ from lakecompute.storage._locate import (
     undecodable_error,
 )
 from lakecompute.storage._manifest import (
+    MARKER,
     Fragment,
     Manifest,
     TensorState,
+    check_still_there,
     commit_manifest,
     dataset_id_of,
     latest_version,
@@ -70,6 +72,7 @@ __all__ = [
     "LEASE_MARGIN_SECONDS",
     "LEASE_SECONDS",
     "LOADER_CACHE_BYTES",
+    "MARKER",
     "MAX_DEPTH",
     "MAX_SLOTS",
     "RENEW_SECONDS",
@@ -96,6 +99,7 @@ __all__ = [
     "append_fragment",
     "backend_class",
     "check_depth",
+    "check_still_there",
     "checked_codecs",
     "commit_manifest",
     "create_segment",

@@ -46,9 +46,11 @@ from lakecompute.storage._segments import CAPACITY_INDEX, DATA_CHUNK, INDEX_CHUN
 
 __all__ = [
     "FORMAT",
+    "MARKER",
     "Fragment",
     "Manifest",
     "TensorState",
+    "check_still_there",
     "commit_manifest",
     "dataset_id_of",
     "latest_version",
@@ -62,6 +64,9 @@ __all__ = [
 
 FORMAT = "lakecompute/1"
 _HINT = "versions/LATEST"
+#: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
+#: ...}``, written last when a dataset is created (the id since datasets have ids).
+MARKER = "lakecompute"
 # A dataset id: 32 lowercase hex digits (a random uuid4), or "legacy-" and 32 for a dataset made before
 # ids (see `dataset_id_of`).
 _DATASET_ID = re.compile(r"(?:legacy-)?[0-9a-f]{32}")
@@ -439,6 +444,32 @@ def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str)
     if found != dataset_id:
         raise DatasetReplacedError(backend.url, dataset_id, found, what)
     return manifest
+
+
+def check_still_there(backend: Backend, dataset_id: str) -> None:
+    """Refuse to commit into another dataset than ``dataset_id``: a handle that outlived its dataset (the
+    path overwritten, or deleted and created again) would otherwise publish its next version number into
+    the new dataset. Reads the root marker (``zarr.json``, small); a marker without an id (a dataset made
+    before ids) cannot tell, and passes.
+
+    Raises:
+        DatasetReplacedError: another dataset is at the location now.
+        DatasetNotFoundError: no dataset is there (deleted, or being replaced).
+    """
+    raw = backend.read("zarr.json")
+    try:
+        attributes = json.loads(raw).get("attributes") if raw is not None else None
+        mark = attributes.get(MARKER) if isinstance(attributes, dict) else None
+    except (ValueError, AttributeError, RecursionError):
+        mark = None
+    if not isinstance(mark, dict):
+        raise DatasetNotFoundError(
+            backend.url,
+            f"The dataset this handle writes to (id {dataset_id!r}) was deleted or is being replaced.",
+        )
+    found = mark.get("dataset_id")
+    if isinstance(found, str) and found and found != dataset_id:
+        raise DatasetReplacedError(backend.url, dataset_id, found, "this handle")
 
 
 def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:

@@ -162,33 +162,41 @@ def _commit_pending(out: Dataset, data_in: Any) -> None:
 def _fingerprint(
     pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
 ) -> tuple[str | None, str | None]:
-    """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted."""
+    """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted.
+
+    An input without an identity (a torch dataset, a generator) warns at the call that the eval is not
+    recorded (a rerun appends its outputs again); functions that cannot be fingerprinted (a model object
+    bound as an argument, an augmentation pipeline) leave it unrecorded quietly, as they always did.
+    """
     try:
         identity = source.identity()
-        if in_place:
-            # The input is the version the eval started from; and its tensors are not part of the
-            # identity, so that the eval that filled a new column is the same eval once it holds data
-            # (a completed in-place eval is recognised only right after itself: nothing changed since).
-            identity = {**identity, "version": None, "tensors": None}
-        output = {
-            "id": out.id,  # the dataset, not its path: one made again at the path has no records
-            "in_place": in_place,
-            # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
-            "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
-        }
-        job = fingerprint_job(pipeline, identity, output)
-        return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
     except FingerprintError as exc:
         if options.checkpoint_interval:
             raise
-        # Nothing to resume from: the eval runs, unrecorded, and a rerun writes its outputs again.
         warn(
             f"This eval ({_label(pipeline)}) is not recorded in {out.path!r}, so running it again appends "
-            f"its outputs again (no resume, no no-op rerun). {exc.args[0].split('. ')[0]}. Use a "
-            "lakecompute dataset or a Hugging Face datasets.Dataset as data_in (recorded by identity), or "
-            "give what cannot be fingerprinted a __lakecompute_fingerprint__() method."
+            f"its outputs again (no resume, no no-op rerun): {exc.args[0].split('. ')[0]}. Use a lakecompute "
+            "dataset, a Hugging Face datasets.Dataset or a list as data_in to have it recorded."
         )
         return None, None
+    if in_place:
+        # The input is the version the eval started from; and its tensors are not part of the
+        # identity, so that the eval that filled a new column is the same eval once it holds data
+        # (a completed in-place eval is recognised only right after itself: nothing changed since).
+        identity = {**identity, "version": None, "tensors": None}
+    output = {
+        "id": out.id,  # the dataset, not its path: one made again at the path has no records
+        "in_place": in_place,
+        # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
+        "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
+    }
+    try:
+        job = fingerprint_job(pipeline, identity, output)
+        return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
+    except FingerprintError:
+        if options.checkpoint_interval:
+            raise
+        return None, None  # nothing to resume from: the eval runs, unrecorded
 
 
 def _unfinished(out: Dataset) -> EvalRecord | None:

@@ -20,6 +20,7 @@ Either way rank ``r`` trains on exactly the batches ``ds.pytorch(rank=r)`` gives
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -131,7 +132,7 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         planned = self.planned
-        layout = self._layout(own=planned is not None, sharded=_in_accelerate_shard(sys._getframe(1)))
+        layout = self._layout(own=planned is not None, sharded=_in_accelerate_shard(inspect.currentframe()))
         if info is None:
             self.planned = None
             return self._main_pass(planned, layout)
@@ -281,15 +282,16 @@ def _accelerate_processes() -> tuple[int, int]:
     return int(state.num_processes), int(state.process_index)
 
 
-def _in_accelerate_shard(caller: Any) -> bool:
-    """Whether the frame iterating the dataset is Accelerate's ``IterableDatasetShard`` (which keeps every
-    ``W``-th item for its rank: ``dispatch_batches=False``). Told by the caller, because a DataLoader may
-    start its workers before Accelerate's loader says what it is (torchdata does, for a first state)."""
-    if "accelerate" not in sys.modules:
+def _in_accelerate_shard(frame: Any) -> bool:
+    """Whether the caller of the frame ``frame`` (the dataset's ``__iter__``) is Accelerate's
+    ``IterableDatasetShard``, which keeps every ``W``-th item for its rank (``dispatch_batches=False``).
+    Told by the caller, because a DataLoader may start its workers before Accelerate's loader says what it
+    is (torchdata does, for a first state)."""
+    if "accelerate" not in sys.modules or frame is None or frame.f_back is None:
         return False
     from accelerate.data_loader import IterableDatasetShard
 
-    return isinstance(caller.f_locals.get("self"), IterableDatasetShard)
+    return isinstance(frame.f_back.f_locals.get("self"), IterableDatasetShard)
 
 
 def _reported(batches: Iterator[dict[str, Any]]) -> Iterator[Any]:

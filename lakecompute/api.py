@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any, Literal
 
-from lakecompute.datasets import Dataset, DatasetView, base_dataset
+from lakecompute.datasets import Checkout, Dataset, DatasetView, base_dataset, checkout_of, read_committed, resolve
 from lakecompute.errors import (
     DatasetCorruptError,
     DatasetExistsError,
@@ -16,13 +16,16 @@ from lakecompute.errors import (
     InvalidTypeError,
 )
 from lakecompute.storage import (
+    DEFAULT_BRANCH,
     Backend,
     Manifest,
     commit_manifest,
+    ensure_main,
     latest_version,
     let_go_released,
     list_versions,
     open_backend,
+    parse_ref_name,
     read_manifest,
 )
 
@@ -95,13 +98,15 @@ def _clear(backend: Backend) -> None:
             backend.delete_tree(name)
 
 
-def _create(backend: Backend) -> Manifest:
-    """Make an empty dataset: version 0 first, the marker that makes it a dataset last."""
+def _create(backend: Backend) -> Dataset:
+    """Make an empty dataset: version 0 and the ``main`` branch first, the marker that makes it a
+    dataset last."""
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
     manifest = Manifest(version=0, message="create")
     manifest = commit_manifest(backend, manifest) or manifest
+    main = ensure_main(backend, manifest.version)
     backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
-    return manifest
+    return Dataset(backend, manifest, checkout=Checkout(DEFAULT_BRANCH, main))
 
 
 def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> bool:
@@ -134,22 +139,45 @@ def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, An
         # A half-removed or half-created dataset ("incomplete") is cleared even without overwrite:
         # whoever started removing it meant it to go.
         _clear(backend)
-    return Dataset(backend, _create(backend))
+    return _create(backend)
 
 
 def load(
     path: PathLike,
     read_only: bool = False,
-    version: int | None = None,
+    version: int | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    branch: str | None = None,
 ) -> Dataset:
-    """Open an existing dataset at its latest version (or ``version=N``, read-only).
+    """Open an existing dataset at the newest version of its ``main`` branch (or of ``branch``), or, read-
+    only, at ``version``: a version number or a tag (or a branch name: its newest version).
 
     Raises:
         DatasetNotFoundError: no dataset there, or no such version.
+        RefNotFoundError: no such branch or tag.
         DatasetCorruptError: the version's manifest is damaged (the message names the file).
     """
     backend = open_backend(path, storage_options)
+    _check_is_dataset(backend)
+    if version is not None:
+        if branch is not None:
+            raise InvalidArgumentError(
+                f"Pass either version= (read-only, {version!r}) or branch= ({branch!r}) to lc.load, not both."
+            )
+        if isinstance(version, bool) or not isinstance(version, (int, str)):
+            raise InvalidTypeError(
+                f"Expected version as an int or a tag name. Got {type(version).__name__}: {version!r}."
+            )
+        manifest = read_committed(backend, resolve(backend, version))
+        return Dataset(backend, manifest, read_only=True, pinned=True)
+    name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
+    if name == DEFAULT_BRANCH and latest_version(backend) is None:
+        raise DatasetNotFoundError(backend.url, "It has no committed version.")
+    checkout, head = checkout_of(backend, name)
+    return Dataset(backend, read_manifest(backend, head), read_only=read_only, checkout=checkout)
+
+
+def _check_is_dataset(backend: Backend) -> None:
     state = _state(backend)
     if state == "damaged":
         raise _damaged_marker(
@@ -162,14 +190,6 @@ def load(
             "incomplete": _INTERRUPTED,
         }[state]
         raise DatasetNotFoundError(backend.url, detail)
-    if version is not None:
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise InvalidTypeError(f"Expected version as an int. Got {type(version).__name__}: {version!r}.")
-        return Dataset(backend, read_manifest(backend, version), read_only=True, pinned=True)
-    latest = latest_version(backend)
-    if latest is None:
-        raise DatasetNotFoundError(backend.url, "It has no committed version.")
-    return Dataset(backend, read_manifest(backend, latest), read_only=read_only)
 
 
 def dataset(

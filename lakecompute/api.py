@@ -7,9 +7,20 @@ import os
 import time
 from typing import Any, Literal
 
-from lakecompute.datasets import Checkout, Dataset, DatasetView, base_dataset, checkout_of, read_committed, resolve
+from lakecompute.datasets import (
+    COPY_ROWS,
+    Checkout,
+    CopyPlan,
+    Dataset,
+    DatasetView,
+    base_dataset,
+    checkout_of,
+    read_committed,
+    resolve,
+)
 from lakecompute.errors import (
     DatasetCorruptError,
+    warn,
     DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
@@ -29,7 +40,7 @@ from lakecompute.storage import (
     read_manifest,
 )
 
-__all__ = ["dataset", "delete", "empty", "exists", "like", "load"]
+__all__ = ["copy", "dataset", "delete", "empty", "exists", "like", "load"]
 
 PathLike = str | os.PathLike[str]
 # The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
@@ -236,3 +247,74 @@ def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, 
         raise DatasetNotFoundError(backend.url)
     _clear(backend)
     backend.delete_tree("")
+
+
+def copy(
+    src: Dataset | DatasetView | PathLike,
+    dest: PathLike,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    progressbar: bool = True,
+    checkpoint_interval: int | None = None,
+) -> Dataset:
+    """Write the rows of ``src`` (a dataset, a view such as ``ds.filter(...)`` or ``ds[::10]``, or a
+    dataset's path) as a new dataset at ``dest``; returns it. ``view.save(dest)`` is the same.
+
+    The copy has the source's tensors (htypes, dtypes, compressions, class names, info) and the
+    dataset's info, and one version of history: its rows are the source's committed version, in the
+    view's order. Encoded samples (PNG, JPEG, WebP images, text, json) are copied as the bytes they are
+    stored as, not decoded and encoded again. Every ``checkpoint_interval`` rows (default 16,384) the
+    copy commits with a record of its progress: after a failure or a kill, the same call continues
+    after the last checkpoint; after it completed, it writes nothing.
+
+    Args:
+        src: what to copy.
+        dest: where the new dataset goes (a path, ``mem://name`` or ``s3://bucket/prefix``).
+        overwrite: replace what is at ``dest`` (an unfinished copy there included).
+        storage_options: options for ``dest``'s object-store client (a path ``src`` uses them too).
+        progressbar: show a progress bar of the rows copied.
+        checkpoint_interval: rows between checkpoints.
+
+    Raises:
+        DatasetExistsError: ``dest`` holds a dataset that is not an unfinished copy of the same rows.
+        InvalidArgumentError: ``src`` is ``dest``, has uncommitted changes, or bad options.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> ds = lc.from_numpy("mem://copy-doc", {"x": [5, 6, 7, 8]}, overwrite=True)
+        >>> small = lc.copy(ds[[3, 1]], "mem://copy-doc-small", overwrite=True, progressbar=False)
+        >>> small.x.numpy().tolist()
+        [8, 6]
+    """
+    from lakecompute.parsing import parse_count, parse_flag
+
+    interval = parse_count("checkpoint_interval", COPY_ROWS if checkpoint_interval is None else checkpoint_interval, 1)
+    progressbar = parse_flag("progressbar", progressbar)
+    data = src if isinstance(src, (Dataset, DatasetView)) else load(src, read_only=True, storage_options=storage_options)
+    if not isinstance(data, (Dataset, DatasetView)):
+        raise InvalidTypeError(f"Expected a Dataset, a view or a path to copy. Got {type(src).__name__}.")
+    plan = CopyPlan(data)
+    out, start = _copy_destination(plan, dest, overwrite, storage_options)
+    if start is None:
+        warn(f"{plan.label} already completed into {out.path!r} (version {out.version}); nothing was copied.")
+        return out
+    plan.run(out, start, interval, progressbar)
+    return out
+
+
+def _copy_destination(
+    plan: CopyPlan, dest: PathLike, overwrite: bool, storage_options: dict[str, Any] | None
+) -> tuple[Dataset, int | None]:
+    """The dataset a copy writes into and the row it starts at (None: the copy completed there before)."""
+    backend = open_backend(dest, storage_options)
+    if backend.spec.url == base_dataset(plan.base).location.url:
+        raise InvalidArgumentError(f"Cannot copy {backend.url!r} onto itself. Choose another destination.")
+    if _state(backend) == "dataset" and not overwrite:
+        out = load(dest, storage_options=storage_options)
+        done = plan.progress_in(out)
+        if done is not None:
+            return out, None if plan.completed_in(out) else done
+    else:
+        out = empty(dest, overwrite=overwrite, storage_options=storage_options)
+    plan.prepare(out)
+    return out, 0

@@ -22,6 +22,7 @@ from lakecompute.datasets._eval_write import (
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
+from lakecompute.datasets._save import COPY_ROWS, CopyPlan
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
@@ -29,8 +30,10 @@ from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [
+    "COPY_ROWS",
     "Checkout",
     "ColumnReader",
+    "CopyPlan",
     "Dataset",
     "DatasetCore",
     "DatasetView",

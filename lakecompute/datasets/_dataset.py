@@ -209,11 +209,13 @@ class Dataset(_Samples):
         in_place: bool,
         resume: EvalRecord | None = None,
         job: str = "",
+        origin: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into this dataset: its part of the write transaction.
 
         Pending changes must be committed first (``commit()``), so that the eval's commits hold only
-        its own outputs.
+        its own outputs. ``origin`` is the lineage every version the eval commits records (its
+        functions, the fingerprint of their code, what it read); its commits land on the handle's branch.
 
         Raises:
             ReadOnlyError: the dataset was opened read-only or at an old version.
@@ -223,7 +225,9 @@ class Dataset(_Samples):
             raise InvalidArgumentError(
                 f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return self._core.txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+        return self._core.txn.begin_eval(
+            fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
+        )
 
     def drop_unfinished(self, record: EvalRecord) -> int:
         """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version

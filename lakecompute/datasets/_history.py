@@ -201,3 +201,71 @@ def known_refs(backend: Backend) -> str:
         return f"branches {list_branches(backend)!r}, tags {sorted(list_tags(backend))!r}"
     except LakeComputeError:
         return "branches and tags unreadable"
+
+
+def collectable(
+    backend: Backend,
+    versions: list[int],
+    keep_versions: int | None,
+    grace_seconds: float,
+    orphan_seconds: float,
+    now: float,
+) -> tuple[list[Manifest], list[int]]:
+    """Which of ``versions`` (the manifests stored, listed before this is called) ``vacuum`` keeps, and
+    which it removes.
+
+    Kept: every version a branch or a tag reaches (with ``keep_versions=n``, only the ``n`` newest of
+    each branch's own line of commits, and the tagged ones). Removed besides the versions that limit
+    drops: those of deleted branches older than ``grace_seconds``, and manifests of commits that never
+    moved their branch (killed before, or lost a race) older than ``orphan_seconds``. A version of a
+    live branch that no branch reaches yet is a commit landing right now: kept.
+
+    Raises:
+        DatasetCorruptError: a ref or a manifest a branch reaches is damaged.
+    """
+    refs = {name: read_branch(backend, name) for name in list_branches(backend)}
+    live = {ref.line for ref in refs.values() if ref is not None}
+    roots = list(heads(backend).values())
+    tagged = [t.version for t in list_tags(backend).values()]
+    reached = walk(backend, roots + tagged)
+    keep = set(reached) if keep_versions is None else set(tagged) | _newest(reached, roots, keep_versions)
+    kept, drop = [], []
+    for version in versions:
+        if version in keep:
+            kept.append(reached[version])
+        elif version in reached:
+            drop.append(version)  # reached, but older than keep_versions allows
+        elif _collect_unreached(backend, version, live, grace_seconds, orphan_seconds, now):
+            drop.append(version)
+        else:
+            kept.append(read_manifest(backend, version))
+    return kept, drop
+
+
+def _newest(reached: dict[int, Manifest], roots: list[int], n: int) -> set[int]:
+    """The ``n`` newest versions of each root's own line of commits (following first parents)."""
+    out: set[int] = set()
+    for root in roots:
+        version: int | None = root
+        for _ in range(n):
+            if version is None or version not in reached:
+                break
+            out.add(version)
+            version = reached[version].parent
+    return out
+
+
+def _collect_unreached(
+    backend: Backend, version: int, live: set[str], grace: float, orphan: float, now: float
+) -> bool:
+    """Whether a version no branch or tag reaches may go (see `collectable`)."""
+    try:
+        manifest = read_manifest(backend, version)
+    except LakeComputeError:
+        return False  # gone meanwhile, or damaged: not ours to judge here
+    age = now - manifest.time
+    if manifest.line is None:
+        return False  # committed before branches: reached from main unless keep_versions dropped it
+    if manifest.line not in live:
+        return age >= grace  # a deleted branch's
+    return not is_committed(backend, manifest) and age >= max(grace, orphan)

@@ -614,12 +614,21 @@ class Transaction:
         return parse_records(kept, self.backend.url).get(fingerprint, known)
 
     def begin_eval(
-        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None, job: str
+        self,
+        fingerprint: str | None,
+        *,
+        label: str,
+        in_place: bool,
+        resume: EvalRecord | None,
+        job: str,
+        origin: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into this dataset (see `EvalWrite`)."""
         from lakecompute.datasets._eval_write import EvalWrite
 
-        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+        return EvalWrite(
+            self, fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
+        )
 
     def restore(self, version: int, message: str) -> None:
         """Commit, as the next version, the content and records of the older ``version`` (the tensors,

@@ -390,9 +390,10 @@ class Dataset(_Samples):
                 txn.write(name, enc)
 
     # -- history and maintenance -----------------------------------------------------------------
-    def log(self) -> list[dict[str, Any]]:
+    def log(self, all_branches: bool = False) -> list[dict[str, Any]]:
         """The history of the version this handle reads, oldest first: it and every version it descends
-        from (through every parent of a merge).
+        from (through every parent of a merge); with ``all_branches=True``, every version any branch or
+        tag reaches (``lakecompute log PATH --graph`` draws it).
 
         Each entry has ``version``, ``time``, ``message``, ``samples`` (per tensor), ``parents`` (the
         branch's previous head first, then a merged one), ``branch`` (where it was committed),
@@ -405,7 +406,10 @@ class Dataset(_Samples):
         """
         from lakecompute.datasets._history import log_entries
 
-        return log_entries(self._core.backend, self.version, self.path)
+        from lakecompute.parsing import parse_flag
+
+        every = parse_flag("all_branches", all_branches)
+        return log_entries(self._core.backend, None if every else self.version, self.path)
 
     def reload(self) -> None:
         """Move this handle to the newest committed version of its branch (drops uncommitted changes); a

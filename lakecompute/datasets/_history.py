@@ -153,9 +153,10 @@ def merge_base(backend: Backend, ours: Manifest, theirs: Manifest) -> Manifest:
     return found
 
 
-def log_entries(backend: Backend, version: int, url: str) -> list[dict[str, Any]]:
-    """The log of version ``version``: it and every version it descends from, oldest first, with parents,
-    the branch each was committed on, the branches and tags at each, and what produced it.
+def log_entries(backend: Backend, version: int | None, url: str) -> list[dict[str, Any]]:
+    """The log of version ``version`` (None: of every branch and tag): it and every version it descends
+    from, oldest first, with parents, the branch each was committed on, the branches and tags at each,
+    and what produced it.
 
     Raises:
         DatasetCorruptError: a manifest, record or ref is damaged.
@@ -166,9 +167,9 @@ def log_entries(backend: Backend, version: int, url: str) -> list[dict[str, Any]
     tagged: dict[int, list[str]] = {}
     for name, tag in list_tags(backend).items():
         tagged.setdefault(tag.version, []).append(name)
+    roots = [version] if version is not None else list(at_heads) + list(tagged)
     return [
-        entry(m, url, at_heads.get(v, []), tagged.get(v, []))
-        for v, m in sorted(walk(backend, [version]).items())
+        entry(m, url, at_heads.get(v, []), tagged.get(v, [])) for v, m in sorted(walk(backend, roots).items())
     ]
 
 
@@ -193,14 +194,6 @@ def entry(m: Manifest, url: str, branches: list[str], tags: list[str]) -> dict[s
             lineage = {k: m.origin.get(k) for k in ("functions", "code", "inputs")}
             out["eval"] = {**out.get("eval", {"label": " → ".join(m.origin.get("functions") or [])}), **lineage}
     return out
-
-
-def known_refs(backend: Backend) -> str:
-    """The branches and tags, for messages."""
-    try:
-        return f"branches {list_branches(backend)!r}, tags {sorted(list_tags(backend))!r}"
-    except LakeComputeError:
-        return "branches and tags unreadable"
 
 
 def collectable(

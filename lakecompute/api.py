@@ -20,11 +20,11 @@ from lakecompute.datasets import (
 )
 from lakecompute.errors import (
     DatasetCorruptError,
-    warn,
     DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidTypeError,
+    warn,
 )
 from lakecompute.storage import (
     DEFAULT_BRANCH,
@@ -288,9 +288,15 @@ def copy(
     """
     from lakecompute.parsing import parse_count, parse_flag
 
-    interval = parse_count("checkpoint_interval", COPY_ROWS if checkpoint_interval is None else checkpoint_interval, 1)
+    interval = parse_count(
+        "checkpoint_interval", COPY_ROWS if checkpoint_interval is None else checkpoint_interval, 1
+    )
     progressbar = parse_flag("progressbar", progressbar)
-    data = src if isinstance(src, (Dataset, DatasetView)) else load(src, read_only=True, storage_options=storage_options)
+    data = (
+        src
+        if isinstance(src, (Dataset, DatasetView))
+        else load(src, read_only=True, storage_options=storage_options)
+    )
     if not isinstance(data, (Dataset, DatasetView)):
         raise InvalidTypeError(f"Expected a Dataset, a view or a path to copy. Got {type(src).__name__}.")
     plan = CopyPlan(data)

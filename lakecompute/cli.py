@@ -132,8 +132,9 @@ def graph_lines(entries: list[dict[str, Any]]) -> list[str]:
             else:
                 marks.append(" ")
         parents = ", ".join(str(p) for p in entry["parents"]) or "-"
+        lanes_text = " ".join(marks)
         out.append(
-            f"{' '.join(marks):<{width}}  {v:>7}  {parents:<9}  {entry['branch']:<12}  {_when(entry['time'])}  "
+            f"{lanes_text:<{width}}  {v:>7}  {parents:<9}  {entry['branch']:<12}  {_when(entry['time'])}  "
             f"{entry['message']}{_refs_text(entry)}"
         )
     return out
@@ -408,6 +409,33 @@ def _add_detection_commands(sub: Any) -> None:
     p.set_defaults(func=_ingest_yolo)
 
 
+def _add_version_commands(sub: Any) -> None:
+    """``restore`` and ``diff`` (``log`` and ``info`` take ``--branch`` too)."""
+    p = sub.add_parser(
+        "restore",
+        help="undo: commit a new version equal to an older one",
+        description="Commit, on the branch (default: main), a new version whose content equals VERSION "
+        "(a number or a tag). Nothing is copied and the versions in between stay readable.",
+    )
+    p.add_argument("path", help="the dataset")
+    p.add_argument("version", help="the version to restore: a number (see 'log') or a tag")
+    p.add_argument("--branch", default=None, help="the branch to restore on (default: main)")
+    p.set_defaults(func=_restore)
+
+    p = sub.add_parser(
+        "diff",
+        help="what changed between two versions, branches or tags",
+        description="Print, per tensor, the rows appended, replaced and removed from A to B (versions, "
+        "branches or tags), tensors created, deleted and renamed, and info changes; read from the "
+        "versions' manifests, no sample is read.",
+    )
+    p.add_argument("path", help="the dataset")
+    p.add_argument("a", help="the older side: a version number, branch or tag")
+    p.add_argument("b", help="the newer side: a version number, branch or tag")
+    p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    p.set_defaults(func=_diff)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``lakecompute`` command."""
     from lakecompute import __version__
@@ -445,29 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", action="store_true", help="every branch, as a graph of lanes and parents")
     p.set_defaults(func=_log)
 
-    p = sub.add_parser(
-        "restore",
-        help="undo: commit a new version equal to an older one",
-        description="Commit, on the branch (default: main), a new version whose content equals VERSION "
-        "(a number or a tag). Nothing is copied and the versions in between stay readable.",
-    )
-    p.add_argument("path", help="the dataset")
-    p.add_argument("version", help="the version to restore: a number (see 'log') or a tag")
-    p.add_argument("--branch", default=None, help="the branch to restore on (default: main)")
-    p.set_defaults(func=_restore)
-
-    p = sub.add_parser(
-        "diff",
-        help="what changed between two versions, branches or tags",
-        description="Print, per tensor, the rows appended, replaced and removed from A to B (versions, "
-        "branches or tags), tensors created, deleted and renamed, and info changes; read from the "
-        "versions' manifests, no sample is read.",
-    )
-    p.add_argument("path", help="the dataset")
-    p.add_argument("a", help="the older side: a version number, branch or tag")
-    p.add_argument("b", help="the newer side: a version number, branch or tag")
-    p.add_argument("--json", action="store_true", help="print the diff as JSON")
-    p.set_defaults(func=_diff)
+    _add_version_commands(sub)
 
     p = sub.add_parser(
         "ingest-classification",

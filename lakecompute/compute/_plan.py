@@ -125,7 +125,9 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     else:
         seed = draw_seed()
     origin = _lineage(pipeline, source)
-    return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop, origin)
+    return EvalPlan(
+        pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop, origin
+    )
 
 
 def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from lakecompute.datasets._columns import pad_value, read_columns
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._diff import TensorDiff, VersionDiff
-from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._eval_write import (
     Decisions,
     EvalWrite,
@@ -19,6 +18,7 @@ from lakecompute.datasets._eval_write import (
     TaskWriter,
     written_in_place,
 )
+from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample

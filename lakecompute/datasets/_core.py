@@ -43,7 +43,13 @@ class DatasetCore:
     """
 
     def __init__(
-        self, backend: Backend, manifest: Manifest, *, read_only: bool, pinned: bool, checkout: Checkout | None
+        self,
+        backend: Backend,
+        manifest: Manifest,
+        *,
+        read_only: bool,
+        pinned: bool,
+        checkout: Checkout | None,
     ) -> None:
         self.backend = backend
         self.cache = ArrayCache(backend.zarr_store(), backend=backend)

@@ -405,7 +405,6 @@ class Dataset(_Samples):
         of their code and arguments) and ``inputs`` (what it read: a dataset's location and version).
         """
         from lakecompute.datasets._history import log_entries
-
         from lakecompute.parsing import parse_flag
 
         every = parse_flag("all_branches", all_branches)

@@ -14,7 +14,7 @@ their id (`lakecompute.storage.TensorState.tid`), so a rename is told from a del
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,9 +164,7 @@ def diff_tensor(old: TensorState, new: TensorState) -> TensorDiff:
     la, lb = old.length, new.length
     spec_a, spec_b = old.spec.to_json(), new.spec.to_json()
     spec = tuple(k for k in sorted(spec_a.keys() | spec_b.keys()) if spec_a.get(k) != spec_b.get(k))
-    info = tuple(
-        k for k in sorted(old.info.keys() | new.info.keys()) if old.info.get(k) != new.info.get(k)
-    )
+    info = tuple(k for k in sorted(old.info.keys() | new.info.keys()) if old.info.get(k) != new.info.get(k))
     return TensorDiff(
         name=new.spec.name,
         appended=(la, lb) if lb > la else None,
@@ -306,5 +304,7 @@ def diff_manifests(path: str, a: Manifest, b: Manifest) -> VersionDiff:
             rows = (0, state.length) if state.length else None
             again = out.get(name)  # deleted, and a new tensor created under its name
             appended = again.appended if again is not None and again.created else None
-            out[name] = TensorDiff(name, appended=appended, removed=rows, created=again is not None, deleted=True)
+            out[name] = TensorDiff(
+                name, appended=appended, removed=rows, created=again is not None, deleted=True
+            )
     return VersionDiff(path, a.version, b.version, out, _info_diff(a.info, b.info))

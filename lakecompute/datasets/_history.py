@@ -49,7 +49,8 @@ def resolve(backend: Backend, spec: object, what: str = "version") -> int:
     """
     if isinstance(spec, bool) or not isinstance(spec, (int, str)):
         raise InvalidTypeError(
-            f"Expected {what} as a version number, branch or tag name. Got {type(spec).__name__}: {spec!r:.80}."
+            f"Expected {what} as a version number, branch or tag name. "
+            f"Got {type(spec).__name__}: {spec!r:.80}."
         )
     if isinstance(spec, int):
         if spec < 0:
@@ -192,7 +193,10 @@ def entry(m: Manifest, url: str, branches: list[str], tags: list[str]) -> dict[s
         out["origin"] = dict(m.origin)
         if m.origin.get("op") == "eval":
             lineage = {k: m.origin.get(k) for k in ("functions", "code", "inputs")}
-            out["eval"] = {**out.get("eval", {"label": " → ".join(m.origin.get("functions") or [])}), **lineage}
+            out["eval"] = {
+                **out.get("eval", {"label": " → ".join(m.origin.get("functions") or [])}),
+                **lineage,
+            }
     return out
 
 

@@ -76,10 +76,8 @@ def merge(ds: Dataset, source: object, conflict_resolution: object = None) -> in
 
 def _parse_resolution(value: object) -> Resolution:
     if value is None or value in ("ours", "theirs"):
-        return value  # type: ignore[return-value]  # checked just above
-    raise InvalidArgumentError(
-        f"Expected conflict_resolution None, 'ours' or 'theirs'. Got {value!r:.80}."
-    )
+        return value
+    raise InvalidArgumentError(f"Expected conflict_resolution None, 'ours' or 'theirs'. Got {value!r:.80}.")
 
 
 @dataclass
@@ -148,9 +146,7 @@ def _tensor(
     fragments, conflicts = _rows(b, o, t, resolution)
     if conflicts and resolution is None:
         out.row_conflicts[name] = conflicts
-    return TensorState(
-        replace(source.spec, name=new_name), dict(info), source.ndim, tuple(fragments), o.tid
-    )
+    return TensorState(replace(source.spec, name=new_name), dict(info), source.ndim, tuple(fragments), o.tid)
 
 
 def _whole(

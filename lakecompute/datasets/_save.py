@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.datasets._core import core_of
-from lakecompute.datasets._records import EvalProgress, EvalRecord
+from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import DatasetExistsError, InvalidArgumentError
 from lakecompute.htypes import Encoded
@@ -93,7 +93,7 @@ class CopyPlan:
         """
         if any(len(t) for t in out.tensors.values()) or out.eval_records():
             raise DatasetExistsError(out.path)
-        theirs = {n: t for n, t in out.tensors.items()}
+        theirs = dict(out.tensors)
         mine = self.base.tensors
         if theirs and list(theirs) != list(mine):
             raise InvalidArgumentError(
@@ -144,17 +144,17 @@ class CopyPlan:
                 bar.close()
 
     def _commit(self, txn: Transaction, done: int) -> None:
-        status = "done" if done == len(self) else "running"
+        complete = done == len(self)
         record = EvalRecord(
             fingerprint=self.key,
-            status=status,
+            status="done" if complete else "running",
             done=done,
             outputs=dict.fromkeys(self.names, done),
             base_version=txn.base.version,
             label=self.label,
             job=self.key,
         )
-        what = "" if status == "done" else f": checkpoint at {done}"
+        what = "" if complete else f": checkpoint at {done}"
         txn.commit(f"{self.label}{what}", record, {"op": "copy", "inputs": self.identity})
 
 

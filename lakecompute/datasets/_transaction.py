@@ -644,7 +644,9 @@ class Transaction:
         self.head = Head(self.base)
         self._on_change(None)
 
-    def commit_merge(self, content: Manifest, message: str, theirs: Manifest, origin: Mapping[str, Any]) -> None:
+    def commit_merge(
+        self, content: Manifest, message: str, theirs: Manifest, origin: Mapping[str, Any]
+    ) -> None:
         """Commit ``content`` (the base's and ``theirs``'s changes combined) as a merge of ``theirs`` into
         the branch: a version with two parents.
 

@@ -205,7 +205,8 @@ class _Samples(_Reading):
         Example:
             >>> import lakecompute as lc
             >>> ds = lc.from_numpy("mem://save-doc", {"x": [3, 8, 1, 9]}, overwrite=True)
-            >>> ds.filter([True, False, False, True]).save("mem://save-doc-sub", progressbar=False).x.numpy().tolist()
+            >>> view = ds.filter([True, False, False, True])
+            >>> view.save("mem://save-doc-sub", progressbar=False).x.numpy().tolist()
             [3, 9]
         """
         import lakecompute as lc

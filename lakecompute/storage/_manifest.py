@@ -384,7 +384,9 @@ def _merged(value: object, version: int, parent: int | None) -> tuple[int, ...]:
         raise InvalidField("parents", f"expected a list of 2 to 64 versions, got {value!r:.40}")
     parents = [check_int(p, f"parents[{i}]", hi=max(0, version - 1)) for i, p in enumerate(value)]
     if parents[0] != parent or len(set(parents)) != len(parents):
-        raise InvalidField("parents", f"expected distinct versions starting with parent {parent}, got {parents}")
+        raise InvalidField(
+            "parents", f"expected distinct versions starting with parent {parent}, got {parents}"
+        )
     return tuple(parents[1:])
 
 
@@ -526,7 +528,8 @@ def commit_version(backend: Backend, build: Callable[[int], Manifest], first: in
     when = time.time()
     stored = _take_number(backend, lambda n: replace(build(n), time=when), first)
     line, parent = stored.line, stored.parent
-    assert line is not None and parent is not None
+    assert line is not None
+    assert parent is not None
     if not advance(backend, line, parent, stored.version):
         backend.delete(version_key(stored.version))  # never committed: no branch reaches it
         return None

@@ -345,7 +345,9 @@ def moved_to(backend: Backend, line: str, parent: int) -> int | None:
 
 def _last_move(backend: Backend, ref: BranchRef) -> int:
     """The head reached by the newest stored move (a listing: when the hint is unusable)."""
-    parents = [int(m.group(1)) for name in backend.list(f"refs/lines/{ref.line}") if (m := _MOVE.fullmatch(name))]
+    parents = [
+        int(m.group(1)) for name in backend.list(f"refs/lines/{ref.line}") if (m := _MOVE.fullmatch(name))
+    ]
     parents = [p for p in parents if p >= ref.start]
     if not parents:
         return ref.start

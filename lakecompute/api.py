@@ -180,7 +180,9 @@ def load(
                 f"Expected version as an int or a tag name. Got {type(version).__name__}: {version!r}."
             )
         manifest = read_committed(backend, resolve(backend, version))
-        return Dataset(backend, manifest, read_only=True, pinned=True)
+        # Pinned: read-only at that version; checkout(name, create=True) starts a branch there (unless
+        # the handle was asked to be read-only).
+        return Dataset(backend, manifest, read_only=read_only, pinned=True)
     name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
     if name == DEFAULT_BRANCH and latest_version(backend) is None:
         raise DatasetNotFoundError(backend.url, "It has no committed version.")

@@ -106,6 +106,7 @@ class CopyPlan:
                     out.create_tensor_like(name, tensor)
             if dict(self.base.info) and not dict(out.info):
                 out.info.update(dict(self.base.info))
+            out.commit(f"create tensors like {self.base.path}")
 
     # -- copying -----------------------------------------------------------------------------------
     def run(self, out: Dataset, start: int, checkpoint_interval: int, progressbar: bool) -> None:
@@ -122,9 +123,10 @@ class CopyPlan:
         readers = {name: src.reader(name) for name in self.names}
         bar = _bar(len(self), start, self.label, progressbar)
         since = 0
+        block = min(_BLOCK, checkpoint_interval)
         try:
-            for a in range(start, len(self), _BLOCK):
-                b = min(len(self), a + _BLOCK)
+            for a in range(start, len(self), block):
+                b = min(len(self), a + block)
                 rows = np.asarray(self.positions[a:b], dtype=np.int64)
                 for name, reader in readers.items():
                     txn.write(name, _stored(txn, name, reader, rows))

@@ -582,6 +582,11 @@ _SHELL_HINTS = [
         " Check the path: a dataset is the folder that holds its zarr.json and versions/.",
     ),
     (r"reload the dataset with lc\.load\(\) and run the write again\.", "run the command again."),
+    (
+        r"Create it with ds\.checkout\('[^']*', create=True\)\.|ds\.branches and ds\.tags list them; "
+        r"ds\.log\(\) lists the versions\.",
+        "'lakecompute log PATH --graph' shows the branches, tags and versions.",
+    ),
 ]
 
 

@@ -77,7 +77,9 @@ def test_checkout_switches_to_a_branch_head(tmp_path: Path) -> None:
     assert (ds.branch, len(ds.x)) == ("main", 10)
     ds.checkout("exp")
     assert ds.x.numpy()[-1] == 99
-    with pytest.raises(lc.RefNotFoundError, match=r"has no branch 'nope' \(it has \['exp', 'main'\]\)") as info:
+    with pytest.raises(
+        lc.RefNotFoundError, match=r"has no branch 'nope' \(it has \['exp', 'main'\]\)"
+    ) as info:
         ds.checkout("nope")
     assert info.value.known == ["exp", "main"]
     assert isinstance(info.value, KeyError)
@@ -338,7 +340,9 @@ def test_an_unfinished_commit_is_not_a_version(tmp_path: Path) -> None:
     body["reach"] = {**body["reach"], body["line"]: 50}
     orphan = tmp_path / "ds" / "versions" / "0000000050.json"
     orphan.write_text(json.dumps(body))
-    with pytest.raises(lc.DatasetNotFoundError, match="no version 50 .a commit of that number did not finish"):
+    with pytest.raises(
+        lc.DatasetNotFoundError, match="no version 50 .a commit of that number did not finish"
+    ):
         lc.load(path, version=50)
     assert lc.load(path).version == ds.version
     ds.vacuum(grace_seconds=0)

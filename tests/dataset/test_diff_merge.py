@@ -258,7 +258,9 @@ def test_merge_refusals(tmp_path: Path) -> None:
         lc.load(path, version=1).merge("exp")
     with pytest.raises(lc.RefNotFoundError):
         ds.merge("nope")
-    with pytest.raises(lc.InvalidArgumentError, match="Expected conflict_resolution None, 'ours' or 'theirs'"):
+    with pytest.raises(
+        lc.InvalidArgumentError, match="Expected conflict_resolution None, 'ours' or 'theirs'"
+    ):
         ds.merge("main", conflict_resolution="mine")
     with pytest.raises(lc.InvalidArgumentError, match="uncommitted changes"), ds:
         ds.x.append(1)

@@ -2,7 +2,8 @@
 
 Usage: ``versions_script.py PATH OP [ARGS ...]`` with OP one of
 
-- ``eval BRANCH INTERVAL``: double tensor ``x`` in place on BRANCH, with checkpoints every INTERVAL inputs;
+- ``eval BRANCH INTERVAL``: double tensor ``x`` in place on BRANCH (the others kept), with checkpoints every
+  INTERVAL inputs;
 - ``append BRANCH VALUE COUNT``: append VALUE to ``x`` on BRANCH, COUNT times (a commit each);
 - ``checkout NAME``: create branch NAME from ``main``'s head;
 - ``tag NAME``: tag ``main``'s head;
@@ -79,7 +80,8 @@ def _arm(kill_at: int) -> None:
 def _run(path: str, op: str, args: list[str], options: dict[str, Any]) -> int:
     if op == "eval":
         ds = lc.load(path, branch=args[0], storage_options=options)
-        return double().eval(ds, checkpoint_interval=int(args[1]), progressbar=False).version
+        result = double().eval(ds, checkpoint_interval=int(args[1]), progressbar=False, skip_ok=True)
+        return result.version
     if op == "append":
         ds = lc.load(path, branch=args[0], storage_options=options)
         for _ in range(int(args[2])):
@@ -88,7 +90,9 @@ def _run(path: str, op: str, args: list[str], options: dict[str, Any]) -> int:
     if op == "save":
         ds = lc.load(path, storage_options=options)
         step = int(args[0])
-        out = ds[::step].save(args[1], storage_options=options, progressbar=False, checkpoint_interval=int(args[2]))
+        out = ds[::step].save(
+            args[1], storage_options=options, progressbar=False, checkpoint_interval=int(args[2])
+        )
         return out.version
     ds = lc.load(path, branch=args[0] if op in ("restore", "merge") else None, storage_options=options)
     if op == "checkout":

@@ -1,0 +1,117 @@
+"""The branch workflow of issue 27 end to end, on any storage (local disk, S3 on moto): shared by the local
+and the S3 tests.
+
+A branch gets an in-place eval with checkpoints, killed part-way (SIGKILL of the process running it) and
+resumed on the branch; main is unchanged meanwhile; the diff names exactly the rows the eval changed;
+the branch is merged (fast-forward), then a second one with other rows in a three-way merge; an
+overlapping merge is refused and then resolved with ``"theirs"``; and a restore undoes the in-place eval.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from tests.reliability.reliability_helpers import CALLS, KILL_AT, REPO_ROOT, script_env
+
+SCRIPT = REPO_ROOT / "tests" / "reliability" / "versions_script.py"
+N = 40
+INTERVAL = 10
+
+
+def run_script(
+    path: str, options: dict[str, Any], *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``versions_script.py`` on ``path`` to its end (or its death)."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), path, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=script_env(LC_TEST_STORAGE=json.dumps(options), **env),
+    )
+
+
+def make_numbers(path: str, options: dict[str, Any], n: int = N) -> lc.Dataset:
+    """``x`` = 0..n-1 and ``y`` = 100 + 0..n-1 (int64), committed together."""
+    ds = lc.empty(path, overwrite=True, storage_options=options)
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.create_tensor("y", dtype="int64")
+    ds.extend({"x": np.arange(n), "y": 100 + np.arange(n)})
+    return ds
+
+
+def _calls(file: Path) -> list[int]:
+    return [int(line) for line in file.read_text().split()] if file.exists() else []
+
+
+def run_branch_workflow(path: str, options: dict[str, Any], tmp: Path) -> None:
+    """The whole workflow (see the module docstring); asserts every step."""
+    ds = make_numbers(path, options)
+    before = ds.version
+    ds.checkout("exp", create=True)
+
+    # An in-place eval with checkpoints on the branch, killed at input 25, then resumed there.
+    first, second = tmp / "calls-1", tmp / "calls-2"
+    killed = run_script(path, options, "eval", "exp", str(INTERVAL), **{KILL_AT: "25", CALLS: str(first)})
+    assert killed.returncode == -9, killed.stderr
+    exp = lc.load(path, branch="exp", storage_options=options)
+    np.testing.assert_array_equal(exp.x.numpy(), np.arange(N))  # in place: old content until the end
+    running = [e["eval"] for e in exp.log() if "eval" in e][-1]
+    assert (running["status"], running["done"]) == ("running", 20)
+    main = lc.load(path, storage_options=options)
+    assert main.version == before
+    resumed = run_script(path, options, "eval", "exp", str(INTERVAL), **{CALLS: str(second)})
+    assert resumed.returncode == 0, resumed.stderr
+    assert _calls(first)[:20] == list(range(20)) and _calls(second) == list(range(20, N))  # each once
+    exp.reload()
+    np.testing.assert_array_equal(exp.x.numpy(), 2 * np.arange(N))
+    np.testing.assert_array_equal(exp.y.numpy(), 100 + np.arange(N))
+    main.reload()
+    assert main.version == before
+    np.testing.assert_array_equal(main.x.numpy(), np.arange(N))
+
+    # The diff names exactly the rows the eval changed; merging it is a fast-forward.
+    d = main.diff("main", "exp")
+    assert set(d.tensors) == {"x"} and d.tensors["x"].replaced == ((0, N),)
+    assert (d.tensors["x"].appended, d.tensors["x"].removed) == (None, None)
+    assert main.merge("exp") == exp.version == main.version
+    after_eval = main.version
+
+    # A three-way merge of changes to other rows and tensors: main has both.
+    main.checkout("labels", create=True)
+    main.y[5] = -5
+    main.checkout("main")
+    main.append({"x": 999, "y": 999})
+    ours, theirs = main.version, lc.load(path, branch="labels", storage_options=options).version
+    main.merge("labels")
+    assert main.log()[-1]["parents"] == [ours, theirs]
+    assert main.y.numpy()[5] == -5 and main.x.numpy()[-1] == 999
+    np.testing.assert_array_equal(main.x.numpy()[:N], 2 * np.arange(N))
+
+    # Overlapping changes are refused, then resolved with "theirs".
+    main.checkout("fix", create=True)
+    main.x[0] = 7
+    main.checkout("main")
+    main.x[0] = 8
+    head = main.version
+    with pytest.raises(lc.MergeConflictError, match=r"tensor 'x' rows 0:1") as info:
+        main.merge("fix")
+    assert info.value.rows == {"x": [(0, 1)]}
+    assert lc.load(path, storage_options=options).version == head
+    main.merge("fix", conflict_resolution="theirs")
+    assert main.x.numpy()[0] == 7
+
+    # Restore undoes the in-place eval: main's content equals the version before it.
+    main.restore(before)
+    np.testing.assert_array_equal(main.x.numpy(), np.arange(N))
+    old = lc.load(path, version=after_eval, storage_options=options)
+    np.testing.assert_array_equal(old.x.numpy(), 2 * np.arange(N))

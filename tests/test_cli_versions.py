@@ -44,7 +44,8 @@ def test_cli_restore(capsys: pytest.CaptureFixture[str], branched: str) -> None:
     assert out == f"Restored {branched} on branch 'main' to the content of 2: version 5.\n"
     assert lc.load(branched).x.numpy().tolist() == list(range(10))
     code, out, _ = _run(capsys, "restore", branched, "v1", "--branch", "exp")
-    assert code == 0 and "on branch 'exp'" in out
+    assert code == 0
+    assert "on branch 'exp'" in out
     assert lc.load(branched, branch="exp").x.numpy().tolist() == list(range(10))
 
 
@@ -69,10 +70,14 @@ def test_cli_log_graph(capsys: pytest.CaptureFixture[str], branched: str) -> Non
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["graph", "version", "parents", "branch"]
-    assert lines[1].split()[:3] == ["*", "4", "2"] and lines[1].endswith("append x  [main]")
-    assert lines[2].startswith("| *") and lines[2].endswith("update x  [exp]")  # main's lane beside exp
-    assert lines[3].startswith("* +") and lines[3].endswith("[tag: v1]")  # exp starts at 2, tagged v1
-    assert lines[-1].split()[:3] == ["*", "0", "-"] and lines[-1].endswith("create")
+    assert lines[1].split()[:3] == ["*", "4", "2"]
+    assert lines[1].endswith("append x  [main]")
+    assert lines[2].startswith("| *")
+    assert lines[2].endswith("update x  [exp]")
+    assert lines[3].startswith("* +")
+    assert lines[3].endswith("[tag: v1]")
+    assert lines[-1].split()[:3] == ["*", "0", "-"]
+    assert lines[-1].endswith("create")
 
 
 def test_cli_log_branch_and_info_tag(capsys: pytest.CaptureFixture[str], branched: str) -> None:
@@ -82,6 +87,8 @@ def test_cli_log_branch_and_info_tag(capsys: pytest.CaptureFixture[str], branche
     assert [line.split()[0] for line in out.splitlines()[1:]] == ["0", "1", "2", "3"]
     assert out.splitlines()[-1].endswith("[exp]")
     code, out, _ = _run(capsys, "info", branched, "--version", "v1")
-    assert code == 0 and "version=2" in out
+    assert code == 0
+    assert "version=2" in out
     code, out, _ = _run(capsys, "info", branched, "--branch", "exp")
-    assert code == 0 and "version=3" in out
+    assert code == 0
+    assert "version=3" in out

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
-from tests.dataset.test_branches import numbers
+from tests.dataset.test_branches import numbers, with_pending
 
 
 @lc.compute
@@ -83,8 +83,10 @@ def test_diff_tensors_created_deleted_renamed_and_info(tmp_path: Path) -> None:
         ds.info["source"] = "test"
     d = ds.diff(start)
     assert d.renamed == {"y": "why"}
-    assert d.tensors["why"].replaced == () and d.tensors["why"].appended is None
-    assert d.tensors["x"].created and d.tensors["x"].deleted
+    assert d.tensors["why"].replaced == ()
+    assert d.tensors["why"].appended is None
+    assert d.tensors["x"].created
+    assert d.tensors["x"].deleted
     assert d.tensors["x"].removed == (0, 4)
     assert sorted(d.created) == ["label", "x"]
     assert d.info.added == ("source",)
@@ -105,7 +107,8 @@ def test_diff_defaults_and_names(tmp_path: Path) -> None:
     assert ds.diff("main", "exp").to_dict()["tensors"]["x"]["replaced"] == [[1, 2]]
     assert ds.diff("exp", "main").tensors["x"].replaced == ((1, 2),)
     html = ds.diff("main")._repr_html_()
-    assert "<code>x</code>" in html and "rows 1:2 replaced" in html
+    assert "<code>x</code>" in html
+    assert "rows 1:2 replaced" in html
     with pytest.raises(lc.RefNotFoundError, match="has no branch or tag 'nope'"):
         ds.diff("nope")
     first = lc.load(str(tmp_path / "ds"), version=0)
@@ -143,7 +146,8 @@ def test_merge_fast_forwards(tmp_path: Path) -> None:
     main = lc.load(path)
     files = sorted((tmp_path / "ds" / "versions").glob("*.json"))
     assert main.merge("exp") == head
-    assert main.version == head and main.branch == "main"
+    assert main.version == head
+    assert main.branch == "main"
     assert sorted((tmp_path / "ds" / "versions").glob("*.json")) == files
     assert lc.load(path).x.numpy().tolist() == [-1, *range(1, 10), 10]
     main.x.append(11)  # main goes on from there
@@ -168,10 +172,12 @@ def test_merge_three_way_combines_different_tensors_and_rows(tmp_path: Path) -> 
     assert main.y.numpy().tolist() == [*(-(100 + np.arange(10))).tolist(), 110]
     entry = main.log()[-1]
     assert entry["parents"] == [ours, ds.version]
-    assert entry["origin"]["op"] == "merge" and entry["origin"]["base"] == base
+    assert entry["origin"]["op"] == "merge"
+    assert entry["origin"]["base"] == base
     assert lc.load(path).version == merged
     d = main.diff(base)
-    assert d.tensors["y"].replaced == ((0, 10),) and d.tensors["x"].replaced == ()
+    assert d.tensors["y"].replaced == ((0, 10),)
+    assert d.tensors["x"].replaced == ()
 
 
 def test_merge_keeps_rows_both_sides_appended(tmp_path: Path) -> None:
@@ -262,9 +268,8 @@ def test_merge_refusals(tmp_path: Path) -> None:
         lc.InvalidArgumentError, match="Expected conflict_resolution None, 'ours' or 'theirs'"
     ):
         ds.merge("main", conflict_resolution="mine")
-    with pytest.raises(lc.InvalidArgumentError, match="uncommitted changes"), ds:
-        ds.x.append(1)
-        ds.merge("main")
+    with pytest.raises(lc.InvalidArgumentError, match="uncommitted changes"):
+        with_pending(ds, lambda: ds.merge("main"))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

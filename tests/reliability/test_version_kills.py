@@ -80,7 +80,8 @@ def test_a_kill_at_any_step_leaves_every_branch_whole(tmp_path: Path, op: str) -
     done = tmp_path / "done"
     shutil.copytree(fixture, done)
     finished = run_script(str(done), {}, *args)
-    assert finished.returncode == 0 and "DONE" in finished.stdout, finished.stderr
+    assert finished.returncode == 0, finished.stderr
+    assert "DONE" in finished.stdout
     after = _state(done)
     assert after != before
     k = 1

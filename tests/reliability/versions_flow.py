@@ -58,8 +58,27 @@ def run_branch_workflow(path: str, options: dict[str, Any], tmp: Path) -> None:
     ds = make_numbers(path, options)
     before = ds.version
     ds.checkout("exp", create=True)
+    exp = _killed_and_resumed(path, options, tmp, before)
+    main = lc.load(path, storage_options=options)
+    # The diff names exactly the rows the eval changed; merging it is a fast-forward.
+    d = main.diff("main", "exp")
+    assert set(d.tensors) == {"x"}
+    assert d.tensors["x"].replaced == ((0, N),)
+    assert (d.tensors["x"].appended, d.tensors["x"].removed) == (None, None)
+    assert main.merge("exp") == exp.version == main.version
+    after_eval = main.version
+    _three_way(main, path, options)
+    _conflict(main, path, options)
+    # Restore undoes the in-place eval: main's content equals the version before it.
+    main.restore(before)
+    np.testing.assert_array_equal(main.x.numpy(), np.arange(N))
+    old = lc.load(path, version=after_eval, storage_options=options)
+    np.testing.assert_array_equal(old.x.numpy()[:N], 2 * np.arange(N))
 
-    # An in-place eval with checkpoints on the branch, killed at input 25, then resumed there.
+
+def _killed_and_resumed(path: str, options: dict[str, Any], tmp: Path, before: int) -> lc.Dataset:
+    """An in-place eval with checkpoints on branch exp, killed at input 25, then resumed there: each input
+    is computed once after the last checkpoint, and main is untouched."""
     first, second = tmp / "calls-1", tmp / "calls-2"
     killed = run_script(path, options, "eval", "exp", str(INTERVAL), **{KILL_AT: "25", CALLS: str(first)})
     assert killed.returncode == -9, killed.stderr
@@ -67,26 +86,22 @@ def run_branch_workflow(path: str, options: dict[str, Any], tmp: Path) -> None:
     np.testing.assert_array_equal(exp.x.numpy(), np.arange(N))  # in place: old content until the end
     running = [e["eval"] for e in exp.log() if "eval" in e][-1]
     assert (running["status"], running["done"]) == ("running", 20)
-    main = lc.load(path, storage_options=options)
-    assert main.version == before
+    assert lc.load(path, storage_options=options).version == before
     resumed = run_script(path, options, "eval", "exp", str(INTERVAL), **{CALLS: str(second)})
     assert resumed.returncode == 0, resumed.stderr
-    assert _calls(first)[:20] == list(range(20)) and _calls(second) == list(range(20, N))  # each once
+    assert _calls(first)[:20] == list(range(20))
+    assert _calls(second) == list(range(20, N))  # resumed after the checkpoint at 20
     exp.reload()
     np.testing.assert_array_equal(exp.x.numpy(), 2 * np.arange(N))
     np.testing.assert_array_equal(exp.y.numpy(), 100 + np.arange(N))
-    main.reload()
+    main = lc.load(path, storage_options=options)
     assert main.version == before
     np.testing.assert_array_equal(main.x.numpy(), np.arange(N))
+    return exp
 
-    # The diff names exactly the rows the eval changed; merging it is a fast-forward.
-    d = main.diff("main", "exp")
-    assert set(d.tensors) == {"x"} and d.tensors["x"].replaced == ((0, N),)
-    assert (d.tensors["x"].appended, d.tensors["x"].removed) == (None, None)
-    assert main.merge("exp") == exp.version == main.version
-    after_eval = main.version
 
-    # A three-way merge of changes to other rows and tensors: main has both.
+def _three_way(main: lc.Dataset, path: str, options: dict[str, Any]) -> None:
+    """Changes to other rows on a branch and rows appended on main: the merge holds both."""
     main.checkout("labels", create=True)
     main.y[5] = -5
     main.checkout("main")
@@ -94,10 +109,13 @@ def run_branch_workflow(path: str, options: dict[str, Any], tmp: Path) -> None:
     ours, theirs = main.version, lc.load(path, branch="labels", storage_options=options).version
     main.merge("labels")
     assert main.log()[-1]["parents"] == [ours, theirs]
-    assert main.y.numpy()[5] == -5 and main.x.numpy()[-1] == 999
+    assert main.y.numpy()[5] == -5
+    assert main.x.numpy()[-1] == 999
     np.testing.assert_array_equal(main.x.numpy()[:N], 2 * np.arange(N))
 
-    # Overlapping changes are refused, then resolved with "theirs".
+
+def _conflict(main: lc.Dataset, path: str, options: dict[str, Any]) -> None:
+    """Overlapping changes are refused (nothing committed), then resolved with "theirs"."""
     main.checkout("fix", create=True)
     main.x[0] = 7
     main.checkout("main")
@@ -109,9 +127,3 @@ def run_branch_workflow(path: str, options: dict[str, Any], tmp: Path) -> None:
     assert lc.load(path, storage_options=options).version == head
     main.merge("fix", conflict_resolution="theirs")
     assert main.x.numpy()[0] == 7
-
-    # Restore undoes the in-place eval: main's content equals the version before it.
-    main.restore(before)
-    np.testing.assert_array_equal(main.x.numpy(), np.arange(N))
-    old = lc.load(path, version=after_eval, storage_options=options)
-    np.testing.assert_array_equal(old.x.numpy(), 2 * np.arange(N))

@@ -77,37 +77,52 @@ def _arm(kill_at: int) -> None:
     LocalBackend._write_temp = half_written  # type: ignore[method-assign]
 
 
-def _run(path: str, op: str, args: list[str], options: dict[str, Any]) -> int:
-    if op == "eval":
-        ds = lc.load(path, branch=args[0], storage_options=options)
-        result = double().eval(ds, checkpoint_interval=int(args[1]), progressbar=False, skip_ok=True)
-        return result.version
-    if op == "append":
-        ds = lc.load(path, branch=args[0], storage_options=options)
-        for _ in range(int(args[2])):
-            ds.x.append(int(args[1]))
-        return ds.version
-    if op == "save":
-        ds = lc.load(path, storage_options=options)
-        step = int(args[0])
-        out = ds[::step].save(
-            args[1], storage_options=options, progressbar=False, checkpoint_interval=int(args[2])
-        )
-        return out.version
-    ds = lc.load(path, branch=args[0] if op in ("restore", "merge") else None, storage_options=options)
-    if op == "checkout":
-        ds.checkout(args[0], create=True)
-        return ds.version
-    if op == "tag":
-        return ds.tag(args[0])
-    if op == "restore":
-        return ds.restore(int(args[1]))
-    if op == "merge":
-        return ds.merge(args[1])
-    if op == "delete-branch":
-        ds.delete_branch(args[0])
-        return ds.version
-    raise SystemExit(f"unknown operation {op!r}")
+def _eval(path: str, args: list[str], options: dict[str, Any]) -> int:
+    ds = lc.load(path, branch=args[0], storage_options=options)
+    result = double().eval(ds, checkpoint_interval=int(args[1]), progressbar=False, skip_ok=True)
+    return result.version
+
+
+def _append(path: str, args: list[str], options: dict[str, Any]) -> int:
+    ds = lc.load(path, branch=args[0], storage_options=options)
+    for _ in range(int(args[2])):
+        ds.x.append(int(args[1]))
+    return ds.version
+
+
+def _save(path: str, args: list[str], options: dict[str, Any]) -> int:
+    ds = lc.load(path, storage_options=options)
+    view = ds[:: int(args[0])]
+    out = view.save(args[1], storage_options=options, progressbar=False, checkpoint_interval=int(args[2]))
+    return out.version
+
+
+def _on(path: str, branch: str | None, options: dict[str, Any]) -> lc.Dataset:
+    return lc.load(path, branch=branch, storage_options=options)
+
+
+def _checkout(path: str, args: list[str], options: dict[str, Any]) -> int:
+    ds = _on(path, None, options)
+    ds.checkout(args[0], create=True)
+    return ds.version
+
+
+def _delete_branch(path: str, args: list[str], options: dict[str, Any]) -> int:
+    ds = _on(path, None, options)
+    ds.delete_branch(args[0])
+    return ds.version
+
+
+OPS: dict[str, Any] = {
+    "eval": _eval,
+    "append": _append,
+    "save": _save,
+    "checkout": _checkout,
+    "tag": lambda path, args, options: _on(path, None, options).tag(args[0]),
+    "restore": lambda path, args, options: _on(path, args[0], options).restore(int(args[1])),
+    "merge": lambda path, args, options: _on(path, args[0], options).merge(args[1]),
+    "delete-branch": _delete_branch,
+}
 
 
 def main(argv: list[str]) -> None:
@@ -122,7 +137,7 @@ def main(argv: list[str]) -> None:
     if kill_at:
         _arm(kill_at)
     try:
-        version = _run(path, op, args, options)
+        version = int(OPS[op](path, args, options))
     except lc.CommitConflictError as exc:
         print(f"CONFLICT {exc}", flush=True)
         return

@@ -35,6 +35,7 @@ from lakecompute.storage import (
     latest_version,
     let_go_released,
     list_versions,
+    new_dataset_id,
     open_backend,
     parse_ref_name,
     read_manifest,
@@ -113,7 +114,7 @@ def _create(backend: Backend) -> Dataset:
     """Make an empty dataset: version 0 and the ``main`` branch first, the marker that makes it a
     dataset last."""
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
-    manifest = Manifest(version=0, message="create")
+    manifest = Manifest(version=0, message="create", dataset_id=new_dataset_id())
     manifest = commit_manifest(backend, manifest) or manifest
     main = ensure_main(backend, manifest.version)
     backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))

@@ -85,6 +85,11 @@ class DatasetCore:
         self.read_only = self.opened_read_only or self.pinned
         self.txn.switch(checkout, base)
 
+    @property
+    def dataset_id(self) -> str:
+        """The dataset's id: made when it was created, the same in every version."""
+        return self.txn.dataset_id
+
     def names(self) -> list[str]:
         """The tensors' names in the working copy, in creation order."""
         return list(self.txn.head.tensors)

@@ -59,6 +59,7 @@ class CopyPlan:
         self.positions: range | np.ndarray = data.positions if isinstance(data, DatasetView) else range(n)
         self.names = tuple(core_of(self.base).names())
         self.identity = {
+            "dataset": core_of(self.base).dataset_id,
             "path": self.base.location.url,
             "version": self.base.version,
             "rows": _rows_key(self.positions),

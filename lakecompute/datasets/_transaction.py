@@ -40,6 +40,7 @@ from lakecompute.storage import (
     append_fragment,
     commit_version,
     create_segment,
+    dataset_id_of,
     ensure_main,
     latest_version,
     list_branches,
@@ -309,6 +310,14 @@ class Transaction:
         self.session = WriteSession(self.slots.new_slot)
         self.evals = 0  # evals whose workers may be writing: the lease is held until they finish
         self._on_change = on_change
+        self._dataset_id = base.dataset_id
+
+    @property
+    def dataset_id(self) -> str:
+        """The id of the dataset (made at its creation; derived once for a dataset made before ids)."""
+        if not self._dataset_id:
+            self._dataset_id = dataset_id_of(self.backend, self.base)
+        return self._dataset_id
 
     # -- what the head holds ---------------------------------------------------------------------
     def state(self, name: str) -> TensorState:
@@ -481,6 +490,7 @@ class Transaction:
         """
         ref = self._branch_ref()
         base = self.base
+        dataset_id = self.dataset_id
         if base.version < ref.start:  # a handle from before the branch began (a stale pickle): never on it
             raise CommitConflictError(self.backend.url, base.version, ref.start)
         reach = _joined([base.reach_of(), *(m.reach_of() for m in merged)])
@@ -497,6 +507,7 @@ class Transaction:
                 merged=tuple(m.version for m in merged),
                 reach=reach,
                 origin=dict(origin or {}),
+                dataset_id=dataset_id,  # every version names its dataset (a legacy one's, from now on)
             )
 
         # Last, just before the manifest lands: data written under a lapsed lease may be gone.

@@ -10,10 +10,12 @@ only a hint that saves a directory listing: readers check forward from it, so a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -60,10 +62,12 @@ __all__ = [
     "TensorState",
     "commit_manifest",
     "commit_version",
+    "dataset_id_of",
     "is_committed",
     "latest_version",
     "list_versions",
     "needed_by_a_version",
+    "new_dataset_id",
     "read_manifest",
     "version_key",
 ]
@@ -72,6 +76,14 @@ FORMAT = "lakecompute/1"
 # Line ids and tensor ids: 32 hex digits (uuid4().hex).
 _LINE_ID = re.compile(r"[0-9a-f]{32}")
 _HINT = "versions/LATEST"
+# A dataset id: 32 lowercase hex digits (a random uuid4), or "legacy-" and 32 for a dataset made before
+# ids (see `dataset_id_of`).
+_DATASET_ID = re.compile(r"(?:legacy-)?[0-9a-f]{32}")
+
+
+def new_dataset_id() -> str:
+    """A fresh random dataset id (written once, into version 0, when a dataset is created)."""
+    return uuid.uuid4().hex
 
 
 def version_key(version: int) -> str:
@@ -269,6 +281,9 @@ class Manifest:
         origin: what produced it: ``{"op": "eval", "functions": [...], "code": ..., "inputs": ...}``,
             ``{"op": "restore", "version": N}``, ``{"op": "merge", ...}`` (JSON values; empty for plain
             writes, whose ``message`` says what they did).
+        dataset_id: the id of the dataset this version belongs to: random, made when the dataset was
+            created, copied into every later version. ``""`` in a manifest written before datasets had
+            ids (`dataset_id_of` derives one for those).
     """
 
     version: int
@@ -283,6 +298,7 @@ class Manifest:
     merged: tuple[int, ...] = ()
     reach: dict[str, int] = field(default_factory=dict)
     origin: dict[str, Any] = field(default_factory=dict)
+    dataset_id: str = ""
 
     @property
     def parents(self) -> tuple[int, ...]:
@@ -300,10 +316,11 @@ class Manifest:
     def to_bytes(self) -> bytes:
         # The same bytes as json.dumps of the whole body (JSON text composes), but each tensor's entry
         # is encoded once per state: a commit costs nothing for the tensors it does not change.
-        head = _dumps(
-            {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
-             "message": self.message}
-        )  # fmt: skip
+        fields = {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
+                  "message": self.message}  # fmt: skip
+        if self.dataset_id:  # absent only in manifests written before datasets had ids
+            fields["dataset_id"] = self.dataset_id
+        head = _dumps(fields)
         tensors = ",".join(t.entry_text() for t in self.tensors.values())
         tail = f',"evals":{_dumps(self.evals)}'
         if self.info:  # absent when empty: manifests without dataset info stay as they were
@@ -356,6 +373,7 @@ class Manifest:
             merged=_merged(body.get("parents"), version, parent),
             reach=_reach(body.get("reach"), version, line),
             origin=check_str_dict(body.get("origin") or {}, "origin"),
+            dataset_id=_dataset_id(body.get("dataset_id", "")),
         )
 
     def sample_counts(self) -> dict[str, int]:
@@ -403,6 +421,13 @@ def _reach(value: object, version: int, line: str | None) -> dict[str, int]:
     if line is not None and reach.get(line) != version:
         raise InvalidField("reach", f"expected version {version} on its own line, got {reach.get(line)!r}")
     return dict(reach)
+
+
+def _dataset_id(value: object) -> str:
+    text = check_str(value, "dataset_id")
+    if text and not _DATASET_ID.fullmatch(text):
+        raise InvalidField("dataset_id", f"expected 32 hexadecimal digits, got {text!r:.60}")
+    return text
 
 
 def _load_json(data: bytes) -> dict[str, Any]:
@@ -466,6 +491,26 @@ def latest_version(backend: Backend) -> int | None:
     while backend.exists(version_key(start + 1)):
         start += 1
     return start
+
+
+def dataset_id_of(backend: Backend, manifest: Manifest) -> str:
+    """The id of the dataset ``manifest`` belongs to.
+
+    A manifest written before datasets had ids has none; such a dataset's id is derived from the bytes
+    of its earliest committed manifest (which hold the time it was created, so a dataset made again at
+    the same path gets another one): ``"legacy-"`` and 32 hex digits. The next commit records it in the
+    new version, so it stays the same after ``vacuum(keep_versions=...)`` removes that manifest.
+
+    Raises:
+        DatasetNotFoundError: no committed manifest is left to derive a legacy id from.
+    """
+    if manifest.dataset_id:
+        return manifest.dataset_id
+    for version in list_versions(backend):
+        data = backend.read(version_key(version))
+        if data is not None:
+            return "legacy-" + hashlib.sha256(data).hexdigest()[:32]
+    raise DatasetNotFoundError(backend.url, "It has no committed version.")
 
 
 def read_manifest(backend: Backend, version: int) -> Manifest:

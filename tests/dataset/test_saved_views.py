@@ -20,10 +20,10 @@ from tests.reliability.reliability_helpers import script_env
 N_JPEG = 10_000
 
 
-def jpegs(path: str | Path, n: int) -> lc.Dataset:
+def jpegs(path: str | Path, n: int, storage_options: dict[str, Any] | None = None) -> lc.Dataset:
     """``n`` random 16x16 RGB images stored as JPEG, with class labels and a caption each."""
     rng = np.random.default_rng(0)
-    ds = lc.empty(str(path), overwrite=True)
+    ds = lc.empty(str(path), overwrite=True, storage_options=storage_options)
     with ds:
         ds.create_tensor("images", htype="image", sample_compression="jpeg")
         ds.create_tensor("labels", htype="class_label", class_names=["cat", "dog"])

@@ -1,10 +1,14 @@
-"""The branch workflow of issue 27 end to end, on any storage (local disk, S3 on moto): shared by the local
-and the S3 tests.
+"""Version operations under SIGKILL, on any storage (local disk, S3 on moto): shared by the local and the
+S3 tests.
 
-A branch gets an in-place eval with checkpoints, killed part-way (SIGKILL of the process running it) and
-resumed on the branch; main is unchanged meanwhile; the diff names exactly the rows the eval changed;
-the branch is merged (fast-forward), then a second one with other rows in a three-way merge; an
-overlapping merge is refused and then resolved with ``"theirs"``; and a restore undoes the in-place eval.
+`run_branch_workflow` is issue 27's workflow end to end: a branch gets an in-place eval with checkpoints,
+killed part-way (SIGKILL of the process running it) and resumed on the branch; main is unchanged
+meanwhile; the diff names exactly the rows the eval changed; the branch is merged (fast-forward), then a
+second one with other rows in a three-way merge; an overlapping merge is refused and then resolved with
+``"theirs"``; and a restore undoes the in-place eval.
+
+`kill_at_every_step` runs an operation in a process killed before each of its storage steps in turn and
+checks that every branch is whole after each kill.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +132,80 @@ def _conflict(main: lc.Dataset, path: str, options: dict[str, Any]) -> None:
     assert lc.load(path, storage_options=options).version == head
     main.merge("fix", conflict_resolution="theirs")
     assert main.x.numpy()[0] == 7
+
+
+State = dict[str, Any]
+
+# operation -> (script arguments, the branch whose head it may move)
+OPS = {
+    "checkout-create": (["checkout", "new"], "new"),
+    "tag": (["tag", "t1"], None),
+    "restore": (["restore", "main", "2"], "main"),
+    "merge-three-way": (["merge", "main", "exp"], "main"),
+    "merge-fast-forward": (["merge", "ff", "exp"], "ff"),
+    "delete-branch": (["delete-branch", "exp"], "exp"),
+}
+
+
+def make_branched(path: str, options: dict[str, Any]) -> None:
+    """main with a three-way-mergeable branch ``exp``, a branch ``ff`` at their fork, and a tag there."""
+    ds = make_numbers(path, options, 10)
+    ds.tag("t0")
+    ds.checkout("ff", create=True)
+    ds.checkout("exp", create=True)
+    ds.x[1] = -1
+    ds.y.append(7)
+    ds.checkout("main")
+    ds.append({"x": 10, "y": 110})
+
+
+def branch_state(path: str, options: dict[str, Any]) -> State:
+    """Every branch's version and values, and every tag."""
+    ds = lc.load(path, storage_options=options)
+    out: State = {"tags": ds.tags}
+    for name in ds.branches:
+        b = lc.load(path, branch=name, storage_options=options)
+        out[name] = (b.version, b.x.numpy().tolist(), b.y.numpy().tolist())
+    return out
+
+
+def check_whole(path: str, options: dict[str, Any], before: State, after: State, target: str | None) -> None:
+    """Each branch is as before, or (the operation's own) as after; every branch still takes a commit, and a
+    vacuum afterwards keeps everything they and the tags reach."""
+    now = branch_state(path, options)
+    assert now["tags"] in (before["tags"], after["tags"])
+    branches = {k for k in now if k != "tags"}
+    assert branches in ({k for k in before if k != "tags"}, {k for k in after if k != "tags"})
+    for name in branches:
+        allowed = [s[name] for s in (before, after) if name in s]
+        assert now[name] in allowed if name == target else now[name] == before[name], name
+    for name in branches:
+        lc.load(path, branch=name, storage_options=options).x.append(12345)
+    lc.load(path, storage_options=options).vacuum(grace_seconds=0)
+    for name in branches:
+        assert lc.load(path, branch=name, storage_options=options).x.numpy()[-1] == 12345
+    for tag in now["tags"]:
+        assert len(lc.load(path, version=tag, storage_options=options).x) >= 10
+
+
+def kill_at_every_step(op: str, fresh: Callable[[str], str], options: dict[str, Any]) -> int:
+    """Run operation ``op`` (see `OPS`) on fresh copies of `make_branched` (``fresh(name)`` makes one and
+    returns where), killed before its 1st, 2nd, ... storage step until it completes; check every branch
+    after each kill. Returns how many steps were tried."""
+    args, target = OPS[op]
+    first = fresh("before")
+    before = branch_state(first, options)
+    finished = run_script(first, options, *args)
+    assert finished.returncode == 0, finished.stderr
+    assert "DONE" in finished.stdout
+    after = branch_state(first, options)
+    assert after != before
+    k = 1
+    while True:
+        trial = fresh(f"kill-{k}")
+        proc = run_script(trial, options, *args, LC_TEST_KILL_AT_STEP=str(k))
+        if proc.returncode == 0:
+            return k  # the operation has fewer steps: every point was tried
+        assert proc.returncode == -9, proc.stderr
+        check_whole(trial, options, before, after, target)
+        k += 1

@@ -210,6 +210,6 @@ def _save_rows(tmp: str, runs: int, quick: bool) -> list[Row]:
 
 @suite("versions")
 def versions(opts: Any) -> list[Row]:
-    """restore, checkout(create), diff and fast-forward merge on 1,000,000 rows / 1,000 versions; view.save."""
+    """restore, checkout(create), diff, fast-forward merge on 1,000,000 rows, 1,000 versions; view.save."""
     with scratch_dir() as tmp:
         return _history_rows(tmp, opts.runs, opts.quick) + _save_rows(tmp, opts.runs, opts.quick)

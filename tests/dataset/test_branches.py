@@ -477,3 +477,39 @@ def test_two_writers_on_one_branch_one_wins(tmp_path: Path) -> None:
     assert len(after.x) == 11
     assert after.log()[-1]["parents"] == [start]
     assert open_backend(path).read(f"versions/{after.version + 1:010d}.json") is None  # the loser's is gone
+
+
+def test_compact_works_on_the_branch_it_is_on(tmp_path: Path) -> None:
+    """compact() on a branch rewrites that branch's storage only; main keeps its version and fragments."""
+    path = str(tmp_path / "ds")
+    ds = numbers(path)
+    for i in range(3):
+        ds.x.append(i)
+    main_version = ds.version
+    ds.checkout("tidy", create=True)
+    ds.compact()
+    assert ds.version != main_version
+    assert ds.x.numpy().tolist() == [*range(10), 0, 1, 2]
+    assert lc.load(path).version == main_version
+    assert ds.diff("main").tensors["x"].replaced == ((0, 13),)
+
+
+def test_an_eval_into_a_branch_resumes_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An eval with checkpoints into a dataset on a branch that fails keeps its checkpoints on that branch;
+    rerun on the branch, it resumes there, and main never sees its outputs."""
+    from tests.reliability.reliability_helpers import FAIL_AT
+
+    path = str(tmp_path / "out")
+    out = lc.empty(path)
+    out.create_tensor("x", dtype="int64")
+    out.checkout("run", create=True)
+    monkeypatch.setenv(FAIL_AT, "7")
+    with pytest.raises(lc.TransformError):
+        double().eval(list(range(20)), out, checkpoint_interval=5, progressbar=False)
+    assert len(lc.load(path, branch="run").x) == 5
+    monkeypatch.delenv(FAIL_AT)
+    again = lc.load(path, branch="run")
+    result = double().eval(list(range(20)), again, checkpoint_interval=5, progressbar=False)
+    assert result.resumed_from == 5
+    assert again.x.numpy().tolist() == [2 * i for i in range(20)]
+    assert len(lc.load(path).x) == 0

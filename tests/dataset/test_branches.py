@@ -513,3 +513,12 @@ def test_an_eval_into_a_branch_resumes_there(tmp_path: Path, monkeypatch: pytest
     assert result.resumed_from == 5
     assert again.x.numpy().tolist() == [2 * i for i in range(20)]
     assert len(lc.load(path).x) == 0
+
+
+def test_repr_and_notebook_view_name_the_branch(tmp_path: Path) -> None:
+    """A handle on a branch other than main says so in its repr and its notebook view."""
+    ds = numbers(tmp_path / "ds")
+    assert "branch" not in repr(ds)
+    ds.checkout("exp", create=True)
+    assert f"version={ds.version}, branch='exp'," in repr(ds)
+    assert "branch=&#x27;exp&#x27;" in ds._repr_html_()

@@ -29,7 +29,7 @@ TESTS = PACKAGE.parent / "tests"
 # libraries that are documented public API), or "tests/<file>: <expression>" for one use in one test.
 ALLOWED = {
     "_exit": "os._exit is the documented way to leave a forked child without running cleanup",
-    "_repr_html_": "IPython's rich display protocol: the documented method a notebook calls to show an object",
+    "_repr_html_": "IPython's rich display protocol: the documented method a notebook calls to show it",
     "tests/reliability/versions_script.py: LocalBackend._write_temp": (
         "the kill-at-every-step tests stop a process between a file written under its temp name and its "
         "link (or rename) into place; no public hook marks that point"

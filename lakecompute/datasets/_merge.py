@@ -135,8 +135,9 @@ def _tensor(
         return o if resolution == "ours" else t  # different specs: one side's tensor, whole
     new_name, clash = _pick(b.spec.name, o.spec.name, t.spec.name)
     if clash:
-        out.tensor_conflicts.append(f"tensor {name!r}: renamed to {o.spec.name!r} and {t.spec.name!r}")
-        return o
+        if resolution is None:
+            out.tensor_conflicts.append(f"tensor {name!r}: renamed to {o.spec.name!r} and {t.spec.name!r}")
+        new_name = t.spec.name if resolution == "theirs" else o.spec.name
     info, clash = _pick(b.info, o.info, t.info)
     if clash:
         if resolution is None:

@@ -310,3 +310,18 @@ def test_merge_matches_a_row_by_row_oracle(
     main.merge("exp", conflict_resolution="theirs")
     assert main.x.numpy().tolist() == expected
     assert len(main.y) == len(expected)
+
+
+def test_a_tensor_renamed_differently_on_each_side(tmp_path: Path) -> None:
+    """Two different new names for one tensor conflict; a resolution picks that side's name."""
+    path = str(tmp_path / "ds")
+    ds = numbers(path, 3)
+    ds.checkout("exp", create=True)
+    ds.rename_tensor("y", "b")
+    main = lc.load(path)
+    main.rename_tensor("y", "a")
+    with pytest.raises(lc.MergeConflictError, match="tensor 'a': renamed to 'a' and 'b'"):
+        main.merge("exp")
+    main.merge("exp", conflict_resolution="theirs")
+    assert list(main.tensors) == ["x", "b"]
+    assert main.b.numpy().tolist() == [100, 101, 102]

@@ -42,7 +42,8 @@ def test_an_eval_of_a_stream_records_what_it_can(tmp_path: Path) -> None:
         double().eval((i for i in range(3)), out, progressbar=False)
     origin = out.log()[-1]["origin"]
     assert origin["inputs"] is None
-    assert origin["functions"] == ["double"] and origin["code"]
+    assert origin["functions"] == ["double"]
+    assert origin["code"]
 
 
 def test_the_log_names_parents_branches_and_tags(tmp_path: Path) -> None:
@@ -57,9 +58,11 @@ def test_the_log_names_parents_branches_and_tags(tmp_path: Path) -> None:
     main.merge("exp")
     log = {e["version"]: e for e in main.log()}
     merge = log[main.version]
-    assert merge["branch"] == "main" and merge["branches"] == ["main"]
+    assert merge["branch"] == "main"
+    assert merge["branches"] == ["main"]
     assert merge["origin"] == {"op": "merge", "source": "exp", "version": ds.version, "base": 2}
-    assert log[ds.version]["branch"] == "exp" and log[ds.version]["branches"] == ["exp"]
+    assert log[ds.version]["branch"] == "exp"
+    assert log[ds.version]["branches"] == ["exp"]
     assert log[2]["tags"] == ["start"]
     assert sorted(merge["parents"]) == sorted([ds.version, main.version - 1])
     everything = [e["version"] for e in ds.log(all_branches=True)]

@@ -13,6 +13,7 @@ from lakecompute.datasets import (
     CopyPlan,
     Dataset,
     DatasetView,
+    EvalRecord,
     base_dataset,
     checkout_of,
     read_committed,
@@ -303,27 +304,28 @@ def copy(
     if not isinstance(data, (Dataset, DatasetView)):
         raise InvalidTypeError(f"Expected a Dataset, a view or a path to copy. Got {type(src).__name__}.")
     plan = CopyPlan(data)
-    out, start = _copy_destination(plan, dest, overwrite, storage_options)
-    if start is None:
+    out, resume = _copy_destination(plan, dest, overwrite, storage_options)
+    if resume is not None and resume.complete:
         warn(f"{plan.label} already completed into {out.path!r} (version {out.version}); nothing was copied.")
         return out
-    plan.run(out, start, interval, progressbar)
+    plan.run(out, resume, interval, progressbar)
     return out
 
 
 def _copy_destination(
     plan: CopyPlan, dest: PathLike, overwrite: bool, storage_options: dict[str, Any] | None
-) -> tuple[Dataset, int | None]:
-    """The dataset a copy writes into and the row it starts at (None: the copy completed there before)."""
+) -> tuple[Dataset, EvalRecord | None]:
+    """The dataset a copy writes into, and the record of an earlier run of the same copy there (finished
+    or to resume), if any."""
     backend = open_backend(dest, storage_options)
     if backend.spec.url == base_dataset(plan.base).location.url:
         raise InvalidArgumentError(f"Cannot copy {backend.url!r} onto itself. Choose another destination.")
     if _state(backend) == "dataset" and not overwrite:
         out = load(dest, storage_options=storage_options)
-        done = plan.progress_in(out)
-        if done is not None:
-            return out, None if plan.completed_in(out) else done
+        record = plan.progress_in(out)
+        if record is not None:
+            return out, record
     else:
         out = empty(dest, overwrite=overwrite, storage_options=storage_options)
     plan.prepare(out)
-    return out, 0
+    return out, None

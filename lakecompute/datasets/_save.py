@@ -68,22 +68,17 @@ class CopyPlan:
         blob = json.dumps(self.identity, sort_keys=True).encode()
         self.key = "copy-" + hashlib.sha256(blob).hexdigest()[:40]
         self.label = f"copy of {self.base.path} v{self.base.version}"
+        self._base_version = 0
 
     def __len__(self) -> int:
         return len(self.positions)
 
     # -- the destination ---------------------------------------------------------------------------
-    def progress_in(self, out: Dataset) -> int | None:
-        """How many rows of this copy ``out`` holds: the rows a rerun resumes after (all of them once it
-        completed), or None when ``out``'s newest version is not a checkpoint of this copy."""
+    def progress_in(self, out: Dataset) -> EvalRecord | None:
+        """The record of this copy in ``out`` when ``out``'s newest version is one of its checkpoints (or
+        its end), else None."""
         record = out.eval_record(self.key)
-        if record is None or record.version != out.version:
-            return None
-        return len(self) if record.complete else record.done
-
-    def completed_in(self, out: Dataset) -> bool:
-        record = out.eval_record(self.key)
-        return record is not None and record.complete and record.version == out.version
+        return record if record is not None and record.version == out.version else None
 
     def prepare(self, out: Dataset) -> None:
         """Give a fresh ``out`` (no samples, no eval records) the source's tensors and info, in one commit.
@@ -96,10 +91,10 @@ class CopyPlan:
             raise DatasetExistsError(out.path)
         theirs = dict(out.tensors)
         mine = self.base.tensors
-        if theirs and list(theirs) != list(mine):
+        if theirs and _specs(out) != _specs(self.base):
             raise InvalidArgumentError(
-                f"Cannot copy into {out.path!r}: it has tensors {list(theirs)!r}, the source has "
-                f"{list(mine)!r}. Copy into a new path, or pass overwrite=True."
+                f"Cannot copy into {out.path!r}: its tensors {_specs(out)!r} differ from the source's "
+                f"{_specs(self.base)!r}. Copy into a new path, or pass overwrite=True."
             )
         with out:
             for name, tensor in mine.items():
@@ -110,8 +105,11 @@ class CopyPlan:
             out.commit(f"create tensors like {self.base.path}")
 
     # -- copying -----------------------------------------------------------------------------------
-    def run(self, out: Dataset, start: int, checkpoint_interval: int, progressbar: bool) -> None:
-        """Copy rows ``start:`` into ``out``, committing every ``checkpoint_interval`` rows and at the end.
+    def run(
+        self, out: Dataset, resume: EvalRecord | None, checkpoint_interval: int, progressbar: bool
+    ) -> None:
+        """Copy the rows into ``out`` (after those ``resume``, the record of an unfinished run of this copy,
+        says are done), committing every ``checkpoint_interval`` rows and at the end.
 
         Raises:
             ReadOnlyError: ``out`` cannot write.
@@ -120,6 +118,9 @@ class CopyPlan:
         core = core_of(out)
         core.check_writable()
         txn = core.txn
+        start = resume.done if resume is not None else 0
+        # The version before the copy began: what `rerun=True` of another eval goes back to.
+        self._base_version = resume.base_version if resume is not None else txn.base.version
         src = core_of(self.base)
         readers = {name: src.reader(name) for name in self.names}
         bar = _bar(len(self), start, self.label, progressbar)
@@ -153,12 +154,20 @@ class CopyPlan:
             status="done" if complete else "running",
             done=done,
             outputs=dict.fromkeys(self.names, done),
-            base_version=txn.base.version,
+            base_version=self._base_version,
             label=self.label,
             job=self.key,
         )
         what = "" if complete else f": checkpoint at {done}"
         txn.commit(f"{self.label}{what}", record, {"op": "copy", "inputs": self.identity})
+
+
+def _specs(ds: Dataset) -> list[tuple[str, str, str | None, str | None]]:
+    """Each tensor's name, htype, dtype and sample compression: what a copy's rows must fit."""
+    return [
+        (n, t.htype, None if t.dtype is None else str(t.dtype), t.sample_compression)
+        for n, t in ds.tensors.items()
+    ]
 
 
 def _stored(txn: Transaction, name: str, reader: ColumnReader, rows: np.ndarray) -> Any:

@@ -103,6 +103,15 @@ def test_a_copy_refuses_what_it_should_not_touch(tmp_path: Path) -> None:
         src.save(str(tmp_path / "new"), checkpoint_interval=0)
 
 
+def test_a_copy_refuses_tensors_that_differ(tmp_path: Path) -> None:
+    """An empty dataset at dest whose tensors differ from the source's (a dtype here) is refused."""
+    src = lc.from_numpy(str(tmp_path / "src"), {"x": np.arange(4)})
+    dest = lc.empty(str(tmp_path / "dest"))
+    dest.create_tensor("x", dtype="int8")
+    with pytest.raises(lc.InvalidArgumentError, match=r"differ from the source's \[\('x', 'generic', 'int64'"):
+        src.save(str(tmp_path / "dest"), progressbar=False)
+
+
 def test_a_copy_fills_an_empty_dataset(tmp_path: Path) -> None:
     """A dataset with no samples and no history of copies at dest (made by lc.empty) is filled."""
     src = jpegs(tmp_path / "src", 10)
@@ -134,6 +143,8 @@ def test_a_saved_view_resumes_after_sigkill(tmp_path: Path) -> None:
     assert 0 < done < N_JPEG
     assert done % 1000 == 0
     assert stored_bytes(partial, "images", range(done)) == stored_bytes(src, "images", range(done))
+    (record,) = partial.eval_records().values()
+    assert (record.status, record.done, record.base_version) == ("running", done, 1)  # 1: the tensors
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = src.save(dest, progressbar=False, checkpoint_interval=1000)

@@ -108,7 +108,9 @@ def test_a_copy_refuses_tensors_that_differ(tmp_path: Path) -> None:
     src = lc.from_numpy(str(tmp_path / "src"), {"x": np.arange(4)})
     dest = lc.empty(str(tmp_path / "dest"))
     dest.create_tensor("x", dtype="int8")
-    with pytest.raises(lc.InvalidArgumentError, match=r"differ from the source's \[\('x', 'generic', 'int64'"):
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"differ from the source's \[\('x', 'generic', 'int64'"
+    ):
         src.save(str(tmp_path / "dest"), progressbar=False)
 
 

@@ -25,6 +25,7 @@ from lakecompute.errors import (
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidTypeError,
+    RefNotFoundError,
     warn,
 )
 from lakecompute.storage import (
@@ -33,7 +34,6 @@ from lakecompute.storage import (
     Manifest,
     commit_manifest,
     ensure_main,
-    latest_version,
     let_go_released,
     list_versions,
     new_dataset_id,
@@ -186,9 +186,12 @@ def load(
         # the handle was asked to be read-only).
         return Dataset(backend, manifest, read_only=read_only, pinned=True)
     name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
-    if name == DEFAULT_BRANCH and latest_version(backend) is None:
-        raise DatasetNotFoundError(backend.url, "It has no committed version.")
-    checkout, head = checkout_of(backend, name)
+    try:
+        checkout, head = checkout_of(backend, name)
+    except RefNotFoundError:
+        if name == DEFAULT_BRANCH:  # a dataset with no main is one with no version at all
+            raise DatasetNotFoundError(backend.url, "It has no committed version.") from None
+        raise
     return Dataset(backend, read_manifest(backend, head), read_only=read_only, checkout=checkout)
 
 

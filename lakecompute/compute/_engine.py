@@ -64,7 +64,14 @@ from lakecompute.errors import (
     UnpicklableTaskError,
     warn,
 )
-from lakecompute.schedulers import PAUSE, Scheduler, get_scheduler
+from lakecompute.schedulers import (
+    PAUSE,
+    Scheduler,
+    device_oom_advice,
+    get_scheduler,
+    is_device_oom,
+    place_workers,
+)
 from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
@@ -166,6 +173,9 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
     if isinstance(plan.source, DatasetSource):
         locations.append(plan.source.snap.url)
     sched = get_scheduler(opts.scheduler, opts.num_workers)
+    placement = place_workers(opts.devices)
+    if placement is not None:
+        sched = sched.with_devices(placement)
     local = [url for url in locations if backend_class(url).machine_local]
     if local and sched.spans_machines:
         raise InvalidArgumentError(
@@ -412,13 +422,17 @@ class _OrderedRun:
             )
         else:
             kept = "Nothing of this run was written."
+        if is_device_oom(failure.exc):
+            opts = self.plan.options
+            kept = f"{device_oom_advice(failure.index, opts.batch_size, self.plan.source.length)} {kept}"
         last = len(self.plan.pipeline.functions) - 1  # what no step is blamed for, its outputs did
         sample = _sample_for(self.plan.source, self.in_flight, failure.index)
         return _transform_error(failure, sample, kept, last if failure.step is None else failure.step)
 
 
 def _transform_error(failure: TaskFailure, sample: Any, kept: str, step: int) -> TransformError:
-    """The TransformError for a failed sample: short, with the user's own frame, the cause last."""
+    """The TransformError for a failed sample: short, with the user's own frame, then what to do (the
+    advice and what was kept), the cause last."""
     err = failure_error(failure.function, failure.index, failure.exc, sample, step, failure.step_input)
     err.args = (f"{err.args[0]}\n{failure.where}{kept}",)
     err.remote_traceback = failure.traceback  # type: ignore[attr-defined]  # the full traceback, kept for debugging

@@ -28,7 +28,16 @@ from lakecompute.schedulers._base import (
     TaskFn,
     call_task,
     parse_num_workers,
+    worker_device,
     worker_id,
+)
+from lakecompute.schedulers._devices import (
+    Placement,
+    cuda_initialised,
+    device_oom_advice,
+    is_device_oom,
+    place_workers,
+    visible_devices,
 )
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._ray_options import Ray
@@ -45,6 +54,7 @@ from lakecompute.schedulers._transport import (
 __all__ = [
     "PAUSE",
     "PickledError",
+    "Placement",
     "ProcessedScheduler",
     "ProgressFn",
     "Ray",
@@ -55,14 +65,20 @@ __all__ = [
     "TaskFn",
     "ThreadedScheduler",
     "call_task",
+    "cuda_initialised",
+    "device_oom_advice",
     "get_scheduler",
+    "is_device_oom",
     "pickle_exception",
+    "place_workers",
     "portable_exception",
     "rebuild_exception",
     "register_scheduler",
     "reseed_globals",
     "scheduler_names",
     "unregister_scheduler",
+    "visible_devices",
+    "worker_device",
     "worker_id",
 ]
 

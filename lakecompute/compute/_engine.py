@@ -93,6 +93,11 @@ class EvalResult:
         resumed_from: inputs already done by an earlier, interrupted run of the same eval (all of them
             when the eval had already completed and nothing was written).
         seed: the seed of the ``rng`` generators; pass it as ``seed=`` to reproduce the run.
+        stages: seconds the tasks spent in each stage, summed over tasks: ``read`` (reading and decoding
+            inputs, on reader threads), ``run`` (the functions), ``write`` (checking, encoding and
+            writing outputs, on a writer thread) and ``wall`` (the tasks from start to end). Reading
+            ahead and writing behind overlap the function, so ``wall`` is less than the sum of the
+            other three; about the largest of them when the overlap is complete. Empty when no task ran.
     """
 
     inputs: int
@@ -102,6 +107,7 @@ class EvalResult:
     version: int = 0
     resumed_from: int = 0
     seed: int | None = None
+    stages: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed_indices(self) -> list[int]:
@@ -293,6 +299,7 @@ class _OrderedRun:
         self.min_task = 1  # the fewest inputs per task, from what the preflight's task wrote
         self.received: set[int] = set()  # the numbers of the tasks that reported, failed or not
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
+        self.stages: dict[str, float] = {}  # seconds per stage, summed over the tasks applied
 
     def progress(self) -> EvalProgress:
         return EvalProgress(
@@ -349,6 +356,7 @@ class _OrderedRun:
             version,
             self.plan.resume_from,
             self.plan.seed,
+            self.stages,
         )
         if stream is not None:  # the bar stays on screen; this line says how it ended
             rows = max(outcome.outputs.values(), default=0)
@@ -400,6 +408,8 @@ class _OrderedRun:
             ) from exc
         for name, count in result.counts.items():
             self.outputs[name] += count
+        for stage, seconds in result.stages.items():
+            self.stages[stage] = self.stages.get(stage, 0.0) + seconds
         self.failed.extend(result.failed)
         self.done = result.stop
         self.in_flight.pop(result.number, None)

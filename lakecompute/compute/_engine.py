@@ -70,14 +70,16 @@ from lakecompute.schedulers import (
     device_oom_advice,
     get_scheduler,
     is_device_oom,
+    job_ranks,
     place_workers,
 )
 from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
+    from lakecompute.compute._distributed import Coordinator
 
-__all__ = ["EvalResult", "FailedSample", "run_eval"]
+__all__ = ["EvalResult", "FailedSample", "run_eval", "scheduler_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +124,27 @@ class EvalResult:
 
 
 def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> EvalResult:
-    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see `Pipeline.eval`)."""
+    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see `Pipeline.eval`); on every rank of a
+    ``torch.distributed`` job, split among the ranks (``_distributed``)."""
+    ranks = job_ranks()
+    if ranks is not None:
+        from lakecompute.compute._distributed import run_ranked
+
+        return run_ranked(ranks, pipeline, data_in, data_out, options, _run_eval)
+    return _run_eval(pipeline, data_in, data_out, options)
+
+
+def _run_eval(
+    pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions, ranked: Coordinator | None = None
+) -> EvalResult:
+    """Run an eval here (and, with ``ranked``, on every rank of a distributed job, this being rank 0)."""
     t0 = time.perf_counter()
     plan = plan_eval(pipeline, data_in, data_out, options)
     if plan.completed:
         return _already_done(plan, t0)
-    sched = _scheduler(plan)
+    sched = _scheduler(plan) if ranked is None else ranked.local
+    if ranked is not None:  # tasks sized for every rank's workers
+        plan = replace(plan, options=replace(plan.options, num_workers=ranked.workers))
     if plan.drop is not None:
         plan.out.drop_unfinished(plan.drop)
     write = plan.out.begin_eval(
@@ -146,6 +163,8 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
                 0,
                 plan.seed,
             )
+        if ranked is not None:
+            sched = ranked.scheduler(prepared[0])
         return _OrderedRun(plan, write, *prepared, t0).run(sched)
     except BaseException:
         write.abort()
@@ -174,12 +193,20 @@ def _already_done(plan: EvalPlan, t0: float) -> EvalResult:
 
 def _scheduler(plan: EvalPlan) -> Scheduler:
     """The scheduler to run the tasks on, checked against where the data lives."""
-    opts = plan.options
-    locations = [plan.out.location.url]
-    if isinstance(plan.source, DatasetSource):
-        locations.append(plan.source.snap.url)
+    return scheduler_for(plan.options, plan.out.location.url, plan.source)
+
+
+def scheduler_for(
+    opts: EvalOptions, out: str, source: Source, share: tuple[int, int] | None = None
+) -> Scheduler:
+    """The scheduler to run an eval's tasks on, checked against where the data lives (``out``, the output's
+    location; a dataset ``source``'s), with its workers on ``opts.devices`` (this process's ``share`` of
+    them, in a distributed job)."""
+    locations = [out]
+    if isinstance(source, DatasetSource):
+        locations.append(source.snap.url)
     sched = get_scheduler(opts.scheduler, opts.num_workers)
-    placement = place_workers(opts.devices)
+    placement = place_workers(opts.devices, share)
     if placement is not None:
         sched = sched.with_devices(placement)
     local = [url for url in locations if backend_class(url).machine_local]
@@ -195,7 +222,7 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
         sched = sched.without_fork()
     if not sched.shares_memory and not backend_class(locations[0]).shared_between_processes:
         raise InvalidArgumentError(
-            f"data_out {plan.out.path!r} lives in this process's memory, which worker processes cannot "
+            f"data_out {out!r} lives in this process's memory, which worker processes cannot "
             "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
         )
     return sched

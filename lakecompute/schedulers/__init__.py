@@ -40,6 +40,17 @@ from lakecompute.schedulers._devices import (
     visible_devices,
 )
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
+from lakecompute.schedulers._ranks import (
+    DISTRIBUTED_ENV,
+    RankChannel,
+    Ranks,
+    RanksScheduler,
+    capacity_of,
+    job_ranks,
+    rank_timeout,
+    remote_receiver,
+    serve_ranked,
+)
 from lakecompute.schedulers._ray_options import Ray
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._serial import SerialScheduler
@@ -52,11 +63,15 @@ from lakecompute.schedulers._transport import (
 )
 
 __all__ = [
+    "DISTRIBUTED_ENV",
     "PAUSE",
     "PickledError",
     "Placement",
     "ProcessedScheduler",
     "ProgressFn",
+    "RankChannel",
+    "Ranks",
+    "RanksScheduler",
     "Ray",
     "Scheduler",
     "SchedulerFactory",
@@ -65,17 +80,22 @@ __all__ = [
     "TaskFn",
     "ThreadedScheduler",
     "call_task",
+    "capacity_of",
     "cuda_initialised",
     "device_oom_advice",
     "get_scheduler",
     "is_device_oom",
+    "job_ranks",
     "pickle_exception",
     "place_workers",
     "portable_exception",
+    "rank_timeout",
     "rebuild_exception",
     "register_scheduler",
+    "remote_receiver",
     "reseed_globals",
     "scheduler_names",
+    "serve_ranked",
     "unregister_scheduler",
     "visible_devices",
     "worker_device",

@@ -107,8 +107,15 @@ def _gpu_count() -> int:
         return 0
 
 
-def place_workers(devices: Devices) -> Placement | None:
+def place_workers(devices: Devices, share: tuple[int, int] | None = None) -> Placement | None:
     """Resolve ``devices=`` (as `lakecompute.parsing.parse_devices` returns it) against this process's GPUs.
+
+    Args:
+        devices: the checked ``devices=``.
+        share: ``(local_rank, local_world)`` when this process is one of several of a distributed job on
+            this machine: it takes its share of the devices (every ``local_world``-th from its own, or,
+            with fewer devices than processes, one device, ``local_rank`` round robin), so that the
+            processes of one machine do not all place their workers on the same GPUs.
 
     Raises:
         InvalidArgumentError: no GPU is visible, or an index names a GPU that is not.
@@ -134,6 +141,10 @@ def place_workers(devices: Devices) -> Placement | None:
             f"(cuda:0 .. cuda:{len(visible) - 1}; {CUDA_VISIBLE}: {os.environ.get(CUDA_VISIBLE)!r}). Use "
             "indices below that, or devices='cuda' for all of them."
         )
+    if share is not None:
+        rank, count = share
+        own = range(rank, len(indices), count) if len(indices) >= count else [rank % len(indices)]
+        indices = tuple(indices[k] for k in own)
     return Placement(tuple(visible[i] for i in indices), indices)
 
 

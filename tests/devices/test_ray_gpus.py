@@ -62,8 +62,8 @@ def _out(tmp_path: Path) -> lc.Dataset:
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("num_gpus", [1, 0.5])
 def test_ray_class_compute_built_once_per_worker_process_with_gpus(tmp_path: Path, num_gpus: float) -> None:
-    """With Ray(num_gpus=...), every task sees the GPU Ray gave it (CUDA_VISIBLE_DEVICES, 'cuda:0'), and a class
-    compute is built once in each Ray worker process that runs tasks, however many tasks it runs."""
+    """With Ray(num_gpus=...), every task sees the GPU Ray gave it (CUDA_VISIBLE_DEVICES, 'cuda:0'), and a
+    class compute is built once in each Ray worker process that runs tasks, however many tasks it runs."""
     builds = tmp_path / "builds"
     builds.mkdir()
     out = _out(tmp_path)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.util
 import itertools
 import os
 import signal
@@ -127,8 +128,10 @@ class ProcessedScheduler(Scheduler):
                 (a clean server process, started once, forks the workers: ~0.6 s for the first run,
                 ~50 ms after; for storage clients that must not be forked, such as S3's).
             preload: modules the fork server imports once before forking any worker (forkserver
-                only); default `DEFAULT_PRELOAD`. The fork server is started by the first
-                forkserver run of the process, with the preload of that run.
+                only); default `DEFAULT_PRELOAD`, and torch too (when installed) for workers placed on
+                devices: importing torch does not initialise CUDA, and workers then start without
+                importing it again. The fork server is started by the first forkserver run of the
+                process, with the preload of that run.
             devices: ``"cuda"`` (every GPU this process sees) or GPU indices (``[0, 1]``, in this
                 process's numbering; repeat one to put several workers on it): one per worker, round
                 robin. None (the default): workers are not placed.
@@ -160,6 +163,7 @@ class ProcessedScheduler(Scheduler):
             )
         self._start_method: StartMethod = start_method
         self._preload = modules
+        self._default_preload = preload is None
 
     @property
     def start_method(self) -> StartMethod:
@@ -176,6 +180,7 @@ class ProcessedScheduler(Scheduler):
         """This scheduler with worker ``k`` on device ``k % len(placement)`` (workers never forked)."""
         start = self._start_method if self._explicit_start else None
         copy = ProcessedScheduler(self.num_workers, start_method=start, preload=self._preload)
+        copy._default_preload = self._default_preload
         copy._placement = placement
         copy._start_method = _start_method(start, placement)
         return copy
@@ -183,6 +188,8 @@ class ProcessedScheduler(Scheduler):
     @property
     def preload(self) -> tuple[str, ...]:
         """What the fork server imports before forking workers (``start_method="forkserver"``)."""
+        if self._default_preload and self._placement is not None and importlib.util.find_spec("torch"):
+            return (*self._preload, "torch")
         return self._preload
 
     @property
@@ -195,6 +202,7 @@ class ProcessedScheduler(Scheduler):
         if self._start_method != "fork":
             return self
         copy = ProcessedScheduler(self.num_workers, start_method="forkserver", preload=self._preload)
+        copy._default_preload = self._default_preload
         copy._placement = self._placement
         return copy
 
@@ -237,7 +245,7 @@ class ProcessedScheduler(Scheduler):
             first = next(iterator)
         except StopIteration:
             return
-        pool = _Pool(self._run_start_method(), self._preload, self.num_workers, fn, self._placement)
+        pool = _Pool(self._run_start_method(), self.preload, self.num_workers, fn, self._placement)
         finished = False
         try:
             pool.start()

@@ -87,3 +87,21 @@ def test_ranks_calling_different_evals_are_refused(tmp_path: Path) -> None:
         "Rank 1 called eval with data ('sequence', 17), rank 0 with ('sequence', 16)" in results[0]["message"]
     )
     assert len(lc.load(path).y) == 0
+
+
+@pytest.mark.timeout(400)
+def test_accelerate_example_on_two_processes(tmp_path: Path) -> None:
+    """examples/08_accelerate.py (the docs' Accelerate recipe) under torchrun with two processes: both return
+    the same result, and one commit made the column visible."""
+    pytest.importorskip("accelerate")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    proc = subprocess.run(
+        [*launch, str(ROOT / "examples" / "08_accelerate.py")],
+        env=env, capture_output=True, text=True, timeout=360, check=False, cwd=str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for k in (0, 1):
+        assert f"process {k} of 2: 256 embeddings at version 6, column (256, 512)" in proc.stdout
+    assert "1 commit made it visible: eval Embed (in place)" in proc.stdout
+    assert lc.load(str(tmp_path / "shapes")).embedding.numpy().shape == (256, 512)

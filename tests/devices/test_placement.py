@@ -164,6 +164,16 @@ def test_processed_devices_never_fork() -> None:
 
 
 @pytest.mark.usefixtures("two_gpus")
+def test_processed_devices_preload_torch_in_the_fork_server() -> None:
+    """Workers placed on devices start from a fork server that has imported torch (which does not
+    initialise CUDA), unless the caller chose what it preloads."""
+    pytest.importorskip("torch")
+    assert ProcessedScheduler(2, devices="cuda").preload == ("lakecompute", "torch")
+    assert ProcessedScheduler(2).preload == ("lakecompute",)
+    assert ProcessedScheduler(2, devices="cuda", preload=["lakecompute"]).preload == ("lakecompute",)
+
+
+@pytest.mark.usefixtures("two_gpus")
 def test_scheduler_devices_resolve_once() -> None:
     """A scheduler's devices are resolved when it is made, against the GPUs visible then."""
     placement = ThreadedScheduler(2, devices=[1]).placement

@@ -11,9 +11,9 @@ every contestant; one run each, in one process, in this order:
 * **Hugging Face datasets**: ``map(embed, batched=True, batch_size=64, num_proc=2, with_rank=True)`` over
   a dataset saved to disk with an ``Image`` column (decoded by ``datasets``), the model built once per
   process (a global keyed by rank), the embeddings written to its Arrow cache.
-* **Ray Data**: ``map_batches(Embed, batch_size=64, compute=ActorPoolStrategy(size=2))``, an actor pool of 2 (the model built
-  once per actor), over the JPEG bytes, materialized (the output stays in Ray's object store: less work
-  than ours). Ray itself is started before the timing.
+* **Ray Data**: ``map_batches(Embed, batch_size=64, compute=ActorPoolStrategy(size=2))``, an actor pool
+  of 2 (the model built once per actor), over the JPEG bytes, materialized (the output stays in Ray's
+  object store: less work than ours). Ray itself is started before the timing.
 * **loop**: the floor, in this process: decode each JPEG with Pillow, embed in batches of 64 with torch on
   two threads, into a preallocated array (no storage).
 """

@@ -9,8 +9,9 @@ its own devices)::
                                            └─▶ rank r's tasks: through the job's store ─▶ rank r: serve()
     every rank: results ─▶ rank 0, which yields them as the tasks complete (the caller orders them)
 
-**Messages go through the job's key-value store** (the ``TCPStore`` that ``init_process_group`` set up,
-the one torch itself rendezvous through), never through collectives: nothing here needs a process
+**Messages go through the job's key-value store** (the ``TCPStore`` at ``MASTER_ADDR:MASTER_PORT`` that the
+``env://`` rendezvous of torchrun, Accelerate and Lightning set up and torch itself meets through), never
+through collectives: nothing here needs a process
 group of a particular backend (NCCL's would need CUDA in the caller), nothing blocks in a collective
 a rank may never call, and a rank that does not come is noticed with a timeout. Each message is one
 key, ``<prefix>/to/<rank>/<n>`` (rank 0 to a rank) or ``<prefix>/from/<rank>/<n>`` (back), read in
@@ -102,6 +103,10 @@ def job_ranks() -> Ranks | None:
     there is none (torch not imported, not initialised, one rank) or ``LAKECOMPUTE_DISTRIBUTED=0``.
 
     Never imports torch: a job that initialised ``torch.distributed`` has imported it.
+
+    Raises:
+        InvalidArgumentError: the job's store cannot be reached (``MASTER_ADDR``/``MASTER_PORT`` unset:
+            a rendezvous other than ``env://``).
     """
     if os.environ.get(DISTRIBUTED_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
@@ -111,12 +116,33 @@ def job_ranks() -> Ranks | None:
     world = int(dist.get_world_size())
     if world < 2:
         return None
-    from torch.distributed import distributed_c10d
-
     rank = int(dist.get_rank())
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     local_rank = int(os.environ.get("LOCAL_RANK", rank % max(1, local_world)))
-    return Ranks(rank, world, local_rank, local_world, distributed_c10d._get_default_store())
+    return Ranks(rank, world, local_rank, local_world, _job_store(dist))
+
+
+_STORES: dict[tuple[int, str, int], Any] = {}
+
+
+def _job_store(dist: Any) -> Any:
+    """A client of the job's store (one per process and address)."""
+    host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not host or not port or not port.isdigit():
+        raise InvalidArgumentError(
+            "An eval in a torch.distributed job reaches the other ranks through the job's store at "
+            f"MASTER_ADDR:MASTER_PORT, which are not set here (MASTER_ADDR={host!r}, MASTER_PORT={port!r}). "
+            "Initialise the process group with the env:// rendezvous (torchrun, accelerate launch and "
+            f"Lightning do), or set {DISTRIBUTED_ENV}=0 to run evals on each process alone."
+        )
+    key = (os.getpid(), host, int(port))
+    store = _STORES.get(key)
+    if store is None:
+        import datetime
+
+        timeout = datetime.timedelta(seconds=rank_timeout())
+        store = _STORES[key] = dist.TCPStore(host, int(port), is_master=False, timeout=timeout)
+    return store
 
 
 def capacity_of(scheduler: Scheduler) -> int:
@@ -150,9 +176,14 @@ class RankChannel:
     def _key(self, name: str) -> str:
         return f"{self._prefix}/{name}"
 
+    def _call(self, method: str, *args: Any) -> Any:
+        # One store client for every thread of this process: one request at a time.
+        with self._lock:
+            return getattr(self._store, method)(*args)
+
     def put(self, name: str, value: object) -> None:
         """Set ``name`` once (a plan, an outcome)."""
-        self._store.set(self._key(name), dump(value))
+        self._call("set", self._key(name), dump(value))
 
     def get(self, name: str, timeout: float, waiting_for: str, stop: Callable[[], bool] | None = None) -> Any:
         """Wait for ``name`` (up to ``timeout`` seconds) and return its value.
@@ -163,7 +194,7 @@ class RankChannel:
         key = self._key(name)
         deadline = time.monotonic() + timeout
         pause = 0.002
-        while not self._store.check([key]):
+        while not self._call("check", [key]):
             if stop is not None and stop():
                 raise _Stopped
             if time.monotonic() > deadline:
@@ -175,14 +206,14 @@ class RankChannel:
                 )
             time.sleep(pause)
             pause = min(0.05, pause * 2)
-        return load(self._store.get(key))
+        return load(self._call("get", key))
 
     def send(self, queue_name: str, message: object) -> None:
         """Append ``message`` to the queue ``queue_name`` (one sender per queue)."""
         with self._lock:
             n = self._sent.get(queue_name, 0)
             self._sent[queue_name] = n + 1
-        self._store.set(self._key(f"{queue_name}/{n}"), dump(message))
+        self._call("set", self._key(f"{queue_name}/{n}"), dump(message))
 
     def receive(self, queue_name: str, stop: Callable[[], bool]) -> Any:
         """The next message of ``queue_name`` (one reader per queue), waiting as long as it takes, unless
@@ -190,13 +221,13 @@ class RankChannel:
         n = self._read.get(queue_name, 0)
         key = self._key(f"{queue_name}/{n}")
         pause = 0.001
-        while not self._store.check([key]):
+        while not self._call("check", [key]):
             if stop():
                 raise _Stopped
             time.sleep(pause)
             pause = min(0.02, pause * 2)
-        message = load(self._store.get(key))
-        self._store.delete_key(key)
+        message = load(self._call("get", key))
+        self._call("delete_key", key)
         self._read[queue_name] = n + 1
         return message
 

@@ -19,6 +19,7 @@ workers in other processes (processed, ray).
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import sys
 import traceback
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, cast
 
-import dill  # type: ignore[import-untyped]  # dill ships no type information
 import multiprocess.reduction
 
 from lakecompute.errors import InvalidTypeError, RemoteError, UnpicklableTaskError
@@ -80,7 +80,7 @@ class _Pickler(multiprocess.reduction.ForkingPickler):  # type: ignore[misc]  # 
 
     def save(self, obj: Any, save_persistent_id: bool = True) -> None:
         if type(obj) is ModuleType and id(obj) not in self.memo and _by_name(obj):
-            self.save_reduce(dill._dill._import_module, (obj.__name__,), obj=obj)
+            self.save_reduce(importlib.import_module, (obj.__name__,), obj=obj)
             return
         super().save(obj, save_persistent_id)
 

@@ -264,3 +264,13 @@ def test_parse_devices_property_result_or_library_error(value: object) -> None:
         or parsed == "cuda"
         or (isinstance(parsed, tuple) and parsed and all(type(i) is int and i >= 0 for i in parsed))
     )
+
+
+@given(st.text(alphabet="0123456789,- GPU-abcdefMIG/", max_size=24))
+def test_visible_devices_property_never_raises(declared: str) -> None:
+    """Any CUDA_VISIBLE_DEVICES value reads as a tuple of non-empty entries (CUDA's rule), never an error."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUDA_VISIBLE_DEVICES", declared)
+        visible = visible_devices()
+    assert isinstance(visible, tuple)
+    assert all(entry and entry == entry.strip() and not entry.startswith("-") for entry in visible)

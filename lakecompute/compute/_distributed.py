@@ -41,13 +41,13 @@ from lakecompute.schedulers import (
     RankChannel,
     Ranks,
     RanksScheduler,
+    RemoteInbox,
     Scheduler,
     capacity_of,
     pickle_exception,
     portable_exception,
     rank_timeout,
     rebuild_exception,
-    remote_receiver,
     serve_ranked,
 )
 
@@ -238,12 +238,14 @@ def _serve(
         # Tasks run in this process (num_workers=0) are its own: never reseeded, failures sent portable.
         job = replace(job, pipeline=pipeline, source=source, parent_pid=os.getpid())
         send = functools.partial(channel.send, f"from/{ranks.rank}")
+        inbox = RemoteInbox(channel, ranks.rank)
         try:
             serve_ranked(
-                functools.partial(_portable_task, job), view.scheduler, remote_receiver(channel, ranks.rank),
-                send, view.capacity, _warm_ups(view.scheduler),
+                functools.partial(_portable_task, job), view.scheduler, inbox, send, view.capacity,
+                _warm_ups(view.scheduler),
             )  # fmt: skip
         finally:
+            inbox.close()
             forget_job(job.token)
         kind, value = channel.get("outcome", timeout, "rank 0 to finish this eval")
     if kind == "error":

@@ -42,13 +42,14 @@ from lakecompute.schedulers._devices import (
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._ranks import (
     DISTRIBUTED_ENV,
+    Inbox,
     RankChannel,
     Ranks,
     RanksScheduler,
+    RemoteInbox,
     capacity_of,
     job_ranks,
     rank_timeout,
-    remote_receiver,
     serve_ranked,
 )
 from lakecompute.schedulers._ray_options import Ray
@@ -65,6 +66,7 @@ from lakecompute.schedulers._transport import (
 __all__ = [
     "DISTRIBUTED_ENV",
     "PAUSE",
+    "Inbox",
     "PickledError",
     "Placement",
     "ProcessedScheduler",
@@ -73,6 +75,7 @@ __all__ = [
     "Ranks",
     "RanksScheduler",
     "Ray",
+    "RemoteInbox",
     "Scheduler",
     "SchedulerFactory",
     "SerialScheduler",
@@ -92,7 +95,6 @@ __all__ = [
     "rank_timeout",
     "rebuild_exception",
     "register_scheduler",
-    "remote_receiver",
     "reseed_globals",
     "scheduler_names",
     "serve_ranked",

@@ -258,9 +258,12 @@ class ProcessedScheduler(Scheduler):
                 for message in pool.drain():
                     done = _handle(message, pool, feed, on_progress)
                     if done is not None:
-                        feed.refill()
                         yield done[0], cast(ResultT, done[1])
+                        # Tasks are taken after the consumer took the result, not before: a task source
+                        # that counts the results its consumer took (a rank's, see _ranks) then sees the
+                        # tasks outstanding here as they are when it is asked for the next one.
                         feed.resume()
+                        feed.refill()
                 if dead is not None:
                     raise pool.died_error(dead, feed.outstanding)
             finished = True

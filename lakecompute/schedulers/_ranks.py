@@ -17,14 +17,14 @@ a rank may never call, and a rank that does not come is noticed with a timeout. 
 key, ``<prefix>/to/<rank>/<n>`` (rank 0 to a rank) or ``<prefix>/from/<rank>/<n>`` (back), read in
 order and deleted once read.
 
-**Tasks are handed out as ranks have room**: each rank takes up to its capacity (its local scheduler's
-``max_in_flight``) and gets another task when it returns a result, so a slow rank gets fewer. A rank's
-local scheduler pulls tasks as it always does; it is given `PAUSE` while the next task is still on its
-way and it has tasks outstanding (so that its results flow meanwhile), and waits for one when it has
-none.
+**Tasks are handed out as ranks have room**: each rank holds up to its capacity (its local scheduler's
+``max_in_flight``) plus one, and gets another task when it returns a result, so a slow rank gets fewer.
+A rank's local scheduler pulls tasks as it always does, waiting for the next one when none is there: the
+one spare task means one is there whenever a task of its ends, and once rank 0 has no more tasks every
+rank is told ``end``, so no rank waits for a task while a result of its waits to be sent.
 
-**Stopping.** When rank 0's run ends (all done, a failure, the consumer stops), every rank is sent
-``end`` (or ``cancel``): a rank that is cancelled stops its local run at its next progress report.
+**Stopping.** After a failure (or when the consumer stops), every rank is sent ``cancel``: it stops its
+local run at its next progress report.
 A rank that dies is noticed by the launcher (torchrun stops the job); rank 0 does not wait for it beyond
 the store's own timeouts.
 """
@@ -54,13 +54,14 @@ from lakecompute.schedulers._transport import PickledError, dump, load, pickle_e
 
 __all__ = [
     "DISTRIBUTED_ENV",
+    "Inbox",
     "RankChannel",
     "Ranks",
     "RanksScheduler",
+    "RemoteInbox",
     "capacity_of",
     "job_ranks",
     "rank_timeout",
-    "remote_receiver",
     "serve_ranked",
 ]
 
@@ -278,9 +279,11 @@ class _Dispatch:
         self._fn = fn
         self._on_progress = on_progress
         self._channel = sched._channel
-        self._caps = sched._capacities
+        # A rank may hold one task more than it runs at once: when one of its tasks ends, the next is
+        # already there, so that its workers never wait for a task while a result of theirs waits to go.
+        self._caps = [cap + 1 for cap in sched._capacities]
         self._inbox: queue.Queue[tuple[int, Any]] = queue.Queue()  # (rank, message) from every rank
-        self._local_tasks: queue.Queue[Any] = queue.Queue()
+        self._local = Inbox()
         self._done = False
         self._threads: list[threading.Thread] = []
         self._tasks: Iterator[Any] = iter(())
@@ -303,16 +306,10 @@ class _Dispatch:
             thread.start()
 
     def _serve_local(self) -> None:
-        def receive(block: bool) -> Any:
-            try:
-                return self._local_tasks.get(block=block)
-            except queue.Empty:
-                return None
-
         try:
             serve_ranked(
-                self._fn, self._sched._local, receive, lambda message: self._inbox.put((0, message)),
-                self._caps[0], self._sched._prepare,
+                self._fn, self._sched._local, self._local, lambda message: self._inbox.put((0, message)),
+                self._sched._capacities[0], self._sched._prepare,
             )  # fmt: skip
         except BaseException as exc:
             self._inbox.put((0, ("error", -1, pickle_exception(exc))))
@@ -331,9 +328,16 @@ class _Dispatch:
 
     def _give(self, rank: int, message: tuple[Any, ...]) -> None:
         if rank == 0:
-            self._local_tasks.put(message)
+            self._local.put(message)
         else:
             self._channel.send(f"to/{rank}", message)
+
+    def _tell_all(self, message: tuple[Any, ...]) -> None:
+        for rank in range(len(self._caps)):
+            try:
+                self._give(rank, message)
+            except Exception:
+                pass  # a rank whose store is gone is gone too
 
     def results(self, tasks: Iterator[Any]) -> Generator[tuple[int, Any], None, None]:
         self._tasks = tasks
@@ -354,7 +358,8 @@ class _Dispatch:
             self._stop(finished)
 
     def _hand_out(self) -> None:
-        """Give tasks to the ranks with the most room, while any has room and the tasks do not pause."""
+        """Give tasks to the ranks with the most room, while any has room and the tasks do not pause;
+        once there are no more, tell every rank (so that none waits for another)."""
         caps, in_flight = self._caps, self._in_flight
         while not self._exhausted and not self._paused:
             rank = max(range(len(caps)), key=lambda r: (caps[r] - in_flight[r], -r))
@@ -363,6 +368,7 @@ class _Dispatch:
             task = next(self._tasks, _END)
             if task is _END:
                 self._exhausted = True
+                self._tell_all((_END,))
             elif task is PAUSE:
                 if not self._outstanding:
                     raise pause_error()
@@ -387,17 +393,67 @@ class _Dispatch:
         return None
 
     def _stop(self, finished: bool) -> None:
-        """Tell every rank the run is over; wait for rank 0's own serving thread (its workers stop)."""
+        """After a failure (or the consumer stopping), cancel every rank's run; wait for rank 0's own
+        serving thread (its workers stop)."""
         self._done = True
-        for rank in range(len(self._caps)):
-            try:
-                self._give(rank, (_END if finished else _CANCEL,))
-            except Exception:
-                pass  # a rank whose store is gone is gone too
+        if not finished:
+            self._local.cancel()
+            self._tell_all((_CANCEL,))
         self._threads[0].join()
 
 
 # -- every rank: serving the tasks it is given --------------------------------------------------------
+
+
+class Inbox:
+    """The messages a rank gets from rank 0, in order (`get` waits for one); `cancelled` is set as soon as
+    a cancel arrives, also behind tasks not taken yet."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.cancelled = threading.Event()
+
+    def put(self, message: tuple[Any, ...]) -> None:
+        if message[0] == _CANCEL:
+            self.cancelled.set()
+        self._queue.put(message)
+
+    def cancel(self) -> None:
+        self.put((_CANCEL,))
+
+    def get(self, block: bool = True) -> tuple[Any, ...] | None:
+        """The next message; without ``block``, None when there is none yet."""
+        try:
+            return self._queue.get(block=block)
+        except queue.Empty:
+            return None
+
+
+class RemoteInbox(Inbox):
+    """A rank's `Inbox`, filled by a thread that reads its messages from the eval's channel until `close`."""
+
+    def __init__(self, channel: RankChannel, rank: int) -> None:
+        super().__init__()
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._listen, args=(channel, rank), name="lakecompute-rank-inbox", daemon=True
+        )
+        self._thread.start()
+
+    def _listen(self, channel: RankChannel, rank: int) -> None:
+        try:
+            while True:
+                message = channel.receive(f"to/{rank}", lambda: self._closed)
+                self.put(message)
+                if message[0] == _CANCEL:
+                    return
+        except _Stopped:
+            return
+        except Exception as exc:  # the store is gone: the run cannot go on
+            self.put((_CANCEL, repr(exc)))
+
+    def close(self) -> None:
+        self._closed = True
 
 
 class _Cancelled(BaseException):
@@ -405,16 +461,17 @@ class _Cancelled(BaseException):
 
 
 class _Tasks:
-    """The tasks a rank is given, as its local scheduler pulls them: `PAUSE` while the next one is on its
-    way and tasks are outstanding, a wait when none is."""
+    """The tasks a rank is given, as its local scheduler pulls them: while the next one is on its way, `PAUSE`
+    when the local scheduler has tasks outstanding (so that their results go out meanwhile), a wait when it
+    has none (then it holds no result either). Every scheduler asks for a task only after the result before
+    has been taken, so ``handed - done`` is what it has outstanding."""
 
-    def __init__(self, receive: Callable[[bool], Any], prepare: list[Any]) -> None:
-        self._receive = receive
+    def __init__(self, inbox: Inbox, prepare: list[Any]) -> None:
+        self._inbox = inbox
         self._prepare = list(prepare)
         self.positions: dict[int, int] = {}  # local position -> the position rank 0 gave
         self.handed = 0
         self.done = 0
-        self.cancelled = False
         self.ended = False
 
     def __iter__(self) -> Iterator[Any]:
@@ -427,12 +484,11 @@ class _Tasks:
             return self._prepare.pop(0)
         if self.ended:
             raise StopIteration
-        message = self._receive(self.handed == self.done)  # wait only when nothing is outstanding
+        message = self._inbox.get(block=self.handed == self.done)
         if message is None:
             return PAUSE
         if message[0] in (_END, _CANCEL):
             self.ended = True
-            self.cancelled = message[0] == _CANCEL
             raise StopIteration
         self.positions[self.handed] = message[1]
         self.handed += 1
@@ -442,7 +498,7 @@ class _Tasks:
 def serve_ranked(
     fn: TaskFn[Any, Any],
     local: Scheduler,
-    receive: Callable[[bool], Any],
+    inbox: Inbox,
     send: Callable[[tuple[Any, ...]], None],
     capacity: int,
     prepare: Iterable[Any] = (),
@@ -452,18 +508,18 @@ def serve_ranked(
     Args:
         fn: the task function.
         local: this rank's scheduler.
-        receive: the next message from rank 0, ``receive(block)``: waits for one when ``block``, else
-            None if none is there yet.
+        inbox: the messages from rank 0: ``("task", position, task)``, then ``("end",)`` or ``("cancel",)``.
         send: sends a message to rank 0: ``("progress", n)``, ``("done", position, result)``, ``("error",
             position, PickledError)``, then ``("finished",)``.
-        capacity: how many tasks this rank takes at once (its local scheduler's ``max_in_flight``).
+        capacity: how many tasks this rank runs at once (its local scheduler's ``max_in_flight``).
         prepare: tasks to run first, whose results are not sent (warm-ups).
     """
-    tasks = _Tasks(receive, list(prepare))
+    tasks = _Tasks(inbox, list(prepare))
+    cancelled = inbox.cancelled
     pending = [0, time.monotonic()]
 
     def progress(increment: int) -> None:
-        if tasks.cancelled:
+        if cancelled.is_set():
             raise _Cancelled
         pending[0] += increment
         if pending[0] and time.monotonic() - pending[1] >= _PROGRESS_INTERVAL:
@@ -480,7 +536,7 @@ def serve_ranked(
                     send(("progress", pending[0]))
                     pending[0] = 0
                 send(("done", position, result))
-            if tasks.cancelled:
+            if cancelled.is_set():
                 break
     except _Cancelled:
         pass
@@ -489,25 +545,3 @@ def serve_ranked(
     finally:
         run.close()
     send(("finished",))
-
-
-def remote_receiver(channel: RankChannel, rank: int) -> Callable[[bool], Any]:
-    """``receive`` for `serve_ranked` on rank ``rank``: its messages from rank 0, read by a thread."""
-    arrived: queue.Queue[Any] = queue.Queue()
-
-    def listen() -> None:
-        while True:
-            message = channel.receive(f"to/{rank}", lambda: False)
-            arrived.put(message)
-            if message[0] in (_END, _CANCEL):
-                return
-
-    threading.Thread(target=listen, name="lakecompute-rank-inbox", daemon=True).start()
-
-    def receive(block: bool) -> Any:
-        try:
-            return arrived.get(block=block)
-        except queue.Empty:
-            return None
-
-    return receive

@@ -35,11 +35,13 @@ def torchrun(*args: str, timeout: float = 240) -> tuple[int, list[dict[str, Any]
 
 
 @pytest.mark.timeout(300)
-def test_eval_on_two_ranks_adds_a_column_once(tmp_path: Path) -> None:
-    """An in-place eval called on both ranks is split between them (each computes some rows), written once
-    per input in order, and made visible by one commit; both ranks return the same result and see it."""
+@pytest.mark.parametrize("workers", [0, 2])
+def test_eval_on_two_ranks_adds_a_column_once(tmp_path: Path, workers: int) -> None:
+    """An in-place eval called on both ranks (computing in the rank's own process, or on two worker processes
+    of each rank) is split between them, written once per input in order, and made visible by one commit;
+    both ranks return the same result and see it."""
     path = str(tmp_path / "ds")
-    code, results, err = torchrun("column", path, "48")
+    code, results, err = torchrun("column", path, "48", "--workers", str(workers))
     assert code == 0, err
     assert [r["rank"] for r in results] == [0, 1]
     first, second = results

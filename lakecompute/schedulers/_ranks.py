@@ -9,13 +9,13 @@ its own devices)::
                                            └─▶ rank r's tasks: through the job's store ─▶ rank r: serve()
     every rank: results ─▶ rank 0, which yields them as the tasks complete (the caller orders them)
 
-**Messages go through the job's key-value store** (the ``TCPStore`` at ``MASTER_ADDR:MASTER_PORT`` that the
-``env://`` rendezvous of torchrun, Accelerate and Lightning set up and torch itself meets through), never
-through collectives: nothing here needs a process
-group of a particular backend (NCCL's would need CUDA in the caller), nothing blocks in a collective
-a rank may never call, and a rank that does not come is noticed with a timeout. Each message is one
-key, ``<prefix>/to/<rank>/<n>`` (rank 0 to a rank) or ``<prefix>/from/<rank>/<n>`` (back), read in
-order and deleted once read.
+**Messages go through the job's key-value store** (the ``TCPStore`` at ``MASTER_ADDR:MASTER_PORT`` that
+the ``env://`` rendezvous of torchrun, Accelerate and Lightning set up, and torch itself meets through),
+never through collectives: nothing here needs a process group of a particular backend (NCCL's would need
+CUDA in the caller), nothing blocks in a collective a rank may never call, and a rank that does not come
+is noticed with a timeout. Each message is one key, ``<prefix>/to/<rank>/<n>`` (rank 0 to a rank) or
+``<prefix>/from/<rank>/<n>`` (back), read in order and deleted once read. What travels is pickled: the
+store is the job's own, shared by its processes only, as torch's object collectives pickle too.
 
 **Tasks are handed out as ranks have room**: each rank holds up to its capacity (its local scheduler's
 ``max_in_flight``) plus one, and gets another task when it returns a result, so a slow rank gets fewer.
@@ -24,9 +24,8 @@ one spare task means one is there whenever a task of its ends, and once rank 0 h
 rank is told ``end``, so no rank waits for a task while a result of its waits to be sent.
 
 **Stopping.** After a failure (or when the consumer stops), every rank is sent ``cancel``: it stops its
-local run at its next progress report.
-A rank that dies is noticed by the launcher (torchrun stops the job); rank 0 does not wait for it beyond
-the store's own timeouts.
+local run at its next progress report. A rank that dies is noticed by the launcher (torchrun stops the
+job, and rank 0 stops on its SIGTERM like any eval).
 """
 
 from __future__ import annotations

@@ -25,14 +25,14 @@ EXPECTED = {
         "fixed run: resumed_from=70; warned: Resuming the unfinished eval (to_number)",
     ],
     "06_train.py": ["16 steps of 32 per epoch", "weights identical to the uninterrupted run: True"],
-    "08_accelerate.py": [
-        "process 0 of 1: 256 embeddings at version 6, column (256, 512)",
-        "1 commit made it visible: eval Embed (in place)",
-    ],
     "07_detection.py": [
         "24 augmented samples from 12 images (seed 0)",
         "torchvision: 24 augmented samples",
         "batch 5: images (4, 3, 64, 80)",
+    ],
+    "08_accelerate.py": [
+        "process 0 of 1: 256 embeddings at version 6, column (256, 512)",
+        "1 commit made it visible: eval Embed (in place)",
     ],
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import column_row_class, row_class
+from lakecompute.compute._samples import RowMeta, column_row_class, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
@@ -27,6 +27,9 @@ class Source:
 
     #: Number of samples, or None for a streamed iterable.
     length: int | None = None
+    #: Threads that may read blocks of this source at once, ahead of the function (see
+    #: ``_overlap.ReadAhead``): 0 when reading costs nothing (input already in memory).
+    parallel_reads: int = 0
 
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         """Samples ``start..stop`` as ``sample_in`` objects (or one batch object if ``batch``)."""
@@ -51,6 +54,9 @@ class DatasetSource(Source):
             a tensor created empty for the eval to fill is not part of its input).
     """
 
+    #: Reading decodes (zarr, images), which releases the GIL and is safe from many threads.
+    parallel_reads = 1 << 10
+
     def __init__(self, data_in: Dataset | DatasetView, pad: bool, rows_of_data: bool = False) -> None:
         base = base_dataset(data_in)
         lengths = {name: len(t) for name, t in base.tensors.items()}
@@ -65,6 +71,7 @@ class DatasetSource(Source):
         self.length = len(positions)
         self.pad = pad
         self._ds: Dataset | None = None
+        self._meta: RowMeta | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -76,13 +83,21 @@ class DatasetSource(Source):
             self._ds = self.snap.open()
         return self._ds
 
+    def meta(self) -> RowMeta:
+        """The read tensors' names, htypes and infos, which ``sample_in`` values answer (read once)."""
+        if self._meta is None:
+            self._meta = tensor_meta(self.dataset(), self.snap.tensors)
+        return self._meta
+
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        meta = self.meta()
         if batch:
-            return [row_class(tuple(columns))(columns, start)]
-        # One row per sample, holding the columns and its position: no dict per sample.
-        row = column_row_class(tuple(columns))
+            return [row_class(tuple(columns), meta)(columns, start)]
+        # One row per sample, holding the columns and its position: no dict per sample (and the
+        # tensors' meta on the row class: nothing per sample).
+        row = column_row_class(tuple(columns), meta)
         return [row(columns, j, start + j) for j in range(stop - start)]
 
     def sample(self, index: int) -> Any:
@@ -110,6 +125,9 @@ class SequenceSource(Source):
     def __init__(self, data: Sequence[Any]) -> None:
         self.data = data
         self.length = len(data)
+        # Lists and arrays are in memory; another sequence's __getitem__ is the user's code (a torch
+        # Dataset decoding files, say): read ahead on one thread, since it may not be thread-safe.
+        self.parallel_reads = 0 if isinstance(data, (np.ndarray, list, tuple, range)) else 1
 
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         data = self.data

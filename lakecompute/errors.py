@@ -95,12 +95,11 @@ class DatasetExistsError(LakeComputeError, FileExistsError):
 class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
     """Raised when opening a path that holds no dataset (or a version that does not exist)."""
 
-    def __init__(self, path: str, detail: str = "") -> None:
+    def __init__(self, path: str, detail: str = "", hint: str | None = None) -> None:
         self.path = path
         extra = f" {detail}" if detail else ""
-        super().__init__(
-            f"No lakecompute dataset at {path!r}.{extra} Create one with lc.empty(path) or lc.dataset(path)."
-        )
+        tail = "Create one with lc.empty(path) or lc.dataset(path)." if hint is None else hint
+        super().__init__(f"No lakecompute dataset at {path!r}.{extra} {tail}")
 
 
 class DatasetCorruptError(LakeComputeError):

@@ -181,11 +181,15 @@ class InvalidSampleError(LakeComputeError, ValueError):
         tensor: the tensor the sample was meant for ("" while it is not known yet: a file read by
             `lakecompute.read` that does not decode, before it is written anywhere).
         detail: what is wrong, without the tensor's name.
+        source: the input file (and entry) the message names the sample by: an annotations file, a label
+            file and line, the image file; "" when the message names none (an ingest then names the
+            sample's file).
     """
 
-    def __init__(self, tensor: str, message: str) -> None:
+    def __init__(self, tensor: str, message: str, source: str = "") -> None:
         self.tensor = tensor
         self.detail = message
+        self.source = source
         where = f"in tensor {tensor!r}" if tensor else ""
         super().__init__(
             f"Cannot store sample {where}: {message}" if where else f"Cannot use sample: {message}"

@@ -27,6 +27,7 @@ from lakecompute.ingest import (
     plan_for_ingest,
     refuse_overlap,
     run_ingest,
+    skip_advice,
     target_mode,
 )
 from lakecompute.vision._common import convert_boxes, image_size, require, write_image
@@ -54,13 +55,17 @@ def _lines(path: str) -> list[list[str]]:
         return []
     except UnicodeDecodeError as exc:
         raise InvalidSampleError(
-            "labels", f"{path}: the label file is not UTF-8 text ({exc.reason} at byte {exc.start}). {_FIX}"
+            "labels",
+            f"{path}: the label file is not UTF-8 text ({exc.reason} at byte {exc.start}). {_FIX}",
+            source=path,
         ) from exc
     except OSError as exc:
-        raise InvalidSampleError("labels", f"{path}: the label file cannot be read ({exc}). {_FIX}") from exc
+        raise InvalidSampleError(
+            "labels", f"{path}: the label file cannot be read ({exc}). {_FIX}", source=path
+        ) from exc
 
 
-_FIX = "Fix the file, or pass skip_errors=True to skip the images whose label files break a rule."
+_FIX = skip_advice("Fix the file", "the images whose label files break a rule")
 
 
 def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.ndarray, np.ndarray | None]:
@@ -75,12 +80,14 @@ def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.
             "labels",
             f"{where}: expected 'class cx cy w h' or 'class x1 y1 x2 y2 x3 y3 ...' with class in "
             f"0..{n_classes - 1} (data.yaml names). Got {' '.join(tokens)!r:.120}. {_FIX}",
+            source=where,
         )
     if not (np.isfinite(values).all() and values.min() >= 0 and values.max() <= 1):
         raise InvalidSampleError(
             "boxes" if len(values) == 4 else "polygons",
             f"{where}: expected coordinates as finite numbers in 0..1 (YOLO's are normalized by the "
             f"image's width and height). Got {' '.join(tokens)!r:.120}. {_FIX}",
+            source=where,
         )
     if len(values) == 4:
         return cls, values, None

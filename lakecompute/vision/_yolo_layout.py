@@ -6,10 +6,10 @@ ultralytics' ``data.yaml`` (as its ``check_det_dataset`` reads it, and ``export_
 * ``path``: the dataset root. Relative to the folder holding ``data.yaml`` (ultralytics tries the working
   directory and its own datasets folder; here it is the file's folder, whatever the working directory);
   absent, that folder.
-* ``train``, ``val``, ``test``: a split's images, relative to the root: a folder (every image under it), a
-  ``.txt`` file listing images (one per line, relative to the list's folder), or a list of those. A value
-  starting with ``../`` that leads nowhere inside the folder is read without it, as ultralytics does for
-  Roboflow's exports (``train: ../train/images`` beside ``data.yaml``).
+* ``train``, ``val`` (or ``validation``), ``test``: a split's images, relative to the root: a folder
+  (every image under it), a ``.txt`` file listing images (one per line, relative to the list's folder), or
+  a list of those. A value starting with ``../`` that leads nowhere inside the folder is read without it,
+  as ultralytics does for Roboflow's exports (``train: ../train/images`` beside ``data.yaml``).
 * An image's label file: the image's path below the folder with its last ``images`` folder turned into
   ``labels`` and its extension into ``.txt`` (ultralytics' ``img2label_paths``); an image with no
   ``images`` folder in its path has its label file beside it.
@@ -173,8 +173,8 @@ def _dataset_root(root: Folder, config_path: str, config: dict[str, Any]) -> str
 def _sources(root: Folder, config_path: str, config: dict[str, Any], split: str | None) -> list[_Source]:
     """Where the images of ``split`` (None: every split data.yaml names) come from."""
     base = _dataset_root(root, config_path, config)
-    named = [k for k in SPLIT_KEYS if config.get(k) not in (None, "", [])]
-    keys = named if split is None else [split] if split in named else []
+    named = {k: _key(config, k) for k in SPLIT_KEYS if config.get(_key(config, k)) not in (None, "", [])}
+    keys = list(named.values()) if split is None else [named[split]] if split in named else []
     if not keys:
         # No split data.yaml names: the images under images/ (or images/<split>) of the dataset root.
         sub = os.path.join(os.path.relpath(base, root.real), "images", *([] if split is None else [split]))
@@ -188,6 +188,12 @@ def _sources(root: Folder, config_path: str, config: dict[str, Any], split: str 
             what = f"{config_path}: {key!r}" + (f" entry {n}" if isinstance(value, list) else "")
             sources.append(_split_source(root, _split_path(root, base, entry, what), entry, what))
     return sources
+
+
+def _key(config: dict[str, Any], split: str) -> str:
+    """The key of ``split`` in data.yaml: ``validation`` stands for ``val`` when there is no ``val``
+    (ultralytics renames it)."""
+    return "validation" if split == "val" and "val" not in config and "validation" in config else split
 
 
 def _split_path(root: Folder, base: str, value: object, what: str) -> str:

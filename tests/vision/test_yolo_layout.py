@@ -95,6 +95,15 @@ def test_one_folder_named_by_two_splits_is_read_once(tmp_path: Path) -> None:
     assert _read(root) == {**_expected(["a", "b"], "train/"), **_expected(["c"], "val/")}
 
 
+def test_validation_stands_for_val(tmp_path: Path) -> None:
+    """A data.yaml saying 'validation' instead of 'val' (ultralytics renames it) has its images read as
+    the val split, and by split=None."""
+    config = {"train": "train/images", "validation": "val/images"}
+    root = _write(tmp_path / "yolo", "{split}/images", "{split}/labels", config)
+    assert _read(root, "val") == _expected(["c"])
+    assert _read(root) == {**_expected(["a", "b"], "train/images/"), **_expected(["c"], "val/images/")}
+
+
 def test_a_split_data_yaml_does_not_name_is_read_from_images(tmp_path: Path) -> None:
     """split= naming no key of data.yaml reads images/<split>, as when data.yaml names no splits."""
     root = _write(tmp_path / "yolo", "images/{split}", "labels/{split}", {"train": "images/train"})

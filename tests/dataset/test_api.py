@@ -66,6 +66,7 @@ PUBLIC_NAMES = [
     "like",
     "load",
     "read",
+    "worker_device",
 ]
 
 

@@ -463,6 +463,21 @@ def test_cli_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "lakecompute info" in out
 
 
+def test_cli_demo_replaces_only_its_own_image_folder(tmp_path: Path) -> None:
+    """A second demo into the same folder replaces the image folder the first wrote; a folder holding a file
+    the demo did not write is refused and kept whole."""
+    from lakecompute.demo import run_demo
+
+    out_dir = tmp_path / "demo"
+    run_demo(str(out_dir), n=6, num_workers=0, progressbar=False)
+    run_demo(str(out_dir), n=6, num_workers=0, progressbar=False)  # its own folder: replaced
+    mine = out_dir / "shapes-files" / "circle" / "notes.txt"
+    mine.write_text("keep me")
+    with pytest.raises(lc.InvalidArgumentError, match=r"circle/notes\.txt"):
+        run_demo(str(out_dir), n=6, num_workers=0, progressbar=False)
+    assert mine.read_text() == "keep me"
+
+
 def test_cli_runs_as_a_module(shapes: str) -> None:
     """``python -m lakecompute`` runs the same command line in a fresh interpreter."""
     proc = subprocess.run(

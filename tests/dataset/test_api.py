@@ -72,6 +72,7 @@ PUBLIC_NAMES = [
     "like",
     "load",
     "read",
+    "worker_device",
 ]
 
 

@@ -18,8 +18,9 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import IDLE_SECONDS
 from lakecompute.testing.internals import dataset_core
+from tests.helpers import make_numbers
 from tests.leases import elsewhere, lease_files, start_writer
-from tests.reliability.reliability_helpers import kill_session, make_numbers
+from tests.reliability.reliability_helpers import kill_session
 
 
 def _leases_of(path: Path, pid: int) -> list[dict[str, Any]]:

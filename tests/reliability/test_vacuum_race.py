@@ -11,17 +11,10 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.helpers import make_numbers, make_out
 from tests.leases import LEASE_SCRIPT, UNSHARE, script_env
 from tests.procs import wait_session_empty
-from tests.reliability.reliability_helpers import (
-    KILL_AT,
-    SLEEP,
-    double,
-    kill_session,
-    make_numbers,
-    make_out,
-    start_eval,
-)
+from tests.reliability.reliability_helpers import KILL_AT, SLEEP, double, kill_session, start_eval
 
 N = 60
 INTERVAL = 10

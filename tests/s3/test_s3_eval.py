@@ -14,6 +14,8 @@ import lakecompute as lc
 N = 300
 SCHEDULERS = ["processed", "ray"]
 
+pytestmark = pytest.mark.uses_ray
+
 
 @pytest.fixture(params=SCHEDULERS)
 def scheduler(request: pytest.FixtureRequest) -> str:

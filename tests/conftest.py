@@ -1,0 +1,89 @@
+"""What every test shares: the two lanes of the suite, and settings that keep tests steady on a busy machine.
+
+The light lane (``make test``) has a CPU build of torch and no package that needs a CUDA build of it. A test
+that needs one (torchvision, Lightning, Accelerate, torchdata, ultralytics) carries ``needs``::
+
+    @pytest.mark.needs("torchvision")
+
+In the light lane such a test is skipped, and ``-ra`` lists it with the reason. The full lane (``make
+test-full``) installs those packages and runs exactly these tests (``-m needs --full-lane``); there a module
+that does not import fails the test, so that a broken install never passes as a skip. The helpers shared by
+every folder (``wait_until``, ``make_out``, ...) are in ``tests/helpers.py``.
+
+Both lanes run on two processes (pytest-xdist, ``-n 2 --dist loadgroup``). A test that starts or joins a
+local Ray carries ``uses_ray``; they all run in one of the two processes, so that one Ray runs at a time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+import pytest
+
+_import_errors: dict[str, str | None] = {}
+
+
+def _import_error(module: str) -> str | None:
+    """Why ``module`` does not import here (``None`` if it does); each module is tried once a process."""
+    if module not in _import_errors:
+        try:
+            importlib.import_module(module)
+            _import_errors[module] = None
+        except Exception as exc:  # a wheel that does not fit the torch beside it raises more than ImportError
+            _import_errors[module] = f"{type(exc).__name__}: {exc}"
+    return _import_errors[module]
+
+
+def _needed(item: pytest.Item) -> Iterable[str]:
+    for mark in item.iter_markers("needs"):
+        yield from mark.args
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--full-lane``: a test marked ``needs`` fails, instead of being skipped, where a module is missing."""
+    parser.addoption(
+        "--full-lane",
+        action="store_true",
+        help="fail (do not skip) a test marked `needs` whose packages do not import (make test-full)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register ``needs``, and give hypothesis no deadline: a busy machine makes any example slow."""
+    config.addinivalue_line(
+        "markers",
+        "needs(*modules): the test imports packages only the full lane installs (make test-full runs it)",
+    )
+    config.addinivalue_line(
+        "markers", "uses_ray: the test starts or joins a local Ray (under xdist, all run in one process)"
+    )
+    # pytest-xdist registers it where installed; registered here too, so that --strict-markers accepts
+    # the mark below in an environment without xdist (where it means nothing).
+    config.addinivalue_line("markers", "xdist_group(name): run in the same xdist process as its group")
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:
+        return
+    settings.register_profile(
+        "lakecompute", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+    )
+    settings.load_profile("lakecompute")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every ``uses_ray`` test in one xdist group (one Ray at a time on the machine)."""
+    for item in items:
+        if item.get_closest_marker("uses_ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip (light lane) or fail (``--full-lane``) a test whose ``needs`` do not import, naming them."""
+    missing = {module: error for module in _needed(item) if (error := _import_error(module))}
+    if not missing:
+        return
+    names = ", ".join(sorted(missing))
+    if item.config.getoption("--full-lane"):
+        pytest.fail(f"the full lane lacks {names}: {'; '.join(missing.values())}", pytrace=False)
+    pytest.skip(f"needs {names}, which only the full lane installs (make test-full)")

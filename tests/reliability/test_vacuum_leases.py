@@ -18,7 +18,7 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import IDLE_SECONDS
 from lakecompute.testing.internals import dataset_core
-from tests.helpers import make_numbers
+from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
 from tests.reliability.reliability_helpers import kill_session
 
@@ -72,7 +72,7 @@ def test_vacuum_removes_data_of_a_writer_whose_lease_expired(tmp_path: Path) -> 
     proc.communicate(timeout=30)
     (lease,) = _leases_of(path, proc.pid)
     assert json.loads(elsewhere(["vacuum", str(path)]))["segments"] == 0  # not expired yet
-    time.sleep(max(0.0, lease["expires"] - time.time()) + 0.2)
+    wait_until(lambda: time.time() > lease["expires"] + 0.2, what="the lease to expire")
     removed = json.loads(elsewhere(["vacuum", str(path)]))
     assert removed["segments"] == len(lease["ids"]) >= 1
     assert _segments(path) == before
@@ -93,7 +93,7 @@ def test_lapsed_lease_refuses_the_commit(tmp_path: Path) -> None:
     try:
         (lease,) = _leases_of(path, proc.pid)
         os.kill(proc.pid, signal.SIGSTOP)  # the writer is paused (a stopped container, a debugger, swap)
-        time.sleep(max(0.0, lease["expires"] - time.time()) + 0.5)
+        wait_until(lambda: time.time() > lease["expires"] + 0.5, what="the lease to expire")
         removed = json.loads(elsewhere(["vacuum", str(path)]))
         assert removed["segments"] >= 1
         assert _segments(path) == before

@@ -15,7 +15,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from tests.helpers import make_numbers
+from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
 
 
@@ -69,7 +69,7 @@ def test_s3_vacuum_removes_segments_once_the_lease_expired(
     _stop(proc)
     (lease,) = [r for r in lease_files(url, storage_options) if r["pid"] == proc.pid]
     assert json.loads(elsewhere(["vacuum", url], s3=storage_options))["segments"] == 0
-    time.sleep(max(0.0, lease["expires"] - time.time()) + 0.2)
+    wait_until(lambda: time.time() > lease["expires"] + 0.2, what="the lease to expire")
     removed = json.loads(elsewhere(["vacuum", url], s3=storage_options))
     assert removed["segments"] == len(lease["ids"]) >= 1
     assert _segments(url, storage_options) == before

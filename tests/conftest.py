@@ -17,7 +17,10 @@ local Ray carries ``uses_ray``; they all run in one of the two processes, so tha
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 from collections.abc import Iterable
+from pathlib import Path
 
 import pytest
 
@@ -76,6 +79,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("uses_ray"):
             item.add_marker(pytest.mark.xdist_group("ray"))
+
+
+def _sigint_state() -> str:
+    """``""`` if SIGINT raises KeyboardInterrupt here as it should; else how it does not: ignored (as Python
+    sees it, or as the kernel does: code outside Python may have set it) or blocked in this thread. Both
+    survive fork and exec: every process started from here would inherit them."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return "ignored"
+    if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+        return "blocked"
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return ""
+    ignored = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), "0")
+    return "ignored by the kernel" if int(ignored, 16) & (1 << (signal.SIGINT - 1)) else ""
+
+
+_previous_test = ["(none)"]
+
+
+@pytest.fixture(autouse=True)
+def _sigint_raises_keyboard_interrupt(request: pytest.FixtureRequest) -> None:
+    """Each test starts with Ctrl-C raising KeyboardInterrupt in this process. A test that left SIGINT
+    ignored or blocked would make every process that later tests start from this pytest process ignore it,
+    and the tests that interrupt such a process would fail far from the cause. With LC_TEST_SIGINT_LOG
+    set, each repair is logged to that file with the test that ran before."""
+    state = _sigint_state()
+    if state:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        log = os.environ.get("LC_TEST_SIGINT_LOG")
+        if log:
+            with open(log, "a") as fh:
+                fh.write(f"{os.getpid()} SIGINT {state} after {_previous_test[0]}\n")
+    _previous_test[0] = request.node.nodeid
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -10,7 +10,8 @@ Usage:
 
 ``LC_TEST_S3`` (JSON) holds storage options for ``s3://`` URLs; ``LC_TEST_LEASE=lease,margin,renew``
 overrides the lease constants (seconds) in this process; with ``LC_TEST_NO_PIDS=1`` no other process can
-be seen (``os.kill`` says none exists), as on another machine.
+be seen (``os.kill`` says none exists), as on another machine; ``LC_TEST_LATER=SECONDS`` sets this
+process's clock (``time.time``) that far ahead, as on a machine where that much more time has passed.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def main(argv: list[str]) -> None:
     """Dispatch on the mode."""
     if os.environ.get("LC_TEST_NO_PIDS"):
         os.kill = _no_such_process
+    later = float(os.environ.get("LC_TEST_LATER", "0"))
+    if later:
+        now = time.time
+        time.time = lambda: now() + later
     override = os.environ.get("LC_TEST_LEASE")
     if override:
         lease, margin, renew = (float(v) for v in override.split(","))

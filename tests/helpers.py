@@ -1,5 +1,5 @@
 """Helpers every test folder shares, written once: waiting on a condition, the small datasets most tests
-start from, and two torch.distributed ranks on gloo.
+start from, two torch.distributed ranks on gloo, and what the full lane's packages are.
 
 Plain functions (not fixtures), so that worker processes and the scripts tests start can import them too
 (``from tests.helpers import wait_until``). The fixtures built on them live in ``tests/conftest.py``.

@@ -17,7 +17,6 @@ local Ray carries ``uses_ray``; they all run in one of the two processes, so tha
 from __future__ import annotations
 
 import importlib
-import os
 import signal
 from collections.abc import Iterable
 from pathlib import Path
@@ -81,40 +80,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
-def _sigint_state() -> str:
-    """``""`` if SIGINT raises KeyboardInterrupt here as it should; else how it does not: ignored (as Python
-    sees it, or as the kernel does: code outside Python may have set it) or blocked in this thread. Both
-    survive fork and exec: every process started from here would inherit them."""
+def _sigint_disabled() -> bool:
+    """Whether SIGINT is ignored here (as Python sees it, or as the kernel does: code outside Python may have
+    set it) or blocked in this thread. Both survive fork and exec: every process started from here inherits
+    them."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        return "ignored"
+        return True
     if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []):
-        return "blocked"
+        return True
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:
-        return ""
+        return False
     ignored = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), "0")
-    return "ignored by the kernel" if int(ignored, 16) & (1 << (signal.SIGINT - 1)) else ""
-
-
-_previous_test = ["(none)"]
+    return bool(int(ignored, 16) & (1 << (signal.SIGINT - 1)))
 
 
 @pytest.fixture(autouse=True)
-def _sigint_raises_keyboard_interrupt(request: pytest.FixtureRequest) -> None:
-    """Each test starts with Ctrl-C raising KeyboardInterrupt in this process. A test that left SIGINT
-    ignored or blocked would make every process that later tests start from this pytest process ignore it,
-    and the tests that interrupt such a process would fail far from the cause. With LC_TEST_SIGINT_LOG
-    set, each repair is logged to that file with the test that ran before."""
-    state = _sigint_state()
-    if state:
+def _sigint_raises_keyboard_interrupt() -> None:
+    """Each test starts with Ctrl-C raising KeyboardInterrupt in this process, as in a terminal. A pytest
+    started in the background of a shell without job control (``make test &``, a CI runner's script)
+    inherits SIGINT ignored, and so does every process it starts: the tests that interrupt an eval with
+    SIGINT would then see it ignored. So would the processes started after a test that left it ignored
+    or blocked."""
+    if _sigint_disabled():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-        log = os.environ.get("LC_TEST_SIGINT_LOG")
-        if log:
-            with open(log, "a") as fh:
-                fh.write(f"{os.getpid()} SIGINT {state} after {_previous_test[0]}\n")
-    _previous_test[0] = request.node.nodeid
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -13,8 +13,10 @@ FULL_STAMP := $(FULL)/.installed
 PIP := pip install --quiet --disable-pip-version-check
 # The CPU wheel of torch (about 750 MB installed, against 5.5 GB for the CUDA build the full lane pins).
 TORCH_CPU ?= torch==2.13.0
-# Two test processes: most tests wait on worker processes, so two keep a 2-core machine busy.
-PYTEST := -m pytest -q -n 2 --dist loadgroup
+# Two test processes: most tests wait on worker processes, so two keep a 2-core machine busy. A file's
+# tests run in one of them, in order (--dist loadfile): a module's fixtures (a local Ray, a moto server,
+# the typing test's one mypy run) start once.
+PYTEST := -m pytest -q -n 2 --dist loadfile
 
 .PHONY: install install-full test test-full lint bench demo docs docs-serve clean
 

@@ -10,8 +10,8 @@ test-full``) installs those packages and runs exactly these tests (``-m needs --
 that does not import fails the test, so that a broken install never passes as a skip. The helpers shared by
 every folder (``wait_until``, ``make_out``, ...) are in ``tests/helpers.py``.
 
-Both lanes run on two processes (pytest-xdist, ``-n 2 --dist loadgroup``). A test that starts or joins a
-local Ray carries ``uses_ray``; they all run in one of the two processes, so that one Ray runs at a time.
+Both lanes run on two processes (pytest-xdist, ``-n 2 --dist loadfile``): a file's tests run in one of
+them, in order, so a module's fixtures start once.
 """
 
 from __future__ import annotations
@@ -57,12 +57,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "needs(*modules): the test imports packages only the full lane installs (make test-full runs it)",
     )
-    config.addinivalue_line(
-        "markers", "uses_ray: the test starts or joins a local Ray (under xdist, all run in one process)"
-    )
-    # pytest-xdist registers it where installed; registered here too, so that --strict-markers accepts
-    # the mark below in an environment without xdist (where it means nothing).
-    config.addinivalue_line("markers", "xdist_group(name): run in the same xdist process as its group")
     try:
         from hypothesis import HealthCheck, settings
     except ImportError:
@@ -71,13 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "lakecompute", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
     )
     settings.load_profile("lakecompute")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every ``uses_ray`` test in one xdist group (one Ray at a time on the machine)."""
-    for item in items:
-        if item.get_closest_marker("uses_ray"):
-            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 def _sigint_disabled() -> bool:

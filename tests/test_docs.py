@@ -180,8 +180,7 @@ def test_docs_page_runs_commands(name: str) -> None:
 def _page_case(path: Path) -> object:
     """A page as a case of test_docs_blocks_run, marked with the full-lane packages its run imports."""
     code = "".join(str(step["python"]) for step in steps(path) if "python" in step)
-    ray = [pytest.mark.uses_ray] if "import ray" in code else []
-    return pytest.param(path, id=path.name, marks=[*needs_marks(code), *ray])
+    return pytest.param(path, id=path.name, marks=needs_marks(code))
 
 
 @pytest.mark.timeout(600)

@@ -15,7 +15,6 @@ from tests.s3.ray_session import ray_session
 pytest.importorskip("ray.data")
 
 __all__ = ["ray_session"]  # the module fixture, imported so that pytest finds it here
-pytestmark = pytest.mark.uses_ray
 
 N = 45
 

@@ -14,8 +14,6 @@ import lakecompute as lc
 N = 300
 SCHEDULERS = ["processed", "ray"]
 
-pytestmark = pytest.mark.uses_ray
-
 
 @pytest.fixture(params=SCHEDULERS)
 def scheduler(request: pytest.FixtureRequest) -> str:

@@ -23,7 +23,6 @@ from tests.s3.ray_session import REPO_ROOT, ray_session
 pytest.importorskip("ray")
 
 __all__ = ["ray_session"]  # the session fixture, imported so that pytest finds it here
-pytestmark = pytest.mark.uses_ray
 
 
 @pytest.fixture(autouse=True)

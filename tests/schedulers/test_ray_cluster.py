@@ -21,7 +21,7 @@ from tests.s3.ray_session import REPO_ROOT
 
 pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.slow, pytest.mark.uses_ray, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 N = 60
 

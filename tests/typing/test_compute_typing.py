@@ -16,9 +16,6 @@ import lakecompute
 
 pytest.importorskip("mypy")
 
-# One mypy run for the module (its fixture): under xdist its tests all go to one process.
-pytestmark = pytest.mark.xdist_group("typing")
-
 # The worktree's lakecompute, whatever else is installed: mypy reads MYPYPATH before site-packages.
 ROOT = Path(lakecompute.__file__).resolve().parents[1]
 # A cache kept between runs (beside `make lint`'s, which is .mypy_cache/3.11): what mypy learnt of numpy,

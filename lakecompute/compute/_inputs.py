@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import column_row_class, row_class
+from lakecompute.compute._samples import RowMeta, column_row_class, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
@@ -65,6 +65,7 @@ class DatasetSource(Source):
         self.length = len(positions)
         self.pad = pad
         self._ds: Dataset | None = None
+        self._meta: RowMeta | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -76,13 +77,21 @@ class DatasetSource(Source):
             self._ds = self.snap.open()
         return self._ds
 
+    def meta(self) -> RowMeta:
+        """The read tensors' names, htypes and infos, which ``sample_in`` values answer (read once)."""
+        if self._meta is None:
+            self._meta = tensor_meta(self.dataset(), self.snap.tensors)
+        return self._meta
+
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        meta = self.meta()
         if batch:
-            return [row_class(tuple(columns))(columns, start)]
-        # One row per sample, holding the columns and its position: no dict per sample.
-        row = column_row_class(tuple(columns))
+            return [row_class(tuple(columns), meta)(columns, start)]
+        # One row per sample, holding the columns and its position: no dict per sample (and the
+        # tensors' meta on the row class: nothing per sample).
+        row = column_row_class(tuple(columns), meta)
         return [row(columns, j, start + j) for j in range(stop - start)]
 
     def sample(self, index: int) -> Any:

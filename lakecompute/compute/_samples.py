@@ -2,23 +2,82 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 
-__all__ = ["ColumnRow", "InputRow", "InputValue", "SampleOut", "column_row_class", "row_class"]
+__all__ = [
+    "ColumnRow",
+    "InputRow",
+    "InputValue",
+    "RowMeta",
+    "SampleOut",
+    "TensorMeta",
+    "column_row_class",
+    "row_class",
+    "tensor_meta",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """What a value read from a dataset's tensor is: the tensor's name, htype and info."""
+
+    name: str
+    htype: str
+    info_json: str
+    """The tensor's info as JSON text: hashable (row classes are cached by it), and every reader's
+    `info` is its own copy."""
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The tensor's info, a new copy each time."""
+        info: dict[str, Any] = json.loads(self.info_json)
+        return info
+
+
+#: The tensors of a row's values (one `TensorMeta` each), read once per input; () when not known.
+RowMeta = tuple[TensorMeta, ...]
+
+
+def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
+    """The `TensorMeta` of the tensors ``names`` of a dataset (one read of each tensor's info)."""
+    tensors = ds.tensors
+    return tuple(
+        TensorMeta(n, tensors[n].htype, json.dumps(dict(tensors[n].info), sort_keys=True)) for n in names
+    )
 
 
 class InputValue:
-    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``."""
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
+    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_meta", "_value")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, meta: TensorMeta | None = None) -> None:
         self._value = value
+        self._meta = meta
+
+    @property
+    def htype(self) -> str | None:
+        """The htype of the tensor the value was read from (None: not read from a dataset's tensor)."""
+        return None if self._meta is None else self._meta.htype
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """The info of the tensor the value was read from, the caller's own copy (a bbox tensor's
+        ``format`` and ``normalized``, class names, keypoint names); None when not read from a tensor."""
+        return None if self._meta is None else self._meta.info
+
+    @property
+    def name(self) -> str:
+        """The tensor the value was read from ("" when not known)."""
+        return "" if self._meta is None else self._meta.name
 
     def numpy(self, aslist: bool = False) -> Any:
         v = self._value
@@ -55,15 +114,23 @@ class InputRow:
 
     __slots__ = ("_values", "index")
 
+    #: The tensors the values were read from, by name: set on the classes `row_class` makes for rows
+    #: read from a dataset (a class attribute: nothing per row).
+    _meta: ClassVar[Mapping[str, TensorMeta]] = {}
+    _row_meta: ClassVar[RowMeta] = ()
+
     def __init__(self, values: Mapping[str, Any], index: int) -> None:
         self._values = values
         self.index = index
+
+    def _value(self, name: str) -> InputValue:
+        return InputValue(self._values[name], self._meta.get(name))
 
     def __getattr__(self, name: str) -> InputValue:
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            return InputValue(self._values[name])
+            return self._value(name)
         except KeyError:
             raise AttributeError(
                 f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}."
@@ -71,7 +138,7 @@ class InputRow:
 
     def __getitem__(self, name: str) -> InputValue:
         try:
-            return InputValue(self._values[name])
+            return self._value(name)
         except KeyError:
             raise TensorDoesNotExistError(name, list(self._values)) from None
 
@@ -83,19 +150,31 @@ class InputRow:
 
     @property
     def tensors(self) -> dict[str, InputValue]:
-        return {k: InputValue(v) for k, v in self._values.items()}
+        return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputRow, (dict(self._values), self.index))
+        if not self._row_meta:
+            return (InputRow, (dict(self._values), self.index))
+        return (_typed_row, (dict(self._values), self.index, self._row_meta))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
 
 
-_ROW_CLASSES: dict[tuple[str, ...], type[InputRow]] = {}
+def _typed_row(values: dict[str, Any], index: int, meta: RowMeta) -> InputRow:
+    """A row read from a dataset, rebuilt after pickling (its class keeps the tensors' meta)."""
+    return row_class(tuple(values), meta)(values, index)
+
+
+def _meta_attrs(meta: RowMeta) -> dict[str, Any]:
+    """The class attributes of a row class whose values were read from the tensors ``meta``."""
+    return {"_meta": {m.name: m for m in meta}, "_row_meta": meta} if meta else {}
+
+
+_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[InputRow]] = {}
 
 
 def _plain_name(name: object, cls: type) -> bool:
@@ -105,9 +184,9 @@ def _plain_name(name: object, cls: type) -> bool:
     )
 
 
-def _tensor_property(name: str) -> property:
+def _tensor_property(name: str, meta: TensorMeta | None) -> property:
     def get(self: InputRow) -> InputValue:
-        return InputValue(self._values[name])
+        return InputValue(self._values[name], meta)
 
     return property(get)
 
@@ -135,48 +214,52 @@ class ColumnRow(InputRow):
         return InputRow.__getattr__(self, name)
 
 
-def _column_property(name: str) -> property:
+def _column_property(name: str, meta: TensorMeta | None) -> property:
     def get(self: ColumnRow) -> InputValue:
-        return InputValue(self._columns[name][self._j])
+        return InputValue(self._columns[name][self._j], meta)
 
     return property(get)
 
 
-_COLUMN_ROW_CLASSES: dict[tuple[str, ...], type[ColumnRow]] = {}
+_COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
 
 
-def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
+def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnRow]:
     """A `ColumnRow` subclass in which the tensors ``names`` are properties (see
     `row_class`)."""
-    cls = _COLUMN_ROW_CLASSES.get(names)
+    cls = _COLUMN_ROW_CLASSES.get((names, meta))
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
+        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__, **_meta_attrs(meta)}
+        by_name = {m.name: m for m in meta}
         for n in names:
             if _plain_name(n, ColumnRow):
-                attrs[n] = _column_property(n)
+                attrs[n] = _column_property(n, by_name.get(n))
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
-            _COLUMN_ROW_CLASSES[names] = cls
+            _COLUMN_ROW_CLASSES[(names, meta)] = cls
     return cls
 
 
-def row_class(names: tuple[str, ...]) -> type[InputRow]:
-    """An `InputRow` subclass in which the tensors ``names`` are properties.
+def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:
+    """An `InputRow` subclass in which the tensors ``names`` are properties, and whose values know the
+    tensors ``meta`` they were read from (their ``.htype`` and ``.info``).
 
     ``sample_in.images`` on a plain row goes through ``__getattr__``, which Python 3.11 calls only
     after making and discarding an AttributeError: ~1 µs per access, once per tensor per sample,
     as much as a small sample's numpy work. A property is found at once. Rows built with a class
-    from here behave exactly like plain rows (and pickle as plain rows).
+    from here behave exactly like plain rows (and pickle as plain rows, with their meta). The meta is
+    the class's, so a row costs nothing more for it.
     """
-    cls = _ROW_CLASSES.get(names)
+    cls = _ROW_CLASSES.get((names, meta))
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
+        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__, **_meta_attrs(meta)}
+        by_name = {m.name: m for m in meta}
         for n in names:
             if _plain_name(n, InputRow):
-                attrs[n] = _tensor_property(n)
+                attrs[n] = _tensor_property(n, by_name.get(n))
         cls = type("InputRow", (InputRow,), attrs)
         if len(_ROW_CLASSES) < 256:  # middle steps may write many different sets of names
-            _ROW_CLASSES[names] = cls
+            _ROW_CLASSES[(names, meta)] = cls
     return cls
 
 

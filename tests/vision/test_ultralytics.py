@@ -21,7 +21,10 @@ import pytest
 import lakecompute as lc
 from tests.vision.conftest import SIZES, coco_document
 
-pytest.importorskip("ultralytics")
+pytestmark = pytest.mark.needs("ultralytics")
+pytest.importorskip(
+    "ultralytics", reason="needs ultralytics, which only the full lane installs (make test-full)"
+)
 
 _READ = """
 import json, sys

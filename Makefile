@@ -2,8 +2,8 @@
 #   .venv       the package (make demo); with the light lane on top: a CPU build of torch, the test and
 #               lint tools (make test, make lint, make docs)
 #   .venv-full  the full lane: the pinned CUDA build of torch with torchvision, Lightning, Accelerate,
-#               torchdata and ultralytics (make test-full runs the tests that need them, which make test skips; make bench
-#               runs here, since its suites include torchvision's)
+#               torchdata and ultralytics (make test-full runs the tests that need them, which make test
+#               skips; make bench runs here, since its suites include torchvision's)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -16,8 +16,9 @@ them, in order, so a module's fixtures start once.
 
 from __future__ import annotations
 
-import importlib
 import signal
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,13 +28,21 @@ _import_errors: dict[str, str | None] = {}
 
 
 def _import_error(module: str) -> str | None:
-    """Why ``module`` does not import here (``None`` if it does); each module is tried once a process."""
+    """Why ``module`` does not import here (``None`` if it does), tried once a process, in a child process:
+    importing some of these changes the process that imports them (ultralytics patches Pillow), and a wheel
+    that does not fit the torch beside it fails with more than ImportError."""
     if module not in _import_errors:
-        try:
-            importlib.import_module(module)
-            _import_errors[module] = None
-        except Exception as exc:  # a wheel that does not fit the torch beside it raises more than ImportError
-            _import_errors[module] = f"{type(exc).__name__}: {exc}"
+        child = subprocess.run(
+            [sys.executable, "-c", f"import {module}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        lines = child.stderr.strip().splitlines()
+        _import_errors[module] = (
+            (lines[-1] if lines else f"exit code {child.returncode}") if child.returncode else None
+        )
     return _import_errors[module]
 
 

@@ -50,23 +50,6 @@ def make_images(path: Path, n: int = 12, shape: tuple[int, ...] = (8, 6)) -> lc.
     return ds
 
 
-def make_numbers(path: Path, n: int, dtype: str = "int64") -> lc.Dataset:
-    """A dataset with one tensor ``x`` holding ``0..n-1``."""
-    ds = lc.empty(str(path), overwrite=True)
-    ds.create_tensor("x", dtype=dtype)
-    if n:
-        ds.x.extend(np.arange(n, dtype=dtype))
-    return ds
-
-
-def out_like(path: Path, **tensors: dict[str, Any]) -> lc.Dataset:
-    """A new dataset at ``path`` with the given tensors (name → create_tensor keyword arguments)."""
-    ds = lc.empty(str(path), overwrite=True)
-    for name, kwargs in tensors.items():
-        ds.create_tensor(name, **kwargs)
-    return ds
-
-
 def reference(path: Path, template: lc.Dataset, rows: list[dict[str, Any]]) -> lc.Dataset:
     """The expected result, written in a plain loop: ``rows`` appended to a dataset like ``template``."""
     ref = lc.like(str(path), template, overwrite=True)

@@ -219,6 +219,7 @@ _DECLARATIONS: Final = (
         ragged=True,
         parse_info=_parse_box_info,
         checked_info=("format", "normalized"),
+        pad=lambda dtype, ndim: np.zeros((0, 4), dtype),  # no boxes: a sample the tensor stores again
         target="boxes",
     ),
     HType(

@@ -37,6 +37,7 @@ from lakecompute.errors import (
     WorkerDiedError,
 )
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
+from lakecompute.schedulers import worker_device
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"
@@ -89,4 +90,5 @@ __all__ = [
     "like",
     "load",
     "read",
+    "worker_device",
 ]

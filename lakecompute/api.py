@@ -16,6 +16,7 @@ from lakecompute.errors import (
     InvalidTypeError,
 )
 from lakecompute.storage import (
+    TEMP_PREFIX,
     Backend,
     Manifest,
     commit_manifest,
@@ -39,7 +40,14 @@ _INTERRUPTED = (
     "and lc.empty(path) starts a new one."
 )
 
+_CHECK_PATH = "Check the path: a dataset is the folder that holds its zarr.json and versions/."
+
 _State = Literal["dataset", "damaged", "incomplete", "other", "empty"]
+# What lc.empty / lc.delete say of a location that holds something else: lakecompute never removes it.
+_NOT_OURS = (
+    "lakecompute replaces or removes only a lakecompute dataset (overwrite=True included), never other "
+    "files. Delete them yourself if you mean to, or choose an empty or new folder."
+)
 
 
 def _root_json(attributes: dict[str, Any]) -> bytes:
@@ -52,7 +60,11 @@ def _state(backend: Backend) -> _State:
     removed, something else, or nothing."""
     raw = backend.read("zarr.json")
     if raw is None:
-        return "other" if backend.list("") else "empty"
+        names = backend.list("")
+        if names and all(n.startswith(TEMP_PREFIX) for n in names):
+            # Only the temp file of a first zarr.json write that a kill cut short: a create interrupted.
+            return "incomplete"
+        return "other" if names or _is_file(backend) else "empty"
     try:
         attributes = json.loads(raw).get("attributes") or {}
     except (ValueError, AttributeError, RecursionError):
@@ -63,6 +75,21 @@ def _state(backend: Backend) -> _State:
     if _MARK in attributes:
         return "dataset"
     return "incomplete" if _INCOMPLETE in attributes else "other"
+
+
+def _is_file(backend: Backend) -> bool:
+    """Whether a local location is a file (or anything else that is not a folder)."""
+    local = backend.local_path("")
+    return local is not None and os.path.lexists(local) and not os.path.isdir(local)
+
+
+def _found(backend: Backend) -> str:
+    """What is at a location that holds no dataset, for messages: its first few names."""
+    if _is_file(backend):
+        return "a file, not a folder"
+    names = backend.list("")
+    shown = ", ".join(repr(n) for n in names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _is_dataset(backend: Backend) -> bool:
@@ -113,12 +140,15 @@ def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> boo
 def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, Any] | None = None) -> Dataset:
     """Create a new, empty dataset.
 
-    Overwriting is crash-safe: a kill at any instant leaves the old dataset whole, no dataset, or the
-    new empty one.
+    ``overwrite=True`` replaces a lakecompute dataset (whole, damaged, or half created or removed by a
+    kill) and nothing else: a folder or prefix that holds other files is refused, ``overwrite`` or not,
+    so a mistyped path never costs anyone their files. Overwriting is crash-safe: a kill at any instant
+    leaves the old dataset whole, no dataset, or the new empty one.
 
     Raises:
         DatasetExistsError: a dataset is there and ``overwrite`` is False.
-        InvalidArgumentError: something else is there and ``overwrite`` is False.
+        InvalidArgumentError: something other than a lakecompute dataset is there (the message names
+            what was found).
     """
     backend = open_backend(path, storage_options)
     state = _state(backend)
@@ -126,10 +156,10 @@ def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, An
         raise DatasetExistsError(backend.url)
     if state == "damaged" and not overwrite:
         raise _damaged_marker(backend, "Pass overwrite=True to replace the dataset, or restore the file.")
-    if state == "other" and not overwrite:
+    if state == "other":
         raise InvalidArgumentError(
-            f"{backend.url!r} is not empty and holds no lakecompute dataset. "
-            "Choose an empty or new folder, or pass overwrite=True to delete what is there."
+            f"Cannot create a dataset at {backend.url!r}: it holds something other than a lakecompute "
+            f"dataset ({_found(backend)}). {_NOT_OURS}"
         )
     if state != "empty":
         # A half-removed or half-created dataset ("incomplete") is cleared even without overwrite:
@@ -157,11 +187,13 @@ def load(
             backend, "Restore the file from a backup (or copy zarr.json from another dataset)."
         )
     if state != "dataset":
-        detail = {
-            "empty": "The path does not exist.",
-            "other": "The path holds no lakecompute dataset.",
-            "incomplete": _INTERRUPTED,
-        }[state]
+        if state == "other":
+            raise DatasetNotFoundError(
+                backend.url,
+                f"It holds something other than a lakecompute dataset ({_found(backend)}).",
+                hint=_CHECK_PATH,
+            )
+        detail = "The path does not exist." if state == "empty" else _INTERRUPTED
         raise DatasetNotFoundError(backend.url, detail)
     if version is not None:
         if not isinstance(version, int) or isinstance(version, bool):
@@ -203,15 +235,24 @@ def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, 
     """Delete the dataset at ``path`` and all its versions.
 
     Crash-safe: a kill at any instant leaves the dataset whole or no dataset; the leftovers of an
-    interrupted delete are removed by the next ``lc.delete(path)`` or ``lc.empty(path)``.
+    interrupted delete are removed by the next ``lc.delete(path)`` or ``lc.empty(path)``. Only a
+    lakecompute dataset is ever removed: a folder or prefix holding other files is refused and left
+    as it is, ``missing_ok`` or not.
 
     Raises:
-        DatasetNotFoundError: nothing is there and ``missing_ok`` is False.
+        DatasetNotFoundError: nothing is there and ``missing_ok`` is False, or something other than a
+            lakecompute dataset is there (the message names what was found).
     """
     backend = open_backend(path, storage_options)
     state = _state(backend)
+    if state == "other":
+        raise DatasetNotFoundError(
+            backend.url,
+            f"It holds something other than a lakecompute dataset ({_found(backend)}), left as it is.",
+            hint=_NOT_OURS,
+        )
     # "incomplete": finish what an interrupted delete or overwrite started.
-    if state not in ("dataset", "damaged", "incomplete"):
+    if state == "empty":
         if missing_ok:
             return
         raise DatasetNotFoundError(backend.url)

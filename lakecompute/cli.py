@@ -313,7 +313,11 @@ def _add_detection_commands(sub: Any) -> None:
     )
     p.add_argument("src", help="the YOLO dataset folder")
     p.add_argument("dest", help="where to create the dataset")
-    p.add_argument("--split", default=None, help="one sub-folder of images/ to read (e.g. train)")
+    p.add_argument(
+        "--split",
+        default=None,
+        help="one split to read: data.yaml's train/val/test, else images/SPLIT (default: all)",
+    )
     _ingest_options(p)
     p.set_defaults(func=_ingest_yolo)
 

@@ -95,12 +95,11 @@ class DatasetExistsError(LakeComputeError, FileExistsError):
 class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
     """Raised when opening a path that holds no dataset (or a version that does not exist)."""
 
-    def __init__(self, path: str, detail: str = "") -> None:
+    def __init__(self, path: str, detail: str = "", hint: str | None = None) -> None:
         self.path = path
         extra = f" {detail}" if detail else ""
-        super().__init__(
-            f"No lakecompute dataset at {path!r}.{extra} Create one with lc.empty(path) or lc.dataset(path)."
-        )
+        tail = "Create one with lc.empty(path) or lc.dataset(path)." if hint is None else hint
+        super().__init__(f"No lakecompute dataset at {path!r}.{extra} {tail}")
 
 
 class DatasetCorruptError(LakeComputeError):
@@ -182,11 +181,15 @@ class InvalidSampleError(LakeComputeError, ValueError):
         tensor: the tensor the sample was meant for ("" while it is not known yet: a file read by
             `lakecompute.read` that does not decode, before it is written anywhere).
         detail: what is wrong, without the tensor's name.
+        source: the input file (and entry) the message names the sample by: an annotations file, a label
+            file and line, the image file; "" when the message names none (an ingest then names the
+            sample's file).
     """
 
-    def __init__(self, tensor: str, message: str) -> None:
+    def __init__(self, tensor: str, message: str, source: str = "") -> None:
         self.tensor = tensor
         self.detail = message
+        self.source = source
         where = f"in tensor {tensor!r}" if tensor else ""
         super().__init__(
             f"Cannot store sample {where}: {message}" if where else f"Cannot use sample: {message}"

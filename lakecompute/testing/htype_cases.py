@@ -239,10 +239,15 @@ _TARGETS: Final = (
     HTypeCase("polygon", "float64", _lists(_polygon("float64")), {"dtype": "float64"}),
 )
 
-HTYPE_CASES: Final[Mapping[str, tuple[HTypeCase, ...]]] = {
-    name: tuple(c for c in (*_GENERIC, *_IMAGES, *_LABELS, *_TEXT, *_TARGETS) if c.htype == name)
-    for name in dict.fromkeys(c.htype for c in (*_GENERIC, *_IMAGES, *_LABELS, *_TEXT, *_TARGETS))
-}
+
+def _by_htype(*cases: HTypeCase) -> Mapping[str, tuple[HTypeCase, ...]]:
+    grouped: dict[str, list[HTypeCase]] = {}
+    for case in cases:
+        grouped.setdefault(case.htype, []).append(case)
+    return {name: tuple(group) for name, group in grouped.items()}
+
+
+HTYPE_CASES: Final = _by_htype(*_GENERIC, *_IMAGES, *_LABELS, *_TEXT, *_TARGETS)
 """Every htype's cases, by htype."""
 
 HOSTILE_TO_EVERY_HTYPE: Final = (object(), {1, 2}, b"\x00\xff", print)

@@ -453,14 +453,14 @@ def test_load_folder_that_is_not_a_dataset_raises_not_found(tmp_path: Path) -> N
     folder = tmp_path / "other"
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
-    with pytest.raises(lc.DatasetNotFoundError, match=r"holds no lakecompute dataset"):
+    with pytest.raises(lc.DatasetNotFoundError, match=r"other than a lakecompute dataset \('notes.txt'\)"):
         lc.load(str(folder))
     import zarr
 
     zarr.create_group(str(tmp_path / "plain"))
-    with pytest.raises(lc.DatasetNotFoundError, match=r"holds no lakecompute dataset"):
+    with pytest.raises(lc.DatasetNotFoundError, match=r"other than a lakecompute dataset \('zarr.json'\)"):
         lc.load(str(tmp_path / "plain"))
-    with pytest.raises(lc.InvalidArgumentError, match=r"is not empty and holds no lakecompute dataset"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"holds something other than a lakecompute dataset"):
         lc.empty(str(folder))
     assert (folder / "notes.txt").read_text() == "keep me"
 

@@ -11,6 +11,7 @@ from lakecompute.htypes._base import HTypeCodec, cast_checked
 from lakecompute.htypes._registry import (
     CODECS,
     codec_of,
+    codec_registry,
     decode_sample,
     encode_batch,
     encode_ragged,
@@ -45,6 +46,7 @@ __all__ = [
     "cast_checked",
     "check_new_tensor_name",
     "codec_of",
+    "codec_registry",
     "decode_sample",
     "encode_batch",
     "encode_ragged",

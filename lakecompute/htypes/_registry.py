@@ -13,34 +13,51 @@ from typing import Any, Final
 
 import numpy as np
 
-from lakecompute.errors import InvalidSampleError
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import _detection, _generic, _image, _labels, _polygon, _text
 from lakecompute.htypes._base import HTypeCodec, cast_checked
 from lakecompute.specs import HTYPES, Encoded, TensorSpec
 
-__all__ = ["CODECS", "codec_of", "decode_sample", "encode_batch", "encode_ragged", "encode_sample"]
+__all__ = [
+    "CODECS",
+    "codec_of",
+    "codec_registry",
+    "decode_sample",
+    "encode_batch",
+    "encode_ragged",
+    "encode_sample",
+]
 
 
-def _registry(*families: tuple[HTypeCodec, ...]) -> Mapping[str, HTypeCodec]:
-    """The codecs by htype, checked against the declarations: exactly one codec per declared htype."""
+def codec_registry(*families: tuple[HTypeCodec, ...]) -> Mapping[str, HTypeCodec]:
+    """The codecs of ``families`` by htype, in the declarations' order, checked against the declarations.
+
+    Raises:
+        InvalidArgumentError: a codec for an htype that is not declared (`lakecompute.specs.HTYPES`) or
+            that has one already, or a declared htype without a codec.
+    """
     codecs: dict[str, HTypeCodec] = {}
     for codec in (c for family in families for c in family):
         name = codec.htype
         if name in codecs or name not in HTYPES:
-            raise RuntimeError(
-                f"htype codec {type(codec).__name__}: {name!r} is registered twice, or not declared in "
-                "lakecompute.specs"
+            why = (
+                "has a codec already" if name in codecs else "is not declared in lakecompute/specs/_htypes.py"
+            )
+            raise InvalidArgumentError(
+                f"Expected one codec per declared htype. Got {type(codec).__name__} for htype {name!r}, "
+                f"which {why}. Declare the htype, or register one codec for it."
             )
         codecs[name] = codec
     missing = [name for name in HTYPES if name not in codecs]
     if missing:
-        raise RuntimeError(
-            f"htypes {missing!r} are declared (lakecompute.specs) but have no codec registered"
+        raise InvalidArgumentError(
+            f"Expected one codec per declared htype. Got none for {missing!r}: write an HTypeCodec for "
+            "each and register it (see docs/how-it-works.md, 'Adding an htype')."
         )
     return MappingProxyType({name: codecs[name] for name in HTYPES})
 
 
-CODECS: Final = _registry(
+CODECS: Final = codec_registry(
     _generic.CODECS, _image.CODECS, _labels.CODECS, _text.CODECS, _detection.CODECS, _polygon.CODECS
 )
 """Every htype's codec by name, in the declarations' order."""

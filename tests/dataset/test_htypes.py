@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.htypes import CODECS, HTypeCodec, codec_registry
 from lakecompute.specs import HTYPES
 
 pytest.importorskip("hypothesis")
@@ -48,3 +49,24 @@ def test_a_padded_bbox_row_is_no_boxes_which_stores_again(tmp_path: Path) -> Non
     copy_boxes().eval(ds, out, pad_data_in=True)
     assert [out.boxes[i].numpy().shape for i in range(3)] == [(1, 4), (0, 4), (0, 4)]
     assert out.boxes[2].numpy().dtype == np.float64
+
+
+class VideoCodec(HTypeCodec):
+    """A codec for an htype nobody declared."""
+
+    htype = "video"
+
+
+def test_registry_takes_exactly_one_codec_per_declared_htype() -> None:
+    """The codec registry refuses a declared htype left without a codec, a second codec for one, and a
+    codec for an htype that is not declared, naming each; all of them registered once make CODECS."""
+    every = tuple(CODECS.values())
+    assert dict(codec_registry(every)) == dict(CODECS)
+    with pytest.raises(lc.InvalidArgumentError, match=r"Got none for \['json'\]"):
+        codec_registry(tuple(c for c in every if c.declaration.name != "json"))
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"TextCodec for htype 'text', which has a codec already"
+    ):
+        codec_registry(every, (CODECS["text"],))
+    with pytest.raises(lc.InvalidArgumentError, match=r"VideoCodec for htype 'video', which is not declared"):
+        codec_registry(every, (VideoCodec(),))

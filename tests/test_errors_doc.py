@@ -19,6 +19,7 @@ import pytest
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
 from lakecompute.viz import contact_sheet
+from tests.helpers import make_numbers, make_out
 from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
@@ -41,17 +42,11 @@ def _ds(tmp: Path, name: str = "ds") -> lc.Dataset:
 
 
 def _numbers(tmp: Path, name: str = "src", n: int = 20) -> lc.Dataset:
-    ds = lc.empty(str(tmp / name), overwrite=True)
-    ds.create_tensor("x", dtype="int64")
-    ds.x.extend(np.arange(n))
-    return ds
+    return make_numbers(tmp / name, n)
 
 
 def _out(tmp: Path, name: str = "out", **tensors: dict[str, Any]) -> lc.Dataset:
-    ds = lc.empty(str(tmp / name), overwrite=True)
-    for t, kw in (tensors or {"x": {"dtype": "int64"}}).items():
-        ds.create_tensor(t, **kw)
-    return ds
+    return make_out(tmp / name, **tensors)
 
 
 @lc.compute
@@ -338,6 +333,21 @@ def _manifest_directory(tmp: Path) -> None:
     lc.load(str(ds.path))
 
 
+def _merge_conflict(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    ds.checkout("exp", create=True)
+    ds.x[5] = -5
+    main = lc.load(str(tmp / "src"))
+    main.x[5] = 500
+    main.merge("exp")
+
+
+def _delete_current_branch(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    ds.checkout("exp", create=True)
+    ds.delete_branch("exp")
+
+
 CASES: dict[str, Callable[[Path], Any]] = {
     # -- datasets ------------------------------------------------------------------------------
     "not-found": lambda t: lc.load(str(t / "nothing")),
@@ -388,6 +398,15 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "append-not-dict": lambda t: _out(t).append(5),
     "commit-conflict": _conflict,
     "lease-expired": _lease_expired,
+    "no-branch": lambda t: _numbers(t).checkout("nope"),
+    "no-ref": lambda t: lc.load(str(_numbers(t).path), version="v2"),
+    "ref-exists": lambda t: [
+        _numbers(t).checkout("exp", create=True),
+        lc.load(str(t / "src")).checkout("exp", create=True),
+    ],
+    "bad-ref-name": lambda t: _numbers(t).checkout("a/b", create=True),
+    "merge-conflict": _merge_conflict,
+    "delete-current-branch": _delete_current_branch,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import needs_marks
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
@@ -16,7 +18,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 EXPECTED = {
     "01_tutorial.py": ["flipped: 100 samples", "failed on data_in[3]", "after removing it: 30 samples"],
     "02_ingest_and_augment.py": ["(180, 48, 48, 3)", "wrote augmented.png"],
-    "03_embeddings.py": ["outputs={'images': 0, 'labels': 0, 'embedding': 200}", "embedding (200, 16)"],
+    "03_embeddings.py": ["outputs={'images': 0, 'labels': 0, 'embedding': 200}", "embedding (200, 512)"],
     "04_tokenize.py": ["tokenized 500 documents; the rerun did nothing (still version 6)", "seq_len=64"],
     "05_recover_and_resume.py": [
         "100 inputs, 63 written, 37 skipped",
@@ -30,6 +32,10 @@ EXPECTED = {
         "torchvision: 24 augmented samples",
         "batch 5: images (4, 3, 64, 80)",
     ],
+    "08_accelerate.py": [
+        "process 0 of 1: 256 embeddings at version 6, column (256, 512)",
+        "1 commit made it visible: eval Embed (in place)",
+    ],
 }
 
 
@@ -42,7 +48,9 @@ def test_examples_are_all_listed() -> None:
         assert f"**[{name}]({name})**" in readme, name
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "script", [pytest.param(p, id=p.name, marks=needs_marks(p.read_text())) for p in EXAMPLES]
+)
 def test_example_runs(script: Path, tmp_path: Path) -> None:
     """The example exits 0 in an empty directory and prints what it is meant to show."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

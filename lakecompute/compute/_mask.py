@@ -20,11 +20,11 @@ import numpy as np
 
 from lakecompute.compute._inputs import DatasetSource
 from lakecompute.compute._options import EvalOptions
-from lakecompute.compute._plan import block_size, plan_ranges, scheduler_for, task_size
+from lakecompute.compute._plan import block_size, checked_scheduler, plan_ranges, task_size
 from lakecompute.compute._runner import failure_error
 from lakecompute.datasets import Dataset, DatasetView
 from lakecompute.errors import TransformError
-from lakecompute.schedulers import ProgressFn, portable_exception
+from lakecompute.schedulers import ProgressFn, get_scheduler, portable_exception
 
 __all__ = ["filter_mask"]
 
@@ -96,7 +96,7 @@ def filter_mask(data: Dataset | DatasetView, fn: Callable[[Any], Any], options: 
     if not n:
         return np.zeros(0, dtype=bool)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
-    sched = scheduler_for(opts.scheduler, opts.num_workers, reads=[source.snap.url])
+    sched = checked_scheduler(get_scheduler(opts.scheduler, opts.num_workers), reads=[source.snap.url])
     job = _MaskJob(fn, name, source, block_size(source.sample(0), None), os.getpid())
     ranges = plan_ranges(n, task_size(n, opts.num_workers, 0, None), opts.num_workers, 0, None)
     return _MaskRun(job, ranges).run(sched, _progress_bar(opts, name, n))

@@ -7,11 +7,13 @@ same result and a rerun can be recognised.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute._fingerprint import fingerprint_eval, fingerprint_job
+from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
 from lakecompute.compute._inputs import Source, estimate_bytes, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset
@@ -23,7 +25,7 @@ from lakecompute.errors import (
     ReadOnlyError,
     warn,
 )
-from lakecompute.schedulers import Ray, Scheduler, get_scheduler
+from lakecompute.schedulers import Scheduler
 from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ __all__ = [
     "block_size",
     "plan_eval",
     "plan_ranges",
-    "scheduler_for",
+    "checked_scheduler",
     "task_floor",
     "task_size",
 ]
@@ -82,6 +84,7 @@ class EvalPlan:
     label: str
     job: str | None = None
     drop: EvalRecord | None = None
+    origin: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
@@ -124,7 +127,28 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
         seed = record.seed
     else:
         seed = draw_seed()
-    return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop)
+    origin = _lineage(pipeline, source)
+    return EvalPlan(
+        pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop, origin
+    )
+
+
+def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
+    """What the versions an eval commits record of it: its functions, a fingerprint of their code and
+    arguments, and what it read (None where they cannot be fingerprinted)."""
+    origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions]}
+    try:
+        origin["code"] = fingerprint_code(pipeline)
+    except FingerprintError:
+        origin["code"] = None
+    try:
+        identity = source.identity()
+    except FingerprintError:
+        identity = {}
+    # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
+    # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
+    origin["inputs"] = json.loads(json.dumps({**identity, **source.describe()}, default=str))
+    return origin
 
 
 def _label(pipeline: Pipeline) -> str:
@@ -239,18 +263,15 @@ def _earlier_run(
     return None
 
 
-def scheduler_for(
-    name: str | Ray, num_workers: int, reads: list[str], writes: str | None = None
-) -> Scheduler:
-    """The scheduler ``name`` with ``num_workers``, checked against where the data it reads (and writes)
-    lives: machine-local paths are refused on a cluster, object stores are never used from forked
-    children, and in-memory output needs workers that share this process's memory.
+def checked_scheduler(sched: Scheduler, reads: list[str], writes: str | None = None) -> Scheduler:
+    """``sched``, checked against where the data it reads (and writes) lives: machine-local paths are
+    refused on a cluster, object stores are never used from forked children (then the scheduler without
+    fork is returned), and in-memory output needs workers that share this process's memory.
 
     Raises:
         InvalidArgumentError: the scheduler cannot reach the data (naming the ways out).
     """
     locations = ([writes] if writes is not None else []) + reads
-    sched = get_scheduler(name, num_workers)
     local = [url for url in locations if backend_class(url).machine_local]
     if local and sched.spans_machines:
         raise InvalidArgumentError(

@@ -3,10 +3,11 @@
 A task reads its own input range (datasets: from the committed version; sequences: by index), runs the
 fused pipeline per sample, checks and buffers the outputs, writes them as fragments into the task's
 own slots (through the dataset layer's `lakecompute.datasets.TaskWriter`), and returns only
-fragment descriptions and counts (`TaskResult`). A sample that fails ends the task with a
-`TaskFailure` in its result — a value, not an exception, so that the engine can still wait for
-the tasks before it (see ``_engine``). Per-worker state (the stages, with class-based functions
-instantiated) is built once per worker and eval.
+fragment descriptions and counts (`TaskResult`). Reading the next block and writing the previous one
+overlap the function's run on the current block (``_overlap``: bounded threads, order unchanged). A
+sample that fails ends the task with a `TaskFailure` in its result — a value, not an exception, so
+that the engine can still wait for the tasks before it (see ``_engine``). Per-worker state (the
+stages, with class-based functions instantiated) is built once per worker and eval.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ import operator
 import os
 import pickle
 import threading
+import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakecompute.compute._inputs import Source, estimate_bytes
+from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind
 from lakecompute.compute._plan import BLOCK_BYTES
 from lakecompute.compute._runner import (
     Stage,
@@ -156,6 +159,7 @@ class TaskResult:
     failed: tuple[FailedSample, ...]
     failure: TaskFailure | None = None
     decisions: Decisions | None = None  # the preflight's
+    stages: Mapping[str, float] = field(default_factory=dict)  # seconds per stage (see _overlap.Stages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,7 +330,7 @@ class _Stop(Exception):
 class _TaskRun:
     """One task in a worker: reading blocks, running samples, buffering and writing outputs."""
 
-    def __init__(self, job: Job, task: Task, progress: ProgressFn) -> None:
+    def __init__(self, job: Job, task: Task, progress: ProgressFn, overlap: bool = True) -> None:
         assert task.decided is not None
         self.job = job
         self.task = task
@@ -350,13 +354,42 @@ class _TaskRun:
         self.last_fn = self.stages[-1].name
         single = len(self.stages) == 1 and not self.stages[0].wants_rng
         self.call = self._call_one if single else self._call_all
+        self.seconds = Stages()
+        self.overlap = overlap
+        self.writes = WriteBehind(overlap, self.seconds)
+
+    def run(self) -> TaskResult:
+        """Run the task: its blocks read ahead, run here, written behind; its result, or its first failure."""
+        t0 = time.perf_counter()
+        blocks = self.blocks()
+        busy = 0.0
+        try:
+            for samples in blocks:
+                t1 = time.perf_counter()
+                self.run_block(samples)
+                self.drain()
+                busy += time.perf_counter() - t1
+            result = self.result()
+        except _Stop as stop:
+            first = self.writes.settle(stop)  # an earlier block's write may have failed first
+            if not isinstance(first, _Stop):
+                raise first from None
+            return TaskResult(self.task.number, self.task.start, self.task.stop, {}, {}, (), first.failure)
+        finally:
+            blocks.close()
+            self.writes.close()
+        self.seconds.run = busy - self.writes.waited
+        self.seconds.wall = time.perf_counter() - t0
+        return replace(result, stages=self.seconds.as_dict())
 
     # -- reading ---------------------------------------------------------------------------------
-    def blocks(self) -> Iterator[list[tuple[int, Any]]]:
-        """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs."""
+    def blocks(self) -> ReadAhead[list[tuple[int, Any]]]:
+        """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs, read ahead of their use
+        on reader threads (see `_readers`)."""
         task, job = self.task, self.job
-        for start in range(task.start, task.stop, job.block):
-            yield _samples(job, task, start, min(task.stop, start + job.block))
+        ranges = [(s, min(task.stop, s + job.block)) for s in range(task.start, task.stop, job.block)]
+        threads = _readers(job) if self.overlap else 0
+        return ReadAhead(functools.partial(_samples, job, task), ranges, threads, self.seconds)
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
@@ -453,14 +486,24 @@ class _TaskRun:
 
     # -- writing ---------------------------------------------------------------------------------
     def drain(self) -> None:
-        """Check, buffer and (when buffers fill) write the block's outputs; empty ``final``."""
+        """Hand the outputs buffered in ``final`` to the writer, which checks, encodes, buffers and (when
+        buffers fill) writes them behind the function (`WriteBehind`); empty ``final``."""
+        taken = []
         for k, (name, values) in enumerate(self.final.items().items()):
             if values:
-                owners = functools.partial(_owners, self.marks, k)
-                self.writer.add(name, self._encode(name, values, owners))
+                taken.append((k, name, list(values)))  # final's lists are emptied in place below
                 self.counts[name] += len(values)
+        marks = list(self.marks)
         self.final.reset()
         self.marks.clear()
+        if taken:
+            self.writes.submit(functools.partial(self._write, taken, marks))
+
+    def _write(self, taken: list[tuple[int, str, list[Any]]], marks: list[tuple[int, list[int]]]) -> None:
+        """Check, encode and buffer one drain's outputs (on the writer thread; in order)."""
+        for k, name, values in taken:
+            owners = functools.partial(_owners, marks, k)
+            self.writer.add(name, self._encode(name, values, owners))
 
     def _encode(self, name: str, values: list[Any], owners: Any) -> np.ndarray | list[Encoded]:
         writer = self.writer
@@ -486,10 +529,27 @@ class _TaskRun:
         return items
 
     def result(self) -> TaskResult:
+        """The task's result, once every write has ended (raises a write's error)."""
+        self.writes.wait()
+        t0 = time.perf_counter()
+        fragments = self.writer.finish()
+        self.seconds.write += time.perf_counter() - t0
         task = self.task
-        return TaskResult(
-            task.number, task.start, task.stop, self.writer.finish(), self.counts, tuple(self.failed)
-        )
+        return TaskResult(task.number, task.start, task.stop, fragments, self.counts, tuple(self.failed))
+
+
+def _readers(job: Job) -> int:
+    """Reader threads per task: what the source allows (none for input already in memory, one for a
+    sequence whose ``__getitem__`` is the user's), and for datasets a share of this machine's CPUs per
+    worker (decoding, which releases the GIL, then runs in parallel)."""
+    allowed = job.source.parallel_reads
+    if allowed <= 1:
+        return allowed
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(allowed, cpus // max(1, job.options.num_workers)))
 
 
 def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any]]:
@@ -561,14 +621,7 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         return TaskResult(task.number, task.start, task.stop, {}, {}, ())
     if task.preflight:
         return _run_preflight(job, task, progress)
-    run = _TaskRun(job, task, progress)
-    try:
-        for samples in run.blocks():
-            run.run_block(samples)
-            run.drain()
-    except _Stop as stop:
-        return TaskResult(task.number, task.start, task.stop, {}, {}, (), stop.failure)
-    return run.result()
+    return _TaskRun(job, task, progress).run()
 
 
 # -- the preflight -----------------------------------------------------------------------------------
@@ -632,7 +685,7 @@ def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         return TaskResult(task.number, task.start, task.stop, {}, {}, (), failure, decisions)
     ran = [s for s in samples if s[0] in outcomes]
     stop = samples[len(ran)][0] if len(ran) < len(samples) else task.stop
-    run = _TaskRun(job, replace(task, stop=stop, decided=decide_outputs(job, decisions)), progress)
+    run = _TaskRun(job, replace(task, stop=stop, decided=decide_outputs(job, decisions)), progress, False)
     run.call = functools.partial(_replay, outcomes, run.lists, run.names)
     try:
         run.run_block(ran)

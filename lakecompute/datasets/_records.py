@@ -111,8 +111,6 @@ class EvalRecord:
         seconds: wall time up to ``done``.
         job: what the eval is for (its functions' names, input and output, not their code): a run
             with the same job and changed code continues this one (``fingerprint_job``).
-        data_in: what the input was, as small JSON: for a dataset its ``id``, ``version`` and ``path``; for
-            a Hugging Face dataset its ``fingerprint`` and ``length``; else its ``kind``.
     """
 
     fingerprint: str
@@ -131,7 +129,6 @@ class EvalRecord:
     parked: Mapping[str, tuple[Fragment, ...]] = field(default_factory=dict)
     seconds: float = 0.0
     job: str = ""
-    data_in: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -154,7 +151,6 @@ class EvalRecord:
             "parked": {k: [f.to_json() for f in v] for k, v in self.parked.items()},
             "seconds": self.seconds,
             "job": self.job,
-            "data_in": dict(self.data_in),
         }
 
     @classmethod
@@ -184,14 +180,7 @@ class EvalRecord:
             },
             seconds=float(obj.get("seconds", 0.0)),
             job=str(obj.get("job", "")),
-            data_in=_data_in(obj.get("data_in", {})),  # absent in records before dataset ids
         )
-
-
-def _data_in(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise TypeError(f"data_in {value!r:.60}")
-    return dict(value)
 
 
 def as_reference(obj: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ import multiprocess
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out
 
 
 class WeightsMissingError(OSError):
@@ -31,7 +32,7 @@ class NeedsWeights:
 def test_class_init_failure_is_a_transform_error(scheduler: Sched, tmp_path: Path) -> None:
     """The __init__ failure arrives as TransformError (function named, no index), cause kept, every
     scheduler; the output is unchanged and no worker is left."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     version = out.version
     with pytest.raises(lc.TransformError) as info:
         NeedsWeights(path="/models/m.pt").eval(list(range(20)), out, **scheduler.kw)

@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.loaders.test_torch import _free_port
+from tests.helpers import free_port
 
-pytest.importorskip("accelerate")
-pytest.importorskip("torchdata")
+pytestmark = pytest.mark.needs("accelerate", "torchdata")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "loaders" / "accelerate_run.py"
@@ -40,7 +39,7 @@ def _run(
     args = [str(SCRIPT), path, str(tmp_path), phase, dispatch, str(workers)]
     if processes > 1:
         args = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-                str(_free_port()), *args]  # fmt: skip
+                str(free_port()), *args]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1"}
     return subprocess.run(
         [sys.executable, *args],

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.loaders.test_torch import _free_port
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = 24
@@ -31,7 +31,7 @@ def _run(args: list[str], cwd: Path) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
         "MASTER_ADDR": "127.0.0.1",
     }
     run = subprocess.run(
@@ -52,6 +52,7 @@ def _epochs(seen: list[tuple[int, list[int]]]) -> dict[int, list[int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.needs("pytorch_lightning")
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("where", ["module", "before"])
 def test_lightning_ddp_shards_reshuffles_and_resumes_exactly(tmp_path: Path, where: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
+from lakecompute.storage import is_committed, open_backend, read_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -66,20 +67,6 @@ def double_with(sample_in: Any, sample_out: Any, extra: Any) -> None:
     sample_out.append({"x": np.int64(int(sample_in) * 2)})
 
 
-def make_out(path: str | Path) -> lc.Dataset:
-    """A new, empty output dataset with one int64 tensor ``x``."""
-    ds = lc.empty(str(path), overwrite=True)
-    ds.create_tensor("x", dtype="int64")
-    return ds
-
-
-def make_numbers(path: str | Path, n: int) -> lc.Dataset:
-    """A dataset whose tensor ``x`` holds ``0..n-1`` (int64)."""
-    ds = make_out(path)
-    ds.x.extend(np.arange(n, dtype=np.int64))
-    return ds
-
-
 def doubled_prefix(ds: lc.Dataset, step: int) -> int:
     """Assert that ``ds.x`` is exactly ``2 * arange(k)``, ``k`` a multiple of ``step``; return k."""
     values = ds.x.numpy() if len(ds.x) else np.zeros(0, dtype=np.int64)
@@ -124,8 +111,20 @@ def kill_session(session: int) -> None:
 
 
 def versions(path: str | Path) -> list[str]:
-    """The committed manifest files of a local dataset."""
-    return sorted(p for p in os.listdir(Path(path) / "versions") if p.endswith(".json") and p[:-5].isdigit())
+    """The manifest files of a local dataset's committed versions (a manifest a commit stored but never
+    moved its branch to, because it was killed in between or lost a race, is no version)."""
+    backend = open_backend(str(path))
+    out = []
+    for name in sorted(os.listdir(Path(path) / "versions")):
+        if not (name.endswith(".json") and name[:-5].isdigit()):
+            continue
+        try:
+            manifest = read_manifest(backend, int(name[:-5]))
+        except lc.DatasetNotFoundError:
+            continue  # removed since the listing (a commit that lost its race cleans up)
+        if is_committed(backend, manifest):
+            out.append(name)
+    return out
 
 
 def segments(path: str | Path) -> set[str]:

@@ -8,6 +8,7 @@ nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,7 +22,13 @@ import pytest
 import lakecompute as lc
 from tests.vision.conftest import SIZES, coco_document
 
-pytest.importorskip("ultralytics")
+pytestmark = pytest.mark.needs("ultralytics")
+# Only looked up, never imported here: importing ultralytics patches Pillow for the rest of the session
+# (an unreadable image's error then names pi_heif). It runs in the child processes below.
+if importlib.util.find_spec("ultralytics") is None:
+    pytest.skip(
+        "needs ultralytics, which only the full lane installs (make test-full)", allow_module_level=True
+    )
 
 _READ = """
 import json, sys

@@ -142,14 +142,20 @@ def write_atomic(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all: a temporary file in the same folder, flushed to
     disk, then renamed over ``path``.
 
+    The temporary file is hidden and named after ``path`` and the writing process
+    (``.<name>.<pid>.<random>.partial``); one that a killed process left is removed by the next write of
+    the same path.
+
     Raises:
         StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
             keeps what it held before.
     """
-    folder = os.path.dirname(os.path.abspath(path))
+    folder, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name[:100]}."
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".partial")
+        _remove_abandoned_partials(folder, prefix)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{prefix}{os.getpid()}.", suffix=".partial")
         _write_fd(fd, data)
         os.replace(tmp, path)
         tmp = None
@@ -159,6 +165,16 @@ def write_atomic(path: str, data: bytes) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
+
+
+def _remove_abandoned_partials(folder: str, prefix: str) -> None:
+    """Remove the temporary files of `write_atomic` that start with ``prefix`` and whose process is gone."""
+    for entry in os.listdir(folder):
+        if entry.startswith(prefix) and entry.endswith(".partial"):
+            pid = entry[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(folder, entry))
 
 
 def _file_mode() -> int:

@@ -60,8 +60,9 @@ class PoseLayout:
     """Keypoints per object (``kpt_shape[0]``)."""
     dims: int
     """Values per keypoint: 3 (``x y visibility``) or 2 (``x y``, every point visible)."""
-    flip_idx: tuple[int, ...]
-    """The keypoint a horizontal flip turns each keypoint into (a permutation of ``0..count-1``)."""
+    flip_idx: tuple[int, ...] | None
+    """The keypoint a horizontal flip turns each keypoint into (a permutation of ``0..count-1``); None:
+    each keypoint its own (not spelled out: a declared count is not believed before rows hold it)."""
     names: tuple[str, ...] | None
     """The keypoints' names, when known."""
 
@@ -90,13 +91,15 @@ class PoseLayout:
         names = _read_names(path, config.get("kpt_names"), count, n_classes)
         flip = config.get("flip_idx")
         flip_idx = check_flip(flip, count, f"{path}: 'flip_idx'") if flip is not None else None
-        if flip_idx is None:
-            flip_idx = tuple(mirrored(names)) if names else tuple(range(count))
+        if flip_idx is None and names:
+            flip_idx = tuple(mirrored(names))
         return cls(count, int(shape[1]), flip_idx, names)
 
     def tensor_info(self) -> dict[str, Any]:
         """What `ingest_yolo`'s ``keypoints`` tensor is created with: the names and ``flip_idx``."""
-        info: dict[str, Any] = {"flip_idx": list(self.flip_idx)}
+        info: dict[str, Any] = {}
+        if self.flip_idx is not None:
+            info["flip_idx"] = list(self.flip_idx)
         if self.names is not None:
             info["keypoint_names"] = list(self.names)
         return info
@@ -170,7 +173,8 @@ class PoseLayout:
     def config(self, n_classes: int) -> dict[str, Any]:
         """The pose keys of ``data.yaml``: ``kpt_shape``, ``flip_idx`` and (with names) ``kpt_names`` for
         every class, as ultralytics defaults them."""
-        out: dict[str, Any] = {"kpt_shape": [self.count, self.dims], "flip_idx": list(self.flip_idx)}
+        flip = list(self.flip_idx) if self.flip_idx is not None else list(range(self.count))
+        out: dict[str, Any] = {"kpt_shape": [self.count, self.dims], "flip_idx": flip}
         if self.names is not None:
             out["kpt_names"] = {c: list(self.names) for c in range(n_classes)}
         return out

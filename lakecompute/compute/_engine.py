@@ -148,7 +148,12 @@ def _run_eval(
     if plan.drop is not None:
         plan.out.drop_unfinished(plan.drop)
     write = plan.out.begin_eval(
-        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or ""
+        plan.fingerprint,
+        label=plan.label,
+        in_place=plan.in_place,
+        resume=plan.resume,
+        job=plan.job or "",
+        origin=plan.origin,
     )
     token = uuid.uuid4().hex
     try:

@@ -469,8 +469,10 @@ def test_load_missing_version_raises_not_found(mixed: lc.Dataset) -> None:
     """load(version=N) for a version that was never committed raises DatasetNotFoundError."""
     with pytest.raises(lc.DatasetNotFoundError, match=r"It has no version 99"):
         lc.load(mixed.path, version=99)
-    with pytest.raises(lc.InvalidTypeError, match=r"Expected version as an int\. Got str"):
-        lc.load(mixed.path, version="1")  # type: ignore[arg-type]
+    with pytest.raises(lc.InvalidTypeError, match=r"Expected version as an int or a tag name\. Got float"):
+        lc.load(mixed.path, version=1.0)  # type: ignore[arg-type]
+    with pytest.raises(lc.RefNotFoundError, match=r"has no branch or tag 'v1'"):
+        lc.load(mixed.path, version="v1")
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,10 @@
 | ``boxes`` | bbox (``cxcywh``, normalized, float64) | ``(k, 4)``, the label file's numbers |
 | ``labels`` | class_label | ``(k,)``, names from ``data.yaml`` |
 | ``polygons`` | polygon (normalized, float64) | per object its polygon, ``[]`` for a box line |
+| ``keypoints`` | keypoints (float64, pixels) | ``(k, K, 3)``: x, y, visibility per keypoint |
 
-(``polygons`` only for segmentation labels.)
+(``polygons`` only for segmentation labels; ``keypoints`` only for poses, a ``data.yaml`` with
+``kpt_shape``: `lakecompute.vision._yolo_pose`.)
 """
 
 from __future__ import annotations
@@ -200,6 +202,9 @@ def ingest_yolo(
     its path with the last ``images`` folder turned into ``labels`` (``docs/detection.md``, "YOLO in and
     out"). Images without a label file have no objects. Label lines with a polygon (``class x1 y1 x2 y2 ...``,
     YOLO's segmentation format) also fill a ``polygons`` tensor, and their box is the polygon's bounds.
+    A ``data.yaml`` with ``kpt_shape`` (ultralytics' pose format) makes every line a box followed by
+    ``K`` keypoints, read into a ``keypoints`` tensor in pixels (the image's size times the line's
+    numbers) with ``data.yaml``'s ``kpt_names`` and ``flip_idx`` in its info.
     Files are read in parallel by an eval, with a progress bar; image bytes are kept as for
     `lakecompute.ingest_classification`.
 
@@ -216,18 +221,20 @@ def ingest_yolo(
     Returns:
         The new dataset: ``images``, ``file_name`` (the path below the split's folder, or below the folder
         common to the splits read), ``boxes`` (cxcywh, normalized), ``labels``, and ``polygons`` for
-        segmentation labels.
+        segmentation labels or ``keypoints`` for poses.
 
     ``data.yaml`` and the label files are untrusted input (``docs/detection.md``, "What is trusted"):
     every path is confined to ``folder`` (symbolic links followed), and every line checked.
 
     Raises:
-        InvalidArgumentError: no data.yaml, one that is not YAML, or names that are not distinct
-            strings; a path (data.yaml's ``path`` or a split entry, a listed image, an image or label
+        InvalidArgumentError: no data.yaml, one that is not YAML, names that are not distinct
+            strings, or pose keys (``kpt_shape``, ``flip_idx``, ``kpt_names``) ultralytics does not take; a
+            path (data.yaml's ``path`` or a split entry, a listed image, an image or label
             file) resolving outside ``folder``, or a split entry that names nothing usable (the key
             named); no images; two images sharing one label file; or pyyaml is not installed.
         InvalidSampleError: an unreadable image, or a label file that is not text or has a malformed
-            line (file and line named); with ``skip_errors=True`` such images are skipped instead.
+            line (a pose line: not ``4 + K x D`` numbers, a visibility other than 0/1/2; file and line
+            named); with ``skip_errors=True`` such images are skipped instead.
     """
     parsed = IngestOptions.parse("ingest_yolo", options, image_compression, progressbar)
     root = os.fspath(folder)

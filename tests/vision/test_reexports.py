@@ -378,3 +378,13 @@ def test_reexport_killed_at_any_step(kind: str, tmp_path: Path) -> None:
         assert _leftovers(out) == [], f"killed before step {stop}"
         shutil.rmtree(tmp_path / "third-fresh")
     assert seen == {"old", "no index", "new"}
+
+
+def test_coco_exports_with_other_annotations_files_share_an_images_folder(tmp_path: Path) -> None:
+    """Two COCO exports into one images folder with two annotations files (train.json, val.json) keep each
+    other's images; exporting train.json again replaces only what train.json's export wrote."""
+    out = tmp_path / "out"
+    _dataset(tmp_path / "train", ["t0.png", "t1.png"]).export_coco(out / "train.json", out / "images")
+    _dataset(tmp_path / "val", ["v0.png"]).export_coco(out / "val.json", out / "images")
+    _dataset(tmp_path / "train2", ["t1.png"], shade=7).export_coco(out / "train.json", out / "images")
+    assert sorted(os.listdir(out / "images")) == [localfiles.LISTING, "t1.png", "v0.png"]

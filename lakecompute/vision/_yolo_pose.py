@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+from lakecompute.specs import htype_declaration
 
 if TYPE_CHECKING:
     from lakecompute.datasets import Dataset, DatasetView
@@ -153,7 +154,7 @@ class PoseLayout:
                 keypoints; a ``flip_idx`` that is not a permutation of the keypoints.
         """
         tensor = data.tensors.get("keypoints") if "keypoints" in data.tensors else None
-        if tensor is None or tensor.htype != "keypoints":
+        if tensor is None or htype_declaration(tensor.htype).target != "keypoints":
             raise InvalidArgumentError(
                 "export_yolo(task='pose') needs a tensor 'keypoints' of htype keypoints, one group per box "
                 "(as lc.ingest_coco makes from person_keypoints files); the dataset has "

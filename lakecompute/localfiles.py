@@ -369,9 +369,10 @@ class FolderExport:
     ``scope`` (a split, an annotations file), each file with a digest of its bytes. An export removes the
     files that the previous export of the scopes it ``replaces`` wrote and it does not write again —
     only those, and only when unchanged since (same digest): a file someone else put there, or changed,
-    is never removed. A `Watch` names files a reader takes as part of the export without being told
-    (ultralytics reads every image of a split's folder); such a file that the export neither writes nor
-    removes is refused, naming it, before anything changes.
+    is never removed. Nor is one that was there before an export first wrote to its name: the export
+    overwrites it, but does not record it as its own. A `Watch` names files a reader takes as part of
+    the export without being told (ultralytics reads every image of a split's folder); such a file that
+    the export neither writes nor removes is refused, naming it, before anything changes.
 
     **A kill at any point** leaves the previous export whole, or the new one whole, or, in between, no
     index file at all (never an index beside files it does not describe):
@@ -519,7 +520,7 @@ class FolderExport:
             StorageError: a file cannot be written or removed (the path named).
         """
         stale = self._stale()
-        written = {self._rel(path): digest for _, path, digest in self._staged}
+        written = self._claimed_files()
         self._save(self._listing.adding(self.scope, written, self._about))
         _remove(index)
         for staged, path, _ in self._staged:
@@ -544,6 +545,19 @@ class FolderExport:
 
     def _rel(self, path: str) -> str:
         return os.path.relpath(path, self._folder.real).replace(os.sep, "/")
+
+    def _claimed_files(self) -> dict[str, str]:
+        """The files this export records as its own, with their digests: those at a name no file held, or
+        one an export wrote. A file that was there before any export wrote to its name (your own images,
+        a folder exported into before listings) is overwritten, as any copy does, but stays yours: no
+        later export removes it."""
+        listed = {_fold(rel) for scope in self._listing.scopes.values() for rel in scope.files}
+        out = {}
+        for _, path, digest in self._staged:
+            rel = self._rel(path)
+            if _fold(rel) in listed or not os.path.lexists(path):
+                out[rel] = digest
+        return out
 
     def _stale(self) -> list[str]:
         """The files the previous export of a replaced scope wrote, unchanged since, that this one does

@@ -388,3 +388,17 @@ def test_coco_exports_with_other_annotations_files_share_an_images_folder(tmp_pa
     _dataset(tmp_path / "val", ["v0.png"]).export_coco(out / "val.json", out / "images")
     _dataset(tmp_path / "train2", ["t1.png"], shade=7).export_coco(out / "train.json", out / "images")
     assert sorted(os.listdir(out / "images")) == [localfiles.LISTING, "t1.png", "v0.png"]
+
+
+def test_reexport_never_removes_a_file_that_was_there_before_the_first_export(tmp_path: Path) -> None:
+    """Exporting COCO back into the folder its images came from overwrites them (as any copy does) but
+    does not make them the export's: a smaller export with the same annotations file later leaves every
+    one of them, and removes only the images the exports created."""
+    images = tmp_path / "images"
+    images.mkdir()
+    originals = {name: bytes([i]) * 10 for i, name in enumerate(["img0.png", "img1.png", "img2.png"])}
+    for name, data in originals.items():
+        (images / name).write_bytes(data)
+    _dataset(tmp_path / "ds", ["img0.png", "img1.png", "new.png"]).export_coco(tmp_path / "a.json", images)
+    _dataset(tmp_path / "small", ["img0.png"]).export_coco(tmp_path / "a.json", images)
+    assert sorted(os.listdir(images)) == [localfiles.LISTING, "img0.png", "img1.png", "img2.png"]

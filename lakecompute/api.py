@@ -29,8 +29,8 @@ from lakecompute.errors import (
     warn,
 )
 from lakecompute.storage import (
-    MARKER,
     DEFAULT_BRANCH,
+    MARKER,
     TEMP_PREFIX,
     Backend,
     Manifest,

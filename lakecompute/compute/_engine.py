@@ -39,9 +39,9 @@ from lakecompute.compute._plan import (
     STREAM_TASK_BYTES,
     EvalPlan,
     block_size,
+    checked_scheduler,
     plan_eval,
     plan_ranges,
-    checked_scheduler,
     task_floor,
     task_size,
 )

@@ -37,9 +37,9 @@ __all__ = [
     "STREAM_TASK_BYTES",
     "EvalPlan",
     "block_size",
+    "checked_scheduler",
     "plan_eval",
     "plan_ranges",
-    "checked_scheduler",
     "task_floor",
     "task_size",
 ]
@@ -142,12 +142,12 @@ def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
     except FingerprintError:
         origin["code"] = None
     try:
-        identity = source.identity()
+        # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
+        # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
+        described = {**source.identity(), **source.describe()}
+        origin["inputs"] = json.loads(json.dumps(described, default=str))
     except FingerprintError:
-        identity = {}
-    # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
-    # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
-    origin["inputs"] = json.loads(json.dumps({**identity, **source.describe()}, default=str))
+        origin["inputs"] = None
     return origin
 
 

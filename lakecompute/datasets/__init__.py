@@ -18,8 +18,8 @@ from lakecompute.datasets._eval_write import (
     TaskWriter,
     written_in_place,
 )
-from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._history import read_committed, resolve
+from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample

@@ -644,21 +644,13 @@ class Transaction:
         in_place: bool,
         resume: EvalRecord | None,
         job: str,
-        # Last, just before the manifest lands: data written under a lapsed lease may be gone, and the
-        # dataset this handle built on may have been replaced at its path (its numbers are free there).
-        self.lease.check()
-        check_still_there(self.backend, dataset_id)
-        committed = commit_version(self.backend, build, base.version + 1)
+        origin: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into this dataset (see `EvalWrite`)."""
         from lakecompute.datasets._eval_write import EvalWrite
 
         return EvalWrite(
-        # Last, just before the manifest lands: data written under a lapsed lease may be gone, and the
-        # dataset this handle built on may have been replaced at its path (its numbers are free there).
-        self.lease.check()
-        check_still_there(self.backend, dataset_id)
-        committed = commit_version(self.backend, build, base.version + 1)
+            self, fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
         )
 
     def restore(self, version: int, message: str) -> None:

@@ -76,5 +76,6 @@ def test_old_version_read_only_message_names_the_call(tmp_path: Path) -> None:
         old.labels.append(1)
     assert str(info.value) == (
         f"Version 1 of {ds.path!r} was opened with lc.load(path, version=1), and old versions are "
-        "read-only. Open the latest with lc.load(path) to write."
+        "read-only. Open the latest with lc.load(path) to write, or start a branch from this version with "
+        "ds.checkout(name, create=True)."
     )

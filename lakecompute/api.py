@@ -30,6 +30,7 @@ from lakecompute.errors import (
 )
 from lakecompute.storage import (
     DEFAULT_BRANCH,
+    MARKER,
     TEMP_PREFIX,
     Backend,
     Manifest,
@@ -48,7 +49,7 @@ __all__ = ["copy", "dataset", "delete", "empty", "exists", "like", "load"]
 PathLike = str | os.PathLike[str]
 # The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
 # created or removed: a folder with the second is no dataset, and lc.empty / lc.delete clear it.
-_MARK = "lakecompute"
+_MARK = MARKER
 _INCOMPLETE = "lakecompute-incomplete"
 _INTERRUPTED = (
     "A delete or overwrite of the dataset there was interrupted; lc.delete(path) removes what is left "
@@ -145,7 +146,7 @@ def _create(backend: Backend) -> Dataset:
     manifest = Manifest(version=0, message="create", dataset_id=new_dataset_id())
     manifest = commit_manifest(backend, manifest) or manifest
     main = ensure_main(backend, manifest.version)
-    backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
+    backend.write("zarr.json", _root_json({_MARK: {"format": 1, "dataset_id": manifest.dataset_id}}))
     return Dataset(backend, manifest, checkout=Checkout(DEFAULT_BRANCH, main))
 
 

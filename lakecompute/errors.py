@@ -16,6 +16,7 @@ __all__ = [
     "DatasetCorruptError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "DatasetReplacedError",
     "EvalConflictError",
     "FingerprintError",
     "ForkInTaskError",
@@ -103,6 +104,29 @@ class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
         extra = f" {detail}" if detail else ""
         tail = "Create one with lc.empty(path) or lc.dataset(path)." if hint is None else hint
         super().__init__(f"No lakecompute dataset at {path!r}.{extra} {tail}")
+
+
+class DatasetReplacedError(DatasetNotFoundError):
+    """Raised when the dataset something refers to (a pickled handle, a view, a loader state, a handle
+    being reloaded) is no longer at its path: the path was overwritten, or deleted and created again, and
+    holds another dataset (another ``ds.id``) whose version numbers would otherwise be taken for its own.
+
+    Attributes:
+        path: the location.
+        expected_id: the id of the dataset referred to.
+        found_id: the id of the dataset there now.
+    """
+
+    def __init__(self, path: str, expected_id: str, found_id: str, what: str = "this handle") -> None:
+        self.path = path
+        self.expected_id = expected_id
+        self.found_id = found_id
+        LakeComputeError.__init__(
+            self,
+            f"The dataset at {path!r} is not the one {what} refers to: expected dataset id {expected_id!r}, "
+            f"found {found_id!r} (the path was overwritten, or deleted and created again). Open the dataset "
+            "there now with lc.load(path).",
+        )
 
 
 class DatasetCorruptError(LakeComputeError):

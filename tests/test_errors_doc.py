@@ -190,6 +190,23 @@ def _interrupted_delete(tmp: Path) -> Any:
     return lc.load(str(tmp / "src"))
 
 
+def _task_unpicklable(tmp: Path) -> Any:
+    import warnings
+
+    with warnings.catch_warnings():  # a stream is not recorded: its eval warns so first
+        warnings.simplefilter("ignore", lc.LakeComputeWarning)
+        items = ((i, (j for j in range(2))) for i in range(5))
+        return first_of_pair().eval(items, _out(tmp), num_workers=2, progressbar=False)
+
+
+def _replaced(tmp: Path) -> Any:
+    import pickle
+
+    blob = pickle.dumps(_numbers(tmp))
+    _numbers(tmp, n=5)  # made again at the same path (overwrite=True): another dataset id
+    return pickle.loads(blob)
+
+
 def _ingest_overlap(tmp: Path) -> Any:
     from lakecompute.demo import write_image_folder
 
@@ -346,6 +363,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "vacuumed": _vacuumed,
     "linked-file": _linked,
     "interrupted-delete": _interrupted_delete,
+    "replaced": _replaced,
     "ingest-overlap": _ingest_overlap,
     "bad-tensor-name": lambda t: _out(t).create_tensor("bad name!"),
     "tensor-name-too-long": lambda t: _out(t).create_tensor("x" * 300),
@@ -443,9 +461,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "pad-not-dataset": lambda t: double().eval(list(range(5)), _out(t), pad_data_in=True, progressbar=False),
     "worker-died": _worker_died,
     "worker-start-failed": _worker_start_failed,
-    "task-unpicklable": lambda t: first_of_pair().eval(
-        ((i, (j for j in range(2))) for i in range(5)), _out(t), num_workers=2, progressbar=False
-    ),
+    "task-unpicklable": _task_unpicklable,
     "task-forked": lambda t: forks_on_two().eval(list(range(6)), _out(t), num_workers=2, progressbar=False),
     "eval-commit-conflict": _eval_conflict,
     "eval-unfinished": _eval_unfinished,

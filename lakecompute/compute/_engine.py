@@ -39,6 +39,7 @@ from lakecompute.compute._plan import (
     STREAM_TASK_BYTES,
     EvalPlan,
     block_size,
+    checked_scheduler,
     plan_eval,
     plan_ranges,
     task_floor,
@@ -73,7 +74,6 @@ from lakecompute.schedulers import (
     job_ranks,
     place_workers,
 )
-from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -92,8 +92,9 @@ class EvalResult:
         failed: samples skipped with ``ignore_errors=True``, in input order.
         seconds: wall time.
         version: the version of ``data_out`` that holds the result.
-        resumed_from: inputs already done by an earlier, interrupted run of the same eval (all of them
-            when the eval had already completed and nothing was written).
+        resumed_from: inputs already done by an earlier, interrupted run of the same eval, which this
+            run did not run again (0 when the eval had already completed: nothing ran or was written,
+            and ``inputs``, ``outputs`` and ``failed`` are the completed run's).
         seed: the seed of the ``rng`` generators; pass it as ``seed=`` to reproduce the run.
         stages: seconds the tasks spent in each stage, summed over tasks: ``read`` (reading and decoding
             inputs, on reader threads), ``run`` (the functions), ``write`` (checking, encoding and
@@ -191,7 +192,7 @@ def _already_done(plan: EvalPlan, t0: float) -> EvalResult:
         list(record.failed),
         time.perf_counter() - t0,
         plan.out.version,
-        record.done,
+        0,  # nothing was resumed: the eval had completed
         record.seed,
     )
 
@@ -204,33 +205,15 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
 def scheduler_for(
     opts: EvalOptions, out: str, source: Source, share: tuple[int, int] | None = None
 ) -> Scheduler:
-    """The scheduler to run an eval's tasks on, checked against where the data lives (``out``, the output's
-    location; a dataset ``source``'s), with its workers on ``opts.devices`` (this process's ``share`` of
-    them, in a distributed job)."""
-    locations = [out]
-    if isinstance(source, DatasetSource):
-        locations.append(source.snap.url)
+    """The scheduler to run an eval's tasks on, with its workers on ``opts.devices`` (this process's
+    ``share`` of them, in a distributed job), checked against where the data lives (``out``, the output's
+    location; a dataset ``source``'s: see `checked_scheduler`)."""
     sched = get_scheduler(opts.scheduler, opts.num_workers)
     placement = place_workers(opts.devices, share)
     if placement is not None:
         sched = sched.with_devices(placement)
-    local = [url for url in locations if backend_class(url).machine_local]
-    if local and sched.spans_machines:
-        raise InvalidArgumentError(
-            f"{local[0]!r} is a path on this machine's disk, which the other machines of the cluster do "
-            "not see. Keep the datasets on object storage (s3://...) that every node reaches, or, if the "
-            "path is on a file system every node mounts, say so: lc.schedulers.Ray(shared_filesystem=True)."
-        )
-    # Object-store clients hang or refuse to work in a child forked after the parent used them
-    # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
-    if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
-        sched = sched.without_fork()
-    if not sched.shares_memory and not backend_class(locations[0]).shared_between_processes:
-        raise InvalidArgumentError(
-            f"data_out {out!r} lives in this process's memory, which worker processes cannot "
-            "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
-        )
-    return sched
+    reads = [source.snap.url] if isinstance(source, DatasetSource) else []
+    return checked_scheduler(sched, reads, out)
 
 
 def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] | None:

@@ -17,9 +17,17 @@ import numpy as np
 from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import RowMeta, column_row_class, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["DatasetSource", "IterableSource", "SequenceSource", "Source", "estimate_bytes", "make_source"]
+__all__ = [
+    "DatasetSource",
+    "HuggingFaceSource",
+    "IterableSource",
+    "SequenceSource",
+    "Source",
+    "estimate_bytes",
+    "make_source",
+]
 
 
 class Source:
@@ -40,8 +48,16 @@ class Source:
         raise NotImplementedError
 
     def identity(self) -> dict[str, Any]:
-        """What identifies this input for resuming (location and version, or content)."""
+        """What identifies this input for resuming (dataset id and version, or content).
+
+        Raises:
+            FingerprintError: the input has no identity (the eval cannot be recorded).
+        """
         raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """What an eval record keeps of the input (small JSON): its kind and what names it."""
+        return {"kind": "unrecorded"}
 
 
 class DatasetSource(Source):
@@ -109,14 +125,20 @@ class DatasetSource(Source):
         where: Any = (
             [pos.start, pos.stop, pos.step] if isinstance(pos, range) else fingerprint_value(pos, "data_in")
         )
+        # The dataset's id, not its path: a dataset made again at the same path reaches the same version
+        # numbers with other content, and a copy of the folder elsewhere is the same data.
         return {
             "kind": "dataset",
-            "path": self.snap.url,
+            "id": self.snap.dataset_id,
             "version": self.snap.version,
             "positions": where,
             "pad": self.pad,
             "tensors": list(self.snap.tensors),
         }
+
+    def describe(self) -> dict[str, Any]:
+        snap = self.snap
+        return {"kind": "dataset", "id": snap.dataset_id, "version": snap.version, "path": snap.url}
 
 
 class SequenceSource(Source):
@@ -145,22 +167,67 @@ class SequenceSource(Source):
     def identity(self) -> dict[str, Any]:
         return {"kind": "sequence", "content": fingerprint_value(self.data, "data_in")}
 
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "sequence", "type": type(self.data).__name__, "length": self.length}
+
+
+class HuggingFaceSource(SequenceSource):
+    """A Hugging Face ``datasets.Dataset``: recorded by its own content fingerprint and length, read by
+    slices (one call per block, not per row)."""
+
+    def identity(self) -> dict[str, Any]:
+        return {"kind": "huggingface", "fingerprint": _hf_fingerprint(self.data), "length": self.length}
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "huggingface", "fingerprint": _hf_fingerprint(self.data), "length": self.length}
+
+    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
+        columns = self.data[start:stop]  # column -> values, formatted as the dataset's format says
+        names = list(columns)
+        rows = [{name: columns[name][j] for name in names} for j in range(stop - start)]
+        return [rows] if batch else rows
+
+
+def _hf_fingerprint(data: Any) -> str:
+    """A ``datasets.Dataset``'s fingerprint: the hash its library keeps of its content and every
+    transform that made it (equal across processes and sessions for the same data)."""
+    return str(data._fingerprint)
+
+
+def _is_hf_dataset(data: Any) -> bool:
+    # Checked by name, like Ray's: importing `datasets` to answer it would slow every eval down.
+    module = type(data).__module__
+    return (
+        (module == "datasets" or module.startswith("datasets."))
+        and type(data).__name__ == "Dataset"
+        and isinstance(getattr(data, "_fingerprint", None), str)
+    )
+
 
 class IterableSource(Source):
-    """An iterable without a length: the parent pulls items and sends them with each task."""
+    """An iterable without a length: the parent pulls items and sends them with each task.
 
-    def __init__(self, data: Iterable[Any]) -> None:
+    Args:
+        data: the iterable.
+        what: what it is, for messages (the type's name by default).
+        ways_out: what to do instead, for the error when the eval must be recorded.
+    """
+
+    def __init__(self, data: Iterable[Any], what: str = "", ways_out: str = "") -> None:
         self.data = data
         self.length = None
+        self.what = what or f"a {type(data).__name__}"
+        self.ways_out = ways_out or (
+            "Pass a sequence (list(data_in)) or a dataset, or run without checkpoint_interval."
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # Workers get their items with each task and never iterate the stream: it stays with the
         # parent (a live generator cannot be pickled, for a fork server's or Ray's workers).
-        return {"data": (), "length": None}
+        return {"data": (), "length": None, "what": self.what, "ways_out": self.ways_out}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.data = state["data"]
-        self.length = state["length"]
+        self.__dict__.update(state)
 
     def peek(self, n: int, max_bytes: int) -> list[Any]:
         """The first items, without consuming them: at most ``n`` of them and about ``max_bytes`` bytes
@@ -199,12 +266,9 @@ class IterableSource(Source):
         return None
 
     def identity(self) -> dict[str, Any]:
-        from lakecompute.errors import FingerprintError
-
         raise FingerprintError(
-            f"Cannot fingerprint data_in of type {type(self.data).__name__}: a stream without a length "
-            "cannot be resumed, so checkpoint_interval needs a dataset or a sequence. Pass list(data_in), "
-            "or run without checkpoint_interval."
+            f"data_in, {self.what}, is a stream without a length or an identity lakecompute can record, "
+            f"so an eval over it cannot resume or be recognised when run again. {self.ways_out}"
         )
 
 
@@ -274,6 +338,13 @@ def ray_rows(data: Any, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
         options.preserve_order = kept
 
 
+_RAY_WAYS_OUT = (
+    "Write it into a lakecompute dataset first (an eval without checkpoint_interval), then run the "
+    "checkpointed eval over that dataset; or pass list(ray_ds.iter_rows()) when it fits in memory; or run "
+    "without checkpoint_interval."
+)
+
+
 def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     """Choose the adapter for ``data_in``."""
     if isinstance(data_in, (Dataset, DatasetView)):
@@ -291,7 +362,9 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
             "Pass a 1-d array or a list (for one sample: [value], or arr.reshape(1))."
         )
     if _is_ray_dataset(data_in):
-        return IterableSource(ray_rows(data_in))
+        return IterableSource(ray_rows(data_in), "a ray.data.Dataset", _RAY_WAYS_OUT)
+    if _is_hf_dataset(data_in):
+        return HuggingFaceSource(data_in)
     if hasattr(data_in, "__len__") and hasattr(data_in, "__getitem__"):
         return SequenceSource(data_in)
     if isinstance(data_in, Iterable):

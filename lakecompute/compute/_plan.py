@@ -25,6 +25,8 @@ from lakecompute.errors import (
     ReadOnlyError,
     warn,
 )
+from lakecompute.schedulers import Scheduler
+from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -35,6 +37,7 @@ __all__ = [
     "STREAM_TASK_BYTES",
     "EvalPlan",
     "block_size",
+    "checked_scheduler",
     "plan_eval",
     "plan_ranges",
     "task_floor",
@@ -109,7 +112,7 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
     fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
-    label = " → ".join(f.name for f in pipeline.functions)
+    label = _label(pipeline)
     unfinished = _unfinished(out)
     drop = None
     if unfinished is not None and options.rerun:
@@ -139,10 +142,17 @@ def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
     except FingerprintError:
         origin["code"] = None
     try:
-        origin["inputs"] = json.loads(json.dumps(source.identity(), default=str))
+        # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
+        # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
+        described = {**source.identity(), **source.describe()}
+        origin["inputs"] = json.loads(json.dumps(described, default=str))
     except FingerprintError:
         origin["inputs"] = None
     return origin
+
+
+def _label(pipeline: Pipeline) -> str:
+    return " → ".join(f.name for f in pipeline.functions)
 
 
 def _target(data_in: Any, data_out: Any) -> tuple[Dataset, bool]:
@@ -176,20 +186,35 @@ def _commit_pending(out: Dataset, data_in: Any) -> None:
 def _fingerprint(
     pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
 ) -> tuple[str | None, str | None]:
-    """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted."""
+    """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted.
+
+    An input without an identity (a torch dataset, a generator) warns at the call that the eval is not
+    recorded (a rerun appends its outputs again); functions that cannot be fingerprinted (a model object
+    bound as an argument, an augmentation pipeline) leave it unrecorded quietly, as they always did.
+    """
     try:
         identity = source.identity()
-        if in_place:
-            # The input is the version the eval started from; and its tensors are not part of the
-            # identity, so that the eval that filled a new column is the same eval once it holds data
-            # (a completed in-place eval is recognised only right after itself: nothing changed since).
-            identity = {**identity, "version": None, "tensors": None}
-        output = {
-            "path": out.path,
-            "in_place": in_place,
-            # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
-            "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
-        }
+    except FingerprintError as exc:
+        if options.checkpoint_interval:
+            raise
+        warn(
+            f"This eval ({_label(pipeline)}) is not recorded in {out.path!r}, so running it again appends "
+            f"its outputs again (no resume, no no-op rerun): {exc.args[0].split('. ')[0]}. Use a lakecompute "
+            "dataset, a Hugging Face datasets.Dataset or a list as data_in to have it recorded."
+        )
+        return None, None
+    if in_place:
+        # The input is the version the eval started from; and its tensors are not part of the
+        # identity, so that the eval that filled a new column is the same eval once it holds data
+        # (a completed in-place eval is recognised only right after itself: nothing changed since).
+        identity = {**identity, "version": None, "tensors": None}
+    output = {
+        "id": out.id,  # the dataset, not its path: one made again at the path has no records
+        "in_place": in_place,
+        # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
+        "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
+    }
+    try:
         job = fingerprint_job(pipeline, identity, output)
         return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
     except FingerprintError:
@@ -236,6 +261,34 @@ def _earlier_run(
         # neither resuming nor starting over would give each output once, in order.
         raise EvalConflictError(out.path, record.done, record.version, out.version)
     return None
+
+
+def checked_scheduler(sched: Scheduler, reads: list[str], writes: str | None = None) -> Scheduler:
+    """``sched``, checked against where the data it reads (and writes) lives: machine-local paths are
+    refused on a cluster, object stores are never used from forked children (then the scheduler without
+    fork is returned), and in-memory output needs workers that share this process's memory.
+
+    Raises:
+        InvalidArgumentError: the scheduler cannot reach the data (naming the ways out).
+    """
+    locations = ([writes] if writes is not None else []) + reads
+    local = [url for url in locations if backend_class(url).machine_local]
+    if local and sched.spans_machines:
+        raise InvalidArgumentError(
+            f"{local[0]!r} is a path on this machine's disk, which the other machines of the cluster do "
+            "not see. Keep the datasets on object storage (s3://...) that every node reaches, or, if the "
+            "path is on a file system every node mounts, say so: lc.schedulers.Ray(shared_filesystem=True)."
+        )
+    # Object-store clients hang or refuse to work in a child forked after the parent used them
+    # (STORAGE-NOTES.md, "Processes"): with remote data, workers must not be forked from here.
+    if sched.needs_fork_safe_storage and not all(backend_class(url).fork_safe for url in locations):
+        sched = sched.without_fork()
+    if writes is not None and not sched.shares_memory and not backend_class(writes).shared_between_processes:
+        raise InvalidArgumentError(
+            f"data_out {writes!r} lives in this process's memory, which worker processes cannot "
+            "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
+        )
+    return sched
 
 
 # -- splitting the input into tasks -----------------------------------------------------------------

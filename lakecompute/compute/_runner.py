@@ -50,10 +50,25 @@ class Stage:
     __slots__ = ("call", "name", "number", "wants_rng")
 
     def __init__(self, function: ComputeFunction, number: int) -> None:
-        self.call = function.instantiate()
+        try:
+            self.call = function.instantiate()
+        except Exception as exc:
+            raise _init_error(function.name, exc) from exc
         self.name = function.name
         self.number = number
         self.wants_rng = function.wants_rng
+
+
+def _init_error(function: str, exc: Exception) -> TransformError:
+    """The error for a class compute whose ``__init__`` raised (a model that fails to load): a
+    TransformError naming the class, with no input to blame, the exception as its cause."""
+    return TransformError(
+        f"Transform {function!r} could not start: its __init__ raised {type(exc).__name__}: {exc}. No "
+        "sample was processed. Fix what __init__ needs (a model file, a device, an argument) and run again.",
+        None,
+        None,
+        function,
+    )
 
 
 def build_stages(pipeline: Pipeline) -> list[Stage]:

@@ -19,13 +19,14 @@ from lakecompute.datasets._eval_write import (
     written_in_place,
 )
 from lakecompute.datasets._history import read_committed, resolve
+from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
 from lakecompute.datasets._save import COPY_ROWS, CopyPlan
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
-from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
+from lakecompute.datasets._tensor import Tensor, TensorView
 from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
@@ -36,6 +37,7 @@ __all__ = [
     "CopyPlan",
     "Dataset",
     "DatasetCore",
+    "DatasetInfo",
     "DatasetView",
     "Decisions",
     "EvalProgress",

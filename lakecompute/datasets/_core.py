@@ -143,8 +143,8 @@ class DatasetCore:
         """Raise `ReadOnlyError`, saying why and what to do, unless the handle can write."""
         if self.pinned:
             raise ReadOnlyError(
-                f"Version {self.version} of {self.path!r} was opened with version=; "
-                "old versions are read-only. "
+                f"Version {self.version} of {self.path!r} was opened with lc.load(path, "
+                f"version={self.version}), and old versions are read-only. "
                 "Open the latest with lc.load(path) to write, or start a branch from this version with "
                 "ds.checkout(name, create=True)."
             )

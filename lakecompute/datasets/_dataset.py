@@ -20,10 +20,10 @@ import numpy as np
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._index import parse_index
+from lakecompute.datasets._info import DatasetInfo, parse_info
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import Checkout, checkout_of
-from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,
@@ -42,6 +42,7 @@ from lakecompute.storage import (
     open_backend,
     read_branch,
     read_manifest,
+    read_manifest_of,
 )
 
 if TYPE_CHECKING:
@@ -341,11 +342,17 @@ class Dataset(_Samples):
         ``ds.info["source"] = "COCO val2017"`` and ``ds.info.update(license="CC-BY")`` commit (or join the
         ``with`` block); ``ds.info.source`` reads. Tensor metadata is ``ds.<tensor>.info``.
         """
-        return DatasetInfo(self._core.txn.head.info, self._set_info)
+        return DatasetInfo(self._core.txn.head.info, self._update_info)
 
-    def _set_info(self, info: dict[str, Any]) -> None:
+    def _update_info(self, changes: dict[str, Any], deleted: tuple[str, ...]) -> dict[str, Any]:
+        """Commit ``changes`` (and the removal of ``deleted`` keys) to the info as it is now; returns it."""
         with self._core.write("update info"):
+            current = self._core.txn.head.info
+            info = parse_info(
+                {k: v for k, v in current.items() if k not in deleted} | changes, "Dataset info"
+            )
             self._core.txn.set_info(info)
+        return info
 
     def delete_tensor(self, name: str) -> None:
         """Remove a tensor from the next version (older versions keep it)."""
@@ -421,7 +428,12 @@ class Dataset(_Samples):
 
     def reload(self) -> None:
         """Move this handle to the newest committed version of its branch (drops uncommitted changes); a
-        handle opened at a version stays there."""
+        handle opened at a version stays there.
+
+        Raises:
+            DatasetReplacedError: the path holds another dataset now (it was overwritten, or deleted and
+                created again); the handle keeps reading the version it had.
+        """
         core = self._core
         core.cache.clear()
         name = core.branch
@@ -429,7 +441,7 @@ class Dataset(_Samples):
             core.txn.reset(core.txn.base)
             return
         checkout, head = checkout_of(core.backend, name)
-        core.move(checkout, read_manifest(core.backend, head))
+        core.move(checkout, read_manifest_of(core.backend, head, core.dataset_id, "this handle"))
 
     # -- branches, tags and undo (see docs/versions.md) -----------------------------------------------
     def checkout(self, name: str, create: bool = False) -> None:
@@ -552,26 +564,6 @@ class Dataset(_Samples):
         return vacuum(self, grace_seconds=grace_seconds, keep_versions=keep_versions)
 
     # -- display ---------------------------------------------------------------------------------
-    def summary_table(self) -> str:
-        """The summary as text."""
-        rows = [("tensor", "htype", "dtype", "shape", "compression", "length")]
-        for name, t in self.tensors.items():
-            dt = t.dtype
-            comp = t.sample_compression or t.chunk_compression or "None"
-            shape = "(" + ", ".join("None" if d is None else str(d) for d in t.shape) + ")"
-            rows.append((name, t.htype, "None" if dt is None else str(dt), shape, comp, str(len(t))))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = [f"Dataset(path={self.path!r}, version={self.version}, samples={len(self)})"]
-        for j, r in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-            if j == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
-
-    def summary(self) -> None:
-        """Print a table of the tensors: htype, dtype, shape, compression, length."""
-        print(self.summary_table())
-
     def _repr_html_(self) -> str:
         from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
 
@@ -591,7 +583,7 @@ class Dataset(_Samples):
         core = self._core
         where = core.txn.checkout
         args = (spec.url, dict(spec.storage_options), self.version, core.opened_read_only, core.pinned, where)
-        return (_reopen, args)
+        return (_reopen, (*args, core.dataset_id))
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
@@ -610,12 +602,20 @@ def _reopen(
     read_only: bool,
     pinned: bool,
     checkout: Checkout | None = None,
+    dataset_id: str = "",
 ) -> Dataset:
-    """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`)."""
+    """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`).
+
+    Raises:
+        DatasetReplacedError: another dataset was made at ``url`` since the handle was pickled.
+    """
     backend = open_backend(url, storage_options)
-    return Dataset(
-        backend, read_manifest(backend, version), read_only=read_only, pinned=pinned, checkout=checkout
+    manifest = (
+        read_manifest_of(backend, version, dataset_id, "the pickled handle")
+        if dataset_id
+        else read_manifest(backend, version)
     )
+    return Dataset(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
 
 
 def _as_sequence(name: str, values: Any) -> Any:

@@ -7,6 +7,7 @@ a version and positions, never data; each opens its own store client from it (ST
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import open_backend, read_manifest
+from lakecompute.storage import open_backend, read_manifest_of
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -33,6 +34,7 @@ class Snapshot:
         tensors: names of the dataset's tensors, in creation order.
         fork_safe: whether a forked child can still use the store (False for object stores).
         shared_between_processes: whether other processes can open it (False for ``mem://``).
+        dataset_id: the dataset's id (`Dataset.id`): opening refuses another dataset made at ``url``.
     """
 
     url: str
@@ -42,9 +44,22 @@ class Snapshot:
     tensors: tuple[str, ...]
     fork_safe: bool
     shared_between_processes: bool
+    dataset_id: str = ""
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    def selection(self) -> str:
+        """The samples read, in words that are equal exactly when the selections are: ``"rows 0:100"``
+        for a slice, ``"rows 0:100:2"`` with a step, ``"25 rows #<digest>"`` for any other selection
+        (a ``filter`` or ``random_split`` view: a digest of its positions, in order)."""
+        pos = self.positions
+        if isinstance(pos, range):
+            if pos.step == 1 or len(pos) <= 1:
+                return f"rows {pos.start}:{pos.start + len(pos)}"
+            return f"rows {pos.start}:{pos.stop}:{pos.step}"
+        flat = np.ascontiguousarray(pos, dtype="<i8")
+        return f"{len(flat)} rows #{hashlib.sha256(flat.tobytes()).hexdigest()[:16]}"
 
     def open(self, cache_bytes: int | None = None) -> Dataset:
         """Open this version read-only: a new handle with its own store client.
@@ -52,9 +67,13 @@ class Snapshot:
         Args:
             cache_bytes: decoded bytes the handle's chunk cache keeps (default: a dataset handle's,
                 `lakecompute.storage.CACHE_BYTES`); loaders keep more.
+
+        Raises:
+            DatasetReplacedError: another dataset was made at the location since the snapshot was taken.
         """
         backend = open_backend(self.url, self.storage_options)
-        ds = Dataset(backend, read_manifest(backend, self.version), read_only=True, pinned=True)
+        manifest = read_manifest_of(backend, self.version, self.dataset_id, "the data being read")
+        ds = Dataset(backend, manifest, read_only=True, pinned=True)
         if cache_bytes is not None:
             core_of(ds).cache.max_bytes = cache_bytes
         return ds
@@ -83,4 +102,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         tuple(core.names()),
         backend.fork_safe,
         backend.shared_between_processes,
+        core.dataset_id,
     )

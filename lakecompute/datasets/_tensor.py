@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import Positions, compose, parse_index
+from lakecompute.datasets._info import TensorInfo, parse_tensor_info
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, RaggedShapeError, ReadOnlyError
 from lakecompute.storage import Fragment
 
@@ -18,16 +20,6 @@ if TYPE_CHECKING:
     from lakecompute.loaders import TokenBlocks
 
 __all__ = ["Tensor", "TensorInfo", "TensorView"]
-
-
-class TensorInfo(dict[str, Any]):
-    """A tensor's info: a dict whose keys also read as attributes (``info.class_names``)."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"Tensor info has no {name!r}; it has {sorted(self)!r}.") from None
 
 
 def _stack(values: list[Any], name: str) -> np.ndarray:
@@ -61,9 +53,18 @@ class _Readable(HasCore):
         return self._core.state(self.name).spec.sample_compression
 
     @property
+    def chunk_compression(self) -> str | None:
+        """How chunks are compressed (``zstd``, ``lz4``, ``gzip``), or None."""
+        return self._core.state(self.name).spec.chunk_compression
+
+    @property
     def info(self) -> TensorInfo:
-        """The tensor's info; ``info.class_names`` for class_label tensors."""
-        return TensorInfo(self._core.state(self.name).info)
+        """The tensor's info, the caller's own copy; ``info.class_names`` for class_label tensors.
+
+        ``info[key] = value``, ``info.update(...)`` and ``del info[key]`` commit (see `TensorInfo`); on a
+        view's tensor they raise `ReadOnlyError`.
+        """
+        return TensorInfo(self._core.state(self.name).info, None)
 
     def _reader(self) -> ColumnReader:
         return self._core.reader(self.name)
@@ -238,6 +239,24 @@ class Tensor(_Readable):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Tensor, (self._ds, self.name))  # reopened with its dataset, like a view
 
+    @property
+    def info(self) -> TensorInfo:
+        """The tensor's info, the caller's own copy; ``info.class_names`` for class_label tensors.
+
+        ``info[key] = value``, ``info.update(...)`` and ``del info[key]`` commit like ``ds.info`` (or join
+        the ``with`` block); class names change only this way (see `TensorInfo`).
+        """
+        return TensorInfo(self._core.state(self.name).info, self._update_info)
+
+    def _update_info(self, changes: dict[str, Any], deleted: tuple[str, ...]) -> dict[str, Any]:
+        core = self._core
+        with core.write(f"update info of {self.name}"):
+            state = core.state(self.name)
+            merged = {k: v for k, v in state.info.items() if k not in deleted} | changes
+            info = parse_tensor_info(state, merged, core.length(self.name))
+            core.txn.set_tensor_info(self.name, info)
+        return info
+
     # -- description -----------------------------------------------------------------------------
 
     @property
@@ -253,13 +272,9 @@ class Tensor(_Readable):
         return np.dtype(spec.dtype)
 
     @property
-    def chunk_compression(self) -> str | None:
-        return self._core.state(self.name).spec.chunk_compression
-
-    @property
     def meta(self) -> dict[str, Any]:
         state = self._core.state(self.name)
-        return {**state.spec.to_json(), "ndim": state.ndim, "info": dict(state.info)}
+        return {**state.spec.to_json(), "ndim": state.ndim, "info": copy.deepcopy(state.info)}
 
     @property
     def shape(self) -> tuple[int | None, ...]:

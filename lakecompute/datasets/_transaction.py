@@ -38,6 +38,7 @@ from lakecompute.storage import (
     SlotWriter,
     TensorState,
     append_fragment,
+    check_still_there,
     commit_version,
     create_segment,
     dataset_id_of,
@@ -257,6 +258,10 @@ class Head:
         if state.ndim != ndim:
             self._put(replace(state, ndim=ndim))
 
+    def set_info_of(self, name: str, info: dict[str, Any]) -> None:
+        """Make ``info`` tensor ``name``'s info (its samples' schema, class names included, follows)."""
+        self._put(replace(self.state(name), info=info))
+
     def reopen_dtype(self, name: str) -> None:
         """Let a generic tensor's dtype be decided again, from all its fragments, at the next commit."""
         state = self.state(name)
@@ -368,6 +373,11 @@ class Transaction:
         """Replace the dataset's own info (``ds.info``) in the head."""
         self.head.info = info
         self._changed(None)
+
+    def set_tensor_info(self, name: str, info: dict[str, Any]) -> None:
+        """Replace tensor ``name``'s info in the head (checked by the caller); its samples are kept."""
+        self.head.set_info_of(name, info)
+        self._changed(name)
 
     def write(self, name: str, item: Encoded | np.ndarray | list[Encoded]) -> None:
         """Buffer checked samples of ``name`` (see `WriteSession`); full buffers are written out. The
@@ -510,8 +520,10 @@ class Transaction:
                 dataset_id=dataset_id,  # every version names its dataset (a legacy one's, from now on)
             )
 
-        # Last, just before the manifest lands: data written under a lapsed lease may be gone.
+        # Last, just before the manifest lands: data written under a lapsed lease may be gone, and the
+        # dataset this handle built on may have been replaced at its path (its numbers are free there).
         self.lease.check()
+        check_still_there(self.backend, dataset_id)
         committed = commit_version(self.backend, build, base.version + 1)
         if committed is None:
             found = moved_to(self.backend, ref.line, base.version) or base.version

@@ -10,8 +10,8 @@ import numpy as np
 
 from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import compose
+from lakecompute.datasets._info import DatasetInfo
 from lakecompute.datasets._tensor import TensorView
-from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
 if TYPE_CHECKING:
@@ -254,6 +254,32 @@ class _Samples(_Reading):
         from lakecompute.vision import export_yolo
 
         return export_yolo(cast("Dataset | DatasetView", self), folder, split, task=task, flip_idx=flip_idx)
+
+    # -- display ---------------------------------------------------------------------------------
+    def summary_table(self) -> str:
+        """The summary as text: a line naming the dataset (or view), then a table of its tensors."""
+        rows = [("tensor", "htype", "dtype", "shape", "compression", "length")]
+        for name, t in self.tensors.items():
+            dt = t.dtype
+            comp = t.sample_compression or t.chunk_compression or "None"
+            shape = "(" + ", ".join("None" if d is None else str(d) for d in t.shape) + ")"
+            rows.append((name, t.htype, "None" if dt is None else str(dt), shape, comp, str(len(t))))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        base = self._base_ds()
+        lines = [f"{type(self).__name__}(path={base.path!r}, version={base.version}, samples={len(self)})"]
+        for j, r in enumerate(rows):
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+            if j == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def summary(self) -> None:
+        """Print a table of the tensors: htype, dtype, shape, compression, length (of a view: its
+        samples)."""
+        print(self.summary_table())
+
+    def __len__(self) -> int:
+        raise NotImplementedError
 
 
 class DatasetView(_Samples):

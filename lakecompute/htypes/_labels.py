@@ -55,6 +55,8 @@ def _class_index(value: object, names: list[str], tensor: str) -> object:
             ) from None
     if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
         return [_class_index(v, names, tensor) for v in value]
+    if isinstance(value, (list, tuple)) and not value:
+        return np.zeros(0, dtype=np.int64)  # no labels (an image without objects), not a float array
     return value
 
 

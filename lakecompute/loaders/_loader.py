@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -119,8 +119,9 @@ class StepReader:
         self.spec = spec
         self._state: tuple[Any, BatchTransform, np.ndarray | None] | None = None
 
-    def read_step(self, step: int) -> dict[str, Any]:
-        """The batch of step ``step``, transformed."""
+    def read_step(self, step: int, rank: int | None = None) -> dict[str, Any]:
+        """The batch of step ``step``, transformed: of the plan's rank, or of rank ``rank`` (the same epoch
+        and options; Accelerate has one process read, or iterate past, every rank's batches)."""
         if self._state is None:
             plan = self.spec.plan
             opened = self.spec.source.open()
@@ -130,7 +131,10 @@ class StepReader:
                 plan.order(),
             )
         reader, apply, order = self._state
-        indices = self.spec.plan.step_indices(step, order)
+        plan = self.spec.plan
+        if rank is not None and rank != plan.rank:
+            plan = replace(plan, rank=rank)
+        indices = plan.step_indices(step, order)
         return apply(reader.read_batch(indices), indices)
 
     def __call__(self, task: LoaderStep, progress: ProgressFn) -> dict[str, Any] | WorkerFailure:

@@ -70,4 +70,9 @@ def to_ray(source: RowSource, rows_per_block: int = ROWS_PER_BLOCK) -> ray.data.
     # Rows in the dataset's order (Ray Data otherwise yields blocks as they finish); the derived
     # datasets a user builds on it inherit the setting.
     planned.context.execution_options.preserve_order = True
+    # A damaged chunk raises DatasetCorruptError in the reading task. Ray Data would wrap it in a
+    # UserCodeException whose __cause__ is lost on its way to the driver; raised as itself, it reaches
+    # the consumer as RayTaskError(DatasetCorruptError), which ``except lc.DatasetCorruptError`` catches.
+    if hasattr(planned.context, "raise_original_map_exception"):
+        planned.context.raise_original_map_exception = True
     return planned.map_batches(_ReadRanges(source), batch_size=1, batch_format="numpy")

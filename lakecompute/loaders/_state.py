@@ -8,9 +8,10 @@ A loader is used for many passes (epochs). `LoaderCursor` is the one home of the
   ``load_state_dict`` (the step the state names); the pass after those starts the following epoch whole;
 - ``rank`` and ``world_size`` left None are read from ``torch.distributed`` when a pass starts (late
   sharding: a loader built before the process group exists shards correctly once it does);
-- ``state_dict()`` names the next batch (epoch and step), the options that define the plan and the
-  dataset version read; ``load_state_dict()`` checks them and moves the next pass there in O(1), as
-  ``start_from_step`` does: skipped samples are never read.
+- ``state_dict()`` names the next batch (epoch and step), the options that define the plan, and what
+  is read: the dataset's id and version and the view's selection (a ``random_split`` or ``filter``
+  view's positions, by digest); ``load_state_dict()`` checks them and moves the next pass there in O(1),
+  as ``start_from_step`` does: skipped samples are never read.
 
 ``rank`` is recorded but not checked: every rank has as many steps, so a state saved on rank 0 (as
 Lightning and Accelerate save it) resumes every rank at the same step.
@@ -52,9 +53,16 @@ class Position:
 
 
 def describe_source(source: RowSource | TokenSource) -> dict[str, Any]:
-    """What a loader reads, as plain JSON: the dataset location and version, and the samples read."""
+    """What a loader reads, as plain JSON: the dataset (location, id and version) and the samples read
+    (the view's selection, see `lakecompute.datasets.Snapshot.selection`)."""
     snap = source.snapshot
-    described: dict[str, Any] = {"url": snap.url, "version": snap.version, "length": source.length}
+    described: dict[str, Any] = {
+        "url": snap.url,
+        "dataset_id": snap.dataset_id,
+        "version": snap.version,
+        "length": source.length,
+        "selection": snap.selection(),
+    }
     if isinstance(source, TokenSource):
         described["blocks"] = {
             "tensor": source.tensor,
@@ -110,6 +118,7 @@ class LoaderCursor:
         self._next = Position(options.epoch, options.start_from_step)
         self._plan: IndexPlan | None = None
         self._step = 0
+        self._described: dict[str, Any] | None = None
         self.plan()  # refuse bad options now (rank >= world_size, start_from_step past the end)
 
     def resolved(self) -> LoaderOptions:
@@ -165,8 +174,14 @@ class LoaderCursor:
             "step": at.step,
             "rank": options.rank,
             "options": {name: getattr(options, name) for name in _PLAN_OPTIONS},
-            "dataset": describe_source(self.source),
+            "dataset": dict(self.described()),
         }
+
+    def described(self) -> dict[str, Any]:
+        """`describe_source` of the source, made once (a selection's digest hashes its positions)."""
+        if self._described is None:
+            self._described = describe_source(self.source)
+        return self._described
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next pass continue where ``state`` says, after checking it fits this loader.
@@ -209,5 +224,6 @@ class LoaderCursor:
                 raise InvalidArgumentError(
                     f"This loader state was saved with {what}: {', '.join(diffs)}. Resuming would "
                     "yield other batches than the interrupted run. Build the loader as it was built when "
-                    "the state was saved (same dataset version and options), or start a new run without it."
+                    "the state was saved (same dataset, version, selection of samples and options), or "
+                    "start a new run without it."
                 )

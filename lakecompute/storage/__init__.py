@@ -34,9 +34,11 @@ from lakecompute.storage._locate import (
     undecodable_error,
 )
 from lakecompute.storage._manifest import (
+    MARKER,
     Fragment,
     Manifest,
     TensorState,
+    check_still_there,
     commit_manifest,
     commit_version,
     dataset_id_of,
@@ -45,6 +47,7 @@ from lakecompute.storage._manifest import (
     list_versions,
     new_dataset_id,
     read_manifest,
+    read_manifest_of,
     version_key,
 )
 from lakecompute.storage._refs import (
@@ -69,7 +72,7 @@ from lakecompute.storage._refs import (
     tag_key,
     write_line_hint,
 )
-from lakecompute.storage._schema import InvalidField
+from lakecompute.storage._schema import MAX_DEPTH, InvalidField, check_depth
 from lakecompute.storage._segments import (
     DATA_CHUNK,
     INDEX_CHUNK,
@@ -95,6 +98,8 @@ __all__ = [
     "LEASE_SECONDS",
     "LEGACY_LINE",
     "LOADER_CACHE_BYTES",
+    "MARKER",
+    "MAX_DEPTH",
     "MAX_SLOTS",
     "RENEW_SECONDS",
     "STREAM_SEGMENT",
@@ -124,6 +129,8 @@ __all__ = [
     "backend_class",
     "branch_head",
     "branch_key",
+    "check_depth",
+    "check_still_there",
     "checked_codecs",
     "commit_manifest",
     "commit_version",
@@ -150,6 +157,7 @@ __all__ = [
     "read_branch",
     "read_leases",
     "read_manifest",
+    "read_manifest_of",
     "read_tag",
     "segment_time",
     "tag_key",

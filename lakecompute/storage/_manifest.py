@@ -23,6 +23,7 @@ from typing import Any
 from lakecompute.errors import (
     DatasetCorruptError,
     DatasetNotFoundError,
+    DatasetReplacedError,
     InvalidArgumentError,
     InvalidTypeError,
     LakeComputeError,
@@ -57,9 +58,11 @@ from lakecompute.storage._segments import CAPACITY_INDEX, DATA_CHUNK, INDEX_CHUN
 
 __all__ = [
     "FORMAT",
+    "MARKER",
     "Fragment",
     "Manifest",
     "TensorState",
+    "check_still_there",
     "commit_manifest",
     "commit_version",
     "dataset_id_of",
@@ -69,6 +72,7 @@ __all__ = [
     "needed_by_a_version",
     "new_dataset_id",
     "read_manifest",
+    "read_manifest_of",
     "version_key",
 ]
 
@@ -76,6 +80,9 @@ FORMAT = "lakecompute/1"
 # Line ids and tensor ids: 32 hex digits (uuid4().hex).
 _LINE_ID = re.compile(r"[0-9a-f]{32}")
 _HINT = "versions/LATEST"
+#: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
+#: ...}``, written last when a dataset is created (the id since datasets have ids).
+MARKER = "lakecompute"
 # A dataset id: 32 lowercase hex digits (a random uuid4), or "legacy-" and 32 for a dataset made before
 # ids (see `dataset_id_of`).
 _DATASET_ID = re.compile(r"(?:legacy-)?[0-9a-f]{32}")
@@ -534,6 +541,57 @@ def read_manifest(backend: Backend, version: int) -> Manifest:
             backend.url, key, f"expected version {version}, got {manifest.version}", hint, field="version"
         )
     return manifest
+
+
+def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str) -> Manifest:
+    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` (what a pickled
+    handle, a snapshot or a state refers to: ``what`` names it in the error).
+
+    Raises:
+        DatasetReplacedError: the location holds another dataset now (the path was remade).
+        DatasetNotFoundError: no dataset there, or it has no such version.
+        DatasetCorruptError: the manifest is damaged.
+    """
+    try:
+        manifest = read_manifest(backend, version)
+    except DatasetNotFoundError:
+        # The version is missing: if another dataset is there now, that is what to say.
+        latest = latest_version(backend)
+        if latest is not None:
+            found = dataset_id_of(backend, read_manifest(backend, latest))
+            if found != dataset_id:
+                raise DatasetReplacedError(backend.url, dataset_id, found, what) from None
+        raise
+    found = dataset_id_of(backend, manifest)
+    if found != dataset_id:
+        raise DatasetReplacedError(backend.url, dataset_id, found, what)
+    return manifest
+
+
+def check_still_there(backend: Backend, dataset_id: str) -> None:
+    """Refuse to commit into another dataset than ``dataset_id``: a handle that outlived its dataset (the
+    path overwritten, or deleted and created again) would otherwise publish its next version number into
+    the new dataset. Reads the root marker (``zarr.json``, small); a marker without an id (a dataset made
+    before ids) cannot tell, and passes.
+
+    Raises:
+        DatasetReplacedError: another dataset is at the location now.
+        DatasetNotFoundError: no dataset is there (deleted, or being replaced).
+    """
+    raw = backend.read("zarr.json")
+    try:
+        attributes = json.loads(raw).get("attributes") if raw is not None else None
+        mark = attributes.get(MARKER) if isinstance(attributes, dict) else None
+    except (ValueError, AttributeError, RecursionError):
+        mark = None
+    if not isinstance(mark, dict):
+        raise DatasetNotFoundError(
+            backend.url,
+            f"The dataset this handle writes to (id {dataset_id!r}) was deleted or is being replaced.",
+        )
+    found = mark.get("dataset_id")
+    if isinstance(found, str) and found and found != dataset_id:
+        raise DatasetReplacedError(backend.url, dataset_id, found, "this handle")
 
 
 #: How many version numbers a commit tries before giving up (each miss means another writer took one).

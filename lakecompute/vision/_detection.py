@@ -98,8 +98,15 @@ class DetectionCollate:
         self.names = _Names(image, boxes, labels, masks, crowd if crowd in tensors else None)
         self.label_offset = int(label_offset)
 
-    def __call__(self, batch: dict[str, Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-        """``(images, targets)`` of one batch (a dict of stacked arrays or tensors, or lists of them)."""
+    def __call__(
+        self, batch: dict[str, Any] | list[dict[str, Any]]
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """``(images, targets)`` of one batch: the list of its samples, as ``ds.pytorch(collate_fn=...)``
+        gives it (torch's convention), or a dict of stacked arrays or tensors, or lists of them, as
+        ``ds.batches()`` gives it."""
+        if isinstance(batch, list):
+            names_in = list(batch[0]) if batch else []
+            batch = {name: [sample[name] for sample in batch] for name in names_in}
         names = self.names
         wanted = [n for n in (names.image, names.boxes, names.labels, names.masks, names.crowd) if n]
         missing = [n for n in wanted if n not in batch]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 import lakecompute as lc
 from lakecompute.specs import htype_declaration
@@ -28,6 +30,13 @@ class Sched:
 
     def __str__(self) -> str:
         return f"{self.name}-{self.num_workers}"
+
+
+def unrecorded(expected: bool = True) -> contextlib.AbstractContextManager[Any]:
+    """Expect the warning of an eval whose input (or function) has no identity to record: a rerun appends."""
+    if not expected:
+        return contextlib.nullcontext()
+    return pytest.warns(lc.LakeComputeWarning, match="is not recorded")
 
 
 SCHEDULERS = [Sched("serial", 0), Sched("serial", 2), Sched("threaded", 2), Sched("processed", 2)]

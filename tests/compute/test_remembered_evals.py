@@ -48,7 +48,7 @@ def test_first_of_many_evals_rerun_is_a_noop(scheduler: Sched, tmp_path: Path) -
     version = out.version
     with pytest.warns(lc.LakeComputeWarning, match=rf"already completed into .* at version {first.version};"):
         again = shift(by=0).eval([1, 2], out, **scheduler.kw)
-    assert (again.inputs, again.outputs, again.resumed_from, again.seed) == (2, {"y": 2}, 2, first.seed)
+    assert (again.inputs, again.outputs, again.resumed_from, again.seed) == (2, {"y": 2}, 0, first.seed)
     reloaded = lc.load(str(tmp_path / "out"))
     assert (reloaded.version, len(reloaded.y)) == (version, 202)
     # Each later manifest holds a reference per earlier eval, not its record: well under 100 bytes each.

@@ -92,7 +92,8 @@ def test_global_read_by_the_function_is_part_of_the_eval(
 
 
 def test_unfingerprintable_eval_runs_each_time(tmp_path: Path) -> None:
-    """An eval that cannot be fingerprinted keeps no record, so a rerun writes again (as before)."""
+    """An eval whose function cannot be fingerprinted keeps no record, so a rerun writes again (quietly:
+    only an input without an identity warns)."""
     out = _out(tmp_path)
     lock = threading.Lock()
 

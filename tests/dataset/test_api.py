@@ -27,6 +27,7 @@ PUBLIC_NAMES = [
     "DatasetCorruptError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "DatasetReplacedError",
     "DatasetView",
     "EvalConflictError",
     "EvalResult",

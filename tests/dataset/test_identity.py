@@ -12,6 +12,19 @@ import lakecompute as lc
 from lakecompute.storage import Manifest, open_backend, read_manifest, version_key
 
 
+def _as_before_ids(path: str, versions: int) -> None:
+    """Rewrite a dataset's manifests and root marker as a version of lakecompute without ids wrote them."""
+    for v in range(versions):
+        key = Path(path) / version_key(v)
+        body = json.loads(key.read_bytes())
+        del body["dataset_id"]
+        key.write_bytes(json.dumps(body).encode())
+    root = Path(path) / "zarr.json"
+    marker = json.loads(root.read_bytes())
+    del marker["attributes"]["lakecompute"]["dataset_id"]
+    root.write_bytes(json.dumps(marker).encode())
+
+
 def _manifest_json(path: str, version: int) -> dict[str, object]:
     data = (Path(path) / version_key(version)).read_bytes()
     loaded: dict[str, object] = json.loads(data)
@@ -59,11 +72,7 @@ def test_legacy_dataset_id_derived_then_recorded(tmp_path: Path) -> None:
     ds = lc.empty(path)
     ds.create_tensor("x", dtype="int64")
     ds.x.extend([1, 2])
-    for v in range(ds.version + 1):  # rewrite the manifests as a version without ids wrote them
-        key = Path(path) / version_key(v)
-        body = json.loads(key.read_bytes())
-        del body["dataset_id"]
-        key.write_bytes(json.dumps(body).encode())
+    _as_before_ids(path, ds.version + 1)
     old = lc.load(path)
     derived = old.id
     assert re.fullmatch(r"legacy-[0-9a-f]{32}", derived)
@@ -81,10 +90,7 @@ def test_legacy_id_differs_after_recreate(tmp_path: Path) -> None:
     ids = []
     for _ in range(2):
         lc.empty(path, overwrite=True)
-        key = Path(path) / version_key(0)
-        body = json.loads(key.read_bytes())
-        del body["dataset_id"]
-        key.write_bytes(json.dumps(body).encode())
+        _as_before_ids(path, 1)
         ids.append(lc.load(path).id)
     assert ids[0] != ids[1]
 
@@ -120,3 +126,44 @@ def test_read_manifest_keeps_id(tmp_path: Path) -> None:
     path = str(tmp_path / "ds")
     ds = lc.empty(path)
     assert read_manifest(open_backend(path), 0).dataset_id == ds.id
+
+
+def test_stale_handle_cannot_commit_into_a_recreated_dataset(tmp_path: Path) -> None:
+    """A handle of a dataset overwritten since (its next version number free in the new one) refuses to
+    commit there, naming both ids; the new dataset is untouched."""
+    path = str(tmp_path / "ds")
+    old = lc.empty(path)
+    old.create_tensor("x", dtype="int64")
+    for v in range(4):
+        old.x.append(v)
+    new = lc.empty(path, overwrite=True)
+    new.create_tensor("x", dtype="int64")
+    assert new.version < old.version
+    with pytest.raises(lc.DatasetReplacedError) as info:
+        old.x.append(99)
+    assert (info.value.expected_id, info.value.found_id) == (old.id, new.id)
+    back = lc.load(path)
+    assert (back.id, back.version, len(back.x)) == (new.id, new.version, 0)
+    assert sorted(p.name for p in (tmp_path / "ds" / "versions").glob("*.json")) == [
+        f"{v:010d}.json" for v in range(new.version + 1)
+    ]
+
+
+def test_stale_handle_cannot_commit_into_a_deleted_dataset(tmp_path: Path) -> None:
+    """After lc.delete, a handle's write raises DatasetNotFoundError and leaves nothing at the path."""
+    path = str(tmp_path / "ds")
+    ds = lc.empty(path)
+    ds.create_tensor("x", dtype="int64")
+    lc.delete(path)
+    with pytest.raises(lc.DatasetNotFoundError, match="was deleted or is being replaced"):
+        ds.x.append(1)
+    assert not lc.exists(path)
+    assert not (tmp_path / "ds" / "versions").exists()
+
+
+def test_root_marker_names_the_dataset(tmp_path: Path) -> None:
+    """The root group's marker (zarr.json, read by plain zarr as attributes) records the dataset id."""
+    path = str(tmp_path / "ds")
+    ds = lc.empty(path)
+    attributes = json.loads((tmp_path / "ds" / "zarr.json").read_bytes())["attributes"]
+    assert attributes["lakecompute"] == {"format": 1, "dataset_id": ds.id}

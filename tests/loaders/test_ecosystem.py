@@ -1,5 +1,5 @@
-"""Loaders in the training ecosystem, each in real processes: Lightning DDP (2 CPU ranks on gloo) and
-Accelerate (one process, and two under torchrun) (issue 18)."""
+"""Loaders in the training ecosystem, each in real processes: Lightning DDP (2 CPU ranks on gloo) (issue 18).
+Accelerate has its own file, tests/loaders/test_accelerate.py."""
 
 from __future__ import annotations
 
@@ -74,40 +74,3 @@ def test_lightning_ddp_shards_reshuffles_and_resumes_exactly(tmp_path: Path, whe
         stopped, resumed = _seen(tmp_path, "stop", rank), _seen(tmp_path, "resume", rank)
         assert len(stopped) == 2
         assert stopped + resumed == full[rank]
-
-
-def _accelerate(tmp_path: Path, path: str, phase: str, processes: int, *extra: str) -> None:
-    script = str(ROOT / "tests" / "loaders" / "accelerate_run.py")
-    args = [script, path, str(tmp_path), phase, *extra]
-    if processes > 1:
-        args = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-                str(free_port()), *args]  # fmt: skip
-    _run(args, tmp_path)
-
-
-def _accelerated(out: Path, phase: str, processes: int) -> list[dict[int, list[int]]]:
-    return [_epochs(_seen(out, phase, rank)) for rank in range(processes)]
-
-
-@pytest.mark.slow
-@pytest.mark.needs("accelerate")
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("processes", [1, 2])
-def test_accelerate_sees_every_sample_once_per_epoch_and_resumes_exactly(
-    tmp_path: Path, processes: int
-) -> None:
-    """Accelerate, one process (prepare() in stateful mode) and two under torchrun (prepare() refused
-    naming the recipe; the loader iterated directly and registered for checkpointing): every sample once
-    per epoch across the processes, a new order every epoch (set_epoch), and save_state/load_state
-    mid-epoch resumes exactly."""
-    path = _dataset(tmp_path)
-    for phase in ("full", "stop", "resume"):
-        _accelerate(tmp_path, path, phase, processes)
-    full = _accelerated(tmp_path, "full", processes)
-    for epoch in (0, 1):
-        assert sorted(i for rank in full for i in rank[epoch]) == list(range(SAMPLES))
-    assert full[0][0] != full[0][1]
-    for rank in range(processes):
-        stopped = _seen(tmp_path, "stop", rank)
-        resumed = _seen(tmp_path, "resume", rank)
-        assert stopped + resumed == _seen(tmp_path, "full", rank)

@@ -98,8 +98,9 @@ def test_eval_takes_a_ray_dataset_in_order(tmp_path: Path, scheduler: str, worke
     out = lc.empty(str(tmp_path / "out"), overwrite=True)
     out.create_tensor("y", dtype="int64")
     out.create_tensor("caption", htype="text")
-    result = brightness_times_ten().eval(mapped, out, num_workers=workers, scheduler=scheduler,
-                                         progressbar=False)  # fmt: skip
+    with pytest.warns(lc.LakeComputeWarning, match=r"is not recorded .*a ray\.data\.Dataset"):
+        result = brightness_times_ten().eval(mapped, out, num_workers=workers, scheduler=scheduler,
+                                             progressbar=False)  # fmt: skip
     assert result.inputs == N
     back = lc.load(str(tmp_path / "out"))
     assert back.y.numpy().tolist() == [10 * i for i in range(N)]
@@ -129,6 +130,42 @@ def test_eval_keeps_the_order_of_any_ray_dataset(tmp_path: Path) -> None:
     mapped = data.map_batches(_late_first, batch_format="numpy", batch_size=1)
     out = lc.empty(str(tmp_path / "out"), overwrite=True)
     out.create_tensor("i", dtype="int64")
-    keep_i().eval(mapped, out, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match="is not recorded"):
+        keep_i().eval(mapped, out, progressbar=False)
     assert lc.load(str(tmp_path / "out")).i.numpy().tolist() == list(range(10))
     assert mapped.context.execution_options.preserve_order is False  # the user's setting, restored
+
+
+def test_checkpointed_eval_of_a_ray_dataset_is_refused_with_the_ways_out(tmp_path: Path) -> None:
+    """checkpoint_interval over a ray.data.Dataset (no identity to resume by) is refused before anything
+    runs, naming it and the ways out, instead of calling it a generator."""
+    import ray.data
+
+    data = ray.data.from_items([{"i": i} for i in range(10)])
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("i", dtype="int64")
+    with pytest.raises(lc.FingerprintError) as info:
+        keep_i().eval(data, out, checkpoint_interval=5, progressbar=False)
+    message = str(info.value)
+    assert "data_in, a ray.data.Dataset, is a stream" in message
+    assert "Write it into a lakecompute dataset first" in message
+    assert "list(ray_ds.iter_rows())" in message
+    assert "generator" not in message
+    assert lc.load(str(tmp_path / "out")).version == out.version
+
+
+def test_to_ray_of_a_damaged_chunk_raises_dataset_corrupt_error(tmp_path: Path) -> None:
+    """A chunk damaged on disk: consuming to_ray() raises what `except lc.DatasetCorruptError` catches,
+    naming the file, never wrong values."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("x", dtype="int64")
+    ds.x.extend(np.arange(100))
+    chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"))
+    assert chunks
+    for chunk in chunks:
+        chunk.write_bytes(b"not a chunk")
+    with pytest.raises(lc.DatasetCorruptError) as info:
+        ds.to_ray(rows_per_block=50).take_all()
+    assert "segments/" in info.value.file
+    assert info.value.tensor == "x"
+    assert "does not decode" in str(info.value)

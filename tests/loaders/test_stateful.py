@@ -91,7 +91,10 @@ def test_state_dict_is_json_and_resumes_mid_epoch(numbered: lc.Dataset, kind: st
             "batch_size": 10, "shuffle": True, "seed": 3, "drop_last": False, "world_size": 2,
             "num_workers": num_workers,
         },
-        "dataset": {"url": numbered.path, "version": numbered.version, "length": N, "tensors": ["idx"]},
+        "dataset": {
+            "url": numbered.path, "dataset_id": numbered.id, "version": numbered.version, "length": N,
+            "selection": f"rows 0:{N}", "tensors": ["idx"],
+        },
     }  # fmt: skip
     full = _epoch(0, 1, 2, num_workers)
     assert taken == full[:3]

@@ -162,8 +162,11 @@ def test_pytorch_workers_global_draws_repeat_under_torch_manual_seed(numbered: l
 
 
 def test_pytorch_passes_collate_fn_and_pin_memory(numbered: lc.Dataset) -> None:
-    """collate_fn receives each numpy batch dict; pin_memory reaches the DataLoader."""
-    loader = numbered.pytorch(50, tensors="idx", collate_fn=lambda b: b["idx"].sum())
+    """collate_fn receives each batch's samples as a list of dicts (torch's convention); pin_memory
+    reaches the DataLoader."""
+    loader = numbered.pytorch(
+        50, tensors="idx", collate_fn=lambda samples: sum(int(s["idx"]) for s in samples)
+    )
     assert list(loader) == [sum(range(50)), sum(range(50, 100)), 100 + 101 + 102]
     assert numbered.pytorch(50, pin_memory=True).pin_memory is True
 

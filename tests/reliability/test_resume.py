@@ -125,7 +125,7 @@ def test_completed_rerun_is_a_noop_returning_the_earlier_result(
         first.failed,
         first.version,
     )
-    assert again.resumed_from == N
+    assert again.resumed_from == 0  # nothing was resumed: the eval had completed
     assert versions(path) == before
     assert _calls(calls) == []  # not even the preflight sample runs
     np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N))
@@ -163,7 +163,7 @@ def test_streamed_input_cannot_be_checkpointed(tmp_path: Path) -> None:
     """A length-less iterable with checkpoint_interval raises FingerprintError naming data_in's type."""
     out = make_out(tmp_path / "out")
     stream = (i for i in range(N))
-    with pytest.raises(lc.FingerprintError, match=r"data_in of type generator: a stream without a length"):
+    with pytest.raises(lc.FingerprintError, match=r"data_in, a generator, is a stream without a length"):
         double().eval(stream, out, checkpoint_interval=INTERVAL, progressbar=False)
     assert lc.load(str(tmp_path / "out")).version == out.version
 

@@ -218,3 +218,47 @@ def test_cluster_driver_killed_then_rerun_is_exact_on_s3(cluster: Any, tmp_path:
         np.testing.assert_array_equal(lc.load(url, storage_options=options).x.numpy(), 2 * np.arange(n))
     finally:
         server.stop()
+
+
+def keep_multiples_of_three(row: Any) -> bool:
+    """Keep rows whose x is a multiple of 3."""
+    return int(row.x.numpy()) % 3 == 0
+
+
+def _keys(backend: Any, prefix: str = "") -> list[str]:
+    """Every key under ``prefix`` of a backend, walking its folders."""
+    out = []
+    for name in backend.list(prefix):
+        key = f"{prefix}/{name}" if prefix else name
+        below = _keys(backend, key)
+        out.extend(below or [key])
+    return sorted(out)
+
+
+def test_cluster_filter_on_s3_writes_nothing(
+    cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ds.filter(fn) with the ray scheduler on three nodes, over a dataset on S3: the kept rows are right,
+    and nothing was written (no scratch in the bucket, none in the driver's temp folder)."""
+    import tempfile
+
+    from lakecompute.storage import open_backend
+    from tests.s3.moto_server import start_moto_server
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    server = start_moto_server()
+    try:
+        url = f"s3://{server.create_bucket()}/src"
+        options = server.storage_options()
+        ds = lc.empty(url, storage_options=options)
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(N))
+        before = _keys(open_backend(url, options))
+        kept = ds.filter(keep_multiples_of_three, num_workers=3, scheduler="ray", progressbar=False)
+        assert kept.x.numpy().tolist() == list(range(0, N, 3))
+        assert _keys(open_backend(url, options)) == before
+        assert list(temp.iterdir()) == []
+    finally:
+        server.stop()

@@ -148,7 +148,7 @@ def test_sample_in_values_answer_their_tensors_htype_and_info(tmp_path: Path) ->
     expected = ["boxes", "bbox", {"format": "xywh", "normalized": False}, "class_label"]
     assert out.seen[0].data() == expected
     loader = ds.pytorch(1, tensors=["boxes", "labels"], transform=look(), collate_fn=lambda b: b)
-    assert [batch["seen"][0] for batch in loader] == [expected]
+    assert [samples[0]["seen"] for samples in loader] == [expected]
 
 
 def test_export_coco_scales_normalized_polygons_to_pixels(tmp_path: Path) -> None:

@@ -123,9 +123,9 @@ def test_torchvision_is_the_same_for_any_workers(coco: lc.Dataset, tmp_path: Pat
     assert_same(contents(serial), contents(parallel))
 
 
-def keep_batch(batch: dict[str, Any]) -> dict[str, Any]:
-    """A collate that keeps the loader's batch dict as it is (ragged boxes stay a list per image)."""
-    return batch
+def keep_samples(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A collate that keeps the batch's samples as they are (ragged boxes stay one array per image)."""
+    return samples
 
 
 def test_torchvision_in_a_loader_transform_is_the_same_for_any_workers(coco: lc.Dataset) -> None:
@@ -134,9 +134,13 @@ def test_torchvision_in_a_loader_transform_is_the_same_for_any_workers(coco: lc.
     runs = []
     for workers in (0, 2):
         loader = coco.pytorch(
-            1, tensors=list(TENSORS), transform=flip_crop_resize(), num_workers=workers, collate_fn=keep_batch
+            1,
+            tensors=list(TENSORS),
+            transform=flip_crop_resize(),
+            num_workers=workers,
+            collate_fn=keep_samples,
         )
-        runs.append([{n: np.asarray(batch[n][0]) for n in TENSORS} for batch in loader])
+        runs.append([{n: np.asarray(samples[0][n]) for n in TENSORS} for samples in loader])
     assert len(runs[0]) == len(runs[1]) == len(coco)
     for a, b in zip(*runs, strict=True):
         assert a["images"].shape == (24, 24, 3)

@@ -17,14 +17,14 @@ import os
 import pickle
 import threading
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakecompute.compute._inputs import Source, estimate_bytes
-from lakecompute.compute._plan import BLOCK_BYTES
+from lakecompute.compute._plan import BLOCK_BYTES, block_size
 from lakecompute.compute._runner import (
     Stage,
     StageFailure,
@@ -98,17 +98,20 @@ class Decided:
         expected: per output tensor, the values one input writes in the common case (1 for the tensors
             the first input wrote, 0 for the others); an input that writes otherwise is checked.
         aligned: every input must write exactly ``expected`` (in place, with tensors kept).
+        block: inputs read and processed at once (bounds a worker's memory; see `block_size`).
     """
 
     schema: OutputSchema
     expected: tuple[int, ...]
     aligned: bool
+    block: int = 1
 
 
-def decide_outputs(job: Job, decisions: Decisions) -> Decided:
+def decide_outputs(job: Job, decisions: Decisions, block: int) -> Decided:
     """What the preflight's ``decisions`` mean for every task (the preflight's own included): the decided
-    schema, the values one input writes per tensor in the common case, and whether outputs must stay
-    aligned (in place, with kept tensors that hold rows)."""
+    schema, the values one input writes per tensor in the common case, whether outputs must stay
+    aligned (in place, with kept tensors that hold rows), and ``block``, the inputs a task reads at
+    once (sized from the first input, which only the preflight reads)."""
     schema = job.schema.decided(decisions)
     names = schema.names
     written = decisions.written or names
@@ -117,7 +120,7 @@ def decide_outputs(job: Job, decisions: Decisions) -> Decided:
         replaced = written_in_place(names, decisions, replace_all=not job.options.skip_ok)
         aligned = any(job.lengths.get(n, 0) for n in names if n not in replaced)
         written = replaced if aligned else written
-    return Decided(schema, tuple(int(name in written) for name in names), aligned)
+    return Decided(schema, tuple(int(name in written) for name in names), aligned, block)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +159,7 @@ class TaskResult:
     failed: tuple[FailedSample, ...]
     failure: TaskFailure | None = None
     decisions: Decisions | None = None  # the preflight's
+    block: int = 0  # the preflight's: inputs per block, from the first input (see `block_size`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +173,6 @@ class Job:
         grant: where the outputs go.
         schema: the output schema before any decision (the preflight decides ranks from it).
         options: the eval's options, whole; their ``seed`` is the one the plan resolved (never None).
-        block: inputs read and processed at once (bounds a worker's memory).
         parent_pid: the process that planned the eval (workers elsewhere reseed global generators).
         in_place: whether the eval writes into the dataset it reads.
         lengths: in place, the lengths of ``data_out``'s tensors before the eval (which of the kept
@@ -182,7 +185,6 @@ class Job:
     grant: SlotGrant
     schema: OutputSchema
     options: EvalOptions
-    block: int
     parent_pid: int
     in_place: bool = False
     lengths: Mapping[str, int] = field(default_factory=dict)
@@ -354,9 +356,9 @@ class _TaskRun:
     # -- reading ---------------------------------------------------------------------------------
     def blocks(self) -> Iterator[list[tuple[int, Any]]]:
         """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs."""
-        task, job = self.task, self.job
-        for start in range(task.start, task.stop, job.block):
-            yield _samples(job, task, start, min(task.stop, start + job.block))
+        task, job, block = self.task, self.job, self.decided.block
+        for start in range(task.start, task.stop, block):
+            yield _samples(job, task, start, min(task.stop, start + block))
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
@@ -579,13 +581,13 @@ _Outcome = dict[str, list[Any]] | StageFailure | InvalidSampleError
 
 
 def preflight(
-    job: Job, samples: Sequence[tuple[int, Any]]
+    job: Job, samples: Iterable[tuple[int, Any]]
 ) -> tuple[Decisions, TaskFailure | None, dict[int, _Outcome]]:
     """Run the first samples here and derive the output decisions from the first that writes something.
 
     ``job``'s schema is the undecided one. Normally one sample is enough. Under ``ignore_errors`` a failing
     sample is passed over, and a sample that writes nothing (a filter) is too, up to `PREFLIGHT_SCAN`
-    samples.
+    samples. ``samples`` is consumed no further than the samples run (it may read them as it goes).
 
     Returns:
         The decisions (empty if no sample wrote anything); the failure of the first sample when it
@@ -623,23 +625,50 @@ def preflight(
     return Decisions({}, ()), None, outcomes
 
 
+class _PreflightInputs:
+    """The preflight task's inputs, read one at a time (a batch at a time with ``batch_size``) as the
+    preflight runs them: it reads only the inputs it runs, and the first of them sizes every task's
+    blocks (`block_size`), so that nothing reads an input before the worker that runs it."""
+
+    def __init__(self, job: Job, task: Task) -> None:
+        self.job, self.task = job, task
+        self.step = job.options.batch_size or 1
+        self.read: list[tuple[int, Any]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        task = self.task
+        for start in range(task.start, task.stop, self.step):
+            for pair in _samples(self.job, task, start, min(task.stop, start + self.step)):
+                self.read.append(pair)
+                yield pair
+
+    @property
+    def stop(self) -> int:
+        """Where the inputs read end: the preflight's task covers ``task.start`` to here."""
+        return min(self.task.stop, self.read[-1][0] + self.step) if self.read else self.task.start
+
+    def block(self) -> int:
+        """Inputs per block for every task, from the first input read."""
+        return block_size(self.read[0][1] if self.read else None, self.job.options.batch_size)
+
+
 def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     """The preflight task: decide from the first samples, then write their outputs as this task's (the
     first inputs are computed once, here) and send back the decisions with the fragments."""
-    samples = _samples(job, task, task.start, task.stop)
-    decisions, failure, outcomes = preflight(job, samples)
+    inputs = _PreflightInputs(job, task)
+    decisions, failure, outcomes = preflight(job, inputs)
+    stop, block = inputs.stop, inputs.block()
     if failure is not None:
-        return TaskResult(task.number, task.start, task.stop, {}, {}, (), failure, decisions)
-    ran = [s for s in samples if s[0] in outcomes]
-    stop = samples[len(ran)][0] if len(ran) < len(samples) else task.stop
-    run = _TaskRun(job, replace(task, stop=stop, decided=decide_outputs(job, decisions)), progress)
+        return TaskResult(task.number, task.start, stop, {}, {}, (), failure, decisions, block)
+    ran = [s for s in inputs.read if s[0] in outcomes]
+    run = _TaskRun(job, replace(task, stop=stop, decided=decide_outputs(job, decisions, block)), progress)
     run.call = functools.partial(_replay, outcomes, run.lists, run.names)
     try:
         run.run_block(ran)
         run.drain()
     except _Stop as stop_at:
-        return TaskResult(task.number, task.start, stop, {}, {}, (), stop_at.failure, decisions)
-    return replace(run.result(), decisions=decisions)
+        return TaskResult(task.number, task.start, stop, {}, {}, (), stop_at.failure, decisions, block)
+    return replace(run.result(), decisions=decisions, block=block)
 
 
 def _replay(

@@ -138,6 +138,8 @@ class ArrayCache:
 
     Attributes:
         fetched: chunks fetched and decoded so far (a measure of read amplification).
+        chunk_reads: how often each chunk was fetched and decoded, by ``(array path, chunk number)``
+            (in this process, through this cache; every read path counts here).
     """
 
     def __init__(self, store: Store, max_bytes: int = CACHE_BYTES, *, backend: Backend | None = None) -> None:
@@ -160,6 +162,10 @@ class ArrayCache:
         self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
         self._getters: dict[str, _ChunkGet] = {}
         self._lock = threading.Lock()
+        # Chunks being read now, by key: a thread that needs one waits for the reader instead of reading
+        # it a second time (tasks on the threaded scheduler share a handle, and their ranges share chunks).
+        self._pending: dict[tuple[str, int], threading.Event] = {}
+        self.chunk_reads: dict[tuple[str, int], int] = {}
 
     @property
     def held_bytes(self) -> int:
@@ -275,21 +281,39 @@ class ArrayCache:
 
     def _chunk(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
         key = (path, c)
-        with self._lock:
-            hit = self._chunks.get(key)
-            if hit is not None:
-                self._chunks.move_to_end(key)
-                return hit
+        while True:
+            with self._lock:
+                hit = self._chunks.get(key)
+                if hit is not None:
+                    self._chunks.move_to_end(key)
+                    return hit
+                pending = self._pending.get(key)
+                if pending is None:  # this thread reads it; others asking meanwhile wait for it
+                    pending = self._pending[key] = threading.Event()
+                    break
+            pending.wait()  # another thread is reading it: take it from the cache (or read it if it failed)
+        try:
+            values = self._uncached(path, arr, c, size)
+            with self._lock:
+                self._drop(key)
+                self._chunks[key] = values
+                self._bytes += values.nbytes
+                while self._bytes > self.max_bytes and len(self._chunks) > 1:
+                    self._drop(next(iter(self._chunks)))
+        finally:
+            with self._lock:
+                del self._pending[key]
+            pending.set()
+        return values
+
+    def _uncached(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
+        """Chunk ``c`` read and decoded now, past the cache (counted in `fetched` and `chunk_reads`)."""
         values = self._direct(path, arr).get(c)
         if values is None:
             values = self._fetch(path, arr, c * size, (c + 1) * size)
         with self._lock:
             self.fetched += 1
-            self._drop(key)  # another thread may have read it meanwhile
-            self._chunks[key] = values
-            self._bytes += values.nbytes
-            while self._bytes > self.max_bytes and len(self._chunks) > 1:
-                self._drop(next(iter(self._chunks)))
+            self.chunk_reads[(path, c)] = self.chunk_reads.get((path, c), 0) + 1
         return values
 
     def _known(self, path: str) -> tuple[zarr.Array[Any], int, int]:
@@ -322,8 +346,8 @@ class ArrayCache:
                 f"{path}/zarr.json", f"rows {start}..{start + count} run past its {length} rows"
             )
         first, last = start // size, (start + count - 1) // size
-        if last - first >= 4:
-            return self._read_large(path, arr, start, start + count, size)
+        if last - first >= _FEW:
+            return self._read_spanning(path, arr, start, start + count, size)
         if first == last:
             chunk = self._chunk(path, arr, first, size)
             lo = start - first * size
@@ -333,9 +357,40 @@ class ArrayCache:
         lo = start - first * size
         return joined[lo : lo + count]
 
+    def _read_spanning(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
+        """Rows ``start..stop`` over many chunks, each decoded once in this process.
+
+        The chunks the range covers whole are read past the cache (a range is read once: keeping them
+        would only push out chunks that are read again, such as a small tensor's one chunk); a chunk it
+        covers in part, or one cached already, comes through the cache, so the block or task that reads
+        the rest of it finds it there.
+        """
+        first, last = start // size, (stop - 1) // size
+        lo = first if start % size == 0 and (path, first) not in self._chunks else first + 1
+        hi = last if stop % size == 0 and (path, last) not in self._chunks else last - 1
+        if self._direct(path, arr).local:
+            # Every chunk is read (and checked) before the result is allocated: a damaged size fails at
+            # the first chunk that is not stored, not with a huge allocation.
+            parts = []
+            for c in range(first, last + 1):
+                whole = lo <= c <= hi
+                chunk = self._uncached(path, arr, c, size) if whole else self._chunk(path, arr, c, size)
+                parts.append(chunk[max(start - c * size, 0) : stop - c * size])
+            return np.concatenate(parts)
+        # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups.
+        parts = [] if lo == first else [self._chunk(path, arr, first, size)[start - first * size :]]
+        parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
+        if hi < last:
+            parts.append(self._chunk(path, arr, last, size)[: stop - last * size])
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
     def _read_large(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
         # zarr fetches and decodes the chunks of one call concurrently; groups of _GROUP chunks keep
         # that, and bound what is allocated before a missing chunk is seen.
+        with self._lock:
+            for c in range(start // size, (stop - 1) // size + 1):
+                self.fetched += 1
+                self.chunk_reads[(path, c)] = self.chunk_reads.get((path, c), 0) + 1
         step = size * _GROUP
         if stop - start <= step:
             return self._fetch(path, arr, start, stop)
@@ -539,6 +594,11 @@ class _ChunkGet:
             LAYOUT_PROBES.fell_back(self.path, reason)
             return
         self._folder = os.path.join(root, *self.path.split("/"))
+
+    @property
+    def local(self) -> bool:
+        """Whether chunks are read here (else `get` gives None: they are read through zarr)."""
+        return self._folder is not None
 
     def get(self, c: int) -> np.ndarray | None:
         """Chunk ``c``, decoded and checked; None when this chunk must be read through zarr."""

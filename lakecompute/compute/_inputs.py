@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import column_row_class, row_class
+from lakecompute.compute._samples import column_rows, row_class
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
@@ -30,6 +30,11 @@ class Source:
 
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         """Samples ``start..stop`` as ``sample_in`` objects (or one batch object if ``batch``)."""
+        return list(self.read_block(start, stop, batch))
+
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+        """As `read_samples`, but the ``sample_in`` objects may be made as they are taken (the input itself
+        is read here, at once)."""
         raise NotImplementedError
 
     def sample(self, index: int) -> Any:
@@ -76,14 +81,12 @@ class DatasetSource(Source):
             self._ds = self.snap.open()
         return self._ds
 
-    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         if batch:
             return [row_class(tuple(columns))(columns, start)]
-        # One row per sample, holding the columns and its position: no dict per sample.
-        row = column_row_class(tuple(columns))
-        return [row(columns, j, start + j) for j in range(stop - start)]
+        return column_rows(columns, start, stop - start)  # made as they are taken, no dict per sample
 
     def sample(self, index: int) -> Any:
         (row,) = self.read_samples(index, index + 1, batch=False)
@@ -111,7 +114,7 @@ class SequenceSource(Source):
         self.data = data
         self.length = len(data)
 
-    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         data = self.data
         if isinstance(data, (np.ndarray, list, tuple, range)):
             block: Any = data[start:stop]

@@ -1,24 +1,51 @@
-"""The objects user code sees: ``sample_in`` rows and the ``sample_out`` buffer."""
+"""The objects user code sees: ``sample_in`` rows and the ``sample_out`` buffer.
+
+An eval over small samples (a 28x28 flip) spends as much time on these objects as on its numpy work, so
+the rows of dataset input are built without running Python code per sample: `column_rows` chains
+C-level iterators (the columns' per-sample views, ``zip``, ``map`` over tuple subclasses), and their
+tensors are read through ``namedtuple``'s C field accessor. They behave as the plain rows do.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NoReturn
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 
-__all__ = ["ColumnRow", "InputRow", "InputValue", "SampleOut", "column_row_class", "row_class"]
+try:  # the C accessor of namedtuple fields: reads a tuple's item without a Python frame
+    from collections import _tuplegetter  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - other Pythons: a property does the same, slower
+
+    def _tuplegetter(index: int, doc: str) -> Any:
+        return property(lambda self: tuple.__getitem__(self, index), doc=doc)
 
 
-class InputValue:
-    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``."""
+__all__ = [
+    "SAMPLE_ROWS",
+    "ColumnRow",
+    "InputRow",
+    "InputValue",
+    "SampleOut",
+    "column_row_class",
+    "column_rows",
+    "row_class",
+]
 
-    __slots__ = ("_value",)
 
-    def __init__(self, value: Any) -> None:
-        self._value = value
+class InputValue(tuple):  # type: ignore[type-arg]
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``.
+
+    Made as ``InputValue((value,))``: a one-item tuple, built by tuple's own constructor (one per tensor
+    per sample, so no Python ``__init__``). It is not a sequence to its users: indexing, ``len`` and
+    iteration raise, as they did before it was a tuple, and it compares and hashes by identity.
+    """
+
+    __slots__ = ()
+    _value: Any = _tuplegetter(0, "the value")
 
     def numpy(self, aslist: bool = False) -> Any:
         v = self._value
@@ -46,6 +73,23 @@ class InputValue:
         arr = self.numpy()
         return arr.astype(dtype) if dtype is not None else np.asarray(arr)
 
+    def _not_a_sequence(self, *args: Any) -> NoReturn:
+        raise TypeError(
+            f"{self!r} is a tensor value, not a sequence: call .numpy() (or .text(), .data()) for its value."
+        )
+
+    __getitem__ = __len__ = __iter__ = __contains__ = _not_a_sequence
+    __add__ = __radd__ = __mul__ = __rmul__ = _not_a_sequence
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InputValue, ((self._value,),))
+
     def __repr__(self) -> str:
         return f"InputValue({self._value!r:.60})"
 
@@ -63,7 +107,7 @@ class InputRow:
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            return InputValue(self._values[name])
+            return InputValue((self._values[name],))
         except KeyError:
             raise AttributeError(
                 f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}."
@@ -71,7 +115,7 @@ class InputRow:
 
     def __getitem__(self, name: str) -> InputValue:
         try:
-            return InputValue(self._values[name])
+            return InputValue((self._values[name],))
         except KeyError:
             raise TensorDoesNotExistError(name, list(self._values)) from None
 
@@ -83,7 +127,7 @@ class InputRow:
 
     @property
     def tensors(self) -> dict[str, InputValue]:
-        return {k: InputValue(v) for k, v in self._values.items()}
+        return {k: InputValue((v,)) for k, v in self._values.items()}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
@@ -107,57 +151,120 @@ def _plain_name(name: object, cls: type) -> bool:
 
 def _tensor_property(name: str) -> property:
     def get(self: InputRow) -> InputValue:
-        return InputValue(self._values[name])
+        return InputValue((self._values[name],))
 
     return property(get)
 
 
-class ColumnRow(InputRow):
-    """A row of a block that was read column by column (dataset input).
+class ColumnRow(tuple):  # type: ignore[type-arg]
+    """A row of a block that was read column by column (dataset input): ``(value, ..., index)``.
 
-    Building a dict per sample costs more than most small samples' numpy work, so a column row
-    keeps the block's columns and its position, and takes values from the columns when they are
-    asked for. Everything else behaves as a plain row: its ``_values`` dict is built on first use.
+    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``keys()``,
+    ``tensors``, ``to_dict()``, pickling as a plain row), but is built in C by `column_rows` and its
+    tensors are C field accessors: the per-sample cost of a row is a few tuple constructions. Each
+    names-set has its subclass (`column_row_class`); ``_names`` are its tensors in order.
     """
 
-    __slots__ = ("_columns", "_j")
+    __slots__ = ()
+    _names: tuple[str, ...] = ()
+    _at: dict[str, int] = {}  # noqa: RUF012 - set per subclass, never changed
 
-    def __init__(self, columns: Mapping[str, Any], j: int, index: int) -> None:
-        self._columns = columns
-        self._j = j
-        self.index = index
+    @property
+    def index(self) -> int:  # type: ignore[override]  # the input's position, as InputRow.index
+        return int(tuple.__getitem__(self, len(self._names)))
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_values":
-            values = {k: v[self._j] for k, v in self._columns.items()}
-            self._values = values
-            return values
-        return InputRow.__getattr__(self, name)
+    def _tensor(self, name: object) -> InputValue | None:
+        at = self._at.get(name) if isinstance(name, str) else None
+        return None if at is None else tuple.__getitem__(self, at)
 
+    def __getattr__(self, name: str) -> InputValue:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = self._tensor(name)
+        if value is None:
+            raise AttributeError(f"sample_in has no tensor {name!r}; it has {sorted(self._names)!r}.")
+        return value
 
-def _column_property(name: str) -> property:
-    def get(self: ColumnRow) -> InputValue:
-        return InputValue(self._columns[name][self._j])
+    def __getitem__(self, name: str) -> InputValue:  # type: ignore[override]
+        value = self._tensor(name)
+        if value is None:
+            raise TensorDoesNotExistError(name, list(self._names))
+        return value
 
-    return property(get)
+    def __contains__(self, name: object) -> bool:
+        return name in self._at
+
+    def _not_a_sequence(self, *args: Any) -> NoReturn:
+        raise TypeError("sample_in is a row, not a sequence: read its tensors by name (sample_in.keys()).")
+
+    __len__ = __iter__ = __add__ = __radd__ = __mul__ = __rmul__ = _not_a_sequence
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        return True
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+    @property
+    def tensors(self) -> dict[str, InputValue]:
+        return {n: tuple.__getitem__(self, k) for k, n in enumerate(self._names)}
+
+    @property
+    def _values(self) -> dict[str, Any]:
+        return self.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {n: v.data() for n, v in self.tensors.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InputRow, (self.to_dict(), self.index))
+
+    def __repr__(self) -> str:
+        return f"Row(index={self.index}, tensors={sorted(self._names)!r})"
 
 
 _COLUMN_ROW_CLASSES: dict[tuple[str, ...], type[ColumnRow]] = {}
 
 
 def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
-    """A `ColumnRow` subclass in which the tensors ``names`` are properties (see
-    `row_class`)."""
+    """The `ColumnRow` subclass for tensors ``names``: each (an identifier it does not use) a C field
+    accessor, at its position in the row."""
     cls = _COLUMN_ROW_CLASSES.get(names)
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
-        for n in names:
+        attrs: dict[str, Any] = {
+            "__slots__": (),
+            "__module__": InputRow.__module__,
+            "_names": names,
+            "_at": {n: k for k, n in enumerate(names)},
+        }
+        for k, n in enumerate(names):
             if _plain_name(n, ColumnRow):
-                attrs[n] = _column_property(n)
+                attrs[n] = _tuplegetter(k, f"tensor {n!r}")
+        attrs["index"] = _tuplegetter(len(names), "the input's position in data_in")
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
             _COLUMN_ROW_CLASSES[names] = cls
     return cls
+
+
+def _per_sample(column: Any, count: int) -> Iterator[Any]:
+    """A column's values one sample at a time, without a Python frame per sample: rows of an array
+    (views), 0-d views of a 1-D array (``a[j, ...]``: an array, as ``.numpy()`` gives, not a scalar),
+    or a list's items."""
+    if isinstance(column, np.ndarray) and column.ndim == 1:
+        return map(column.__getitem__, zip(range(count), itertools.repeat(Ellipsis)))
+    return iter(column)
+
+
+def column_rows(columns: Mapping[str, Any], start: int, count: int) -> Iterator[ColumnRow]:
+    """The rows ``start .. start + count`` of a block read column by column (each column holds ``count``
+    values), made lazily, in C: a row that user code does not keep is freed at once."""
+    cls = column_row_class(tuple(columns))
+    values = [map(InputValue, zip(_per_sample(c, count))) for c in columns.values()]
+    return map(cls, zip(*values, range(start, start + count), strict=True))
 
 
 def row_class(names: tuple[str, ...]) -> type[InputRow]:
@@ -178,6 +285,10 @@ def row_class(names: tuple[str, ...]) -> type[InputRow]:
         if len(_ROW_CLASSES) < 256:  # middle steps may write many different sets of names
             _ROW_CLASSES[names] = cls
     return cls
+
+
+#: Every kind of ``sample_in`` row (for isinstance checks).
+SAMPLE_ROWS = (InputRow, ColumnRow)
 
 
 class _TensorOut:
@@ -258,13 +369,13 @@ class SampleOut:
     def append(self, sample: Mapping[str, Any]) -> SampleOut:
         """Add one output sample: ``{"images": a, "labels": 0}``."""
         if sample.__class__ is dict:
-            # Fast path (once per sample): every key names a known tensor's list. Anything else
-            # (an unknown name, a middle step's new tensor) takes the checked path below.
+            # Fast path (once per sample): every key names a known tensor's list (a C subset test, so
+            # nothing is appended unless all are). Anything else (an unknown name, a middle step's new
+            # tensor) takes the checked path below.
             data: dict[str, list[Any]] = self._data
-            lists = [data.get(k) for k in sample]
-            if None not in lists:
-                for items, v in zip(lists, sample.values(), strict=True):
-                    items.append(v)  # type: ignore[union-attr]
+            if sample.keys() <= data.keys():
+                for k, v in sample.items():
+                    data[k].append(v)
                 return self
         elif not isinstance(sample, Mapping):
             raise InvalidTypeError(

@@ -32,7 +32,7 @@ from lakecompute.compute._runner import (
     build_stages,
     run_sample,
 )
-from lakecompute.compute._samples import InputRow, SampleOut
+from lakecompute.compute._samples import SAMPLE_ROWS, SampleOut
 from lakecompute.datasets import (
     Decisions,
     FailedSample,
@@ -287,7 +287,7 @@ def _failure(
     step_input = None
     if failure is not None and step:  # the first step's input is the sample: the caller reads it again
         step_input = failure.step_input
-        step_input = step_input.to_dict() if isinstance(step_input, InputRow) else step_input
+        step_input = step_input.to_dict() if isinstance(step_input, SAMPLE_ROWS) else step_input
         step_input = step_input if here or _travels(step_input) else None
     return TaskFailure(index, function, portable, text, _user_frame(exc), step, step_input)
 
@@ -340,10 +340,13 @@ class _TaskRun:
         self.final = SampleOut(self.names)
         # The per-sample bookkeeping is the engine's overhead on small samples, so it works on plain
         # lists: the output lists of ``final`` (stable objects: reset and truncate empty them in place),
-        # their lengths before and after each sample, and one mark per kept sample (its index and the
-        # lengths after it), from which a failing value's input index is found when needed.
+        # their lengths before and after each sample, the input index of each kept sample (``marks``),
+        # and the lengths after the few kept samples that wrote other than ``expected`` (``unusual``, by
+        # their place in ``marks``): from these a failing value's input index is found when needed. Only
+        # numbers are kept per sample: objects kept per sample would wake the garbage collector.
         self.lists = [self.final.items()[n] for n in self.names]
-        self.marks: list[tuple[int, list[int]]] = []
+        self.marks: list[int] = []
+        self.unusual: dict[int, list[int]] = {}
         # Kept samples buffered between drains: set from the outputs of the task's first sample (see
         # _kept), since a block is sized from its inputs, which may be far smaller than the outputs.
         self.drain_every = 0
@@ -352,9 +355,12 @@ class _TaskRun:
         self.last_fn = self.stages[-1].name
         single = len(self.stages) == 1 and not self.stages[0].wants_rng
         self.call = self._call_one if single else self._call_all
+        options = job.options
+        #: The common case, run by the shortest loop (`_run_plain`): one function, one input at a time.
+        self.plain = single and options.batch_size is None and not options.ignore_errors
 
     # -- reading ---------------------------------------------------------------------------------
-    def blocks(self) -> Iterator[list[tuple[int, Any]]]:
+    def blocks(self) -> Iterator[Iterable[tuple[int, Any]]]:
         """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs."""
         task, job, block = self.task, self.job, self.decided.block
         for start in range(task.start, task.stop, block):
@@ -378,8 +384,11 @@ class _TaskRun:
             batched=job.options.batch_size is not None,
         )  # fmt: skip
 
-    def run_block(self, samples: list[tuple[int, Any]]) -> None:
+    def run_block(self, samples: Iterable[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
+        if self.plain and self.call == self._call_one:
+            self._run_plain(samples)
+            return
         lists, expected, call, sub = self.lists, list(self.decided.expected), self.call, operator.sub
         progress = self.progress
         step = self.job.options.batch_size or 1
@@ -389,14 +398,15 @@ class _TaskRun:
             try:
                 call(sample, index, before)
                 after = list(map(len, lists))
-                if list(map(sub, after, before)) != expected:  # not the common case: check it
+                usual = list(map(sub, after, before)) == expected
+                if not usual:  # not the common case: check it
                     self._check(before, after, min(step, self.task.stop - index))
                 if self.job.options.ignore_errors:
                     self._check_values(before)
             except (StageFailure, InvalidSampleError) as failure:
                 self._failed(index, failure, before)
             else:
-                before = self._kept(index, before, after)
+                before = self._kept(index, before, after, usual)
             progress(0)  # a cancellation point: a failed or stopped run ends this task here
             done += min(step, self.task.stop - index)
             if done >= 64:
@@ -405,14 +415,52 @@ class _TaskRun:
         if done:
             progress(done)
 
-    def _kept(self, index: int, before: list[int], after: list[int]) -> list[int]:
-        """Mark a sample's outputs as kept; drain once BLOCK_BYTES of outputs are buffered. Returns the
-        output lengths the next sample starts from.
+    def _run_plain(self, samples: Iterable[tuple[int, Any]]) -> None:
+        """`run_block` for one function given one input at a time, errors not ignored: the same checks
+        and the same outcome, in the fewest steps per sample (this loop is the engine's whole cost on
+        small samples)."""
+        stage, final, lists, expected = self.stages[0], self.final, self.lists, list(self.decided.expected)
+        fn, marks, progress, sub = stage.call, self.marks, self.progress, operator.sub
+        before = list(map(len, lists))
+        done = 0
+        for index, sample in samples:
+            try:
+                value = fn(sample, final)
+                if value is not None and value is not final:
+                    absorb_return(value, final, list(map(len, lists)) != before, stage.name)
+            except Exception as error:
+                self._failed(index, StageFailure(stage.name, error, 0, sample), before)  # raises
+            after = list(map(len, lists))
+            if list(map(sub, after, before)) == expected and self.drain_every:
+                marks.append(index)  # the common case: nothing else to do
+                before = after
+                if len(marks) >= self.drain_every:
+                    self.drain()
+                    before = list(map(len, lists))
+            else:
+                try:
+                    self._check(before, after, 1)
+                except (StageFailure, InvalidSampleError) as failure:
+                    self._failed(index, failure, before)  # raises
+                before = self._kept(index, before, after, list(map(sub, after, before)) == expected)
+            progress(0)  # a cancellation point: a failed or stopped run ends this task here
+            done += 1
+            if done == 64:
+                progress(64)
+                done = 0
+        if done:
+            progress(done)
+
+    def _kept(self, index: int, before: list[int], after: list[int], usual: bool) -> list[int]:
+        """Mark a sample's outputs as kept (``usual``: it wrote ``expected``); drain once BLOCK_BYTES of
+        outputs are buffered. Returns the output lengths the next sample starts from.
 
         A block holds BLOCK_BYTES of *input*: a file name or an annotation's JSON in, an image and its
         masks out, and a block of 8,192 inputs would hold gigabytes of outputs until its end (and every
         one of them a new allocation the kernel must fault in and zero)."""
-        self.marks.append((index, after))
+        if not usual:
+            self.unusual[len(self.marks)] = after
+        self.marks.append(index)
         if not self.drain_every:  # the first sample that wrote something sets it
             grew = [v for values, b, a in zip(self.lists, before, after, strict=True) for v in values[b:a]]
             if grew:
@@ -458,11 +506,12 @@ class _TaskRun:
         """Check, buffer and (when buffers fill) write the block's outputs; empty ``final``."""
         for k, (name, values) in enumerate(self.final.items().items()):
             if values:
-                owners = functools.partial(_owners, self.marks, k)
+                owners = functools.partial(_owners, self.marks, self.unusual, self.decided.expected[k], k)
                 self.writer.add(name, self._encode(name, values, owners))
                 self.counts[name] += len(values)
         self.final.reset()
         self.marks.clear()
+        self.unusual.clear()
 
     def _encode(self, name: str, values: list[Any], owners: Any) -> np.ndarray | list[Encoded]:
         writer = self.writer
@@ -494,8 +543,9 @@ class _TaskRun:
         )
 
 
-def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any]]:
-    """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size)."""
+def _samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
+    """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size), read
+    now; the pairs and rows of dataset input are made as they are taken."""
     batch = job.options.batch_size
     if task.items is not None:
         items = task.items[start - task.start : stop - task.start]
@@ -508,7 +558,7 @@ def _samples(job: Job, task: Task, start: int, stop: int) -> list[tuple[int, Any
             (b, source.read_samples(b, min(b + batch, stop), batch=True)[0])
             for b in range(start, stop, batch)
         ]
-    return list(zip(range(start, stop), source.read_samples(start, stop, batch=False), strict=True))
+    return zip(range(start, stop), source.read_block(start, stop, batch=False), strict=True)
 
 
 def _fast_block(values: list[Any]) -> np.ndarray | None:
@@ -543,15 +593,16 @@ def _stack_arrays(values: list[Any], first: np.ndarray) -> np.ndarray | None:
     return np.concatenate(values).reshape((len(values), *shape))
 
 
-def _owners(marks: list[tuple[int, list[int]]], k: int) -> list[int]:
-    """The input index of each buffered value of tensor ``k``, from the per-sample marks."""
+def _owners(marks: list[int], unusual: dict[int, list[int]], expected: int, k: int) -> list[int]:
+    """The input index of each buffered value of tensor ``k``: each kept sample (``marks``) wrote
+    ``expected`` values of it, but for the ``unusual`` ones, whose lengths after them are recorded."""
     out: list[int] = []
     prev = 0
-    for index, after in marks:
-        grew = after[k] - prev
-        if grew:
-            out.extend([index] * grew)
-        prev = after[k]
+    for position, index in enumerate(marks):
+        after = unusual[position][k] if position in unusual else prev + expected
+        if after > prev:
+            out.extend([index] * (after - prev))
+        prev = after
     return out
 
 

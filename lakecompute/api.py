@@ -22,6 +22,7 @@ from lakecompute.storage import (
     latest_version,
     let_go_released,
     list_versions,
+    new_dataset_id,
     open_backend,
     read_manifest,
 )
@@ -98,7 +99,7 @@ def _clear(backend: Backend) -> None:
 def _create(backend: Backend) -> Manifest:
     """Make an empty dataset: version 0 first, the marker that makes it a dataset last."""
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
-    manifest = Manifest(version=0, message="create")
+    manifest = Manifest(version=0, message="create", dataset_id=new_dataset_id())
     manifest = commit_manifest(backend, manifest) or manifest
     backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
     return manifest

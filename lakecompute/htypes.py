@@ -476,8 +476,23 @@ def _is_one_part(obj: Any) -> bool:
     (m, 2) array, a flat list of numbers, or a list of (x, y) points."""
     if isinstance(obj, np.ndarray):
         return obj.ndim <= 2
-    first = obj[0]
-    return np.ndim(first) == 0 or (np.ndim(first) == 1 and len(first) == 2)
+    rank = _rank(obj[0])
+    return rank == 0 or (rank == 1 and len(obj[0]) == 2)
+
+
+def _rank(value: Any) -> int:
+    """``np.ndim(value)``, or -1 for what is not an array of one rank (a ragged list)."""
+    try:
+        return int(np.ndim(value))
+    except (ValueError, TypeError):
+        return -1
+
+
+def _is_sequence(value: object) -> bool:
+    """A list, a tuple, or an array of rank 1 or more: what a polygon sample, an object or a part may be."""
+    if isinstance(value, np.ndarray):
+        return value.ndim > 0
+    return isinstance(value, (list, tuple))
 
 
 def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
@@ -486,13 +501,13 @@ def _polygon_objects(spec: TensorSpec, value: object) -> list[list[np.ndarray]]:
     numpy_method = getattr(value, "numpy", None)
     if callable(numpy_method) and not isinstance(value, (list, tuple, np.ndarray)):
         value = numpy_method()
-    if not isinstance(value, (list, tuple, np.ndarray)):
+    if not _is_sequence(value):
         raise InvalidSampleError(
             name, f"expected a list of polygons (one per object). Got {type(value).__name__}."
         )
     objects: list[list[np.ndarray]] = []
-    for obj in value:
-        if not isinstance(obj, (list, tuple, np.ndarray)):
+    for obj in value:  # type: ignore[attr-defined]  # a sequence (checked above)
+        if not _is_sequence(obj):
             raise InvalidSampleError(
                 name, f"expected each object as a polygon or a list of polygons. Got {obj!r:.80}."
             )

@@ -223,7 +223,7 @@ def test_cli_ingest_classification_corrupt_file(capsys: pytest.CaptureFixture[st
     code, out, err = _run(capsys, *args, "--skip-errors")
     assert code == 0
     assert "Ingested 6 images" in out
-    assert "lakecompute: warning: Skipped 1 unreadable file(s)" in err
+    assert "lakecompute: warning: Skipped 1 of 7 images" in err
     assert "broken.png" in err
 
 

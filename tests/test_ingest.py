@@ -142,7 +142,8 @@ def test_ingest_classification_explicit_compression_still_converts(tmp_path: Pat
 
 
 def test_ingest_classification_most_common_format_wins(tmp_path: Path) -> None:
-    """'auto' stores the most common format; the other files are converted and counted in the plan."""
+    """'auto' stores the most common format; the other files are converted and counted in the plan, and
+    storing lossless files as JPEG is said with a warning giving the plan line."""
     root = tmp_path / "mixed"
     paths = _jpeg_folder(root, n=5)
     png = _save(root / "cats" / "p.png", Image.fromarray(_rgb(40)), "PNG")
@@ -154,7 +155,10 @@ def test_ingest_classification_most_common_format_wins(tmp_path: Path) -> None:
         plan.summary()
         == "Images stored as jpeg: 5 of 7 files kept as they are, 2 converted (bmp: 1, png: 1)."
     )
-    ds = lc.ingest_classification(root, tmp_path / "out", progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match=r"stored as JPEG, which is lossy") as record:
+        ds = lc.ingest_classification(root, tmp_path / "out", progressbar=False)
+    assert str(record[0].message).startswith(plan.summary())
+    assert record[0].filename == __file__  # points at the caller
     assert ds.images.sample_compression == "jpeg"
     blobs = _stored_blobs(ds)
     files = {p.read_bytes() for p in paths}
@@ -233,7 +237,7 @@ def test_ingest_classification_truncated_file_raises(tmp_path: Path) -> None:
 def test_ingest_classification_skip_errors_lists_skipped_files(animals: Path, tmp_path: Path) -> None:
     """skip_errors=True ingests the readable files and warns with the list of skipped ones."""
     (animals / "cats" / "bad.png").write_bytes(b"garbage")
-    with pytest.warns(lc.LakeComputeWarning, match=r"Skipped 1 unreadable file\(s\) of 7") as record:
+    with pytest.warns(lc.LakeComputeWarning, match=r"Skipped 1 of 7 images") as record:
         ds = lc.ingest_classification(animals, tmp_path / "out", progressbar=False, skip_errors=True)
     assert "bad.png" in str(record[0].message)
     assert len(ds) == 6

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from lakecompute.errors import InvalidArgumentError, StorageError
-from lakecompute.localfiles import confine, inside, write_atomic
+from lakecompute.localfiles import Folder, confine, inside, write_atomic
 
 
 def test_confine_resolves_inside(tmp_path):
@@ -33,6 +33,39 @@ def test_confine_follows_symlinks(tmp_path):
     with pytest.raises(InvalidArgumentError, match="resolves outside"):
         confine(str(root), "link/x.png", what="entry")
     assert inside(str(tmp_path), str(root / "link" / "x.png"))
+
+
+@pytest.mark.parametrize("target", ["inside", "outside"])
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_folder_resolves_links_anywhere_in_the_name(tmp_path, target, where):
+    """A folder resolved once confines each name like `confine`: a link as the name's last component or
+    in its middle is followed, kept when it stays inside and refused when it leads out."""
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    dest = root / "real" if target == "inside" else tmp_path / "outside"
+    if where == "last":
+        os.symlink(dest / "x.png", root / "link.png")
+        name = "link.png"
+    else:
+        os.symlink(dest, root / "link")
+        name = "link/x.png"
+    folder = Folder.of(str(root))
+    if target == "outside":
+        with pytest.raises(InvalidArgumentError, match="resolves outside"):
+            folder.confine(name, what="entry")
+        return
+    assert folder.confine(name, what="entry") == os.path.realpath(root / "real" / "x.png")
+
+
+def test_folder_plain_names_match_realpath(tmp_path):
+    """Names without links or parent references resolve to what realpath gives, through a folder that is
+    itself reached by a link."""
+    (tmp_path / "real" / "a").mkdir(parents=True)
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    folder = Folder.of(str(tmp_path / "alias"))
+    for name in ["a/b.png", "./a//b.png", "c.png", "a/./c/d.png"]:
+        assert folder.confine(name, what="x") == os.path.realpath(tmp_path / "alias" / name)
 
 
 def test_write_atomic_replaces_whole(tmp_path):

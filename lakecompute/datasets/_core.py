@@ -61,6 +61,11 @@ class DatasetCore:
         """The committed version the handle reads (and builds on)."""
         return self.txn.base.version
 
+    @property
+    def dataset_id(self) -> str:
+        """The dataset's id: made when it was created, the same in every version."""
+        return self.txn.dataset_id
+
     def names(self) -> list[str]:
         """The tensors' names in the working copy, in creation order."""
         return list(self.txn.head.tensors)

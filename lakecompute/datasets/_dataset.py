@@ -70,6 +70,15 @@ class Dataset(_Samples):
         return self._core.version
 
     @property
+    def id(self) -> str:
+        """The dataset's identity: a random id made when it was created and kept by all its versions.
+
+        Overwriting or recreating the path makes a new one, so ``(id, version)`` names one content where
+        ``(path, version)`` names only a place. Evals, pickled handles and loader states check it.
+        """
+        return self._core.dataset_id
+
+    @property
     def read_only(self) -> bool:
         return self._core.read_only
 

@@ -38,6 +38,7 @@ from lakecompute.storage import (
     append_fragment,
     commit_manifest,
     create_segment,
+    dataset_id_of,
     latest_version,
     new_segment_id,
     read_manifest,
@@ -267,6 +268,14 @@ class Transaction:
         self.session = WriteSession(self.slots.new_slot)
         self.evals = 0  # evals whose workers may be writing: the lease is held until they finish
         self._on_change = on_change
+        self._dataset_id = base.dataset_id
+
+    @property
+    def dataset_id(self) -> str:
+        """The id of the dataset (made at its creation; derived once for a dataset made before ids)."""
+        if not self._dataset_id:
+            self._dataset_id = dataset_id_of(self.backend, self.base)
+        return self._dataset_id
 
     # -- what the head holds ---------------------------------------------------------------------
     def state(self, name: str) -> TensorState:
@@ -421,6 +430,7 @@ class Transaction:
             parent=self.base.version,
             message=message,
             evals=_next_evals(content.evals, record, version),
+            dataset_id=self.dataset_id,  # every version names its dataset (a legacy one's, from now on)
         )
         # Last, just before the manifest lands: data written under a lapsed lease may be gone.
         self.lease.check()

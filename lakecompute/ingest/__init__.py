@@ -24,7 +24,14 @@ from lakecompute.ingest._classification import ingest_classification, ingest_ima
 from lakecompute.ingest._files import IMAGE_EXTENSIONS, ImageFile, PathLike, load_for_ingest, read
 from lakecompute.ingest._numpy import from_numpy
 from lakecompute.ingest._options import IngestKwargs, IngestOptions
-from lakecompute.ingest._plan import IngestPlan, check_compression, plan_images, refuse_overlap, target_mode
+from lakecompute.ingest._plan import (
+    IngestPlan,
+    check_compression,
+    plan_for_ingest,
+    plan_images,
+    refuse_overlap,
+    target_mode,
+)
 from lakecompute.ingest._run import run_ingest
 
 __all__ = [
@@ -40,6 +47,7 @@ __all__ = [
     "ingest_image",
     "load_for_ingest",
     "plan_classification",
+    "plan_for_ingest",
     "plan_images",
     "read",
     "refuse_overlap",

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, load_for_ingest
 from lakecompute.ingest._options import IngestOptions
-from lakecompute.ingest._plan import IngestPlan, check_compression, plan_images, refuse_overlap, target_mode
+from lakecompute.ingest._plan import (
+    IngestPlan,
+    check_compression,
+    plan_for_ingest,
+    plan_images,
+    refuse_overlap,
+    target_mode,
+)
 from lakecompute.ingest._run import run_ingest
 
 if TYPE_CHECKING:
@@ -135,7 +142,7 @@ def ingest_classification(
     refuse_overlap(src, dest)
     class_names, items = _scan(src)
     paths = [p for p, _ in items]
-    compression = plan_images(paths, parsed.image_compression).compression
+    compression = plan_for_ingest(paths, parsed.image_compression).compression
     mode = target_mode(paths)
 
     def setup(ds: Dataset) -> None:

@@ -27,8 +27,9 @@ class IngestKwargs(TypedDict, total=False):
     scheduler: str
     """``"processed"`` (the default), ``"threaded"`` or ``"serial"``."""
     skip_errors: bool
-    """Skip files that cannot be read, with a `lakecompute.LakeComputeWarning` listing them, instead of
-    raising (default False)."""
+    """Skip the images whose file cannot be read, or (COCO, YOLO) one of whose annotations breaks a rule,
+    with a `lakecompute.LakeComputeWarning` listing each and its reason, instead of raising (default False).
+    Problems with the annotations file as a whole are raised either way."""
     overwrite: bool
     """Replace a dataset already at ``dest`` (default False)."""
     storage_options: dict[str, Any] | None

@@ -9,10 +9,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from lakecompute.errors import InvalidArgumentError
+from lakecompute.errors import InvalidArgumentError, warn
 from lakecompute.ingest._files import PathLike
 
-__all__ = ["IngestPlan", "check_compression", "plan_images", "refuse_overlap", "target_mode"]
+__all__ = [
+    "IngestPlan",
+    "check_compression",
+    "plan_for_ingest",
+    "plan_images",
+    "refuse_overlap",
+    "target_mode",
+]
 
 # File name endings -> the format their content normally has (what a plan counts; workers check content).
 _EXTENSION_FORMATS: Final[dict[str, str]] = {
@@ -86,9 +93,25 @@ def check_compression(value: object) -> str | None:
     return parse_sample_compression(value)  # type: ignore[arg-type]  # checked there, with a message
 
 
-def refuse_overlap(src: str, dest: PathLike) -> None:
-    """Refuse a destination that is the source folder, inside it, or contains it: creating the dataset
-    there would delete or mix with the source images (``overwrite`` or not)."""
+def plan_for_ingest(paths: Sequence[str], image_compression: str | None) -> IngestPlan:
+    """`plan_images` for an ingest about to run: with ``"auto"``, a plan that stores files of other formats
+    as JPEG (lossy: a PNG's exact pixels change) is said, with a `LakeComputeWarning` giving the plan line
+    and how to keep them exact. A format the caller names is not warned about: it was asked for."""
+    plan = plan_images(paths, image_compression)
+    if image_compression == "auto" and plan.compression == "jpeg" and plan.converted:
+        converted = sum(plan.converted.values())
+        warn(
+            f"{plan.summary()} The {converted} file(s) in other formats are decoded and stored as JPEG, "
+            "which is lossy: their pixels change (PNG and BMP files are lossless and lose their exact "
+            "values). Pass image_compression='png' (or 'webp') to keep every image exact, or convert "
+            "those files to JPEG yourself first."
+        )
+    return plan
+
+
+def refuse_overlap(src: str, dest: PathLike, what: str = "source folder") -> None:
+    """Refuse a destination that is the source (a folder or file), inside it, or contains it: creating the
+    dataset there would delete or mix with the source (``overwrite`` or not). ``what`` names the source."""
     text = os.fspath(dest)
     if "://" in text and not text.startswith("file://"):
         return  # mem:// and s3:// cannot be a local folder
@@ -97,8 +120,8 @@ def refuse_overlap(src: str, dest: PathLike) -> None:
     if a == b or b.startswith(a + os.sep) or a.startswith(b + os.sep):
         where = "is" if a == b else "is inside" if b.startswith(a + os.sep) else "contains"
         raise InvalidArgumentError(
-            f"The destination {text!r} {where} the source folder {src!r}: creating the dataset there would "
-            "delete or mix with the source images. Choose a destination outside the source folder."
+            f"The destination {text!r} {where} the {what} {src!r}: creating the dataset there would "
+            f"delete or mix with it. Choose a destination outside the {what}."
         )
 
 

@@ -31,7 +31,7 @@ def run_ingest(
 
     On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
     ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
-    the files that failed are listed in a `LakeComputeWarning`.
+    the files that failed are listed in a `LakeComputeWarning`, each with the reason it failed.
     """
     import lakecompute as lc
 
@@ -71,12 +71,13 @@ def run_ingest(
             lc.delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
-        skipped = [paths[f.index] for f in result.failed]
-        shown = "\n  ".join(skipped[:20]) + (
-            f"\n  ... and {len(skipped) - 20} more" if len(skipped) > 20 else ""
+        reasons = [f"{paths[f.index]}: {f.message}" for f in result.failed]
+        shown = "\n  ".join(reasons[:20]) + (
+            f"\n  ... and {len(reasons) - 20} more" if len(reasons) > 20 else ""
         )
         warnings.warn(
-            f"Skipped {len(skipped)} unreadable file(s) of {len(items)} in {src!r}:\n  {shown}",
+            f"Skipped {len(reasons)} of {len(items)} images in {src!r} (skip_errors=True), each for the "
+            f"reason given:\n  {shown}",
             LakeComputeWarning,
             stacklevel=3,
         )

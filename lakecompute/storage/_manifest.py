@@ -8,10 +8,12 @@ saves a directory listing: readers check forward from it, so a stale hint is har
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,15 +45,25 @@ __all__ = [
     "Manifest",
     "TensorState",
     "commit_manifest",
+    "dataset_id_of",
     "latest_version",
     "list_versions",
     "needed_by_a_version",
+    "new_dataset_id",
     "read_manifest",
     "version_key",
 ]
 
 FORMAT = "lakecompute/1"
 _HINT = "versions/LATEST"
+# A dataset id: 32 lowercase hex digits (a random uuid4), or "legacy-" and 32 for a dataset made before
+# ids (see `dataset_id_of`).
+_DATASET_ID = re.compile(r"(?:legacy-)?[0-9a-f]{32}")
+
+
+def new_dataset_id() -> str:
+    """A fresh random dataset id (written once, into version 0, when a dataset is created)."""
+    return uuid.uuid4().hex
 
 
 def version_key(version: int) -> str:
@@ -227,6 +239,9 @@ class Manifest:
         tensors: the tensors by name, in creation order (never changed in place).
         evals: eval records by fingerprint (JSON objects; the dataset layer reads them).
         info: the dataset's own metadata (``ds.info``): JSON values by key.
+        dataset_id: the id of the dataset this version belongs to: random, made when the dataset was
+            created, copied into every later version. ``""`` in a manifest written before datasets had
+            ids (`dataset_id_of` derives one for those).
     """
 
     version: int
@@ -236,14 +251,16 @@ class Manifest:
     tensors: dict[str, TensorState] = field(default_factory=dict)
     evals: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    dataset_id: str = ""
 
     def to_bytes(self) -> bytes:
         # The same bytes as json.dumps of the whole body (JSON text composes), but each tensor's entry
         # is encoded once per state: a commit costs nothing for the tensors it does not change.
-        head = _dumps(
-            {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
-             "message": self.message}
-        )  # fmt: skip
+        fields = {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
+                  "message": self.message}  # fmt: skip
+        if self.dataset_id:  # absent only in manifests written before datasets had ids
+            fields["dataset_id"] = self.dataset_id
+        head = _dumps(fields)
         tensors = ",".join(t.entry_text() for t in self.tensors.values())
         tail = f',"evals":{_dumps(self.evals)}'
         if self.info:  # absent when empty: manifests without dataset info stay as they were
@@ -273,10 +290,18 @@ class Manifest:
             tensors=_tensors(body.get("tensors")),
             evals=_evals(body.get("evals")),
             info=check_str_dict(body.get("info") or {}, "info"),
+            dataset_id=_dataset_id(body.get("dataset_id", "")),
         )
 
     def sample_counts(self) -> dict[str, int]:
         return {k: t.length for k, t in self.tensors.items()}
+
+
+def _dataset_id(value: object) -> str:
+    text = check_str(value, "dataset_id")
+    if text and not _DATASET_ID.fullmatch(text):
+        raise InvalidField("dataset_id", f"expected 32 hexadecimal digits, got {text!r:.60}")
+    return text
 
 
 def _load_json(data: bytes) -> dict[str, Any]:
@@ -340,6 +365,26 @@ def latest_version(backend: Backend) -> int | None:
     while backend.exists(version_key(start + 1)):
         start += 1
     return start
+
+
+def dataset_id_of(backend: Backend, manifest: Manifest) -> str:
+    """The id of the dataset ``manifest`` belongs to.
+
+    A manifest written before datasets had ids has none; such a dataset's id is derived from the bytes
+    of its earliest committed manifest (which hold the time it was created, so a dataset made again at
+    the same path gets another one): ``"legacy-"`` and 32 hex digits. The next commit records it in the
+    new version, so it stays the same after ``vacuum(keep_versions=...)`` removes that manifest.
+
+    Raises:
+        DatasetNotFoundError: no committed manifest is left to derive a legacy id from.
+    """
+    if manifest.dataset_id:
+        return manifest.dataset_id
+    for version in list_versions(backend):
+        data = backend.read(version_key(version))
+        if data is not None:
+            return "legacy-" + hashlib.sha256(data).hexdigest()[:32]
+    raise DatasetNotFoundError(backend.url, "It has no committed version.")
 
 
 def read_manifest(backend: Backend, version: int) -> Manifest:

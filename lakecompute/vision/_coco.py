@@ -21,22 +21,24 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import (
     IngestOptions,
     PathLike,
     load_for_ingest,
-    plan_images,
+    plan_for_ingest,
     refuse_overlap,
     run_ingest,
     target_mode,
 )
+from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
+from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
 from lakecompute.vision._common import (
     convert_boxes,
     encode_mask,
@@ -55,102 +57,35 @@ if TYPE_CHECKING:
 __all__ = ["coco_image", "export_coco", "ingest_coco"]
 
 
-@dataclass(frozen=True, slots=True)
-class _Categories:
-    """The categories of a COCO file, in the order of their ids."""
-
-    entries: list[dict[str, Any]]
-    """The category objects as in the file (sorted by id)."""
-    index: dict[int, int]
-    """category id -> class index."""
-    keypoint_names: list[str]
-    """The keypoint names of the categories that have them (empty: no keypoints)."""
-    skeleton: list[list[int]]
-
-    @classmethod
-    def parse(cls, coco: Mapping[str, Any], where: str) -> _Categories:
-        entries = sorted(_list(coco, "categories", where), key=lambda c: c.get("id", 0))
-        names = [c.get("name") for c in entries]
-        if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-            raise InvalidArgumentError(
-                f"{where}: expected categories with distinct names. Got {names!r:.200}. Fix the file."
-            )
-        with_points = [c for c in entries if c.get("keypoints")]
-        points = list(with_points[0]["keypoints"]) if with_points else []
-        skeleton = [list(e) for e in with_points[0].get("skeleton", [])] if with_points else []
-        return cls(entries, {int(c["id"]): i for i, c in enumerate(entries)}, points, skeleton)
-
-
-def _list(coco: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    value = coco.get(key)
-    if not isinstance(value, list):
-        raise InvalidArgumentError(
-            f"{where} is not a COCO annotations file: expected a list under {key!r}. "
-            f"Got {type(value).__name__}. Pass an instances or person_keypoints JSON."
-        )
-    return value
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as f:
-            coco = json.load(f)
+            coco = json.load(f, parse_constant=_refuse_constant)
     except FileNotFoundError:
         raise InvalidArgumentError(f"No annotations file at {path!r}. Check the path.") from None
-    except (OSError, ValueError) as exc:
-        raise InvalidArgumentError(f"Cannot read {path!r} as JSON ({exc}).") from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        # ValueError: not UTF-8, not JSON, or NaN/Infinity; RecursionError: nested too deep to parse.
+        detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidArgumentError(f"Cannot read {path!r} as JSON ({detail:.300}). Fix the file.") from exc
     if not isinstance(coco, dict):
         raise InvalidArgumentError(f"{path!r} is not a COCO annotations file: expected a JSON object.")
     return coco
 
 
-def _items(coco: Mapping[str, Any], images_dir: str, where: str) -> tuple[list[bytes], list[str]]:
+def _items(document: CocoDocument) -> tuple[list[bytes], list[str]]:
     """One input per image, in the file's order: its path, image entry and annotations as one JSON text
     (bytes), which an eval fingerprints, and sends to workers with every task, far faster than the
     nested dicts and lists (one parse per image in the worker costs less than that copy); and the paths.
     """
-    images = _list(coco, "images", where)
-    by_image: dict[int, list[Any]] = {int(img["id"]): [] for img in images}
-    for ann in _list(coco, "annotations", where):
-        if int(ann["image_id"]) not in by_image:
-            raise InvalidArgumentError(
-                f"{where}: annotation {ann.get('id')!r} names image_id {ann['image_id']!r}, which is not "
-                "among the images. Fix the file."
-            )
-        by_image[int(ann["image_id"])].append(ann)
-    if not images:
-        raise InvalidArgumentError(f"{where} lists no images; there is nothing to ingest.")
     items, paths = [], []
-    for img in images:
-        entry = {k: img[k] for k in ("id", "file_name", "height", "width") if k in img}
-        path = os.path.join(images_dir, str(img["file_name"]))
-        items.append(json.dumps([path, entry, by_image[int(img["id"])]]).encode())
-        paths.append(path)
+    for image in document.images:
+        items.append(json.dumps([image.path, image.entry, document.annotations[image.id]]).encode())
+        paths.append(image.path)
     return items, paths
-
-
-def _annotation_columns(anns: Sequence[Any], index: Mapping[int, int], n_points: int) -> dict[str, Any]:
-    unknown = [a["category_id"] for a in anns if int(a["category_id"]) not in index]
-    if unknown:
-        raise InvalidSampleError(
-            "categories", f"category_id {unknown[0]!r} is not among the file's categories. Fix the file."
-        )
-    segs = [a.get("segmentation", []) for a in anns]
-    row = {
-        "boxes": np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(-1, 4),
-        "categories": np.array([index[int(a["category_id"])] for a in anns], dtype=np.uint32),
-        "annotation_ids": np.array([a["id"] for a in anns], dtype=np.int64),
-        "iscrowd": np.array([a.get("iscrowd", 0) for a in anns], dtype=np.uint8),
-        "areas": np.array([a.get("area", 0.0) for a in anns], dtype=np.float64),
-        "polygons": [s if isinstance(s, list) else [] for s in segs],
-        "rles": [s if isinstance(s, dict) else None for s in segs],
-    }
-    if n_points:
-        zeros = [0.0] * (3 * n_points)
-        kp = [a.get("keypoints") or zeros for a in anns]
-        row["keypoints"] = np.array(kp, dtype=np.float64).reshape(-1, n_points, 3)
-        row["num_keypoints"] = np.array([a.get("num_keypoints", 0) for a in anns], dtype=np.int64)
-    return row
 
 
 def _rle(mask_utils: Any, seg: Any, height: int, width: int) -> Any:
@@ -179,32 +114,28 @@ def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
 
 
 def coco_image(
-    sample_in: bytes,
-    sample_out: Any,
-    mode: str,
-    compression: str | None,
-    index: dict[int, int],
-    n_points: int,
-    masks: bool,
+    sample_in: bytes, sample_out: Any, mode: str, compression: str | None, rules: AnnotationRules, masks: bool
 ) -> None:
     """The compute function of `ingest_coco`: one image with its annotations in (the JSON text of its
-    path, image entry and annotations), one sample out."""
+    path, image entry and annotations), one sample out. Every annotation is checked (`AnnotationRules`)
+    and every size it declares is checked against the decoded image before its masks are allocated."""
     path, image, anns = json.loads(sample_in)
+    checked = annotation_columns(anns, image, rules)
     pixels = load_for_ingest(path, mode, compression)
-    shape: tuple[int, ...] = pixels.shape
-    height, width = int(image.get("height") or shape[0]), int(image.get("width") or shape[1])
+    height, width = int(pixels.shape[0]), int(pixels.shape[1])
+    check_canvas(checked, image, height, width)
     row: dict[str, Any] = {
         "images": pixels,
         "image_id": int(image["id"]),
         "file_name": str(image["file_name"]),
-        **_annotation_columns(anns, index, n_points),
+        **checked.columns,
     }
     if masks:
         row["masks"] = _masks(anns, height, width)
     sample_out.append(row)
 
 
-def _create_tensors(ds: Dataset, cats: _Categories, compression: str | None, masks: bool) -> None:
+def _create_tensors(ds: Dataset, cats: CocoCategories, compression: str | None, masks: bool) -> None:
     ds.create_tensor("images", htype="image", sample_compression=compression)
     ds.create_tensor("image_id", dtype="int64")
     ds.create_tensor("file_name", htype="text")
@@ -260,10 +191,18 @@ def ingest_coco(
     Returns:
         The new dataset (tensors in the module docstring of `lakecompute.vision`).
 
+    The annotations file is untrusted input, checked at one gate (``docs/detection.md``, "What is
+    trusted"): the file as a whole before anything is written, each annotation (and every size it
+    declares, against the decoded image) before anything is allocated for it.
+
     Raises:
-        InvalidArgumentError: the JSON is not a COCO annotations file, an annotation names an unknown
-            image, pycocotools is missing (with ``masks=True``), or ``dest`` overlaps ``images``.
-        InvalidSampleError: an image file cannot be read (named), or an annotation is malformed.
+        InvalidArgumentError: the JSON is not a COCO annotations file or breaks a rule of the file as a
+            whole (ids that are not unique integers, a ``file_name`` resolving outside ``images``, two
+            keypoint schemas, ...), pycocotools is missing (with ``masks=True``), or ``dest`` overlaps
+            ``images`` or holds ``annotations``. Named: the file, the entry and the rule.
+        InvalidSampleError: an image file cannot be read (on ``images``), or an annotation breaks a rule
+            (on its own tensor, naming the file, the annotation, its image and the rule); with
+            ``skip_errors=True`` such images are skipped instead, each listed with its reason.
 
     Example:
         >>> import lakecompute as lc
@@ -274,12 +213,14 @@ def ingest_coco(
     if masks:
         require("pycocotools.mask", "ingest_coco(masks=True)")
     images_dir, where = os.fspath(images), os.fspath(annotations)
+    refuse_overlap(where, dest, what="annotations file")
     refuse_overlap(images_dir, dest)
     coco = _read_json(where)
-    cats = _Categories.parse(coco, where)
-    items, paths = _items(coco, images_dir, where)
+    document = parse_document(coco, images_dir, where)
+    cats = document.categories
+    items, paths = _items(document)
     _check_files(paths, images_dir)
-    compression = plan_images(paths, parsed.image_compression).compression
+    compression = plan_for_ingest(paths, parsed.image_compression).compression
 
     def setup(ds: Dataset) -> None:
         _create_tensors(ds, cats, compression, masks)
@@ -290,11 +231,7 @@ def ingest_coco(
     import lakecompute as lc
 
     function = lc.compute(coco_image)(
-        mode=target_mode(paths),
-        compression=compression,
-        index=cats.index,
-        n_points=len(cats.keypoint_names),
-        masks=masks,
+        mode=target_mode(paths), compression=compression, rules=document.rules(where), masks=masks
     )
     return run_ingest(dest, setup, function, items, paths, images_dir, parsed)
 

@@ -24,11 +24,12 @@ from lakecompute.ingest import (
     IngestOptions,
     PathLike,
     load_for_ingest,
-    plan_images,
+    plan_for_ingest,
     refuse_overlap,
     run_ingest,
     target_mode,
 )
+from lakecompute.localfiles import Folder, confine
 from lakecompute.vision._common import convert_boxes, image_files, image_size, require, write_image
 
 if TYPE_CHECKING:
@@ -40,25 +41,47 @@ if TYPE_CHECKING:
 __all__ = ["export_yolo", "ingest_yolo", "yolo_image"]
 
 
-def _names(root: str) -> list[str]:
-    """The class names of ``data.yaml`` (a list, or a dict of index -> name)."""
+def _read_config(root: str) -> Any:
+    """``data.yaml`` parsed (safely: plain YAML, no Python tags), read only from inside ``root``."""
     yaml = require("yaml", "Reading data.yaml")
-    path = os.path.join(root, "data.yaml")
+    path = confine(root, "data.yaml", what=f"data.yaml of {root!r}")
     try:
         with open(path, encoding="utf-8") as f:
-            config = yaml.safe_load(f)
+            return yaml.safe_load(f)
     except FileNotFoundError:
         raise InvalidArgumentError(
             f"No data.yaml in {root!r}. A YOLO dataset is a folder with data.yaml (names: [...]), "
             "images/ and labels/."
         ) from None
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
+        # ValueError: not UTF-8; YAMLError: not YAML, or a tag safe_load refuses; RecursionError: too deep.
+        detail = " ".join(str(exc).split())  # yaml's messages span lines
+        raise InvalidArgumentError(f"Cannot read {path!r} as YAML ({detail:.300}). Fix the file.") from exc
+
+
+def _names(root: str) -> list[str]:
+    """The class names of ``data.yaml`` (a list, or a dict index -> name): distinct strings, one or more."""
+    config = _read_config(root)
+    path = os.path.join(root, "data.yaml")
     names = config.get("names") if isinstance(config, dict) else None
-    if isinstance(names, dict) and sorted(names) == list(range(len(names))):
+    if (
+        isinstance(names, dict)
+        and {k.__class__ for k in names} <= {int}
+        and sorted(names) == [*range(len(names))]
+    ):
         names = [names[i] for i in range(len(names))]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InvalidArgumentError(
             f"{path}: expected 'names' as a list of class names or a dict 0: name, 1: name, ... "
             f"Got {names!r:.120}."
+        )
+    if not names:
+        raise InvalidArgumentError(f"{path}: expected at least one class name under 'names'. Got none.")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InvalidArgumentError(
+            f"{path}: class names must be distinct (a label is an index into them). Got {twice[0]!r} more "
+            "than once. Fix the file."
         )
     return names
 
@@ -68,14 +91,26 @@ def _label_path(labels_root: str, rel: str) -> str:
 
 
 def _lines(path: str) -> list[list[str]]:
-    if not os.path.exists(path):
-        return []  # an image without a label file has no objects (a background image)
-    with open(path, encoding="utf-8") as f:
-        return [line.split() for line in f if line.strip()]
+    """The label file's non-empty lines, split; none when there is no file (a background image)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.split() for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as exc:
+        raise InvalidSampleError(
+            "labels", f"{path}: the label file is not UTF-8 text ({exc.reason} at byte {exc.start}). {_FIX}"
+        ) from exc
+    except OSError as exc:
+        raise InvalidSampleError("labels", f"{path}: the label file cannot be read ({exc}). {_FIX}") from exc
+
+
+_FIX = "Fix the file, or pass skip_errors=True to skip the images whose label files break a rule."
 
 
 def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.ndarray, np.ndarray | None]:
-    """``(class, cxcywh box, polygon or None)`` of one label line."""
+    """``(class, cxcywh box, polygon or None)`` of one label line: a class index, then 4 numbers (a box)
+    or 3 or more points (a polygon), every number finite and in 0..1."""
     try:
         cls, values = int(tokens[0]), np.array([float(t) for t in tokens[1:]], dtype=np.float64)
     except ValueError:
@@ -84,7 +119,13 @@ def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.
         raise InvalidSampleError(
             "labels",
             f"{where}: expected 'class cx cy w h' or 'class x1 y1 x2 y2 x3 y3 ...' with class in "
-            f"0..{n_classes - 1} (data.yaml names). Got {' '.join(tokens)!r:.120}.",
+            f"0..{n_classes - 1} (data.yaml names). Got {' '.join(tokens)!r:.120}. {_FIX}",
+        )
+    if not (np.isfinite(values).all() and values.min() >= 0 and values.max() <= 1):
+        raise InvalidSampleError(
+            "boxes" if len(values) == 4 else "polygons",
+            f"{where}: expected coordinates as finite numbers in 0..1 (YOLO's are normalized by the "
+            f"image's width and height). Got {' '.join(tokens)!r:.120}. {_FIX}",
         )
     if len(values) == 4:
         return cls, values, None
@@ -119,7 +160,33 @@ def yolo_image(
 
 
 def _has_polygons(label_paths: Sequence[str]) -> bool:
-    return any(len(tokens) > 5 for path in label_paths for tokens in _lines(path))
+    return any(len(tokens) > 5 for path in label_paths for tokens in _tolerant_lines(path))
+
+
+def _tolerant_lines(path: str) -> list[list[str]]:
+    """`_lines`, or none for a file that cannot be read: the worker reading it says why, by name (and
+    ``skip_errors`` can skip that image)."""
+    try:
+        return _lines(path)
+    except InvalidSampleError:
+        return []
+
+
+def _items(root: str, sub: str) -> list[tuple[str, str, str]]:
+    """``(image path, label path, path under images/)`` of every image, each path confined to ``root``
+    (symbolic links followed): the images and labels folders, and every image and label file."""
+    images_root = confine(root, os.path.join("images", sub), what=f"the images folder of split {sub!r}")
+    labels_root = confine(root, os.path.join("labels", sub), what=f"the labels folder of split {sub!r}")
+    files = image_files(images_root) if os.path.isdir(images_root) else []
+    if not files:
+        raise InvalidArgumentError(f"Found no images under {images_root!r}. Check the folder and split.")
+    images, labels = Folder.of(images_root), Folder.of(labels_root)
+    items = []
+    for rel in files:
+        label = os.path.splitext(rel)[0] + ".txt"
+        image_path = images.confine(rel, what=f"image file {rel!r}")
+        items.append((image_path, labels.confine(label, what=f"label file {label!r}"), rel))
+    return items
 
 
 def ingest_yolo(
@@ -157,23 +224,23 @@ def ingest_yolo(
         The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and
         ``polygons`` for segmentation labels.
 
+    ``data.yaml`` and the label files are untrusted input (``docs/detection.md``, "What is trusted"):
+    every path is confined to ``folder`` (symbolic links followed), and every line checked.
+
     Raises:
-        InvalidArgumentError: no data.yaml or bad names, no images, or pyyaml is not installed.
-        InvalidSampleError: an unreadable image or a malformed label line (file and line named).
+        InvalidArgumentError: no data.yaml, one that is not YAML, or names that are not distinct
+            strings; a path resolving outside ``folder``; no images; or pyyaml is not installed.
+        InvalidSampleError: an unreadable image, or a label file that is not text or has a malformed
+            line (file and line named); with ``skip_errors=True`` such images are skipped instead.
     """
     parsed = IngestOptions.parse("ingest_yolo", options, image_compression, progressbar)
     root = os.fspath(folder)
     refuse_overlap(root, dest)
     names = _names(root)
-    sub = "" if split is None else str(split)
-    images_root, labels_root = os.path.join(root, "images", sub), os.path.join(root, "labels", sub)
-    files = image_files(images_root) if os.path.isdir(images_root) else []
-    if not files:
-        raise InvalidArgumentError(f"Found no images under {images_root!r}. Check the folder and split.")
-    items = [(os.path.join(images_root, f), _label_path(labels_root, f), f) for f in files]
+    items = _items(root, "" if split is None else str(split))
     paths = [p for p, _, _ in items]
     polygons = _has_polygons([lp for _, lp, _ in items])
-    compression = plan_images(paths, parsed.image_compression).compression
+    compression = plan_for_ingest(paths, parsed.image_compression).compression
 
     def setup(ds: Dataset) -> None:
         ds.create_tensor("images", htype="image", sample_compression=compression)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.vision._coco_annotations import AnnotationRules
 from tests.vision.conftest import SIZES
 
 pycocotools_coco = pytest.importorskip("pycocotools.coco")
@@ -180,7 +181,8 @@ def test_coco_image_rasterises_every_annotation_into_its_own_channel(tmp_path: P
     image = {"id": 7, "file_name": "x.jpg", "height": 30, "width": 40}
     rows: list[dict[str, Any]] = []
     sample_in = json.dumps([str(tmp_path / "x.jpg"), image, anns]).encode()
-    lc.vision.coco_image(sample_in, rows, "RGB", "jpeg", {1: 0}, 0, True)
+    rules = AnnotationRules("x.json", {1: 0}, 0, frozenset())
+    lc.vision.coco_image(sample_in, rows, "RGB", "jpeg", rules, True)
     masks = rows[0]["masks"]
     assert masks.dtype == np.bool_
     assert masks.shape == (30, 40, 4)

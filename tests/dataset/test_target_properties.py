@@ -1,0 +1,99 @@
+"""Property-based tests of the detection and segmentation htype checks (bbox, keypoints, polygon,
+binary_mask, segment_mask): any drawn sample — arrays of any dtype and small shape, with NaN and infinities,
+nested lists of numbers, bools, None, text and bytes — is stored and read back, or refused with a
+LakeComputeError; never another exception.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402  # after the importorskip
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+TENSORS: dict[str, dict[str, Any]] = {
+    "boxes": {"htype": "bbox", "dtype": "float32"},
+    "unit_boxes": {"htype": "bbox", "dtype": "float64", "format": "cxcywh", "normalized": True},
+    "keypoints": {"htype": "keypoints", "dtype": "float32", "keypoint_names": ["a", "b", "c"]},
+    "polygons": {"htype": "polygon"},
+    "polygons64": {"htype": "polygon", "dtype": "float64"},
+    "masks": {"htype": "binary_mask"},
+    "segments": {"htype": "segment_mask", "class_names": ["bg", "road", "car"]},
+    "segment_ids": {"htype": "segment_mask", "dtype": "int32"},
+}
+
+dtypes = st.sampled_from(
+    ["bool", "uint8", "int8", "int32", "int64", "uint64", "float16", "float32", "float64", "complex64"]
+)
+arrays = hnp.arrays(dtypes, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.integers(-3, 5),
+    st.floats(),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+)
+nested = st.recursive(
+    scalars | arrays, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner), max_leaves=24
+)
+samples = st.one_of(arrays, nested, st.dictionaries(st.text(max_size=2), scalars, max_size=2))
+
+
+@cache
+def _dataset() -> lc.Dataset:
+    ds = lc.empty("mem://target-properties", overwrite=True)
+    with ds:
+        for name, spec in TENSORS.items():
+            ds.create_tensor(name, **spec)
+    return ds
+
+
+def _read_back(tensor: Any, index: int) -> Any:
+    """One stored sample, read back (polygons as nested lists of arrays)."""
+    if tensor.htype == "polygon":
+        return tensor[index].numpy(aslist=True)
+    return tensor[index].numpy()
+
+
+@settings(
+    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)  # fmt: skip
+@given(st.sampled_from(sorted(TENSORS)), st.lists(samples, min_size=1, max_size=3))
+def test_target_htypes_store_or_refuse_any_sample(name: str, values: list[Any]) -> None:
+    """Appending (one sample) or extending (several, checked joined when they allow it) either stores
+    every sample, which then reads back with its htype's rank, or raises a LakeComputeError and stores
+    none."""
+    tensor = _dataset()[name]
+    before = len(tensor)
+    try:
+        if len(values) == 1:
+            tensor.append(values[0])
+        else:
+            tensor.extend(values)
+    except lc.LakeComputeError:
+        assert len(tensor) == before
+        return
+    assert len(tensor) == before + len(values)
+    for i in range(before, before + len(values)):
+        got = _read_back(tensor, i)
+        if tensor.htype == "bbox":
+            assert got.shape[1:] == (4,)
+        elif tensor.htype == "keypoints":
+            assert got.shape[-2:] == (3, 3)
+        elif tensor.htype == "binary_mask":
+            assert got.dtype == np.bool_
+            assert got.ndim in (2, 3)
+        elif tensor.htype == "segment_mask":
+            assert got.ndim == 2
+        else:
+            assert all(part.ndim == 2 and part.shape[1] == 2 for obj in got for part in obj)

@@ -1,0 +1,320 @@
+"""Property-based attacks on the COCO and YOLO readers (hypothesis), run by tests/vision/test_properties.py
+in a child process under an address-space limit, so that a crash or a huge allocation fails a test instead
+of the test run.
+
+The strategies draw near-valid inputs: a valid COCO document with one or two fields replaced by odd
+values (wrong types, wrong lengths, huge and negative numbers, RLEs of random sizes whose counts are
+random, exact, or one character off), raw bytes as the annotations file, and YOLO folders whose data.yaml
+and label files are drawn line by line from valid and broken tokens. The property: each ends in a dataset
+or a `LakeComputeError`, never another exception.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import resource
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+import lakecompute as lc
+from tests.vision.test_coco_trust import base_document, write_folder
+
+SETTINGS: dict[str, Any] = {
+    "deadline": None,
+    "database": None,
+    "print_blob": True,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+# -- values ----------------------------------------------------------------------------------------
+
+_EDGE_INTS = [0, 1, -1, 2, 3, 20, 30, 600, 2**31, 2**32 - 1, 2**32, 2**53 + 1, 2**63, 10**30, -(2**63) - 1]
+numbers = st.one_of(
+    st.integers(-50, 700),
+    st.sampled_from(_EDGE_INTS),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.floats(-100, 100),
+)
+odd = st.one_of(
+    st.none(),
+    st.booleans(),
+    numbers,
+    st.text(max_size=6),
+    st.lists(numbers, max_size=8),
+    st.lists(st.lists(numbers, max_size=8), max_size=3),
+    st.dictionaries(
+        st.sampled_from(["size", "counts", "id", "x"]), numbers | st.text(max_size=4), max_size=3
+    ),
+)
+
+
+@st.composite
+def partitions(draw: st.DrawFn, total: int) -> list[int]:
+    """Run lengths summing to ``total`` (a valid uncompressed RLE of that many pixels)."""
+    cuts = sorted(draw(st.lists(st.integers(0, total), max_size=12)))
+    edges = [0, *cuts, total]
+    return [b - a for a, b in itertools.pairwise(edges)]
+
+
+def _compress(counts: list[int], height: int, width: int) -> str:
+    from pycocotools import mask as mask_utils
+
+    rle = mask_utils.frPyObjects({"size": [height, width], "counts": counts}, height, width)
+    return str(rle["counts"].decode("ascii"))
+
+
+@st.composite
+def rles(draw: st.DrawFn) -> dict[str, Any]:
+    """RLE dicts: the image's size or another (small or huge), counts exact, random, or compressed (exact,
+    random characters, or one character changed)."""
+    height, width = draw(st.sampled_from([(20, 30), (16, 16), (30, 20), (1, 1), (0, 5), (60000, 60000)]))
+    kind = draw(st.sampled_from(["exact", "random", "compressed", "garbled", "text"]))
+    exact = draw(partitions(min(height * width, 10**6)))
+    counts: Any = exact
+    if kind == "random":
+        counts = draw(st.lists(st.integers(-3, 2**33), max_size=10))
+    elif kind in ("compressed", "garbled") and height * width == sum(exact):
+        counts = _compress(exact, height, width)
+        if kind == "garbled" and counts:
+            i = draw(st.integers(0, len(counts) - 1))
+            counts = counts[:i] + chr(draw(st.integers(40, 120))) + counts[i + 1 :]
+    elif kind == "text":
+        counts = draw(st.text(alphabet=st.characters(min_codepoint=40, max_codepoint=120), max_size=12))
+    return {"size": [height, width], "counts": counts}
+
+
+segmentations = st.one_of(
+    st.lists(st.lists(numbers, max_size=12), max_size=3),
+    rles(),
+    odd,
+)
+annotation_fields = {
+    "id": odd,
+    "image_id": st.sampled_from([1, 2, 3]) | odd,
+    "category_id": st.sampled_from([1, 2, 5]) | odd,
+    "bbox": st.lists(numbers, max_size=8) | odd,
+    "area": numbers | odd,
+    "iscrowd": st.sampled_from([0, 1, 2, True, 300, "1"]) | odd,
+    "segmentation": segmentations,
+    "keypoints": st.lists(st.sampled_from([0, 1, 2, 3, 7, 1.5, -1, 1e9]), max_size=9) | odd,
+    "num_keypoints": odd,
+}
+image_fields = {"id": odd, "file_name": st.sampled_from(["a.png", "b.png", "../a.png", "/a.png"]) | odd,
+                "height": odd, "width": odd}  # fmt: skip
+category_fields = {"id": odd, "name": odd, "keypoints": odd, "skeleton": odd}
+
+
+@st.composite
+def mutation(draw: st.DrawFn, doc: dict[str, Any]) -> None:
+    """Change one thing of ``doc``: a field of an entry set or removed, an entry duplicated or replaced."""
+    where = draw(st.sampled_from(["annotations", "annotations", "annotations", "images", "categories"]))
+    entries = doc[where]
+    if not entries:
+        return
+    i = draw(st.integers(0, len(entries) - 1))
+    fields = {"annotations": annotation_fields, "images": image_fields, "categories": category_fields}[where]
+    action = draw(st.sampled_from(["set", "set", "set", "set", "delete", "duplicate", "replace"]))
+    if action == "set" and isinstance(entries[i], dict):
+        # The fields with the most structure (and the declared sizes) are drawn most often.
+        keys = (
+            [*sorted(fields), *(["segmentation"] * 6 + ["bbox", "keypoints"] * 2)]
+            if fields is annotation_fields
+            else sorted(fields)
+        )
+        key = draw(st.sampled_from(keys))
+        entries[i][key] = draw(fields[key])
+    elif action == "delete" and isinstance(entries[i], dict) and entries[i]:
+        del entries[i][draw(st.sampled_from(sorted(entries[i])))]
+    elif action == "duplicate":
+        entries.append(json.loads(json.dumps(entries[i])))
+    elif action == "replace":
+        entries[i] = draw(odd)
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid COCO document with one or two things changed; half of them with an RLE drawn by `rles` (the
+    declared sizes and counts are where a reader's allocations go wrong)."""
+    doc = base_document()
+    if draw(st.booleans()):
+        ann = doc["annotations"][draw(st.integers(0, len(doc["annotations"]) - 1))]
+        ann.update(segmentation=draw(rles()), iscrowd=draw(st.sampled_from([0, 1])))
+    for _ in range(draw(st.integers(0 if "size" in json.dumps(doc) else 1, 2))):
+        draw(mutation(doc))
+    return doc
+
+
+# -- COCO ------------------------------------------------------------------------------------------
+
+
+def coco_folder() -> Path:
+    """A folder with the base document's images (a.png 20 x 30, b.png 16 x 16)."""
+    root = Path(tempfile.mkdtemp(prefix="coco-props-"))
+    write_folder(root, base_document())
+    return root
+
+
+def same_columns(anns: list[Any], entry: dict[str, Any], rules: Any) -> None:
+    """The whole-image check and the annotation-by-annotation one agree: the same columns, or the same
+    refusal (nothing accepted by the first that the second refuses)."""
+    from lakecompute.vision._coco_annotations import annotation_columns
+
+    try:
+        fast = annotation_columns(anns, entry, rules).columns
+    except lc.LakeComputeError:
+        fast = None
+    try:
+        careful = annotation_columns(anns, entry, rules, one_by_one=True).columns
+    except lc.LakeComputeError:
+        careful = None
+    assert (fast is None) == (careful is None), f"one path refused what the other accepted: {anns!r:.300}"
+    if fast is None or careful is None:
+        return
+    assert sorted(fast) == sorted(careful)
+    for name, values in fast.items():
+        if isinstance(values, np.ndarray):
+            assert values.dtype == careful[name].dtype, name
+            np.testing.assert_array_equal(values, careful[name], err_msg=name)
+        else:
+            assert values == careful[name], name
+
+
+def coco_gate(max_examples: int) -> None:
+    """The gate and the worker's function on drawn documents: a row per image or a LakeComputeError, and
+    the same columns by the whole-image and the annotation-by-annotation checks."""
+    from lakecompute.vision._coco_checks import parse_document
+
+    root = coco_folder()
+    where = str(root / "instances.json")
+
+    @settings(max_examples=max_examples, **SETTINGS)
+    @given(documents())
+    def check(doc: dict[str, Any]) -> None:
+        try:
+            document = parse_document(doc, str(root / "images"), where)
+            rules = document.rules(where)
+            for image in document.images:
+                same_columns(document.annotations[image.id], image.entry, rules)
+                sample = json.dumps([image.path, image.entry, document.annotations[image.id]]).encode()
+                rows: list[Any] = []
+                lc.vision.coco_image(sample, rows, "RGB", "png", rules, True)
+                assert rows[0]["masks"].shape[:2] == rows[0]["images"].shape[:2]
+        except lc.LakeComputeError:
+            pass
+
+    check()
+
+
+def coco_ingest(max_examples: int) -> None:
+    """ingest_coco on drawn annotations files (documents, or any bytes): a dataset or a LakeComputeError."""
+    root = coco_folder()
+    files = st.one_of(documents().map(lambda d: json.dumps(d).encode()), st.binary(max_size=64))
+
+    @settings(max_examples=max_examples, **SETTINGS)
+    @given(files)
+    def check(content: bytes) -> None:
+        (root / "instances.json").write_bytes(content)
+        try:
+            ds = lc.ingest_coco(
+                root / "images", root / "instances.json", "mem://coco-props", overwrite=True,
+                progressbar=False, num_workers=0,
+            )  # fmt: skip
+        except lc.LakeComputeError:
+            return
+        for i in range(len(ds)):  # what was stored reads back
+            assert ds.masks[i].numpy().shape[:2] == ds.images[i].numpy().shape[:2]
+            assert len(ds.boxes[i].numpy()) == len(ds.categories[i].numpy())
+
+    check()
+
+
+# -- YOLO ------------------------------------------------------------------------------------------
+
+tokens = st.one_of(
+    st.sampled_from(["0", "1", "2", "3", "-1", "1.0", "0x1", "1_0"]),
+    st.sampled_from(["0.5", "0.25", "0", "1", "1.5", "-0.1", "nan", "inf", "-inf", "1e309", "1e-300"]),
+    st.floats(0, 1).map(repr),
+    st.text(max_size=4),
+)
+unit = st.floats(0, 1).map(repr)
+valid_boxes = st.tuples(st.sampled_from("012"), unit, unit, unit, unit).map(" ".join)
+valid_polygons = st.tuples(st.sampled_from("012"), st.lists(unit, min_size=6, max_size=10)).map(
+    lambda t: " ".join([t[0], *t[1][: len(t[1]) // 2 * 2]])
+)
+label_lines = st.one_of(valid_boxes, valid_polygons, st.lists(tokens, max_size=9).map(" ".join))
+label_files = st.one_of(
+    st.lists(label_lines, max_size=4).map("\n".join).map(str.encode), st.binary(max_size=40)
+)
+data_yamls = st.one_of(
+    st.just(b"names: [car, person, dog]\n"),
+    st.just(b"names: {0: car, 1: person, 2: dog}\n"),
+    st.sampled_from([
+        "names: {0: car, 2: dog}\n", "names: [car, car]\n", "names: []\n", "names: [1, 2]\n", "names: car\n",
+        "- car\n", "names: [car\n", "names: !!python/object:os.system [x]\n", "names: {a: car, 1: dog}\n",
+        "names: &a [car]\nx: *a\n",
+    ]).map(str.encode),
+    st.text(max_size=30).map(str.encode),
+    st.binary(max_size=30),
+)  # fmt: skip
+
+
+def yolo_images() -> dict[str, bytes]:
+    """Three small PNG files' bytes, by their path under images/."""
+    out = {}
+    for i, name in enumerate(["train/a.png", "train/b.png", "val/c.png"]):
+        path = Path(tempfile.mkdtemp()) / "x.png"
+        Image.fromarray(np.full((8 + i, 10, 3), 40 * i, np.uint8)).save(path)
+        out[name] = path.read_bytes()
+    return out
+
+
+def yolo(max_examples: int) -> None:
+    """ingest_yolo on drawn data.yaml and label files: a dataset or a LakeComputeError."""
+    images = yolo_images()
+
+    @settings(max_examples=max_examples, **SETTINGS)
+    @given(data_yamls, st.lists(label_files, min_size=3, max_size=3))
+    def check(data_yaml: bytes, labels: list[bytes]) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "yolo"
+            for (name, data), label in zip(images.items(), labels, strict=True):
+                (root / "images" / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / "images" / name).write_bytes(data)
+                (root / "labels" / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / "labels" / name).with_suffix(".txt").write_bytes(label)
+            (root / "data.yaml").write_bytes(data_yaml)
+            try:
+                ds = lc.ingest_yolo(
+                    root, "mem://yolo-props", overwrite=True, progressbar=False, num_workers=0
+                )
+            except lc.LakeComputeError:
+                return
+            for i in range(len(ds)):
+                assert len(ds.boxes[i].numpy()) == len(ds.labels[i].numpy())
+
+    check()
+
+
+# -- the child -------------------------------------------------------------------------------------
+
+PROPERTIES = {"coco-gate": coco_gate, "coco-ingest": coco_ingest, "yolo": yolo}
+
+
+def run(name: str, max_examples: int, headroom: int = 1 << 30) -> None:
+    """Run one property in this process with its address space limited to what is mapped now plus
+    ``headroom`` bytes: far less than any size bomb asks, far more than the tiny inputs need."""
+    import pycocotools.mask  # noqa: F401  # loaded before the limit, as any ingest with masks would have
+
+    with open("/proc/self/status") as f:
+        size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    limit = size + headroom
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    PROPERTIES[name](max_examples)
+    print(f"PASSED {name}")

@@ -37,6 +37,10 @@ class Source:
         is read here, at once)."""
         raise NotImplementedError
 
+    def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
+        """Inputs ``start..stop`` as batch objects of ``size`` inputs (the last may be shorter)."""
+        return [self.read_samples(b, min(b + size, stop), batch=True)[0] for b in range(start, stop, size)]
+
     def sample(self, index: int) -> Any:
         """The input sample at ``index``, as users see it (for errors)."""
         raise NotImplementedError
@@ -87,6 +91,17 @@ class DatasetSource(Source):
         if batch:
             return [row_class(tuple(columns))(columns, start)]
         return column_rows(columns, start, stop - start)  # made as they are taken, no dict per sample
+
+    def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
+        # The range is read at once (a few large reads), and each batch holds slices of it: views of the
+        # stacked columns, no copies.
+        snap = self.snap
+        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        row = row_class(tuple(columns))
+        return [
+            row({name: column[b - start : b - start + size] for name, column in columns.items()}, b)
+            for b in range(start, stop, size)
+        ]
 
     def sample(self, index: int) -> Any:
         (row,) = self.read_samples(index, index + 1, batch=False)

@@ -292,11 +292,12 @@ SAMPLE_ROWS = (InputRow, ColumnRow)
 
 
 class _TensorOut:
-    __slots__ = ("_items", "_name")
+    __slots__ = ("_items", "_name", "_runs")
 
-    def __init__(self, items: list[Any], name: str) -> None:
+    def __init__(self, items: list[Any], name: str, runs: list[tuple[int, np.ndarray]]) -> None:
         self._items = items
         self._name = name
+        self._runs = runs
 
     def append(self, value: Any) -> None:
         self._items.append(value)
@@ -307,8 +308,10 @@ class _TensorOut:
                 f"sample_out.{self._name}.extend() takes a sequence of samples. Got {type(values).__name__}; "
                 "use append() for one sample."
             )
-        if isinstance(values, np.ndarray) and values.ndim == 0:
-            raise InvalidTypeError(f"sample_out.{self._name}.extend() got a 0-d array; use append().")
+        if isinstance(values, np.ndarray):
+            if values.ndim == 0:
+                raise InvalidTypeError(f"sample_out.{self._name}.extend() got a 0-d array; use append().")
+            self._runs.append((len(self._items), values))  # whole, for SampleOut.runs
         self._items.extend(values)
 
     def __len__(self) -> int:
@@ -325,21 +328,24 @@ class SampleOut:
 
     _allowed: list[str] | None
     _data: dict[str, list[Any]]
+    _runs: dict[str, list[tuple[int, np.ndarray]]]
 
     def __init__(self, tensors: Iterable[str] | None) -> None:
         object.__setattr__(self, "_allowed", None if tensors is None else list(tensors))
         object.__setattr__(self, "_data", {})
+        object.__setattr__(self, "_runs", {})
         for t in tensors or ():
             self._new_list(t)
 
     def _new_list(self, name: str) -> list[Any]:
         items: list[Any] = []
         self._data[name] = items
+        self._runs[name] = []
         if name.isidentifier() and not name.startswith("_") and not hasattr(SampleOut, name):
             # Found by plain attribute lookup from now on: ``sample_out.images`` runs once per
             # sample, and a ``__getattr__`` miss costs ~1 µs in Python 3.11. The list object never
             # changes (reset and truncate empty it in place), so neither does its _TensorOut.
-            self.__dict__[name] = _TensorOut(items, name)
+            self.__dict__[name] = _TensorOut(items, name, self._runs[name])
         return items
 
     def _tensor(self, name: str) -> _TensorOut:
@@ -351,7 +357,7 @@ class SampleOut:
             if not isinstance(name, str) or not name:
                 raise InvalidArgumentError(f"sample_out tensor names are non-empty strings. Got {name!r}.")
             items = self._new_list(name)
-        return _TensorOut(items, name)
+        return _TensorOut(items, name, self._runs[name])
 
     def __getattr__(self, name: str) -> _TensorOut:
         if name.startswith("_"):
@@ -410,16 +416,34 @@ class SampleOut:
         data = self._data
         return data
 
+    def runs(self, name: str) -> list[np.ndarray] | None:
+        """The arrays whose rows are all of ``name``'s values, in order, when its values were written by
+        extending it with arrays (a batched function's columns) and nothing else; else None."""
+        runs, values = self._runs.get(name), self._data.get(name)
+        if not runs or values is None:
+            return None
+        at = 0
+        for start, arr in runs:
+            if start != at:
+                return None
+            at += len(arr)
+        return [arr for _, arr in runs] if at == len(values) else None
+
     def truncate(self, counts: Mapping[str, int]) -> None:
         """Drop everything written after ``counts`` (a failed sample's partial output)."""
         data = self._data
         for k, v in data.items():
-            del v[counts.get(k, 0) :]
+            keep = counts.get(k, 0)
+            del v[keep:]
+            runs = self._runs[k]
+            runs[:] = [(start, arr) for start, arr in runs if start + len(arr) <= keep]
 
     def reset(self) -> None:
         data = self._data
         for v in data.values():
             v.clear()
+        for runs in self._runs.values():
+            runs.clear()
 
     def __repr__(self) -> str:
         return f"SampleOut({self.counts()!r})"

@@ -30,7 +30,7 @@ import sys
 import threading
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
@@ -311,10 +311,13 @@ class ArrayCache:
         values = self._direct(path, arr).get(c)
         if values is None:
             values = self._fetch(path, arr, c * size, (c + 1) * size)
+        self._count(path, c)
+        return values
+
+    def _count(self, path: str, c: int) -> None:
         with self._lock:
             self.fetched += 1
             self.chunk_reads[(path, c)] = self.chunk_reads.get((path, c), 0) + 1
-        return values
 
     def _known(self, path: str) -> tuple[zarr.Array[Any], int, int]:
         """The array at ``path``, its rows per chunk and its length along the first axis."""
@@ -368,15 +371,27 @@ class ArrayCache:
         first, last = start // size, (stop - 1) // size
         lo = first if start % size == 0 and (path, first) not in self._chunks else first + 1
         hi = last if stop % size == 0 and (path, last) not in self._chunks else last - 1
-        if self._direct(path, arr).local:
-            # Every chunk is read (and checked) before the result is allocated: a damaged size fails at
-            # the first chunk that is not stored, not with a huge allocation.
-            parts = []
+        getter = self._direct(path, arr)
+        if getter.local:
+            # Every chunk is read and checked (its checksum, the size it declares) before the result is
+            # allocated: a damaged size fails at the first chunk that is not stored, not with a huge
+            # allocation. Then the whole chunks are decoded straight into the result.
+            pieces: list[tuple[int, np.ndarray | _Stored]] = []
             for c in range(first, last + 1):
-                whole = lo <= c <= hi
-                chunk = self._uncached(path, arr, c, size) if whole else self._chunk(path, arr, c, size)
-                parts.append(chunk[max(start - c * size, 0) : stop - c * size])
-            return np.concatenate(parts)
+                if lo <= c <= hi:
+                    pieces.append((c, getter.stored(c)))
+                    self._count(path, c)
+                else:
+                    pieces.append((c, self._chunk(path, arr, c, size)))
+            out = np.empty((stop - start, *arr.shape[1:]), dtype=self._dtypes[path])
+            for c, part in pieces:
+                a, b = max(start - c * size, 0), min(stop - c * size, size)
+                target = out[c * size + a - start : c * size + b - start]
+                if isinstance(part, _Stored):
+                    getter.decode_into(part, target)
+                else:
+                    target[...] = part[a:b]
+            return out
         # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups.
         parts = [] if lo == first else [self._chunk(path, arr, first, size)[start - first * size :]]
         parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
@@ -387,10 +402,8 @@ class ArrayCache:
     def _read_large(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
         # zarr fetches and decodes the chunks of one call concurrently; groups of _GROUP chunks keep
         # that, and bound what is allocated before a missing chunk is seen.
-        with self._lock:
-            for c in range(start // size, (stop - 1) // size + 1):
-                self.fetched += 1
-                self.chunk_reads[(path, c)] = self.chunk_reads.get((path, c), 0) + 1
+        for c in range(start // size, (stop - 1) // size + 1):
+            self._count(path, c)
         step = size * _GROUP
         if stop - start <= step:
             return self._fetch(path, arr, start, stop)
@@ -615,17 +628,75 @@ class _ChunkGet:
         return values
 
     def _read(self, file: str, key: str) -> np.ndarray:
+        return decode_chunk(_read_file(file, key), self.arr.dtype, self._size, self._zstd, self._checksum)
+
+    def stored(self, c: int) -> _Stored | np.ndarray:
+        """Chunk ``c`` as stored, checked but not decoded yet (see `decode_into`): its checksum, and the
+        size its frame declares; a chunk whose frame declares none comes decoded (`get`)."""
+        assert self._folder is not None, "only for chunks read here (local)"
+        key = self.arr.metadata.encode_chunk_key((c,))
+        file, name = os.path.join(self._folder, *key.split("/")), f"{self.path}/{key}"
         try:
-            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise MissingChunkError(key) from None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise MissingChunkError(key, _LINKED_CHUNK) from None
-            raise
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read()
-        return decode_chunk(data, self.arr.dtype, self._size, self._zstd, self._checksum)
+            payload = verify_checksum(_read_file(file, name)) if self._checksum else _read_file(file, name)
+            nbytes = self._size * self.arr.dtype.itemsize
+            declared = len(payload) if self._zstd is None else zstd_content_size(payload)
+            if declared is None:
+                return decode_chunk(payload, self.arr.dtype, self._size, self._zstd, False)
+            if declared != nbytes:
+                raise ValueError(f"expected {nbytes} bytes, got {declared}")
+        except MissingChunkError as exc:
+            raise self.cache.damaged(exc.key, exc.reason) from None
+        except _DECODE_ERRORS as exc:
+            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
+            raise self.cache.damaged(name, reason) from exc
+        return _Stored(name, payload)
+
+    def decode_into(self, chunk: _Stored, out: np.ndarray) -> None:
+        """Decode a chunk `stored` gave into ``out`` (a contiguous part of the result, the chunk's size)."""
+        target = out.reshape(-1).view(np.uint8)
+        try:
+            if self._zstd is None:
+                target[:] = np.frombuffer(chunk.payload, dtype=np.uint8)
+            else:
+                self._zstd.decode(chunk.payload, out=target)
+        except _DECODE_ERRORS as exc:
+            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
+            raise self.cache.damaged(chunk.key, reason) from exc
+
+
+class _Stored(NamedTuple):
+    """A chunk as stored (its checksum verified), to be decoded into its place in a larger read."""
+
+    key: str
+    payload: bytes
+
+
+def _read_file(file: str, key: str) -> bytes:
+    """A chunk file's bytes (never through a symbolic link)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise MissingChunkError(key) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise MissingChunkError(key, _LINKED_CHUNK) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def verify_checksum(data: bytes) -> bytes:
+    """A chunk's bytes without the crc32c zarr's codec stores after them, once they match it.
+
+    Raises:
+        ValueError: they do not match (or there is no room for the checksum).
+    """
+    if len(data) < 4:
+        raise ValueError(f"{len(data)} bytes: shorter than the checksum")
+    # As zarr's Crc32cCodec: the bytes' crc32c, stored after them as a little-endian uint32.
+    if int(google_crc32c.value(data[:-4])).to_bytes(4, "little") != data[-4:]:
+        raise ValueError("Stored and computed checksum do not match.")
+    return data[:-4]
 
 
 def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
@@ -638,12 +709,7 @@ def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checks
         ValueError: (or zstd's own errors) the bytes do not decode to exactly one chunk.
     """
     if checksum:
-        if len(data) < 4:
-            raise ValueError(f"{len(data)} bytes: shorter than the checksum")
-        # As zarr's Crc32cCodec: the bytes' crc32c, stored after them as a little-endian uint32.
-        if int(google_crc32c.value(data[:-4])).to_bytes(4, "little") != data[-4:]:
-            raise ValueError("Stored and computed checksum do not match.")
-        data = data[:-4]
+        data = verify_checksum(data)
     nbytes = size * dtype.itemsize
     if zstd is not None and zstd_content_size(data) == nbytes:
         out = np.empty(size, dtype=dtype)

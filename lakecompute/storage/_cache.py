@@ -467,8 +467,12 @@ class ArrayCache:
             lo = start - first * size
             if first == last:
                 return self._flat_chunk(path, first)[lo : lo + count].copy()
-            joined = np.concatenate([self._flat_chunk(path, c) for c in range(first, last + 1)])
-            return joined[lo : lo + count]
+            # Only the parts the run covers are copied (a sample across a chunk edge is a few hundred
+            # bytes of two 1 MiB chunks).
+            parts = [self._flat_chunk(path, c) for c in range(first, last + 1)]
+            parts[0] = parts[0][lo:]
+            parts[-1] = parts[-1][: start + count - last * size]
+            return np.concatenate(parts)
         per_row = self._per_row[path]
         row = start // per_row
         rows = self.read_rows(path, row, -(-(start + count) // per_row) - row).reshape(-1)

@@ -71,7 +71,10 @@ def _loop(src: str) -> tuple[float, int]:
         samples.append(
             {
                 "image": tv_tensors.Image(torch.from_numpy(image).permute(2, 0, 1)),
-                "boxes": tv_tensors.BoundingBoxes(torch.from_numpy(boxes), format="XYWH", canvas_size=size),
+                # float32, as torchvision's datasets give boxes and as augment hands them over
+                "boxes": tv_tensors.BoundingBoxes(
+                    torch.from_numpy(boxes.astype(np.float32)), format="XYWH", canvas_size=size
+                ),
                 "masks": tv_tensors.Mask(torch.from_numpy(ds.masks[i].numpy().transpose(2, 0, 1).copy())),
                 "keypoints": tv_tensors.KeyPoints(
                     torch.from_numpy(ds.keypoints[i].numpy()[..., :2].copy()), canvas_size=size
@@ -102,7 +105,7 @@ def torchvision_augment(opts: Any) -> list[Row]:
 
     n = 60 if opts.quick else 600
     runs = max(1, opts.runs)
-    PIPELINE = lc.vision.TorchVision(_transform(), box_format="xywh")
+    PIPELINE = lc.vision.TorchVision(_transform())  # the boxes' layout is read from their tensor
     rows: list[Row] = []
     with scratch_dir() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # pycocotools' decode under numpy 2

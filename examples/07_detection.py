@@ -1,17 +1,20 @@
 """COCO-style detection data -> a random flip / crop / resize / colour-jitter pipeline (albumentations, seeded
-by the eval) -> a new dataset -> a torch DataLoader with a detection collate (ragged boxes per image).
+by the eval) -> a new dataset -> torchvision's Faster R-CNN trained from ds.pytorch() through
+lc.vision.DetectionCollate (images and targets as torchvision's detection models take them).
 The same augmentation with torchvision's transforms.v2 takes one more pipeline (TV_PIPELINE)."""
 
 import albumentations as A
 import numpy as np
 import torch
+from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_fpn
 from torchvision.transforms import v2
 
 import lakecompute as lc
 from lakecompute.testing.detection import write_coco_folder
 
-# Boxes stay in COCO's xywh pixels, the format ingest_coco stores; keypoints move as (x, y). Wrapped in
-# lc.vision.Albumentations so that evals can fingerprint it (needed with checkpoint_interval, to resume).
+# Boxes stay in COCO's xywh pixels, the layout ingest_coco stores (augment checks that BboxParams says
+# so: "coco"); keypoints move as (x, y). Wrapped in lc.vision.Albumentations so that evals can fingerprint
+# it (needed with checkpoint_interval, to resume).
 PIPELINE = lc.vision.Albumentations(
     A.Compose(
         [
@@ -25,7 +28,7 @@ PIPELINE = lc.vision.Albumentations(
 )
 TARGETS = ["images", "boxes", "categories", "masks", "keypoints"]
 
-# The torchvision variant: lc.vision.TorchVision says the boxes' layout (the boxes tensor's info.format);
+# The torchvision variant: augment reads the boxes' layout from their tensor, nothing to say;
 # SanitizeBoundingBoxes drops boxes the crop left too small, with their masks, keypoints and categories.
 TV_PIPELINE = lc.vision.TorchVision(
     v2.Compose(
@@ -35,8 +38,7 @@ TV_PIPELINE = lc.vision.TorchVision(
             v2.ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3, hue=0.05),
             v2.SanitizeBoundingBoxes(),
         ]
-    ),
-    box_format="xywh",
+    )
 )
 
 
@@ -55,18 +57,6 @@ def augment(sample_in, sample_out, rng, pipeline=PIPELINE):
                 objects=["categories"],
             )
         )
-
-
-def detection_collate(batch):
-    """Images stacked as float NCHW; per image a dict of its boxes (xyxy, as torchvision's detection models
-    take them) and labels, since every image has its own number of objects."""
-    images = torch.from_numpy(np.stack(batch["images"])).permute(0, 3, 1, 2).float() / 255
-    targets = []
-    for boxes, labels in zip(batch["boxes"], batch["categories"], strict=True):
-        height, width = images.shape[2:]
-        xyxy = lc.vision.convert_boxes(np.asarray(boxes), ("xywh", False), ("xyxy", False), width, height)
-        targets.append({"boxes": torch.from_numpy(xyxy).float(), "labels": torch.from_numpy(labels).long()})
-    return images, targets
 
 
 def main():
@@ -95,18 +85,32 @@ def main():
     counts = [len(b) for b in tv_out.boxes.numpy(aslist=True)]
     print(f"torchvision: {len(tv_out)} augmented samples, boxes per image {counts}")
 
-    loader = out.pytorch(
-        4, tensors=["images", "boxes", "categories"], shuffle=True, collate_fn=detection_collate
+    # Training torchvision's Faster R-CNN: DetectionCollate hands each batch over as the model takes it
+    # (float CxHxW images, xyxy float32 boxes, labels + 1 since the model's class 0 is the background).
+    torch.manual_seed(0)
+    classes = out.categories.info.class_names
+    model = fasterrcnn_mobilenet_v3_large_fpn(
+        weights=None, weights_backbone=None, num_classes=len(classes) + 1, min_size=64, max_size=80
     )
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.005)
+    collate = lc.vision.DetectionCollate(out, label_offset=1)
+    loader = out.pytorch(4, tensors=["images", "boxes", "categories"], shuffle=True, collate_fn=collate)
+    model.train()
     for step, (images, targets) in enumerate(loader):
         counts = [len(t["boxes"]) for t in targets]
-        print(f"batch {step}: images {tuple(images.shape)}, boxes per image {counts}")
+        shape = (len(images), *images[0].shape)
         for t in targets:
             boxes = t["boxes"]
-            assert (boxes[:, 2] >= boxes[:, 0]).all()
-            assert (boxes[:, 3] >= boxes[:, 1]).all()
+            assert (boxes[:, 2] > boxes[:, 0]).all()
+            assert (boxes[:, 3] > boxes[:, 1]).all()
             assert (boxes[:, 2] <= 80).all()
             assert (boxes[:, 3] <= 64).all()
+            assert t["labels"].min() >= 1  # class 0 of the dataset is the model's 1
+        loss = sum(model(images, targets).values())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"batch {step}: images {shape}, boxes per image {counts}, loss {loss.item():.3f}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any, Final
 import numpy as np
 
 from lakecompute import compression
+from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidSampleError
 
 # Specs sit below storage (see lakecompute.specs); re-exported here, where callers have always found them.
@@ -331,12 +332,6 @@ def _json_default(value: object) -> object:
 
 # -- detection and segmentation targets ----------------------------------------------------------------
 
-_BBOX_RULES: Final = {
-    "xyxy": "x2 >= x1 and y2 >= y1 (columns x1, y1, x2, y2)",
-    "xywh": "width and height >= 0 (columns x, y, width, height; x, y the top-left corner)",
-    "cxcywh": "width and height >= 0 (columns centre x, centre y, width, height)",
-}
-
 
 def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
@@ -345,37 +340,8 @@ def _check_finite(arr: np.ndarray, name: str, what: str) -> None:
 
 
 def _check_bbox(arr: np.ndarray, info: Mapping[str, Any], class_names: list[str], name: str) -> np.ndarray:
-    """Boxes of one image: ``(k, 4)``; an empty list is ``(0, 4)``."""
-    if arr.ndim == 1 and arr.size == 0:
-        arr = arr.reshape(0, 4)
-    if arr.ndim != 2 or arr.shape[1] != 4:
-        raise InvalidSampleError(
-            name,
-            f"expected the boxes of one image as shape (k, 4), one row per box (k may be 0). "
-            f"Got shape {arr.shape}" + ("; for one box write [box]." if arr.shape == (4,) else "."),
-        )
-    _check_finite(arr, name, "box coordinates")
-    fmt = info.get("format", "xyxy")
-    if fmt == "xyxy":
-        ok = (arr[:, 2] >= arr[:, 0]) & (arr[:, 3] >= arr[:, 1])
-    else:
-        ok = (arr[:, 2] >= 0) & (arr[:, 3] >= 0)
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        raise InvalidSampleError(
-            name,
-            f"box {i} {arr[i].tolist()} is not a {fmt!r} box: expected {_BBOX_RULES[fmt]}. "
-            f"Convert the boxes, or create the tensor with the format they have (format='xywh', ...).",
-        )
-    if info.get("normalized") and arr.size and (arr.min() < 0 or arr.max() > 1):
-        i = int(np.flatnonzero(((arr < 0) | (arr > 1)).any(axis=1))[0])
-        raise InvalidSampleError(
-            name,
-            f"box {i} {arr[i].tolist()} has coordinates outside 0..1, but the tensor holds normalized "
-            "boxes (info.normalized=True). Divide by the image's width and height, or use a tensor "
-            "with normalized=False for pixel coordinates.",
-        )
-    return arr
+    """Boxes of one image: ``(k, 4)``, checked by the tensor's `BoxLayout`; an empty list is ``(0, 4)``."""
+    return BoxLayout.parse(info, name).check(arr, name)
 
 
 def _check_binary_mask(

@@ -8,6 +8,11 @@ Two rules every reader and writer of plain files (ingests, exports) follows:
 * **A file written outside a dataset is whole or absent.** `write_atomic` writes a temporary file beside
   the target, flushes it to disk and renames it into place, so a kill or a full disk leaves the previous
   file (or none), never half of one.
+* **An export of many files keeps the previous one until it is done.** `FolderExport` writes every file
+  to a hidden staging folder inside the target, then moves them into place and writes the index file
+  (``annotations.json``, ``data.yaml``) last: an export that fails or is killed while it writes leaves
+  the previous export as it was. Every name is confined to the target, and two files at one name are
+  refused.
 
 This module depends only on `lakecompute.errors`, so that every layer may use it.
 
@@ -27,12 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
+from types import TracebackType
 
 from lakecompute.errors import InvalidArgumentError, StorageError
 
-__all__ = ["Folder", "confine", "inside", "write_atomic"]
+__all__ = ["Folder", "FolderExport", "confine", "inside", "write_atomic"]
 
 
 def inside(root: str, path: str) -> bool:
@@ -134,20 +141,161 @@ def write_atomic(path: str, data: bytes) -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".partial")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_fd(fd, data)
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        raise StorageError(
-            f"Cannot write {path!r} ({exc.strerror or exc}); the file keeps what it held before. "
-            "Check free space and permissions, then run again.",
-            url=path,
-            reason="other",
-        ) from exc
+        raise _storage_error(path, exc) from exc
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
+
+
+def _file_mode() -> int:
+    """The mode ``open()`` gives a new file (0o666 less the umask); read once, at import."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+# mkstemp makes files only their owner may read (0o600); an exported file is made as open() makes one.
+_FILE_MODE = _file_mode()
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    os.fchmod(fd, _FILE_MODE)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _storage_error(path: str, exc: OSError) -> StorageError:
+    return StorageError(
+        f"Cannot write {path!r} ({exc.strerror or exc}); the file keeps what it held before. "
+        "Check free space and permissions, then run again.",
+        url=path,
+        reason="other",
+    )
+
+
+_STAGING = ".lakecompute-export-"
+
+
+class FolderExport:
+    """The files of one export into a folder, written whole and put in place together, the index last.
+
+    Each `write` checks its name (confined to the folder, symbolic links followed; no second file at
+    the same place) and writes the bytes, flushed to disk, into a hidden staging folder inside the
+    target. `commit` moves every staged file to its place (a rename each: no copying) and then writes
+    the index file with `write_atomic`. Until `commit`, the folder holds what it held before: an export
+    that fails (a full disk, an exception in the caller) removes its staging folder; one that is killed
+    leaves it behind, hidden, and the next export into the folder removes it. A kill during `commit`
+    itself (renames only) can leave some new files beside the old index file, never half a file.
+
+    Use it as a context manager: leaving the block by an exception drops what was staged.
+
+    Args:
+        root: the target folder (created when missing).
+
+    Raises:
+        StorageError: the folder or a file cannot be written, naming the path.
+
+    Example:
+        >>> import tempfile
+        >>> root = tempfile.mkdtemp()
+        >>> with FolderExport(root) as out:
+        ...     _ = out.write("images/a.txt", b"a", what="file_name of sample 0")
+        ...     out.commit(os.path.join(root, "index.json"), b"{}")
+        >>> sorted(os.listdir(root))
+        ['images', 'index.json']
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(root)
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            _remove_abandoned(self.root)
+            self._staging = tempfile.mkdtemp(dir=self.root, prefix=f"{_STAGING}{os.getpid()}-")
+        except OSError as exc:
+            raise _storage_error(self.root, exc) from exc
+        self._staged: list[tuple[str, str]] = []  # (staged file, target)
+        self._claimed: dict[str, str] = {}  # target -> the entry that named it
+
+    def __enter__(self) -> FolderExport:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def target(self, name: str, *, what: str, under: str = "") -> str:
+        """The path ``name`` (untrusted, relative to the sub-folder ``under`` of the folder) names, claimed
+        for this export.
+
+        Raises:
+            InvalidArgumentError: ``name`` leaves ``under`` or the folder (see `confine`), or an earlier
+                entry of this export already names the same file (both entries named).
+        """
+        path = confine(confine(self.root, under or ".", what="a sub-folder"), name, what=what)
+        earlier = self._claimed.get(path)
+        if earlier is not None:
+            raise InvalidArgumentError(
+                f"{what} names the file {path!r:.200}, which {earlier} already names. Expected one file per "
+                "entry: give the samples distinct file names."
+            )
+        self._claimed[path] = what
+        return path
+
+    def write(self, name: str, data: bytes, *, what: str, under: str = "") -> str:
+        """Stage ``data`` as the file ``name`` (relative to ``under``, a sub-folder of the folder; see
+        `target`); returns the file's final path."""
+        path = self.target(name, what=what, under=under)
+        try:
+            fd, staged = tempfile.mkstemp(dir=self._staging)
+            _write_fd(fd, data)
+        except OSError as exc:
+            raise _storage_error(path, exc) from exc
+        self._staged.append((staged, path))
+        return path
+
+    def commit(self, index: str, data: bytes) -> None:
+        """Move every staged file into place, then write the index file at the path ``index`` (chosen by
+        the caller, not read from a file: it may lie outside the folder, as a COCO annotations file
+        does) last, whole."""
+        for staged, path in self._staged:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.replace(staged, path)
+            except OSError as exc:
+                raise _storage_error(path, exc) from exc
+        self._staged.clear()
+        write_atomic(index, data)
+        self.close()
+
+    def close(self) -> None:
+        """Drop what is staged and not committed (nothing after `commit`)."""
+        shutil.rmtree(self._staging, ignore_errors=True)
+        self._staged.clear()
+
+
+def _remove_abandoned(root: str) -> None:
+    """Remove the staging folders of exports into ``root`` whose process is gone (killed mid-export)."""
+    for entry in os.listdir(root):
+        if not entry.startswith(_STAGING):
+            continue
+        pid = entry[len(_STAGING) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

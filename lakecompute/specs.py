@@ -16,6 +16,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
 
+from lakecompute.boxes import BBOX_FORMATS, BoxLayout
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -310,10 +311,6 @@ def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expe
     return name
 
 
-#: The coordinate layouts a ``bbox`` tensor's ``info.format`` may name.
-BBOX_FORMATS: Final = ("xyxy", "xywh", "cxcywh")
-
-
 def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any]:
     """Check the info a tensor of ``spec.htype`` is created with, and fill in its defaults.
 
@@ -327,18 +324,7 @@ def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any
     """
     out = dict(info)
     if spec.htype == "bbox":
-        out.setdefault("format", "xyxy")
-        out.setdefault("normalized", False)
-        if out["format"] not in BBOX_FORMATS:
-            raise InvalidArgumentError(
-                f"bbox tensor {spec.name!r}: format must be one of {list(BBOX_FORMATS)!r}. "
-                f"Got {out['format']!r}. COCO boxes are 'xywh' in pixels; YOLO boxes 'cxcywh' normalized."
-            )
-        if not isinstance(out["normalized"], bool):
-            raise InvalidArgumentError(
-                f"bbox tensor {spec.name!r}: normalized must be True (0..1 fractions of the image size) "
-                f"or False (pixels). Got {out['normalized']!r}."
-            )
+        out.update(BoxLayout.parse(out, spec.name).info())
     elif spec.htype == "keypoints":
         _check_keypoint_info(spec.name, out)
     return out

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lakecompute.boxes import BoxLayout
 from lakecompute.errors import (
     InvalidArgumentError,
     LakeComputeError,
@@ -343,12 +344,9 @@ def _draw_masks(arr: np.ndarray, sample: np.ndarray, htype: str) -> None:
 def _draw_boxes(ds: Any, i: int, name: str, img: Image.Image) -> None:
     from PIL import ImageDraw
 
-    from lakecompute.vision import convert_boxes
-
-    info = ds.tensors[name].info
-    layout = (str(info.get("format", "xyxy")), bool(info.get("normalized", False)))
+    layout = BoxLayout.of(ds.tensors[name])
     boxes = np.asarray(ds[name][i].numpy(), dtype=np.float64).reshape(-1, 4)
-    xyxy = convert_boxes(boxes, layout, ("xyxy", False), img.width, img.height)
+    xyxy = layout.convert(boxes, BoxLayout("xyxy"), canvas=(img.height, img.width))
     classes, names = _box_classes(ds, i, len(xyxy))
     draw = ImageDraw.Draw(img)
     width = max(1, round(max(img.size) / 128))

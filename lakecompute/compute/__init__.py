@@ -5,6 +5,7 @@ from lakecompute.compute._decorator import ComputeFunction, Pipeline, Transform,
 from lakecompute.compute._engine import EvalResult, FailedSample
 from lakecompute.compute._options import EvalKwargs, EvalOptions
 from lakecompute.compute._runner import SampleRunner
+from lakecompute.compute._samples import RowMeta, TensorMeta, tensor_meta
 
 __all__ = [
     "ComputeFunction",
@@ -13,9 +14,12 @@ __all__ = [
     "EvalResult",
     "FailedSample",
     "Pipeline",
+    "RowMeta",
     "SampleRunner",
+    "TensorMeta",
     "Transform",
     "as_pipeline",
     "compose",
     "compute",
+    "tensor_meta",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import column_rows, row_class
+from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
@@ -74,6 +74,7 @@ class DatasetSource(Source):
         self.length = len(positions)
         self.pad = pad
         self._ds: Dataset | None = None
+        self._meta: RowMeta | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -85,19 +86,27 @@ class DatasetSource(Source):
             self._ds = self.snap.open()
         return self._ds
 
+    def meta(self) -> RowMeta:
+        """The read tensors' names, htypes and infos, which ``sample_in`` values answer (read once)."""
+        if self._meta is None:
+            self._meta = tensor_meta(self.dataset(), self.snap.tensors)
+        return self._meta
+
     def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        meta = self.meta()
         if batch:
-            return [row_class(tuple(columns))(columns, start)]
-        return column_rows(columns, start, stop - start)  # made as they are taken, no dict per sample
+            return [row_class(tuple(columns), meta)(columns, start)]
+        # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
+        return column_rows(columns, start, stop - start, meta)
 
     def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
         # stacked columns, no copies.
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
-        row = row_class(tuple(columns))
+        row = row_class(tuple(columns), self.meta())
         return [
             row({name: column[b - start : b - start + size] for name, column in columns.items()}, b)
             for b in range(start, stop, size)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.compute._options import draw_seed
-from lakecompute.compute._samples import SAMPLE_ROWS, InputRow, SampleOut, row_class
+from lakecompute.compute._samples import SAMPLE_ROWS, InputRow, RowMeta, SampleOut, row_class
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
 
 if TYPE_CHECKING:
@@ -262,7 +262,13 @@ class SampleRunner:
         self.stages = build_stages(self.pipeline)
         self.seed = draw_seed() if seed is None else seed
 
-    def run(self, values: Any, index: int, key: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    def run(
+        self,
+        values: Any,
+        index: int,
+        key: tuple[int, ...] = (),
+        meta: RowMeta = (),
+    ) -> list[dict[str, Any]]:
         """Run the transform on one sample.
 
         Args:
@@ -270,6 +276,8 @@ class SampleRunner:
                 dataset's ``sample_in``), or any other value (given as it is).
             index: the sample's index (part of its ``rng``'s key, and named by errors).
             key: more of the ``rng``'s key, before the index (the loaders pass ``(epoch,)``).
+            meta: the tensors the values were read from (their htype and info, which the row's values
+                answer), when they were read from a dataset.
 
         Returns:
             The output rows: 0, 1 or many dicts of tensor name -> value.
@@ -277,7 +285,7 @@ class SampleRunner:
         Raises:
             TransformError: the transform failed (``.index``, ``.sample``, ``__cause__``).
         """
-        sample = row_class(tuple(values))(values, index) if isinstance(values, Mapping) else values
+        sample = row_class(tuple(values), meta)(values, index) if isinstance(values, Mapping) else values
         out = SampleOut(None)
         try:
             run_sample(self.stages, sample, index, out, check_lengths=True, seed=self.seed, prefix=key)

@@ -3,14 +3,18 @@
 An eval over small samples (a 28x28 flip) spends as much time on these objects as on its numpy work, so
 the rows of dataset input are built without running Python code per sample: `column_rows` chains
 C-level iterators (the columns' per-sample views, ``zip``, ``map`` over tuple subclasses), and their
-tensors are read through ``namedtuple``'s C field accessor. They behave as the plain rows do.
+tensors are read through ``namedtuple``'s C field accessor. They behave as the plain rows do, and their
+values know the tensors they were read from (``.htype``, ``.info``) through a class attribute or a
+shared `TensorMeta`: nothing per sample.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
@@ -29,23 +33,77 @@ __all__ = [
     "ColumnRow",
     "InputRow",
     "InputValue",
+    "RowMeta",
     "SampleOut",
+    "TensorMeta",
     "column_row_class",
     "column_rows",
     "row_class",
+    "tensor_meta",
 ]
 
 
-class InputValue(tuple):  # type: ignore[type-arg]
-    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``.
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """What a value read from a dataset's tensor is: the tensor's name, htype and info."""
 
-    Made as ``InputValue((value,))``: a one-item tuple, built by tuple's own constructor (one per tensor
-    per sample, so no Python ``__init__``). It is not a sequence to its users: indexing, ``len`` and
-    iteration raise, as they did before it was a tuple, and it compares and hashes by identity.
+    name: str
+    htype: str
+    info_json: str
+    """The tensor's info as JSON text: hashable (row classes are cached by it), and every reader's
+    `info` is its own copy."""
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The tensor's info, a new copy each time."""
+        info: dict[str, Any] = json.loads(self.info_json)
+        return info
+
+
+#: The tensors of a row's values (one `TensorMeta` each), read once per input; () when not known.
+RowMeta = tuple[TensorMeta, ...]
+
+
+def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
+    """The `TensorMeta` of the tensors ``names`` of a dataset (one read of each tensor's info)."""
+    tensors = ds.tensors
+    return tuple(
+        TensorMeta(n, tensors[n].htype, json.dumps(dict(tensors[n].info), sort_keys=True)) for n in names
+    )
+
+
+class InputValue(tuple):  # type: ignore[type-arg]
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
+    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
+
+    Made as ``InputValue((value, meta))``: a pair built by tuple's own constructor (one per tensor per
+    sample, so no Python ``__init__``; ``meta`` is the tensor's `TensorMeta`, shared, or None). It is not
+    a sequence to its users: indexing, ``len`` and iteration raise, as they did before it was a tuple,
+    and it compares and hashes by identity.
     """
 
     __slots__ = ()
     _value: Any = _tuplegetter(0, "the value")
+    _meta: TensorMeta | None = _tuplegetter(1, "the tensor the value was read from, if known")
+
+    @property
+    def htype(self) -> str | None:
+        """The htype of the tensor the value was read from (None: not read from a dataset's tensor)."""
+        meta = self._meta
+        return None if meta is None else meta.htype
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """The info of the tensor the value was read from, the caller's own copy (a bbox tensor's
+        ``format`` and ``normalized``, class names, keypoint names); None when not read from a tensor."""
+        meta = self._meta
+        return None if meta is None else meta.info
+
+    @property
+    def name(self) -> str:
+        """The tensor the value was read from ("" when not known)."""
+        meta = self._meta
+        return "" if meta is None else meta.name
 
     def numpy(self, aslist: bool = False) -> Any:
         v = self._value
@@ -88,7 +146,7 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return True
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputValue, ((self._value,),))
+        return (InputValue, ((self._value, self._meta),))
 
     def __repr__(self) -> str:
         return f"InputValue({self._value!r:.60})"
@@ -99,15 +157,23 @@ class InputRow:
 
     __slots__ = ("_values", "index")
 
+    #: The tensors the values were read from, by name: set on the classes `row_class` makes for rows
+    #: read from a dataset (a class attribute: nothing per row).
+    _meta: ClassVar[Mapping[str, TensorMeta]] = {}
+    _row_meta: ClassVar[RowMeta] = ()
+
     def __init__(self, values: Mapping[str, Any], index: int) -> None:
         self._values = values
         self.index = index
+
+    def _value(self, name: str) -> InputValue:
+        return InputValue((self._values[name], self._meta.get(name)))
 
     def __getattr__(self, name: str) -> InputValue:
         if name.startswith("__"):
             raise AttributeError(name)
         try:
-            return InputValue((self._values[name],))
+            return self._value(name)
         except KeyError:
             raise AttributeError(
                 f"sample_in has no tensor {name!r}; it has {sorted(self._values)!r}."
@@ -115,7 +181,7 @@ class InputRow:
 
     def __getitem__(self, name: str) -> InputValue:
         try:
-            return InputValue((self._values[name],))
+            return self._value(name)
         except KeyError:
             raise TensorDoesNotExistError(name, list(self._values)) from None
 
@@ -127,19 +193,31 @@ class InputRow:
 
     @property
     def tensors(self) -> dict[str, InputValue]:
-        return {k: InputValue((v,)) for k, v in self._values.items()}
+        return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self._values)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputRow, (dict(self._values), self.index))
+        if not self._row_meta:
+            return (InputRow, (dict(self._values), self.index))
+        return (_typed_row, (dict(self._values), self.index, self._row_meta))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
 
 
-_ROW_CLASSES: dict[tuple[str, ...], type[InputRow]] = {}
+def _typed_row(values: dict[str, Any], index: int, meta: RowMeta) -> InputRow:
+    """A row read from a dataset, rebuilt after pickling (its class keeps the tensors' meta)."""
+    return row_class(tuple(values), meta)(values, index)
+
+
+def _meta_attrs(meta: RowMeta) -> dict[str, Any]:
+    """The class attributes of a row class whose values were read from the tensors ``meta``."""
+    return {"_meta": {m.name: m for m in meta}, "_row_meta": meta} if meta else {}
+
+
+_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[InputRow]] = {}
 
 
 def _plain_name(name: object, cls: type) -> bool:
@@ -149,9 +227,9 @@ def _plain_name(name: object, cls: type) -> bool:
     )
 
 
-def _tensor_property(name: str) -> property:
+def _tensor_property(name: str, meta: TensorMeta | None) -> property:
     def get(self: InputRow) -> InputValue:
-        return InputValue((self._values[name],))
+        return InputValue((self._values[name], meta))
 
     return property(get)
 
@@ -160,14 +238,16 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
     """A row of a block that was read column by column (dataset input): ``(value, ..., index)``.
 
     Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``keys()``,
-    ``tensors``, ``to_dict()``, pickling as a plain row), but is built in C by `column_rows` and its
-    tensors are C field accessors: the per-sample cost of a row is a few tuple constructions. Each
-    names-set has its subclass (`column_row_class`); ``_names`` are its tensors in order.
+    ``tensors``, ``to_dict()``, pickling as a plain row, with its meta), but is built in C by
+    `column_rows` and its tensors are C field accessors: the per-sample cost of a row is a few tuple
+    constructions. Each names-set and meta has its subclass (`column_row_class`); ``_names`` are its
+    tensors in order.
     """
 
     __slots__ = ()
     _names: tuple[str, ...] = ()
     _at: dict[str, int] = {}  # noqa: RUF012 - set per subclass, never changed
+    _row_meta: ClassVar[RowMeta] = ()
 
     @property
     def index(self) -> int:  # type: ignore[override]  # the input's position, as InputRow.index
@@ -220,25 +300,28 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
         return {n: v.data() for n, v in self.tensors.items()}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputRow, (self.to_dict(), self.index))
+        if not self._row_meta:
+            return (InputRow, (self.to_dict(), self.index))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, tensors={sorted(self._names)!r})"
 
 
-_COLUMN_ROW_CLASSES: dict[tuple[str, ...], type[ColumnRow]] = {}
+_COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
 
 
-def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
-    """The `ColumnRow` subclass for tensors ``names``: each (an identifier it does not use) a C field
-    accessor, at its position in the row."""
-    cls = _COLUMN_ROW_CLASSES.get(names)
+def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnRow]:
+    """The `ColumnRow` subclass for tensors ``names`` (read from the tensors ``meta``, when known): each
+    (an identifier it does not use) a C field accessor, at its position in the row."""
+    cls = _COLUMN_ROW_CLASSES.get((names, meta))
     if cls is None:
         attrs: dict[str, Any] = {
             "__slots__": (),
             "__module__": InputRow.__module__,
             "_names": names,
             "_at": {n: k for k, n in enumerate(names)},
+            "_row_meta": meta,
         }
         for k, n in enumerate(names):
             if _plain_name(n, ColumnRow):
@@ -246,7 +329,7 @@ def column_row_class(names: tuple[str, ...]) -> type[ColumnRow]:
         attrs["index"] = _tuplegetter(len(names), "the input's position in data_in")
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
-            _COLUMN_ROW_CLASSES[names] = cls
+            _COLUMN_ROW_CLASSES[(names, meta)] = cls
     return cls
 
 
@@ -259,31 +342,41 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
     return iter(column)
 
 
-def column_rows(columns: Mapping[str, Any], start: int, count: int) -> Iterator[ColumnRow]:
+def column_rows(
+    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = ()
+) -> Iterator[ColumnRow]:
     """The rows ``start .. start + count`` of a block read column by column (each column holds ``count``
-    values), made lazily, in C: a row that user code does not keep is freed at once."""
-    cls = column_row_class(tuple(columns))
-    values = [map(InputValue, zip(_per_sample(c, count))) for c in columns.values()]
+    values; ``meta``: the tensors they were read from), made lazily, in C: a row that user code does not
+    keep is freed at once."""
+    cls = column_row_class(tuple(columns), meta)
+    by_name = {m.name: m for m in meta}
+    values = [
+        map(InputValue, zip(_per_sample(c, count), itertools.repeat(by_name.get(name))))
+        for name, c in columns.items()
+    ]
     return map(cls, zip(*values, range(start, start + count), strict=True))
 
 
-def row_class(names: tuple[str, ...]) -> type[InputRow]:
-    """An `InputRow` subclass in which the tensors ``names`` are properties.
+def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:
+    """An `InputRow` subclass in which the tensors ``names`` are properties, and whose values know the
+    tensors ``meta`` they were read from (their ``.htype`` and ``.info``).
 
     ``sample_in.images`` on a plain row goes through ``__getattr__``, which Python 3.11 calls only
     after making and discarding an AttributeError: ~1 µs per access, once per tensor per sample,
     as much as a small sample's numpy work. A property is found at once. Rows built with a class
-    from here behave exactly like plain rows (and pickle as plain rows).
+    from here behave exactly like plain rows (and pickle as plain rows, with their meta). The meta is
+    the class's, so a row costs nothing more for it.
     """
-    cls = _ROW_CLASSES.get(names)
+    cls = _ROW_CLASSES.get((names, meta))
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__}
+        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__, **_meta_attrs(meta)}
+        by_name = {m.name: m for m in meta}
         for n in names:
             if _plain_name(n, InputRow):
-                attrs[n] = _tensor_property(n)
+                attrs[n] = _tensor_property(n, by_name.get(n))
         cls = type("InputRow", (InputRow,), attrs)
         if len(_ROW_CLASSES) < 256:  # middle steps may write many different sets of names
-            _ROW_CLASSES[names] = cls
+            _ROW_CLASSES[(names, meta)] = cls
     return cls
 
 

@@ -208,12 +208,12 @@ class _Samples(_Reading):
 
         return export_coco(cast("Dataset | DatasetView", self), annotations, images)
 
-    def export_yolo(self, folder: str | os.PathLike[str], split: str | None = None) -> None:
+    def export_yolo(self, folder: str | os.PathLike[str], split: str | None = None) -> Any:
         """Write the samples as a YOLO folder: data.yaml, images/, labels/ (see
-        `lakecompute.vision.export_yolo`)."""
+        `lakecompute.vision.export_yolo`); returns what was written and left out (a `YoloExport`)."""
         from lakecompute.vision import export_yolo
 
-        export_yolo(cast("Dataset | DatasetView", self), folder, split)
+        return export_yolo(cast("Dataset | DatasetView", self), folder, split)
 
 
 class DatasetView(_Samples):

@@ -93,7 +93,7 @@ def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Bat
     """A batch loader over any source (what `batches` and ``TokenBlocks.batches`` build)."""
     _check_workers(source, options)
     options.plan(source.length)  # rank and world_size are ints here (only pytorch() reads torch.distributed)
-    return Batches(source, options)
+    return Batches(source, options, _class_labels(source))
 
 
 def _import_torch() -> None:
@@ -108,7 +108,7 @@ def _import_torch() -> None:
 
 
 def _class_labels(source: RowSource | TokenSource) -> tuple[str, ...]:
-    """The class_label tensors a source reads (their values arrive in torch as int64)."""
+    """The class_label tensors a source reads (their values arrive as int64)."""
     if not isinstance(source, RowSource):
         return ()
     ds = source.snapshot.open()

@@ -39,9 +39,24 @@ __all__ = [
     "LoaderStep",
     "StepReader",
     "WorkerFailure",
+    "int64_labels",
     "parallel_batches",
     "worker_batches",
 ]
+
+
+def int64_labels(batch: dict[str, Any], labels: tuple[str, ...]) -> dict[str, Any]:
+    """``batch`` with its class labels as int64 (what losses and metrics take; they are stored as uint32):
+    a stacked array, or the list of per-object arrays of a ragged tensor (a detection image's labels)."""
+    for name in labels:
+        values = batch.get(name)
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+            batch[name] = values.astype(np.int64)
+        elif isinstance(values, list) and all(
+            isinstance(v, np.ndarray) and v.dtype.kind in "iu" for v in values
+        ):
+            batch[name] = [v.astype(np.int64) for v in values]
+    return batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +123,10 @@ class StepReader:
         """The batch of step ``step``, transformed."""
         if self._state is None:
             plan = self.spec.plan
+            opened = self.spec.source.open()
             self._state = (
-                self.spec.source.open(),
-                BatchTransform(self.spec.transform, plan.seed, plan.epoch),
+                opened,
+                BatchTransform(self.spec.transform, plan.seed, plan.epoch, getattr(opened, "meta", ())),
                 plan.order(),
             )
         reader, apply, order = self._state
@@ -215,11 +231,15 @@ class Batches(Iterator[dict[str, Any]]):
     Attributes:
         cursor: where the loader is (epoch, step) and what it reads.
         prefetch: batches each worker may read ahead of the consumer.
+        labels: the class_label tensors, whose values arrive as int64.
     """
 
-    def __init__(self, source: RowSource | TokenSource, options: LoaderOptions) -> None:
+    def __init__(
+        self, source: RowSource | TokenSource, options: LoaderOptions, labels: tuple[str, ...] = ()
+    ) -> None:
         self.cursor = LoaderCursor(source, options)
         self.prefetch = options.prefetch
+        self.labels = labels
         self._it: Iterator[dict[str, Any]] | None = None
 
     @property
@@ -248,7 +268,7 @@ class Batches(Iterator[dict[str, Any]]):
             self._finish()
             raise
         self.cursor.advance()
-        return batch
+        return int64_labels(batch, self.labels)
 
     def _finish(self) -> None:
         self._it = None

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lakecompute.compute import tensor_meta
 from lakecompute.datasets import RowReader, Snapshot, StreamReader
 from lakecompute.storage import LOADER_CACHE_BYTES
 
@@ -67,7 +68,10 @@ class RowSource:
 class _RowBatches:
     def __init__(self, snapshot: Snapshot, tensors: Sequence[str]) -> None:
         self._positions = snapshot.positions
-        self.reader = RowReader(snapshot.open(LOADER_CACHE_BYTES), tensors)
+        ds = snapshot.open(LOADER_CACHE_BYTES)
+        self.reader = RowReader(ds, tensors)
+        #: The tensors' htypes and infos, which a transform's ``sample_in`` values answer.
+        self.meta = tensor_meta(ds, tensors)
 
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         return self.reader.read_rows(_dataset_positions(self._positions, indices))

@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import torch.utils.data
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.loaders._loader import LoaderSpec, StepReader, WorkerFailure
+from lakecompute.loaders._loader import LoaderSpec, StepReader, WorkerFailure, int64_labels
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._state import LoaderCursor, Position
 from lakecompute.schedulers import pickle_exception, reseed_globals
@@ -45,15 +44,6 @@ class _WorkerPass:
     @classmethod
     def from_json(cls, state: dict[str, Any]) -> _WorkerPass:
         return cls(int(state["id"]), int(state["epoch"]), int(state["start"]), int(state["done"]))
-
-
-def _int64_labels(batch: dict[str, Any], labels: tuple[str, ...]) -> dict[str, Any]:
-    """``batch`` with its class labels as int64 (what torch's losses take; they are stored as uint32)."""
-    for name in labels:
-        values = batch.get(name)
-        if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
-            batch[name] = values.astype(np.int64)
-    return batch
 
 
 class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]  # items are batch dicts
@@ -133,7 +123,7 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         """The batches of ``steps``, each counted (by the cursor, or as the worker's) before it is yielded."""
         reader = StepReader(LoaderSpec(self.cursor.source, plan, self.cursor.options.transform))
         for step in steps:
-            batch = _int64_labels(reader.read_step(step), self.labels)
+            batch = int64_labels(reader.read_step(step), self.labels)
             if advance:
                 self.cursor.advance()
             elif self._worker is not None:

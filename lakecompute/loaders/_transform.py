@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lakecompute.compute import ComputeFunction, Pipeline
+from lakecompute.compute import ComputeFunction, Pipeline, RowMeta
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["BatchTransform", "check_transform", "collate_rows"]
@@ -67,12 +67,15 @@ class BatchTransform:
         transform: what the user passed (None: batches are passed through).
         seed: the loader's seed, from which per-sample generators are derived.
         epoch: the epoch, the key that makes every epoch's draws differ.
+        meta: the tensors read (htype and info by name), which a compute function's ``sample_in``
+            values answer.
     """
 
-    def __init__(self, transform: Any, seed: int, epoch: int) -> None:
+    def __init__(self, transform: Any, seed: int, epoch: int, meta: RowMeta = ()) -> None:
         self.transform = transform
         self.seed = seed
         self.epoch = epoch
+        self.meta = meta
         self._runner: Any = None
 
     def __call__(self, batch: dict[str, Any], indices: np.ndarray) -> dict[str, Any]:
@@ -94,5 +97,5 @@ class BatchTransform:
             self._runner = SampleRunner(self.transform, seed=self.seed)
         rows: list[dict[str, Any]] = []
         for j, index in enumerate(indices.tolist()):
-            rows.extend(self._runner.run(_sample(batch, j), index, key=(self.epoch,)))
+            rows.extend(self._runner.run(_sample(batch, j), index, key=(self.epoch,), meta=self.meta))
         return collate_rows(rows)

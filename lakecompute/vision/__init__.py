@@ -5,27 +5,32 @@
 * `ingest_yolo` / `export_yolo`: the ``images/`` + ``labels/`` + ``data.yaml`` layout.
 * `augment`: an albumentations or torchvision ``transforms.v2`` pipeline applied to a row's image with its
   boxes, masks and keypoints, seeded by the eval's ``rng`` (`Albumentations`, `TorchVision`: the wrappers
-  that give a pipeline a fingerprint, and torchvision's the boxes' layout).
+  that give a pipeline a fingerprint); the boxes' layout is read from their tensor (`BoxLayout`).
+* `DetectionCollate`: a loader's batch as torchvision's detection models take it, ``(images, targets)``.
 
 pycocotools (masks), pyyaml (data.yaml) and albumentations come with ``pip install "lakecompute[vision]"``;
 torchvision is installed with the torch it is made for (``pip install torch torchvision``).
 """
 
+from lakecompute.boxes import BoxLayout
 from lakecompute.vision._augment import Albumentations, augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
-from lakecompute.vision._common import convert_boxes
+from lakecompute.vision._detection import DetectionCollate
 from lakecompute.vision._torchvision import TorchVision
-from lakecompute.vision._yolo import export_yolo, ingest_yolo, yolo_image
+from lakecompute.vision._yolo import YoloExport, export_yolo, ingest_yolo, merge_parts, yolo_image
 
 __all__ = [
     "Albumentations",
+    "BoxLayout",
+    "DetectionCollate",
     "TorchVision",
+    "YoloExport",
     "augment",
     "coco_image",
-    "convert_boxes",
     "export_coco",
     "export_yolo",
     "ingest_coco",
     "ingest_yolo",
+    "merge_parts",
     "yolo_image",
 ]

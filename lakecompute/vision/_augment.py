@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.vision._common import require
 from lakecompute.vision._targets import Moved, Targets, read_targets, seeded, write_back
@@ -61,8 +62,39 @@ class Albumentations:
     def __repr__(self) -> str:
         return f"Albumentations({self.transform!r:.200})"
 
-    def apply(self, targets: Targets, seed: int) -> Moved:
-        """Run the pipeline on one row's targets with albumentations seeded by ``seed``."""
+    def layout(self, tensor: BoxLayout | None, boxes: str) -> BoxLayout:
+        """The layout the boxes of tensor ``boxes`` move in: the tensor's (``tensor``; None when the row
+        does not say), which must be the one the pipeline's ``BboxParams.format`` names.
+
+        Raises:
+            InvalidArgumentError: no ``bbox_params``, or a ``BboxParams.format`` other than the tensor's
+                layout (both named, with the format that fits).
+        """
+        fmt = getattr(_processor(self.transform, "bboxes", "boxes", "bbox_params").params, "format", None)
+        declared = _ALBUMENTATIONS_LAYOUTS.get(str(fmt))
+        if declared is None:
+            raise InvalidArgumentError(
+                f"augment(..., boxes={boxes!r}) takes an albumentations BboxParams.format of "
+                f"{sorted(_ALBUMENTATIONS_LAYOUTS)!r}. Got {fmt!r}."
+            )
+        if tensor is None or tensor == declared:
+            return declared
+        fits = [name for name, layout in _ALBUMENTATIONS_LAYOUTS.items() if layout == tensor]
+        fix = (
+            f"use BboxParams(format={fits[0]!r})"
+            if fits
+            else "albumentations has no format for that layout; store the boxes in one it has (ds.create_"
+            "tensor(..., htype='bbox', format='xywh'))"
+        )
+        raise InvalidArgumentError(
+            f"augment(..., boxes={boxes!r}): the pipeline's BboxParams(format={fmt!r}) says the boxes are "
+            f"{declared.describe()}, but the bbox tensor {boxes!r} holds them {tensor.describe()}. To move "
+            f"them as they are, {fix}."
+        )
+
+    def apply(self, targets: Targets, seed: int, layout: BoxLayout | None) -> Moved:
+        """Run the pipeline on one row's targets with albumentations seeded by ``seed`` (the boxes are in
+        the pipeline's format, ``layout``)."""
         transform = self.transform
         transform.set_random_seed(seed)
         out = transform(**_inputs(transform, targets))
@@ -86,6 +118,15 @@ class Albumentations:
         return Moved(np.asarray(out["image"]), boxes, masks, keypoints, keep)
 
 
+#: albumentations' box formats, as layouts.
+_ALBUMENTATIONS_LAYOUTS = {
+    "coco": BoxLayout("xywh"),
+    "pascal_voc": BoxLayout("xyxy"),
+    "albumentations": BoxLayout("xyxy", normalized=True),
+    "yolo": BoxLayout("cxcywh", normalized=True),
+}
+
+
 def _processor(transform: Any, target: str, what: str, params: str) -> Any:
     processors = getattr(transform, "processors", None)
     if not isinstance(processors, dict) or target not in processors:
@@ -100,11 +141,15 @@ def _inputs(transform: Any, targets: Targets) -> dict[str, Any]:
     """albumentations' keyword arguments for one row."""
     inputs: dict[str, Any] = {"image": targets.image}
     if targets.boxes is not None:
-        _processor(transform, "bboxes", "boxes", "bbox_params")
+        params = _processor(transform, "bboxes", "boxes", "bbox_params").params
         b = targets.boxes
         # A last column carries each box's index through the transform, so that the boxes it keeps
         # say which objects survive (albumentations keeps extra columns as they are).
         inputs["bboxes"] = np.column_stack([b, np.arange(len(b), dtype=np.float64)])
+        # BboxParams(label_fields=[...]) makes albumentations want those fields: the objects' positions,
+        # which it drops with their boxes (the row's own per-object columns follow the index column).
+        for field in getattr(params, "label_fields", None) or ():
+            inputs[field] = np.arange(len(b))
     if targets.masks is not None:
         m = targets.masks.astype(np.uint8)
         # One mask per object (albumentations' ``masks``): any number of objects, none included, where
@@ -133,6 +178,13 @@ def _keypoints(out: np.ndarray, shape: tuple[int, ...], given: np.ndarray) -> np
     flat[idx] = out[:, :3]
     flat[given.reshape(-1, 3)[:, 2] == 0] = 0
     return flat.reshape(shape)
+
+
+def _tensor_layout(sample_in: Any, boxes: str) -> BoxLayout | None:
+    """The layout of the row's boxes, as their bbox tensor states it; None when the row does not say (a
+    value not read from a dataset's bbox tensor)."""
+    value = sample_in[boxes]
+    return BoxLayout.of(value) if getattr(value, "htype", None) == "bbox" else None
 
 
 def _pipeline(transform: Any) -> Albumentations | TorchVision:
@@ -169,12 +221,14 @@ def augment(
     library moves the boxes, masks and keypoints; this function feeds it the row and puts its output back
     in the row's layout:
 
-    * ``boxes``: ``(k', 4)`` in the tensor's own layout. albumentations: the pipeline's ``bbox_params``
-      format must be the tensor's (``coco`` for ``xywh`` pixels, ``pascal_voc`` for ``xyxy`` pixels,
-      ``albumentations`` for ``xyxy`` normalized, ``yolo`` for ``cxcywh`` normalized). torchvision: say
-      the layout with `TorchVision` (``box_format=``, ``normalized=``). Boxes the pipeline drops are gone,
-      and so are their entries in every per-object column: ``masks`` channels, ``keypoints`` and the
-      ``objects``.
+    * ``boxes``: ``(k', 4)`` in the tensor's own layout, which `augment` reads from the bbox tensor
+      (its info's ``format`` and ``normalized``; `lakecompute.boxes.BoxLayout`). albumentations: the
+      pipeline's ``BboxParams.format`` must name that layout (``coco`` for ``xywh`` pixels,
+      ``pascal_voc`` for ``xyxy`` pixels, ``albumentations`` for ``xyxy`` normalized, ``yolo`` for
+      ``cxcywh`` normalized), else it is refused naming both; ``label_fields`` may be given (they get
+      the objects' positions). torchvision: nothing to say (`TorchVision`'s ``box_format`` is only a
+      check); the boxes reach it in pixels, float32. Boxes the pipeline drops are gone, and so are
+      their entries in every per-object column: ``masks`` channels, ``keypoints`` and the ``objects``.
     * ``masks``: a ``binary_mask`` ``H x W x k`` (or ``H x W``, which comes back as ``H x W x 1``),
       transformed like the image (nearest neighbour).
     * ``keypoints``: ``(k, K, 3)`` COCO rows; a keypoint the transform moves out of the image, or one
@@ -199,8 +253,10 @@ def augment(
     Raises:
         InvalidArgumentError: targets whose shapes do not fit together (boxes not ``(k, 4)``, masks not of
             the image's size or not one per box, keypoints not ``(..., 3)``); boxes or keypoints given to an
-            albumentations pipeline without ``bbox_params`` or ``keypoint_params`` (format ``"xy"``), or
-            boxes to a torchvision pipeline without a ``box_format``.
+            albumentations pipeline without ``bbox_params`` or ``keypoint_params`` (format ``"xy"``); a
+            layout said by the pipeline (``BboxParams.format``, ``TorchVision(box_format=...)``) other
+            than the bbox tensor's; boxes whose layout nobody says (a row not read from a dataset, and
+            a torchvision pipeline without ``box_format``).
 
     Example:
         >>> import albumentations as A  # doctest: +SKIP
@@ -211,9 +267,10 @@ def augment(
         ...     sample_out.append(row)
     """
     pipeline = _pipeline(transform)
+    layout = pipeline.layout(_tensor_layout(sample_in, boxes), boxes) if boxes else None
     targets = read_targets(sample_in, image, boxes, masks, keypoints)
     seed = int(rng.integers(_SEED_RANGE))
     with seeded():
-        moved = pipeline.apply(targets, seed)
+        moved = pipeline.apply(targets, seed, layout)
     names = {"image": image, "boxes": boxes, "masks": masks, "keypoints": keypoints}
     return write_back(moved, names, sample_in, objects)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import (
     IngestOptions,
@@ -37,15 +38,17 @@ from lakecompute.ingest import (
     run_ingest,
     target_mode,
 )
+from lakecompute.localfiles import FolderExport, write_atomic
 from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
 from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
 from lakecompute.vision._common import (
-    convert_boxes,
     encode_mask,
+    image_bytes,
     image_size,
     plain,
+    polygon_points,
     require,
-    write_image,
+    sample_name,
 )
 
 if TYPE_CHECKING:
@@ -249,6 +252,8 @@ def _check_files(paths: Sequence[str], images_dir: str) -> None:
 
 # -- export ------------------------------------------------------------------------------------------
 
+_COCO_BOXES = BoxLayout("xywh", normalized=False)
+
 
 class _Columns:
     """The tensors of a dataset (or view) that export reads, each read once as a list."""
@@ -278,11 +283,14 @@ def _categories(data: Dataset | DatasetView, points: tuple[list[str], list[Any]]
     return cats
 
 
-def _segmentation(j: int, polygons: Any, rles: Any, masks: Any) -> Any:
+def _segmentation(j: int, row: _ImageRow, cols: dict[str, Any]) -> Any:
+    i = row.index
+    rles, polygons, masks = _at(cols["rles"], i), _at(cols["polygons"], i), _at(cols["masks"], i)
     if rles is not None and rles[j] is not None:
         return rles[j]
     if polygons is not None and len(polygons[j]):
-        return [plain(part) for part in polygons[j]]
+        info = cols["polygon_info"]
+        return [plain(polygon_points(part, info, False, row.canvas)) for part in polygons[j]]
     if masks is not None:
         return encode_mask(masks[:, :, j])
     return []
@@ -294,13 +302,13 @@ class _ImageRow:
 
     index: int
     image_id: int
-    height: int
-    width: int
+    canvas: tuple[int, int]
+    """The image's ``(height, width)``."""
 
 
 def _annotations(row: _ImageRow, cols: dict[str, Any], ids: list[int], next_id: int) -> list[Any]:
     i = row.index
-    boxes = convert_boxes(cols["boxes"][i], cols["box_layout"], ("xywh", False), row.width, row.height)
+    boxes = cols["box_layout"].convert(cols["boxes"][i], _COCO_BOXES, row.canvas)
     out = []
     for j in range(len(boxes)):
         ann: dict[str, Any] = {"id": next_id + j, "image_id": row.image_id}
@@ -310,9 +318,7 @@ def _annotations(row: _ImageRow, cols: dict[str, Any], ids: list[int], next_id: 
         ann["bbox"] = plain(boxes[j])
         ann["area"] = _area(cols, i, j, boxes[j])
         ann["iscrowd"] = int(cols["iscrowd"][i][j]) if cols["iscrowd"] is not None else 0
-        ann["segmentation"] = _segmentation(
-            j, _at(cols["polygons"], i), _at(cols["rles"], i), _at(cols["masks"], i)
-        )
+        ann["segmentation"] = _segmentation(j, row, cols)
         if cols["keypoints"] is not None and int(cols["categories"][i][j]) in cols["point_classes"]:
             ann["keypoints"] = plain(cols["keypoints"][i][j])
             visible = int((np.asarray(cols["keypoints"][i][j])[:, 2] > 0).sum())
@@ -340,9 +346,16 @@ def export_coco(
 
     Reads the tensors `ingest_coco` makes: ``images``, ``boxes`` and ``categories`` are needed; the others
     are used when present (ids, file names, areas, crowd flags, polygons, RLE, masks, keypoints), else
-    made up (ids counting from 1, ``<image_id>.png``, areas from masks or boxes). Boxes in another
-    format are converted to COCO's ``xywh`` pixels. The file's ``info`` and ``licenses`` come from
-    ``ds.info`` (``coco_info``, ``coco_licenses``, where `ingest_coco` keeps them).
+    made up (ids counting from 1, ``<image_id>.png``, areas from masks or boxes). Boxes are converted
+    from the tensor's layout (its info's ``format`` and ``normalized``) to COCO's ``xywh`` pixels, and
+    normalized polygons (a YOLO segmentation ingest's) to pixels. The file's ``info`` and ``licenses``
+    come from ``ds.info`` (``coco_info``, ``coco_licenses``, where `ingest_coco` keeps them).
+
+    Every file is written whole: the images go to a hidden staging folder inside ``images`` first, are
+    moved into place when all are written, and the annotations file is written last (a temporary file
+    renamed over it). An export that fails half way (a full disk, a kill) leaves the previous export as
+    it was. An image's ``file_name`` must stay inside ``images`` (no absolute path, no ``..`` or
+    symbolic link out of it) and name a file no other sample names.
 
     Args:
         data: a dataset or view.
@@ -352,6 +365,11 @@ def export_coco(
 
     Returns:
         The COCO dict that was written.
+
+    Raises:
+        InvalidArgumentError: a tensor export needs is missing, or a ``file_name`` leaves ``images``,
+            repeats another sample's, or has no image file ending (the sample named).
+        StorageError: a file cannot be written (the path named); the previous export is kept.
     """
     cols = _Columns(data)
     for needed in ("images", "boxes", "categories"):
@@ -360,22 +378,39 @@ def export_coco(
                 f"export_coco needs a tensor {needed!r}; the dataset has {sorted(cols.names)!r}. "
                 "Rename yours with ds.rename_tensor, or ingest with lc.ingest_coco."
             )
-    info = data.tensors["boxes"].info
     read: dict[str, Any] = {n: cols.get(n) for n in _READ}
-    read["box_layout"] = (info.get("format", "xyxy"), bool(info.get("normalized", False)))
+    read["box_layout"] = BoxLayout.of(data.tensors["boxes"])
+    read["polygon_info"] = dict(data.tensors["polygons"].info) if "polygons" in cols.names else {}
     points = None
     if "keypoints" in cols.names:
         kinfo = data.tensors["keypoints"].info
         points = (list(kinfo.get("keypoint_names") or []), list(kinfo.get("skeleton") or []))
     categories = _categories(data, points)
     read["point_classes"] = {k for k, c in enumerate(categories) if c.get("keypoints")}
-    coco = _document(data, read, [int(c["id"]) for c in categories], images)
+    if images is None:
+        return _write(data, read, categories, None, os.fspath(annotations))
+    with FolderExport(os.fspath(images)) as out:
+        return _write(data, read, categories, out, os.fspath(annotations))
+
+
+def _write(
+    data: Dataset | DatasetView,
+    cols: dict[str, Any],
+    categories: list[Any],
+    images: FolderExport | None,
+    annotations: str,
+) -> dict[str, Any]:
+    """Build the COCO document (staging each image in ``images``), then write it last."""
+    coco = _document(data, cols, [int(c["id"]) for c in categories], images)
     coco["categories"] = categories
     for key in _DATASET_KEYS:
         if f"coco_{key}" in data.info:
             coco[key] = data.info[f"coco_{key}"]
-    with open(os.fspath(annotations), "w", encoding="utf-8") as f:
-        json.dump(coco, f)
+    text = json.dumps(coco).encode("utf-8")
+    if images is None:
+        write_atomic(annotations, text)
+    else:
+        images.commit(annotations, text)
     return coco
 
 
@@ -398,19 +433,20 @@ _READ = (
 
 
 def _document(
-    data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], images: PathLike | None
+    data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], images: FolderExport | None
 ) -> dict[str, Any]:
     out_images: list[Any] = []
     out_anns: list[Any] = []
     compression = data.tensors["images"].sample_compression
     for i in range(len(data)):
         image = data.tensors["images"][i]
-        height, width = image_size(image)
+        canvas = image_size(image)
         image_id = int(cols["image_id"][i]) if cols["image_id"] is not None else i + 1
         name = str(cols["file_name"][i]) if cols["file_name"] is not None else f"{image_id}.png"
-        out_images.append({"id": image_id, "file_name": name, "height": height, "width": width})
-        row = _ImageRow(i, image_id, height, width)
+        out_images.append({"id": image_id, "file_name": name, "height": canvas[0], "width": canvas[1]})
+        row = _ImageRow(i, image_id, canvas)
         out_anns.extend(_annotations(row, cols, ids, len(out_anns) + 1))
         if images is not None:
-            write_image(image, compression, os.path.join(os.fspath(images), name))
+            what = sample_name(i, name)
+            images.write(name, image_bytes(image, compression, name, what), what=what)
     return {"images": out_images, "annotations": out_anns}

@@ -1,4 +1,4 @@
-"""What COCO and YOLO share: optional imports, box layouts, numbers for JSON and text, image files."""
+"""What COCO and YOLO share: optional imports, numbers for JSON and text, image files, polygon scales."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = [
-    "convert_boxes",
     "encode_mask",
+    "image_bytes",
     "image_files",
     "image_size",
     "plain",
+    "polygon_points",
     "require",
-    "write_image",
+    "sample_name",
 ]
 
 _INSTALL = 'pip install "lakecompute[vision]"'
@@ -54,46 +55,6 @@ def plain(values: Any) -> list[Any]:
     return out
 
 
-def convert_boxes(
-    boxes: np.ndarray, src: tuple[str, bool], dst: tuple[str, bool], width: int, height: int
-) -> np.ndarray:
-    """Boxes ``(k, 4)`` from one (format, normalized) layout to another, for an image of that size.
-
-    The same layout gives the boxes back untouched (no arithmetic, so values stay exact).
-    """
-    if src == dst:
-        return boxes
-    b = boxes.astype(np.float64)
-    if src[1]:
-        b = b * np.array([width, height, width, height], dtype=np.float64)
-    x1, y1 = _corner(b, src[0])
-    w, h = _size(b, src[0])
-    out = _from_corner(x1, y1, w, h, dst[0])
-    if dst[1]:
-        out = out / np.array([width, height, width, height], dtype=np.float64)
-    return out
-
-
-def _corner(b: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    if fmt == "cxcywh":
-        return b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2
-    return b[:, 0], b[:, 1]
-
-
-def _size(b: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    if fmt == "xyxy":
-        return b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
-    return b[:, 2], b[:, 3]
-
-
-def _from_corner(x1: np.ndarray, y1: np.ndarray, w: np.ndarray, h: np.ndarray, fmt: str) -> np.ndarray:
-    if fmt == "xyxy":
-        return np.stack([x1, y1, x1 + w, y1 + h], axis=1)
-    if fmt == "cxcywh":
-        return np.stack([x1 + w / 2, y1 + h / 2, w, h], axis=1)
-    return np.stack([x1, y1, w, h], axis=1)
-
-
 def image_files(folder: str) -> list[str]:
     """Image files under ``folder`` (any depth, hidden entries skipped), sorted, relative to it."""
     found: list[str] = []
@@ -108,22 +69,57 @@ def image_files(folder: str) -> list[str]:
 _EXTENSION_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
 
 
-def write_image(sample: Any, compression: str | None, path: str) -> None:
-    """Write one image sample (a ``ds.images[i]`` view of a tensor stored with ``compression``) to
-    ``path``: the stored file's bytes when its format is the one the name asks for (a kept JPEG is
-    written back byte for byte), else encoded by Pillow in the format of the name's ending."""
+def image_bytes(sample: Any, compression: str | None, name: str, what: str) -> bytes:
+    """The file of one image sample (a ``ds.images[i]`` view of a tensor stored with ``compression``)
+    named ``name`` (``what`` names it in messages): the stored file's bytes when its format is the one
+    the name asks for (a kept JPEG is written back byte for byte), else encoded by Pillow in the format
+    of the name's ending.
+
+    Raises:
+        InvalidArgumentError: the name does not end in an image file extension.
+    """
+    import io
+
     from PIL import Image
 
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    wanted = _EXTENSION_FORMATS.get(os.path.splitext(path)[1].lower())
-    if wanted is not None and wanted == compression:
-        with open(path, "wb") as f:
-            f.write(sample.tobytes())
-        return
-    Image.fromarray(np.asarray(sample.numpy())).save(path)
+    ending = os.path.splitext(name)[1].lower()
+    if _EXTENSION_FORMATS.get(ending, "") == compression:
+        return bytes(sample.tobytes())
+    fmt = Image.registered_extensions().get(ending)
+    if ending not in IMAGE_EXTENSIONS or fmt is None:
+        raise InvalidArgumentError(
+            f"{what} does not end in one of {sorted(IMAGE_EXTENSIONS)}, so the image cannot be written "
+            "under it. Rename the file (ds.file_name[i] = ...)."
+        )
+    out = io.BytesIO()
+    try:
+        Image.fromarray(np.asarray(sample.numpy())).save(out, format=fmt)
+    except (OSError, ValueError, TypeError) as exc:  # Pillow: a mode the format cannot hold (RGBA as JPEG)
+        raise InvalidArgumentError(
+            f"{what}: the image cannot be written as {fmt} ({exc}). Give the file a name whose format "
+            "holds it (.png holds every image)."
+        ) from exc
+    return out.getvalue()
+
+
+def sample_name(i: int, name: str) -> str:
+    """How messages name the file name of sample ``i`` (the entry `FolderExport` confines)."""
+    return f"file_name of sample {i} ({name!r:.120})"
 
 
 def image_size(sample: Any) -> tuple[int, int]:
     """``(height, width)`` of one image sample (a ``ds.images[i]`` view), from its stored shape."""
     shape = sample.shape
     return int(shape[0]), int(shape[1])
+
+
+def polygon_points(part: Any, info: Any, normalized: bool, canvas: tuple[int, int]) -> np.ndarray:
+    """One polygon ``(m, 2)`` of a polygon tensor whose ``info`` says whether its points are normalized
+    (a YOLO ingest's) or pixels, as float64 points that are ``normalized`` (or pixels) on an image of
+    ``(height, width)``."""
+    points = np.asarray(part, dtype=np.float64).reshape(-1, 2)
+    stored = bool(info.get("normalized", False))
+    if stored == normalized:
+        return points
+    size = np.array([canvas[1], canvas[0]], dtype=np.float64)
+    return points / size if normalized else points * size

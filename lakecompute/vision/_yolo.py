@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lakecompute.boxes import BoxLayout, canvas_tolerance
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.ingest import (
     IngestOptions,
@@ -29,8 +31,15 @@ from lakecompute.ingest import (
     run_ingest,
     target_mode,
 )
-from lakecompute.localfiles import Folder, confine
-from lakecompute.vision._common import convert_boxes, image_files, image_size, require, write_image
+from lakecompute.localfiles import Folder, FolderExport, confine
+from lakecompute.vision._common import (
+    image_bytes,
+    image_files,
+    image_size,
+    polygon_points,
+    require,
+    sample_name,
+)
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -38,7 +47,7 @@ if TYPE_CHECKING:
     from lakecompute.datasets import Dataset, DatasetView
     from lakecompute.ingest import IngestKwargs
 
-__all__ = ["export_yolo", "ingest_yolo", "yolo_image"]
+__all__ = ["YoloExport", "export_yolo", "ingest_yolo", "merge_parts", "yolo_image"]
 
 
 def _read_config(root: str) -> Any:
@@ -260,6 +269,36 @@ def ingest_yolo(
 
 # -- export ------------------------------------------------------------------------------------------
 
+_YOLO_BOXES = BoxLayout("cxcywh", normalized=True)
+
+
+@dataclass(frozen=True, slots=True)
+class YoloExport:
+    """What `export_yolo` wrote, and what it left out.
+
+    Example:
+        >>> result = ds.export_yolo("./yolo")  # doctest: +SKIP
+        >>> result.crowd_left_out  # doctest: +SKIP
+        2
+    """
+
+    folder: str
+    """The export folder (absolute)."""
+    data_yaml: str
+    """Its ``data.yaml``, which ultralytics' ``YOLO(...).train(data=...)`` takes."""
+    images: int
+    """Image files written (one label file each; an image without objects gets an empty one)."""
+    objects: int
+    """Label rows written."""
+    segment_files: int
+    """Label files written as polygons (every object of the image has one); the others hold boxes."""
+    crowd_left_out: int
+    """Crowd regions (``iscrowd`` 1) not written: YOLO has no way to say "ignore this region"."""
+    outside_left_out: int
+    """Objects not written because nothing of their box lies on the image."""
+    clipped: int
+    """Objects whose box (or polygon) reached past the image and was cut to it."""
+
 
 def _label_tensor(data: Dataset | DatasetView) -> str:
     for name in ("labels", "categories"):
@@ -275,55 +314,237 @@ def _number(v: float) -> str:
     return repr(float(v))  # the shortest text that reads back as the same float
 
 
-def _label_lines(
-    classes: np.ndarray, boxes: np.ndarray, polys: list[Any] | None, scale: np.ndarray | None
-) -> list[str]:
-    lines = []
-    for j, c in enumerate(np.asarray(classes).reshape(-1).tolist()):
-        if polys is not None and len(polys[j]):
-            points = np.asarray(polys[j][0], dtype=np.float64)
-            values = (points / scale if scale is not None else points).reshape(-1)
-        else:
-            values = boxes[j]
-        lines.append(" ".join([str(int(c)), *(_number(v) for v in values)]))
-    return lines
+def _closest(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """The positions of the closest pair of points, one of ``a`` and one of ``b``."""
+    d = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=-1)
+    i, j = np.unravel_index(int(np.argmin(d)), d.shape)
+    return int(i), int(j)
 
 
-def export_yolo(data: Dataset | DatasetView, folder: PathLike, split: str | None = None) -> None:
+def merge_parts(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """One closed outline through every part of a multi-part polygon, as YOLO's one-polygon rows need.
+
+    Each part is joined to the next at their closest points by a bridge walked there and back (no area):
+    the outline starts on the first part, leaves it at the point closest to the second, goes round the
+    second (and, from it, the rest) and comes back, then finishes the first. Filled, it covers the parts
+    and nothing else; its bounds are the parts' bounds, so the box YOLO tools take from it is the
+    object's (ultralytics' COCO converter joins parts the same way). One part is given back as it is.
+    """
+    pieces = [np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in parts]
+    if len(pieces) == 1:
+        return pieces[0]
+    links = [_closest(pieces[k], pieces[k + 1]) for k in range(len(pieces) - 1)]
+    entries = [0, *(j for _, j in links)]  # where the outline arrives on each part
+    # Built from the last part back: the outline of parts k.. starts and ends at part k's entry.
+    ring = np.roll(pieces[-1], -entries[-1], axis=0)
+    outline = np.concatenate([ring, ring[:1]])
+    for k in range(len(pieces) - 2, -1, -1):
+        ring = np.roll(pieces[k], -entries[k], axis=0)
+        leave = (links[k][0] - entries[k]) % len(ring)
+        outline = np.concatenate([ring[: leave + 1], outline, ring[leave:], ring[:1]])
+    return outline
+
+
+@dataclass(frozen=True, slots=True)
+class _Objects:
+    """One image's objects as YOLO rows take them (crowd regions and objects off the image left out)."""
+
+    classes: list[int]
+    boxes: np.ndarray
+    """``(k, 4)`` normalized cxcywh, on the image."""
+    outlines: list[np.ndarray | None]
+    """Per object its outline (normalized ``(m, 2)``, on the image), or None for a box-only object."""
+    crowd: int
+    outside: int
+    clipped: int
+
+    def polygons(self) -> bool:
+        """Whether the rows are polygons: every object has an outline (one row type per file)."""
+        return bool(self.classes) and all(o is not None for o in self.outlines)
+
+    def counts(self) -> list[int]:
+        """``[1 image, objects, polygon files, crowd left out, outside left out, clipped]``."""
+        return [1, len(self.classes), int(self.polygons()), self.crowd, self.outside, self.clipped]
+
+    def lines(self) -> str:
+        polygons = self.polygons()
+        rows = []
+        for j, c in enumerate(self.classes):
+            outline = self.outlines[j]
+            values = outline.reshape(-1) if polygons and outline is not None else self.boxes[j]
+            rows.append(" ".join([str(c), *(_number(v) for v in values)]) + "\n")
+        return "".join(rows)
+
+
+class _Reader:
+    """The tensors export_yolo reads, each read once, and what it makes of one sample."""
+
+    def __init__(self, data: Dataset | DatasetView) -> None:
+        tensors = data.tensors
+        for needed in ("images", "boxes"):
+            if needed not in tensors:
+                raise InvalidArgumentError(
+                    f"export_yolo needs a tensor {needed!r}; the dataset has {sorted(tensors)!r}. Rename "
+                    "yours with ds.rename_tensor, or ingest with lc.ingest_yolo or lc.ingest_coco."
+                )
+        self.tensors = tensors
+        self.layout = BoxLayout.of(tensors["boxes"])
+        self.label_name = _label_tensor(data)
+        self.names = list(tensors[self.label_name].info.get("class_names") or [])
+        self.file_names = list(tensors["file_name"].text()) if "file_name" in tensors else None
+        self.polygons = list(tensors["polygons"].numpy(aslist=True)) if "polygons" in tensors else None
+        self.polygon_info = dict(tensors["polygons"].info) if "polygons" in tensors else {}
+        self.crowd = list(tensors["iscrowd"].numpy(aslist=True)) if "iscrowd" in tensors else None
+
+    def objects(self, i: int, canvas: tuple[int, int]) -> _Objects:
+        """Sample ``i``'s objects (its image of ``(height, width)``): crowd regions left out, boxes cut
+        to the image, and those with nothing left on it left out."""
+        classes = np.asarray(self.tensors[self.label_name][i].numpy()).reshape(-1)
+        boxes = np.asarray(self.tensors["boxes"][i].numpy(), dtype=np.float64).reshape(-1, 4)
+        crowd = np.zeros(len(boxes), bool)
+        if self.crowd is not None:
+            crowd = np.asarray(self.crowd[i]).reshape(-1) != 0
+        corners = self.layout.convert(boxes, _CORNERS, canvas)
+        on = _CORNERS.clip(corners, canvas)
+        shown = (on[:, 2] > on[:, 0]) & (on[:, 3] > on[:, 1])
+        keep = np.flatnonzero(~crowd & shown)
+        cut = (np.abs(on - corners) > canvas_tolerance(canvas)).any(axis=1)
+        outlines = [self._outline(i, int(j), canvas) for j in keep]
+        cut_outline = [o is not None and bool(((o < 0) | (o > 1)).any()) for o in outlines]
+        # A box on the image is written as the tensor holds it, converted once (exact for a YOLO ingest's).
+        yolo = np.where(
+            cut[:, None],
+            _CORNERS.convert(on, _YOLO_BOXES, canvas),
+            self.layout.convert(boxes, _YOLO_BOXES, canvas),
+        )
+        return _Objects(
+            classes=[int(c) for c in classes[keep]],
+            boxes=np.clip(yolo[keep], 0.0, 1.0),
+            outlines=[None if o is None else np.clip(o, 0.0, 1.0) for o in outlines],
+            crowd=int(crowd.sum()),
+            outside=int((~crowd & ~shown).sum()),
+            clipped=int((cut[keep] | np.array(cut_outline, dtype=bool)).sum()),
+        )
+
+    def _outline(self, i: int, j: int, canvas: tuple[int, int]) -> np.ndarray | None:
+        """Object ``j``'s polygon parts (normalized, merged into one outline), or None without any."""
+        if self.polygons is None or not len(self.polygons[i][j]):
+            return None
+        parts = [polygon_points(p, self.polygon_info, True, canvas) for p in self.polygons[i][j]]
+        return merge_parts(parts)
+
+
+_CORNERS = BoxLayout("xyxy")
+
+
+def _label_name(name: str) -> str:
+    return os.path.splitext(name)[0] + ".txt"
+
+
+def _config(root: str, sub: str, names: list[str]) -> dict[str, Any]:
+    """data.yaml: ``path`` (the folder, absolute: ultralytics reads a relative one against its own
+    datasets folder, not the file's), ``train`` and ``val`` (both needed by ultralytics: this split, or
+    one exported before into the folder), any other split, and the class names."""
+    here = os.path.join("images", sub) if sub else "images"
+    splits = {} if not sub else {s: os.path.join("images", s) for s in _earlier_splits(root, sub, names)}
+    splits[sub or "train"] = here
+    config: dict[str, Any] = {"path": os.path.realpath(root)}
+    config["train"] = splits.get("train", here)
+    config["val"] = splits.get("val", splits.get("train", here))
+    for split, folder in sorted(splits.items()):
+        config.setdefault(split, folder)
+    config["names"] = list(names)
+    return config
+
+
+def _earlier_splits(root: str, sub: str, names: list[str]) -> list[str]:
+    """The other splits an earlier export wrote into ``root`` (folders under ``images/``), refused when
+    their data.yaml names other classes."""
+    images = os.path.join(root, "images")
+    found = sorted(
+        e for e in (os.listdir(images) if os.path.isdir(images) else [])
+        if e != sub and not e.startswith(".") and os.path.isdir(os.path.join(images, e))
+    )  # fmt: skip
+    if found and _written_names(root) != names:
+        raise InvalidArgumentError(
+            f"{root!r} already holds the split(s) {found!r}, whose data.yaml names other classes than "
+            f"this export's {names!r:.200}. Export every split of one dataset with the same class names, "
+            "or into another folder."
+        )
+    return found
+
+
+def _written_names(root: str) -> list[str] | None:
+    """The class names of the data.yaml an earlier export wrote into ``root`` (None: none readable)."""
+    yaml = require("yaml", "Reading data.yaml")
+    try:
+        with open(os.path.join(root, "data.yaml"), encoding="utf-8") as f:
+            config = yaml.safe_load(f)
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    names = config.get("names") if isinstance(config, dict) else None
+    if isinstance(names, dict):
+        names = [names.get(k) for k in range(len(names))]
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
+def export_yolo(data: Dataset | DatasetView, folder: PathLike, split: str | None = None) -> YoloExport:
     """Write ``data`` as a YOLO dataset folder: ``data.yaml``, ``images/[split/]``, ``labels/[split/]``.
 
     Needs ``images``, ``boxes`` and a class_label tensor ``labels`` (or ``categories``, as `ingest_coco`
-    names it). Boxes in another format are converted to normalized ``cxcywh``; ``polygons`` (when
-    present) are written as segmentation lines, normalized by the image size unless the tensor's info
-    says ``normalized``. Files are named by ``file_name`` when there is one.
+    names it). What ultralytics (``YOLO(...).train(data=".../data.yaml")``) reads as written:
+
+    * ``data.yaml`` names the folder as an absolute ``path``, ``train`` and ``val`` (this split, or one
+      an earlier export wrote into the folder; with no split, both are ``images``) and the class names.
+    * one label file per image (empty for an image without objects), named after its ``file_name``;
+      a file holds polygon rows when every object of the image has a polygon (``polygons``; a
+      multi-part polygon is joined into one outline, `merge_parts`), else box rows: one row type per
+      file, since ultralytics drops a file that mixes them.
+    * boxes are converted from the tensor's layout to normalized ``cxcywh`` and cut to the image;
+      an object with nothing left on the image is left out.
+    * crowd regions (``iscrowd`` 1) are left out: YOLO has no "ignore this region" row, and a crowd
+      region trained as an object teaches the wrong thing (ultralytics' own COCO converter skips them).
+
+    Files are written whole: every image and label file is staged in a hidden folder inside ``folder``,
+    moved into place when all are written, and ``data.yaml`` is written last, so an export that fails
+    half way (a full disk, a kill) leaves the previous export as it was. A ``file_name`` must stay inside
+    the folder (no absolute path, no ``..`` or symbolic link out of it) and name a file (and label file)
+    no other sample names.
+
+    Args:
+        data: a dataset or view.
+        folder: the export folder (created when missing).
+        split: a sub-folder of ``images/`` and ``labels/`` (``"train"``, ``"val"``); export each split of
+            a dataset into the same folder and ``data.yaml`` lists them all.
+
+    Returns:
+        What was written and what was left out (`YoloExport`).
+
+    Raises:
+        InvalidArgumentError: a tensor it needs is missing; a ``file_name`` leaves the folder, repeats
+            another sample's or has no image file ending (the sample named); the folder holds other
+            splits exported with other class names.
+        StorageError: a file cannot be written (the path named); the previous export is kept.
     """
     yaml = require("yaml", "Writing data.yaml")
-    label_name = _label_tensor(data)
-    root, sub = os.fspath(folder), "" if split is None else str(split)
-    tensors = data.tensors
-    info = tensors["boxes"].info
-    layout = (info.get("format", "xyxy"), bool(info.get("normalized", False)))
-    names = list(tensors[label_name].info.get("class_names") or [])
-    file_names = list(tensors["file_name"].text()) if "file_name" in tensors else None
-    polys = list(tensors["polygons"].numpy(aslist=True)) if "polygons" in tensors else None
-    polys_normalized = bool(tensors["polygons"].info.get("normalized")) if polys is not None else True
-    compression = tensors["images"].sample_compression
-    for i in range(len(data)):
-        image = tensors["images"][i]
-        height, width = image_size(image)
-        name = file_names[i] if file_names is not None else f"{i:06d}.png"
-        boxes = convert_boxes(tensors["boxes"][i].numpy(), layout, ("cxcywh", True), width, height)
-        scale = None if polys_normalized else np.array([width, height], dtype=np.float64)
-        lines = _label_lines(tensors[label_name][i].numpy(), boxes, _at(polys, i), scale)
-        write_image(image, compression, os.path.join(root, "images", sub, name))
-        label_path = _label_path(os.path.join(root, "labels", sub), name)
-        os.makedirs(os.path.dirname(label_path), exist_ok=True)
-        with open(label_path, "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in lines))
-    config = {"path": ".", "train": os.path.join("images", sub) if sub else "images", "names": names}
-    with open(os.path.join(root, "data.yaml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(config, f, sort_keys=False)
-
-
-def _at(column: list[Any] | None, i: int) -> Any:
-    return None if column is None else column[i]
+    reader = _Reader(data)
+    root, sub = os.path.abspath(os.fspath(folder)), "" if split is None else str(split)
+    compression = reader.tensors["images"].sample_compression
+    counts = np.zeros(6, dtype=np.int64)
+    images, labels = (os.path.join(top, sub) if sub else top for top in ("images", "labels"))
+    confine(root, images, what=f"split {split!r}")  # a split like '../x' would write outside the folder
+    config = _config(root, sub, reader.names)
+    with FolderExport(root) as out:
+        for i in range(len(data)):
+            image = reader.tensors["images"][i]
+            name = reader.file_names[i] if reader.file_names is not None else f"{i:06d}.png"
+            what = sample_name(i, name)
+            pixels = image_bytes(image, compression, name, what)
+            out.write(name, pixels, what=what, under=images)
+            objects = reader.objects(i, image_size(image))
+            text = objects.lines().encode()
+            out.write(_label_name(name), text, what=f"the label file of {what}", under=labels)
+            counts += objects.counts()
+        out.commit(os.path.join(root, "data.yaml"), yaml.safe_dump(config, sort_keys=False).encode())
+    n = [int(c) for c in counts]
+    return YoloExport(root, os.path.join(root, "data.yaml"), *n)

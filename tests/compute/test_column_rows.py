@@ -64,7 +64,7 @@ def test_rows_and_values_are_not_sequences() -> None:
             attempt()
     assert bool(row)
     assert bool(value)
-    assert value != InputValue((value.numpy(),))
+    assert value != InputValue((value.numpy(), None))
     assert value == value
     assert len({row, _rows()[0]}) == 2  # hashed by identity
 

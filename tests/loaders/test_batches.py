@@ -197,7 +197,10 @@ class _FakeRunner:
         self.seed = seed
         _FakeRunner.built.append(os.getpid())
 
-    def run(self, values: dict[str, Any], index: int, key: tuple[int, ...]) -> list[dict[str, Any]]:
+    def run(
+        self, values: dict[str, Any], index: int, key: tuple[int, ...], meta: tuple[Any, ...] = ()
+    ) -> list[dict[str, Any]]:
+        assert [m.name for m in meta] == list(values)  # the tensors read, whose htype and info rows answer
         rng = np.random.default_rng([self.seed, index, *key])
         rows = [{"idx": values["idx"], "noise": rng.random(), "pid": os.getpid()}]
         return rows * (2 if values["idx"] == 5 else 1) if values["idx"] != 6 else []

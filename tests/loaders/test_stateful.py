@@ -187,7 +187,25 @@ def test_class_labels_arrive_as_int64_in_torch(tmp_path: Path) -> None:
         assert batch["label"].tolist() == [0, 2, 1, 2]
         loss = torch.nn.functional.cross_entropy(torch.zeros(4, 3), batch["label"])
         assert loss.item() == pytest.approx(np.log(3))
-    assert next(ds.batches(4))["label"].dtype == np.uint32  # numpy batches keep the stored dtype
+    assert next(ds.batches(4))["label"].dtype == np.int64  # numpy batches too: what losses and metrics take
+
+
+def test_per_object_class_labels_arrive_as_int64(tmp_path: Path) -> None:
+    """Ragged class labels (a detection sample's one label per object) arrive as int64 arrays from
+    ds.pytorch() (with and without workers) and ds.batches(), as single labels do."""
+    import torch
+
+    ds = lc.empty(str(tmp_path / "objects"))
+    with ds:
+        ds.create_tensor("categories", htype="class_label", class_names=["a", "b", "c"])
+        ds.categories.extend([np.array([0, 2]), np.array([1]), np.zeros(0, np.int64)])
+    for num_workers in (0, 1):
+        batch = next(iter(ds.pytorch(3, num_workers=num_workers)))
+        assert [t.dtype for t in batch["categories"]] == [torch.int64] * 3
+        assert [t.tolist() for t in batch["categories"]] == [[0, 2], [1], []]
+    numpy_batch = next(ds.batches(3))["categories"]
+    assert [a.dtype for a in numpy_batch] == [np.int64] * 3
+    assert [a.tolist() for a in numpy_batch] == [[0, 2], [1], []]
 
 
 def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(tmp_path: Path) -> None:

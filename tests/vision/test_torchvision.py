@@ -66,7 +66,10 @@ def _direct(coco: lc.Dataset, i: int, seed: int) -> dict[str, Any]:
     boxes, size = coco.boxes[i].numpy(), image.shape[:2]
     inputs = {
         "image": tv_tensors.Image(torch.from_numpy(image).permute(2, 0, 1)),
-        "boxes": tv_tensors.BoundingBoxes(torch.from_numpy(boxes), format="XYWH", canvas_size=size),
+        # float32, as torchvision's own datasets give boxes (and as augment hands them over)
+        "boxes": tv_tensors.BoundingBoxes(
+            torch.from_numpy(boxes.astype(np.float32)), format="XYWH", canvas_size=size
+        ),
         "masks": tv_tensors.Mask(torch.from_numpy(coco.masks[i].numpy().transpose(2, 0, 1).copy())),
         "labels": torch.arange(len(boxes)),
     }
@@ -164,10 +167,21 @@ def test_torchvision_moves_normalized_boxes_and_keypoints(tmp_path: Path) -> Non
     assert out.keypoints[0].numpy().tolist() == [[[29, 5, 2], [0, 0, 0]]]
 
 
-def test_torchvision_needs_the_box_format_to_move_boxes(coco: lc.Dataset) -> None:
-    """Boxes given to a bare torchvision pipeline (whose layout is unknown) are refused with the fix."""
-    with pytest.raises(lc.InvalidArgumentError, match=r"TorchVision\(transform, box_format=\.\.\.\)"):
-        lc.vision.augment(pipeline(), coco[0], np.random.default_rng(0), boxes="boxes")
+@lc.compute
+def bare_boxes(sample_in: Any, sample_out: Any, rng: np.random.Generator) -> None:
+    """A bare torchvision pipeline moving boxes."""
+    sample_out.append(lc.vision.augment(pipeline(), sample_in, rng, boxes="boxes"))
+
+
+def test_torchvision_needs_the_box_format_for_rows_not_read_from_a_tensor() -> None:
+    """Boxes of a row not read from a dataset's bbox tensor (a dict handed to a transform) have no layout:
+    a bare pipeline moving them is refused with the fix."""
+    from lakecompute.compute import SampleRunner
+
+    runner = SampleRunner(bare_boxes(), seed=0)
+    row = {"images": np.zeros((8, 10, 3), dtype=np.uint8), "boxes": np.zeros((1, 4))}
+    with pytest.raises(lc.TransformError, match=r"TorchVision\(transform, box_format=\.\.\., normalized"):
+        runner.run(row, index=0)
 
 
 @lc.compute

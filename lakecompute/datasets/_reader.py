@@ -295,7 +295,7 @@ def _contiguous(positions: np.ndarray) -> tuple[int, int] | None:
     if not n:
         return None
     start = int(positions[0])
-    if int(positions[-1]) - start != n - 1 or (n > 2 and not (np.diff(positions) == 1).all()):
+    if int(positions[-1]) - start != n - 1 or (n > 2 and not (positions[1:] - positions[:-1] == 1).all()):
         return None
     return start, start + n
 

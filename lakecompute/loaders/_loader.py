@@ -115,15 +115,16 @@ class StepReader:
         spec: what is read, and how.
     """
 
-    def __init__(self, spec: LoaderSpec) -> None:
+    def __init__(self, spec: LoaderSpec, opened: Any = None) -> None:
         self.spec = spec
+        self._opened = opened
         self._state: tuple[Any, BatchTransform, np.ndarray | None] | None = None
 
     def read_step(self, step: int) -> dict[str, Any]:
         """The batch of step ``step``, transformed."""
         if self._state is None:
             plan = self.spec.plan
-            opened = self.spec.source.open()
+            opened = self._opened if self._opened is not None else self.spec.source.open()
             self._state = (
                 opened,
                 BatchTransform(self.spec.transform, plan.seed, plan.epoch, getattr(opened, "meta", ())),
@@ -145,12 +146,14 @@ class StepReader:
             return WorkerFailure(pickle_exception(exc))
 
 
-def worker_batches(spec: LoaderSpec, worker: int) -> Iterator[dict[str, Any]]:
+def worker_batches(spec: LoaderSpec, worker: int, opened: Any = None) -> Iterator[dict[str, Any]]:
     """The batches of the steps loader worker ``worker`` reads (`IndexPlan.worker_steps`), in order.
 
     Samples of steps other workers own, or of steps before ``start_from_step``, are never read.
+    ``opened``: the source opened already (``spec.source.open()``), whose decoded chunks an earlier pass
+    left in its cache.
     """
-    reader = StepReader(spec)
+    reader = StepReader(spec, opened)
     for step in spec.plan.worker_steps(worker):
         yield reader.read_step(step)
 
@@ -241,6 +244,9 @@ class Batches(Iterator[dict[str, Any]]):
         self.prefetch = options.prefetch
         self.labels = labels
         self._it: Iterator[dict[str, Any]] | None = None
+        # Read in this process, the passes share one opened source: the chunks one epoch decoded (within
+        # the loader's cache budget) are there for the next.
+        self._opened: Any = None
 
     @property
     def plan(self) -> IndexPlan:
@@ -261,7 +267,12 @@ class Batches(Iterator[dict[str, Any]]):
     def __next__(self) -> dict[str, Any]:
         if self._it is None:
             spec = LoaderSpec(self.cursor.source, self.cursor.begin(), self.cursor.options.transform)
-            self._it = parallel_batches(spec, self.prefetch) if self.num_workers else worker_batches(spec, 0)
+            if self.num_workers:
+                self._it = parallel_batches(spec, self.prefetch)
+            else:
+                if self._opened is None:
+                    self._opened = spec.source.open()
+                self._it = worker_batches(spec, 0, self._opened)
         try:
             batch = next(self._it)
         except StopIteration:

@@ -355,10 +355,12 @@ class ArrayCache:
             chunk = self._chunk(path, arr, first, size)
             lo = start - first * size
             return chunk[lo : lo + count].copy()
+        # Only the rows the range covers are copied, not the chunks joined whole (a batch across a chunk
+        # edge would copy 2 MiB for its few hundred KB).
         parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
-        joined = np.concatenate(parts)
-        lo = start - first * size
-        return joined[lo : lo + count]
+        parts[0] = parts[0][start - first * size :]
+        parts[-1] = parts[-1][: start + count - last * size]
+        return np.concatenate(parts)
 
     def _read_spanning(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
         """Rows ``start..stop`` over many chunks, each decoded once in this process.

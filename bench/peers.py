@@ -81,10 +81,10 @@ def _run(tmp: str, ds: Any, steps: list[Step], workers: int, name: str) -> float
 
 def hf_variants(
     tmp: str, w1: tuple[np.ndarray, np.ndarray], w2: tuple[list[bytes], np.ndarray], w3: np.ndarray,
-    weights: np.ndarray, rounds: int, size: tuple[int, int],
+    weights: np.ndarray, rounds: int, size: tuple[int, int], unfused: int,
 ) -> dict[str, dict[str, Callable[[], float]]]:  # fmt: skip
     """Timed runs of W1-W3 through ``datasets.map`` at 0 and 2 processes (``hf0``, ``hf2``; W2 also as
-    two maps, ``hfu0``, ``hfu2``), their inputs saved to disk first (not timed)."""
+    two maps over its first ``unfused`` images, ``hfu0``, ``hfu2``), their inputs saved to disk first."""
     datasets = _quiet()
     from datasets import Array2D, Features, Sequence, Value
     from datasets import Image as HFImage
@@ -100,6 +100,7 @@ def hf_variants(
     datasets.Dataset.from_dict({"vectors": w3}, features=f3).save_to_disk(f"{tmp}/hf-w3")
     d1 = datasets.load_from_disk(f"{tmp}/hf-w1").with_format("numpy")
     d2 = datasets.load_from_disk(f"{tmp}/hf-w2").with_format("numpy")
+    d2u = d2.select(range(min(unfused, len(d2))))
     d3 = datasets.load_from_disk(f"{tmp}/hf-w3").with_format("numpy")
 
     def flip(ex: dict[str, Any]) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def hf_variants(
         "W1": {f"hf{w}": (lambda w=w: run(d1, [flip], w, "w1")) for w in (0, 2)},
         "W2": {
             **{f"hf{w}": (lambda w=w: run(d2, [flip_resize], w, "w2")) for w in (0, 2)},
-            **{f"hfu{w}": (lambda w=w: run(d2, [flip, resize], w, "w2u")) for w in (0, 2)},
+            **{f"hfu{w}": (lambda w=w: run(d2u, [flip, resize], w, "w2u")) for w in (0, 2)},
         },
         "W3": {f"hf{w}": (lambda w=w: run(d3, [mlp], w, "w3")) for w in (0, 2)},
     }

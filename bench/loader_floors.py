@@ -18,7 +18,7 @@ Each row is the median of ``--runs`` epochs, interleaved; rates are samples per 
 
 from __future__ import annotations
 
-import os
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -144,8 +144,8 @@ def _peers(tmp: str, n: int) -> dict[str, Callable[[], int]]:
         import litdata
 
         litdata.optimize(
-            fn=_lit_sample, inputs=list(range(n)), output_dir=f"{tmp}/litdata", chunk_bytes="1MB",
-            num_workers=1, verbose=False, storage_options={},
+            fn=functools.partial(_lit_sample, tmp, n), inputs=list(range(n)), output_dir=f"{tmp}/litdata",
+            chunk_bytes="1MB", num_workers=1, verbose=False, storage_options={},
         )  # fmt: skip
         ds = litdata.StreamingDataset(f"{tmp}/litdata", shuffle=True)
         out["litdata shuffled"] = lambda: _count(litdata.StreamingDataLoader(ds, batch_size=BATCH))
@@ -156,11 +156,11 @@ def _peers(tmp: str, n: int) -> dict[str, Callable[[], int]]:
 
 
 _NOTES: list[str] = []
-_LIT_ROOT: list[str] = []
 
 
-def _lit_sample(i: int) -> dict[str, Any]:
-    images, labels = _memmaps(_LIT_ROOT[0], int(os.environ.get("LC_BENCH_N", "60000")))
+def _lit_sample(root: str, n: int, i: int) -> dict[str, Any]:
+    """Sample ``i`` as litdata.optimize writes it (run in its worker processes)."""
+    images, labels = _memmaps(root, n)
     return {"images": np.array(images[i]), "labels": int(labels[i])}
 
 
@@ -193,7 +193,12 @@ def _rows(med: dict[str, float], first: dict[str, float], n: int) -> list[Row]:
 @suite("loader-floors")
 def loader_floors(opts: Any) -> list[Row]:
     """ds.batches epochs vs the memmap slice floor (in-process, 2 workers) and litdata / torchdata."""
+    import warnings
+
     from bench._data import mnist_like
+
+    # The floor's and torchdata's batches are read-only memmap slices; torch says so once per process.
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     from bench.loaders import _write_inputs
 
     n = 10_000 if opts.quick else 60_000
@@ -202,8 +207,6 @@ def loader_floors(opts: Any) -> list[Row]:
     _NOTES.clear()
     with scratch_dir("lc-bench-loader-floors-") as tmp:
         _write_inputs(tmp, images, labels)
-        _LIT_ROOT[:] = [tmp]
-        os.environ["LC_BENCH_N"] = str(n)
         variants = _variants(tmp, n)
         first = {name: _timed(fn) for name, fn in variants.items()}  # warms caches; ours decode here
         times: dict[str, list[float]] = {name: [] for name in variants}

@@ -10,6 +10,7 @@ shared `TensorMeta`: nothing per sample.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,12 +21,9 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 
-try:  # the C accessor of namedtuple fields: reads a tuple's item without a Python frame
-    from collections import _tuplegetter  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - other Pythons: a property does the same, slower
-
-    def _tuplegetter(index: int, doc: str) -> Any:
-        return property(lambda self: tuple.__getitem__(self, index), doc=doc)
+#: The accessor ``namedtuple`` gives its fields (C on CPython): ``_tuplegetter(k, doc)`` reads item ``k``
+#: of a tuple without a Python frame. Taken from a namedtuple's field, as namedtuple itself makes them.
+_tuplegetter: Any = type(collections.namedtuple("_Probe", "field").field)  # type: ignore[attr-defined]
 
 
 __all__ = [

@@ -8,9 +8,9 @@
 [1, 2, 3]
 """
 
-from lakecompute.api import dataset, delete, empty, exists, like, load
+from lakecompute.api import copy, dataset, delete, empty, exists, like, load
 from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
-from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorView
+from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorDiff, TensorView, VersionDiff
 from lakecompute.errors import (
     CommitConflictError,
     DatasetCorruptError,
@@ -25,8 +25,11 @@ from lakecompute.errors import (
     LakeComputeError,
     LakeComputeWarning,
     LeaseExpiredError,
+    MergeConflictError,
     RaggedShapeError,
     ReadOnlyError,
+    RefExistsError,
+    RefNotFoundError,
     RemoteError,
     SampleIndexError,
     StorageError,
@@ -37,6 +40,7 @@ from lakecompute.errors import (
     WorkerDiedError,
 )
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
+from lakecompute.schedulers import worker_device
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"
@@ -61,23 +65,29 @@ __all__ = [
     "LakeComputeError",
     "LakeComputeWarning",
     "LeaseExpiredError",
+    "MergeConflictError",
     "Pipeline",
     "RaggedShapeError",
     "ReadOnlyError",
+    "RefExistsError",
+    "RefNotFoundError",
     "RemoteError",
     "Row",
     "SampleIndexError",
     "StorageError",
     "Tensor",
+    "TensorDiff",
     "TensorDoesNotExistError",
     "TensorExistsError",
     "TensorView",
     "TransformError",
     "UnpicklableTaskError",
+    "VersionDiff",
     "WorkerDiedError",
     "__version__",
     "compose",
     "compute",
+    "copy",
     "dataset",
     "delete",
     "empty",
@@ -89,4 +99,5 @@ __all__ = [
     "like",
     "load",
     "read",
+    "worker_device",
 ]

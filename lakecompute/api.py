@@ -7,27 +7,43 @@ import os
 import time
 from typing import Any, Literal
 
-from lakecompute.datasets import Dataset, DatasetView, base_dataset
+from lakecompute.datasets import (
+    COPY_ROWS,
+    Checkout,
+    CopyPlan,
+    Dataset,
+    DatasetView,
+    EvalRecord,
+    base_dataset,
+    checkout_of,
+    read_committed,
+    resolve,
+)
 from lakecompute.errors import (
     DatasetCorruptError,
     DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidTypeError,
+    RefNotFoundError,
+    warn,
 )
 from lakecompute.storage import (
+    DEFAULT_BRANCH,
+    TEMP_PREFIX,
     Backend,
     Manifest,
     commit_manifest,
-    latest_version,
+    ensure_main,
     let_go_released,
     list_versions,
     new_dataset_id,
     open_backend,
+    parse_ref_name,
     read_manifest,
 )
 
-__all__ = ["dataset", "delete", "empty", "exists", "like", "load"]
+__all__ = ["copy", "dataset", "delete", "empty", "exists", "like", "load"]
 
 PathLike = str | os.PathLike[str]
 # The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
@@ -39,7 +55,14 @@ _INTERRUPTED = (
     "and lc.empty(path) starts a new one."
 )
 
+_CHECK_PATH = "Check the path: a dataset is the folder that holds its zarr.json and versions/."
+
 _State = Literal["dataset", "damaged", "incomplete", "other", "empty"]
+# What lc.empty / lc.delete say of a location that holds something else: lakecompute never removes it.
+_NOT_OURS = (
+    "lakecompute replaces or removes only a lakecompute dataset (overwrite=True included), never other "
+    "files. Delete them yourself if you mean to, or choose an empty or new folder."
+)
 
 
 def _root_json(attributes: dict[str, Any]) -> bytes:
@@ -52,7 +75,11 @@ def _state(backend: Backend) -> _State:
     removed, something else, or nothing."""
     raw = backend.read("zarr.json")
     if raw is None:
-        return "other" if backend.list("") else "empty"
+        names = backend.list("")
+        if names and all(n.startswith(TEMP_PREFIX) for n in names):
+            # Only the temp file of a first zarr.json write that a kill cut short: a create interrupted.
+            return "incomplete"
+        return "other" if names or _is_file(backend) else "empty"
     try:
         attributes = json.loads(raw).get("attributes") or {}
     except (ValueError, AttributeError, RecursionError):
@@ -63,6 +90,21 @@ def _state(backend: Backend) -> _State:
     if _MARK in attributes:
         return "dataset"
     return "incomplete" if _INCOMPLETE in attributes else "other"
+
+
+def _is_file(backend: Backend) -> bool:
+    """Whether a local location is a file (or anything else that is not a folder)."""
+    local = backend.local_path("")
+    return local is not None and os.path.lexists(local) and not os.path.isdir(local)
+
+
+def _found(backend: Backend) -> str:
+    """What is at a location that holds no dataset, for messages: its first few names."""
+    if _is_file(backend):
+        return "a file, not a folder"
+    names = backend.list("")
+    shown = ", ".join(repr(n) for n in names[:5])
+    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def _is_dataset(backend: Backend) -> bool:
@@ -96,13 +138,15 @@ def _clear(backend: Backend) -> None:
             backend.delete_tree(name)
 
 
-def _create(backend: Backend) -> Manifest:
-    """Make an empty dataset: version 0 first, the marker that makes it a dataset last."""
+def _create(backend: Backend) -> Dataset:
+    """Make an empty dataset: version 0 and the ``main`` branch first, the marker that makes it a
+    dataset last."""
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
     manifest = Manifest(version=0, message="create", dataset_id=new_dataset_id())
     manifest = commit_manifest(backend, manifest) or manifest
+    main = ensure_main(backend, manifest.version)
     backend.write("zarr.json", _root_json({_MARK: {"format": 1}}))
-    return manifest
+    return Dataset(backend, manifest, checkout=Checkout(DEFAULT_BRANCH, main))
 
 
 def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> bool:
@@ -113,12 +157,15 @@ def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> boo
 def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, Any] | None = None) -> Dataset:
     """Create a new, empty dataset.
 
-    Overwriting is crash-safe: a kill at any instant leaves the old dataset whole, no dataset, or the
-    new empty one.
+    ``overwrite=True`` replaces a lakecompute dataset (whole, damaged, or half created or removed by a
+    kill) and nothing else: a folder or prefix that holds other files is refused, ``overwrite`` or not,
+    so a mistyped path never costs anyone their files. Overwriting is crash-safe: a kill at any instant
+    leaves the old dataset whole, no dataset, or the new empty one.
 
     Raises:
         DatasetExistsError: a dataset is there and ``overwrite`` is False.
-        InvalidArgumentError: something else is there and ``overwrite`` is False.
+        InvalidArgumentError: something other than a lakecompute dataset is there (the message names
+            what was found).
     """
     backend = open_backend(path, storage_options)
     state = _state(backend)
@@ -126,51 +173,73 @@ def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, An
         raise DatasetExistsError(backend.url)
     if state == "damaged" and not overwrite:
         raise _damaged_marker(backend, "Pass overwrite=True to replace the dataset, or restore the file.")
-    if state == "other" and not overwrite:
+    if state == "other":
         raise InvalidArgumentError(
-            f"{backend.url!r} is not empty and holds no lakecompute dataset. "
-            "Choose an empty or new folder, or pass overwrite=True to delete what is there."
+            f"Cannot create a dataset at {backend.url!r}: it holds something other than a lakecompute "
+            f"dataset ({_found(backend)}). {_NOT_OURS}"
         )
     if state != "empty":
         # A half-removed or half-created dataset ("incomplete") is cleared even without overwrite:
         # whoever started removing it meant it to go.
         _clear(backend)
-    return Dataset(backend, _create(backend))
+    return _create(backend)
 
 
 def load(
     path: PathLike,
     read_only: bool = False,
-    version: int | None = None,
+    version: int | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    branch: str | None = None,
 ) -> Dataset:
-    """Open an existing dataset at its latest version (or ``version=N``, read-only).
+    """Open an existing dataset at the newest version of its ``main`` branch (or of ``branch``), or, read-
+    only, at ``version``: a version number or a tag (or a branch name: its newest version).
 
     Raises:
         DatasetNotFoundError: no dataset there, or no such version.
+        RefNotFoundError: no such branch or tag.
         DatasetCorruptError: the version's manifest is damaged (the message names the file).
     """
     backend = open_backend(path, storage_options)
+    _check_is_dataset(backend)
+    if version is not None:
+        if branch is not None:
+            raise InvalidArgumentError(
+                f"Pass either version= (read-only, {version!r}) or branch= ({branch!r}) to lc.load, not both."
+            )
+        if isinstance(version, bool) or not isinstance(version, (int, str)):
+            raise InvalidTypeError(
+                f"Expected version as an int or a tag name. Got {type(version).__name__}: {version!r}."
+            )
+        manifest = read_committed(backend, resolve(backend, version))
+        # Pinned: read-only at that version; checkout(name, create=True) starts a branch there (unless
+        # the handle was asked to be read-only).
+        return Dataset(backend, manifest, read_only=read_only, pinned=True)
+    name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
+    try:
+        checkout, head = checkout_of(backend, name)
+    except RefNotFoundError:
+        if name == DEFAULT_BRANCH:  # a dataset with no main is one with no version at all
+            raise DatasetNotFoundError(backend.url, "It has no committed version.") from None
+        raise
+    return Dataset(backend, read_manifest(backend, head), read_only=read_only, checkout=checkout)
+
+
+def _check_is_dataset(backend: Backend) -> None:
     state = _state(backend)
     if state == "damaged":
         raise _damaged_marker(
             backend, "Restore the file from a backup (or copy zarr.json from another dataset)."
         )
     if state != "dataset":
-        detail = {
-            "empty": "The path does not exist.",
-            "other": "The path holds no lakecompute dataset.",
-            "incomplete": _INTERRUPTED,
-        }[state]
+        if state == "other":
+            raise DatasetNotFoundError(
+                backend.url,
+                f"It holds something other than a lakecompute dataset ({_found(backend)}).",
+                hint=_CHECK_PATH,
+            )
+        detail = "The path does not exist." if state == "empty" else _INTERRUPTED
         raise DatasetNotFoundError(backend.url, detail)
-    if version is not None:
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise InvalidTypeError(f"Expected version as an int. Got {type(version).__name__}: {version!r}.")
-        return Dataset(backend, read_manifest(backend, version), read_only=True, pinned=True)
-    latest = latest_version(backend)
-    if latest is None:
-        raise DatasetNotFoundError(backend.url, "It has no committed version.")
-    return Dataset(backend, read_manifest(backend, latest), read_only=read_only)
 
 
 def dataset(
@@ -203,17 +272,104 @@ def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, 
     """Delete the dataset at ``path`` and all its versions.
 
     Crash-safe: a kill at any instant leaves the dataset whole or no dataset; the leftovers of an
-    interrupted delete are removed by the next ``lc.delete(path)`` or ``lc.empty(path)``.
+    interrupted delete are removed by the next ``lc.delete(path)`` or ``lc.empty(path)``. Only a
+    lakecompute dataset is ever removed: a folder or prefix holding other files is refused and left
+    as it is, ``missing_ok`` or not.
 
     Raises:
-        DatasetNotFoundError: nothing is there and ``missing_ok`` is False.
+        DatasetNotFoundError: nothing is there and ``missing_ok`` is False, or something other than a
+            lakecompute dataset is there (the message names what was found).
     """
     backend = open_backend(path, storage_options)
     state = _state(backend)
+    if state == "other":
+        raise DatasetNotFoundError(
+            backend.url,
+            f"It holds something other than a lakecompute dataset ({_found(backend)}), left as it is.",
+            hint=_NOT_OURS,
+        )
     # "incomplete": finish what an interrupted delete or overwrite started.
-    if state not in ("dataset", "damaged", "incomplete"):
+    if state == "empty":
         if missing_ok:
             return
         raise DatasetNotFoundError(backend.url)
     _clear(backend)
     backend.delete_tree("")
+
+
+def copy(
+    src: Dataset | DatasetView | PathLike,
+    dest: PathLike,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    progressbar: bool = True,
+    checkpoint_interval: int | None = None,
+) -> Dataset:
+    """Write the rows of ``src`` (a dataset, a view such as ``ds.filter(...)`` or ``ds[::10]``, or a
+    dataset's path) as a new dataset at ``dest``; returns it. ``view.save(dest)`` is the same.
+
+    The copy has the source's tensors (htypes, dtypes, compressions, class names, info) and the
+    dataset's info, and one version of history: its rows are the source's committed version, in the
+    view's order. Encoded samples (PNG, JPEG, WebP images, text, json) are copied as the bytes they are
+    stored as, not decoded and encoded again. Every ``checkpoint_interval`` rows (default 16,384) the
+    copy commits with a record of its progress: after a failure or a kill, the same call continues
+    after the last checkpoint; after it completed, it writes nothing.
+
+    Args:
+        src: what to copy.
+        dest: where the new dataset goes (a path, ``mem://name`` or ``s3://bucket/prefix``).
+        overwrite: replace what is at ``dest`` (an unfinished copy there included).
+        storage_options: options for ``dest``'s object-store client (a path ``src`` uses them too).
+        progressbar: show a progress bar of the rows copied.
+        checkpoint_interval: rows between checkpoints.
+
+    Raises:
+        DatasetExistsError: ``dest`` holds a dataset that is not an unfinished copy of the same rows.
+        InvalidArgumentError: ``src`` is ``dest``, has uncommitted changes, or bad options.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> ds = lc.from_numpy("mem://copy-doc", {"x": [5, 6, 7, 8]}, overwrite=True)
+        >>> small = lc.copy(ds[[3, 1]], "mem://copy-doc-small", overwrite=True, progressbar=False)
+        >>> small.x.numpy().tolist()
+        [8, 6]
+    """
+    from lakecompute.parsing import parse_count, parse_flag
+
+    interval = parse_count(
+        "checkpoint_interval", COPY_ROWS if checkpoint_interval is None else checkpoint_interval, 1
+    )
+    progressbar = parse_flag("progressbar", progressbar)
+    data = (
+        src
+        if isinstance(src, (Dataset, DatasetView))
+        else load(src, read_only=True, storage_options=storage_options)
+    )
+    if not isinstance(data, (Dataset, DatasetView)):
+        raise InvalidTypeError(f"Expected a Dataset, a view or a path to copy. Got {type(src).__name__}.")
+    plan = CopyPlan(data)
+    out, resume = _copy_destination(plan, dest, overwrite, storage_options)
+    if resume is not None and resume.complete:
+        warn(f"{plan.label} already completed into {out.path!r} (version {out.version}); nothing was copied.")
+        return out
+    plan.run(out, resume, interval, progressbar)
+    return out
+
+
+def _copy_destination(
+    plan: CopyPlan, dest: PathLike, overwrite: bool, storage_options: dict[str, Any] | None
+) -> tuple[Dataset, EvalRecord | None]:
+    """The dataset a copy writes into, and the record of an earlier run of the same copy there (finished
+    or to resume), if any."""
+    backend = open_backend(dest, storage_options)
+    if backend.spec.url == base_dataset(plan.base).location.url:
+        raise InvalidArgumentError(f"Cannot copy {backend.url!r} onto itself. Choose another destination.")
+    if _state(backend) == "dataset" and not overwrite:
+        out = load(dest, storage_options=storage_options)
+        record = plan.progress_in(out)
+        if record is not None:
+            return out, record
+    else:
+        out = empty(dest, overwrite=overwrite, storage_options=storage_options)
+    plan.prepare(out)
+    return out, None

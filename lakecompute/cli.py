@@ -1,4 +1,5 @@
-"""The ``lakecompute`` command: look at datasets, ingest image folders, compact, vacuum, and run the demo.
+"""The ``lakecompute`` command: look at datasets and their history, ingest image folders, restore, compact,
+vacuum, and run the demo.
 
 A user's mistake never ends in a traceback: it prints one line, ``lakecompute: error: ...``, on stderr.
 Exit codes: 0 on success, 1 when lakecompute reports an error (a missing dataset, a file it cannot write,
@@ -22,7 +23,9 @@ _EPILOG = """examples:
   lakecompute ingest-classification ./animals ./animals-lc
   lakecompute info ./animals-lc
   lakecompute show ./animals-lc --tensor images --rows 2 --cols 6 -o grid.png
-  lakecompute log ./animals-lc
+  lakecompute log ./animals-lc --graph
+  lakecompute diff ./animals-lc main experiment
+  lakecompute restore ./animals-lc 3
   lakecompute vacuum ./animals-lc --keep-versions 3
 
 Run 'lakecompute COMMAND --help' for a command's options."""
@@ -31,18 +34,26 @@ Run 'lakecompute COMMAND --help' for a command's options."""
 def _info(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
+    version = _version_arg(args.version)
     try:
-        ds = lc.load(args.path, read_only=True, version=args.version)
+        ds = lc.load(args.path, read_only=True, version=version, branch=args.branch)
     except lc.DatasetNotFoundError:
-        if args.version is None or not lc.exists(args.path):
+        if version is None or not lc.exists(args.path):
             raise
-        versions = [entry["version"] for entry in lc.load(args.path, read_only=True).log()]
+        versions = [entry["version"] for entry in lc.load(args.path, read_only=True).log(all_branches=True)]
         raise lc.InvalidArgumentError(
-            f"The dataset at {args.path!r} has no version {args.version}: its versions are "
+            f"The dataset at {args.path!r} has no version {version}: its versions are "
             f"{_spans(versions)}. 'lakecompute log {args.path}' lists them."
         ) from None
     print(ds.summary_table())
     return 0
+
+
+def _version_arg(text: str | None) -> int | str | None:
+    """A version given on the command line: a number, or a tag or branch name."""
+    if text is None:
+        return None
+    return int(text) if text.isdigit() else text
 
 
 def _spans(numbers: list[int]) -> str:
@@ -57,16 +68,96 @@ def _spans(numbers: list[int]) -> str:
 
 
 def _log(args: argparse.Namespace) -> int:
+    import lakecompute as lc
+
+    ds = lc.load(args.path, read_only=True, branch=args.branch)
+    entries = ds.log(all_branches=args.graph)
+    if args.graph:
+        for line in graph_lines(entries):
+            print(line)
+        return 0
+    print(f"{'version':>7}  {'time':19}  {'message':<40}  samples")
+    for entry in entries:
+        counts = ", ".join(f"{k}={v}" for k, v in entry["samples"].items()) or "no tensors"
+        refs = _refs_text(entry)
+        print(f"{entry['version']:>7}  {_when(entry['time'])}  {entry['message']:<40}  {counts}{refs}")
+    return 0
+
+
+def _when(seconds: float) -> str:
     import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
+def _refs_text(entry: dict[str, Any]) -> str:
+    """``"  [main, tag: v1.0]"``: the branches at a version and its tags."""
+    names = list(entry.get("branches", [])) + [f"tag: {t}" for t in entry.get("tags", [])]
+    return f"  [{', '.join(names)}]" if names else ""
+
+
+def graph_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The history of every branch, newest first, one line per version: a lane per branch (``*`` the
+    branch the version was committed on, ``|`` the other branches alive at that point, ``+`` a branch
+    that started from this version or was merged into it), the version, its parents (two for a merge),
+    the branch, time and message, and the refs at it."""
+    lanes: list[str] = []
+    span: dict[str, tuple[int, int]] = {}  # branch -> (the version it started from, its newest version)
+    lane_of = {entry["version"]: entry["branch"] for entry in entries}
+    for entry in entries:  # oldest first
+        lane = entry["branch"]
+        if lane not in lanes:
+            lanes.append(lane)
+            parents = entry["parents"]
+            span[lane] = (parents[0] if parents else entry["version"], entry["version"])
+        span[lane] = (span[lane][0], entry["version"])
+        for p in entry["parents"][1:]:  # a merge: the merged branch's lane runs up to here
+            merged = lane_of.get(p)
+            if merged in span:
+                span[merged] = (span[merged][0], max(span[merged][1], entry["version"]))
+    width = max(1, len(lanes)) * 2
+    out = [f"{'graph':<{width}}  {'version':>7}  {'parents':<9}  {'branch':<12}  {'time':19}  message"]
+    for entry in reversed(entries):
+        v = entry["version"]
+        joined = {lane_of.get(p) for p in entry["parents"][1:]}
+        marks = []
+        for lane in lanes:
+            first, last = span[lane]
+            if lane == entry["branch"]:
+                marks.append("*")
+            elif lane in joined or (first == v and lane_of.get(v) != lane):
+                marks.append("+")
+            elif first < v <= last:
+                marks.append("|")
+            else:
+                marks.append(" ")
+        parents = ", ".join(str(p) for p in entry["parents"]) or "-"
+        lanes_text = " ".join(marks)
+        out.append(
+            f"{lanes_text:<{width}}  {v:>7}  {parents:<9}  {entry['branch']:<12}  {_when(entry['time'])}  "
+            f"{entry['message']}{_refs_text(entry)}"
+        )
+    return out
+
+
+def _restore(args: argparse.Namespace) -> int:
+    import lakecompute as lc
+
+    ds = lc.load(args.path, branch=args.branch)
+    old = _version_arg(args.version)
+    new = ds.restore(old)  # type: ignore[arg-type]  # a number or a name, never None here
+    print(f"Restored {args.path} on branch {ds.branch!r} to the content of {old!r}: version {new}.")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    import json
 
     import lakecompute as lc
 
     ds = lc.load(args.path, read_only=True)
-    print(f"{'version':>7}  {'time':19}  {'message':<40}  samples")
-    for entry in ds.log():
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry["time"]))
-        counts = ", ".join(f"{k}={v}" for k, v in entry["samples"].items()) or "no tensors"
-        print(f"{entry['version']:>7}  {when}  {entry['message']:<40}  {counts}")
+    result = ds.diff(_version_arg(args.a), _version_arg(args.b))
+    print(json.dumps(result.to_dict(), indent=2) if args.json else str(result))
     return 0
 
 
@@ -313,9 +404,40 @@ def _add_detection_commands(sub: Any) -> None:
     )
     p.add_argument("src", help="the YOLO dataset folder")
     p.add_argument("dest", help="where to create the dataset")
-    p.add_argument("--split", default=None, help="one sub-folder of images/ to read (e.g. train)")
+    p.add_argument(
+        "--split",
+        default=None,
+        help="one split to read: data.yaml's train/val/test, else images/SPLIT (default: all)",
+    )
     _ingest_options(p)
     p.set_defaults(func=_ingest_yolo)
+
+
+def _add_version_commands(sub: Any) -> None:
+    """``restore`` and ``diff`` (``log`` and ``info`` take ``--branch`` too)."""
+    p = sub.add_parser(
+        "restore",
+        help="undo: commit a new version equal to an older one",
+        description="Commit, on the branch (default: main), a new version whose content equals VERSION "
+        "(a number or a tag). Nothing is copied and the versions in between stay readable.",
+    )
+    p.add_argument("path", help="the dataset")
+    p.add_argument("version", help="the version to restore: a number (see 'log') or a tag")
+    p.add_argument("--branch", default=None, help="the branch to restore on (default: main)")
+    p.set_defaults(func=_restore)
+
+    p = sub.add_parser(
+        "diff",
+        help="what changed between two versions, branches or tags",
+        description="Print, per tensor, the rows appended, replaced and removed from A to B (versions, "
+        "branches or tags), tensors created, deleted and renamed, and info changes; read from the "
+        "versions' manifests, no sample is read.",
+    )
+    p.add_argument("path", help="the dataset")
+    p.add_argument("a", help="the older side: a version number, branch or tag")
+    p.add_argument("b", help="the newer side: a version number, branch or tag")
+    p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    p.set_defaults(func=_diff)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -338,17 +460,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("path", help="the dataset (a folder, or s3://...)")
     p.add_argument(
-        "--version", type=_non_negative, default=None, help="show an older committed version (see 'log')"
+        "--version", default=None, help="show an older committed version, by number or tag (see 'log')"
     )
+    p.add_argument("--branch", default=None, help="show the newest version of this branch (default: main)")
     p.set_defaults(func=_info)
 
     p = sub.add_parser(
         "log",
         help="list a dataset's committed versions",
-        description="List committed versions, oldest first: number, time, message, samples per tensor.",
+        description="List the committed versions of a branch (default: main), oldest first: number, time, "
+        "message, samples per tensor, and the branches and tags at each. With --graph, every branch's "
+        "history, newest first, a lane per branch, with each version's parents.",
     )
     p.add_argument("path", help="the dataset")
+    p.add_argument("--branch", default=None, help="the branch whose history to list (default: main)")
+    p.add_argument("--graph", action="store_true", help="every branch, as a graph of lanes and parents")
     p.set_defaults(func=_log)
+
+    _add_version_commands(sub)
 
     p = sub.add_parser(
         "ingest-classification",
@@ -390,7 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-versions",
         type=_positive,
         default=None,
-        help="keep only the N newest versions; older ones can no longer be loaded (default: keep all)",
+        help="keep only the N newest versions of each branch; older ones can no longer be loaded "
+        "(default: keep all)",
     )
     p.set_defaults(func=_vacuum)
 
@@ -456,6 +586,11 @@ _SHELL_HINTS = [
         " Check the path: a dataset is the folder that holds its zarr.json and versions/.",
     ),
     (r"reload the dataset with lc\.load\(\) and run the write again\.", "run the command again."),
+    (
+        r"Create it with ds\.checkout\('[^']*', create=True\)\.|ds\.branches and ds\.tags list them; "
+        r"ds\.log\(\) lists the versions\.",
+        "'lakecompute log PATH --graph' shows the branches, tags and versions.",
+    ),
 ]
 
 

@@ -68,6 +68,30 @@ def write_image_folder(
     return counts
 
 
+def _clear_image_folder(root: str) -> None:
+    """Remove an image folder an earlier demo wrote, and nothing else: a folder holding anything the demo
+    does not write (another file name, another folder) is refused, never deleted."""
+    import re
+    import shutil
+
+    from lakecompute.testing.data import CLASS_NAMES
+
+    if not os.path.isdir(root):
+        return
+    ours = re.compile(r"\d{5}(" + "|".join(re.escape(e) for e in _EXTENSIONS.values()) + ")")
+    for entry in sorted(os.listdir(root)):
+        folder = os.path.join(root, entry)
+        names = os.listdir(folder) if entry in CLASS_NAMES and not os.path.islink(folder) else None
+        odd = entry if names is None else next((n for n in names if not ours.fullmatch(n)), None)
+        if odd is not None:
+            raise lc.InvalidArgumentError(
+                f"{root!r} holds {os.path.join(entry, odd) if names else odd!r}, which the demo did not "
+                "write; the demo replaces only its own image folder. Choose another --output-dir, or move "
+                "the folder away."
+            )
+    shutil.rmtree(root)
+
+
 @lc.compute
 def flip_vertical(sample_in: lc.Row, sample_out: Any) -> None:
     """Flip each image upside down; keep its label."""
@@ -98,10 +122,7 @@ def run_demo(
     dst_path = os.path.join(out_dir, "shapes-flipped-64")
 
     print(f"1. Writing {n} synthetic images (48x48; PNG, JPEG, WebP, BMP) into {files}/<class>/ ...")
-    if os.path.isdir(files):
-        import shutil
-
-        shutil.rmtree(files)
+    _clear_image_folder(files)
     counts = write_image_folder(files, n=n, size=(48, 48))
     print("   " + ", ".join(f"{name}: {count}" for name, count in counts.items()))
 

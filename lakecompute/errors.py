@@ -25,8 +25,11 @@ __all__ = [
     "LakeComputeError",
     "LakeComputeWarning",
     "LeaseExpiredError",
+    "MergeConflictError",
     "RaggedShapeError",
     "ReadOnlyError",
+    "RefExistsError",
+    "RefNotFoundError",
     "RemoteError",
     "SampleIndexError",
     "StorageError",
@@ -95,12 +98,11 @@ class DatasetExistsError(LakeComputeError, FileExistsError):
 class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
     """Raised when opening a path that holds no dataset (or a version that does not exist)."""
 
-    def __init__(self, path: str, detail: str = "") -> None:
+    def __init__(self, path: str, detail: str = "", hint: str | None = None) -> None:
         self.path = path
         extra = f" {detail}" if detail else ""
-        super().__init__(
-            f"No lakecompute dataset at {path!r}.{extra} Create one with lc.empty(path) or lc.dataset(path)."
-        )
+        tail = "Create one with lc.empty(path) or lc.dataset(path)." if hint is None else hint
+        super().__init__(f"No lakecompute dataset at {path!r}.{extra} {tail}")
 
 
 class DatasetCorruptError(LakeComputeError):
@@ -182,11 +184,15 @@ class InvalidSampleError(LakeComputeError, ValueError):
         tensor: the tensor the sample was meant for ("" while it is not known yet: a file read by
             `lakecompute.read` that does not decode, before it is written anywhere).
         detail: what is wrong, without the tensor's name.
+        source: the input file (and entry) the message names the sample by: an annotations file, a label
+            file and line, the image file; "" when the message names none (an ingest then names the
+            sample's file).
     """
 
-    def __init__(self, tensor: str, message: str) -> None:
+    def __init__(self, tensor: str, message: str, source: str = "") -> None:
         self.tensor = tensor
         self.detail = message
+        self.source = source
         where = f"in tensor {tensor!r}" if tensor else ""
         super().__init__(
             f"Cannot store sample {where}: {message}" if where else f"Cannot use sample: {message}"
@@ -222,6 +228,85 @@ class CommitConflictError(LakeComputeError, RuntimeError):
             f"Dataset {path!r} was changed by another writer: this writer started from version "
             f"{expected} but version {found} exists now. Nothing of this write was committed; "
             "reload the dataset with lc.load() and run the write again."
+        )
+
+
+class RefNotFoundError(LakeComputeError, KeyError):
+    """Raised when a branch or tag name is not in the dataset (``checkout``, ``lc.load(branch=...)``,
+    ``lc.load(version="v1.0")``, ``diff``, ``merge``, ``restore``, ``delete_branch``).
+
+    Attributes:
+        path: the dataset.
+        name: the name asked for.
+        kind: what was looked for: ``"branch"``, ``"tag"`` or ``"branch or tag"``.
+        known: the names there are of that kind.
+    """
+
+    def __init__(self, path: str, name: str, kind: str, known: list[str], detail: str = "") -> None:
+        self.path = path
+        self.name = name
+        self.kind = kind
+        self.known = list(known)
+        hint = detail or (
+            f"Create it with ds.checkout({name!r}, create=True)."
+            if kind == "branch"
+            else "ds.branches and ds.tags list them; ds.log() lists the versions."
+        )
+        super().__init__(f"Dataset {path!r} has no {kind} {name!r} (it has {self.known!r}). {hint}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # KeyError.__str__ would repr() the message
+
+
+class RefExistsError(LakeComputeError, ValueError):
+    """Raised when creating a branch or tag under a name a branch or tag already has.
+
+    Attributes:
+        path: the dataset.
+        name: the name.
+        kind: what has it: ``"branch"`` or ``"tag"``.
+    """
+
+    def __init__(self, path: str, name: str, kind: str) -> None:
+        self.path = path
+        self.name = name
+        self.kind = kind
+        todo = (
+            f"Switch to it with ds.checkout({name!r}), or choose another name."
+            if kind == "branch"
+            else "Tags never move: choose another name, or ds.delete_tag(name) first."
+        )
+        super().__init__(f"Dataset {path!r} already has a {kind} named {name!r}. {todo}")
+
+
+class MergeConflictError(LakeComputeError, RuntimeError):
+    """Raised when a merge finds changes on both sides to the same rows or tensors; nothing is committed.
+
+    Attributes:
+        path: the dataset.
+        source: what was being merged (a branch, tag or version).
+        rows: per tensor, the ``(start, stop)`` row ranges (of the common ancestor) both sides changed.
+        tensors: tensor-level conflicts, as sentences (a tensor deleted on one side and written on the
+            other, created on both, given different specs or info; the dataset's info changed on both).
+    """
+
+    def __init__(
+        self, path: str, source: str, rows: dict[str, list[tuple[int, int]]], tensors: list[str]
+    ) -> None:
+        self.path = path
+        self.source = source
+        self.rows = {name: list(ranges) for name, ranges in rows.items()}
+        self.tensors = list(tensors)
+        parts = [
+            f"tensor {name!r} rows {', '.join(f'{a}:{b}' for a, b in ranges[:5])}"
+            + (f" and {len(ranges) - 5} more ranges" if len(ranges) > 5 else "")
+            for name, ranges in self.rows.items()
+        ]
+        parts += self.tensors
+        super().__init__(
+            f"Cannot merge {source!r} into {path!r}: both sides changed {'; '.join(parts)}. Nothing was "
+            "committed. Pass conflict_resolution='ours' to keep this branch's changes there, or 'theirs' "
+            "to take the merged branch's."
         )
 
 

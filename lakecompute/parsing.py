@@ -16,6 +16,9 @@ The rules:
   (they used to be taken for their truth: ``shuffle=1`` now asks for ``True``).
 * **Amounts** (a Ray task's CPUs) are finite numbers >= 0, int or float.
 * **Names** are non-empty strings.
+* **Devices** (``eval(devices=...)``, the processed scheduler's) are ``"cuda"`` (every visible GPU), a
+  non-empty list of GPU indices (counts, repeats allowed: ``[0, 0, 1, 1]`` puts two workers on each), or
+  None; ``"cpu"`` means None.
 
 This module depends only on `lakecompute.errors` (and numpy), so that every layer (schedulers included)
 may use it.
@@ -38,14 +41,34 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
-from collections.abc import Collection, Mapping
-from typing import Literal, overload
+from collections.abc import Collection, Mapping, Sequence
+from typing import Literal, TypeAlias, overload
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["parse_amount", "parse_choice", "parse_count", "parse_flag", "parse_keywords", "parse_name"]
+__all__ = [
+    "Devices",
+    "DevicesLike",
+    "parse_amount",
+    "parse_choice",
+    "parse_count",
+    "parse_devices",
+    "parse_flag",
+    "parse_keywords",
+    "parse_name",
+]
+
+DevicesLike: TypeAlias = "str | Sequence[int] | None"
+"""What ``devices=`` accepts: ``"cuda"``, a list of GPU indices such as ``[0, 1]``, or None (``"cpu"``
+means None)."""
+
+Devices: TypeAlias = "Literal['cuda'] | tuple[int, ...] | None"
+"""``devices=`` checked: ``"cuda"``, a tuple of GPU indices, or None."""
+
+#: Most entries a devices list may have (a longer one is a mistake, not a placement).
+_MAX_DEVICES = 4096
 
 
 def _got(value: object) -> str:
@@ -180,3 +203,56 @@ def parse_keywords(call: str, options: Mapping[str, object], known: Collection[s
     close = difflib.get_close_matches(name, sorted(known), n=1)
     hint = f"Use {close[0]!r} instead." if close else f"Expected one of {sorted(known)!r}."
     raise InvalidTypeError(f"{call}() got an unexpected keyword argument {name!r}. {hint}")
+
+
+def parse_devices(name: str, value: object) -> Devices:
+    """Check a device placement: ``"cuda"``, a non-empty list of GPU indices, or None.
+
+    GPU indices count in this process's own numbering (what ``torch.cuda`` calls ``cuda:0``, ``cuda:1``,
+    after ``CUDA_VISIBLE_DEVICES``); whether they exist is checked where workers are placed, not here.
+
+    Args:
+        name: the option's name (``"devices"``).
+        value: what was given.
+
+    Returns:
+        ``"cuda"``, the indices as a tuple of plain ints, or None (for None and ``"cpu"``).
+
+    Raises:
+        InvalidTypeError: not a str, a sequence of ints, or None (a bare int, a float, bools).
+        InvalidArgumentError: another string, an empty list, or a negative index.
+
+    Example (the error's message is cut short here)::
+
+        >>> parse_devices("devices", [0, np.int64(1)])
+        (0, 1)
+        >>> parse_devices("devices", "cuda:1")
+        Traceback (most recent call last):
+        ...
+        lakecompute.errors.InvalidArgumentError: Expected devices to be 'cuda', a list of GPU indices ...
+    """
+    expected = f"Expected {name} to be 'cuda', a list of GPU indices such as [0, 1], or None."
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value == "cpu":
+            return None
+        if value == "cuda":
+            return "cuda"
+        index = value.removeprefix("cuda:")
+        hint = f" For one GPU, pass {name}=[{index}]." if index.isdigit() and index != value else ""
+        raise InvalidArgumentError(f"{expected} Got {value!r}.{hint}")
+    if isinstance(value, bytes) or not isinstance(value, Sequence | np.ndarray):
+        one = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        hint = f" For one GPU, pass {name}=[{int(value)}]." if one else ""  # type: ignore[call-overload]  # an Integral
+        raise InvalidTypeError(f"{expected} {_got(value)}{hint}")
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise InvalidTypeError(f"{expected} Got an array of shape {value.shape}.")
+    items = list(value)
+    if not items:
+        raise InvalidArgumentError(
+            f"{expected} Got an empty {type(value).__name__}. Use None for no devices."
+        )
+    if len(items) > _MAX_DEVICES:
+        raise InvalidArgumentError(f"Expected at most {_MAX_DEVICES} entries in {name}. Got {len(items)}.")
+    return tuple(parse_count(f"each of {name}", item) for item in items)

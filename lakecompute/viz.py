@@ -480,7 +480,8 @@ def dataset_html(ds: Any, positions: Positions | None = None, thumbnails: int = 
     """
     pool = range(len(ds)) if positions is None else positions
     kind = "Dataset" if positions is None else "DatasetView"
-    header = f"{kind}(path={ds.path!r}, version={ds.version}, samples={len(pool)})"
+    on = f", branch={ds.branch!r}" if ds.branch not in (None, "main") else ""
+    header = f"{kind}(path={ds.path!r}, version={ds.version}{on}, samples={len(pool)})"
     parts = [_STYLE, '<div class="lc-ds">', f"<div><b>{_esc(header)}</b></div>"]
     parts.append(_table(ds, None if positions is None else len(pool)))
     parts.append(_class_names(ds))

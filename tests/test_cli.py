@@ -18,7 +18,8 @@ from lakecompute.demo import write_image_folder
 from lakecompute.testing.data import CLASS_NAMES, make_shapes_dataset
 
 SUBCOMMANDS = [
-    "info", "log", "ingest-classification", "ingest-coco", "ingest-yolo", "compact", "vacuum", "show", "demo"
+    "info", "log", "restore", "diff", "ingest-classification", "ingest-coco", "ingest-yolo", "compact",
+    "vacuum", "show", "demo"
 ]  # fmt: skip
 
 
@@ -78,10 +79,19 @@ USER_ERRORS = [
     (["info"], 2, "required: path"),
     (["info", "{missing}"], 1, "No lakecompute dataset at"),
     (["info", "{ds}", "--version", "9"], 1, "has no version 9: its versions are 0-"),
-    (["info", "{ds}", "--version", "x"], 2, "--version: expected an integer >= 0, got 'x'"),
+    (["info", "{ds}", "--version", "x"], 1, "has no branch or tag 'x' (it has ['main'])"),
+    (["info", "{ds}", "--branch", "nope"], 1, "has no branch 'nope' (it has ['main'])"),
     (["log"], 2, "required: path"),
     (["log", "{missing}"], 1, "No lakecompute dataset at"),
     (["log", "{ds}", "--oneline"], 2, "unrecognized arguments: --oneline"),
+    (["log", "{ds}", "--branch", "a/b"], 1, "Invalid branch name 'a/b'"),
+    (["restore", "{ds}"], 2, "required: version"),
+    (["restore", "{missing}", "1"], 1, "No lakecompute dataset at"),
+    (["restore", "{ds}", "99"], 1, "It has no version 99"),
+    (["restore", "{ds}", "v9"], 1, "has no branch or tag 'v9'"),
+    (["diff", "{ds}", "0"], 2, "required: b"),
+    (["diff", "{ds}", "0", "nope"], 1, "has no branch or tag 'nope'"),
+    (["diff", "{ds}", "0", "99"], 1, "It has no version 99"),
     (["ingest-classification", "{missing}", "{tmp}/out"], 1, "Expected a folder of class sub-folders"),
     (["ingest-classification", "{src}", "{ds}"], 1, "Pass --overwrite to replace it."),
     (["ingest-classification", "{tmp}", "{tmp}/o", "--image-compression", "gif"], 2, "invalid choice: 'gif'"),
@@ -451,6 +461,21 @@ def test_cli_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     )
     assert np.array_equal(flipped.images[7].numpy(), expected)
     assert "lakecompute info" in out
+
+
+def test_cli_demo_replaces_only_its_own_image_folder(tmp_path: Path) -> None:
+    """A second demo into the same folder replaces the image folder the first wrote; a folder holding a file
+    the demo did not write is refused and kept whole."""
+    from lakecompute.demo import run_demo
+
+    out_dir = tmp_path / "demo"
+    run_demo(str(out_dir), n=6, num_workers=0, progressbar=False)
+    run_demo(str(out_dir), n=6, num_workers=0, progressbar=False)  # its own folder: replaced
+    mine = out_dir / "shapes-files" / "circle" / "notes.txt"
+    mine.write_text("keep me")
+    with pytest.raises(lc.InvalidArgumentError, match=r"circle/notes\.txt"):
+        run_demo(str(out_dir), n=6, num_workers=0, progressbar=False)
+    assert mine.read_text() == "keep me"
 
 
 def test_cli_runs_as_a_module(shapes: str) -> None:

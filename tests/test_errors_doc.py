@@ -321,6 +321,21 @@ def _manifest_directory(tmp: Path) -> None:
     lc.load(str(ds.path))
 
 
+def _merge_conflict(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    ds.checkout("exp", create=True)
+    ds.x[5] = -5
+    main = lc.load(str(tmp / "src"))
+    main.x[5] = 500
+    main.merge("exp")
+
+
+def _delete_current_branch(tmp: Path) -> Any:
+    ds = _numbers(tmp)
+    ds.checkout("exp", create=True)
+    ds.delete_branch("exp")
+
+
 CASES: dict[str, Callable[[Path], Any]] = {
     # -- datasets ------------------------------------------------------------------------------
     "not-found": lambda t: lc.load(str(t / "nothing")),
@@ -370,6 +385,15 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "append-not-dict": lambda t: _out(t).append(5),
     "commit-conflict": _conflict,
     "lease-expired": _lease_expired,
+    "no-branch": lambda t: _numbers(t).checkout("nope"),
+    "no-ref": lambda t: lc.load(str(_numbers(t).path), version="v2"),
+    "ref-exists": lambda t: [
+        _numbers(t).checkout("exp", create=True),
+        lc.load(str(t / "src")).checkout("exp", create=True),
+    ],
+    "bad-ref-name": lambda t: _numbers(t).checkout("a/b", create=True),
+    "merge-conflict": _merge_conflict,
+    "delete-current-branch": _delete_current_branch,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),

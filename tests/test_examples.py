@@ -16,7 +16,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 EXPECTED = {
     "01_tutorial.py": ["flipped: 100 samples", "failed on data_in[3]", "after removing it: 30 samples"],
     "02_ingest_and_augment.py": ["(180, 48, 48, 3)", "wrote augmented.png"],
-    "03_embeddings.py": ["outputs={'images': 0, 'labels': 0, 'embedding': 200}", "embedding (200, 16)"],
+    "03_embeddings.py": ["outputs={'images': 0, 'labels': 0, 'embedding': 200}", "embedding (200, 512)"],
     "04_tokenize.py": ["tokenized 500 documents; the rerun did nothing (resumed_from=500)", "seq_len=64"],
     "05_recover_and_resume.py": [
         "100 inputs, 63 written, 37 skipped",
@@ -29,6 +29,10 @@ EXPECTED = {
         "24 augmented samples from 12 images (seed 0)",
         "torchvision: 24 augmented samples",
         "batch 5: images (4, 3, 64, 80)",
+    ],
+    "08_accelerate.py": [
+        "process 0 of 1: 256 embeddings at version 6, column (256, 512)",
+        "1 commit made it visible: eval Embed (in place)",
     ],
 }
 

@@ -29,6 +29,11 @@ TESTS = PACKAGE.parent / "tests"
 # libraries that are documented public API), or "tests/<file>: <expression>" for one use in one test.
 ALLOWED = {
     "_exit": "os._exit is the documented way to leave a forked child without running cleanup",
+    "_repr_html_": "IPython's rich display protocol: the documented method a notebook calls to show it",
+    "tests/reliability/versions_script.py: LocalBackend._write_temp": (
+        "the kill-at-every-step tests stop a process between a file written under its temp name and its "
+        "link (or rename) into place; no public hook marks that point"
+    ),
     "tests/storage/test_fast_paths.py: w._data._put._root": (
         "whether the direct chunk writer is still on after its checked first write; nothing public "
         "shows it (its fallback to zarr is silent)"

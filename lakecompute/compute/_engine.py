@@ -63,13 +63,22 @@ from lakecompute.errors import (
     UnpicklableTaskError,
     warn,
 )
-from lakecompute.schedulers import PAUSE, Scheduler, get_scheduler
+from lakecompute.schedulers import (
+    PAUSE,
+    Scheduler,
+    device_oom_advice,
+    get_scheduler,
+    is_device_oom,
+    job_ranks,
+    place_workers,
+)
 from lakecompute.storage import backend_class
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
+    from lakecompute.compute._distributed import Coordinator
 
-__all__ = ["EvalResult", "FailedSample", "run_eval"]
+__all__ = ["EvalResult", "FailedSample", "run_eval", "scheduler_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,11 @@ class EvalResult:
         resumed_from: inputs already done by an earlier, interrupted run of the same eval (all of them
             when the eval had already completed and nothing was written).
         seed: the seed of the ``rng`` generators; pass it as ``seed=`` to reproduce the run.
+        stages: seconds the tasks spent in each stage, summed over tasks: ``read`` (reading and decoding
+            inputs, on reader threads), ``run`` (the functions), ``write`` (checking, encoding and
+            writing outputs, on a writer thread) and ``wall`` (the tasks from start to end). Reading
+            ahead and writing behind overlap the function, so ``wall`` is less than the sum of the
+            other three; about the largest of them when the overlap is complete. Empty when no task ran.
     """
 
     inputs: int
@@ -94,6 +108,7 @@ class EvalResult:
     version: int = 0
     resumed_from: int = 0
     seed: int | None = None
+    stages: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed_indices(self) -> list[int]:
@@ -108,16 +123,36 @@ class EvalResult:
 
 
 def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> EvalResult:
-    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see `Pipeline.eval`)."""
+    """Run ``pipeline`` over ``data_in`` into ``data_out`` (see `Pipeline.eval`); on every rank of a
+    ``torch.distributed`` job, split among the ranks (``_distributed``)."""
+    ranks = job_ranks()
+    if ranks is not None:
+        from lakecompute.compute._distributed import run_ranked
+
+        return run_ranked(ranks, pipeline, data_in, data_out, options, _run_eval)
+    return _run_eval(pipeline, data_in, data_out, options)
+
+
+def _run_eval(
+    pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions, ranked: Coordinator | None = None
+) -> EvalResult:
+    """Run an eval here (and, with ``ranked``, on every rank of a distributed job, this being rank 0)."""
     t0 = time.perf_counter()
     plan = plan_eval(pipeline, data_in, data_out, options)
     if plan.completed:
         return _already_done(plan, t0)
-    sched = _scheduler(plan)
+    sched = _scheduler(plan) if ranked is None else ranked.local
+    if ranked is not None:  # tasks sized for every rank's workers
+        plan = replace(plan, options=replace(plan.options, num_workers=ranked.workers))
     if plan.drop is not None:
         plan.out.drop_unfinished(plan.drop)
     write = plan.out.begin_eval(
-        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or ""
+        plan.fingerprint,
+        label=plan.label,
+        in_place=plan.in_place,
+        resume=plan.resume,
+        job=plan.job or "",
+        origin=plan.origin,
     )
     token = uuid.uuid4().hex
     try:
@@ -132,6 +167,8 @@ def run_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptio
                 0,
                 plan.seed,
             )
+        if ranked is not None:
+            sched = ranked.scheduler(prepared[0])
         return _OrderedRun(plan, write, *prepared, t0).run(sched)
     except BaseException:
         write.abort()
@@ -160,11 +197,22 @@ def _already_done(plan: EvalPlan, t0: float) -> EvalResult:
 
 def _scheduler(plan: EvalPlan) -> Scheduler:
     """The scheduler to run the tasks on, checked against where the data lives."""
-    opts = plan.options
-    locations = [plan.out.location.url]
-    if isinstance(plan.source, DatasetSource):
-        locations.append(plan.source.snap.url)
+    return scheduler_for(plan.options, plan.out.location.url, plan.source)
+
+
+def scheduler_for(
+    opts: EvalOptions, out: str, source: Source, share: tuple[int, int] | None = None
+) -> Scheduler:
+    """The scheduler to run an eval's tasks on, checked against where the data lives (``out``, the output's
+    location; a dataset ``source``'s), with its workers on ``opts.devices`` (this process's ``share`` of
+    them, in a distributed job)."""
+    locations = [out]
+    if isinstance(source, DatasetSource):
+        locations.append(source.snap.url)
     sched = get_scheduler(opts.scheduler, opts.num_workers)
+    placement = place_workers(opts.devices, share)
+    if placement is not None:
+        sched = sched.with_devices(placement)
     local = [url for url in locations if backend_class(url).machine_local]
     if local and sched.spans_machines:
         raise InvalidArgumentError(
@@ -178,7 +226,7 @@ def _scheduler(plan: EvalPlan) -> Scheduler:
         sched = sched.without_fork()
     if not sched.shares_memory and not backend_class(locations[0]).shared_between_processes:
         raise InvalidArgumentError(
-            f"data_out {plan.out.path!r} lives in this process's memory, which worker processes cannot "
+            f"data_out {out!r} lives in this process's memory, which worker processes cannot "
             "write. Use a local path, or scheduler='threaded' (or num_workers=0)."
         )
     return sched
@@ -278,6 +326,7 @@ class _OrderedRun:
         self.min_task = 1  # the fewest inputs per task, from what the preflight's task wrote
         self.received: set[int] = set()  # the numbers of the tasks that reported, failed or not
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
+        self.stages: dict[str, float] = {}  # seconds per stage, summed over the tasks applied
 
     def progress(self) -> EvalProgress:
         return EvalProgress(
@@ -334,6 +383,7 @@ class _OrderedRun:
             version,
             self.plan.resume_from,
             self.plan.seed,
+            self.stages,
         )
         if stream is not None:  # the bar stays on screen; this line says how it ended
             rows = max(outcome.outputs.values(), default=0)
@@ -385,6 +435,8 @@ class _OrderedRun:
             ) from exc
         for name, count in result.counts.items():
             self.outputs[name] += count
+        for stage, seconds in result.stages.items():
+            self.stages[stage] = self.stages.get(stage, 0.0) + seconds
         self.failed.extend(result.failed)
         self.done = result.stop
         self.in_flight.pop(result.number, None)
@@ -407,13 +459,17 @@ class _OrderedRun:
             )
         else:
             kept = "Nothing of this run was written."
+        if is_device_oom(failure.exc):
+            opts = self.plan.options
+            kept = f"{device_oom_advice(failure.index, opts.batch_size, self.plan.source.length)} {kept}"
         last = len(self.plan.pipeline.functions) - 1  # what no step is blamed for, its outputs did
         sample = _sample_for(self.plan.source, self.in_flight, failure.index)
         return _transform_error(failure, sample, kept, last if failure.step is None else failure.step)
 
 
 def _transform_error(failure: TaskFailure, sample: Any, kept: str, step: int) -> TransformError:
-    """The TransformError for a failed sample: short, with the user's own frame, the cause last."""
+    """The TransformError for a failed sample: short, with the user's own frame, then what to do (the
+    advice and what was kept), the cause last."""
     err = failure_error(failure.function, failure.index, failure.exc, sample, step, failure.step_input)
     err.args = (f"{err.args[0]}\n{failure.where}{kept}",)
     err.remote_traceback = failure.traceback  # type: ignore[attr-defined]  # the full traceback, kept for debugging

@@ -275,6 +275,25 @@ def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> st
         FingerprintError: something the eval depends on cannot be fingerprinted (named in the message).
     """
     h = _Hasher()
+    _functions(h, pipeline)
+    h.value(input_identity, "data_in")
+    h.value(output, "data_out")
+    return h.digest()
+
+
+def fingerprint_code(pipeline: Pipeline) -> str:
+    """The fingerprint of a pipeline's functions alone: their code, what they read, their arguments (the
+    lineage a version records: which code made it, whatever its input).
+
+    Raises:
+        FingerprintError: something the functions depend on cannot be fingerprinted.
+    """
+    h = _Hasher()
+    _functions(h, pipeline)
+    return h.digest()
+
+
+def _functions(h: _Hasher, pipeline: Pipeline) -> None:
     for f in pipeline.functions:
         h.code(f.func, f.name)
         for i, a in enumerate(f.args):
@@ -282,9 +301,6 @@ def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> st
         for k in sorted(f.kwargs):
             h.key(k)
             h.value(f.kwargs[k], f"argument {k!r} of {f.name}")
-    h.value(input_identity, "data_in")
-    h.value(output, "data_out")
-    return h.digest()
 
 
 def fingerprint_job(pipeline: Pipeline, input_identity: Any, output: Any) -> str:

@@ -27,6 +27,9 @@ class Source:
 
     #: Number of samples, or None for a streamed iterable.
     length: int | None = None
+    #: Threads that may read blocks of this source at once, ahead of the function (see
+    #: ``_overlap.ReadAhead``): 0 when reading costs nothing (input already in memory).
+    parallel_reads: int = 0
 
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         """Samples ``start..stop`` as ``sample_in`` objects (or one batch object if ``batch``)."""
@@ -59,6 +62,9 @@ class DatasetSource(Source):
         rows_of_data: read only the tensors that hold data, over the rows they share (an in-place eval:
             a tensor created empty for the eval to fill is not part of its input).
     """
+
+    #: Reading decodes (zarr, images), which releases the GIL and is safe from many threads.
+    parallel_reads = 1 << 10
 
     def __init__(self, data_in: Dataset | DatasetView, pad: bool, rows_of_data: bool = False) -> None:
         base = base_dataset(data_in)
@@ -137,6 +143,9 @@ class SequenceSource(Source):
     def __init__(self, data: Sequence[Any]) -> None:
         self.data = data
         self.length = len(data)
+        # Lists and arrays are in memory; another sequence's __getitem__ is the user's code (a torch
+        # Dataset decoding files, say): read ahead on one thread, since it may not be thread-safe.
+        self.parallel_reads = 0 if isinstance(data, (np.ndarray, list, tuple, range)) else 1
 
     def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         data = self.data

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from lakecompute.errors import InvalidTypeError
-from lakecompute.parsing import parse_count, parse_flag, parse_keywords
+from lakecompute.parsing import Devices, DevicesLike, parse_count, parse_devices, parse_flag, parse_keywords
 from lakecompute.schedulers import Ray
 
 __all__ = ["EvalKwargs", "EvalOptions", "draw_seed"]
@@ -46,6 +46,10 @@ class EvalKwargs(TypedDict, total=False):
     rerun: bool
     """Write again even if an identical eval already completed into ``data_out`` (otherwise that rerun
     does nothing and warns). Default False."""
+    devices: DevicesLike
+    """``"cuda"`` (every visible GPU) or GPU indices such as ``[0, 1]``: one device per worker, round robin,
+    set before user code imports torch; ``lc.worker_device()`` names it inside the functions. Default
+    None (no placement)."""
 
 
 _FLAGS = ("progressbar", "skip_ok", "check_lengths", "pad_data_in", "ignore_errors", "rerun")
@@ -68,6 +72,7 @@ class EvalOptions:
         seed: the seed of the ``rng`` generators (None: drawn per eval, or taken from the run resumed;
             the plan resolves it before workers see it).
         rerun: write again even when an identical eval already completed into ``data_out``.
+        devices: ``"cuda"``, GPU indices, or None: the devices workers are placed on, one each.
     """
 
     num_workers: int = 0
@@ -81,6 +86,7 @@ class EvalOptions:
     batch_size: int | None = None
     seed: int | None = None
     rerun: bool = False
+    devices: Devices = None
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> EvalOptions:
@@ -106,13 +112,14 @@ class EvalOptions:
         )
         checked["batch_size"] = parse_count("batch_size", options.get("batch_size"), 1, optional=True)
         checked["seed"] = parse_count("seed", options.get("seed"), optional=True)
+        checked["devices"] = parse_devices("devices", options.get("devices"))
         return cls(**checked)
 
     def identity(self) -> dict[str, Any]:
         """The options that change what an eval writes (part of its fingerprint).
 
-        The scheduler, the worker count, the progress bar and the checkpoint interval do not: a rerun
-        with other values is the same eval, which is what lets it resume with more workers.
+        The scheduler, the worker count, the devices, the progress bar and the checkpoint interval do
+        not: a rerun with other values is the same eval, which is what lets it resume with more workers.
         """
         return {
             "skip_ok": self.skip_ok,

@@ -7,11 +7,13 @@ same result and a rerun can be recognised.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute._fingerprint import fingerprint_eval, fingerprint_job
+from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
 from lakecompute.compute._inputs import Source, estimate_bytes, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset
@@ -79,6 +81,7 @@ class EvalPlan:
     label: str
     job: str | None = None
     drop: EvalRecord | None = None
+    origin: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
@@ -121,7 +124,25 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
         seed = record.seed
     else:
         seed = draw_seed()
-    return EvalPlan(pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop)
+    origin = _lineage(pipeline, source)
+    return EvalPlan(
+        pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop, origin
+    )
+
+
+def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
+    """What the versions an eval commits record of it: its functions, a fingerprint of their code and
+    arguments, and what it read (None where they cannot be fingerprinted)."""
+    origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions]}
+    try:
+        origin["code"] = fingerprint_code(pipeline)
+    except FingerprintError:
+        origin["code"] = None
+    try:
+        origin["inputs"] = json.loads(json.dumps(source.identity(), default=str))
+    except FingerprintError:
+        origin["inputs"] = None
+    return origin
 
 
 def _target(data_in: Any, data_out: Any) -> tuple[Dataset, bool]:

@@ -3,10 +3,11 @@
 A task reads its own input range (datasets: from the committed version; sequences: by index), runs the
 fused pipeline per sample, checks and buffers the outputs, writes them as fragments into the task's
 own slots (through the dataset layer's `lakecompute.datasets.TaskWriter`), and returns only
-fragment descriptions and counts (`TaskResult`). A sample that fails ends the task with a
-`TaskFailure` in its result — a value, not an exception, so that the engine can still wait for
-the tasks before it (see ``_engine``). Per-worker state (the stages, with class-based functions
-instantiated) is built once per worker and eval.
+fragment descriptions and counts (`TaskResult`). Reading the next block and writing the previous one
+overlap the function's run on the current block (``_overlap``: bounded threads, order unchanged). A
+sample that fails ends the task with a `TaskFailure` in its result — a value, not an exception, so
+that the engine can still wait for the tasks before it (see ``_engine``). Per-worker state (the
+stages, with class-based functions instantiated) is built once per worker and eval.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import operator
 import os
 import pickle
 import threading
+import time
 import traceback
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from lakecompute.compute._inputs import Source, estimate_bytes
+from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind
 from lakecompute.compute._plan import BLOCK_BYTES, block_size
 from lakecompute.compute._runner import (
     Stage,
@@ -161,6 +164,7 @@ class TaskResult:
     failure: TaskFailure | None = None
     decisions: Decisions | None = None  # the preflight's
     block: int = 0  # the preflight's: inputs per block, from the first input (see `block_size`)
+    stages: Mapping[str, float] = field(default_factory=dict)  # seconds per stage (see _overlap.Stages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,7 +333,7 @@ class _Stop(Exception):
 class _TaskRun:
     """One task in a worker: reading blocks, running samples, buffering and writing outputs."""
 
-    def __init__(self, job: Job, task: Task, progress: ProgressFn) -> None:
+    def __init__(self, job: Job, task: Task, progress: ProgressFn, overlap: bool = True) -> None:
         assert task.decided is not None
         self.job = job
         self.task = task
@@ -364,13 +368,42 @@ class _TaskRun:
         #: Check each input's outputs as it is run, so that a refused value skips only its own input
         #: (``ignore_errors``); the values checked are written as they are.
         self.check_each = options.ignore_errors
+        self.seconds = Stages()
+        self.overlap = overlap
+        self.writes = WriteBehind(overlap, self.seconds)
+
+    def run(self) -> TaskResult:
+        """Run the task: its blocks read ahead, run here, written behind; its result, or its first failure."""
+        t0 = time.perf_counter()
+        blocks = self.blocks()
+        busy = 0.0
+        try:
+            for samples in blocks:
+                t1 = time.perf_counter()
+                self.run_block(samples)
+                self.drain()
+                busy += time.perf_counter() - t1
+            result = self.result()
+        except _Stop as stop:
+            first = self.writes.settle(stop)  # an earlier block's write may have failed first
+            if not isinstance(first, _Stop):
+                raise first from None
+            return TaskResult(self.task.number, self.task.start, self.task.stop, {}, {}, (), first.failure)
+        finally:
+            blocks.close()
+            self.writes.close()
+        self.seconds.run = busy - self.writes.waited
+        self.seconds.wall = time.perf_counter() - t0
+        return replace(result, stages=self.seconds.as_dict())
 
     # -- reading ---------------------------------------------------------------------------------
-    def blocks(self) -> Iterator[Iterable[tuple[int, Any]]]:
-        """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs."""
+    def blocks(self) -> ReadAhead[Iterable[tuple[int, Any]]]:
+        """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs, read ahead of their use
+        on reader threads (see `_readers`); the rows of a block read ahead are made as they are run."""
         task, job, block = self.task, self.job, self.decided.block
-        for start in range(task.start, task.stop, block):
-            yield _samples(job, task, start, min(task.stop, start + block))
+        ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
+        threads = _readers(job) if self.overlap else 0
+        return ReadAhead(functools.partial(_samples, job, task), ranges, threads, self.seconds)
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
@@ -515,30 +548,70 @@ class _TaskRun:
 
     # -- writing ---------------------------------------------------------------------------------
     def drain(self) -> None:
-        """Check, buffer and (when buffers fill) write the block's outputs; empty ``final``."""
+        """Hand the outputs buffered in ``final`` to the writer, which checks, encodes, buffers and (when
+        buffers fill) writes them behind the function (`WriteBehind`); empty ``final``. What the writer
+        needs is taken now (the lists, a batched function's columns, the marks, what was checked
+        already), since ``final`` is emptied for the next samples."""
         checked, self.checked = self.checked, {}
+        batched = self.job.options.batch_size is not None
+        taken = []
         for k, (name, values) in enumerate(self.final.items().items()):
             if values:
-                owners = functools.partial(_owners, self.marks, self.unusual, self.decided.expected[k], k)
-                done = checked.get(name)
-                self.writer.add(name, done if done is not None else self._encode(name, values, owners))
+                runs = self.final.runs(name) if batched else None
+                taken.append((k, name, list(values), runs, checked.get(name)))
                 self.counts[name] += len(values)
+        marks, unusual = list(self.marks), dict(self.unusual)
         self.final.reset()
         self.marks.clear()
         self.unusual.clear()
+        if taken:
+            self.writes.submit(functools.partial(self._write, taken, marks, unusual))
 
-    def _encode(self, name: str, values: list[Any], owners: Any) -> np.ndarray | list[Encoded]:
-        runs = self.final.runs(name) if self.job.options.batch_size else None
+    def _write(self, taken: list[_Taken], marks: list[int], unusual: dict[int, list[int]]) -> None:
+        """Check, encode and buffer one drain's outputs (on the writer thread; in order)."""
+        expected = self.decided.expected
+        for k, name, values, runs, done in taken:
+            if done is not None:  # checked already (the preflight's, or ignore_errors' per sample)
+                self.writer.add(name, done)
+                continue
+            owners = functools.partial(_owners, marks, unusual, expected[k], k)
+            self.writer.add(name, self._encode(name, values, owners, runs))
+
+    def _encode(
+        self, name: str, values: list[Any], owners: Any, runs: list[np.ndarray] | None
+    ) -> np.ndarray | list[Encoded]:
         try:
             return check_values(self.writer, name, values, runs, owners)
         except _BadValue as bad:
             raise _Stop(_failure(bad.index, self.last_fn, bad.exc, self.job.parent_pid)) from bad.exc
 
     def result(self) -> TaskResult:
+        """The task's result, once every write has ended (raises a write's error)."""
+        self.writes.wait()
+        t0 = time.perf_counter()
+        fragments = self.writer.finish()
+        self.seconds.write += time.perf_counter() - t0
         task = self.task
-        return TaskResult(
-            task.number, task.start, task.stop, self.writer.finish(), self.counts, tuple(self.failed)
-        )
+        return TaskResult(task.number, task.start, task.stop, fragments, self.counts, tuple(self.failed))
+
+
+#: One tensor's outputs of a drain, as the writer thread takes them: its position, name, values, a
+#: batched function's columns (or None) and the values checked already (or None).
+_Taken = tuple[int, str, list[Any], list[np.ndarray] | None, "np.ndarray | list[Encoded] | None"]
+
+
+def _readers(job: Job) -> int:
+    """Reader threads per task: what the source allows (none for input already in memory, one for a
+    sequence whose ``__getitem__`` is the user's), and for datasets a share of this machine's CPUs per
+    worker (decoding, which releases the GIL, then runs in parallel)."""
+    allowed = job.source.parallel_reads
+    if allowed <= 1:
+        return allowed
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(allowed, cpus // max(1, job.options.num_workers)))
 
 
 def _samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
@@ -710,14 +783,7 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         return TaskResult(task.number, task.start, task.stop, {}, {}, ())
     if task.preflight:
         return _run_preflight(job, task, progress)
-    run = _TaskRun(job, task, progress)
-    try:
-        for samples in run.blocks():
-            run.run_block(samples)
-            run.drain()
-    except _Stop as stop:
-        return TaskResult(task.number, task.start, task.stop, {}, {}, (), stop.failure)
-    return run.result()
+    return _TaskRun(job, task, progress).run()
 
 
 # -- the preflight -----------------------------------------------------------------------------------
@@ -837,7 +903,8 @@ def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     if failure is not None:
         return TaskResult(task.number, task.start, stop, {}, {}, (), failure, decisions, block)
     ran = [s for s in inputs.read if s[0] in outcomes]
-    run = _TaskRun(job, replace(task, stop=stop, decided=decide_outputs(job, decisions, block)), progress)
+    decided = decide_outputs(job, decisions, block)
+    run = _TaskRun(job, replace(task, stop=stop, decided=decided), progress, False)
     run.call = functools.partial(_replay, outcomes, run.lists, run.names)
     # Only the deciding input wrote anything (the ones before it failed or wrote nothing), and its
     # outputs were checked deciding: they are written as they are, not checked again.

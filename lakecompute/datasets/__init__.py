@@ -9,6 +9,7 @@ transaction, column readers) is its `DatasetCore`, found with `core_of`.
 from lakecompute.datasets._columns import pad_value, read_columns
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._diff import TensorDiff, VersionDiff
 from lakecompute.datasets._eval_write import (
     Decisions,
     EvalWrite,
@@ -17,16 +18,22 @@ from lakecompute.datasets._eval_write import (
     TaskWriter,
     written_in_place,
 )
+from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
+from lakecompute.datasets._save import COPY_ROWS, CopyPlan
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorInfo, TensorView
+from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [
+    "COPY_ROWS",
+    "Checkout",
     "ColumnReader",
+    "CopyPlan",
     "Dataset",
     "DatasetCore",
     "DatasetView",
@@ -43,14 +50,19 @@ __all__ = [
     "StreamReader",
     "TaskWriter",
     "Tensor",
+    "TensorDiff",
     "TensorInfo",
     "TensorSchema",
     "TensorView",
+    "VersionDiff",
     "base_dataset",
+    "checkout_of",
     "compact",
     "core_of",
     "pad_value",
     "read_columns",
+    "read_committed",
+    "resolve",
     "snapshot",
     "vacuum",
     "written_in_place",

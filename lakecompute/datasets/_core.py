@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from lakecompute.datasets._transaction import Transaction
+from lakecompute.datasets._transaction import Checkout, Transaction
 from lakecompute.errors import ReadOnlyError, TensorDoesNotExistError
 from lakecompute.storage import ArrayCache, Backend, Manifest, TensorState
 
@@ -42,13 +42,24 @@ class DatasetCore:
         readers: a column reader per tensor read since its state last changed (see `reader`).
     """
 
-    def __init__(self, backend: Backend, manifest: Manifest, *, read_only: bool, pinned: bool) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        manifest: Manifest,
+        *,
+        read_only: bool,
+        pinned: bool,
+        checkout: Checkout | None,
+    ) -> None:
         self.backend = backend
         self.cache = ArrayCache(backend.zarr_store(), backend=backend)
+        self.opened_read_only = read_only
         self.read_only = read_only or pinned
         self.pinned = pinned
         self.readers: dict[str, ColumnReader] = {}
-        self.txn = Transaction(backend, self.cache.store, self.cache, manifest, self.forget_reader)
+        self.txn = Transaction(
+            backend, self.cache.store, self.cache, manifest, self.forget_reader, None if pinned else checkout
+        )
 
     # -- what the handle reads -------------------------------------------------------------------
     @property
@@ -60,6 +71,19 @@ class DatasetCore:
     def version(self) -> int:
         """The committed version the handle reads (and builds on)."""
         return self.txn.base.version
+
+    @property
+    def branch(self) -> str | None:
+        """The branch the handle is on (its commits move it); None when pinned to a version."""
+        checkout = self.txn.checkout
+        return None if checkout is None else checkout.name
+
+    def move(self, checkout: Checkout | None, base: Manifest) -> None:
+        """Put the handle on branch ``checkout`` at ``base`` (``None``: pinned to ``base``, read-only);
+        uncommitted changes are dropped, cached chunks kept (stored data never changes)."""
+        self.pinned = checkout is None
+        self.read_only = self.opened_read_only or self.pinned
+        self.txn.switch(checkout, base)
 
     @property
     def dataset_id(self) -> str:
@@ -121,7 +145,8 @@ class DatasetCore:
             raise ReadOnlyError(
                 f"Version {self.version} of {self.path!r} was opened with version=; "
                 "old versions are read-only. "
-                "Open the latest with lc.load(path) to write."
+                "Open the latest with lc.load(path) to write, or start a branch from this version with "
+                "ds.checkout(name, create=True)."
             )
         if self.read_only:
             raise ReadOnlyError(

@@ -10,17 +10,19 @@ write call commits; inside one, the block commits once.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._index import parse_index
-from lakecompute.datasets._records import EvalRecord, parse_records
+from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._tensor import Tensor
+from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._verbs import DatasetInfo
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
@@ -31,15 +33,19 @@ from lakecompute.errors import (
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
 from lakecompute.storage import (
+    DEFAULT_BRANCH,
     Backend,
     BackendSpec,
     Manifest,
     TensorState,
-    latest_version,
-    list_versions,
+    list_branches,
     open_backend,
+    read_branch,
     read_manifest,
 )
+
+if TYPE_CHECKING:
+    from lakecompute.datasets._diff import VersionDiff
 
 __all__ = ["Dataset"]
 
@@ -48,10 +54,19 @@ class Dataset(_Samples):
     """A lakecompute dataset. Create or open one with `lc.empty`, `lc.load` or `lc.dataset`."""
 
     def __init__(
-        self, backend: Backend, manifest: Manifest, *, read_only: bool = False, pinned: bool = False
+        self,
+        backend: Backend,
+        manifest: Manifest,
+        *,
+        read_only: bool = False,
+        pinned: bool = False,
+        checkout: Checkout | None = None,
     ) -> None:
+        if checkout is None and not pinned:
+            # Opened at ``manifest`` as main's head (the refs as they are now: None before branches).
+            checkout = Checkout(DEFAULT_BRANCH, read_branch(backend, DEFAULT_BRANCH))
         # Everything the handle's tensors, views, readers and maintenance share (see DatasetCore).
-        self._core = DatasetCore(backend, manifest, read_only=read_only, pinned=pinned)
+        self._core = DatasetCore(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -81,6 +96,24 @@ class Dataset(_Samples):
     @property
     def read_only(self) -> bool:
         return self._core.read_only
+
+    @property
+    def branch(self) -> str | None:
+        """The branch this handle is on: its writes, evals, restores and merges move it. None for a handle
+        opened at a version (``lc.load(path, version=...)``), which reads that version only."""
+        return self._core.branch
+
+    @property
+    def branches(self) -> list[str]:
+        """Every branch of the dataset, sorted (``"main"`` always among them)."""
+        return list_branches(self._core.backend)
+
+    @property
+    def tags(self) -> dict[str, int]:
+        """Every tag of the dataset: name -> the version it names."""
+        from lakecompute.datasets._versions import tags
+
+        return tags(self)
 
     def _base_ds(self) -> Dataset:
         return self
@@ -185,11 +218,13 @@ class Dataset(_Samples):
         in_place: bool,
         resume: EvalRecord | None = None,
         job: str = "",
+        origin: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into this dataset: its part of the write transaction.
 
         Pending changes must be committed first (``commit()``), so that the eval's commits hold only
-        its own outputs.
+        its own outputs. ``origin`` is the lineage every version the eval commits records (its
+        functions, the fingerprint of their code, what it read); its commits land on the handle's branch.
 
         Raises:
             ReadOnlyError: the dataset was opened read-only or at an old version.
@@ -199,7 +234,9 @@ class Dataset(_Samples):
             raise InvalidArgumentError(
                 f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return self._core.txn.begin_eval(fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+        return self._core.txn.begin_eval(
+            fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
+        )
 
     def drop_unfinished(self, record: EvalRecord) -> int:
         """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version
@@ -261,7 +298,8 @@ class Dataset(_Samples):
                 meta["class_names"] = names
             elif spec.htype == "class_label":
                 meta["class_names"] = []
-            self._core.txn.add_tensor(TensorState(spec, parse_htype_info(spec, meta)))
+            info = parse_htype_info(spec, meta)
+            self._core.txn.add_tensor(TensorState(spec, info, tid=uuid.uuid4().hex))
         return Tensor(self, name)
 
     def create_tensor_like(self, name: str, source: Tensor) -> Tensor:
@@ -361,33 +399,145 @@ class Dataset(_Samples):
                 txn.write(name, enc)
 
     # -- history and maintenance -----------------------------------------------------------------
-    def log(self) -> list[dict[str, Any]]:
-        """Committed versions, oldest first: number, time, message and sample counts.
+    def log(self, all_branches: bool = False) -> list[dict[str, Any]]:
+        """The history of the version this handle reads, oldest first: it and every version it descends
+        from (through every parent of a merge); with ``all_branches=True``, every version any branch or
+        tag reaches (``lakecompute log PATH --graph`` draws it).
 
-        A version committed by an eval also has ``"eval"``: its functions (``label``), ``status``
-        (``"running"`` at a checkpoint, ``"done"``), inputs ``done`` and the ``seed`` its ``rng``
-        generators came from — pass it to ``eval(seed=)`` to reproduce the run.
+        Each entry has ``version``, ``time``, ``message``, ``samples`` (per tensor), ``parents`` (the
+        branch's previous head first, then a merged one), ``branch`` (where it was committed),
+        ``branches`` and ``tags`` (those whose head or name it is), and, when known, what produced it:
+        ``origin`` (``{"op": "restore", "version": 3}``, ``{"op": "merge", "source": ...}``, ...) and for a
+        version an eval committed ``"eval"``: its functions (``label``), ``status`` (``"running"`` at a
+        checkpoint, ``"done"``), inputs ``done``, the ``seed`` its ``rng`` generators came from (pass it
+        to ``eval(seed=)`` to reproduce the run), and its lineage: ``functions``, ``code`` (a fingerprint
+        of their code and arguments) and ``inputs`` (what it read: a dataset's location and version).
         """
-        out = []
-        backend = self._core.backend
-        for v in list_versions(backend):
-            m = read_manifest(backend, v)
-            entry = {"version": v, "time": m.time, "message": m.message, "samples": m.sample_counts()}
-            for record in parse_records(m, self.path).values():
-                if record.version == v:
-                    entry["eval"] = {k: getattr(record, k) for k in ("label", "status", "done", "seed")}
-            out.append(entry)
-        return out
+        from lakecompute.datasets._history import log_entries
+        from lakecompute.parsing import parse_flag
+
+        every = parse_flag("all_branches", all_branches)
+        return log_entries(self._core.backend, None if every else self.version, self.path)
 
     def reload(self) -> None:
-        """Move this handle to the latest committed version (drops uncommitted changes)."""
+        """Move this handle to the newest committed version of its branch (drops uncommitted changes); a
+        handle opened at a version stays there."""
         core = self._core
-        latest = latest_version(core.backend)
-        base = core.txn.base
-        if latest is not None and not core.pinned:
-            base = read_manifest(core.backend, latest)
         core.cache.clear()
-        core.txn.reset(base)
+        name = core.branch
+        if name is None:
+            core.txn.reset(core.txn.base)
+            return
+        checkout, head = checkout_of(core.backend, name)
+        core.move(checkout, read_manifest(core.backend, head))
+
+    # -- branches, tags and undo (see docs/versions.md) -----------------------------------------------
+    def checkout(self, name: str, create: bool = False) -> None:
+        """Switch this handle to branch ``name`` (at its newest version); with ``create=True``, start a
+        new branch there from the version this handle reads (also from an old version opened with
+        ``lc.load(path, version=...)``). Writes, evals, restores and merges then land on that branch,
+        and other branches are left untouched.
+
+        Raises:
+            RefNotFoundError: no branch ``name`` (pass ``create=True`` to make it).
+            RefExistsError: ``create=True`` and a branch or tag has that name.
+            InvalidArgumentError: an invalid name, or uncommitted changes (commit or roll back first).
+
+        Example:
+            >>> import lakecompute as lc
+            >>> ds = lc.from_numpy("mem://checkout-doc", {"x": [1, 2]}, overwrite=True)
+            >>> ds.checkout("experiment", create=True)
+            >>> ds.x.append(3)
+            >>> ds.branch, len(ds), len(lc.load("mem://checkout-doc")), ds.branches
+            ('experiment', 3, 2, ['experiment', 'main'])
+        """
+        from lakecompute.datasets._versions import checkout
+
+        checkout(self, name, create)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete branch ``name`` (one atomic step). Its versions stay readable by number while another
+        branch or a tag reaches them; ``vacuum()`` removes the rest.
+
+        Raises:
+            RefNotFoundError: no such branch.
+            InvalidArgumentError: ``"main"``, or the branch this handle is on.
+        """
+        from lakecompute.datasets._versions import delete_branch
+
+        delete_branch(self, name)
+
+    def tag(self, name: str, version: int | str | None = None) -> int:
+        """Name a version (by default the one this handle reads): ``lc.load(path, version=name)`` opens
+        it, and ``vacuum()`` keeps it. Tags never move. Returns the version tagged.
+
+        Raises:
+            RefExistsError: a tag or branch has that name.
+            DatasetNotFoundError: no such version.
+        """
+        from lakecompute.datasets._versions import tag
+
+        return tag(self, name, version)
+
+    def delete_tag(self, name: str) -> None:
+        """Delete tag ``name`` (the version stays while a branch or tag reaches it).
+
+        Raises:
+            RefNotFoundError: no such tag.
+        """
+        from lakecompute.datasets._versions import delete_tag
+
+        delete_tag(self, name)
+
+    def restore(self, version: int | str) -> int:
+        """Undo: commit a new version, on this branch, whose content equals ``version`` (a number, tag or
+        branch): every tensor, the dataset's info, and the evals it remembered. No data is copied, and
+        the versions in between stay readable. Returns the new version.
+
+        Raises:
+            ReadOnlyError: the handle cannot write.
+            InvalidArgumentError: uncommitted changes.
+            DatasetNotFoundError: no such version.
+        """
+        from lakecompute.datasets._versions import restore
+
+        return restore(self, version)
+
+    def diff(self, a: int | str | None = None, b: int | str | None = None) -> VersionDiff:
+        """What changed from ``a`` to ``b`` (version numbers, branches or tags), read from the two
+        versions' manifests (no sample is read): per tensor, the rows appended, replaced and removed (as
+        ``(start, stop)`` ranges), tensors created, deleted and renamed, spec and info changes.
+
+        ``b`` defaults to the version this handle reads; without ``a`` either, the diff is what that
+        version's commit changed. Rows count as replaced when they are stored anew, which ``compact()``
+        does for every row (with equal values).
+
+        Raises:
+            RefNotFoundError: a name that is no branch or tag.
+            DatasetNotFoundError: no such version.
+        """
+        from lakecompute.datasets._versions import diff
+
+        return diff(self, a, b)
+
+    def merge(self, source: int | str, conflict_resolution: str | None = None) -> int:
+        """Bring the changes of ``source`` (a branch, tag or version) into this handle's branch; returns
+        the version the branch is at afterwards.
+
+        Fast-forwards when this branch has not moved since ``source`` started from it; otherwise commits
+        a version with two parents that combines changes to different tensors or different rows (rows
+        appended on both sides are all kept, this branch's first). Changes of the same rows or tensors on
+        both sides raise `MergeConflictError` naming them, unless ``conflict_resolution`` is ``"ours"``
+        (this branch's changes win) or ``"theirs"`` (``source``'s win). One atomic commit either way.
+
+        Raises:
+            MergeConflictError: overlapping changes (nothing is committed).
+            RefNotFoundError: ``source`` names no branch or tag.
+            InvalidArgumentError: uncommitted changes, or a bad ``conflict_resolution``.
+        """
+        from lakecompute.datasets._merge import merge
+
+        return merge(self, source, conflict_resolution)
 
     def compact(self) -> int:
         """Rewrite every tensor into one fragment (content unchanged); returns the new version."""
@@ -439,22 +589,33 @@ class Dataset(_Samples):
             )
         spec = self.location
         core = self._core
-        return (_reopen, (spec.url, dict(spec.storage_options), self.version, core.read_only, core.pinned))
+        where = core.txn.checkout
+        args = (spec.url, dict(spec.storage_options), self.version, core.opened_read_only, core.pinned, where)
+        return (_reopen, args)
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
+        branch = self._core.branch
+        on = f", branch={branch!r}" if branch not in (None, DEFAULT_BRANCH) else ""
         return (
-            f"Dataset(path={self.path!r}, version={self.version}, tensors={self._core.names()!r}, "
+            f"Dataset(path={self.path!r}, version={self.version}{on}, tensors={self._core.names()!r}, "
             f"samples={len(self)}{mode})"
         )
 
 
 def _reopen(
-    url: str, storage_options: dict[str, Any], version: int, read_only: bool, pinned: bool
+    url: str,
+    storage_options: dict[str, Any],
+    version: int,
+    read_only: bool,
+    pinned: bool,
+    checkout: Checkout | None = None,
 ) -> Dataset:
-    """A pickled `Dataset`, opened again at the version it read (`Dataset.__reduce__`)."""
+    """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`)."""
     backend = open_backend(url, storage_options)
-    return Dataset(backend, read_manifest(backend, version), read_only=read_only, pinned=pinned)
+    return Dataset(
+        backend, read_manifest(backend, version), read_only=read_only, pinned=pinned, checkout=checkout
+    )
 
 
 def _as_sequence(name: str, values: Any) -> Any:

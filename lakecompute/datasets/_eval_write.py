@@ -242,6 +242,7 @@ class EvalWrite:
         resume: the record of an interrupted run of the same eval to continue from, if any.
         job: what the eval is for (see `EvalRecord.job`); its record replaces an unfinished one of the
             same job.
+        origin: the lineage each version the eval commits records (``Manifest.origin``).
     """
 
     def __init__(
@@ -253,9 +254,11 @@ class EvalWrite:
         in_place: bool,
         resume: EvalRecord | None,
         job: str = "",
+        origin: Mapping[str, Any] | None = None,
     ) -> None:
         self._txn = txn
         self.job = job
+        self.origin = dict(origin or {})
         self.fingerprint = fingerprint
         self.label = label
         self.in_place = in_place
@@ -331,17 +334,17 @@ class EvalWrite:
         message = f"eval {self.label}: checkpoint at {progress.done}"
         record = self._record("running", progress)
         if not self.in_place:
-            self._txn.commit(message, record)
+            self._txn.commit(message, record, self.origin)
             self._reopen()
         elif record is not None:  # in place, checkpoints exist only to be resumed: they need the record
-            self._txn.commit_record(message, record)
+            self._txn.commit_record(message, record, self.origin)
 
     def commit(self, progress: EvalProgress) -> int:
         """The final commit; returns the version that holds the eval's result."""
         suffix = " (in place)" if self.in_place else ""
         if self._grant is not None:
             self._txn.unpin()  # the workers are done: the final commit releases the lease
-        self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress))
+        self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress), self.origin)
         return self._txn.base.version
 
     def _reopen(self) -> None:

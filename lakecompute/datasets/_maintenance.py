@@ -21,6 +21,7 @@ import numpy as np
 
 from lakecompute import compression
 from lakecompute.datasets._core import DatasetCore, core_of
+from lakecompute.datasets._history import collectable
 from lakecompute.datasets._records import parse_records
 from lakecompute.datasets._session import WriteSession
 from lakecompute.htypes import Encoded
@@ -38,10 +39,13 @@ from lakecompute.storage import (
     TensorState,
     create_typed_array,
     let_go_released,
+    list_branches,
+    list_lines,
     list_versions,
+    read_branch,
     read_leases,
-    read_manifest,
     segment_time,
+    version_key,
 )
 
 if TYPE_CHECKING:
@@ -239,11 +243,16 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     lease covers when the leases are read is never written again, and it is garbage if no version
     read afterwards references it.
 
+    Versions follow reachability: every version a branch or a tag reaches is kept (with
+    ``keep_versions=n``, the ``n`` newest of each branch and the tagged ones); a deleted branch's versions
+    go once older than ``grace_seconds``; the data only removed versions used goes with them.
+
     Args:
-        ds: the dataset (its latest version is always kept).
+        ds: the dataset (every branch's newest version is always kept).
         grace_seconds: data younger than this is left alone whatever the leases say (data written
-            by lakecompute versions before leases is protected by this alone).
-        keep_versions: keep only this many newest versions (None keeps all).
+            by lakecompute versions before leases is protected by this alone), and so are versions of
+            deleted branches committed more recently.
+        keep_versions: keep only this many newest versions of each branch (None keeps all).
 
     Returns:
         Counts of removed ``versions``, ``segments`` and ``chunks``.
@@ -256,14 +265,14 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     now = time.time()
     leases = read_leases(backend, now)
     removable = _Removable(leases.covered, grace_seconds, now)
+    lines = list_lines(backend)
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
-    if keep_versions is not None and len(versions) > keep_versions:
-        for v in versions[:-keep_versions]:
-            backend.delete(f"versions/{v:010d}.json")
-            removed["versions"] += 1
-        versions = versions[-keep_versions:]
-    manifests = [read_manifest(backend, v) for v in versions]
+    manifests, drop = collectable(backend, versions, keep_versions, grace_seconds, LEASE_SECONDS, now)
+    for v in drop:
+        backend.delete(version_key(v))
+        removed["versions"] += 1
+    _drop_dead_lines(backend, lines, manifests)
     needed = _referenced(manifests, ds.path)
     for path in stored.typed:
         if removable(path.rsplit("/", 1)[-1]) and TYPED_PREFIX + path not in needed:
@@ -281,6 +290,20 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         backend.delete(key)  # its writer can no longer commit (see Lease.check)
     _sweep_temp_files(backend, removable, max(grace_seconds, TEMP_FILE_SECONDS))
     return removed
+
+
+def _drop_dead_lines(backend: Backend, lines: list[str], kept: list[Manifest]) -> None:
+    """Remove the moves of deleted branches: lines (listed before the refs are read) that no branch names
+    and no kept version was committed on (their moves tell that those versions were committed).
+
+    A line is never used again once its branch is gone (a branch made again under the same name gets a
+    new line), so nothing can be adding to it that matters.
+    """
+    live = {ref.line for name in list_branches(backend) if (ref := read_branch(backend, name)) is not None}
+    live |= {m.line for m in kept if m.line is not None}
+    for line in lines:
+        if line not in live:
+            backend.delete_tree(f"refs/lines/{line}")
 
 
 #: Temp files younger than this are never swept, whatever ``grace_seconds`` says: writing one file (and

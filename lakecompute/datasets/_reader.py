@@ -150,6 +150,29 @@ class ColumnReader:
             raise self.locator.located(exc, start, stop) from exc
         return out
 
+    def read_encoded_at(self, positions: np.ndarray) -> list[Encoded]:
+        """The samples at ``positions`` of a ``bytes`` kind tensor as stored: encoded blobs with their
+        shapes, in the order asked for, for copying byte for byte (``view.save``).
+
+        Unlike `read_encoded` the blobs are not decoded: each comes from chunks whose checksums were
+        verified when read, and is copied as it is (a copy of a PNG or JPEG is the same bytes, and a
+        reader of the copy decodes it as a reader of the original would).
+
+        Raises:
+            DatasetCorruptError: stored data the samples need is missing or damaged.
+        """
+        positions = np.asarray(positions, dtype=np.int64)
+        out: list[Encoded | None] = [None] * len(positions)
+        try:
+            for j, sel, samples in self.locator.group(positions):
+                stored = self.locator.indexed_at(self.frags[j], samples)
+                for i, (items, shape, _) in zip(sel.tolist(), stored, strict=True):
+                    out[i] = Encoded(None, items.tobytes(), shape)
+        except DatasetCorruptError as exc:
+            span = (int(positions.min()), int(positions.max()) + 1) if len(positions) else (0, 0)
+            raise self.locator.located(exc, *span) from exc
+        return out  # type: ignore[return-value]  # every position was filled
+
     # -- gather access ------------------------------------------------------------------------
     def read_at(
         self, positions: np.ndarray, stack: Literal["samples", "fragments"] = "samples"

@@ -11,8 +11,8 @@ manifest that names it is committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +23,14 @@ from lakecompute import compression
 from lakecompute.datasets._records import EvalRecord, as_reference, parse_records, reference_of
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession, rank_of
-from lakecompute.errors import CommitConflictError, DatasetNotFoundError
+from lakecompute.errors import CommitConflictError, DatasetNotFoundError, RefNotFoundError
 from lakecompute.htypes import Encoded, TensorSpec
 from lakecompute.storage import (
+    DEFAULT_BRANCH,
     MAX_SLOTS,
     ArrayCache,
     Backend,
+    BranchRef,
     Fragment,
     Lease,
     Manifest,
@@ -36,18 +38,55 @@ from lakecompute.storage import (
     SlotWriter,
     TensorState,
     append_fragment,
-    commit_manifest,
+    commit_version,
     create_segment,
     dataset_id_of,
+    ensure_main,
     latest_version,
+    list_branches,
+    moved_to,
     new_segment_id,
+    read_branch,
     read_manifest,
 )
 
 if TYPE_CHECKING:
     from lakecompute.datasets._eval_write import EvalWrite
 
-__all__ = ["Head", "SlotAllocator", "Transaction"]
+__all__ = ["Checkout", "Head", "SlotAllocator", "Transaction"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkout:
+    """The branch a handle is on: the one its commits move.
+
+    Attributes:
+        name: the branch's name.
+        ref: its ref as read when the handle got onto it; None for ``main`` of a dataset that had no refs
+            then (written before branches): its first commit writes ``main``'s ref (see
+            `lakecompute.storage.ensure_main`).
+    """
+
+    name: str
+    ref: BranchRef | None
+
+
+def checkout_of(backend: Backend, name: str) -> tuple[Checkout, int]:
+    """Branch ``name`` of the dataset, and the version it is at.
+
+    Raises:
+        RefNotFoundError: there is no such branch.
+        DatasetCorruptError: its ref or a move is damaged.
+    """
+    from lakecompute.storage import branch_head
+
+    ref = read_branch(backend, name)
+    if ref is not None:
+        return Checkout(name, ref), branch_head(backend, ref)
+    latest = latest_version(backend) if name == DEFAULT_BRANCH else None
+    if latest is None:
+        raise RefNotFoundError(backend.url, name, "branch", list_branches(backend))
+    return Checkout(name, None), latest
 
 
 class SlotAllocator:
@@ -245,6 +284,7 @@ class Transaction:
         base: the committed version the handle builds on.
         on_change: called with a tensor name when that tensor's content changed (None: all of them),
             so the handle can drop readers built on the old content.
+        checkout: the branch commits move (None for a handle pinned to a version, which never commits).
     """
 
     def __init__(
@@ -254,8 +294,10 @@ class Transaction:
         cache: ArrayCache,
         base: Manifest,
         on_change: Callable[[str | None], None],
+        checkout: Checkout | None,
     ) -> None:
         self.backend = backend
+        self.checkout = checkout
         self.store = store
         self.cache = cache
         self.base = base
@@ -392,8 +434,15 @@ class Transaction:
         self._on_change(name)
 
     # -- committing ------------------------------------------------------------------------------
-    def commit(self, message: str, record: EvalRecord | None = None) -> bool:
+    def commit(
+        self, message: str, record: EvalRecord | None = None, origin: Mapping[str, Any] | None = None
+    ) -> bool:
         """Commit the head as the next version; False (nothing done) when there is nothing to commit.
+
+        Args:
+            message: what the commit did.
+            record: the record of the eval committing, if any.
+            origin: what produced the version (an eval's functions, code and input), if known.
 
         Raises:
             CommitConflictError: another writer committed that version first; nothing of this one is kept.
@@ -403,7 +452,7 @@ class Transaction:
             self._let_go()
             return False
         changed = self.head.changed
-        self._publish(self.head.build(), message, record)
+        self._publish(self.head.build(), message, record, origin=origin)
         self.head = Head(self.base)
         self.dirty = False
         self.notes.clear()
@@ -412,33 +461,116 @@ class Transaction:
         self._let_go()
         return True
 
-    def commit_record(self, message: str, record: EvalRecord) -> None:
+    def commit_record(
+        self, message: str, record: EvalRecord, origin: Mapping[str, Any] | None = None
+    ) -> None:
         """Commit the base's content with ``record`` added, keeping the head as it is.
 
         An in-place eval checkpoints this way: its progress is saved (with its new fragments parked in
         the record), but readers keep seeing the old content until its final commit swaps them in.
         """
         self.flush()
-        self._publish(self.base, message, record)
+        self._publish(self.base, message, record, origin=origin)
 
-    def _publish(self, content: Manifest, message: str, record: EvalRecord | None) -> None:
-        """Commit ``content`` as the version after the base, with ``message`` and ``record``."""
-        version = self.base.version + 1
-        new = replace(
-            content,
-            version=version,
-            parent=self.base.version,
-            message=message,
-            evals=_next_evals(content.evals, record, version),
-            dataset_id=self.dataset_id,  # every version names its dataset (a legacy one's, from now on)
-        )
+    def _publish(
+        self,
+        content: Manifest,
+        message: str,
+        record: EvalRecord | None,
+        *,
+        merged: Sequence[Manifest] = (),
+        origin: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Commit ``content`` as the next version of the branch, after the base, with ``message`` and
+        ``record``; ``merged`` are the further parents of a merge, ``origin`` what produced it.
+
+        Raises:
+            CommitConflictError: another writer moved the branch first; nothing of this one is kept.
+            RefNotFoundError: the branch was deleted meanwhile (the commit is on no branch).
+        """
+        ref = self._branch_ref()
+        base = self.base
+        dataset_id = self.dataset_id
+        if base.version < ref.start:  # a handle from before the branch began (a stale pickle): never on it
+            raise CommitConflictError(self.backend.url, base.version, ref.start)
+        reach = _joined([base.reach_of(), *(m.reach_of() for m in merged)])
+
+        def build(version: int) -> Manifest:
+            return replace(
+                content,
+                version=version,
+                parent=base.version,
+                message=message,
+                evals=_next_evals(content.evals, record, version),
+                branch=ref.name,
+                line=ref.line,
+                merged=tuple(m.version for m in merged),
+                reach=reach,
+                origin=dict(origin or {}),
+                dataset_id=dataset_id,  # every version names its dataset (a legacy one's, from now on)
+            )
+
         # Last, just before the manifest lands: data written under a lapsed lease may be gone.
         self.lease.check()
-        committed = commit_manifest(self.backend, new)
+        committed = commit_version(self.backend, build, base.version + 1)
         if committed is None:
-            found = latest_version(self.backend) or new.version
-            raise CommitConflictError(self.backend.url, self.base.version, found)
+            found = moved_to(self.backend, ref.line, base.version) or base.version
+            raise CommitConflictError(self.backend.url, base.version, found)
+        if ref.name != DEFAULT_BRANCH:
+            self._check_still_there(ref)
         self.base = committed
+
+    def _branch_ref(self) -> BranchRef:
+        """The ref of the branch commits move; for ``main`` of a dataset opened before it had refs, the
+        ref is written first (and this handle must still be at its start).
+
+        Raises:
+            CommitConflictError: another writer committed since this handle opened the dataset.
+        """
+        checkout = self.checkout
+        assert checkout is not None  # handles pinned to a version never commit (check_writable)
+        if checkout.ref is not None:
+            return checkout.ref
+        ref = ensure_main(self.backend, latest_version(self.backend) or 0)
+        if ref.start != self.base.version:
+            raise CommitConflictError(self.backend.url, self.base.version, ref.start)
+        self.checkout = Checkout(checkout.name, ref)
+        return ref
+
+    def _check_still_there(self, ref: BranchRef) -> None:
+        now = read_branch(self.backend, ref.name)
+        if now is None or now.line != ref.line:
+            raise RefNotFoundError(
+                self.backend.url,
+                ref.name,
+                "branch",
+                list_branches(self.backend),
+                detail="It was deleted while this write committed; nothing of the write is on any branch.",
+            )
+
+    def fast_forward(self, target: Manifest) -> None:
+        """Move the branch to ``target``, a version that descends from the base (a fast-forward merge):
+        one atomic step, no new version.
+
+        Raises:
+            CommitConflictError: another writer moved the branch first.
+        """
+        from lakecompute.storage import advance, write_line_hint
+
+        ref = self._branch_ref()
+        self.lease.check()
+        if not advance(self.backend, ref.line, self.base.version, target.version):
+            found = moved_to(self.backend, ref.line, self.base.version) or self.base.version
+            raise CommitConflictError(self.backend.url, self.base.version, found)
+        write_line_hint(self.backend, ref.line, target.version)
+        if ref.name != DEFAULT_BRANCH:
+            self._check_still_there(ref)
+        self.reset(target)
+
+    def switch(self, checkout: Checkout | None, base: Manifest) -> None:
+        """Build on ``base`` of branch ``checkout`` from now on (``None``: pinned to ``base``)."""
+        self.checkout = checkout
+        self.reset(base)
 
     def block_message(self) -> str:
         """A commit message for what a ``with`` block did: its write calls, repeats counted."""
@@ -493,24 +625,61 @@ class Transaction:
         return parse_records(kept, self.backend.url).get(fingerprint, known)
 
     def begin_eval(
-        self, fingerprint: str | None, *, label: str, in_place: bool, resume: EvalRecord | None, job: str
+        self,
+        fingerprint: str | None,
+        *,
+        label: str,
+        in_place: bool,
+        resume: EvalRecord | None,
+        job: str,
+        origin: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into this dataset (see `EvalWrite`)."""
         from lakecompute.datasets._eval_write import EvalWrite
 
-        return EvalWrite(self, fingerprint, label=label, in_place=in_place, resume=resume, job=job)
+        return EvalWrite(
+            self, fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
+        )
 
     def restore(self, version: int, message: str) -> None:
-        """Commit, as the next version, the content and records of the older ``version``.
+        """Commit, as the next version, the content and records of the older ``version`` (the tensors,
+        the dataset's info and the eval records it had; no data is copied).
 
-        How ``rerun=True`` drops the kept outputs of an unfinished eval: the new version equals the one
-        before that eval began (older versions stay readable).
+        How ``ds.restore(n)`` undoes later commits, and how ``rerun=True`` drops the kept outputs of an
+        unfinished eval: the new version equals the one before that eval began (older versions stay
+        readable).
         """
         old = read_manifest(self.backend, version)
         self.rollback()
-        self._publish(old, message, None)
+        self._publish(old, message, None, origin={"op": "restore", "version": version})
         self.head = Head(self.base)
         self._on_change(None)
+
+    def commit_merge(
+        self, content: Manifest, message: str, theirs: Manifest, origin: Mapping[str, Any]
+    ) -> None:
+        """Commit ``content`` (the base's and ``theirs``'s changes combined) as a merge of ``theirs`` into
+        the branch: a version with two parents.
+
+        Raises:
+            CommitConflictError: another writer moved the branch first; nothing of the merge is kept.
+        """
+        self.rollback()
+        self._publish(content, message, None, merged=(theirs,), origin=origin)
+        self.head = Head(self.base)
+        self.dirty = False
+        self._on_change(None)
+        self._let_go()
+
+
+def _joined(reaches: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """The reach of a version with these parents: per line, the newest version any of them reaches."""
+    out: dict[str, int] = {}
+    for reach in reaches:
+        for line, at in reach.items():
+            if at > out.get(line, -1):
+                out[line] = at
+    return out
 
 
 def _unfinished_of(obj: Any, job: str) -> bool:

@@ -188,6 +188,38 @@ class _Samples(_Reading):
         options = {"num_workers": num_workers, "scheduler": scheduler, "progressbar": progressbar}
         return filter_samples(cast("Dataset | DatasetView", self), fn_or_mask, options)
 
+    def save(
+        self,
+        dest: str | os.PathLike[str],
+        overwrite: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        progressbar: bool = True,
+        checkpoint_interval: int | None = None,
+    ) -> Dataset:
+        """Write these rows as a new dataset at ``dest`` and return it: a saved view (``lc.copy``).
+
+        Encoded samples (JPEG, PNG, WebP, text, json) are copied as the bytes they are stored as.
+        Resumable: after a failure or a kill the same call continues after its last checkpoint (every
+        ``checkpoint_interval`` rows, default 16,384); after it completed, it writes nothing.
+
+        Example:
+            >>> import lakecompute as lc
+            >>> ds = lc.from_numpy("mem://save-doc", {"x": [3, 8, 1, 9]}, overwrite=True)
+            >>> view = ds.filter([True, False, False, True])
+            >>> view.save("mem://save-doc-sub", progressbar=False).x.numpy().tolist()
+            [3, 9]
+        """
+        import lakecompute as lc
+
+        return lc.copy(
+            cast("Dataset | DatasetView", self),
+            dest,
+            overwrite=overwrite,
+            storage_options=storage_options,
+            progressbar=progressbar,
+            checkpoint_interval=checkpoint_interval,
+        )
+
     def random_split(self, fractions: Sequence[float], seed: int = 0) -> list[DatasetView]:
         """Disjoint random subsets as views: ``train, val = ds.random_split([0.8, 0.2], seed=0)``.
 

@@ -21,7 +21,14 @@ Example:
 """
 
 from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
-from lakecompute.ingest._files import IMAGE_EXTENSIONS, ImageFile, PathLike, load_for_ingest, read
+from lakecompute.ingest._files import (
+    IMAGE_EXTENSIONS,
+    ImageFile,
+    PathLike,
+    load_for_ingest,
+    read,
+    skip_advice,
+)
 from lakecompute.ingest._numpy import from_numpy
 from lakecompute.ingest._options import IngestKwargs, IngestOptions
 from lakecompute.ingest._plan import (
@@ -52,5 +59,6 @@ __all__ = [
     "read",
     "refuse_overlap",
     "run_ingest",
+    "skip_advice",
     "target_mode",
 ]

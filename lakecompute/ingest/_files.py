@@ -7,6 +7,7 @@ stored as its bytes (a JPEG is not re-encoded and loses nothing); otherwise it i
 from __future__ import annotations
 
 import os
+import re
 from io import BytesIO
 from typing import TYPE_CHECKING, Any, Final
 
@@ -170,15 +171,32 @@ _FIX_FILE = "Fix or remove the file."
 def unreadable(path: str, exc: BaseException, tensor: str = "") -> InvalidSampleError:
     """A file that is not a readable image. Without ``tensor`` (an `ImageFile` does not know where it will
     be written) the tensor's writer names it; an ingest, which knows, says how to skip such files."""
-    detail = f"cannot read image file {path!r} ({type(exc).__name__}: {exc}). {_FIX_FILE}"
-    return InvalidSampleError(tensor, with_skip_advice(detail) if tensor else detail)
+    # Pillow names the buffer it was given (<_io.BytesIO object at 0x...>), not the file: said once, above.
+    reason = re.sub(r" ?<_io\.\w+ object at 0x[0-9a-f]+>", "", str(exc))
+    detail = f"cannot read image file {path!r} ({type(exc).__name__}: {reason}). {_FIX_FILE}"
+    return InvalidSampleError(tensor, with_skip_advice(detail) if tensor else detail, source=path)
+
+
+def skip_advice(fix: str, skipped: str) -> str:
+    """The last sentence of an ingest's error about one input file: how to fix it, or which images
+    ``skip_errors=True`` skips instead (`without_skip_advice` takes the second half out again)."""
+    return f"{fix}{_SKIP_HEAD}{skipped}."
+
+
+_SKIP_HEAD = ", or pass skip_errors=True to skip "
+
+
+def without_skip_advice(message: str) -> str:
+    """``message`` as the warning of an ingest run with ``skip_errors=True`` lists it: without the advice
+    to pass it (`skip_advice`)."""
+    head = message.find(_SKIP_HEAD)
+    end = message.find(".", head + len(_SKIP_HEAD)) if head >= 0 else -1
+    return message if end < 0 else message[:head] + message[end:]
 
 
 def with_skip_advice(detail: str) -> str:
     """An unreadable file's message as an ingest gives it: with the option that skips such files."""
-    return detail.replace(
-        _FIX_FILE, "Fix or remove the file, or pass skip_errors=True to skip unreadable files."
-    )
+    return detail.replace(_FIX_FILE, skip_advice(_FIX_FILE[:-1], "unreadable files"))
 
 
 def load_for_ingest(path: str, mode: str, compression: str | None) -> np.ndarray | ImageFile:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
-from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice
+from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice, without_skip_advice
 from lakecompute.ingest._options import IngestOptions
 
 if TYPE_CHECKING:
@@ -62,16 +62,20 @@ def run_ingest(
         cause = err.__cause__ or err
         path = paths[err.index] if err.index is not None else src
         if isinstance(cause, InvalidSampleError):
-            # Raised as the caller's error, naming the file (the worker's own message may already).
-            named = "" if path in cause.detail else f"the sample of {path!r}: "
-            raise InvalidSampleError(cause.tensor, named + with_skip_advice(cause.detail)) from err
+            # Raised as the caller's error, naming the sample's file once: a reader's message names the
+            # input it read (an annotations or label file, the image), the dataset's checks name none.
+            source = cause.source or (path if path in cause.detail else "")
+            named = "" if source else f"the sample of {path!r}: "
+            raise InvalidSampleError(
+                cause.tensor, named + with_skip_advice(cause.detail), source=source or path
+            ) from err
         raise unreadable(path, cause, "images") from err
     except BaseException:
         if discard:
             lc.delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
-        reasons = [f"{paths[f.index]}: {f.message}" for f in result.failed]
+        reasons = [_reason(paths[f.index], f.message) for f in result.failed]
         shown = "\n  ".join(reasons[:20]) + (
             f"\n  ... and {len(reasons) - 20} more" if len(reasons) > 20 else ""
         )
@@ -82,3 +86,10 @@ def run_ingest(
             stacklevel=3,
         )
     return ds
+
+
+def _reason(path: str, message: str) -> str:
+    """One line of the skip_errors warning: why the file at ``path`` was skipped, naming it once (a
+    reader's message may name it already) and without the advice to pass skip_errors=True (it is on)."""
+    reason = without_skip_advice(message)
+    return reason if path in reason else f"{path}: {reason}"

@@ -28,9 +28,30 @@ from lakecompute.schedulers._base import (
     TaskFn,
     call_task,
     parse_num_workers,
+    worker_device,
     worker_id,
 )
+from lakecompute.schedulers._devices import (
+    Placement,
+    cuda_initialised,
+    device_oom_advice,
+    is_device_oom,
+    place_workers,
+    visible_devices,
+)
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
+from lakecompute.schedulers._ranks import (
+    DISTRIBUTED_ENV,
+    Inbox,
+    RankChannel,
+    Ranks,
+    RanksScheduler,
+    RemoteInbox,
+    capacity_of,
+    job_ranks,
+    rank_timeout,
+    serve_ranked,
+)
 from lakecompute.schedulers._ray_options import Ray
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._serial import SerialScheduler
@@ -43,11 +64,18 @@ from lakecompute.schedulers._transport import (
 )
 
 __all__ = [
+    "DISTRIBUTED_ENV",
     "PAUSE",
+    "Inbox",
     "PickledError",
+    "Placement",
     "ProcessedScheduler",
     "ProgressFn",
+    "RankChannel",
+    "Ranks",
+    "RanksScheduler",
     "Ray",
+    "RemoteInbox",
     "Scheduler",
     "SchedulerFactory",
     "SerialScheduler",
@@ -55,14 +83,24 @@ __all__ = [
     "TaskFn",
     "ThreadedScheduler",
     "call_task",
+    "capacity_of",
+    "cuda_initialised",
+    "device_oom_advice",
     "get_scheduler",
+    "is_device_oom",
+    "job_ranks",
     "pickle_exception",
+    "place_workers",
     "portable_exception",
+    "rank_timeout",
     "rebuild_exception",
     "register_scheduler",
     "reseed_globals",
     "scheduler_names",
+    "serve_ranked",
     "unregister_scheduler",
+    "visible_devices",
+    "worker_device",
     "worker_id",
 ]
 

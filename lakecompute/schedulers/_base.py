@@ -11,6 +11,7 @@ from typing import ClassVar, TypeVar
 
 from lakecompute.errors import ForkInTaskError, InvalidArgumentError
 from lakecompute.parsing import parse_count
+from lakecompute.schedulers._devices import Placement
 
 __all__ = [
     "PAUSE",
@@ -21,6 +22,7 @@ __all__ = [
     "describe_task",
     "parse_max_in_flight",
     "parse_num_workers",
+    "worker_device",
     "worker_id",
 ]
 
@@ -137,6 +139,27 @@ class Scheduler(abc.ABC):
         Callers refuse local dataset paths when it is True. False unless a backend says otherwise.
         """
         return False
+
+    @property
+    def placement(self) -> Placement | None:
+        """The devices this scheduler's workers are placed on (see `with_devices`); None: none."""
+        return None
+
+    def with_devices(self, placement: Placement) -> Scheduler:
+        """A scheduler like this one whose worker ``k`` runs on device ``k % len(placement)``.
+
+        Inside a task, `worker_device` then names the worker's device. Backends that can place workers
+        override this; by default it is refused.
+
+        Raises:
+            InvalidArgumentError: this scheduler cannot place its workers on devices.
+        """
+        devices = list(placement.local)
+        raise InvalidArgumentError(
+            f"The {self.name!r} scheduler cannot place its workers on devices (devices={devices!r}). Use "
+            "scheduler='processed' (one process per worker, each shown its own GPU) or 'threaded' with "
+            "devices=; on Ray, ask for GPUs per task with scheduler=lc.schedulers.Ray(num_gpus=1)."
+        )
 
     def without_fork(self) -> Scheduler:
         """A scheduler like this one whose workers are not forked from the calling process.
@@ -384,6 +407,7 @@ def describe_task(task: object) -> str:
 # threads that user code starts inside a worker.
 _thread_state = threading.local()
 _process_worker_id = 0
+_process_device = "cpu"
 
 
 def worker_id() -> int:
@@ -406,3 +430,35 @@ def _set_process_worker_id(value: int) -> None:
     """Set the worker id of the whole process (processed scheduler, in the worker at start-up)."""
     global _process_worker_id
     _process_worker_id = value
+
+
+def worker_device() -> str:
+    """The device of the worker running the calling code, as torch names it: ``"cuda:0"`` or ``"cpu"``.
+
+    With ``eval(..., devices="cuda")`` (or ``[0, 1, ...]``) each worker is placed on one GPU. A worker
+    process sees only its own GPU (its ``CUDA_VISIBLE_DEVICES`` names it), so it is ``"cuda:0"`` there; a
+    worker thread, or the calling process with ``num_workers=0``, shares the caller's GPUs and gets
+    ``"cuda:<n>"`` in the caller's numbering. A Ray task given GPUs (``lc.schedulers.Ray(num_gpus=...)``)
+    gets ``"cuda:0"``. Without devices it is ``"cpu"``.
+
+    Example:
+        >>> import lakecompute as lc
+        >>> lc.worker_device()
+        'cpu'
+    """
+    value: str = getattr(_thread_state, "device", _process_device)
+    return value
+
+
+def _set_thread_device(value: str | None) -> None:
+    """Set (or, with None, clear) the device of the calling thread (threaded and serial schedulers)."""
+    if value is None:
+        _thread_state.__dict__.pop("device", None)
+    else:
+        _thread_state.device = value
+
+
+def _set_process_device(value: str) -> None:
+    """Set the device of the whole process (a worker process at start-up, a Ray task)."""
+    global _process_device
+    _process_device = value

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib.util
 import itertools
 import os
 import signal
@@ -48,7 +49,9 @@ import multiprocess.connection
 import multiprocess.forkserver
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
+from lakecompute.parsing import DevicesLike, parse_devices
 from lakecompute.schedulers._base import PAUSE, ProgressFn, Scheduler, TaskFn, describe_task, pause_error
+from lakecompute.schedulers._devices import CUDA_VISIBLE, Placement, cuda_initialised, place_workers
 from lakecompute.schedulers._frames import FrameReader
 from lakecompute.schedulers._processed_worker import worker_main
 from lakecompute.schedulers._transport import (
@@ -96,6 +99,15 @@ class ProcessedScheduler(Scheduler):
     note. An exception that cannot be pickled arrives as `RemoteError`. A task that cannot be
     pickled raises `UnpicklableTaskError` before it is queued. A worker that dies raises
     `WorkerDiedError`, naming the task it held and ending with what it wrote to stderr.
+
+    **Devices and CUDA.** With ``devices``, worker ``k`` is placed on device ``k % len(devices)``: it sets
+    ``CUDA_VISIBLE_DEVICES`` to that one GPU as it starts, before the task function (and the user's
+    imports) is unpickled, so CUDA shows it one GPU, ``cuda:0`` (`worker_device`). Such workers are
+    never forked from the calling process (a fork inherits the caller's CUDA state, and torch's cached
+    device count): they start from the fork server (or by spawn). Without devices, workers are forked
+    by default; when the caller has initialised CUDA (``torch.cuda.is_initialized()``), in which a forked
+    child cannot use CUDA, a run starts them from the fork server instead, and an explicit
+    ``start_method="fork"`` is refused with an error that says so.
     """
 
     name: ClassVar[str] = "processed"
@@ -105,6 +117,7 @@ class ProcessedScheduler(Scheduler):
         num_workers: int = 1,
         start_method: StartMethod | None = None,
         preload: Sequence[str] | None = None,
+        devices: DevicesLike = None,
     ) -> None:
         """Create the scheduler.
 
@@ -115,12 +128,18 @@ class ProcessedScheduler(Scheduler):
                 (a clean server process, started once, forks the workers: ~0.6 s for the first run,
                 ~50 ms after; for storage clients that must not be forked, such as S3's).
             preload: modules the fork server imports once before forking any worker (forkserver
-                only); default `DEFAULT_PRELOAD`. The fork server is started by the first
-                forkserver run of the process, with the preload of that run.
+                only); default `DEFAULT_PRELOAD`, and torch too (when installed) for workers placed on
+                devices: importing torch does not initialise CUDA, and workers then start without
+                importing it again. The fork server is started by the first forkserver run of the
+                process, with the preload of that run.
+            devices: ``"cuda"`` (every GPU this process sees) or GPU indices (``[0, 1]``, in this
+                process's numbering; repeat one to put several workers on it): one per worker, round
+                robin. None (the default): workers are not placed.
 
         Raises:
-            InvalidArgumentError: if ``num_workers`` is less than 1, ``start_method`` is unknown, or
-                ``preload`` names ``__main__``.
+            InvalidArgumentError: if ``num_workers`` is less than 1, ``start_method`` is unknown or
+                ``"fork"`` with ``devices``, ``preload`` names ``__main__``, or ``devices`` names no GPU
+                this process sees.
         """
         super().__init__(num_workers)
         if self.num_workers < 1:
@@ -128,12 +147,14 @@ class ProcessedScheduler(Scheduler):
                 f"Expected num_workers >= 1 for the processed scheduler. Got {num_workers!r}. "
                 "Use get_scheduler('processed', 0) or SerialScheduler() to run in the calling process."
             )
-        if start_method is None:
-            start_method = "fork" if sys.platform.startswith("linux") else "spawn"
-        if start_method not in _START_METHODS:
+        if start_method is not None and start_method not in _START_METHODS:
             raise InvalidArgumentError(
                 f"Expected start_method to be one of {list(_START_METHODS)!r} or None. Got {start_method!r}."
             )
+        self._explicit_start = start_method is not None
+        placement = place_workers(parse_devices("devices", devices))
+        self._placement = placement
+        start_method = _start_method(start_method, placement)
         modules = tuple(DEFAULT_PRELOAD if preload is None else preload)
         if "__main__" in modules:
             raise InvalidArgumentError(
@@ -142,15 +163,33 @@ class ProcessedScheduler(Scheduler):
             )
         self._start_method: StartMethod = start_method
         self._preload = modules
+        self._default_preload = preload is None
 
     @property
     def start_method(self) -> StartMethod:
-        """How worker processes are started."""
+        """How worker processes are started (a run of a forking scheduler in a caller that initialised
+        CUDA starts them from the fork server instead, see the class documentation)."""
         return self._start_method
+
+    @property
+    def placement(self) -> Placement | None:
+        """The devices the workers are placed on, or None."""
+        return self._placement
+
+    def with_devices(self, placement: Placement) -> Scheduler:
+        """This scheduler with worker ``k`` on device ``k % len(placement)`` (workers never forked)."""
+        start = self._start_method if self._explicit_start else None
+        copy = ProcessedScheduler(self.num_workers, start_method=start, preload=self._preload)
+        copy._default_preload = self._default_preload
+        copy._placement = placement
+        copy._start_method = _start_method(start, placement)
+        return copy
 
     @property
     def preload(self) -> tuple[str, ...]:
         """What the fork server imports before forking workers (``start_method="forkserver"``)."""
+        if self._default_preload and self._placement is not None and importlib.util.find_spec("torch"):
+            return (*self._preload, "torch")
         return self._preload
 
     @property
@@ -162,10 +201,29 @@ class ProcessedScheduler(Scheduler):
         """This scheduler with ``start_method="forkserver"`` if it forks workers, else itself."""
         if self._start_method != "fork":
             return self
-        return ProcessedScheduler(self.num_workers, start_method="forkserver", preload=self._preload)
+        copy = ProcessedScheduler(self.num_workers, start_method="forkserver", preload=self._preload)
+        copy._default_preload = self._default_preload
+        copy._placement = self._placement
+        return copy
+
+    def _run_start_method(self) -> StartMethod:
+        """How this run starts its workers: never by fork once this process has initialised CUDA."""
+        if self._start_method != "fork" or not cuda_initialised():
+            return self._start_method
+        if self._explicit_start:
+            raise InvalidArgumentError(
+                "This process has initialised CUDA (torch.cuda.is_initialized() is True), and a worker "
+                "forked from it cannot use CUDA (torch: 'Cannot re-initialize CUDA in forked subprocess'). "
+                "Use start_method='forkserver' or 'spawn', or leave start_method=None: then workers start "
+                "from the fork server."
+            )
+        return "forkserver"
 
     def __repr__(self) -> str:
-        return f"ProcessedScheduler(num_workers={self.num_workers}, start_method={self.start_method!r})"
+        devices = "" if self._placement is None else f", devices={list(self._placement.entries)!r}"
+        return (
+            f"ProcessedScheduler(num_workers={self.num_workers}, start_method={self.start_method!r}{devices})"
+        )
 
     def _run(
         self,
@@ -187,7 +245,7 @@ class ProcessedScheduler(Scheduler):
             first = next(iterator)
         except StopIteration:
             return
-        pool = _Pool(self._start_method, self._preload, self.num_workers, fn)
+        pool = _Pool(self._run_start_method(), self.preload, self.num_workers, fn, self._placement)
         finished = False
         try:
             pool.start()
@@ -200,9 +258,12 @@ class ProcessedScheduler(Scheduler):
                 for message in pool.drain():
                     done = _handle(message, pool, feed, on_progress)
                     if done is not None:
-                        feed.refill()
                         yield done[0], cast(ResultT, done[1])
+                        # Tasks are taken after the consumer took the result, not before: a task source
+                        # that counts the results its consumer took (a rank's, see _ranks) then sees the
+                        # tasks outstanding here as they are when it is asked for the next one.
                         feed.resume()
+                        feed.refill()
                 if dead is not None:
                     raise pool.died_error(dead, feed.outstanding)
             finished = True
@@ -272,9 +333,15 @@ class _Pool:
     """The worker processes of one run, and the channels to them."""
 
     def __init__(
-        self, start_method: StartMethod, preload: tuple[str, ...], num_workers: int, fn: TaskFn[Any, Any]
+        self,
+        start_method: StartMethod,
+        preload: tuple[str, ...],
+        num_workers: int,
+        fn: TaskFn[Any, Any],
+        placement: Placement | None = None,
     ) -> None:
         self._start_method = start_method
+        self._placement = placement
         self._preload = preload
         self._context = multiprocess.get_context(start_method)
         self._num_workers = num_workers
@@ -323,6 +390,7 @@ class _Pool:
                         self._tasks,
                         self._result_writers[index],
                         self._stderr.writers[index],
+                        None if self._placement is None else self._placement.entry(index),
                     ),
                     name=f"lakecompute-worker-{index}",
                     # Daemonic: if the parent exits without stopping the pool, multiprocess terminates them.
@@ -468,6 +536,26 @@ class _Pool:
                 os.killpg(group, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+def _start_method(start_method: StartMethod | None, placement: Placement | None) -> StartMethod:
+    """The start method asked for, or the default: fork on Linux, except for workers placed on devices
+    (they start from the fork server: a forked child inherits the caller's CUDA state); spawn elsewhere.
+
+    Raises:
+        InvalidArgumentError: ``"fork"`` asked for with devices.
+    """
+    if placement is not None and start_method == "fork":
+        raise InvalidArgumentError(
+            f"start_method='fork' cannot be used with devices: a forked worker inherits this process's CUDA "
+            f"state (and torch's device count), so {CUDA_VISIBLE} set in the worker could not take effect. "
+            "Use start_method='forkserver' or 'spawn', or leave it None (the fork server)."
+        )
+    if start_method is not None:
+        return start_method
+    if not sys.platform.startswith("linux"):
+        return "spawn"
+    return "fork" if placement is None else "forkserver"
 
 
 def _join_all(processes: list[Any], timeout: float) -> None:

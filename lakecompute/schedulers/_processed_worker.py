@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lakecompute.schedulers._base import TaskFn, _set_process_worker_id, call_task
+from lakecompute.schedulers._base import TaskFn, _set_process_device, _set_process_worker_id, call_task
+from lakecompute.schedulers._devices import CUDA_VISIBLE
 from lakecompute.schedulers._frames import send_frame
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._transport import dump, load, load_task, pickle_exception, unsendable_result
@@ -40,8 +41,12 @@ def worker_main(
     tasks: Any,
     writer: Any,
     stderr: Any,
+    device: str | None = None,
 ) -> None:
-    """The body of a worker process: start, tell the parent, then run tasks until told to stop."""
+    """The body of a worker process: start, tell the parent, then run tasks until told to stop.
+
+    ``device`` is the ``CUDA_VISIBLE_DEVICES`` entry of the one GPU this worker is placed on, or None.
+    """
     # Threads that user code starts in a task may report progress too: one frame at a time.
     write_lock = threading.Lock()
 
@@ -51,6 +56,11 @@ def worker_main(
             send_frame(writer.fileno(), data)
 
     leads_group = _prepare_worker(index, parent_pid, by_fork_server, stderr)
+    if device is not None:
+        # Before the task function is unpickled: that imports the user's modules (torch among them), and
+        # CUDA reads this variable once, when it is initialised.
+        os.environ[CUDA_VISIBLE] = device
+        _set_process_device("cuda:0")
     try:
         fn = load(payload) if isinstance(payload, bytes) else payload
     except BaseException as exc:

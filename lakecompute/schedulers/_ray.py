@@ -45,11 +45,13 @@ from lakecompute.schedulers._base import (
     ProgressFn,
     Scheduler,
     TaskFn,
+    _set_process_device,
     _set_process_worker_id,
     call_task,
     describe_task,
     pause_error,
 )
+from lakecompute.schedulers._devices import Placement
 from lakecompute.schedulers._ray_options import Ray
 from lakecompute.schedulers._transport import (
     PickledError,
@@ -82,6 +84,7 @@ def _run_in_worker(fn: TaskFn[Any, Any], data: bytes, position: int, slot: int) 
     """The body of every Ray task: run ``fn(task, progress)`` and pack the outcome for the driver."""
     # The slot is unique among the tasks of a run that are running at the same time.
     _set_process_worker_id(slot)
+    _set_process_device(_ray_task_device())
     total = 0
 
     def progress(increment: int) -> None:
@@ -100,6 +103,18 @@ def _run_in_worker(fn: TaskFn[Any, Any], data: bytes, position: int, slot: int) 
     except Exception as exc:
         return ("error", pickle_exception(unsendable_result(task, exc, "Ray worker")), total)
     return ("done", result, total)
+
+
+def _ray_task_device() -> str:
+    """This Ray task's device: ``"cuda:0"`` when Ray gave it GPUs (it shows the task only those, through
+    ``CUDA_VISIBLE_DEVICES``), else ``"cpu"``."""
+    import ray
+
+    try:
+        gpus = ray.get_gpu_ids()
+    except Exception:
+        gpus = []
+    return "cuda:0" if gpus else "cpu"
 
 
 def _remote_function(ray: Any) -> Any:
@@ -180,6 +195,18 @@ class RayScheduler(Scheduler):
         if not isinstance(self.options, Ray):
             raise InvalidArgumentError(f"Expected options=lc.schedulers.Ray(...). Got {options!r}.")
         self._init_options = dict(init_options or {})
+
+    def with_devices(self, placement: Placement) -> Scheduler:
+        """Refused: Ray places tasks on GPUs itself.
+
+        Raises:
+            InvalidArgumentError: always, naming ``lc.schedulers.Ray(num_gpus=...)``.
+        """
+        raise InvalidArgumentError(
+            f"devices={list(placement.local)!r} places the workers of this machine; on Ray, ask Ray for GPUs "
+            "per task instead: scheduler=lc.schedulers.Ray(num_gpus=1) (num_gpus=0.5 puts two tasks on one "
+            "GPU). Ray then shows each task its GPUs, and lc.worker_device() gives 'cuda:0' in the task."
+        )
 
     def _ray(self) -> Any:
         """The ``ray`` module, initialised."""

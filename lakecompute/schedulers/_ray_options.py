@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lakecompute.errors import InvalidTypeError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.parsing import parse_amount, parse_count, parse_flag, parse_name
 
 if TYPE_CHECKING:
@@ -31,7 +31,10 @@ class Ray:
             GCS address ``"HOST:6379"``, or ``"ray://HOST:10001"``). None: ``RAY_ADDRESS`` if it is
             set, else a local Ray of this process's own.
         num_cpus: CPUs each task holds (None: 1).
-        num_gpus: GPUs each task holds (None: none).
+        num_gpus: GPUs each task holds (None: none): Ray shows each task its GPUs (through
+            ``CUDA_VISIBLE_DEVICES``) and ``lc.worker_device()`` is ``"cuda:0"`` there; the multi-node form
+            of ``eval(devices=...)``. A fraction below 1 shares a GPU (``0.5``: two tasks on each); above
+            1, whole GPUs only (Ray's rule).
         resources: custom resources each task holds, e.g. ``{"node:big-disk": 1}``.
         max_retries: how many times Ray runs a task again whose worker process or node died. Safe:
             a task writes only its own slots, and only the attempt that returns is committed.
@@ -61,7 +64,13 @@ class Ray:
     def __post_init__(self) -> None:
         parse_name("Ray address", self.address, optional=True)
         parse_amount("Ray num_cpus", self.num_cpus, optional=True)
-        parse_amount("Ray num_gpus", self.num_gpus, optional=True)
+        gpus = parse_amount("Ray num_gpus", self.num_gpus, optional=True)
+        if gpus is not None and gpus > 1 and not gpus.is_integer():
+            raise InvalidArgumentError(
+                "Expected Ray num_gpus to be a fraction below 1 (GPUs shared between tasks) or a whole "
+                f"number. "
+                f"Got {self.num_gpus!r}. Use {int(gpus)} or {int(gpus) + 1}, or a fraction such as 0.5."
+            )
         if self.resources is not None:
             if not isinstance(self.resources, Mapping) or not all(isinstance(k, str) for k in self.resources):
                 raise InvalidTypeError(

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+import contextlib
+from collections.abc import Generator, Iterable, Iterator
 from typing import ClassVar, TypeVar
 
-from lakecompute.schedulers._base import PAUSE, ProgressFn, Scheduler, TaskFn, call_task, pause_error
+from lakecompute.parsing import DevicesLike, parse_devices
+from lakecompute.schedulers._base import (
+    PAUSE,
+    ProgressFn,
+    Scheduler,
+    TaskFn,
+    _set_thread_device,
+    call_task,
+    pause_error,
+    worker_device,
+)
+from lakecompute.schedulers._devices import Placement, place_workers
 
 __all__ = ["SerialScheduler"]
 
@@ -35,19 +47,36 @@ class SerialScheduler(Scheduler):
     """Runs tasks one by one in the calling thread; the easiest to debug (``num_workers=0``).
 
     ``num_workers`` is accepted for a uniform interface and ignored. Exceptions propagate as they are,
-    with their full traceback, and ``progress`` calls ``on_progress`` directly.
+    with their full traceback, and ``progress`` calls ``on_progress`` directly. With ``devices``, tasks
+    run with `lakecompute.schedulers.worker_device` naming the first device (``"cuda:<n>"`` in this
+    process's numbering); nothing about CUDA is changed in this process.
     """
 
     name: ClassVar[str] = "serial"
     shares_memory: ClassVar[bool] = True
 
-    def __init__(self, num_workers: int = 0) -> None:
+    def __init__(self, num_workers: int = 0, devices: DevicesLike = None) -> None:
         """Create the scheduler.
 
         Args:
             num_workers: ignored; tasks always run in the calling thread.
+            devices: ``"cuda"`` or GPU indices: the device the tasks are told to use (the first).
+
+        Raises:
+            InvalidArgumentError: ``devices`` names no GPU this process sees.
         """
         super().__init__(num_workers)
+        self._placement = place_workers(parse_devices("devices", devices))
+
+    @property
+    def placement(self) -> Placement | None:
+        return self._placement
+
+    def with_devices(self, placement: Placement) -> Scheduler:
+        """This scheduler, telling its tasks the first device of ``placement``."""
+        copy = SerialScheduler(self.num_workers)
+        copy._placement = placement
+        return copy
 
     def _run(
         self,
@@ -57,13 +86,13 @@ class SerialScheduler(Scheduler):
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
         """Tasks run in order, one at a time, whatever ``max_in_flight`` says (it is still checked)."""
-        if on_progress is None:
-            return _run_serial(fn, tasks, _ignore_progress)
-        return _run_serial(fn, tasks, _direct_progress(on_progress))
+        device = None if self._placement is None else self._placement.in_caller(0)
+        report = _ignore_progress if on_progress is None else _direct_progress(on_progress)
+        return _run_serial(fn, tasks, report, device)
 
 
 def _run_serial(
-    fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn
+    fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn, device: str | None
 ) -> Generator[tuple[int, ResultT], None, None]:
     """The generator behind `SerialScheduler.run`."""
     # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken. Every
@@ -72,4 +101,20 @@ def _run_serial(
     for position, task in enumerate(tasks):
         if task is PAUSE:
             raise pause_error()
-        yield position, call_task(fn, task, report)
+        with _device(device):
+            value = call_task(fn, task, report)
+        yield position, value
+
+
+@contextlib.contextmanager
+def _device(device: str | None) -> Iterator[None]:
+    """The calling thread's `worker_device` is ``device`` while a task runs (then as it was)."""
+    if device is None:
+        yield
+        return
+    before = worker_device()
+    _set_thread_device(device)
+    try:
+        yield
+    finally:
+        _set_thread_device(before)

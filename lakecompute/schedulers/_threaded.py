@@ -27,15 +27,18 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import ClassVar, Generic, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError, LakeComputeWarning
+from lakecompute.parsing import DevicesLike, parse_devices
 from lakecompute.schedulers._base import (
     PAUSE,
     ProgressFn,
     Scheduler,
     TaskFn,
+    _set_thread_device,
     _set_thread_worker_id,
     call_task,
     pause_error,
 )
+from lakecompute.schedulers._devices import Placement, place_workers
 
 __all__ = ["STOP_GRACE", "ThreadedScheduler"]
 
@@ -84,19 +87,24 @@ class ThreadedScheduler(Scheduler):
 
     A run that ends (success, failure, the consumer stopping, Ctrl-C) returns within about
     `STOP_GRACE` seconds even if a task is stuck; see the module documentation for how.
+
+    With ``devices``, thread ``k`` is told device ``k % len(devices)`` (`worker_device`, as
+    ``"cuda:<n>"`` in this process's numbering: the threads share the process's CUDA).
     """
 
     name: ClassVar[str] = "threaded"
     shares_memory: ClassVar[bool] = True
 
-    def __init__(self, num_workers: int = 1) -> None:
+    def __init__(self, num_workers: int = 1, devices: DevicesLike = None) -> None:
         """Create the scheduler.
 
         Args:
             num_workers: the number of threads, at least 1.
+            devices: ``"cuda"`` or GPU indices to place the threads on, round robin; None for none.
 
         Raises:
-            InvalidArgumentError: if ``num_workers`` is less than 1.
+            InvalidArgumentError: if ``num_workers`` is less than 1, or ``devices`` names no GPU this
+                process sees.
         """
         super().__init__(num_workers)
         if self.num_workers < 1:
@@ -104,6 +112,17 @@ class ThreadedScheduler(Scheduler):
                 f"Expected num_workers >= 1 for the threaded scheduler. Got {num_workers!r}. "
                 "Use get_scheduler('threaded', 0) or SerialScheduler() to run in the calling thread."
             )
+        self._placement = place_workers(parse_devices("devices", devices))
+
+    @property
+    def placement(self) -> Placement | None:
+        return self._placement
+
+    def with_devices(self, placement: Placement) -> Scheduler:
+        """This scheduler with thread ``k`` on device ``k % len(placement)``."""
+        copy = ThreadedScheduler(self.num_workers)
+        copy._placement = placement
+        return copy
 
     def _run(
         self,
@@ -113,14 +132,21 @@ class ThreadedScheduler(Scheduler):
         limit: int,
     ) -> Generator[tuple[int, ResultT], None, None]:
         """The generator behind `run`."""
-        return _ThreadedRun(fn, self.num_workers, on_progress).results(iter(tasks), limit)
+        return _ThreadedRun(fn, self.num_workers, on_progress, self._placement).results(iter(tasks), limit)
 
 
 class _ThreadedRun(Generic[TaskT, ResultT]):
     """The threads and queues of one run."""
 
-    def __init__(self, fn: TaskFn[TaskT, ResultT], num_workers: int, on_progress: ProgressFn | None) -> None:
+    def __init__(
+        self,
+        fn: TaskFn[TaskT, ResultT],
+        num_workers: int,
+        on_progress: ProgressFn | None,
+        placement: Placement | None = None,
+    ) -> None:
         self._fn = fn
+        self._placement = placement
         self._num_workers = num_workers
         self._on_progress = on_progress
         self._todo: queue.SimpleQueue[tuple[int, TaskT] | None] = queue.SimpleQueue()
@@ -203,6 +229,8 @@ class _ThreadedRun(Generic[TaskT, ResultT]):
     def _work(self, worker: int) -> None:
         """The body of a worker thread: run tasks until told to stop."""
         _set_thread_worker_id(worker)
+        if self._placement is not None:
+            _set_thread_device(self._placement.in_caller(worker))
         me = threading.current_thread()
         while True:
             item = self._todo.get()

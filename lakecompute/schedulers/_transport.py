@@ -6,7 +6,11 @@ workers in other processes (processed, ray).
   queue's feeder thread (which would leave the run waiting for it forever).
 - **By value.** Workers started fresh (spawn, forkserver, Ray) never import the user's ``__main__``
   again, so functions and classes defined there travel by value, with the globals they use (dill's
-  ``recurse``). Forked workers share the parent's ``__main__`` and get plain pickles.
+  ``recurse``). Forked workers share the parent's ``__main__`` and get plain pickles. Modules those
+  globals name (``import lakecompute as lc``, ``import torch``) travel by name and are imported where
+  they arrive: dill would send a module outside ``site-packages`` (a checkout on ``PYTHONPATH``, a
+  project's own package) with its whole namespace, which fails on the first lock or thread-local in
+  it, and would overwrite the worker's own module with the caller's state if it did not.
 - **Results** are pickled in the worker; one that cannot be pickled there, or unpickled here, is an
   `InvalidTypeError` naming the task.
 - **Exceptions** travel with their whole ``__cause__`` chain and the worker's formatted traceback; one
@@ -15,9 +19,12 @@ workers in other processes (processed, ray).
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import sys
 import traceback
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, cast
 
 import multiprocess.reduction
@@ -68,9 +75,26 @@ class PickledError:
     """The formatted traceback in the worker, causes included."""
 
 
+class _Pickler(multiprocess.reduction.ForkingPickler):  # type: ignore[misc]  # untyped base
+    """multiprocess's pickler (dill), sending imported modules by name (see the module documentation)."""
+
+    def save(self, obj: Any, save_persistent_id: bool = True) -> None:
+        if type(obj) is ModuleType and id(obj) not in self.memo and _by_name(obj):
+            self.save_reduce(importlib.import_module, (obj.__name__,), obj=obj)
+            return
+        super().save(obj, save_persistent_id)
+
+
+def _by_name(module: ModuleType) -> bool:
+    """Whether ``module`` is imported under its own name (so a worker can import it by that name); not
+    ``__main__``, which dill sends by value."""
+    name = module.__name__
+    return name != "__main__" and sys.modules.get(name) is module
+
+
 def dump(obj: object, by_value: bool = False) -> bytes:
     """Pickle ``obj`` with dill; ``by_value`` also sends the globals of ``__main__``'s functions."""
-    return bytes(multiprocess.reduction.ForkingPickler.dumps(obj, recurse=by_value))
+    return bytes(_Pickler.dumps(obj, recurse=by_value))
 
 
 def load(data: bytes | bytearray) -> Any:

@@ -1,9 +1,11 @@
 """Versions: one small JSON manifest per committed version.
 
 A manifest names, for every tensor, its spec and the ordered list of fragments (runs of samples
-in segments) that form it. Committing is creating the next manifest file exclusively; see
-`lakecompute.storage.Backend.create_exclusive`. ``versions/LATEST`` is only a hint that
-saves a directory listing: readers check forward from it, so a stale hint is harmless.
+in segments) that form it, and its place in the history: its parents, the branch it was committed on,
+and what produced it. Version numbers are unique across branches: a commit takes the next free number
+by creating that manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then
+moves its branch there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is
+only a hint that saves a directory listing: readers check forward from it, so a stale hint is harmless.
 """
 
 from __future__ import annotations
@@ -14,12 +16,26 @@ import math
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError, LakeComputeError
+from lakecompute.errors import (
+    DatasetCorruptError,
+    DatasetNotFoundError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    LakeComputeError,
+)
 from lakecompute.specs import TensorSpec, parse_tensor_name
 from lakecompute.storage._backend import Backend
+from lakecompute.storage._refs import (
+    LEGACY_LINE,
+    advance,
+    moved_to,
+    parse_ref_name,
+    write_line_hint,
+)
 from lakecompute.storage._schema import (
     MAX_NDIM,
     InvalidField,
@@ -45,7 +61,9 @@ __all__ = [
     "Manifest",
     "TensorState",
     "commit_manifest",
+    "commit_version",
     "dataset_id_of",
+    "is_committed",
     "latest_version",
     "list_versions",
     "needed_by_a_version",
@@ -55,6 +73,8 @@ __all__ = [
 ]
 
 FORMAT = "lakecompute/1"
+# Line ids and tensor ids: 32 hex digits (uuid4().hex).
+_LINE_ID = re.compile(r"[0-9a-f]{32}")
 _HINT = "versions/LATEST"
 # A dataset id: 32 lowercase hex digits (a random uuid4), or "legacy-" and 32 for a dataset made before
 # ids (see `dataset_id_of`).
@@ -153,6 +173,8 @@ class TensorState:
         info: the tensor's info, JSON values by key (never changed in place).
         ndim: the samples' rank, None until the first samples decide it.
         fragments: the runs of stored samples that form the tensor, in order.
+        tid: the tensor's identity: made when it is created, kept through renames and every version
+            (None for tensors created before tensors had one); diff and merge match tensors by it.
         length: the samples the fragments use (derived).
     """
 
@@ -160,6 +182,7 @@ class TensorState:
     info: dict[str, Any] = field(default_factory=dict)
     ndim: int | None = None
     fragments: tuple[Fragment, ...] = ()
+    tid: str | None = None
     length: int = field(init=False, compare=False)
     # The entry's JSON text, made on first use: a commit re-encodes only the tensors it changed.
     _text: str | None = field(init=False, default=None, repr=False, compare=False)
@@ -170,13 +193,21 @@ class TensorState:
         object.__setattr__(self, "length", sum(f.n for f in self.fragments))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             **self.spec.to_json(),
             "info": self.info,
             "ndim": self.ndim,
             "length": self.length,
             "fragments": [f.to_json() for f in self.fragments],
         }
+        if self.tid is not None:
+            out["id"] = self.tid
+        return out
+
+    @property
+    def key(self) -> str:
+        """What identifies the tensor across versions: its id, or its name for a tensor without one."""
+        return self.tid if self.tid is not None else f"name:{self.spec.name}"
 
     def entry_text(self) -> str:
         """The tensor's entry in a manifest file, ``"<name>":<to_json() as compact JSON>``, encoded once."""
@@ -203,7 +234,10 @@ class TensorState:
         fragments = [nested(f"fragments[{i}]", Fragment.from_json, r) for i, r in enumerate(rows)]
         for i, frag in enumerate(fragments):
             nested(f"fragments[{i}]", _check_fits, spec, ndim, frag)
-        state = cls(spec, dict(info), ndim, tuple(fragments))
+        tid = obj.get("id")
+        if tid is not None and (not isinstance(tid, str) or not _LINE_ID.fullmatch(tid)):
+            raise InvalidField("id", f"expected a tensor id of 32 hex digits, got {tid!r:.40}")
+        state = cls(spec, dict(info), ndim, tuple(fragments), tid)
         length = obj.get("length")
         if length is not None and check_int(length, "length") != state.length:
             raise InvalidField("length", f"the fragments hold {state.length} samples, got {length}")
@@ -239,6 +273,14 @@ class Manifest:
         tensors: the tensors by name, in creation order (never changed in place).
         evals: eval records by fingerprint (JSON objects; the dataset layer reads them).
         info: the dataset's own metadata (``ds.info``): JSON values by key.
+        branch: the branch it was committed on (None: committed before the dataset had refs).
+        line: the id of that branch's line (see ``_refs``), None with ``branch``.
+        merged: the parents after the first, for a merge (``parent`` is the branch's own head).
+        reach: per line, the newest version of that line this version descends from (itself on its
+            own line): which versions are its ancestors, known without reading them (`descends_from`).
+        origin: what produced it: ``{"op": "eval", "functions": [...], "code": ..., "inputs": ...}``,
+            ``{"op": "restore", "version": N}``, ``{"op": "merge", ...}`` (JSON values; empty for plain
+            writes, whose ``message`` says what they did).
         dataset_id: the id of the dataset this version belongs to: random, made when the dataset was
             created, copied into every later version. ``""`` in a manifest written before datasets had
             ids (`dataset_id_of` derives one for those).
@@ -251,7 +293,25 @@ class Manifest:
     tensors: dict[str, TensorState] = field(default_factory=dict)
     evals: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    branch: str | None = None
+    line: str | None = None
+    merged: tuple[int, ...] = ()
+    reach: dict[str, int] = field(default_factory=dict)
+    origin: dict[str, Any] = field(default_factory=dict)
     dataset_id: str = ""
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        """Every parent: the first is the branch's own previous head, the others were merged in."""
+        return () if self.parent is None else (self.parent, *self.merged)
+
+    def reach_of(self) -> dict[str, int]:
+        """`reach`, or what it is for a version committed before refs: the versions before it."""
+        return self.reach if self.reach else {self.line or LEGACY_LINE: self.version}
+
+    def descends_from(self, other: Manifest) -> bool:
+        """Whether ``other`` is this version or one of its ancestors (from the manifests alone)."""
+        return self.reach_of().get(other.line or LEGACY_LINE, -1) >= other.version
 
     def to_bytes(self) -> bytes:
         # The same bytes as json.dumps of the whole body (JSON text composes), but each tensor's entry
@@ -265,7 +325,24 @@ class Manifest:
         tail = f',"evals":{_dumps(self.evals)}'
         if self.info:  # absent when empty: manifests without dataset info stay as they were
             tail += f',"info":{_dumps(self.info)}'
+        for key, value in self._history().items():
+            tail += f',"{key}":{_dumps(value)}'
         return f'{head[:-1]},"tensors":{{{tensors}}}{tail}}}'.encode()
+
+    def _history(self) -> dict[str, Any]:
+        """The fields of its place in the history (absent before branches, so older files read alike)."""
+        out: dict[str, Any] = {}
+        if self.branch is not None:
+            out["branch"] = self.branch
+        if self.line is not None:
+            out["line"] = self.line
+        if self.merged:
+            out["parents"] = list(self.parents)
+        if self.reach:
+            out["reach"] = self.reach
+        if self.origin:
+            out["origin"] = self.origin
+        return out
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
@@ -282,6 +359,7 @@ class Manifest:
         when = body.get("time", 0.0)
         if not isinstance(when, (int, float)) or isinstance(when, bool) or not math.isfinite(when):
             raise InvalidField("time", f"expected a number of seconds, got {when!r:.40}")
+        branch, line = _branch_of(body)
         return cls(
             version=version,
             parent=parent,
@@ -290,11 +368,59 @@ class Manifest:
             tensors=_tensors(body.get("tensors")),
             evals=_evals(body.get("evals")),
             info=check_str_dict(body.get("info") or {}, "info"),
+            branch=branch,
+            line=line,
+            merged=_merged(body.get("parents"), version, parent),
+            reach=_reach(body.get("reach"), version, line),
+            origin=check_str_dict(body.get("origin") or {}, "origin"),
             dataset_id=_dataset_id(body.get("dataset_id", "")),
         )
 
     def sample_counts(self) -> dict[str, int]:
         return {k: t.length for k, t in self.tensors.items()}
+
+
+def _branch_of(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The ``branch`` and ``line`` fields: both or neither."""
+    branch, line = body.get("branch"), body.get("line")
+    if branch is None and line is None:
+        return None, None
+    try:
+        parse_ref_name("branch", branch)
+    except (InvalidArgumentError, InvalidTypeError):
+        raise InvalidField("branch", f"expected a branch name, got {branch!r:.40}") from None
+    if not isinstance(line, str) or not _LINE_ID.fullmatch(line):
+        raise InvalidField("line", f"expected a line id of 32 hex digits, got {line!r:.40}")
+    return branch, line
+
+
+def _merged(value: object, version: int, parent: int | None) -> tuple[int, ...]:
+    """The parents after the first: ``parents`` lists the first (``parent``) and at least one more."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) < 2 or len(value) > 64:
+        raise InvalidField("parents", f"expected a list of 2 to 64 versions, got {value!r:.40}")
+    parents = [check_int(p, f"parents[{i}]", hi=max(0, version - 1)) for i, p in enumerate(value)]
+    if parents[0] != parent or len(set(parents)) != len(parents):
+        raise InvalidField(
+            "parents", f"expected distinct versions starting with parent {parent}, got {parents}"
+        )
+    return tuple(parents[1:])
+
+
+def _reach(value: object, version: int, line: str | None) -> dict[str, int]:
+    """Per line, the newest version of it this version descends from: at most this version, and this
+    version itself on its own line."""
+    if value is None:
+        return {}
+    reach = check_str_dict(value, "reach")
+    for key, at in reach.items():
+        if key != LEGACY_LINE and not _LINE_ID.fullmatch(key):
+            raise InvalidField("reach", f"expected line ids as keys, got {key!r:.40}")
+        check_int(at, f"reach.{key}", hi=version)
+    if line is not None and reach.get(line) != version:
+        raise InvalidField("reach", f"expected version {version} on its own line, got {reach.get(line)!r}")
+    return dict(reach)
 
 
 def _dataset_id(value: object) -> str:
@@ -410,18 +536,81 @@ def read_manifest(backend: Backend, version: int) -> Manifest:
     return manifest
 
 
-def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
-    """Publish ``manifest`` as its version, stamped with the time; the manifest committed, or None if
-    another writer took that number first."""
-    manifest = replace(manifest, time=time.time())
-    if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
+#: How many version numbers a commit tries before giving up (each miss means another writer took one).
+_NUMBER_TRIES = 10_000
+
+
+def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest:
+    """Store the manifest ``build(n)`` under the first free version number ``n`` from ``first`` on; the
+    manifest as stored.
+
+    Version numbers are unique across branches: writers on other branches take numbers too, and a
+    writer that finds its number taken jumps past the newest one (the ``LATEST`` hint) and tries again
+    (building the manifest anew: its number is written inside it).
+    """
+    version = first
+    for _ in range(_NUMBER_TRIES):
+        candidate = build(version)
+        if candidate.line is not None:
+            candidate = replace(candidate, reach={**candidate.reach, candidate.line: version})
+        if backend.create_exclusive(version_key(version), candidate.to_bytes()):
+            return candidate
+        version = max(version + 1, (latest_version(backend) or version) + 1)
+    raise LakeComputeError(  # pragma: no cover (10,000 writers committing at once)
+        f"Could not find a free version number in {backend.url!r} after {_NUMBER_TRIES} tries."
+    )
+
+
+def commit_version(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest | None:
+    """Commit the manifest ``build(n)`` (``n``: its version number, from ``first`` on) on the branch
+    of its ``line``, whose head is its ``parent``: the manifest committed (stamped with the time), or
+    None if another writer moved the branch from that head first (then nothing of this commit is left).
+
+    Two steps: the manifest is stored under a free number (`_take_number`), then the branch is moved
+    there by creating its move exclusively (``_refs.advance``). The move is the commit: a kill before
+    it leaves a manifest no branch reaches (``vacuum`` removes it), never a half-moved branch.
+    """
+    when = time.time()
+    stored = _take_number(backend, lambda n: replace(build(n), time=when), first)
+    line, parent = stored.line, stored.parent
+    assert line is not None
+    assert parent is not None
+    if not advance(backend, line, parent, stored.version):
+        backend.delete(version_key(stored.version))  # never committed: no branch reaches it
         return None
+    _write_hints(backend, stored.version)
+    write_line_hint(backend, line, stored.version)
+    return stored
+
+
+def is_committed(backend: Backend, manifest: Manifest) -> bool:
+    """Whether ``manifest`` was committed (a branch moved to it), not left by a commit that lost its
+    race or was killed before moving its branch.
+
+    Raises:
+        DatasetCorruptError: the branch's move after the manifest's parent is damaged.
+    """
+    if manifest.line is None or manifest.parent is None:
+        return True  # committed before refs (or a dataset's first version): by existing
+    return moved_to(backend, manifest.line, manifest.parent) == manifest.version
+
+
+def _write_hints(backend: Backend, version: int) -> None:
     try:
         # Fixed width, written in place: a reader that sees a torn or stale value finds a
         # missing version (and lists) or an older one (and steps forward), never a wrong answer.
-        backend.write_hint(_HINT, f"{manifest.version:010d}".encode())
+        backend.write_hint(_HINT, f"{version:010d}".encode())
     except OSError:
         pass  # the hint is an optimisation; readers find the version without it
+
+
+def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
+    """Publish ``manifest`` as its version, stamped with the time, without a branch (a dataset's first
+    version); the manifest committed, or None if that number is taken."""
+    manifest = replace(manifest, time=time.time())
+    if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
+        return None
+    _write_hints(backend, manifest.version)
     return manifest
 
 

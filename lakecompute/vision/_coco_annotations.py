@@ -21,6 +21,7 @@ from typing import Any, Final, TypeGuard
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
+from lakecompute.ingest import skip_advice
 
 __all__ = [
     "AnnotationRules",
@@ -33,9 +34,8 @@ __all__ = [
 
 _INT64: Final = 2**63
 _NUMBER_TYPES: Final = frozenset({int, float})
-_SKIP: Final = (
-    "Fix the annotation, or pass skip_errors=True to skip the images whose annotations break a rule."
-)
+_SKIPPED: Final = "the images whose annotations break a rule"
+_SKIP: Final = skip_advice("Fix the annotation", _SKIPPED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,7 @@ class _Image:
             tensor,
             f"annotation {ann.get('id')!r} of image {self.image_id!r} ({self.file_name!r}) in "
             f"{self.where!r}: {rule} {_SKIP}",
+            source=self.where,
         )
 
 
@@ -389,7 +390,8 @@ def check_canvas(checked: CheckedAnnotations, entry: Mapping[str, Any], height: 
             "images",
             f"image {image.image_id!r} ({image.file_name!r}) in {image.where!r} declares {declared[0]} x "
             f"{declared[1]} (height x width), but the file is {height} x {width}: its annotations would not "
-            f"fit it. Fix the entry's height and width (or the file). {_SKIP}",
+            f"fit it. {skip_advice('Fix the entry (or the file)', _SKIPPED)}",
+            source=image.where,
         )
     for rle in checked.rles:
         _check_rle(rle, checked.anns[rle.owner], image, height, width)

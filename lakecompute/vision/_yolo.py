@@ -29,17 +29,18 @@ from lakecompute.ingest import (
     plan_for_ingest,
     refuse_overlap,
     run_ingest,
+    skip_advice,
     target_mode,
 )
-from lakecompute.localfiles import Folder, FolderExport, confine
+from lakecompute.localfiles import FolderExport, confine
 from lakecompute.vision._common import (
     image_bytes,
-    image_files,
     image_size,
     polygon_points,
     require,
     sample_name,
 )
+from lakecompute.vision._yolo_layout import YoloLayout
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -48,51 +49,6 @@ if TYPE_CHECKING:
     from lakecompute.ingest import IngestKwargs
 
 __all__ = ["YoloExport", "export_yolo", "ingest_yolo", "merge_parts", "yolo_image"]
-
-
-def _read_config(root: str) -> Any:
-    """``data.yaml`` parsed (safely: plain YAML, no Python tags), read only from inside ``root``."""
-    yaml = require("yaml", "Reading data.yaml")
-    path = confine(root, "data.yaml", what=f"data.yaml of {root!r}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
-    except FileNotFoundError:
-        raise InvalidArgumentError(
-            f"No data.yaml in {root!r}. A YOLO dataset is a folder with data.yaml (names: [...]), "
-            "images/ and labels/."
-        ) from None
-    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:
-        # ValueError: not UTF-8; YAMLError: not YAML, or a tag safe_load refuses; RecursionError: too deep.
-        detail = " ".join(str(exc).split())  # yaml's messages span lines
-        raise InvalidArgumentError(f"Cannot read {path!r} as YAML ({detail:.300}). Fix the file.") from exc
-
-
-def _names(root: str) -> list[str]:
-    """The class names of ``data.yaml`` (a list, or a dict index -> name): distinct strings, one or more."""
-    config = _read_config(root)
-    path = os.path.join(root, "data.yaml")
-    names = config.get("names") if isinstance(config, dict) else None
-    if (
-        isinstance(names, dict)
-        and {k.__class__ for k in names} <= {int}
-        and sorted(names) == [*range(len(names))]
-    ):
-        names = [names[i] for i in range(len(names))]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InvalidArgumentError(
-            f"{path}: expected 'names' as a list of class names or a dict 0: name, 1: name, ... "
-            f"Got {names!r:.120}."
-        )
-    if not names:
-        raise InvalidArgumentError(f"{path}: expected at least one class name under 'names'. Got none.")
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InvalidArgumentError(
-            f"{path}: class names must be distinct (a label is an index into them). Got {twice[0]!r} more "
-            "than once. Fix the file."
-        )
-    return names
 
 
 def _label_path(labels_root: str, rel: str) -> str:
@@ -108,13 +64,17 @@ def _lines(path: str) -> list[list[str]]:
         return []
     except UnicodeDecodeError as exc:
         raise InvalidSampleError(
-            "labels", f"{path}: the label file is not UTF-8 text ({exc.reason} at byte {exc.start}). {_FIX}"
+            "labels",
+            f"{path}: the label file is not UTF-8 text ({exc.reason} at byte {exc.start}). {_FIX}",
+            source=path,
         ) from exc
     except OSError as exc:
-        raise InvalidSampleError("labels", f"{path}: the label file cannot be read ({exc}). {_FIX}") from exc
+        raise InvalidSampleError(
+            "labels", f"{path}: the label file cannot be read ({exc}). {_FIX}", source=path
+        ) from exc
 
 
-_FIX = "Fix the file, or pass skip_errors=True to skip the images whose label files break a rule."
+_FIX = skip_advice("Fix the file", "the images whose label files break a rule")
 
 
 def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.ndarray, np.ndarray | None]:
@@ -129,12 +89,14 @@ def _parse_line(tokens: list[str], n_classes: int, where: str) -> tuple[int, np.
             "labels",
             f"{where}: expected 'class cx cy w h' or 'class x1 y1 x2 y2 x3 y3 ...' with class in "
             f"0..{n_classes - 1} (data.yaml names). Got {' '.join(tokens)!r:.120}. {_FIX}",
+            source=where,
         )
     if not (np.isfinite(values).all() and values.min() >= 0 and values.max() <= 1):
         raise InvalidSampleError(
             "boxes" if len(values) == 4 else "polygons",
             f"{where}: expected coordinates as finite numbers in 0..1 (YOLO's are normalized by the "
             f"image's width and height). Got {' '.join(tokens)!r:.120}. {_FIX}",
+            source=where,
         )
     if len(values) == 4:
         return cls, values, None
@@ -181,23 +143,6 @@ def _tolerant_lines(path: str) -> list[list[str]]:
         return []
 
 
-def _items(root: str, sub: str) -> list[tuple[str, str, str]]:
-    """``(image path, label path, path under images/)`` of every image, each path confined to ``root``
-    (symbolic links followed): the images and labels folders, and every image and label file."""
-    images_root = confine(root, os.path.join("images", sub), what=f"the images folder of split {sub!r}")
-    labels_root = confine(root, os.path.join("labels", sub), what=f"the labels folder of split {sub!r}")
-    files = image_files(images_root) if os.path.isdir(images_root) else []
-    if not files:
-        raise InvalidArgumentError(f"Found no images under {images_root!r}. Check the folder and split.")
-    images, labels = Folder.of(images_root), Folder.of(labels_root)
-    items = []
-    for rel in files:
-        label = os.path.splitext(rel)[0] + ".txt"
-        image_path = images.confine(rel, what=f"image file {rel!r}")
-        items.append((image_path, labels.confine(label, what=f"label file {label!r}"), rel))
-    return items
-
-
 def ingest_yolo(
     folder: PathLike,
     dest: PathLike,
@@ -211,12 +156,15 @@ def ingest_yolo(
 
     ```text
     folder/
-      data.yaml                 names: [car, person]   (or names: {0: car, 1: person})
-      images/train/0001.jpg     any depth; split= picks one sub-folder
+      data.yaml                 names: [car, person]; optionally path: ., train: images/train, val: ...
+      images/train/0001.jpg     any depth; split= picks one split
       labels/train/0001.txt     one line per object: class cx cy w h (normalized), or a polygon
     ```
 
-    Images without a label file have no objects. Label lines with a polygon (``class x1 y1 x2 y2 ...``,
+    ``data.yaml``'s ``path`` (relative to its folder), ``train``, ``val`` and ``test`` (a folder, a ``.txt``
+    list of images, or a list of those) are read as ultralytics reads them, and an image's label file is
+    its path with the last ``images`` folder turned into ``labels`` (``docs/detection.md``, "YOLO in and
+    out"). Images without a label file have no objects. Label lines with a polygon (``class x1 y1 x2 y2 ...``,
     YOLO's segmentation format) also fill a ``polygons`` tensor, and their box is the polygon's bounds.
     Files are read in parallel by an eval, with a progress bar; image bytes are kept as for
     `lakecompute.ingest_classification`.
@@ -224,29 +172,34 @@ def ingest_yolo(
     Args:
         folder: the dataset folder.
         dest: where to create the dataset.
-        split: a sub-folder of ``images/`` (``"train"``) to read alone; None reads every image.
+        split: the split to read alone: data.yaml's ``train``/``val``/``test`` entry, else the sub-folder
+            ``images/<split>``; None reads every split data.yaml names (each image once), else every
+            image under ``images/``.
         image_compression: as for `lakecompute.ingest_classification`.
         progressbar: show a progress bar.
         **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`), by keyword.
 
     Returns:
-        The new dataset: ``images``, ``file_name``, ``boxes`` (cxcywh, normalized), ``labels``, and
-        ``polygons`` for segmentation labels.
+        The new dataset: ``images``, ``file_name`` (the path below the split's folder, or below the folder
+        common to the splits read), ``boxes`` (cxcywh, normalized), ``labels``, and ``polygons`` for
+        segmentation labels.
 
     ``data.yaml`` and the label files are untrusted input (``docs/detection.md``, "What is trusted"):
     every path is confined to ``folder`` (symbolic links followed), and every line checked.
 
     Raises:
         InvalidArgumentError: no data.yaml, one that is not YAML, or names that are not distinct
-            strings; a path resolving outside ``folder``; no images; or pyyaml is not installed.
+            strings; a path (data.yaml's ``path`` or a split entry, a listed image, an image or label
+            file) resolving outside ``folder``, or a split entry that names nothing usable (the key
+            named); no images; two images sharing one label file; or pyyaml is not installed.
         InvalidSampleError: an unreadable image, or a label file that is not text or has a malformed
             line (file and line named); with ``skip_errors=True`` such images are skipped instead.
     """
     parsed = IngestOptions.parse("ingest_yolo", options, image_compression, progressbar)
     root = os.fspath(folder)
     refuse_overlap(root, dest)
-    names = _names(root)
-    items = _items(root, "" if split is None else str(split))
+    layout = YoloLayout.read(root, None if split is None else str(split))
+    names, items = list(layout.names), list(layout.items)
     paths = [p for p, _, _ in items]
     polygons = _has_polygons([lp for _, lp, _ in items])
     compression = plan_for_ingest(paths, parsed.image_compression).compression

@@ -68,12 +68,17 @@ def test_seed_none_is_drawn_reported_and_reproducible(tmp_path: Path) -> None:
     result = PIPELINE.eval(list(range(N)), make_out(str(tmp_path / "a")), num_workers=0, progressbar=False)
     assert isinstance(result.seed, int)
     log = lc.load(str(tmp_path / "a")).log()
-    assert log[-1]["eval"] == {
+    entry = log[-1]["eval"]
+    assert {k: entry[k] for k in ("label", "status", "done", "seed")} == {
         "label": "noisy_pair → scaled",
         "status": "done",
         "done": N,
         "seed": result.seed,
     }
+    assert entry["functions"] == [
+        "noisy_pair",
+        "scaled",
+    ]  # and its lineage (see tests/dataset/test_lineage.py)
     assert _values(tmp_path / "a") == _reference(tmp_path, seed=result.seed)
     other = PIPELINE.eval(list(range(N)), make_out(str(tmp_path / "b")), num_workers=0, progressbar=False)
     assert other.seed != result.seed

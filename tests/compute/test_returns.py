@@ -58,7 +58,7 @@ def test_return_dict_writes_one_row(scheduler: Sched, tmp_path: Path) -> None:
     assert result.outputs == {"y": 12, "tag": 12}
     again = lc.load(str(tmp_path / "out"))
     assert again.y.numpy().tolist() == [i * 10 for i in range(12)]
-    assert again.tag.text() == [f"n{i}" for i in range(12)]
+    assert again["tag"].text() == [f"n{i}" for i in range(12)]
 
 
 def test_return_list_of_dicts_writes_rows_in_order(scheduler: Sched, tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_return_in_a_pipeline_feeds_the_next_step(scheduler: Sched, tmp_path: Pa
     lc.compose([double_it(), tag_it()]).eval(list(range(6)), out, **scheduler.kw)
     again = lc.load(str(tmp_path / "out"))
     assert again.y.numpy().tolist() == [0, 2, 4, 6, 8, 10]
-    assert again.tag.text() == ["t0", "t2", "t4", "t6", "t8", "t10"]
+    assert again["tag"].text() == ["t0", "t2", "t4", "t6", "t8", "t10"]
 
 
 def test_write_and_return_is_an_error(scheduler: Sched, tmp_path: Path) -> None:

@@ -38,23 +38,29 @@ PUBLIC_NAMES = [
     "LakeComputeError",
     "LakeComputeWarning",
     "LeaseExpiredError",
+    "MergeConflictError",
     "Pipeline",
     "RaggedShapeError",
     "ReadOnlyError",
+    "RefExistsError",
+    "RefNotFoundError",
     "RemoteError",
     "Row",
     "SampleIndexError",
     "StorageError",
     "Tensor",
+    "TensorDiff",
     "TensorDoesNotExistError",
     "TensorExistsError",
     "TensorView",
     "TransformError",
     "UnpicklableTaskError",
+    "VersionDiff",
     "WorkerDiedError",
     "__version__",
     "compose",
     "compute",
+    "copy",
     "dataset",
     "delete",
     "empty",
@@ -66,6 +72,7 @@ PUBLIC_NAMES = [
     "like",
     "load",
     "read",
+    "worker_device",
 ]
 
 
@@ -293,6 +300,10 @@ def test_storage_holds_no_pickles(ds_path: str) -> None:
             manifests += 1
         elif rel == os.path.join("versions", "LATEST"):
             assert data.strip().isdigit()
+        elif rel.startswith(os.path.join("refs", "lines")):
+            assert data.replace(b" ", b"").isdigit(), rel  # a branch's move, or its head hint
+        elif rel.startswith("refs" + os.sep) and rel.endswith(".json"):
+            assert isinstance(json.loads(data), dict)  # a branch or tag ref
         elif rel.startswith("leases" + os.sep) and rel.endswith(".json"):
             assert json.loads(data)["lakecompute"] == "lease"  # a writer's lease (see vacuum)
         elif os.path.basename(f) == "zarr.json":

@@ -77,13 +77,22 @@ def test_eval_zero_d_array_input_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["versions/0000000002.json", "versions/LATEST"])
 def test_manifest_that_is_a_directory_is_corrupt(tmp_path: Path, key: str) -> None:
-    """A version file replaced by a directory raises DatasetCorruptError naming it, not IsADirectoryError."""
+    """A version file replaced by a directory raises DatasetCorruptError naming it, not IsADirectoryError.
+
+    ``versions/LATEST`` is a hint that opening a dataset with branch refs does not need (it loads and
+    commits); it is read for a dataset without refs, written before branches (its ``refs/`` removed here).
+    """
     ds = lc.empty(str(tmp_path / "ds"))
     ds.create_tensor("x", dtype="int64")
     ds.x.append(1)
     target = tmp_path / "ds" / key
     os.remove(target)
     target.mkdir()
+    if key.endswith("LATEST"):
+        again = lc.load(str(tmp_path / "ds"))
+        again.x.append(2)
+        assert lc.load(str(tmp_path / "ds")).x.numpy().tolist() == [1, 2]
+        shutil.rmtree(tmp_path / "ds" / "refs")
     with pytest.raises(
         lc.DatasetCorruptError, match=rf"cannot read '{key}' \(it is a directory.*Restore the file"
     ) as info:

@@ -453,14 +453,14 @@ def test_load_folder_that_is_not_a_dataset_raises_not_found(tmp_path: Path) -> N
     folder = tmp_path / "other"
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
-    with pytest.raises(lc.DatasetNotFoundError, match=r"holds no lakecompute dataset"):
+    with pytest.raises(lc.DatasetNotFoundError, match=r"other than a lakecompute dataset \('notes.txt'\)"):
         lc.load(str(folder))
     import zarr
 
     zarr.create_group(str(tmp_path / "plain"))
-    with pytest.raises(lc.DatasetNotFoundError, match=r"holds no lakecompute dataset"):
+    with pytest.raises(lc.DatasetNotFoundError, match=r"other than a lakecompute dataset \('zarr.json'\)"):
         lc.load(str(tmp_path / "plain"))
-    with pytest.raises(lc.InvalidArgumentError, match=r"is not empty and holds no lakecompute dataset"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"holds something other than a lakecompute dataset"):
         lc.empty(str(folder))
     assert (folder / "notes.txt").read_text() == "keep me"
 
@@ -469,8 +469,10 @@ def test_load_missing_version_raises_not_found(mixed: lc.Dataset) -> None:
     """load(version=N) for a version that was never committed raises DatasetNotFoundError."""
     with pytest.raises(lc.DatasetNotFoundError, match=r"It has no version 99"):
         lc.load(mixed.path, version=99)
-    with pytest.raises(lc.InvalidTypeError, match=r"Expected version as an int\. Got str"):
-        lc.load(mixed.path, version="1")  # type: ignore[arg-type]
+    with pytest.raises(lc.InvalidTypeError, match=r"Expected version as an int or a tag name\. Got float"):
+        lc.load(mixed.path, version=1.0)  # type: ignore[arg-type]
+    with pytest.raises(lc.RefNotFoundError, match=r"has no branch or tag 'v1'"):
+        lc.load(mixed.path, version="v1")
 
 
 @pytest.mark.parametrize(

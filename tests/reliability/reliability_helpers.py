@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
+from lakecompute.storage import is_committed, open_backend, read_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -124,8 +125,20 @@ def kill_session(session: int) -> None:
 
 
 def versions(path: str | Path) -> list[str]:
-    """The committed manifest files of a local dataset."""
-    return sorted(p for p in os.listdir(Path(path) / "versions") if p.endswith(".json") and p[:-5].isdigit())
+    """The manifest files of a local dataset's committed versions (a manifest a commit stored but never
+    moved its branch to, because it was killed in between or lost a race, is no version)."""
+    backend = open_backend(str(path))
+    out = []
+    for name in sorted(os.listdir(Path(path) / "versions")):
+        if not (name.endswith(".json") and name[:-5].isdigit()):
+            continue
+        try:
+            manifest = read_manifest(backend, int(name[:-5]))
+        except lc.DatasetNotFoundError:
+            continue  # removed since the listing (a commit that lost its race cleans up)
+        if is_committed(backend, manifest):
+            out.append(name)
+    return out
 
 
 def segments(path: str | Path) -> set[str]:

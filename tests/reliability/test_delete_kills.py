@@ -150,6 +150,7 @@ def test_removal_order_marker_then_versions_then_data(
         "write zarr.json incomplete",
         "delete versions",
         "delete leases",  # the writer leases of make_numbers' handle (see vacuum)
+        "delete refs",  # the branches (main) and their moves
         "delete segments",
         "delete <root>",
     ]

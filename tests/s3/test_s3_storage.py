@@ -277,3 +277,29 @@ def test_s3_failed_chunk_read_after_open_is_storage_error(tmp_path: Any) -> None
     assert re.search(r"S3 (GET|HEAD) of 'segments/[^']+/(data|index)/", str(info.value))
     assert f"s3://{bucket}/gone" in str(info.value)
     assert type(info.value.__cause__).__module__.startswith("obstore")
+
+
+@pytest.mark.parametrize("prefix", ["/mine", ""], ids=["prefix", "bucket-root"])
+def test_s3_overwrite_and_delete_refuse_other_objects(
+    bucket: str, storage_options: dict[str, Any], prefix: str
+) -> None:
+    """A prefix (or a whole bucket) holding objects lakecompute did not write is refused by
+    lc.empty(overwrite=True) and lc.delete, naming what was found; the objects stay, and a sibling
+    dataset next to them is untouched."""
+    url = f"s3://{bucket}{prefix}"
+    backend = open_backend(url, storage_options)
+    backend.write("notes.txt", b"keep me")
+    backend.write("photos/1.jpg", b"\xff\xd8")
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"other than a lakecompute dataset \('notes.txt', 'photos'\)"
+    ):
+        lc.empty(url, overwrite=True, storage_options=storage_options)
+    with pytest.raises(lc.DatasetNotFoundError, match=r"\('notes.txt', 'photos'\), left as it is"):
+        lc.delete(url, missing_ok=True, storage_options=storage_options)
+    assert backend.read("notes.txt") == b"keep me"
+    assert backend.read("photos/1.jpg") == b"\xff\xd8"
+    # A dataset in a prefix of its own beside them is replaced as usual.
+    beside = f"{url}/ds"
+    lc.from_numpy(beside, {"x": np.arange(3)}, storage_options=storage_options)
+    assert lc.empty(beside, overwrite=True, storage_options=storage_options).version == 0
+    assert backend.read("notes.txt") == b"keep me"

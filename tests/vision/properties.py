@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import resource
 import tempfile
 from pathlib import Path
@@ -265,6 +266,52 @@ data_yamls = st.one_of(
 )  # fmt: skip
 
 
+split_values = st.one_of(
+    st.sampled_from([
+        ".", "", "images", "images/train", "images/val", "../train/images", "../images/train", "../../x", "/",
+        "/etc", "train.txt", "images/train/a.png", "labels", "missing", "a\x00b", "./images/../images/val",
+    ]),
+    st.just("train.txt"),
+    st.lists(st.sampled_from(["images/train", "images/val", "train.txt", "../x", 3, None]), max_size=3),
+    st.one_of(
+        st.integers(-2, 2), st.none(), st.booleans(), st.text(max_size=6),
+        st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2),
+    ),
+)  # fmt: skip
+roots = st.one_of(st.sampled_from([".", "", "./", "..", "/", "images", "../yolo", "train.txt"]), split_values)
+listings = st.lists(
+    st.sampled_from(
+        [
+            "./images/train/a.png",
+            "images/val/c.png",
+            "../x.png",
+            "/etc/passwd",
+            "images/train",
+            "",
+            "  ",
+            "missing.png",
+            "images/train/b.png",
+            "labels/train/a.txt",
+            "./../yolo/images/val/c.png",
+        ]
+    )
+    | st.text(max_size=8),
+    max_size=4,
+).map("\n".join).map(str.encode) | st.binary(max_size=20)
+
+
+@st.composite
+def split_yamls(draw: st.DrawFn) -> bytes:
+    """A data.yaml with valid names and drawn ``path``/``train``/``val``/``test`` entries."""
+    import yaml
+
+    doc: dict[str, Any] = {"names": ["car", "person", "dog"]}
+    for key in ("path", "train", "val", "test"):
+        if draw(st.booleans()):
+            doc[key] = draw(roots if key == "path" else split_values)
+    return yaml.safe_dump(doc).encode()
+
+
 def yolo_images() -> dict[str, bytes]:
     """Three small PNG files' bytes, by their path under images/."""
     out = {}
@@ -280,8 +327,8 @@ def yolo(max_examples: int) -> None:
     images = yolo_images()
 
     @settings(max_examples=max_examples, **SETTINGS)
-    @given(data_yamls, st.lists(label_files, min_size=3, max_size=3))
-    def check(data_yaml: bytes, labels: list[bytes]) -> None:
+    @given(data_yamls | split_yamls(), st.lists(label_files, min_size=3, max_size=3), listings)
+    def check(data_yaml: bytes, labels: list[bytes], listing: bytes) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "yolo"
             for (name, data), label in zip(images.items(), labels, strict=True):
@@ -290,6 +337,8 @@ def yolo(max_examples: int) -> None:
                 (root / "labels" / name).parent.mkdir(parents=True, exist_ok=True)
                 (root / "labels" / name).with_suffix(".txt").write_bytes(label)
             (root / "data.yaml").write_bytes(data_yaml)
+            (root / "train.txt").write_bytes(listing)
+            Image.new("RGB", (4, 4)).save(Path(tmp) / "x.png")  # outside the folder: never read
             try:
                 ds = lc.ingest_yolo(
                     root, "mem://yolo-props", overwrite=True, progressbar=False, num_workers=0
@@ -298,6 +347,9 @@ def yolo(max_examples: int) -> None:
                 return
             for i in range(len(ds)):
                 assert len(ds.boxes[i].numpy()) == len(ds.labels[i].numpy())
+            # Every image read is one of the folder's own (named below the splits' folder).
+            assert all(not n.startswith("..") and not os.path.isabs(n) for n in ds.file_name.text())
+            assert len(ds) <= len(images)
 
     check()
 

@@ -8,6 +8,7 @@ nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,7 +22,10 @@ import pytest
 import lakecompute as lc
 from tests.vision.conftest import SIZES, coco_document
 
-pytest.importorskip("ultralytics")
+# Only looked up, never imported here: importing ultralytics patches Pillow for the rest of the session
+# (an unreadable image's error then names pi_heif). It runs in the child processes below.
+if importlib.util.find_spec("ultralytics") is None:
+    pytest.skip("ultralytics is not installed (the full lane's extra)", allow_module_level=True)
 
 _READ = """
 import json, sys

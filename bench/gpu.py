@@ -1,0 +1,414 @@
+"""``python -m bench gpu``: a ResNet-50 embedding column at GPU speed, beside a loop fed from memory.
+
+The workload: 20,000 JPEG images (224x224, made here in parallel), a column of 2048-d embeddings from
+ResNet-50 (torchvision's ``resnet50(weights=None)``, else the same network in plain torch, see
+``_resnet``), batch 64, added in place with ``devices=`` on every visible GPU. Beside it, the floor: a
+hand-written loop (one thread per GPU) that keeps the same model, same precision and same host↔device
+copies fed from images already decoded in memory (no JPEG decode, no storage), in a fresh process.
+
+Reported per configuration: images/s (the whole eval call, worker start-up included (the fork server they
+start from is started once per process, before the timed runs, by a small untimed eval); the loop from CUDA
+start-up and model build to the last embedding on the host), the ratio to the loop, and the fraction of
+time the GPUs were busy (NVML's utilization, sampled every 20 ms on a thread: the share of time a kernel
+ran), over the whole call and over its active span (first to last busy sample); and the eval's stage
+seconds (read+decode, run, write, wall), which show the overlap.
+
+Without a CUDA GPU (or torch) the suite skips, saying why. ``BENCH_GPU_JSON=path`` writes the details as
+JSON (``python -m bench gpu --json path`` writes the rows). ``BENCH_GPU_DRY=1`` runs the same code on the
+CPU with 64 images and a small batch (a check of the bench itself, not a measurement).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import Row, scratch_dir, suite
+
+N_IMAGES = 20_000
+SIZE = 224
+BATCH = 64
+POOL = 1024  # decoded images the loop cycles through
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- the model, shared by the eval and the loop -------------------------------------------------------
+
+
+class Embedder:
+    """ResNet-50 features on one device: uint8 images (B, H, W, 3) in, float32 (B, 2048) out, with the
+    host→device copy of the images and the device→host copy of the embeddings."""
+
+    def __init__(self, device: str, precision: str) -> None:
+        import torch
+
+        from bench._resnet import resnet50_features
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        model = resnet50_features().eval().to(self.device)
+        self.model = model.to(memory_format=torch.channels_last)
+        self.mean = torch.tensor([0.485, 0.456, 0.406], device=self.device).view(1, 3, 1, 1) * 255
+        self.std = torch.tensor([0.229, 0.224, 0.225], device=self.device).view(1, 3, 1, 1) * 255
+
+    def embed(self, images: Any) -> np.ndarray:
+        torch = self.torch
+        batch = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(images))
+        with (
+            torch.inference_mode(),
+            torch.autocast(self.device.type, self.dtype, enabled=self.dtype != torch.float32),
+        ):
+            x = batch.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
+            x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
+            out = self.model(x).float()
+        return np.asarray(out.cpu().numpy())
+
+
+def _lc() -> Any:
+    import lakecompute as lc
+
+    return lc
+
+
+class _Compute:
+    """The compute class of the column (made a compute function by `embed_column`)."""
+
+    def __init__(self, precision: str) -> None:
+        self.embedder = Embedder(_lc().worker_device(), precision)
+
+    def __call__(self, batch: Any, sample_out: Any) -> None:
+        sample_out.embedding.extend(self.embedder.embed(batch.images.numpy()))
+
+
+def embed_column(precision: str) -> Any:
+    """The compute function: ``Embedder`` built once per worker on ``lc.worker_device()``."""
+    return _lc().compute(_Compute)(precision)
+
+
+def _synth(seed: Any, sample_out: Any) -> None:
+    """A 224x224 photo-like image: smooth colour fields (a 14x14 pattern scaled up) and fine grain."""
+    from PIL import Image
+
+    rng = np.random.default_rng(int(seed))
+    small = Image.fromarray(rng.integers(0, 256, (14, 14, 3), dtype=np.uint8))
+    image = np.asarray(small.resize((SIZE, SIZE), Image.BICUBIC), dtype=np.int16)
+    image = image + rng.integers(-6, 7, image.shape, dtype=np.int16)
+    sample_out.images.append(np.clip(image, 0, 255).astype(np.uint8))
+
+
+# -- GPU busy -----------------------------------------------------------------------------------------
+
+
+class Busy:
+    """Samples NVML's GPU utilization of some GPUs every 20 ms on a thread, while in the ``with`` block."""
+
+    def __init__(self, indices: list[int]) -> None:
+        self.samples: list[float] = []
+        self.error = ""
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in _nvml_indices(pynvml, indices)]
+        except Exception as exc:
+            self._handles = []
+            self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
+        self._stop = threading.Event()
+
+    def __enter__(self) -> Busy:
+        if self._handles:
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            rates = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles]
+            self.samples.append(sum(rates) / len(rates) / 100)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._handles:
+            self._thread.join()
+
+    def fractions(self) -> tuple[float | None, float | None]:
+        """Busy over the whole block, and over its active span (first to last busy sample)."""
+        s = self.samples
+        if not s:
+            return None, None
+        busy = [k for k, v in enumerate(s) if v > 0]
+        active = s[busy[0] : busy[-1] + 1] if busy else s
+        return float(np.mean(s)), float(np.mean(active))
+
+
+def _nvml_indices(pynvml: Any, torch_indices: list[int]) -> list[int]:
+    """NVML's index of each CUDA device (they differ under CUDA_VISIBLE_DEVICES): matched by UUID when the
+    environment restricts the devices, else the same indices."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if not visible:
+        return torch_indices
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    out = []
+    for i in torch_indices:
+        entry = entries[i]
+        if entry.isdigit():
+            out.append(int(entry))
+            continue
+        for k in range(pynvml.nvmlDeviceGetCount()):
+            uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(k))
+            if (uuid.decode() if isinstance(uuid, bytes) else uuid).startswith(entry):
+                out.append(k)
+    return out
+
+
+# -- the loop, in a fresh process ------------------------------------------------------------------
+
+
+def loop_main(path: str, n: int, batch: int, precision: str, devices: list[str]) -> None:
+    """The floor: per device, a thread embeds ``n / len(devices)`` images in batches, cycling through
+    images decoded in memory beforehand (pinned, as a hand-written loop would keep them). Prints JSON."""
+    import torch
+
+    lc = _lc()
+    pool_np = lc.load(path).images[0:POOL].numpy()
+    pool = torch.from_numpy(pool_np)
+    if devices[0].startswith("cuda"):
+        pool = pool.pin_memory()
+    per_device = [n // len(devices) + (1 if k < n % len(devices) else 0) for k in range(len(devices))]
+    seconds: list[float] = [0.0] * len(devices)
+    steady: list[float] = [0.0] * len(devices)
+
+    def run(k: int) -> None:
+        t0 = time.perf_counter()
+        if devices[k].startswith("cuda"):
+            torch.cuda.set_device(torch.device(devices[k]))
+        embedder = Embedder(devices[k], precision)
+        done, first = 0, None
+        while done < per_device[k]:
+            take = min(batch, per_device[k] - done)
+            start = (done * 7 + k * 97) % (len(pool) - take + 1)
+            embedder.embed(pool[start : start + take])
+            done += take
+            first = first or time.perf_counter()
+        seconds[k] = time.perf_counter() - t0
+        steady[k] = time.perf_counter() - (first or t0)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(devices))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps({"seconds": max(seconds), "steady_seconds": max(steady)}))
+
+
+def _loop(
+    path: str, n: int, batch: int, precision: str, devices: list[str], gpus: list[int]
+) -> dict[str, Any]:
+    code = (
+        "import sys, json; from bench.gpu import loop_main; "
+        "loop_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5]))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    with Busy(gpus) as busy:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", code, path, str(n), str(batch), precision, json.dumps(devices)],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"the loop failed:\n{proc.stderr[-4000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    whole, active = busy.fractions()
+    return {
+        **out,
+        "process_seconds": wall,
+        "images_per_s": n / out["seconds"],
+        "busy": whole,
+        "busy_active": active,
+    }
+
+
+# -- the suite ----------------------------------------------------------------------------------------
+
+
+def _probe() -> tuple[list[int], dict[str, Any]] | str:
+    """The CUDA GPUs to use and what they are, or why the suite skips."""
+    if os.environ.get("BENCH_GPU_DRY"):
+        return [], {"dry_run": True}
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    # device_count() does not initialise CUDA through torch (get_device_name would): this process stays
+    # as a user's would, and its first fork-server run (the warm-up) preloads torch for the workers.
+    count = torch.cuda.device_count()
+    if not count:
+        return f"no CUDA GPU visible (torch {torch.__version__}, CUDA build {torch.version.cuda})"
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpus": _gpu_names(list(range(count)))}
+    try:
+        import torchvision
+
+        info["model"] = f"torchvision {torchvision.__version__} resnet50(weights=None)"
+    except ImportError:
+        info["model"] = "plain-torch ResNet-50 (bench/_resnet.py)"
+    return list(range(count)), info
+
+
+def _gpu_names(indices: list[int]) -> list[str]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in _nvml_indices(pynvml, indices)]
+        return [str(pynvml.nvmlDeviceGetName(h)) for h in handles]
+    except Exception as exc:
+        return [f"unknown ({type(exc).__name__})"] * len(indices)
+
+
+def _where(x: Any, sample_out: Any) -> None:
+    sample_out.x.append(np.int64(x))
+
+
+def _warm_up(tmp: str, gpus: list[int]) -> None:
+    """An eval with devices over a few inputs, untimed: starts this process's fork server (once per
+    process, torch preloaded), which every later eval with devices forks its workers from."""
+    if not gpus:
+        return
+    lc = _lc()
+    out = lc.empty(os.path.join(tmp, "warm"), overwrite=True)
+    out.create_tensor("x", dtype="int64")
+    t0 = time.perf_counter()
+    lc.compute(_where)().eval(list(range(8)), out, num_workers=len(gpus), devices="cuda", progressbar=False)
+    print(
+        f"  fork server started in {time.perf_counter() - t0:.1f} s (once per process; not timed)", flush=True
+    )
+
+
+def _make_images(path: str, n: int) -> Any:
+    lc = _lc()
+    ds = lc.empty(path, overwrite=True)
+    ds.create_tensor("images", htype="image", sample_compression="jpeg")
+    t0 = time.perf_counter()
+    lc.compute(_synth)().eval(list(range(n)), ds, num_workers=max(2, os.cpu_count() or 2), progressbar=False)
+    print(f"  made {n} JPEG images {SIZE}x{SIZE} in {time.perf_counter() - t0:.1f} s", flush=True)
+    return ds
+
+
+def _eval(
+    ds: Any, n: int, batch: int, precision: str, devices: Any, workers: int, gpus: list[int]
+) -> dict[str, Any]:
+    if "embedding" in ds.tensors:
+        ds.delete_tensor("embedding")
+    ds.create_tensor("embedding", htype="embedding", dtype="float32")
+    with Busy(gpus) as busy:
+        t0 = time.perf_counter()
+        result = embed_column(precision).eval(
+            ds, num_workers=workers, devices=devices, batch_size=batch, skip_ok=True, progressbar=False
+        )
+        seconds = time.perf_counter() - t0
+    assert result.outputs["embedding"] == n, result
+    emb = ds.embedding[0:4].numpy()
+    assert emb.shape == (4, 2048)
+    assert np.isfinite(emb).all()
+    whole, active = busy.fractions()
+    return {"seconds": seconds, "images_per_s": n / seconds, "busy": whole, "busy_active": active,
+            "stages": result.stages, "workers": workers, "devices": devices}  # fmt: skip
+
+
+def _configs(gpus: list[int]) -> list[tuple[str, str, Any, int]]:
+    """(name, precision, devices, workers): one worker per GPU, two per GPU, and bf16 with one per GPU."""
+    if not gpus:  # the dry run
+        return [("cpu-1w", "fp32", None, 1)]
+    two = [g for g in gpus for _ in range(2)]
+    return [
+        ("fp32, 1 worker/GPU", "fp32", "cuda", len(gpus)),
+        ("fp32, 2 workers/GPU", "fp32", two, 2 * len(gpus)),
+        ("bf16, 1 worker/GPU", "bf16", "cuda", len(gpus)),
+    ]
+
+
+@suite("gpu")
+def run(opts: Any) -> list[Row]:
+    """ResNet-50 embedding column over 20,000 JPEGs on every GPU vs a loop fed from memory (or skips)."""
+    probe = _probe()
+    details: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    if isinstance(probe, str):
+        print(f"  gpu: skipped: {probe}")
+        _write({**details, "skipped": probe})
+        return []
+    gpus, info = probe
+    details.update(info)
+    dry = not gpus
+    n = 64 if dry else (2_000 if opts.quick else N_IMAGES)
+    batch = 16 if dry else BATCH
+    loop_devices = [f"cuda:{g}" for g in gpus] or ["cpu"]
+    rows: list[Row] = []
+    with scratch_dir("lc-bench-gpu-") as tmp:
+        ds = _make_images(os.path.join(tmp, "images"), n)
+        _warm_up(tmp, gpus)
+        loops: dict[str, dict[str, Any]] = {}
+        for name, precision, devices, workers in _configs(gpus):
+            if precision not in loops:
+                loops[precision] = _loop(ds.path, n, batch, precision, loop_devices, gpus)
+                details[f"loop {precision}"] = loops[precision]
+                print(f"  loop {precision}: {_describe(loops[precision])}", flush=True)
+            ours = _eval(ds, n, batch, precision, devices, workers, gpus)
+            details[f"eval {name}"] = ours
+            print(f"  eval {name}: {_describe(ours)}; stages {_stages(ours['stages'])}", flush=True)
+            rows.append(_row(name, n, batch, ours, loops[precision], len(gpus)))
+    _write(details)
+    return rows
+
+
+def _row(name: str, n: int, batch: int, ours: dict[str, Any], loop: dict[str, Any], gpus: int) -> Row:
+    busy = ours["busy"]
+    return Row(
+        f"ResNet-50 column, {name}",
+        ours["images_per_s"],
+        loop["images_per_s"],
+        "/s",
+        target=">= 0.9x loop, GPU busy >= 90%",
+        ok=None if busy is None else (ours["images_per_s"] >= 0.9 * loop["images_per_s"] and busy >= 0.9),
+        baseline_name="loop fed from memory",
+        note=(
+            f"{n} JPEG {SIZE}x{SIZE}, batch {batch}, {gpus} GPU(s); GPU busy {_pct(busy)} of the eval, "
+            f"{_pct(ours['busy_active'])} of its active span (loop {_pct(loop['busy'])}); "
+            f"stages {_stages(ours['stages'])}"
+        ),
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _stages(stages: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
+
+
+def _describe(result: dict[str, Any]) -> str:
+    return (
+        f"{result['images_per_s']:,.0f} images/s in {result['seconds']:.1f} s, "
+        f"GPU busy {_pct(result['busy'])} "
+        f"({_pct(result['busy_active'])} of the active span)"
+    )
+
+
+def _write(details: dict[str, Any]) -> None:
+    path = os.environ.get("BENCH_GPU_JSON")
+    if path:
+        with open(path, "w") as fh:
+            json.dump(details, fh, indent=2, default=str)
+        print(f"  gpu: details written to {path}")

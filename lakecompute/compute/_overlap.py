@@ -1,0 +1,224 @@
+"""Overlap inside a worker: reading ahead and writing behind the function, on bounded threads.
+
+A task is a run of blocks. Done one after the other, a block is read (and decoded), then the function runs
+on it, then its outputs are checked, encoded and written: on a GPU the device idles while the CPU decodes
+and encodes. Here the three stages run at once on different blocks::
+
+    readers (1..n threads)   read k+1, k+2 ...   ──▶ bounded: at most `ahead` blocks beyond the one in use
+    the task's thread        run the function on block k
+    one writer thread        encode and write block k-1  ──▶ bounded: one block behind, in order
+
+so a worker's wall time approaches its slowest stage rather than the sum of the three. The stages meet
+only through these two objects; the order of blocks, of outputs and of failures is the order of the
+task, as without them:
+
+- `ReadAhead` yields the blocks in order; a read that failed raises its error when its block is taken,
+  not before (an earlier block's failure in the function is still the one reported).
+- `WriteBehind` runs write jobs in order on one thread; a job's error is raised in the task's thread at
+  the next `WriteBehind.submit` or `WriteBehind.wait`, and the task prefers a write's failure to a
+  later block's (`WriteBehind.settle`).
+
+Both keep the seconds each stage took (`Stages`), which tasks report with their results.
+
+The threads are daemon threads, started per task: reading and writing touch only the task's own input
+range and output slots, and a task that is stopped (an error, a cancellation) closes them, waiting for a
+read or write in progress to end (each is one block) but starting no other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["ReadAhead", "Stages", "WriteBehind"]
+
+T = TypeVar("T")
+
+#: Most reader threads a worker uses (each holds at most one block: BLOCK_BYTES of input).
+MAX_READERS = 16
+
+
+@dataclass(slots=True)
+class Stages:
+    """Seconds one task spent in each stage: ``read`` (summed over reader threads, waits excluded), ``run``
+    (the functions and their checks, on the task's thread), ``write`` (encoding and writing, on the
+    writer thread) and ``wall`` (the task from start to end). Without overlap ``wall`` is about the sum
+    of the three; with it, about the largest."""
+
+    read: float = 0.0
+    run: float = 0.0
+    write: float = 0.0
+    wall: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"read": self.read, "run": self.run, "write": self.write, "wall": self.wall}
+
+
+class ReadAhead(Generic[T]):
+    """The blocks of one task, read in order, up to ``ahead`` blocks ahead of the one in use.
+
+    Args:
+        read: reads one block, ``read(start, stop)``.
+        ranges: the blocks' input ranges, in order.
+        threads: reader threads (and so blocks read ahead at most); 0 reads each block in the task's
+            own thread when it is taken (no overlap: for input already in memory).
+        stages: where the seconds spent reading are added.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[int, int], T],
+        ranges: Sequence[tuple[int, int]],
+        threads: int,
+        stages: Stages,
+    ) -> None:
+        self._read = read
+        self._ranges = ranges
+        self._stages = stages
+        # One block alone gains nothing from a thread: it is read when taken.
+        self._ahead = min(threads, MAX_READERS) if len(ranges) > 1 else 0
+        self._cond = threading.Condition()
+        self._next = 0  # the next block a reader takes
+        self._taken = 0  # blocks the task has taken
+        self._done: dict[int, tuple[bool, Any]] = {}
+        self._closed = False
+        for n in range(min(self._ahead, len(ranges))):
+            threading.Thread(target=self._reader, name=f"lakecompute-read-ahead-{n}", daemon=True).start()
+
+    def __iter__(self) -> Iterator[T]:
+        if not self._ahead:
+            for start, stop in self._ranges:
+                t0 = time.perf_counter()
+                block = self._read(start, stop)
+                self._stages.read += time.perf_counter() - t0
+                yield block
+            return
+        for k in range(len(self._ranges)):
+            with self._cond:
+                while k not in self._done:
+                    self._cond.wait()
+                ok, value = self._done.pop(k)
+                self._taken = k + 1
+                self._cond.notify_all()  # a reader may start the next block
+            if not ok:
+                raise value
+            yield value
+
+    def _reader(self) -> None:
+        ranges = self._ranges
+        while True:
+            with self._cond:
+                # Bounded: a reader starts block k only while k < taken + ahead.
+                while not self._closed and self._taken + self._ahead <= self._next < len(ranges):
+                    self._cond.wait()
+                if self._closed or self._next >= len(ranges):
+                    return
+                k = self._next
+                self._next += 1
+            t0 = time.perf_counter()
+            try:
+                outcome: tuple[bool, Any] = (True, self._read(*ranges[k]))
+            except BaseException as exc:  # the task's thread raises it when it takes this block
+                outcome = (False, exc)
+            seconds = time.perf_counter() - t0
+            with self._cond:
+                self._done[k] = outcome
+                self._stages.read += seconds
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Start no more reads (a read in progress ends on its own; its block is dropped)."""
+        with self._cond:
+            self._closed = True
+            self._done.clear()
+            self._cond.notify_all()
+
+
+class WriteBehind:
+    """Runs a task's write jobs in order on one thread, at most one job behind the task's thread.
+
+    Args:
+        enabled: False runs each job in the caller's thread at `submit` (no overlap).
+        stages: where the seconds spent writing are added.
+    """
+
+    def __init__(self, enabled: bool, stages: Stages) -> None:
+        self._enabled = enabled
+        self._stages = stages
+        self._cond = threading.Condition()
+        self._job: Callable[[], None] | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        #: Seconds the task's thread waited for the previous job (a stall of the pipeline).
+        self.waited = 0.0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` after the jobs before it; raises the error of an earlier job, if one failed."""
+        if not self._enabled:
+            t0 = time.perf_counter()
+            try:
+                job()
+            finally:
+                self._stages.write += time.perf_counter() - t0
+            return
+        self.wait()
+        with self._cond:
+            self._job = job
+            self._cond.notify_all()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._writer, name="lakecompute-write-behind", daemon=True)
+            self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for the job in progress; raise its error, if it failed."""
+        t0 = time.perf_counter()
+        with self._cond:
+            while self._job is not None:
+                self._cond.wait()
+            error, self._error = self._error, None
+        self.waited += time.perf_counter() - t0
+        if error is not None:
+            raise error
+
+    def settle(self, failure: BaseException) -> BaseException:
+        """The error a task stopped by ``failure`` reports: an error of the write in progress comes first
+        (it wrote an earlier block), else ``failure``."""
+        try:
+            self.wait()
+        except BaseException as earlier:
+            return earlier
+        return failure
+
+    def _writer(self) -> None:
+        while True:
+            with self._cond:
+                while self._job is None and not self._closed:
+                    self._cond.wait()
+                if self._job is None:
+                    return
+                job = self._job
+            t0 = time.perf_counter()
+            error: BaseException | None = None
+            try:
+                job()
+            except BaseException as exc:  # raised in the task's thread at its next submit or wait
+                error = exc
+            seconds = time.perf_counter() - t0
+            with self._cond:
+                self._stages.write += seconds
+                self._error = error
+                self._job = None
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Wait for the job in progress (its error is dropped: the task stops anyway); end the thread."""
+        with self._cond:
+            while self._job is not None:
+                self._cond.wait()
+            self._closed = True
+            self._error = None
+            self._cond.notify_all()

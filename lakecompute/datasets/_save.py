@@ -1,0 +1,193 @@
+"""Saved views and copies: the rows of a dataset or view written as a dataset of their own.
+
+``view.save(dest)`` and ``lc.copy(src, dest)`` read the selected rows and write them into the
+destination through its write transaction, like any other write: the same segment writers, fragments
+and commits. Encoded samples (PNG, JPEG and WebP images, text, json, masks) are copied as the bytes they
+are stored as, never decoded and encoded again: a JPEG in the copy is the same bytes as in the source.
+
+A copy commits every ``checkpoint_interval`` rows with a record of how far it got (an
+`lakecompute.datasets.EvalRecord` under a key made of the source's location, version and rows, as an
+eval's). Run the same copy again after a failure or a kill and it continues after the last checkpoint;
+run it after it completed and it writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lakecompute.datasets._core import core_of
+from lakecompute.datasets._records import EvalRecord
+from lakecompute.datasets._views import DatasetView, base_dataset
+from lakecompute.errors import DatasetExistsError, InvalidArgumentError
+from lakecompute.htypes import Encoded
+
+if TYPE_CHECKING:
+    from lakecompute.datasets._dataset import Dataset
+    from lakecompute.datasets._reader import ColumnReader
+    from lakecompute.datasets._transaction import Transaction
+
+__all__ = ["COPY_ROWS", "CopyPlan"]
+
+#: Rows read and written at a time (each tensor's buffer is written out every 16 MiB besides).
+_BLOCK = 1024
+#: Rows between checkpoints when ``checkpoint_interval`` is not given.
+COPY_ROWS = 16_384
+
+
+class CopyPlan:
+    """What a copy reads: a committed version of a dataset, some of its rows, all its tensors.
+
+    Args:
+        data: the dataset or view to copy (its pending changes must be committed).
+
+    Raises:
+        InvalidArgumentError: ``data`` has uncommitted changes.
+    """
+
+    def __init__(self, data: Dataset | DatasetView) -> None:
+        self.base = base_dataset(data)
+        if self.base.has_pending_changes:
+            raise InvalidArgumentError(
+                f"Dataset {self.base.path!r} has uncommitted changes, which a copy would not hold. Commit "
+                "them first (leave the `with` block or call ds.commit())."
+            )
+        n = len(self.base)
+        self.positions: range | np.ndarray = data.positions if isinstance(data, DatasetView) else range(n)
+        self.names = tuple(core_of(self.base).names())
+        self.identity = {
+            "dataset": core_of(self.base).dataset_id,
+            "path": self.base.location.url,
+            "version": self.base.version,
+            "rows": _rows_key(self.positions),
+            "tensors": list(self.names),
+        }
+        blob = json.dumps(self.identity, sort_keys=True).encode()
+        self.key = "copy-" + hashlib.sha256(blob).hexdigest()[:40]
+        self.label = f"copy of {self.base.path} v{self.base.version}"
+        self._base_version = 0
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    # -- the destination ---------------------------------------------------------------------------
+    def progress_in(self, out: Dataset) -> EvalRecord | None:
+        """The record of this copy in ``out`` when ``out``'s newest version is one of its checkpoints (or
+        its end), else None."""
+        record = out.eval_record(self.key)
+        return record if record is not None and record.version == out.version else None
+
+    def prepare(self, out: Dataset) -> None:
+        """Give a fresh ``out`` (no samples, no eval records) the source's tensors and info, in one commit.
+
+        Raises:
+            DatasetExistsError: ``out`` holds samples or other data (pass ``overwrite=True``).
+            InvalidArgumentError: ``out`` has tensors that differ from the source's.
+        """
+        if any(len(t) for t in out.tensors.values()) or out.eval_records():
+            raise DatasetExistsError(out.path)
+        theirs = dict(out.tensors)
+        mine = self.base.tensors
+        if theirs and _specs(out) != _specs(self.base):
+            raise InvalidArgumentError(
+                f"Cannot copy into {out.path!r}: its tensors {_specs(out)!r} differ from the source's "
+                f"{_specs(self.base)!r}. Copy into a new path, or pass overwrite=True."
+            )
+        with out:
+            for name, tensor in mine.items():
+                if name not in theirs:
+                    out.create_tensor_like(name, tensor)
+            if dict(self.base.info) and not dict(out.info):
+                out.info.update(dict(self.base.info))
+            out.commit(f"create tensors like {self.base.path}")
+
+    # -- copying -----------------------------------------------------------------------------------
+    def run(
+        self, out: Dataset, resume: EvalRecord | None, checkpoint_interval: int, progressbar: bool
+    ) -> None:
+        """Copy the rows into ``out`` (after those ``resume``, the record of an unfinished run of this copy,
+        says are done), committing every ``checkpoint_interval`` rows and at the end.
+
+        Raises:
+            ReadOnlyError: ``out`` cannot write.
+            DatasetCorruptError: the source's stored data is damaged (the copy keeps its checkpoints).
+        """
+        core = core_of(out)
+        core.check_writable()
+        txn = core.txn
+        start = resume.done if resume is not None else 0
+        # The version before the copy began: what `rerun=True` of another eval goes back to.
+        self._base_version = resume.base_version if resume is not None else txn.base.version
+        src = core_of(self.base)
+        readers = {name: src.reader(name) for name in self.names}
+        bar = _bar(len(self), start, self.label, progressbar)
+        since = 0
+        block = min(_BLOCK, checkpoint_interval)
+        try:
+            for a in range(start, len(self), block):
+                b = min(len(self), a + block)
+                rows = np.asarray(self.positions[a:b], dtype=np.int64)
+                for name, reader in readers.items():
+                    txn.write(name, _stored(txn, name, reader, rows))
+                since += b - a
+                if since >= checkpoint_interval or b == len(self):
+                    self._commit(txn, b)
+                    since = 0
+                if bar is not None:
+                    bar.update(b - a)
+            if start >= len(self):
+                self._commit(txn, len(self))  # nothing to copy: the record says it is done
+        except BaseException:
+            txn.rollback()  # the checkpoints stay
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _commit(self, txn: Transaction, done: int) -> None:
+        complete = done == len(self)
+        record = EvalRecord(
+            fingerprint=self.key,
+            status="done" if complete else "running",
+            done=done,
+            outputs=dict.fromkeys(self.names, done),
+            base_version=self._base_version,
+            label=self.label,
+            job=self.key,
+        )
+        what = "" if complete else f": checkpoint at {done}"
+        txn.commit(f"{self.label}{what}", record, {"op": "copy", "inputs": self.identity})
+
+
+def _specs(ds: Dataset) -> list[tuple[str, str, str | None, str | None]]:
+    """Each tensor's name, htype, dtype and sample compression: what a copy's rows must fit."""
+    return [
+        (n, t.htype, None if t.dtype is None else str(t.dtype), t.sample_compression)
+        for n, t in ds.tensors.items()
+    ]
+
+
+def _stored(txn: Transaction, name: str, reader: ColumnReader, rows: np.ndarray) -> Any:
+    """Rows ``rows`` of a tensor as they are stored: encoded blobs as they are, numbers as arrays."""
+    if reader.spec.kind == "bytes":
+        blobs: list[Encoded] = reader.read_encoded_at(rows)
+        return blobs
+    return txn.encode_many(name, reader.read_at(rows, stack="fragments"))
+
+
+def _rows_key(positions: range | np.ndarray) -> str:
+    if isinstance(positions, range):
+        return f"range({positions.start}, {positions.stop}, {positions.step})"
+    digest = hashlib.sha256(np.ascontiguousarray(positions, dtype=np.int64).tobytes()).hexdigest()
+    return f"rows:{len(positions)}:{digest[:32]}"
+
+
+def _bar(total: int, start: int, label: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, desc=label, unit="row", dynamic_ncols=True)

@@ -1,0 +1,82 @@
+"""Run under torchrun with the gloo backend: every rank calls the same eval (see test_distributed.py).
+
+Usage: dist_script.py MODE OUT N [--workers W] [--interval K] [--sleep S] [--kill-at I --marker PATH]
+
+MODE ``column`` adds a column in place to a dataset of N rows that rank 0 creates; MODE ``list`` writes
+a list of N numbers into OUT; MODE ``mismatch`` is ``list`` with rank 1 given one input more. Rank 1
+SIGKILLs itself on input I the first time (no marker file yet); each input takes S seconds (so that
+both ranks get tasks). Each rank prints its result as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from typing import Any
+
+import numpy as np
+import torch.distributed as dist
+
+import lakecompute as lc
+
+
+@lc.compute
+def double(x: Any, sample_out: Any, kill_at: int, marker: str, sleep: float) -> None:
+    """Write 2x and the rank that computed it; rank 1 dies on input ``kill_at`` the first time."""
+    time.sleep(sleep)
+    value = int(x.x.numpy()) if hasattr(x, "x") else int(x)
+    rank = int(os.environ["RANK"])
+    if rank == 1 and value == kill_at and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    sample_out.append({"y": np.int64(2 * value), "rank": np.int64(rank)})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["column", "list", "mismatch"])
+    parser.add_argument("out")
+    parser.add_argument("n", type=int)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--interval", type=int, default=0)
+    parser.add_argument("--kill-at", type=int, default=-1)
+    parser.add_argument("--marker", default="")
+    parser.add_argument("--sleep", type=float, default=0.02)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    if rank == 0 and not lc.exists(args.out):
+        ds = lc.empty(args.out)
+        if args.mode == "column":
+            ds.create_tensor("x", dtype="int64")
+            ds.x.extend(np.arange(args.n))
+        ds.create_tensor("y", dtype="int64")
+        ds.create_tensor("rank", dtype="int64")
+    dist.barrier()  # the dataset exists before any rank opens it
+    ds = lc.load(args.out)
+    fn = double(kill_at=args.kill_at, marker=args.marker, sleep=args.sleep)
+    options: dict[str, Any] = {"num_workers": args.workers, "progressbar": False}
+    if args.interval:
+        options["checkpoint_interval"] = args.interval
+    try:
+        if args.mode == "column":
+            result = fn.eval(ds, skip_ok=True, **options)
+        else:
+            n = args.n + 1 if args.mode == "mismatch" and rank == 1 else args.n
+            result = fn.eval(list(range(n)), ds, **options)
+    except lc.LakeComputeError as exc:
+        print(json.dumps({"rank": rank, "error": type(exc).__name__, "message": str(exc)}), flush=True)
+        dist.destroy_process_group()
+        return
+    print(json.dumps({"rank": rank, "inputs": result.inputs, "version": result.version,
+                      "resumed_from": result.resumed_from, "outputs": result.outputs,
+                      "seen": len(ds.y), "handle_version": ds.version}), flush=True)  # fmt: skip
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

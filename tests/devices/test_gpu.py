@@ -1,0 +1,101 @@
+"""On a machine with CUDA GPUs (skipped elsewhere): each worker process uses its own GPU, and a real CUDA
+out-of-memory error is a TransformError naming the batch. CUDA is only ever initialised in the workers:
+this process counts GPUs through NVML or the driver, as the library does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from lakecompute.schedulers import cuda_initialised, visible_devices, worker_id
+
+torch = pytest.importorskip("torch")
+
+GPUS = len(visible_devices())
+# Neither call initialises CUDA here (torch.cuda.is_available() would start the CUDA driver in this process).
+pytestmark = pytest.mark.skipif(GPUS == 0 or not torch.backends.cuda.is_built(), reason="no CUDA GPU here")
+
+
+@lc.compute
+class OnDevice:
+    """Built once per worker on lc.worker_device(); writes which physical GPU (its UUID) the worker computed
+    on, how many GPUs CUDA shows it, and a sum computed there."""
+
+    def __init__(self) -> None:
+        self.device = torch.device(lc.worker_device())
+        self.uuid = str(torch.cuda.get_device_properties(self.device).uuid)
+        self.count = torch.cuda.device_count()
+
+    def __call__(self, batch: Any, sample_out: Any) -> None:
+        x = torch.from_numpy(np.asarray(batch, dtype=np.float32)).to(self.device)
+        sums = (x * 2).cpu().numpy()
+        for value in sums:
+            sample_out.append({"x": np.float32(value), "uuid": self.uuid, "count": np.int64(self.count),
+                               "worker": np.int64(worker_id())})  # fmt: skip
+
+
+def _out(tmp_path: Path) -> lc.Dataset:
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("x", dtype="float32")
+    out.create_tensor("uuid", htype="text")
+    out.create_tensor("count", dtype="int64")
+    out.create_tensor("worker", dtype="int64")
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_gpu_each_worker_process_computes_on_its_own_gpu(tmp_path: Path) -> None:
+    """With devices='cuda' and two workers per GPU, CUDA shows each worker one GPU, workers k and k + #GPUs
+    share one, different k get different GPUs, the values are right, and this process never initialised
+    CUDA."""
+    out = _out(tmp_path)
+    OnDevice().eval(list(range(512)), out, num_workers=2 * GPUS, devices="cuda", batch_size=16,
+                    progressbar=False)  # fmt: skip
+    np.testing.assert_array_equal(out.x.numpy(), 2 * np.arange(512, dtype=np.float32))
+    assert set(out.count.numpy().tolist()) == {1}
+    by_worker = {int(w): str(u) for w, u in zip(out.worker.numpy(), out.uuid.numpy(aslist=True), strict=True)}
+    for worker, uuid in by_worker.items():
+        for other, theirs in by_worker.items():
+            assert (uuid == theirs) == (worker % GPUS == other % GPUS), by_worker
+    assert not cuda_initialised()
+
+
+@lc.compute
+def allocate_too_much(batch: Any, sample_out: Any, at: int) -> None:
+    """Allocate 4 TiB on the worker's GPU for the batch holding input ``at`` (a real CUDA OOM)."""
+    values = np.asarray(batch)
+    if at in values.tolist():
+        torch.empty(1 << 40, dtype=torch.float32, device=lc.worker_device())
+    sample_out.x.extend(values.astype(np.float32))
+
+
+@pytest.mark.timeout(300)
+def test_gpu_out_of_memory_is_a_transform_error_naming_the_batch(tmp_path: Path) -> None:
+    """torch's own CUDA out-of-memory error in a worker is a TransformError at the batch's first input,
+    naming the batch and advising a smaller batch_size; nothing is written."""
+    out = lc.empty(str(tmp_path / "oom"), overwrite=True)
+    out.create_tensor("x", dtype="float32")
+    with pytest.raises(lc.TransformError) as info:
+        allocate_too_much(at=70).eval(list(range(128)), out, num_workers=GPUS, devices="cuda", batch_size=32,
+                                      progressbar=False)  # fmt: skip
+    assert info.value.index == 64
+    assert "ran out of memory on the batch data_in[64:96] (batch_size=32)" in str(info.value)
+    assert "OutOfMemoryError" in type(info.value.__cause__).__name__ + str(info.value.__cause__)
+    assert len(lc.load(out.path).x) == 0
+    assert not cuda_initialised()
+
+
+def test_gpu_visible_devices_match_cuda() -> None:
+    """The GPUs counted without CUDA (NVML or the driver) are the ones CUDA reports (asked in another
+    process, so that this one never starts CUDA)."""
+    count = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert int(count) == GPUS

@@ -1,29 +1,58 @@
-# Thin wrapper: every target installs into .venv first when needed.
+# Thin wrapper: every target installs what it needs first (once; again when pyproject.toml changes).
+#   .venv       the package (make demo); with the light lane on top: a CPU build of torch, the test and
+#               lint tools (make test, make lint, make docs)
+#   .venv-full  the full lane: the pinned CUDA build of torch with torchvision, Lightning, Accelerate,
+#               torchdata and ultralytics (make test-full runs the tests that need them, which make test
+#               skips; make bench runs here, since its suites include torchvision's)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+FULL := .venv-full
+FULL_STAMP := $(FULL)/.installed
+PIP := pip install --quiet --disable-pip-version-check
+# The CPU wheel of torch (about 750 MB installed, against 5.5 GB for the CUDA build the full lane pins).
+TORCH_CPU ?= torch==2.13.0
+# Two test processes: most tests wait on worker processes, so two keep a 2-core machine busy. A file's
+# tests run in one of them, in order (--dist loadfile): a module's fixtures (a local Ray, a moto server,
+# the typing test's one mypy run) start once.
+PYTEST := -m pytest -q -n 2 --dist loadfile
 
-.PHONY: install test lint bench demo docs docs-serve clean
+.PHONY: install install-full test test-full lint bench demo docs docs-serve clean
 
-# The package alone (what `make demo` needs), then the dev toolchain on top (tests, lint, bench).
+# The package alone: what `make demo` needs.
 $(VENV)/.installed-base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/$(PIP) -e .
 	touch $@
 
+# The light lane: torch's CPU wheel first, so that the dev extra's torch>=2.4 is already met by it.
 $(STAMP): $(VENV)/.installed-base
-	$(BIN)/pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(BIN)/$(PIP) "$(TORCH_CPU)"
+	$(BIN)/$(PIP) -e ".[dev]"
 	touch $(STAMP)
 
+$(FULL_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(FULL)
+	$(FULL)/bin/$(PIP) -e ".[dev,full]"
+	touch $(FULL_STAMP)
+
 $(VENV)/.installed-docs: $(STAMP)
-	$(BIN)/pip install --quiet -e ".[dev,docs]"
+	$(BIN)/$(PIP) -e ".[dev,docs]"
 	touch $@
 
 install: $(STAMP)
 
+install-full: $(FULL_STAMP)
+
+# Everything but the tests marked `needs` (torchvision, Lightning, Accelerate, torchdata, ultralytics),
+# which are skipped with their reason in the summary.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python $(PYTEST)
+
+# Only the tests marked `needs`; a package they need that does not import fails them (--full-lane).
+test-full: $(FULL_STAMP)
+	$(FULL)/bin/python $(PYTEST) -m needs --full-lane
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -31,8 +60,8 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(STAMP)
-	$(BIN)/python -m bench
+bench: $(FULL_STAMP)
+	$(FULL)/bin/python -m bench
 
 demo: $(VENV)/.installed-base
 	$(BIN)/lakecompute demo
@@ -45,4 +74,4 @@ docs-serve: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --watch lakecompute
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site demo-output
+	rm -rf $(VENV) $(FULL) .pytest_cache .mypy_cache .ruff_cache site demo-output

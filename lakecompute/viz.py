@@ -23,6 +23,7 @@ from lakecompute.errors import (
     RaggedShapeError,
     TensorDoesNotExistError,
 )
+from lakecompute.specs import HType, Target, htype_declaration
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -60,12 +61,17 @@ def _htype(t: Any) -> str:
     return str(getattr(t, "htype", "generic"))
 
 
+def _declared(t: Any) -> HType:
+    """What a tensor's htype declares (a view's tensor: generic)."""
+    return htype_declaration(_htype(t))
+
+
 def _is_image(t: Any) -> bool:
-    htype = _htype(t)
-    if htype == "image":
+    declared = _declared(t)
+    if declared.image:
         return True
-    if htype != "generic" or t.dtype != np.uint8:
-        return False
+    if declared.dtype is not None or t.dtype != np.uint8:
+        return False  # only a tensor whose dtype is the data's (generic) holds images it does not declare
     sample_shape = t.shape[1:]
     return len(sample_shape) == 2 or (len(sample_shape) == 3 and sample_shape[2] in (1, 3, 4, None))
 
@@ -82,7 +88,7 @@ def _check_image_tensor(ds: Any, tensor: str) -> None:
 
 
 def _class_label_tensors(ds: Any) -> list[str]:
-    return [name for name, t in ds.tensors.items() if _htype(t) == "class_label"]
+    return [name for name, t in ds.tensors.items() if _declared(t).labels]
 
 
 def _resolve_labels(ds: Any, label_tensor: str | None) -> str | None:
@@ -294,7 +300,7 @@ def contact_sheet(
 
 # -- boxes, masks and keypoints over images ----------------------------------------------------------
 
-_TARGET_HTYPES = ("segment_mask", "binary_mask", "bbox", "keypoints")  # drawn in this order, masks first
+_DRAWN: tuple[Target, ...] = ("class_mask", "mask", "boxes", "keypoints")  # in this order, masks first
 _PALETTE = (
     (230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
     (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (0, 128, 128),
@@ -305,8 +311,8 @@ def target_tensors(ds: Any, tensor: str = "images") -> list[str]:
     """The tensors of ``ds`` drawn over the images of ``tensor``: its boxes, masks and keypoints (those of
     htype ``bbox``, ``binary_mask``, ``segment_mask``, ``keypoints`` with a sample per image)."""
     n = len(ds[tensor])
-    found = [(name, _htype(t)) for name, t in ds.tensors.items() if _htype(t) in _TARGET_HTYPES]
-    ordered = sorted(found, key=lambda nt: _TARGET_HTYPES.index(nt[1]))
+    found = [(name, _declared(t).target) for name, t in ds.tensors.items()]
+    ordered = sorted(((n, t) for n, t in found if t in _DRAWN), key=lambda nt: _DRAWN.index(nt[1]))
     return [name for name, _ in ordered if len(ds[name]) >= n]
 
 
@@ -328,10 +334,10 @@ def _blend(arr: np.ndarray, where: np.ndarray, colour: tuple[int, int, int]) -> 
     arr[where] = (arr[where] * 0.5 + np.array(colour) * 0.5).astype(np.uint8)
 
 
-def _draw_masks(arr: np.ndarray, sample: np.ndarray, htype: str) -> None:
+def _draw_masks(arr: np.ndarray, sample: np.ndarray, target: Target | None) -> None:
     if sample.shape[:2] != arr.shape[:2]:
         return  # a mask of another size than its image: nothing sensible to draw
-    if htype == "segment_mask":
+    if target == "class_mask":
         for c in np.unique(sample):
             if c:  # class 0 is background
                 _blend(arr, sample == c, _colour(int(c)))
@@ -385,16 +391,16 @@ def draw_targets(ds: Any, i: int, img: Image.Image, tensors: Sequence[str]) -> I
     """
     from PIL import Image
 
-    htypes = {name: _htype(ds.tensors[name]) for name in tensors}
-    masks = [n for n in tensors if htypes[n] in ("binary_mask", "segment_mask")]
+    targets = {name: _declared(ds.tensors[name]).target for name in tensors}
+    masks = [n for n in tensors if targets[n] in ("mask", "class_mask")]
     arr = np.array(img.convert("RGB"))
     for name in masks:
-        _draw_masks(arr, np.asarray(ds[name][i].numpy()), htypes[name])
+        _draw_masks(arr, np.asarray(ds[name][i].numpy()), targets[name])
     out = Image.fromarray(arr)
     for name in tensors:
-        if htypes[name] == "bbox":
+        if targets[name] == "boxes":
             _draw_boxes(ds, i, name, out)
-        elif htypes[name] == "keypoints":
+        elif targets[name] == "keypoints":
             _draw_keypoints(ds, i, name, out)
     return out
 

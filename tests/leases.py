@@ -73,12 +73,15 @@ def script_env(s3: dict[str, Any] | None = None, **extra: str) -> dict[str, str]
     return env
 
 
-def elsewhere(args: list[str], s3: dict[str, Any] | None = None, timeout: float = 120) -> str:
+def elsewhere(
+    args: list[str], s3: dict[str, Any] | None = None, timeout: float = 120, later: float = 0.0
+) -> str:
     """Run lease_script.py as if on another machine: in a new pid namespace where no process of this one
-    is visible (``unshare``), or, where that is not allowed, with process lookups made impossible.
-    Returns its stdout; fails the test if it fails."""
+    is visible (``unshare``), or, where that is not allowed, with process lookups made impossible; with
+    ``later``, on a machine whose clock is that many seconds ahead (what waiting that long would do,
+    without the wait). Returns its stdout; fails the test if it fails."""
     cmd = [sys.executable, str(LEASE_SCRIPT), *args]
-    env = script_env(s3)
+    env = script_env(s3, LC_TEST_LATER=str(later)) if later else script_env(s3)
     if UNSHARE:
         cmd = ["unshare", "--pid", "--fork", "--mount-proc", *cmd]
     else:

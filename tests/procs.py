@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+from tests.helpers import WAIT_SECONDS, wait_until
 
 
 def session_members(session: int) -> list[int]:
@@ -23,25 +24,28 @@ def session_members(session: int) -> list[int]:
     return members
 
 
-def wait_session_empty(session: int, timeout: float) -> list[int]:
+def wait_session_empty(session: int, timeout: float = WAIT_SECONDS) -> list[int]:
     """Wait until a session has no live process; return the pids still alive at the timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        members = session_members(session)
-        if not members or time.monotonic() > deadline:
-            return members
-        time.sleep(0.05)
+    try:
+        wait_until(lambda: not session_members(session), timeout, f"session {session} to empty")
+    except AssertionError:
+        pass  # the caller asserts on the pids left, which name what outlived its parent
+    return session_members(session)
+
+
+def _pipe_state(pid: int) -> str:
+    """``"writing"`` if ``pid`` sleeps in a write to a full pipe (its kernel wait channel), ``"gone"`` once
+    it has exited, else ``""``."""
+    try:
+        return "writing" if "pipe_write" in Path(f"/proc/{pid}/wchan").read_text() else ""
+    except OSError:
+        return "gone"
 
 
 def wait_blocked_writing_pipe(pid: int, timeout: float) -> bool:
     """Wait until process ``pid`` sleeps in a write to a full pipe (its kernel wait channel, from /proc);
-    return whether it did within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if "pipe_write" in Path(f"/proc/{pid}/wchan").read_text():
-                return True
-        except OSError:
-            return False
-        time.sleep(0.02)
-    return False
+    return whether it did within ``timeout`` seconds (``False`` at once if it is gone)."""
+    try:
+        return wait_until(lambda: _pipe_state(pid), timeout, f"{pid} to write to a full pipe") == "writing"
+    except AssertionError:
+        return False

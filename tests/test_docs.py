@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import needs_marks
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -175,8 +177,14 @@ def test_docs_page_runs_commands(name: str) -> None:
     assert any("argv" in step for step in todo)
 
 
+def _page_case(path: Path) -> object:
+    """A page as a case of test_docs_blocks_run, marked with the full-lane packages its run imports."""
+    code = "".join(str(step["python"]) for step in steps(path) if "python" in step)
+    return pytest.param(path, id=path.name, marks=needs_marks(code))
+
+
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("document", [p for p in DOCUMENTS if steps(p)], ids=lambda p: p.name)
+@pytest.mark.parametrize("document", [_page_case(p) for p in DOCUMENTS if steps(p)])
 def test_docs_blocks_run(document: Path, tmp_path: Path) -> None:
     """The page's blocks run in order in an empty directory, without a warning or a traceback."""
     todo = steps(document)

@@ -19,6 +19,7 @@ import pytest
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
 from lakecompute.viz import contact_sheet
+from tests.helpers import make_numbers, make_out
 from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
@@ -41,17 +42,11 @@ def _ds(tmp: Path, name: str = "ds") -> lc.Dataset:
 
 
 def _numbers(tmp: Path, name: str = "src", n: int = 20) -> lc.Dataset:
-    ds = lc.empty(str(tmp / name), overwrite=True)
-    ds.create_tensor("x", dtype="int64")
-    ds.x.extend(np.arange(n))
-    return ds
+    return make_numbers(tmp / name, n)
 
 
 def _out(tmp: Path, name: str = "out", **tensors: dict[str, Any]) -> lc.Dataset:
-    ds = lc.empty(str(tmp / name), overwrite=True)
-    for t, kw in (tensors or {"x": {"dtype": "int64"}}).items():
-        ds.create_tensor(t, **kw)
-    return ds
+    return make_out(tmp / name, **tensors)
 
 
 @lc.compute

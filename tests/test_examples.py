@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import needs_marks
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
@@ -46,7 +48,9 @@ def test_examples_are_all_listed() -> None:
         assert f"**[{name}]({name})**" in readme, name
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "script", [pytest.param(p, id=p.name, marks=needs_marks(p.read_text())) for p in EXAMPLES]
+)
 def test_example_runs(script: Path, tmp_path: Path) -> None:
     """The example exits 0 in an empty directory and prints what it is meant to show."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -20,6 +20,7 @@ from lakecompute.parsing import (
     parse_name,
 )
 from lakecompute.schedulers import Ray, get_scheduler
+from tests.helpers import make_out
 
 
 @lc.compute
@@ -29,9 +30,7 @@ def copy_x(sample_in: Any, sample_out: Any) -> None:
 
 
 def _out(tmp_path: Path, name: str = "out") -> lc.Dataset:
-    ds = lc.empty(str(tmp_path / name), overwrite=True)
-    ds.create_tensor("x", dtype="int64")
-    return ds
+    return make_out(tmp_path / name)
 
 
 @pytest.fixture

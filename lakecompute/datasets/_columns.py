@@ -17,19 +17,13 @@ __all__ = ["pad_value", "read_columns"]
 
 def pad_value(ds: Dataset, name: str) -> Any:
     """What stands in for a missing sample of tensor ``name`` when shorter tensors are padded
-    (``eval(pad_data_in=True)``): an empty array of the tensor's rank and dtype — zero for a tensor of
-    scalars (a label, a number), so that the value can be stored again — ``""`` for text, None for json."""
+    (``eval(pad_data_in=True)``): its htype's declared pad (`lakecompute.specs.HType.pad`) — an empty
+    array of the tensor's rank and dtype, zero for a tensor of scalars (a label, a number), so that the
+    value can be stored again; ``""`` for text, None for json, no objects for polygons."""
     state = core_of(ds).state(name)
     spec = state.spec
-    if spec.htype == "text":
-        return ""
-    if spec.htype == "json":
-        return None
-    if spec.htype == "polygon":
-        return []
-    dtype = np.dtype(spec.dtype or "float64")
-    ndim = state.ndim or 0
-    return np.zeros((0,) * ndim if ndim else (), dtype=dtype)
+    dtype = np.dtype(spec.dtype if spec.declaration.numeric and spec.dtype else "float64")
+    return spec.declaration.pad(dtype, state.ndim or 0)
 
 
 def read_columns(

@@ -287,7 +287,7 @@ class Dataset(_Samples):
             spec = parse_tensor_spec(name, htype, dtype, sample_compression, chunk_compression)
             meta: dict[str, Any] = dict(info)
             if class_names is not None:
-                if spec.htype not in CLASS_NAMED_HTYPES:
+                if not spec.declaration.class_named:
                     raise InvalidArgumentError(
                         f"class_names is for htypes {list(CLASS_NAMED_HTYPES)!r}; tensor {name!r} has "
                         f"htype {spec.htype!r}."
@@ -296,7 +296,7 @@ class Dataset(_Samples):
                 if not all(isinstance(c, str) for c in names) or len(set(names)) != len(names):
                     raise InvalidArgumentError(f"class_names must be distinct strings. Got {names!r}.")
                 meta["class_names"] = names
-            elif spec.htype == "class_label":
+            elif spec.declaration.class_names == "always":
                 meta["class_names"] = []
             info = parse_htype_info(spec, meta)
             self._core.txn.add_tensor(TensorState(spec, info, tid=uuid.uuid4().hex))
@@ -306,7 +306,7 @@ class Dataset(_Samples):
         """Add a tensor with the same htype, dtype, compression and info as ``source``."""
         state = core_of(source).state(source.name)
         spec = state.spec
-        dtype = None if spec.dtype in ("str", "json") else spec.dtype
+        dtype = spec.dtype if spec.declaration.numeric else None
         info = {k: v for k, v in state.info.items() if k != "class_names"}
         return self.create_tensor(
             name,
@@ -314,7 +314,7 @@ class Dataset(_Samples):
             dtype=dtype,
             sample_compression=spec.sample_compression,
             chunk_compression=spec.chunk_compression,
-            class_names=state.info.get("class_names") if spec.htype in CLASS_NAMED_HTYPES else None,
+            class_names=state.info.get("class_names") if spec.declaration.class_named else None,
             **info,
         )
 

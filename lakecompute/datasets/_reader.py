@@ -52,7 +52,8 @@ class ColumnReader:
     def __init__(self, state: TensorState, cache: ArrayCache) -> None:
         self.spec = state.spec
         self.locator = Locator(state, cache)
-        self.dtype = None if state.spec.dtype in (None, "str", "json") else np.dtype(state.spec.dtype)
+        numeric = state.spec.dtype is not None and state.spec.declaration.numeric
+        self.dtype = np.dtype(state.spec.dtype) if numeric else None
         self._shape: tuple[tuple[int, ...] | None] | None = None
 
     @property

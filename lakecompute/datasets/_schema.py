@@ -18,10 +18,7 @@ from lakecompute.errors import InvalidSampleError
 from lakecompute.htypes import Encoded, TensorSpec, encode_batch, encode_ragged, encode_sample
 from lakecompute.storage import Fragment, TensorState
 
-__all__ = ["CHECKED_INFO", "TensorSchema"]
-
-#: The info keys samples are checked against (besides class names): see htypes.parse_htype_info.
-CHECKED_INFO = ("format", "normalized", "keypoint_names")
+__all__ = ["TensorSchema"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +53,7 @@ class TensorSchema:
             state.spec,
             state.ndim if rank else None,
             tuple(state.info.get("class_names") or ()),
-            tuple((k, v) for k, v in state.info.items() if k in CHECKED_INFO),
+            tuple((k, v) for k, v in state.info.items() if k in state.spec.declaration.checked_info),
         )
 
     @property

@@ -90,8 +90,8 @@ class _Readable(HasCore):
             RaggedShapeError: samples of different shapes without ``aslist=True``.
         """
         values = self._values()
-        if self.htype == "polygon":
-            # Objects of polygons of different lengths: a list per sample, never one array.
+        if not self._core.state(self.name).spec.declaration.stacks:
+            # Samples that are never one array (a polygon sample's objects): a list of them.
             return values if isinstance(self._positions(), int) else list(values)
         if isinstance(self._positions(), int):
             return np.asarray(values) if not isinstance(values, np.ndarray) else values
@@ -103,18 +103,18 @@ class _Readable(HasCore):
 
     def text(self) -> Any:
         """The text of a text sample (a list for several samples)."""
-        return self._decoded("text")
+        return self._decoded(text=True)
 
     def data(self) -> Any:
         """The value of a json sample (or text; a list for several samples)."""
-        return self._decoded("json", "text")
+        return self._decoded(text=False)
 
-    def _decoded(self, *htypes: str) -> Any:
-        htype = self._core.state(self.name).spec.htype
-        if htype not in htypes:
+    def _decoded(self, text: bool) -> Any:
+        spec = self._core.state(self.name).spec
+        if spec.declaration.numeric or (text and spec.dtype != "str"):
             raise InvalidTypeError(
-                f"Tensor {self.name!r} has htype {htype!r}; text() is for text tensors and data() for json "
-                "and text tensors. Use .numpy() for arrays."
+                f"Tensor {self.name!r} has htype {spec.htype!r}; text() is for text tensors and data() for "
+                "json and text tensors. Use .numpy() for arrays."
             )
         values = self._values()
         return values if isinstance(self._positions(), int) else list(values)
@@ -244,7 +244,7 @@ class Tensor(_Readable):
     def dtype(self) -> np.dtype[Any] | None:
         """The numpy dtype (None for a generic tensor nothing has been written to; object for text/json)."""
         spec = self._core.state(self.name).spec
-        if spec.dtype in ("str", "json"):
+        if not spec.declaration.numeric:
             return np.dtype(object)
         if spec.dtype is None:
             state = self._core.state(self.name)
@@ -266,8 +266,8 @@ class Tensor(_Readable):
         """(length, *sample shape), with None in dimensions where samples differ."""
         state = self._core.state(self.name)
         n = len(self)
-        if state.spec.htype in ("text", "json"):
-            return (n,)
+        if not state.spec.declaration.numeric:
+            return (n,)  # a str or a JSON value has no shape
         reader = self._reader()
         shapes: list[tuple[int, ...]] = []
         for f in reader.frags:

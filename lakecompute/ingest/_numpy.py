@@ -9,6 +9,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.ingest._files import PathLike
+from lakecompute.specs import parse_htype
 
 if TYPE_CHECKING:
     from lakecompute.datasets import Dataset
@@ -68,7 +69,9 @@ def from_numpy(
             htype = htypes.get(name)
             if htype is None and isinstance(values, np.ndarray) and values.dtype.kind in "US":
                 htype = "text"
-            dtype = values.dtype if isinstance(values, np.ndarray) and htype in (None, "generic") else None
+            # An htype whose dtype the data decides (generic) keeps the array's; the others imply theirs.
+            free = parse_htype(htype, name).dtype is None
+            dtype = values.dtype if isinstance(values, np.ndarray) and free else None
             ds.create_tensor(name, htype=htype, dtype=dtype)
         ds.extend(
             {name: (values.tolist() if _is_text(values) else values) for name, values in arrays.items()}

@@ -26,6 +26,7 @@ from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.loaders._state import LoaderCursor
 from lakecompute.parsing import parse_count
+from lakecompute.specs import htype_declaration
 
 if TYPE_CHECKING:
     import ray.data
@@ -112,7 +113,7 @@ def _class_labels(source: RowSource | TokenSource) -> tuple[str, ...]:
     if not isinstance(source, RowSource):
         return ()
     ds = source.snapshot.open()
-    return tuple(name for name in source.tensors if ds[name].htype == "class_label")
+    return tuple(name for name in source.tensors if htype_declaration(ds[name].htype).labels)
 
 
 def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> LakeDataLoader:

@@ -27,7 +27,7 @@ from lakecompute.errors import (
     InvalidTypeError,
     LakeComputeError,
 )
-from lakecompute.specs import TensorSpec, parse_tensor_name
+from lakecompute.specs import NOT_NUMERIC_DTYPES, TensorSpec, parse_tensor_name
 from lakecompute.storage._backend import Backend
 from lakecompute.storage._refs import (
     LEGACY_LINE,
@@ -255,7 +255,7 @@ def _check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
     if spec.kind == "bytes":
         if frag.shape is not None or frag.dtype != spec.dtype:
             raise InvalidField("dtype", f"expected an indexed run of {spec.dtype!r} blobs")
-    elif frag.dtype in ("str", "json"):
+    elif frag.dtype in NOT_NUMERIC_DTYPES:
         raise InvalidField(
             "dtype", f"expected a numeric dtype for a {spec.htype!r} tensor, got {frag.dtype!r}"
         )

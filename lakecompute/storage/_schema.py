@@ -21,6 +21,7 @@ from lakecompute.errors import LakeComputeError
 from lakecompute.specs import (
     CHUNK_COMPRESSIONS,
     HTYPES,
+    NOT_NUMERIC_DTYPES,
     SAMPLE_COMPRESSIONS,
     TensorSpec,
     parse_htype_info,
@@ -62,7 +63,6 @@ MAX_OFFSET: Final = CAPACITY_BYTES
 _SEGMENT_ID: Final = re.compile(r"[0-9]{1,20}-[0-9]{1,10}-[0-9a-f]{1,32}")
 # A typed array written by compact(): "@tensors/<tensor name>/<segment id>".
 _TYPED_REF: Final = re.compile(r"@tensors/([^/]+)/([^/]+)")
-_TEXT_DTYPES: Final = frozenset({"str", "json"})
 
 T = TypeVar("T")
 
@@ -152,7 +152,7 @@ def check_str_dict(value: object, field: str) -> dict[str, Any]:
 def check_dtype_name(value: object, field: str) -> str:
     """A numpy dtype name of numbers (bool, int, uint, float, complex), or ``str`` / ``json``."""
     name = check_str(value, field)
-    if name in _TEXT_DTYPES:
+    if name in NOT_NUMERIC_DTYPES:
         return name
     try:
         dtype = np.dtype(name)
@@ -208,7 +208,7 @@ def check_spec(name: str, obj: dict[str, Any]) -> TensorSpec:
     spec = TensorSpec(name, htype, dtype, sample, chunk)
     try:
         # The rules create_tensor applies (image is uint8, text has no dtype, ...) hold on load too.
-        again = parse_tensor_spec(name, htype, None if htype in ("text", "json") else dtype, sample, chunk)
+        again = parse_tensor_spec(name, htype, dtype if HTYPES[htype].numeric else None, sample, chunk)
     except LakeComputeError as exc:
         raise InvalidField("", str(exc)) from None
     for key in ("htype", "dtype", "sample_compression", "chunk_compression"):
@@ -222,7 +222,7 @@ def check_spec(name: str, obj: dict[str, Any]) -> TensorSpec:
 def check_info(value: object, spec: TensorSpec) -> dict[str, Any]:
     info = {} if value is None else check_str_dict(value, "info")
     names = info.get("class_names")
-    if spec.htype == "class_label" or names is not None:
+    if spec.declaration.class_names == "always" or names is not None:
         if not isinstance(names, list) or not all(isinstance(c, str) for c in names):
             raise InvalidField("info.class_names", "expected a list of strings")
         if len(set(names)) != len(names):
@@ -241,7 +241,7 @@ def check_layout(seg: str, shape: tuple[int, ...] | None, idx: int | None, ndim:
             raise InvalidField("shape", f"expected {ndim} sizes (ndim), got {list(shape)}")
         if idx is not None:
             raise InvalidField("idx", "a run of fixed-shape samples has no index rows; expected null")
-        if dtype in _TEXT_DTYPES:
+        if dtype in NOT_NUMERIC_DTYPES:
             raise InvalidField("dtype", f"a run of fixed-shape samples needs a numeric dtype, got {dtype!r}")
     elif idx is None or seg.startswith("@"):
         raise InvalidField("shape", "expected the sample shape (a run without index rows)")

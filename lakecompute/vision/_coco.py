@@ -39,6 +39,7 @@ from lakecompute.ingest import (
     target_mode,
 )
 from lakecompute.localfiles import FolderExport, write_atomic
+from lakecompute.specs import htype_declaration
 from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
 from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
 from lakecompute.vision._common import (
@@ -266,8 +267,8 @@ class _Columns:
         if name not in self.names:
             return None
         tensor = self.data.tensors[name]
-        if tensor.htype in ("text", "json"):
-            return list(tensor.data())
+        if not htype_declaration(tensor.htype).numeric:
+            return list(tensor.data())  # text or json values
         return list(tensor.numpy(aslist=True))
 
 

@@ -33,6 +33,7 @@ from lakecompute.ingest import (
     target_mode,
 )
 from lakecompute.localfiles import FolderExport, confine
+from lakecompute.specs import htype_declaration
 from lakecompute.vision._common import (
     image_bytes,
     image_size,
@@ -255,7 +256,7 @@ class YoloExport:
 
 def _label_tensor(data: Dataset | DatasetView) -> str:
     for name in ("labels", "categories"):
-        if name in data.tensors and data.tensors[name].htype == "class_label":
+        if name in data.tensors and htype_declaration(data.tensors[name].htype).labels:
             return name
     raise InvalidArgumentError(
         f"export_yolo needs a class_label tensor 'labels' (or 'categories'), one per box; the dataset "

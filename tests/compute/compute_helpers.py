@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
+from lakecompute.specs import htype_declaration
 
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
@@ -50,23 +51,6 @@ def make_images(path: Path, n: int = 12, shape: tuple[int, ...] = (8, 6)) -> lc.
     return ds
 
 
-def make_numbers(path: Path, n: int, dtype: str = "int64") -> lc.Dataset:
-    """A dataset with one tensor ``x`` holding ``0..n-1``."""
-    ds = lc.empty(str(path), overwrite=True)
-    ds.create_tensor("x", dtype=dtype)
-    if n:
-        ds.x.extend(np.arange(n, dtype=dtype))
-    return ds
-
-
-def out_like(path: Path, **tensors: dict[str, Any]) -> lc.Dataset:
-    """A new dataset at ``path`` with the given tensors (name → create_tensor keyword arguments)."""
-    ds = lc.empty(str(path), overwrite=True)
-    for name, kwargs in tensors.items():
-        ds.create_tensor(name, **kwargs)
-    return ds
-
-
 def reference(path: Path, template: lc.Dataset, rows: list[dict[str, Any]]) -> lc.Dataset:
     """The expected result, written in a plain loop: ``rows`` appended to a dataset like ``template``."""
     ref = lc.like(str(path), template, overwrite=True)
@@ -81,19 +65,18 @@ def snapshot(ds: Any) -> dict[str, dict[str, Any]]:
     """Everything a user can compare of a dataset: per tensor htype, dtype, shape, class names, values."""
     out: dict[str, dict[str, Any]] = {}
     for name, tensor in ds.tensors.items():
+        declared = htype_declaration(tensor.htype)
         if len(tensor) == 0:
             values: list[Any] = []
-        elif tensor.htype == "text":
-            values = list(tensor.text())
-        elif tensor.htype == "json":
-            values = list(tensor.data())
+        elif not declared.numeric:
+            values = list(tensor.data())  # text or json values
         else:
             values = [np.asarray(a).tolist() for a in tensor.numpy(aslist=True)]
         out[name] = {
             "htype": tensor.htype,
             "dtype": None if tensor.dtype is None else str(tensor.dtype),
             "shape": tuple(tensor.shape),
-            "class_names": list(tensor.info.class_names or []) if tensor.htype == "class_label" else None,
+            "class_names": list(tensor.info.get("class_names") or []) if declared.class_named else None,
             "len": len(tensor),
             "values": values,
         }

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import lakecompute as lc
+from tests.helpers import make_out
 
 
 @lc.compute
@@ -30,9 +31,6 @@ def scaled(sample_in: Any, sample_out: Any, rng: Any) -> None:
 PIPELINE = lc.compose([noisy_pair(), scaled()])
 
 
-def make_out(path: str) -> lc.Dataset:
+def pipeline_out(path: str) -> lc.Dataset:
     """An output dataset for the pipeline."""
-    out = lc.empty(path, overwrite=True)
-    out.create_tensor("v", dtype="float64")
-    out.create_tensor("draw", dtype="int64")
-    return out
+    return make_out(path, v={"dtype": "float64"}, draw={"dtype": "int64"})

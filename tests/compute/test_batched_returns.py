@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, make_numbers, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_numbers, make_out
 
 
 @lc.compute
@@ -41,7 +42,7 @@ def one_row(sample_in: Any, sample_out: Any) -> dict[str, Any]:
 
 
 def _out(tmp_path: Path) -> lc.Dataset:
-    return out_like(tmp_path / "out", y={"dtype": "int64"}, name={"htype": "text"})
+    return make_out(tmp_path / "out", y={"dtype": "int64"}, name={"htype": "text"})
 
 
 def test_batched_dict_is_columns(scheduler: Sched, tmp_path: Path) -> None:

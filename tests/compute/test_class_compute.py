@@ -11,7 +11,8 @@ import numpy as np
 
 import lakecompute as lc
 from lakecompute.schedulers import worker_id
-from tests.compute.compute_helpers import Sched, out_like, read_lines
+from tests.compute.compute_helpers import Sched, read_lines
+from tests.helpers import make_out
 
 
 def _where() -> str:
@@ -48,7 +49,7 @@ def add_one(sample_in, sample_out):
 def test_class_compute_init_once_per_worker(scheduler: Sched, tmp_path: Path) -> None:
     """Every worker that ran tasks built the instance exactly once; the caller never does when there are
     workers (the first-sample check runs in a worker too)."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     Scale(log_dir=str(tmp_path), factor=3).eval(list(range(200)), out, **scheduler.kw)
     assert out.y.numpy().tolist() == [3 * i for i in range(200)]
 
@@ -75,7 +76,7 @@ def test_class_compute_init_once_per_worker(scheduler: Sched, tmp_path: Path) ->
 
 def test_class_compute_in_a_pipeline(scheduler: Sched, tmp_path: Path) -> None:
     """A class-based step composes with a function step; its bound arguments reach ``__init__``."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     pipeline = lc.compose([Scale(log_dir=str(tmp_path), factor=5), add_one()])
     pipeline.eval(np.arange(50), out, **scheduler.kw)
     assert out.y.numpy().tolist() == [5 * i + 1 for i in range(50)]
@@ -84,7 +85,7 @@ def test_class_compute_in_a_pipeline(scheduler: Sched, tmp_path: Path) -> None:
 
 def test_class_compute_new_instances_per_eval(tmp_path: Path) -> None:
     """Each eval builds fresh instances: state from one run never leaks into the next."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     fn = Scale(log_dir=str(tmp_path), factor=2)
     fn.eval(list(range(10)), out, num_workers=2, scheduler="threaded", progressbar=False)
     first = len(read_lines(tmp_path / "inits"))

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out
 
 FAIL = "LC_TEST_DECISIONS_FAIL_AT"  # read at run time: arming it does not change the eval's fingerprint
 
@@ -36,7 +37,7 @@ def copy_both(sample_in: Any, sample_out: Any) -> None:
 
 def test_checkpoints_never_narrow_a_generic_dtype(scheduler: Sched, tmp_path: Path) -> None:
     """Ints first, floats after a checkpoint: the final dtype is float64 and no value is truncated."""
-    out = out_like(tmp_path / "out", x={})
+    out = make_out(tmp_path / "out", x={})
     ints_then_halves().eval(list(range(102)), out, checkpoint_interval=10, **scheduler.kw)
     again = lc.load(str(tmp_path / "out"))
     assert again.x.dtype == np.float64
@@ -48,7 +49,7 @@ def test_checkpoints_never_narrow_a_generic_dtype(scheduler: Sched, tmp_path: Pa
 
 def test_checkpoints_never_narrow_after_a_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A resumed run widens the dtype its interrupted run committed as int64."""
-    out = out_like(tmp_path / "out", x={})
+    out = make_out(tmp_path / "out", x={})
     monkeypatch.setenv(FAIL, "55")
     with pytest.raises(lc.TransformError, match="first 50 inputs are kept"):
         ints_then_halves().eval(list(range(102)), out, checkpoint_interval=10, progressbar=False)
@@ -63,7 +64,7 @@ def test_checkpoints_never_narrow_after_a_resume(tmp_path: Path, monkeypatch: py
 
 def test_ignore_errors_skips_a_sample_of_another_rank(scheduler: Sched, tmp_path: Path) -> None:
     """Under ignore_errors, the one 2-D output among 1-D ones is skipped and reported with its index."""
-    out = out_like(tmp_path / "out", x={"dtype": "int64"})
+    out = make_out(tmp_path / "out", x={"dtype": "int64"})
     result = one_matrix().eval(list(range(20)), out, ignore_errors=True, **scheduler.kw)
     assert result.failed_indices == [7]
     assert "same number of dimensions" in result.failed[0].message
@@ -73,10 +74,10 @@ def test_ignore_errors_skips_a_sample_of_another_rank(scheduler: Sched, tmp_path
 
 def test_pad_data_in_pads_scalars_with_a_storable_zero(scheduler: Sched, tmp_path: Path) -> None:
     """A padded dataset can be copied: missing scalars read as 0, missing vectors as empty arrays."""
-    src = out_like(tmp_path / "src", a={"dtype": "int32"}, b={"dtype": "int32"})
+    src = make_out(tmp_path / "src", a={"dtype": "int32"}, b={"dtype": "int32"})
     src.a.extend(np.arange(5, dtype="int32"))
     src.b.extend(np.arange(3, dtype="int32") + 10)
-    out = out_like(tmp_path / "out", a={"dtype": "int32"}, b={"dtype": "int32"})
+    out = make_out(tmp_path / "out", a={"dtype": "int32"}, b={"dtype": "int32"})
     result = copy_both().eval(src, out, pad_data_in=True, **scheduler.kw)
     assert result.inputs == 5
     again = lc.load(str(tmp_path / "out"))

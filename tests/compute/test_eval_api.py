@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, make_numbers, out_like
-
-
-def numbers(n: int) -> Iterator[int]:
-    yield from range(n)
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_numbers, make_out, numbers
 
 
 @lc.compute
@@ -36,13 +33,11 @@ BadCall = Callable[[Path], tuple[Any, Any, dict[str, Any]]]
 
 
 def _out(p: Path) -> lc.Dataset:
-    return out_like(p / "out", y={"dtype": "int64"})
+    return make_out(p / "out", y={"dtype": "int64"})
 
 
 def _mem_out(url: str) -> lc.Dataset:
-    ds = lc.empty(url, overwrite=True)
-    ds.create_tensor("y", dtype="int64")
-    return ds
+    return make_out(url, y={"dtype": "int64"})
 
 
 BAD_ARGUMENTS: dict[str, tuple[BadCall, type[Exception], str]] = {

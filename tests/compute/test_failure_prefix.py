@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out
 
 FAIL = "LC_TEST_PREFIX_FAIL_AT"  # read at run time, so fixing it does not change the eval's fingerprint
 INTERVAL = 8
@@ -33,7 +34,7 @@ def test_failure_keeps_the_checkpoints_before_it(
     scheduler: Sched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int
 ) -> None:
     """Tasks before the failing input's checkpoint finish and are committed; the message says how many."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     monkeypatch.setenv(FAIL, str(fail_at))
     kept = (fail_at // INTERVAL) * INTERVAL
     with pytest.raises(lc.TransformError, match=rf"failed on data_in\[{fail_at}\]") as info:
@@ -55,7 +56,7 @@ def test_failure_without_checkpoints_keeps_nothing(
     scheduler: Sched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without checkpoint_interval a failure commits nothing, and the message says so."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     monkeypatch.setenv(FAIL, "45")
     with pytest.raises(lc.TransformError, match="Nothing of this run was written"):
         slow_head_fails().eval(list(range(80)), out, **scheduler.kw)

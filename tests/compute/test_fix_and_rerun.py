@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, make_numbers, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_numbers, make_out
 
 N = 1000
 FAIL_AT = 700
@@ -77,7 +78,7 @@ def test_fix_the_bug_and_rerun_resumes_after_the_kept_outputs(
     scheduler: Sched, tmp_path: Path, buggy: dict[str, Any], fixed: dict[str, Any]
 ) -> None:
     """A script failing at input 700 (checkpoints every 100), fixed and run again: 700 kept + 300 resumed."""
-    out_like(tmp_path / "out", y={"dtype": "int64"})
+    make_out(tmp_path / "out", y={"dtype": "int64"})
     first = _run_script(tmp_path, scheduler, tmp_path / "calls1", **buggy)
     assert first.returncode != 0
     assert "TransformError" in first.stderr
@@ -124,7 +125,7 @@ def _fail_first(out: lc.Dataset, data_in: Any, **kw: Any) -> None:
 
 def test_other_eval_into_an_unfinished_output_is_refused(scheduler: Sched, tmp_path: Path) -> None:
     """Another eval raises EvalConflictError naming the unfinished eval; rerun=True drops its outputs."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     before = out.version
     _fail_first(out, list(range(40)), **scheduler.kw)
     kept = out.version
@@ -159,7 +160,7 @@ def test_other_eval_into_an_unfinished_output_is_refused(scheduler: Sched, tmp_p
 
 def test_rerun_true_starts_an_unfinished_eval_over(scheduler: Sched, tmp_path: Path) -> None:
     """rerun=True on the unfinished eval itself drops its kept outputs and writes each output once."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     _fail_first(out, list(range(40)), **scheduler.kw)
     result = double().eval(list(range(40)), out, rerun=True, checkpoint_interval=10, **scheduler.kw)
     assert result.resumed_from == 0
@@ -168,7 +169,7 @@ def test_rerun_true_starts_an_unfinished_eval_over(scheduler: Sched, tmp_path: P
 
 def test_same_eval_resumes_without_a_warning(tmp_path: Path) -> None:
     """The unchanged eval resumes after its checkpoint, silently (pytest turns warnings into errors)."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     global FAIL
     FAIL = True
     with pytest.raises(lc.TransformError):

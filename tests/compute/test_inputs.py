@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, assert_same, make_numbers, out_like, reference
+from tests.compute.compute_helpers import Sched, assert_same, reference
+from tests.helpers import make_numbers, make_out, numbers
 
 N = 30
 
@@ -28,11 +29,6 @@ class TorchLike:
         if not 0 <= i < self.n:
             raise IndexError(i)
         return np.full(2, i, dtype=np.int64), i
-
-
-def numbers(n: int) -> Iterator[int]:
-    """A generator: streamed input without a length."""
-    yield from range(n)
 
 
 @lc.compute
@@ -80,7 +76,7 @@ def test_eval_data_in_kinds(scheduler: Sched, tmp_path: Path, kind: str) -> None
     """Every kind of data_in gives the same dataset as a plain loop over it."""
     build, fn, xs = INPUTS[kind]
     data_in = build(tmp_path)
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     result = fn().eval(data_in, out, **scheduler.kw)
     assert_same(out, reference(tmp_path / "ref", out, [{"y": x * x} for x in xs]))
     assert result.inputs == len(xs)
@@ -90,7 +86,7 @@ def test_eval_data_in_kinds(scheduler: Sched, tmp_path: Path, kind: str) -> None
 
 def test_eval_streamed_generator_is_consumed_lazily(scheduler: Sched, tmp_path: Path) -> None:
     """A long generator is read in tasks as it goes, and every item is transformed once, in order."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     result = item_square().eval(numbers(3000), out, **scheduler.kw)
     assert result.inputs == 3000
     assert out.y.numpy().tolist() == [i * i for i in range(3000)]
@@ -108,7 +104,7 @@ EMPTY: dict[str, Callable[[Path], Any]] = {
 @pytest.mark.parametrize("kind", list(EMPTY))
 def test_eval_empty_input_is_a_no_op(scheduler: Sched, tmp_path: Path, kind: str) -> None:
     """Empty input runs nothing, commits nothing and reports zero inputs and outputs."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     version = out.version
     fn = row_square if kind in ("dataset", "view") else item_square
     result = fn().eval(EMPTY[kind](tmp_path), out, **scheduler.kw)
@@ -144,7 +140,7 @@ def test_eval_generator_with_workers_that_are_not_forked(tmp_path: Path, start_m
     # Registered for this test only: the registry is the process's, and other tests list its names.
     name = f"processed-{start_method}"
     register_scheduler(name, partial(ProcessedScheduler, start_method=start_method))
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     try:
         result = item_square().eval(numbers(200), out, num_workers=2, scheduler=name, progressbar=False)
     finally:

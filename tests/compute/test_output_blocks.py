@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out
 
 #: Bytes of output per input: two of them fill the 16 MiB a task buffers before writing.
 SIZE = 8 << 20
@@ -28,7 +29,7 @@ def inflate(sample_in: Any, sample_out: Any) -> None:
 
 
 def test_large_outputs_come_back_in_order(scheduler: Sched, tmp_path: Path) -> None:
-    out = out_like(tmp_path / "out", x={"dtype": "uint8"})
+    out = make_out(tmp_path / "out", x={"dtype": "uint8"})
     inflate().eval(list(range(N)), out, **scheduler.kw)
     back = lc.load(str(tmp_path / "out"))
     assert len(back.x) == N
@@ -43,7 +44,7 @@ def test_large_outputs_come_back_in_order(scheduler: Sched, tmp_path: Path) -> N
 def test_a_value_that_cannot_be_stored_names_its_input(
     scheduler: Sched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: int
 ) -> None:
-    out = out_like(tmp_path / "out", x={"dtype": "uint8"})
+    out = make_out(tmp_path / "out", x={"dtype": "uint8"})
     monkeypatch.setenv(BAD, str(bad))
     with pytest.raises(lc.TransformError, match=rf"failed on data_in\[{bad}\]") as info:
         inflate().eval(list(range(N)), out, **scheduler.kw)
@@ -55,7 +56,7 @@ def test_a_value_that_cannot_be_stored_names_its_input(
 def test_ignore_errors_skips_only_the_value_that_cannot_be_stored(
     scheduler: Sched, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: int
 ) -> None:
-    out = out_like(tmp_path / "out", x={"dtype": "uint8"})
+    out = make_out(tmp_path / "out", x={"dtype": "uint8"})
     monkeypatch.setenv(BAD, str(bad))
     result = inflate().eval(list(range(N)), out, ignore_errors=True, **scheduler.kw)
     assert result.failed_indices == [bad]

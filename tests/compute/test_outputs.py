@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, assert_same, make_numbers, out_like, reference, snapshot
+from tests.compute.compute_helpers import Sched, assert_same, reference, snapshot
+from tests.helpers import make_numbers, make_out
 
 
 @lc.compute
@@ -84,7 +85,7 @@ def ints_then_floats(sample_in, sample_out, switch):
 
 def test_eval_one_to_many(scheduler: Sched, tmp_path: Path) -> None:
     """One input giving three outputs writes all of them, grouped by input and in input order."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"}, tag={"htype": "text"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"}, tag={"htype": "text"})
     result = three_each().eval(list(range(25)), out, **scheduler.kw)
     rows = [{"y": i * 10 + k, "tag": f"{i}.{k}"} for i in range(25) for k in range(3)]
     assert_same(out, reference(tmp_path / "ref", out, rows))
@@ -95,7 +96,7 @@ def test_eval_one_to_many(scheduler: Sched, tmp_path: Path) -> None:
 def test_eval_filter_keeps_order(scheduler: Sched, tmp_path: Path) -> None:
     """A filter (N:0 for the dropped inputs) keeps the survivors in input order."""
     ds = make_numbers(tmp_path / "in", 50)
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     result = keep_odd().eval(ds, out, **scheduler.kw)
     assert_same(out, reference(tmp_path / "ref", out, [{"y": i} for i in range(1, 50, 2)]))
     assert result.inputs == 50
@@ -104,7 +105,7 @@ def test_eval_filter_keeps_order(scheduler: Sched, tmp_path: Path) -> None:
 
 def test_eval_filter_with_empty_start_needs_no_skip_ok(scheduler: Sched, tmp_path: Path) -> None:
     """A filter whose first outputs (including the preflight sample's) are empty works without skip_ok."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"}, z={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"}, z={"dtype": "int64"})
     result = drop_below(limit=30).eval(list(range(40)), out, **scheduler.kw)
     rows = [{"y": i, "z": -i} for i in range(30, 40)]
     assert_same(out, reference(tmp_path / "ref", out, rows))
@@ -113,7 +114,7 @@ def test_eval_filter_with_empty_start_needs_no_skip_ok(scheduler: Sched, tmp_pat
 
 def test_eval_stragglers_keep_order(scheduler: Sched, tmp_path: Path) -> None:
     """When the first task is much slower than the rest, outputs still come in input order."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     slow_head(slow_until=8, delay=0.02).eval(list(range(64)), out, **scheduler.kw)
     assert out.y.numpy().tolist() == list(range(64))
     assert str(out.y.dtype) == "int64"
@@ -122,7 +123,7 @@ def test_eval_stragglers_keep_order(scheduler: Sched, tmp_path: Path) -> None:
 def test_eval_batch_size(scheduler: Sched, tmp_path: Path) -> None:
     """``batch_size=4`` gives the function stacked batches of 4 (the last one shorter), outputs in order."""
     ds = make_numbers(tmp_path / "in", 30)
-    out = out_like(tmp_path / "out", y={"dtype": "int64"}, batch_len={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"}, batch_len={"dtype": "int64"})
     result = double_batch().eval(ds, out, batch_size=4, **scheduler.kw)
     assert out.y.numpy().tolist() == [2 * i for i in range(30)]
     assert out.batch_len.numpy().tolist() == [4] * 28 + [2] * 2
@@ -132,14 +133,14 @@ def test_eval_batch_size(scheduler: Sched, tmp_path: Path) -> None:
 
 def test_eval_batch_size_on_a_list(scheduler: Sched, tmp_path: Path) -> None:
     """With sequence input, a batch is a slice of the sequence."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     sum_list_batch().eval(list(range(23)), out, batch_size=5, **scheduler.kw)
     assert out.y.numpy().tolist() == [i + 100 for i in range(23)]
 
 
 def test_eval_skip_ok(scheduler: Sched, tmp_path: Path) -> None:
     """A tensor of data_out the function never writes is an error naming it, unless ``skip_ok=True``."""
-    out = out_like(tmp_path / "out", x={"dtype": "int64"}, y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", x={"dtype": "int64"}, y={"dtype": "int64"})
     with pytest.raises(lc.TransformError, match=r"but not \['y'\] of data_out") as info:
         only_x().eval(list(range(10)), out, **scheduler.kw)
     assert info.value.index == 0
@@ -152,7 +153,7 @@ def test_eval_skip_ok(scheduler: Sched, tmp_path: Path) -> None:
 
 def test_eval_check_lengths(scheduler: Sched, tmp_path: Path) -> None:
     """Different counts per tensor for one input fail with check_lengths, and are allowed without it."""
-    out = out_like(tmp_path / "out", x={"dtype": "int64"}, y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", x={"dtype": "int64"}, y={"dtype": "int64"})
     with pytest.raises(lc.TransformError, match=r"x_twice_y_once.*data_in\[0\]") as info:
         x_twice_y_once().eval(list(range(10)), out, **scheduler.kw)
     assert isinstance(info.value.__cause__, lc.InvalidArgumentError)
@@ -168,15 +169,15 @@ def test_eval_check_lengths(scheduler: Sched, tmp_path: Path) -> None:
 
 def test_eval_pad_data_in(scheduler: Sched, tmp_path: Path) -> None:
     """``pad_data_in=True`` runs to the longest tensor, giving empty samples for the shorter ones."""
-    ds = out_like(tmp_path / "in", a={"dtype": "int32"}, b={"dtype": "int32"})
+    ds = make_out(tmp_path / "in", a={"dtype": "int32"}, b={"dtype": "int32"})
     ds.a.extend(np.arange(7, dtype="int32"))
     ds.b.extend(np.arange(4, dtype="int32"))
-    out = out_like(tmp_path / "out", a={"dtype": "int32"}, b_size={"dtype": "int64"})
+    out = make_out(tmp_path / "out", a={"dtype": "int32"}, b_size={"dtype": "int64"})
     with pytest.raises(lc.InvalidArgumentError, match=r"differ in length \('b' has 4, 'a' has 7\)"):
         copy_padded().eval(ds, out, **scheduler.kw)  # without padding: refused, never 4 rows silently
     assert copy_padded().eval(ds[:4], out, **scheduler.kw).inputs == 4  # a view of the shared rows
     assert out.a.numpy().tolist() == list(range(4))
-    out = out_like(tmp_path / "out2", a={"dtype": "int32"}, b_size={"dtype": "int64"})
+    out = make_out(tmp_path / "out2", a={"dtype": "int32"}, b_size={"dtype": "int64"})
     result = copy_padded().eval(ds, out, pad_data_in=True, **scheduler.kw)
     assert result.inputs == 7
     assert out.a.numpy().tolist() == list(range(7))
@@ -185,7 +186,7 @@ def test_eval_pad_data_in(scheduler: Sched, tmp_path: Path) -> None:
 
 def test_eval_pipeline_intermediate_tensors(scheduler: Sched, tmp_path: Path) -> None:
     """A middle step may write tensors data_out does not have; only the last step's outputs are stored."""
-    out = out_like(tmp_path / "out", x={"dtype": "int64"})
+    out = make_out(tmp_path / "out", x={"dtype": "int64"})
     lc.compose([to_scratch(), from_scratch()]).eval(list(range(20)), out, **scheduler.kw)
     assert_same(out, reference(tmp_path / "ref", out, [{"x": 3 * i + len(f"n{i}")} for i in range(20)]))
     assert list(out.tensors) == ["x"]
@@ -194,10 +195,10 @@ def test_eval_pipeline_intermediate_tensors(scheduler: Sched, tmp_path: Path) ->
 @pytest.mark.parametrize("n", [40, 1000])
 def test_eval_inferred_dtype_is_the_same_everywhere(scheduler: Sched, tmp_path: Path, n: int) -> None:
     """A generic tensor without a dtype gets one dtype, whatever tasks saw ints and which saw floats."""
-    out = out_like(tmp_path / "out", x={})
+    out = make_out(tmp_path / "out", x={})
     ints_then_floats(switch=n // 2).eval(list(range(n)), out, **scheduler.kw)
     rows = [{"x": i if i < n // 2 else i + 0.5} for i in range(n)]
-    ref = reference(tmp_path / "ref", out_like(tmp_path / "template", x={}), rows)
+    ref = reference(tmp_path / "ref", make_out(tmp_path / "template", x={}), rows)
     assert str(out.x.dtype) == "float64"
     assert_same(out, ref)
     assert snapshot(lc.load(str(tmp_path / "out"))) == snapshot(ref)
@@ -216,7 +217,7 @@ def test_eval_rank_is_decided_once(scheduler: Sched, tmp_path: Path, in_place: b
         data_in = out = make_numbers(tmp_path / "ds", 40)
         before = snapshot(out)
     else:
-        data_in, out = list(range(40)), out_like(tmp_path / "out", x={})
+        data_in, out = list(range(40)), make_out(tmp_path / "out", x={})
     with pytest.raises(lc.TransformError, match=r"'rank_switch' failed on data_in\[\d+\]") as info:
         rank_switch(switch=20).eval(data_in, None if in_place else out, **scheduler.kw)
     # Every input from 20 on is bad; in parallel, whichever failing task reports first stops the run.

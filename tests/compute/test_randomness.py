@@ -7,7 +7,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +14,9 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
-from tests.compute.random_pipeline import PIPELINE, make_out
+from tests.compute.compute_helpers import Sched
+from tests.compute.random_pipeline import PIPELINE, pipeline_out
+from tests.helpers import make_out, wait_until
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import kill_session, script_env
 
@@ -31,7 +31,7 @@ def _values(path: Path) -> tuple[list[float], list[int]]:
 
 def _reference(tmp_path: Path, seed: int) -> tuple[list[float], list[int]]:
     path = tmp_path / f"reference-{seed}"
-    PIPELINE.eval(list(range(N)), make_out(str(path)), num_workers=0, seed=seed, progressbar=False)
+    PIPELINE.eval(list(range(N)), pipeline_out(str(path)), num_workers=0, seed=seed, progressbar=False)
     return _values(path)
 
 
@@ -55,7 +55,7 @@ def test_rng_is_the_documented_derivation(tmp_path: Path) -> None:
 @pytest.mark.parametrize("interval", [0, 7])
 def test_rng_output_is_identical_everywhere(scheduler: Sched, tmp_path: Path, interval: int) -> None:
     """Every scheduler and worker count, with any task size, writes bit-identical values."""
-    out = make_out(str(tmp_path / "out"))
+    out = pipeline_out(str(tmp_path / "out"))
     result = PIPELINE.eval(list(range(N)), out, seed=11, checkpoint_interval=interval, **scheduler.kw)
     assert result.seed == 11
     assert _values(tmp_path / "out") == _reference(tmp_path, seed=11)
@@ -65,7 +65,9 @@ def test_rng_output_is_identical_everywhere(scheduler: Sched, tmp_path: Path, in
 
 def test_seed_none_is_drawn_reported_and_reproducible(tmp_path: Path) -> None:
     """seed=None draws a seed, reports it in the result and the version's log, and it reproduces the run."""
-    result = PIPELINE.eval(list(range(N)), make_out(str(tmp_path / "a")), num_workers=0, progressbar=False)
+    result = PIPELINE.eval(
+        list(range(N)), pipeline_out(str(tmp_path / "a")), num_workers=0, progressbar=False
+    )
     assert isinstance(result.seed, int)
     log = lc.load(str(tmp_path / "a")).log()
     entry = log[-1]["eval"]
@@ -80,7 +82,7 @@ def test_seed_none_is_drawn_reported_and_reproducible(tmp_path: Path) -> None:
         "scaled",
     ]  # and its lineage (see tests/dataset/test_lineage.py)
     assert _values(tmp_path / "a") == _reference(tmp_path, seed=result.seed)
-    other = PIPELINE.eval(list(range(N)), make_out(str(tmp_path / "b")), num_workers=0, progressbar=False)
+    other = PIPELINE.eval(list(range(N)), pipeline_out(str(tmp_path / "b")), num_workers=0, progressbar=False)
     assert other.seed != result.seed
     assert _values(tmp_path / "b") != _values(tmp_path / "a")
 
@@ -90,16 +92,17 @@ def test_seed_none_is_drawn_reported_and_reproducible(tmp_path: Path) -> None:
 def test_rng_output_is_identical_after_kill_and_resume(tmp_path: Path, seed: str) -> None:
     """SIGKILL a 2-worker run after some checkpoints; the resumed run ends as an unbroken one, bit for bit."""
     path = tmp_path / "out"
-    make_out(str(path))
+    pipeline_out(str(path))
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), str(path), str(N), seed],
         env=script_env(LC_TEST_SLEEP="0.02"),
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(lc.load(str(path)).log()) < 5 and proc.poll() is None:
-            time.sleep(0.02)  # versions: create, two tensors, then checkpoints at 10 and 20 inputs
+        # Versions: create, two tensors, then checkpoints at 10 and 20 inputs.
+        wait_until(
+            lambda: len(lc.load(str(path)).log()) >= 5 or proc.poll() is not None, what="2 checkpoints"
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert wait_session_empty(proc.pid, timeout=10) == []
@@ -123,7 +126,7 @@ def test_global_generators_never_repeat_across_workers(tmp_path: Path) -> None:
     """Forked workers reseed numpy's and Python's global generators: 400 draws, 400 distinct values."""
     np.random.seed(0)
     random.seed(0)
-    out = out_like(tmp_path / "out", np={"dtype": "float64"}, py={"dtype": "float64"})
+    out = make_out(tmp_path / "out", np={"dtype": "float64"}, py={"dtype": "float64"})
     global_draws().eval(list(range(400)), out, num_workers=2, scheduler="processed", progressbar=False)
     again = lc.load(str(tmp_path / "out"))
     assert len(set(again.np.numpy().tolist())) == 400

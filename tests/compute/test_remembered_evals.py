@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, make_numbers, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_numbers, make_out
 
 
 @lc.compute
@@ -40,7 +41,7 @@ def _evals_bytes(path: Path, version: int) -> int:
 
 def test_first_of_many_evals_rerun_is_a_noop(scheduler: Sched, tmp_path: Path) -> None:
     """After 100 other evals into one output, rerunning the first writes nothing and warns."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     first = shift(by=0).eval([1, 2], out, progressbar=False)
     for by in range(1, 101):
         shift(by=by).eval([1, 2], out, progressbar=False)
@@ -56,7 +57,7 @@ def test_first_of_many_evals_rerun_is_a_noop(scheduler: Sched, tmp_path: Path) -
 
 def test_a_record_is_kept_whole_only_in_its_own_version(tmp_path: Path) -> None:
     """An eval with 2,000 failures: later manifests stay under 10 KB, and its rerun still reports them."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     result = fails_on_odd().eval(list(range(4000)), out, ignore_errors=True, progressbar=False)
     assert len(result.failed) == 2000
     assert _manifest_bytes(tmp_path / "out", result.version) > 100_000  # the record, whole, is here
@@ -73,7 +74,7 @@ def test_a_record_is_kept_whole_only_in_its_own_version(tmp_path: Path) -> None:
 
 def test_rerun_after_its_version_was_vacuumed_is_still_a_noop(tmp_path: Path) -> None:
     """vacuum(keep_versions=...) may remove the version keeping a record whole; the eval is still known."""
-    out = out_like(tmp_path / "out", y={"dtype": "int64"})
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
     shift(by=5).eval([1, 2, 3], out, progressbar=False)
     for i in range(3):
         out.y.append(i)

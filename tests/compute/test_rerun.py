@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, make_numbers, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_numbers, make_out
 
 OFFSET = 100
 
@@ -41,7 +42,7 @@ def double_x(sample_in: Any, sample_out: Any) -> None:
 
 
 def _out(tmp_path: Path) -> lc.Dataset:
-    return out_like(tmp_path / "out", y={"dtype": "int64"})
+    return make_out(tmp_path / "out", y={"dtype": "int64"})
 
 
 def test_identical_rerun_is_a_noop_that_warns(scheduler: Sched, tmp_path: Path) -> None:
@@ -132,7 +133,7 @@ def test_eval_inside_with_block_commits_pending_changes_first(scheduler: Sched, 
 def test_eval_after_uncommitted_input_writes_reads_them(scheduler: Sched, tmp_path: Path) -> None:
     """Pending appends to data_in are committed first, so the workers read what the caller sees."""
     src = make_numbers(tmp_path / "src", 4)
-    out = out_like(tmp_path / "out", x={"dtype": "int64"})
+    out = make_out(tmp_path / "out", x={"dtype": "int64"})
     with src:
         src.x.extend(np.arange(4, 8))
         double_x().eval(src, out, **scheduler.kw)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out
 
 
 @lc.compute
@@ -48,7 +49,7 @@ def tag_it(sample_in: Any, sample_out: Any) -> dict[str, Any]:
 
 
 def _out(tmp_path: Path) -> lc.Dataset:
-    return out_like(tmp_path / "out", y={"dtype": "int64"}, tag={"htype": "text"})
+    return make_out(tmp_path / "out", y={"dtype": "int64"}, tag={"htype": "text"})
 
 
 def test_return_dict_writes_one_row(scheduler: Sched, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.compute.compute_helpers import Sched, out_like
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out
 
 MESSAGE = (
     r"The tensors of data_in '.*ds' differ in length \('z' has 5, 'x' has 10\), so an eval would process "
@@ -38,7 +39,7 @@ def _uneven(path: Path) -> lc.Dataset:
 def test_unequal_lengths_into_another_dataset_are_refused(scheduler: Sched, tmp_path: Path) -> None:
     """x of 10 rows and z of 5: InvalidArgumentError naming both and the ways out; nothing written."""
     ds = _uneven(tmp_path / "ds")
-    out = out_like(tmp_path / "out", x={"dtype": "int64"})
+    out = make_out(tmp_path / "out", x={"dtype": "int64"})
     with pytest.raises(lc.InvalidArgumentError, match=MESSAGE):
         double_x().eval(ds, out, **scheduler.kw)
     assert lc.load(str(tmp_path / "out")).version == out.version
@@ -60,10 +61,10 @@ def test_unequal_lengths_in_place_are_refused_and_keep_every_row(scheduler: Sche
 def test_the_ways_out_work(tmp_path: Path) -> None:
     """pad_data_in=True processes all 10 rows; a view of the first 5 rows processes those."""
     ds = _uneven(tmp_path / "ds")
-    padded = out_like(tmp_path / "padded", x={"dtype": "int64"})
+    padded = make_out(tmp_path / "padded", x={"dtype": "int64"})
     double_x().eval(ds, padded, pad_data_in=True, progressbar=False)
     np.testing.assert_array_equal(padded.x.numpy(), 2 * np.arange(10))
-    viewed = out_like(tmp_path / "viewed", x={"dtype": "int64"})
+    viewed = make_out(tmp_path / "viewed", x={"dtype": "int64"})
     double_x().eval(ds[:5], viewed, progressbar=False)
     np.testing.assert_array_equal(viewed.x.numpy(), 2 * np.arange(5))
 

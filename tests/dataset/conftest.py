@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.specs import htype_declaration
 
 CLASS_NAMES = ["cat", "dog", "bird"]
 
@@ -19,10 +20,8 @@ def snapshot(ds: Any) -> dict[str, list[Any]]:
     for name, tensor in ds.tensors.items():
         if len(tensor) == 0:
             out[name] = []
-        elif tensor.htype == "text":
-            out[name] = list(tensor.text())
-        elif tensor.htype == "json":
-            out[name] = list(tensor.data())
+        elif not htype_declaration(tensor.htype).numeric:
+            out[name] = list(tensor.data())  # text or json values
         else:
             out[name] = [np.asarray(a).tolist() for a in tensor.numpy(aslist=True)]
     return out

@@ -230,7 +230,7 @@ BAD_WRITES = [
     pytest.param(
         lambda ds: ds.create_tensor("q", htype="image", dtype="float32"),
         lc.InvalidArgumentError,
-        r"Image tensor 'q' must have dtype uint8\. Got float32",
+        r"image tensor 'q' must have dtype uint8\. Got float32",
         None,
         id="image-dtype",
     ),

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import lakecompute as lc
 from tests.dataset.test_branches import numbers
-from tests.reliability.reliability_helpers import double, double_with, make_out
+from tests.helpers import make_out
+from tests.reliability.reliability_helpers import double, double_with
 
 
 def test_an_eval_records_its_functions_code_and_input(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.specs import htype_declaration
 
 RNG = np.random.default_rng(3)
 
@@ -96,7 +97,7 @@ BAD: list[tuple[dict[str, Any], np.ndarray, str]] = [
 def _good(options: dict[str, Any], bad: np.ndarray) -> np.ndarray:
     """A valid sample of the same dtype and row shape as ``bad`` (so only its values are wrong)."""
     good = np.zeros((1, *bad.shape[1:]), dtype=bad.dtype)
-    if options.get("htype") == "bbox":
+    if htype_declaration(options.get("htype", "generic")).target == "boxes":
         good[:] = [0, 0, 0.1, 0.1]
     return good
 

@@ -1,10 +1,10 @@
 """The stateful-protocol acceptance cases, run in real processes by tests/loaders/test_stateful.py.
 
-``python -m tests.loaders.stateful_cases save DIR``: for every case, run two whole epochs (the
-reference), then a fresh loader for ``K`` batches of epoch 0, and write its ``state_dict()`` (plain
-JSON) and the reference to ``DIR/saved.json``.
+``python -m tests.loaders.stateful_cases save DIR KINDS``: for every case of the comma-separated
+``KINDS``, run two whole epochs (the reference), then a fresh loader for ``K`` batches of epoch 0, and
+write its ``state_dict()`` (plain JSON) and the reference to ``DIR/saved.json``.
 
-``python -m tests.loaders.stateful_cases resume DIR``: in a new process, build each loader again, load
+``python -m tests.loaders.stateful_cases resume DIR KINDS``: in a new process, build each loader again, load
 the state, run the rest of the epoch and the next whole epoch, and write what it yielded and how many
 samples it read (a spy: a transform that logs every batch read, in whichever process reads it) to
 ``DIR/resumed.json``.
@@ -64,12 +64,13 @@ def make_datasets(root: Path) -> None:
         tokens.tokens.extend([np.arange(0, 40), np.arange(40, TOKENS)])
 
 
-def cases() -> list[tuple[str, int, bool, int, int]]:
-    """Every (kind, num_workers, shuffle, rank, world_size)."""
+def cases(kinds: list[str]) -> list[tuple[str, int, bool, int, int]]:
+    """Every (kind, num_workers, shuffle, rank, world_size) of the given kinds (8 a kind)."""
+    assert set(kinds) <= set(KINDS), kinds
     return [
         (kind, workers, shuffle, rank, world)
         for kind, workers, shuffle, (rank, world) in itertools.product(
-            KINDS, (0, 2), (False, True), ((0, 1), (1, 2))
+            kinds, (0, 2), (False, True), ((0, 1), (1, 2))
         )
     ]
 
@@ -116,10 +117,10 @@ def one_pass(loader: Any, kind: str, epoch: int, limit: int | None = None) -> li
     return out
 
 
-def save(root: Path) -> None:
+def save(root: Path, kinds: list[str]) -> None:
     make_datasets(root)
     saved = {}
-    for case in cases():
+    for case in cases(kinds):
         kind = case[0]
         reference = build(root, case, os.devnull)
         full = [one_pass(reference, kind, 0), one_pass(reference, kind, 1)]
@@ -133,10 +134,10 @@ def read_count(log: Path) -> int:
     return sum(int(line) for line in log.read_text().split()) if log.exists() else 0
 
 
-def resume(root: Path) -> None:
+def resume(root: Path, kinds: list[str]) -> None:
     saved = json.loads((root / "saved.json").read_text())
     resumed = {}
-    for case in cases():
+    for case in cases(kinds):
         name = case_name(case)
         log = root / f"{name}.log"
         loader = build(root, case, str(log))
@@ -149,4 +150,4 @@ def resume(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    {"save": save, "resume": resume}[sys.argv[1]](Path(sys.argv[2]))
+    {"save": save, "resume": resume}[sys.argv[1]](Path(sys.argv[2]), sys.argv[3].split(","))

@@ -14,7 +14,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
-from lakecompute.testing.schedulers import wait_for
+from tests.helpers import wait_until
 from tests.loaders.conftest import fails_on_30
 
 # The package, not the decorator of the same name that `lakecompute.compute` means.
@@ -344,7 +344,7 @@ def test_batches_read_at_most_num_workers_times_prefetch_ahead(
     with numbered.batches(5, transform=_log_step(str(log)), num_workers=num_workers, prefetch=prefetch) as it:
         steps = len(it)
         next(it)
-        assert wait_for(lambda: read() >= 1 + ahead, timeout=30)
+        wait_until(lambda: read() >= 1 + ahead, what=f"{ahead} batches read ahead")
         time.sleep(0.5)  # time for a read past the bound to show; none may
         assert read() == 1 + ahead
         # Nothing is handed to the workers while the consumer holds a batch: the bound holds exactly.

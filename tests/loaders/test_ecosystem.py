@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.loaders.test_torch import _free_port
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = 24
@@ -31,7 +31,7 @@ def _run(args: list[str], cwd: Path) -> None:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
         "MASTER_ADDR": "127.0.0.1",
     }
     run = subprocess.run(
@@ -52,6 +52,7 @@ def _epochs(seen: list[tuple[int, list[int]]]) -> dict[int, list[int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.needs("pytorch_lightning")
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("where", ["module", "before"])
 def test_lightning_ddp_shards_reshuffles_and_resumes_exactly(tmp_path: Path, where: str) -> None:
@@ -80,7 +81,7 @@ def _accelerate(tmp_path: Path, path: str, phase: str, processes: int, *extra: s
     args = [script, path, str(tmp_path), phase, *extra]
     if processes > 1:
         args = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port",
-                str(_free_port()), *args]  # fmt: skip
+                str(free_port()), *args]  # fmt: skip
     _run(args, tmp_path)
 
 
@@ -89,6 +90,7 @@ def _accelerated(out: Path, phase: str, processes: int) -> list[dict[int, list[i
 
 
 @pytest.mark.slow
+@pytest.mark.needs("accelerate")
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("processes", [1, 2])
 def test_accelerate_sees_every_sample_once_per_epoch_and_resumes_exactly(

@@ -4,7 +4,6 @@ sharding and int64 class labels (issue 18)."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -16,9 +15,9 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from tests.helpers import run_two_ranks
 from tests.loaders.conftest import N
 from tests.loaders.stateful_cases import K
-from tests.loaders.test_torch import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,7 +207,16 @@ def test_per_object_class_labels_arrive_as_int64(tmp_path: Path) -> None:
     assert [a.tolist() for a in numpy_batch] == [[0, 2], [1], []]
 
 
-def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        pytest.param("pytorch,batches,blocks,blocks-batches", id="ours"),
+        pytest.param("torchdata", id="torchdata", marks=pytest.mark.needs("torchdata")),
+    ],
+)
+def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(
+    tmp_path: Path, kinds: str
+) -> None:
     """Acceptance (issue 18): for pytorch / batches / token blocks (pytorch and batches) / torchdata's
     StatefulDataLoader x workers 0 and 2 x shuffle off and on x (rank, world_size) (0, 1) and (1, 2):
     save after K batches, load in a new process, which yields exactly the rest of the epoch then exactly
@@ -217,14 +225,14 @@ def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(tmp_
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for phase in ("save", "resume"):
         run = subprocess.run(
-            [sys.executable, "-m", "tests.loaders.stateful_cases", phase, str(tmp_path)],
+            [sys.executable, "-m", "tests.loaders.stateful_cases", phase, str(tmp_path), kinds],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         assert "fast-forwarding" not in run.stderr  # torchdata found our state, and did not re-read
     saved = json.loads((tmp_path / "saved.json").read_text())
     resumed = json.loads((tmp_path / "resumed.json").read_text())
-    assert len(saved) == 40
+    assert len(saved) == 8 * len(kinds.split(","))  # 8 cases a kind
     for name, case in saved.items():
         epoch0, epoch1 = case["reference"]
         assert case["first"] == epoch0[:K], name
@@ -235,12 +243,12 @@ def test_resume_in_a_new_process_for_every_loader_reads_only_what_it_yields(tmp_
             assert epoch0 != epoch1, name
 
 
-def _late_rank_main(path: str, port: int, rank: int, out: str) -> None:
+def _late_rank_main(init_method: str, rank: int, out: str, path: str) -> None:
     import torch.distributed as dist
 
     ds = lc.load(path, read_only=True)
     loader = ds.pytorch(8, tensors="idx", shuffle=True, seed=2)  # built before the process group exists
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=2)
     try:
         first = _idx(loader)
         Path(out).write_text(json.dumps({"idx": first, "len": len(loader), "state": loader.state_dict()}))
@@ -250,16 +258,7 @@ def _late_rank_main(path: str, port: int, rank: int, out: str) -> None:
 
 def test_rank_and_world_size_are_read_when_a_pass_starts(numbered: lc.Dataset, tmp_path: Path) -> None:
     """Late sharding: a loader built before init_process_group shards by the ranks when it is iterated."""
-    port = _free_port()
-    ctx = multiprocessing.get_context("spawn")
-    outs = [str(tmp_path / f"rank{r}.json") for r in range(2)]
-    procs = [ctx.Process(target=_late_rank_main, args=(numbered.path, port, r, outs[r])) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    results = [json.loads(Path(o).read_text()) for o in outs]
+    results = run_two_ranks(_late_rank_main, (numbered.path,), tmp_path)
     for rank, result in enumerate(results):
         plan = IndexPlan(N, 8, True, 2, 0, False, rank, 2)
         assert result["idx"] == [plan.step_indices(s).tolist() for s in range(plan.steps)]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
+from tests.helpers import run_two_ranks
 from tests.loaders.conftest import SEED_001_TABLE
 
 torch = pytest.importorskip("torch", reason='the loader tests need torch: pip install "lakecompute[torch]"')
@@ -176,10 +175,10 @@ def test_pytorch_without_torch_names_the_extra(numbered: lc.Dataset, monkeypatch
         numbered.pytorch(4)
 
 
-def _rank_main(path: str, port: int, rank: int, out: str) -> None:
+def _rank_main(init_method: str, rank: int, out: str, path: str) -> None:
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=2)
     try:
         ds = lc.load(path, read_only=True)
         loader = ds.pytorch(8, tensors="idx", shuffle=True, seed=2, num_workers=1)  # rank from torch
@@ -191,28 +190,12 @@ def _rank_main(path: str, port: int, rank: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_pytorch_under_torch_distributed_gives_each_rank_its_share(
     numbered: lc.Dataset, tmp_path: Path
 ) -> None:
     """Two gloo processes on 127.0.0.1: rank and world_size come from torch.distributed, each rank gets
     its plan's share, and the shares cover every sample with equal batch counts."""
-    port = _free_port()
-    ctx = multiprocessing.get_context("spawn")
-    outs = [str(tmp_path / f"rank{r}.json") for r in range(2)]
-    procs = [ctx.Process(target=_rank_main, args=(numbered.path, port, r, outs[r])) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    results = [json.loads(Path(o).read_text()) for o in outs]
+    results = run_two_ranks(_rank_main, (numbered.path,), tmp_path)
     for rank, result in enumerate(results):
         plan = IndexPlan(N, 8, True, 2, 0, False, rank, 2, num_workers=1)
         assert result["idx"] == [plan.step_indices(s).tolist() for s in range(plan.steps)]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import lakecompute as lc
+from tests.helpers import wait_for_file
 from tests.reliability.reliability_helpers import double
 
 
@@ -29,8 +29,8 @@ def main(argv: list[str]) -> None:
     }
     print("START", flush=True)
     go = os.environ.get("LC_TEST_GO")
-    while go and not os.path.exists(go):
-        time.sleep(0.005)  # a start line shared with another writer, for the concurrency tests
+    if go:
+        wait_for_file(go, timeout=600)  # a start line shared with another writer, for the concurrency tests
     result = double().eval(ds, **kw) if in_place else double().eval(list(range(n)), ds, **kw)
     print(f"DONE {result.inputs} {result.resumed_from} {result.version}", flush=True)
 

@@ -6,11 +6,12 @@ Usage:
     leave the block (commit) and print ``DONE <version>``, or ``ERROR <type> <message>`` if it raised.
     ``lease_script.py vacuum URL``: one ``vacuum(grace_seconds=0)``; prints the counts as JSON.
     ``lease_script.py vacuum-loop STOP URL...``: ``vacuum(grace_seconds=0)`` on every URL in turn until the
-    file STOP exists; prints ``VACUUMS <count>``.
+    file STOP exists, keeping the count so far in the file ``STOP.count``; prints ``VACUUMS <count>``.
 
 ``LC_TEST_S3`` (JSON) holds storage options for ``s3://`` URLs; ``LC_TEST_LEASE=lease,margin,renew``
 overrides the lease constants (seconds) in this process; with ``LC_TEST_NO_PIDS=1`` no other process can
-be seen (``os.kill`` says none exists), as on another machine.
+be seen (``os.kill`` says none exists), as on another machine; ``LC_TEST_LATER=SECONDS`` sets this
+process's clock (``time.time``) that far ahead, as on a machine where that much more time has passed.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import lakecompute as lc
 import lakecompute.storage._leases as leases
+from tests.helpers import wait_for_file
 
 
 def _options() -> dict[str, Any] | None:
@@ -46,8 +49,7 @@ def write(url: str, start: int, n: int) -> None:
                 ds.x.extend(np.arange(i, min(i + 100, start + n), dtype=np.int64))
             assert len(ds.x.numpy()) >= n  # reading flushes the block's samples into its segment
             print("READY", flush=True)
-            while not os.path.exists(go):
-                time.sleep(0.01)
+            wait_for_file(go, timeout=600)  # as long as the test takes to say go
     except lc.LakeComputeError as err:
         print(f"ERROR {type(err).__name__} {err}", flush=True)
         return
@@ -61,7 +63,9 @@ def vacuum_loop(stop: str, urls: list[str]) -> None:
         for url in urls:
             _load(url).vacuum(grace_seconds=0)
             count += 1
-        time.sleep(0.01)
+        Path(f"{stop}.count.tmp").write_text(str(count))
+        os.replace(f"{stop}.count.tmp", f"{stop}.count")  # whole, for the test that waits on it
+        time.sleep(0.01)  # a breath between rounds, for the evals beside it
     print(f"VACUUMS {count}", flush=True)
 
 
@@ -73,6 +77,10 @@ def main(argv: list[str]) -> None:
     """Dispatch on the mode."""
     if os.environ.get("LC_TEST_NO_PIDS"):
         os.kill = _no_such_process
+    later = float(os.environ.get("LC_TEST_LATER", "0"))
+    if later:
+        now = time.time
+        time.time = lambda: now() + later
     override = os.environ.get("LC_TEST_LEASE")
     if override:
         lease, margin, renew = (float(v) for v in override.split(","))

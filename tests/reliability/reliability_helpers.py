@@ -67,20 +67,6 @@ def double_with(sample_in: Any, sample_out: Any, extra: Any) -> None:
     sample_out.append({"x": np.int64(int(sample_in) * 2)})
 
 
-def make_out(path: str | Path) -> lc.Dataset:
-    """A new, empty output dataset with one int64 tensor ``x``."""
-    ds = lc.empty(str(path), overwrite=True)
-    ds.create_tensor("x", dtype="int64")
-    return ds
-
-
-def make_numbers(path: str | Path, n: int) -> lc.Dataset:
-    """A dataset whose tensor ``x`` holds ``0..n-1`` (int64)."""
-    ds = make_out(path)
-    ds.x.extend(np.arange(n, dtype=np.int64))
-    return ds
-
-
 def doubled_prefix(ds: lc.Dataset, step: int) -> int:
     """Assert that ``ds.x`` is exactly ``2 * arange(k)``, ``k`` a multiple of ``step``; return k."""
     values = ds.x.numpy() if len(ds.x) else np.zeros(0, dtype=np.int64)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,10 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
+from tests.helpers import make_out, wait_until
 from tests.leases import expire_leases
 from tests.procs import wait_session_empty
-from tests.reliability.reliability_helpers import (
-    double,
-    kill_session,
-    make_out,
-    segments,
-    start_eval,
-    versions,
-)
+from tests.reliability.reliability_helpers import double, kill_session, segments, start_eval, versions
 
 _FORK = multiprocessing.get_context("fork")
 CONFLICT = r"was changed by another writer: this writer started from version \d+ but version \d+ exists now"
@@ -122,6 +115,16 @@ def _live_writer(path: str, ready: Any, go: Any) -> None:
         go.wait(60)
 
 
+def _written(path: Path, pid: int) -> bool:
+    """Whether a segment of process ``pid`` holds a file yet (its workers wrote some output)."""
+    return any(
+        f.is_file()
+        for name in segments(path)
+        if name.split("-")[1] == str(pid)
+        for f in (path / "segments" / name).rglob("*")
+    )
+
+
 @pytest.mark.timeout(90)
 def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path) -> None:
     """vacuum(grace_seconds=0) drops a dead eval's data, keeps live writers'; all versions read the same."""
@@ -131,12 +134,7 @@ def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path)
     proc = start_eval(str(path), 300, workers=2, interval=0, LC_TEST_SLEEP="0.005")
     try:
         assert proc.stdout.readline().strip() == "START"
-        deadline = time.monotonic() + 30
-        while (
-            not any(s.split("-")[1] == str(proc.pid) for s in segments(path)) and time.monotonic() < deadline
-        ):
-            time.sleep(0.01)
-        time.sleep(0.3)  # let workers write some of their output
+        wait_until(lambda: _written(path, proc.pid), what="the eval's workers to write some output")
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
         assert wait_session_empty(proc.pid, timeout=10) == []

@@ -16,16 +16,9 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import TEMP_PREFIX
 from lakecompute.testing.internals import dataset_core
+from tests.helpers import make_numbers, make_out
 from tests.procs import wait_session_empty
-from tests.reliability.reliability_helpers import (
-    double,
-    doubled_prefix,
-    kill_session,
-    make_numbers,
-    make_out,
-    start_eval,
-    versions,
-)
+from tests.reliability.reliability_helpers import double, doubled_prefix, kill_session, start_eval, versions
 
 TRIALS = 18
 N = 120

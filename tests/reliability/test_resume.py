@@ -10,14 +10,13 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
+from tests.helpers import make_numbers, make_out
 from tests.reliability.reliability_helpers import (
     CALLS,
     FAIL_AT,
     double,
     double_with,
     doubled_prefix,
-    make_numbers,
-    make_out,
     versions,
 )
 

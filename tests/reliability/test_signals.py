@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +13,12 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
+from tests.helpers import make_numbers, make_out, wait_until
 from tests.procs import wait_session_empty
 from tests.reliability.reliability_helpers import (
     double,
     doubled_prefix,
     kill_session,
-    make_numbers,
-    make_out,
     script_env,
     start_eval,
     versions,
@@ -56,9 +54,7 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
     try:
         assert proc.stdout.readline().strip() == "START"
         # Wait for two checkpoints, so there is committed progress to keep and work in flight to stop.
-        deadline = time.monotonic() + 60
-        while len(versions(path)) < start + 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(versions(path)) >= start + 2, what="two checkpoints")
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
         assert "KeyboardInterrupt" in stderr

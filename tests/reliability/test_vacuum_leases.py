@@ -18,8 +18,9 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import IDLE_SECONDS
 from lakecompute.testing.internals import dataset_core
+from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
-from tests.reliability.reliability_helpers import kill_session, make_numbers
+from tests.reliability.reliability_helpers import kill_session
 
 
 def _leases_of(path: Path, pid: int) -> list[dict[str, Any]]:
@@ -66,13 +67,13 @@ def test_vacuum_removes_data_of_a_writer_whose_lease_expired(tmp_path: Path) -> 
     path = tmp_path / "ds"
     make_numbers(path, 10)
     before = _segments(path)
-    proc = start_writer(str(path), 10, 100, tmp_path / "go", LC_TEST_LEASE="2,1,0.2")
+    proc = start_writer(str(path), 10, 100, tmp_path / "go")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     (lease,) = _leases_of(path, proc.pid)
-    assert json.loads(elsewhere(["vacuum", str(path)]))["segments"] == 0  # not expired yet
-    time.sleep(max(0.0, lease["expires"] - time.time()) + 0.2)
-    removed = json.loads(elsewhere(["vacuum", str(path)]))
+    assert json.loads(elsewhere(["vacuum", str(path)]))["segments"] == 0  # not expired yet (60 s lease)
+    # Another machine's vacuum once the lease has expired: its clock a second past the lease's expiry.
+    removed = json.loads(elsewhere(["vacuum", str(path)], later=lease["expires"] - time.time() + 1.0))
     assert removed["segments"] == len(lease["ids"]) >= 1
     assert _segments(path) == before
     assert _leases_of(path, proc.pid) == []  # the expired lease file went too
@@ -92,7 +93,7 @@ def test_lapsed_lease_refuses_the_commit(tmp_path: Path) -> None:
     try:
         (lease,) = _leases_of(path, proc.pid)
         os.kill(proc.pid, signal.SIGSTOP)  # the writer is paused (a stopped container, a debugger, swap)
-        time.sleep(max(0.0, lease["expires"] - time.time()) + 0.5)
+        wait_until(lambda: time.time() > lease["expires"] + 0.5, what="the lease to expire")
         removed = json.loads(elsewhere(["vacuum", str(path)]))
         assert removed["segments"] >= 1
         assert _segments(path) == before

@@ -11,17 +11,10 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from tests.helpers import make_numbers, make_out, wait_until
 from tests.leases import LEASE_SCRIPT, UNSHARE, script_env
 from tests.procs import wait_session_empty
-from tests.reliability.reliability_helpers import (
-    KILL_AT,
-    SLEEP,
-    double,
-    kill_session,
-    make_numbers,
-    make_out,
-    start_eval,
-)
+from tests.reliability.reliability_helpers import KILL_AT, SLEEP, double, kill_session, start_eval
 
 N = 60
 INTERVAL = 10
@@ -32,6 +25,12 @@ def vacuum_loop_command() -> list[str]:
     machine: no process of this one is visible to it)."""
     cmd = [sys.executable, str(LEASE_SCRIPT), "vacuum-loop"]
     return ["unshare", "--pid", "--fork", "--mount-proc", *cmd] if UNSHARE else cmd
+
+
+def _vacuums(stop: Path) -> int:
+    """How many vacuums the loop told of so far (in the file ``STOP.count``)."""
+    count = stop.with_name(f"{stop.name}.count")
+    return int(count.read_text()) if count.exists() else 0
 
 
 def loop_env() -> dict[str, str]:
@@ -112,7 +111,8 @@ def test_vacuum_loop_from_another_machine_beside_20_evals(tmp_path: Path) -> Non
     expected_out: list[int] = []
     try:
         for run in range(10):
-            time.sleep(0.05)  # let the loop get going between runs
+            seen = _vacuums(stop)  # the loop vacuums between every two runs:
+            wait_until(lambda before=seen: _vacuums(stop) > before, what="the vacuum loop to go on")
             double().eval(lc.load(str(src)), num_workers=2, scheduler="processed",
                           checkpoint_interval=INTERVAL, progressbar=False, rerun=True)  # fmt: skip
             np.testing.assert_array_equal(lc.load(str(src)).x.numpy(), 2 ** (run + 1) * np.arange(N))

@@ -14,15 +14,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from tests.reliability.reliability_helpers import (
-    EXIT_AT,
-    KILL_AT,
-    SEGV_AT,
-    double,
-    doubled_prefix,
-    make_numbers,
-    make_out,
-)
+from tests.helpers import make_numbers, make_out
+from tests.reliability.reliability_helpers import EXIT_AT, KILL_AT, SEGV_AT, double, doubled_prefix
 
 N = 100
 INTERVAL = 10

@@ -6,12 +6,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.helpers import wait_until
 
 __all__ = ["MotoServer", "start_moto_server"]
 
@@ -89,18 +90,21 @@ def start_moto_server(timeout: float = 30.0) -> MotoServer:
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def answers() -> bool:
         try:
             with urllib.request.urlopen(endpoint, timeout=1):
-                break
+                return True
         except urllib.error.HTTPError:
-            break  # it answers, even if with an error status
+            return True  # it answers, even if with an error status
         except OSError:
             if process.poll() is not None:
                 raise RuntimeError(f"moto_server exited with code {process.returncode}") from None
-            if time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"moto_server did not answer on {endpoint} within {timeout} s") from None
-            time.sleep(0.05)
+            return False
+
+    try:
+        wait_until(answers, timeout, f"moto_server to answer on {endpoint}")
+    except AssertionError:
+        process.kill()
+        raise
     return MotoServer(process, endpoint)

@@ -15,6 +15,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
+from tests.helpers import make_numbers
 from tests.leases import elsewhere, lease_files, start_writer
 
 
@@ -30,13 +31,6 @@ def _stop(proc: subprocess.Popen[str]) -> None:
     proc.communicate(timeout=30)
 
 
-def _numbers(url: str, options: dict[str, Any], n: int) -> lc.Dataset:
-    ds = lc.empty(url, storage_options=options)
-    ds.create_tensor("x", dtype="int64")
-    ds.x.extend(np.arange(n, dtype=np.int64))
-    return ds
-
-
 @pytest.mark.timeout(180)
 def test_s3_vacuum_from_another_machine_keeps_live_writer_data(
     bucket: str, storage_options: dict[str, Any], tmp_path: Path
@@ -44,7 +38,7 @@ def test_s3_vacuum_from_another_machine_keeps_live_writer_data(
     """On s3://, a vacuum(grace_seconds=0) from another pid namespace while a writer holds uncommitted
     samples removes none of them; once the writer committed they read back exactly."""
     url = f"s3://{bucket}/ds"
-    _numbers(url, storage_options, 10)
+    make_numbers(url, 10, storage_options=storage_options)
     go = tmp_path / "go"
     proc = start_writer(url, 10, 1000, go, s3=storage_options)
     try:
@@ -69,14 +63,15 @@ def test_s3_vacuum_removes_segments_once_the_lease_expired(
 ) -> None:
     """On s3://, a killed writer's segments stay until its lease expires, then a vacuum removes them."""
     url = f"s3://{bucket}/ds"
-    _numbers(url, storage_options, 10)
+    make_numbers(url, 10, storage_options=storage_options)
     before = _segments(url, storage_options)
-    proc = start_writer(url, 10, 100, tmp_path / "go", s3=storage_options, LC_TEST_LEASE="2,1,0.2")
+    proc = start_writer(url, 10, 100, tmp_path / "go", s3=storage_options)
     _stop(proc)
     (lease,) = [r for r in lease_files(url, storage_options) if r["pid"] == proc.pid]
-    assert json.loads(elsewhere(["vacuum", url], s3=storage_options))["segments"] == 0
-    time.sleep(max(0.0, lease["expires"] - time.time()) + 0.2)
-    removed = json.loads(elsewhere(["vacuum", url], s3=storage_options))
+    assert json.loads(elsewhere(["vacuum", url], s3=storage_options))["segments"] == 0  # a 60 s lease
+    # Another machine's vacuum once the lease has expired: its clock a second past the lease's expiry.
+    later = lease["expires"] - time.time() + 1.0
+    removed = json.loads(elsewhere(["vacuum", url], s3=storage_options, later=later))
     assert removed["segments"] == len(lease["ids"]) >= 1
     assert _segments(url, storage_options) == before
     np.testing.assert_array_equal(lc.load(url, storage_options=storage_options).x.numpy(), np.arange(10))

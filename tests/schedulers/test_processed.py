@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import pytest
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers import ProcessedScheduler, ProgressFn, Scheduler, get_scheduler, worker_id
 from lakecompute.schedulers._processed import DEFAULT_PRELOAD
-from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause, wait_for
+from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+from tests.helpers import touch, wait_until
 from tests.procs import wait_blocked_writing_pipe, wait_session_empty
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -84,13 +86,23 @@ _STATE: dict[str, int] = {}
 
 
 def init_once_per_worker(task: tuple[str, int], progress: ProgressFn) -> tuple[int, int, int]:
-    """Count initialisations of this worker's state for one test (keyed by a token); return them."""
-    token, _ = task
+    """Count initialisations of this worker's state for one test (keyed by a token, the path of a
+    folder); return them. Its first two tasks wait until the other worker has taken as many (each task
+    leaves a file ``<pid>-<task>`` in the folder), so that both workers run several tasks."""
+    token, i = task
     if token not in _STATE:
         _STATE[token] = 0
     _STATE[token] += 0 if f"{token}-init" in _STATE else 1
     _STATE[f"{token}-init"] = 1
-    time.sleep(0.02)
+    folder = Path(token)
+    touch(folder / f"{os.getpid()}-{i}")
+
+    def both_took_as_many() -> bool:
+        taken = Counter(name.split("-")[0] for name in os.listdir(folder))
+        mine = min(taken[str(os.getpid())], 2)
+        return len(taken) >= 2 and all(count >= mine for count in taken.values())
+
+    wait_until(both_took_as_many, what="the other worker to take as many tasks")
     return worker_id(), os.getpid(), _STATE[token]
 
 
@@ -139,24 +151,29 @@ def test_processed_worker_killed_while_sending_a_large_result() -> None:
     assert multiprocess.active_children() == []
 
 
-def global_draws(task: int, progress: ProgressFn) -> tuple[float, float, float]:
-    """Draw from numpy's, Python's and torch's global generators (code that ignores its rng)."""
+def global_draws(task: tuple[str, int], progress: ProgressFn) -> tuple[float, float, float]:
+    """Draw from numpy's, Python's and torch's global generators (code that ignores its rng), once both
+    workers have taken a task (each leaves a file named by its pid in the folder ``task[0]``)."""
     import torch
 
-    time.sleep(0.05)  # so that both workers take tasks
+    folder = Path(task[0])
+    touch(folder / str(os.getpid()))
+    wait_until(lambda: len(list(folder.iterdir())) >= 2, what="both workers to take a task")
     return float(np.random.random()), random.random(), float(torch.rand(1))
 
 
 @pytest.mark.timeout(60)
-def test_processed_workers_reseed_global_generators() -> None:
+def test_processed_workers_reseed_global_generators(tmp_path: Path) -> None:
     """Workers forked from one parent reseed numpy's, Python's and torch's global generators as they start:
     no draw repeats across workers or repeats the parent's."""
     torch = pytest.importorskip("torch")
     np.random.seed(0)
     random.seed(0)
     torch.manual_seed(0)
-    draws = [value for _, value in ProcessedScheduler(2).run(global_draws, range(6))]
+    tasks = [(str(tmp_path), i) for i in range(6)]
+    draws = [value for _, value in ProcessedScheduler(2).run(global_draws, tasks)]
     parent = (float(np.random.random()), random.random(), float(torch.rand(1)))
+    assert len(list(tmp_path.iterdir())) == 2  # both workers drew
     for kind in range(3):
         values = {d[kind] for d in draws}
         assert len(values) == 6
@@ -196,9 +213,9 @@ def test_processed_closures_and_lambdas(start_method: str) -> None:
     assert multiprocess.active_children() == []
 
 
-def test_processed_worker_ids_and_state_per_worker() -> None:
+def test_processed_worker_ids_and_state_per_worker(tmp_path: Path) -> None:
     """Each worker process has its own id, runs several tasks, and builds its state once."""
-    token = uuid.uuid4().hex
+    token = str(tmp_path)
     values = [
         value for _, value in ProcessedScheduler(2).run(init_once_per_worker, [(token, i) for i in range(40)])
     ]
@@ -554,5 +571,5 @@ def test_processed_processes_started_by_tasks_end_with_run(fail: bool) -> None:
     except SchedulerTestError as exc:
         pids.append(int(str(exc).rsplit(" ", 1)[1]))
     assert len(pids) == 3 or (fail and pids)
-    assert wait_for(lambda: not any(_alive(pid) for pid in pids), timeout=10)
+    wait_until(lambda: not any(_alive(pid) for pid in pids), what="the forked children to exit")
     assert multiprocess.active_children() == []

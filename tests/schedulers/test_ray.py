@@ -17,6 +17,7 @@ import lakecompute as lc
 from lakecompute.errors import InvalidArgumentError, WorkerDiedError
 from lakecompute.schedulers import ProgressFn, Ray, Scheduler, get_scheduler
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+from tests.helpers import make_out
 from tests.s3.ray_session import REPO_ROOT, ray_session
 
 pytest.importorskip("ray")
@@ -86,17 +87,11 @@ def double_dying_once(x: int, sample_out: Any, marker: str) -> None:
     sample_out.append({"x": np.int64(2 * x)})
 
 
-def _int_out(path: str) -> lc.Dataset:
-    out = lc.empty(path, overwrite=True)
-    out.create_tensor("x", dtype="int64")
-    return out
-
-
 @pytest.mark.timeout(120)
 def test_ray_eval_retries_a_lost_task_without_duplicating_outputs(tmp_path: Path) -> None:
     """By default a task whose worker dies runs again: the eval ends exact, every output once."""
     marker = str(tmp_path / "died")
-    out = _int_out(str(tmp_path / "out"))
+    out = make_out(str(tmp_path / "out"))
     result = double_dying_once(marker=marker).eval(
         list(range(40)), out, num_workers=2, scheduler=Ray(), progressbar=False
     )
@@ -112,7 +107,7 @@ def test_ray_eval_without_retries_fails_then_resumes_exactly(tmp_path: Path) -> 
     path = str(tmp_path / "out")
     fn = double_dying_once(marker=marker)
     with pytest.raises(WorkerDiedError):
-        fn.eval(list(range(40)), _int_out(path), num_workers=2, scheduler=Ray(max_retries=0),
+        fn.eval(list(range(40)), make_out(path), num_workers=2, scheduler=Ray(max_retries=0),
                 checkpoint_interval=4, progressbar=False)  # fmt: skip
     result = fn.eval(list(range(40)), lc.load(path), num_workers=2, scheduler=Ray(max_retries=0),
                      checkpoint_interval=4, progressbar=False)  # fmt: skip
@@ -127,7 +122,7 @@ def test_ray_eval_without_retries_fails_then_resumes_exactly(tmp_path: Path) -> 
 )  # fmt: skip
 def test_ray_unsatisfiable_request_is_refused_at_once(tmp_path: Path, options: Ray, named: str) -> None:
     """A task request no node can satisfy is an error naming it and the nodes, never a silent wait."""
-    out = _int_out(str(tmp_path / "out"))
+    out = make_out(str(tmp_path / "out"))
     with pytest.raises(InvalidArgumentError, match="which no node of the cluster has") as info:
         double_dying_once(marker="unused").eval([1, 2], out, num_workers=2, scheduler=options,
                                                 progressbar=False)  # fmt: skip
@@ -142,7 +137,7 @@ def test_ray_eval_with_relative_paths_after_chdir(tmp_path: Path, monkeypatch: p
     src = lc.empty("src", overwrite=True)
     src.create_tensor("x", dtype="int64")
     src.x.extend(np.arange(12))
-    out = _int_out("out")
+    out = make_out("out")
 
     result = double_row().eval(src, out, num_workers=2, scheduler="ray", progressbar=False)
     assert result.outputs == {"x": 12}
@@ -263,12 +258,12 @@ def test_ray_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_ray_eval_rng_output_matches_every_other_scheduler(tmp_path: Any) -> None:
     """The seeded random pipeline gives, on Ray tasks, the same values bit for bit as in the caller."""
     import lakecompute as lc
-    from tests.compute.random_pipeline import PIPELINE, make_out
+    from tests.compute.random_pipeline import PIPELINE, pipeline_out
 
     values = []
     for name, workers in (("serial", 0), ("ray", 2)):
         path = str(tmp_path / name)
-        PIPELINE.eval(list(range(30)), make_out(path), num_workers=workers, scheduler=name, seed=3,
+        PIPELINE.eval(list(range(30)), pipeline_out(path), num_workers=workers, scheduler=name, seed=3,
                       progressbar=False)  # fmt: skip
         ds = lc.load(path)
         values.append((ds.v.numpy().tolist(), ds.draw.numpy().tolist()))
@@ -290,7 +285,7 @@ def test_ray_start_options_are_a_local_instance_of_its_own(monkeypatch: pytest.M
 
 def test_ray_eval_streams_a_generator(tmp_path: Path) -> None:
     """A generator as data_in runs on Ray: the driver feeds its items with the tasks, in order."""
-    out = _int_out(str(tmp_path / "out"))
+    out = make_out(str(tmp_path / "out"))
     result = double_dying_once(marker=str(tmp_path / "unused")).eval(
         (i for i in range(300) if i != 5), out, num_workers=2, scheduler="ray", progressbar=False
     )

@@ -16,6 +16,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.schedulers import Ray
+from tests.helpers import make_out, wait_for_file, wait_until
 from tests.s3.ray_session import REPO_ROOT
 
 pytest.importorskip("ray")
@@ -65,10 +66,7 @@ def double_where(x: int, sample_out: Any, marker: str = "", on_node: str = "", p
 
 
 def _out(path: Path) -> lc.Dataset:
-    out = lc.empty(str(path), overwrite=True)
-    out.create_tensor("x", dtype="int64")
-    out.create_tensor("node", htype="text")
-    return out
+    return make_out(path, x={"dtype": "int64"}, node={"htype": "text"})
 
 
 def test_cluster_refuses_local_paths_unless_shared(cluster: Any, tmp_path: Path) -> None:
@@ -81,10 +79,12 @@ def test_cluster_refuses_local_paths_unless_shared(cluster: Any, tmp_path: Path)
     assert len(lc.load(str(tmp_path / "out")).x) == 0
 
     shared = Ray(shared_filesystem=True)
-    double_where(pause=0.02).eval(list(range(N)), out, num_workers=3, scheduler=shared, progressbar=False)
+    double_where().eval(list(range(N)), out, num_workers=3, scheduler=shared, progressbar=False)
     ds = lc.load(str(tmp_path / "out"))
     np.testing.assert_array_equal(ds.x.numpy(), 2 * np.arange(N))
-    assert len({str(v) for v in ds.node.numpy(aslist=True)}) >= 2  # the tasks spread over the nodes
+    # Where the tasks ran is Ray's choice: its default scheduling packs a lightly loaded node before
+    # spreading, so how many nodes took part is not asserted (it is what test_cluster_custom_resource_*
+    # pins down with a resource).
 
 
 def test_cluster_custom_resource_places_every_task(cluster: Any, tmp_path: Path) -> None:
@@ -104,10 +104,7 @@ def _remove_when(cluster: Any, name: str, marker: Path) -> threading.Thread:
     """Remove node ``name`` from the cluster once ``marker`` exists (a task is under way)."""
 
     def remove() -> None:
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05)
+        wait_for_file(marker)
         cluster.remove_node(cluster.named.pop(name))
 
     thread = threading.Thread(target=remove, daemon=True)
@@ -205,9 +202,8 @@ def test_cluster_driver_killed_then_rerun_is_exact_on_s3(cluster: Any, tmp_path:
         try:
             assert driver.stdout is not None
             assert driver.stdout.readline().strip() == "START"
-            deadline = time.monotonic() + 60
-            while lc.load(url, storage_options=options).version <= first + 1 and time.monotonic() < deadline:
-                time.sleep(0.05)  # until a checkpoint past the first one is committed
+            wait_until(lambda: lc.load(url, storage_options=options).version > first + 1,
+                       what="a checkpoint past the first one")  # fmt: skip
             driver.send_signal(signal.SIGKILL)
             driver.wait(timeout=30)
         finally:

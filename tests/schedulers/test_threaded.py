@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -11,6 +10,7 @@ from lakecompute.errors import InvalidArgumentError
 from lakecompute.schedulers import ProgressFn, ThreadedScheduler, worker_id
 from lakecompute.schedulers._threaded import THREAD_NAME_PREFIX
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests
+from tests.helpers import wait_until
 
 
 def _worker_threads() -> list[threading.Thread]:
@@ -45,17 +45,21 @@ def test_threaded_worker_ids_distinct_per_thread() -> None:
 
 def test_threaded_failure_stops_running_task_at_progress() -> None:
     """After a failure, a running task is stopped at its next progress() call and run waits for it."""
+    running = threading.Event()
     stopped_early = threading.Event()
     finished = threading.Event()
 
     def task_fn(task: int, progress: ProgressFn) -> int:
         if task == 0:
-            time.sleep(0.05)
+            wait_until(running.is_set, what="task 1 to run")
             raise SchedulerTestError("first task failed")
+        running.set()
         try:
-            for _ in range(1000):
-                progress(1)
-                time.sleep(0.01)
+            # progress() returns None: this polls it until it stops the task (or the wait runs out).
+            wait_until(lambda: progress(1), what="progress() to stop the task")
+        except AssertionError:
+            finished.set()  # never stopped
+            raise
         except BaseException:
             stopped_early.set()
             raise

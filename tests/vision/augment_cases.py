@@ -12,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 import lakecompute as lc
+from tests.helpers import wait_until
 
 TENSORS = ("images", "boxes", "categories", "masks", "keypoints")
 REPO = Path(__file__).resolve().parents[2]
@@ -65,9 +65,7 @@ def _run_until_first_checkpoint(module: str, src: str, out: Path, patience: floa
     try:
         assert run.stdout is not None
         assert run.stdout.readline().strip() == "START"
-        deadline = time.monotonic() + patience
-        while lc.load(str(out)).version == first and time.monotonic() < deadline:
-            time.sleep(0.02)  # until the first checkpoint is committed
+        wait_until(lambda: lc.load(str(out)).version != first, patience, "the first checkpoint")
         os.killpg(run.pid, signal.SIGKILL)
     finally:
         run.kill()

@@ -11,9 +11,12 @@ import pytest
 
 import lakecompute as lc
 
+pytestmark = pytest.mark.needs("torchvision")
 A = pytest.importorskip("albumentations")
 torch = pytest.importorskip("torch")
-pytest.importorskip("torchvision")
+pytest.importorskip(
+    "torchvision", reason="needs torchvision, which only the full lane installs (make test-full)"
+)
 from torchvision.transforms import v2  # noqa: E402
 
 

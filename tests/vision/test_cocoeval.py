@@ -19,10 +19,15 @@ pycocotools_coco = pytest.importorskip("pycocotools.coco")
 pycocotools_eval = pytest.importorskip("pycocotools.cocoeval")
 A = pytest.importorskip("albumentations")
 torch = pytest.importorskip("torch")
-pytest.importorskip("torchvision")
+pytest.importorskip(
+    "torchvision", reason="needs torchvision, which only the full lane installs (make test-full)"
+)
 from torchvision.transforms import v2  # noqa: E402  (after the skip: torchvision is optional)
 
-pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept:DeprecationWarning")
+pytestmark = [
+    pytest.mark.needs("torchvision"),
+    pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept:DeprecationWarning"),
+]
 
 
 def _quiet(fn: Any, *args: Any) -> Any:

@@ -11,8 +11,11 @@ import pytest
 
 import lakecompute as lc
 
+pytestmark = pytest.mark.needs("torchvision")
 torch = pytest.importorskip("torch")
-torchvision = pytest.importorskip("torchvision")
+torchvision = pytest.importorskip(
+    "torchvision", reason="needs torchvision, which only the full lane installs (make test-full)"
+)
 
 
 def test_detection_collate_gives_what_torchvision_models_take(coco: lc.Dataset) -> None:

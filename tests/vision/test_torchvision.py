@@ -19,8 +19,11 @@ from tests.vision.augment_cases import (
     new_output,
 )
 
+pytestmark = pytest.mark.needs("torchvision")
 torch = pytest.importorskip("torch")
-pytest.importorskip("torchvision")
+pytest.importorskip(
+    "torchvision", reason="needs torchvision, which only the full lane installs (make test-full)"
+)
 from torchvision import tv_tensors  # noqa: E402  (after the skip: torchvision is optional)
 from torchvision.transforms import v2  # noqa: E402
 

@@ -22,10 +22,13 @@ import pytest
 import lakecompute as lc
 from tests.vision.conftest import SIZES, coco_document
 
+pytestmark = pytest.mark.needs("ultralytics")
 # Only looked up, never imported here: importing ultralytics patches Pillow for the rest of the session
 # (an unreadable image's error then names pi_heif). It runs in the child processes below.
 if importlib.util.find_spec("ultralytics") is None:
-    pytest.skip("ultralytics is not installed (the full lane's extra)", allow_module_level=True)
+    pytest.skip(
+        "needs ultralytics, which only the full lane installs (make test-full)", allow_module_level=True
+    )
 
 _READ = """
 import json, sys

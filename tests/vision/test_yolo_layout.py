@@ -255,11 +255,12 @@ json.dump(out, sys.stdout)
 """
 
 
+@pytest.mark.needs("ultralytics")
 def test_ultralytics_reads_the_same_images_and_labels(tmp_path: Path) -> None:
     """For every data.yaml form above, ultralytics (check_det_dataset, then YOLODataset per split, run from
     the data.yaml's folder) reads the same images with the same label lines as ingest_yolo."""
     if importlib.util.find_spec("ultralytics") is None:  # not imported here: it patches Pillow's open
-        pytest.skip("ultralytics is not installed (it is in the dev extra)")
+        pytest.skip("needs ultralytics, which only the full lane installs (make test-full)")
     ours, yamls = {}, {}
     for layout, (images, labels, config) in LAYOUTS.items():
         root = tmp_path / layout

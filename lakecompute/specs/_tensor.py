@@ -1,10 +1,7 @@
 """Tensor specs: what a tensor is declared as, checked without touching any sample.
 
-A tensor's name, htype, dtype and compressions (`TensorSpec`), the names lakecompute accepts for
-each, and the checks of a tensor's ``info``. Storage records specs in manifests and checks them when
-it reads one, so this module sits below storage and imports nothing but `lakecompute.errors`: how
-samples are encoded and decoded (`lakecompute.htypes`, `lakecompute.compression`) sits above storage.
-`lakecompute.htypes` and `lakecompute.compression` re-export these names where they were defined before.
+A tensor's name, htype, dtype and compressions (`TensorSpec`), and the names lakecompute accepts for
+each. What the htype means is its declaration (`lakecompute.specs.HType`, in ``_htypes.py``).
 """
 
 from __future__ import annotations
@@ -16,14 +13,11 @@ from typing import Any, Final, Literal, TypeVar
 
 import numpy as np
 
-from lakecompute.boxes import BBOX_FORMATS, BoxLayout
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.specs._htypes import HTYPES, HType, parse_htype
 
 __all__ = [
-    "BBOX_FORMATS",
     "CHUNK_COMPRESSIONS",
-    "CLASS_NAMED_HTYPES",
-    "HTYPES",
     "MAX_TENSOR_NAME",
     "SAMPLE_COMPRESSIONS",
     "ChunkCompression",
@@ -38,45 +32,10 @@ __all__ = [
     "parse_tensor_spec",
 ]
 
-#: The htypes, in the order messages list them.
-HTYPES: Final[tuple[str, ...]] = (
-    "generic",
-    "image",
-    "class_label",
-    "embedding",
-    "text",
-    "json",
-    "bbox",
-    "binary_mask",
-    "segment_mask",
-    "keypoints",
-    "polygon",
-)
-_DEFAULT_DTYPE: Final[dict[str, str | None]] = {
-    "generic": None,  # decided by the data, once, at commit (see docs/how-it-works.md)
-    "image": "uint8",
-    "class_label": "uint32",
-    "embedding": "float32",
-    "text": "str",
-    "json": "json",
-    "bbox": "float32",
-    "binary_mask": "bool",
-    "segment_mask": "uint32",
-    "keypoints": "float32",
-    "polygon": "float32",
-}
-#: htypes whose tensors take ``class_names`` (an index per value names a class).
-CLASS_NAMED_HTYPES: Final = ("class_label", "segment_mask")
 # Matched with fullmatch: "$" alone would also accept a trailing newline ("x\n").
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 #: The longest name `create_tensor` accepts (see `check_new_tensor_name`).
 MAX_TENSOR_NAME = 128
-
-
-# htypes stored as one blob per sample (besides images with a sample compression): text and json as
-# UTF-8, polygons as counts and coordinates, binary masks as bits (np.packbits: 8 pixels a byte, which
-# the chunk compression then shrinks further; eight times less to copy and compress than bools).
-_BLOB_HTYPES: Final = ("text", "json", "polygon", "binary_mask")
 
 
 SampleCompression = Literal["png", "jpeg", "webp"]
@@ -123,9 +82,14 @@ class TensorSpec:
     chunk_compression: str | None
 
     @property
+    def declaration(self) -> HType:
+        """What the htype declares: its dtypes, storage, class names, info (see `HType`)."""
+        return HTYPES[self.htype]
+
+    @property
     def kind(self) -> Literal["array", "bytes"]:
         """``bytes`` when each sample is stored as one encoded blob, else ``array``."""
-        if self.sample_compression is not None or self.htype in _BLOB_HTYPES:
+        if self.sample_compression is not None or HTYPES[self.htype].blob:
             return "bytes"
         return "array"
 
@@ -190,64 +154,21 @@ def parse_tensor_spec(
     text and json; None stores the bytes uncompressed.
     """
     parse_tensor_name(name)
-    ht = "generic" if htype is None else str(htype)
-    if ht not in HTYPES:
-        raise InvalidArgumentError(
-            f"Unknown htype {htype!r} for tensor {name!r}. Expected one of {list(HTYPES)!r}."
-        )
+    declared = parse_htype(htype, name)
     sc = parse_sample_compression(sample_compression)
-    if sc is not None and ht not in ("image", "generic"):
-        raise InvalidArgumentError(
-            f"sample_compression={sc!r} needs htype 'image'; tensor {name!r} has htype {ht!r}. "
-            "Use chunk_compression for other tensors."
-        )
-    if sc is not None and ht == "generic":
-        ht = "image"
+    if sc is not None:
+        if declared.with_sample_compression is None:
+            raise InvalidArgumentError(
+                f"sample_compression={sc!r} needs htype 'image'; tensor {name!r} has htype "
+                f"{declared.name!r}. Use chunk_compression for other tensors."
+            )
+        declared = HTYPES[declared.with_sample_compression]
     use_default = chunk_compression == "default"
     cc = None if use_default else parse_chunk_compression(chunk_compression)
-    dt = _DEFAULT_DTYPE[ht] if dtype is None else _parse_dtype(name, ht, dtype)
-    if use_default and sc is None and ht not in ("text", "json"):
+    dt = declared.dtype if dtype is None else declared.parse_dtype(name, dtype)
+    if use_default and sc is None and declared.numeric:
         cc = "zstd"  # cheap and effective on numeric data; encoded images gain nothing from it
-    return TensorSpec(name=name, htype=ht, dtype=dt, sample_compression=sc, chunk_compression=cc)
-
-
-def _parse_dtype(name: str, ht: str, dtype: object) -> str:
-    """Check a dtype given to ``create_tensor`` against the tensor's htype; its numpy name."""
-    if ht in ("text", "json"):
-        raise InvalidArgumentError(
-            f"htype {ht!r} stores {_DEFAULT_DTYPE[ht]} values; do not pass dtype (got {dtype!r})."
-        )
-    try:
-        npdt = np.dtype(dtype)  # type: ignore[call-overload]
-    except TypeError as exc:
-        raise InvalidArgumentError(f"Unknown dtype {dtype!r} for tensor {name!r}.") from exc
-    if npdt.kind not in "biufc":
-        raise InvalidArgumentError(
-            f"Tensor {name!r}: expected a numeric dtype (bool, int, uint, float, complex). Got {npdt}. "
-            "Use htype='text' for strings and htype='json' for objects."
-        )
-    refused = {
-        "image": (npdt != np.uint8, f"Image tensor {name!r} must have dtype uint8. Got {npdt}."),
-        "class_label": (
-            npdt.kind not in "iu",
-            f"class_label tensor {name!r} needs an integer dtype. Got {npdt}.",
-        ),
-        "embedding": (npdt.kind != "f", f"embedding tensor {name!r} needs a float dtype. Got {npdt}."),
-        "binary_mask": (npdt != np.bool_, f"binary_mask tensor {name!r} must have dtype bool. Got {npdt}."),
-        "segment_mask": (
-            npdt.kind not in "iu",
-            f"segment_mask tensor {name!r} needs an integer dtype (class ids). Got {npdt}.",
-        ),
-    }
-    for coords in ("bbox", "keypoints", "polygon"):
-        refused[coords] = (
-            npdt.kind not in "iuf",
-            f"{coords} tensor {name!r} needs an integer or float dtype for coordinates. Got {npdt}.",
-        )
-    wrong, message = refused.get(ht, (False, ""))
-    if wrong:
-        raise InvalidArgumentError(message)
-    return str(npdt.name)
+    return TensorSpec(name=name, htype=declared.name, dtype=dt, sample_compression=sc, chunk_compression=cc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +233,8 @@ def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expe
 
 
 def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any]:
-    """Check the info a tensor of ``spec.htype`` is created with, and fill in its defaults.
+    """Check the info a tensor of ``spec.htype`` is created with, and fill in its defaults (the
+    htype's `HType.parse_info`).
 
     * ``bbox``: ``format`` (``"xyxy"`` by default, ``"xywh"`` or ``"cxcywh"``) and ``normalized``
       (False: pixel coordinates; True: fractions of the image's width and height, in 0..1).
@@ -322,37 +244,4 @@ def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any
     Raises:
         InvalidArgumentError: a value of the wrong kind, naming the key and what it accepts.
     """
-    out = dict(info)
-    if spec.htype == "bbox":
-        out.update(BoxLayout.parse(out, spec.name).info())
-    elif spec.htype == "keypoints":
-        _check_keypoint_info(spec.name, out)
-    return out
-
-
-def _check_keypoint_info(name: str, info: dict[str, Any]) -> None:
-    names = info.get("keypoint_names")
-    if names is not None and (
-        not isinstance(names, list)
-        or not all(isinstance(n, str) for n in names)
-        or len(set(names)) != len(names)
-    ):
-        raise InvalidArgumentError(
-            f"keypoints tensor {name!r}: keypoint_names must be a list of distinct strings. Got {names!r}."
-        )
-    skeleton = info.get("skeleton")
-    if skeleton is None:
-        return
-    limit = len(names) if names else None
-    ok = isinstance(skeleton, list) and all(
-        isinstance(e, (list, tuple))
-        and len(e) == 2
-        and all(isinstance(j, int) and j >= 1 and (limit is None or j <= limit) for j in e)
-        for e in skeleton
-    )
-    if not ok:
-        raise InvalidArgumentError(
-            f"keypoints tensor {name!r}: skeleton must be a list of [a, b] pairs of 1-based keypoint numbers"
-            + (f" (1..{limit})" if limit else "")
-            + f". Got {skeleton!r:.120}."
-        )
+    return spec.declaration.parse_info(spec.name, dict(info))

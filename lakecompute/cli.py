@@ -400,7 +400,7 @@ def _add_detection_commands(sub: Any) -> None:
         help="turn a YOLO folder (data.yaml, images/, labels/) into a dataset",
         description="Read SRC/images/**, SRC/labels/** and SRC/data.yaml into a dataset at DEST with "
         "'images', 'file_name', 'boxes' (cxcywh, normalized), 'labels' (and 'polygons' for segmentation "
-        "labels). See docs/detection.md.",
+        "labels, 'keypoints' for poses: data.yaml with kpt_shape). See docs/detection.md.",
     )
     p.add_argument("src", help="the YOLO dataset folder")
     p.add_argument("dest", help="where to create the dataset")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from lakecompute.errors import InvalidArgumentError, StorageError
-from lakecompute.localfiles import Folder, confine, inside, write_atomic
+from lakecompute.localfiles import LISTING, Folder, FolderExport, Watch, confine, inside, write_atomic
 
 
 def test_confine_resolves_inside(tmp_path):
@@ -82,3 +83,76 @@ def test_write_atomic_failure_keeps_previous(tmp_path):
     with pytest.raises(StorageError, match="missing"):
         write_atomic(str(tmp_path / "missing" / "a.json"), b"x")
     assert os.listdir(tmp_path) == []
+
+
+def _export(root, files, **options):
+    """One FolderExport of ``files`` (name -> bytes) into ``root``, index ``index.json``."""
+    with FolderExport(str(root), **options) as out:
+        for name, data in files.items():
+            out.write(name, data, what=f"entry {name!r}")
+        out.commit(str(root / "index.json"), b"{}")
+        return out
+
+
+def _files(root):
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")
+    )
+
+
+def test_folder_export_lists_each_file_with_its_digest(tmp_path):
+    """The listing names the scope, what was recorded about it, and every file with its size and hash."""
+    _export(tmp_path, {"a/x.bin": b"12345"}, scope="train", about={"names": ["cat"]})
+    doc = json.loads((tmp_path / LISTING).read_text())
+    assert doc["format"] == "lakecompute-export"
+    (digest,) = doc["scopes"]["train"]["files"]["a/x.bin"]
+    assert digest.startswith("5:")
+    assert len(digest) == 2 + 32
+    assert doc["scopes"]["train"]["about"] == {"names": ["cat"]}
+
+
+def test_folder_export_replaces_only_the_scopes_it_names(tmp_path):
+    """An export of scope 'a' removes only what the last export of 'a' wrote; 'b' stays, and is what
+    `earlier` reports; replaces='all' removes both."""
+    _export(tmp_path, {"a/1": b"1", "a/2": b"2"}, scope="a")
+    _export(tmp_path, {"b/1": b"b"}, scope="b", about={"k": 1})
+    out = _export(tmp_path, {"a/2": b"2"}, scope="a")
+    assert _files(tmp_path) == ["a/2", "b/1", "index.json"]
+    assert out.earlier == {"b": {"k": 1}}
+    _export(tmp_path, {"c": b"c"}, replaces="all")
+    assert _files(tmp_path) == ["c", "index.json"]
+    assert not (tmp_path / "a").exists()
+    assert not (tmp_path / "b").exists()
+
+
+def test_folder_export_watch_refuses_a_link_to_a_folder(tmp_path):
+    """A symbolic link to a folder inside the watched folder (a reader would follow it) is refused, named
+    with a trailing slash, and nothing changes."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "root"
+    _export(root, {"images/a.png": b"a"})
+    (root / "images" / "more").symlink_to(elsewhere)
+    watch = Watch("images", frozenset({".png"}), "a reader reads every image there")
+    with pytest.raises(InvalidArgumentError, match=r"'images/more/'.*move these away"):
+        _export(root, {"images/b.png": b"b"}, watch=watch)
+    assert _files(root) == ["images/a.png", "index.json"]
+
+
+def test_write_atomic_removes_a_killed_writers_temporary_file(tmp_path):
+    """A temporary file a killed process left beside the target is removed by the next write of that
+    target; one of a live process, or of another target, is kept."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = int(gone.stdout)
+    left = tmp_path / f".a.json.{dead}.abc.partial"
+    live = tmp_path / f".a.json.{os.getpid()}.def.partial"
+    other = tmp_path / f".b.json.{dead}.ghi.partial"
+    for p in (left, live, other):
+        p.write_bytes(b"half")
+    write_atomic(str(tmp_path / "a.json"), b"whole")
+    assert sorted(os.listdir(tmp_path)) == sorted(["a.json", live.name, other.name])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -240,12 +240,20 @@ class _Samples(_Reading):
 
         return export_coco(cast("Dataset | DatasetView", self), annotations, images)
 
-    def export_yolo(self, folder: str | os.PathLike[str], split: str | None = None) -> Any:
+    def export_yolo(
+        self,
+        folder: str | os.PathLike[str],
+        split: str | None = None,
+        *,
+        task: Literal["pose"] | None = None,
+        flip_idx: Sequence[int] | None = None,
+    ) -> Any:
         """Write the samples as a YOLO folder: data.yaml, images/, labels/ (see
-        `lakecompute.vision.export_yolo`); returns what was written and left out (a `YoloExport`)."""
+        `lakecompute.vision.export_yolo`; ``task="pose"`` writes boxes with keypoints); returns what was
+        written and left out (a `YoloExport`)."""
         from lakecompute.vision import export_yolo
 
-        return export_yolo(cast("Dataset | DatasetView", self), folder, split)
+        return export_yolo(cast("Dataset | DatasetView", self), folder, split, task=task, flip_idx=flip_idx)
 
 
 class DatasetView(_Samples):

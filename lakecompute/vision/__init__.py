@@ -2,7 +2,8 @@
 
 * `ingest_coco` / `export_coco`: an images folder and a COCO annotations JSON (boxes, categories,
   polygons, RLE, keypoints, ids) — one sample per image, annotations as ragged columns.
-* `ingest_yolo` / `export_yolo`: the ``images/`` + ``labels/`` + ``data.yaml`` layout.
+* `ingest_yolo` / `export_yolo`: the ``images/`` + ``labels/`` + ``data.yaml`` layout (boxes, polygons,
+  and ultralytics' pose rows: boxes with keypoints).
 * `augment`: an albumentations or torchvision ``transforms.v2`` pipeline applied to a row's image with its
   boxes, masks and keypoints, seeded by the eval's ``rng`` (`Albumentations`, `TorchVision`: the wrappers
   that give a pipeline a fingerprint); the boxes' layout is read from their tensor (`BoxLayout`).

@@ -356,7 +356,13 @@ def export_coco(
     moved into place when all are written, and the annotations file is written last (a temporary file
     renamed over it). An export that fails half way (a full disk, a kill) leaves the previous export as
     it was. An image's ``file_name`` must stay inside ``images`` (no absolute path, no ``..`` or
-    symbolic link out of it) and name a file no other sample names.
+    symbolic link out of it) and name a file no other sample names, nor one differing only in letter
+    case.
+
+    Exporting again with the same ``annotations`` file leaves ``images`` holding that export's images:
+    those the previous export with it wrote and this one does not are removed (unchanged ones only).
+    Other files in ``images`` — another annotations file's images, your own — are left alone
+    (``docs/detection.md``, "Exporting again into a folder").
 
     Args:
         data: a dataset or view.
@@ -390,7 +396,9 @@ def export_coco(
     read["point_classes"] = {k for k, c in enumerate(categories) if c.get("keypoints")}
     if images is None:
         return _write(data, read, categories, None, os.fspath(annotations))
-    with FolderExport(os.fspath(images)) as out:
+    # The files of one annotations file are one export: another annotations file may share the folder.
+    scope = os.path.relpath(os.path.realpath(annotations), os.path.realpath(images)).replace(os.sep, "/")
+    with FolderExport(os.fspath(images), scope=scope) as out:
         return _write(data, read, categories, out, os.fspath(annotations))
 
 

@@ -10,6 +10,8 @@ ultralytics' ``data.yaml`` (as its ``check_det_dataset`` reads it, and ``export_
   (every image under it), a ``.txt`` file listing images (one per line, relative to the list's folder), or
   a list of those. A value starting with ``../`` that leads nowhere inside the folder is read without it,
   as ultralytics does for Roboflow's exports (``train: ../train/images`` beside ``data.yaml``).
+* ``kpt_shape``, ``flip_idx``, ``kpt_names``: a pose dataset's keypoints (`PoseLayout`): every label row
+  is then a box followed by that many keypoints.
 * An image's label file: the image's path below the folder with its last ``images`` folder turned into
   ``labels`` and its extension into ``.txt`` (ultralytics' ``img2label_paths``); an image with no
   ``images`` folder in its path has its label file beside it.
@@ -30,6 +32,7 @@ from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import IMAGE_EXTENSIONS
 from lakecompute.localfiles import Folder, inside
 from lakecompute.vision._common import image_files, require
+from lakecompute.vision._yolo_pose import PoseLayout
 
 __all__ = ["SPLIT_KEYS", "YoloLayout"]
 
@@ -63,26 +66,30 @@ class YoloLayout:
     items: tuple[tuple[str, str, str], ...]
     """Per image ``(image path, label path, file_name)``, ordered by ``file_name``: the image's path
     below the folder of the split read (the common folder of the splits, with ``split=None``)."""
+    pose: PoseLayout | None = None
+    """The keypoints of each label row (``kpt_shape``, ``flip_idx``, ``kpt_names``), None when rows
+    are boxes or polygons."""
 
     @classmethod
     def read(cls, folder: str, split: str | None) -> YoloLayout:
         """Read ``folder``'s ``data.yaml`` and find the images of ``split`` (None: every split it names).
 
         Raises:
-            InvalidArgumentError: no or unreadable ``data.yaml``, bad ``names``, a path that leaves the
-                folder or names nothing usable (the key named), no images, or two images with one label
-                file.
+            InvalidArgumentError: no or unreadable ``data.yaml``, bad ``names`` or pose keys, a path
+                that leaves the folder or names nothing usable (the key named), no images, or two images
+                with one label file.
         """
         root = Folder.of(folder)
         config_path, config = _read_config(root)
         names = _names(config_path, config)
+        pose = PoseLayout.read(config_path, config, len(names))
         sources = _sources(root, config_path, config, split)
         items = _items(root, sources)
         if not items:
             where = ", ".join(repr(s.top) for s in sources)
             raise InvalidArgumentError(f"Found no images under {where}. Check the folder and split.")
         _refuse_shared_labels(root, items)
-        return cls(tuple(names), tuple(items))
+        return cls(tuple(names), tuple(items), pose)
 
 
 # -- data.yaml ---------------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ of the test run.
 The strategies draw near-valid inputs: a valid COCO document with one or two fields replaced by odd
 values (wrong types, wrong lengths, huge and negative numbers, RLEs of random sizes whose counts are
 random, exact, or one character off), raw bytes as the annotations file, and YOLO folders whose data.yaml
-and label files are drawn line by line from valid and broken tokens. The property: each ends in a dataset
-or a `LakeComputeError`, never another exception.
+and label files are drawn line by line from valid and broken tokens (pose folders: drawn kpt_shape,
+flip_idx and kpt_names, and rows of a box and keypoints with a value, a visibility or the count off).
+The property: each ends in a dataset or a `LakeComputeError`, never another exception.
 """
 
 from __future__ import annotations
@@ -354,9 +355,96 @@ def yolo(max_examples: int) -> None:
     check()
 
 
+# -- YOLO pose -------------------------------------------------------------------------------------
+
+visibilities = st.sampled_from(["0", "1", "2", "2.0", "3", "-1", "nan", "0.5", "x"])
+
+
+@st.composite
+def pose_lines(draw: st.DrawFn) -> str:
+    """A pose row of 2 keypoints (x y v, or x y), valid or with a value, the visibility or the count off."""
+    dims = draw(st.sampled_from([3, 3, 2]))
+    values = [draw(unit) for _ in range(4)]
+    for _ in range(2):
+        values += [draw(unit), draw(unit)] + ([draw(st.sampled_from("012"))] if dims == 3 else [])
+    kind = draw(st.sampled_from(["valid", "valid", "value", "visibility", "count", "count"]))
+    if kind == "value":
+        values[draw(st.integers(0, len(values) - 1))] = draw(tokens)
+    elif kind == "visibility" and dims == 3:
+        values[6] = draw(visibilities)
+    elif kind == "count":
+        values = values[: draw(st.integers(0, len(values) + 2))] + draw(st.lists(unit, max_size=3))
+    return " ".join([draw(st.sampled_from("0120")), *values])
+
+
+shapes = st.one_of(
+    st.sampled_from(["[2, 3]", "[2, 3]", "[2, 2]"]),
+    st.sampled_from(
+        ["[2]", "[2, 4]", "[0, 3]", "[-2, 3]", "[true, 3]", "'2,3'", "[1000000000, 3]", "[2.0, 3]"]
+    ),
+    st.lists(st.integers(-3, 4), max_size=3).map(str),
+)
+flips = st.one_of(
+    st.none(),
+    st.sampled_from(["[1, 0]", "[0, 1]", "[0, 0]", "[1]", "[0, 1, 2]", "[a, b]", "{0: 1}", "[1.0, 0]"]),
+)
+point_names = st.one_of(
+    st.none(),
+    st.sampled_from([
+        "{0: [l, r]}", "{0: [left_a, right_a], 1: [left_a, right_a]}", "{0: [a]}", "{0: [a, a]}",
+        "{9: [a, b]}", "[a, b]", "{0: [a, b], 1: [c, d]}", "{0: [1, 2]}", "{true: [a, b]}",
+    ]),
+)  # fmt: skip
+
+
+@st.composite
+def pose_yamls(draw: st.DrawFn) -> bytes:
+    """A data.yaml with valid names and drawn kpt_shape, flip_idx and kpt_names."""
+    text = f"names: [car, person, dog]\nkpt_shape: {draw(shapes)}\n"
+    for key, strategy in (("flip_idx", flips), ("kpt_names", point_names)):
+        value = draw(strategy)
+        if value is not None:
+            text += f"{key}: {value}\n"
+    return text.encode()
+
+
+def yolo_pose(max_examples: int) -> None:
+    """ingest_yolo of pose folders with drawn pose keys and rows: a dataset whose keypoints are one group
+    of (x, y, 0/1/2) on the image per box, or a LakeComputeError."""
+    images = yolo_images()
+
+    @settings(max_examples=max_examples, **SETTINGS)
+    @given(pose_yamls(), st.lists(st.lists(pose_lines(), max_size=3).map("\n".join), min_size=3, max_size=3))
+    def check(data_yaml: bytes, labels: list[str]) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "yolo"
+            for (name, data), label in zip(images.items(), labels, strict=True):
+                (root / "images" / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / "images" / name).write_bytes(data)
+                (root / "labels" / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / "labels" / name).with_suffix(".txt").write_text(label)
+            (root / "data.yaml").write_bytes(data_yaml)
+            try:
+                ds = lc.ingest_yolo(
+                    root, "mem://yolo-pose-props", overwrite=True, progressbar=False, num_workers=0
+                )
+            except lc.LakeComputeError:
+                return
+            for i in range(len(ds)):
+                height, width = ds.images[i].shape[:2]
+                points = ds.keypoints[i].numpy().reshape(-1, 2, 3)
+                assert len(points) == len(ds.boxes[i].numpy()) == len(ds.labels[i].numpy())
+                assert set(points[..., 2].reshape(-1).tolist()) <= {0.0, 1.0, 2.0}
+                assert (points[..., 0] <= width).all()
+                assert (points[..., 1] <= height).all()
+                assert (points[..., :2] >= 0).all()
+
+    check()
+
+
 # -- the child -------------------------------------------------------------------------------------
 
-PROPERTIES = {"coco-gate": coco_gate, "coco-ingest": coco_ingest, "yolo": yolo}
+PROPERTIES = {"coco-gate": coco_gate, "coco-ingest": coco_ingest, "yolo": yolo, "yolo-pose": yolo_pose}
 
 
 def run(name: str, max_examples: int, headroom: int = 1 << 30) -> None:

@@ -48,6 +48,12 @@ def _export(kind: str, ds: Any, out: Path) -> None:
         ds.export_yolo(out)
 
 
+def _leftovers(out: Path) -> list[Path]:
+    """Hidden files and folders under ``out`` other than the export listing: a staging folder or a
+    temporary file left behind."""
+    return [p for p in out.rglob(".*") if p.name != localfiles.LISTING]
+
+
 def _snapshot(out: Path) -> dict[str, bytes]:
     """Every file under ``out`` (relative name -> bytes)."""
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
@@ -102,7 +108,7 @@ def test_export_that_fails_half_way_keeps_the_previous_export(kind: str, tmp_pat
     assert url == str(out / "images" / "img3.png")
     assert "(File too large); the file keeps what it held before" in message
     assert _snapshot(out) == before
-    assert list(out.rglob(".*")) == []  # no staging folder or temporary file left
+    assert _leftovers(out) == []
 
 
 @pytest.mark.parametrize("kind", EXPORTS)
@@ -127,7 +133,7 @@ def test_export_that_raises_in_the_caller_keeps_the_previous_export(
     with pytest.raises(KeyboardInterrupt):
         _export(kind, _dataset(tmp_path / "b", NAMES, shade=100), out)
     assert _snapshot(out) == before
-    assert list(out.rglob(".*")) == []  # no staging folder or temporary file left
+    assert _leftovers(out) == []
 
 
 _CHILD = """
@@ -186,7 +192,7 @@ def test_export_killed_half_way_keeps_the_previous_export(kind: str, tmp_path: P
         for stream in (proc.stdin, proc.stderr):
             if stream is not None:
                 stream.close()
-    assert {k: v for k, v in _snapshot(out).items() if not _hidden(k)} == before
+    assert _visible(_snapshot(out)) == _visible(before)
     _export(kind, second, tmp_path / "fresh")
     _export(kind, second, out)
     fresh = _snapshot(tmp_path / "fresh")
@@ -198,6 +204,11 @@ def test_export_killed_half_way_keeps_the_previous_export(kind: str, tmp_path: P
 
 def _hidden(name: str) -> bool:
     return any(part.startswith(".") for part in Path(name).parts)
+
+
+def _visible(snapshot: dict[str, bytes]) -> dict[str, bytes]:
+    """The files of a snapshot a reader of the export sees (not the hidden listing or staging)."""
+    return {k: v for k, v in snapshot.items() if not _hidden(k)}
 
 
 @pytest.mark.parametrize("kind", EXPORTS)
@@ -250,8 +261,9 @@ def test_export_coco_writes_the_annotations_file_last(
     real = localfiles.write_atomic
 
     def recording(path: str, data: bytes) -> None:
-        order.append(os.path.basename(path))
-        order.extend(sorted(n for n in os.listdir(tmp_path / "out" / "images") if not n.startswith(".")))
+        if os.path.basename(path) == "annotations.json":
+            order.append("annotations.json")
+            order.extend(sorted(n for n in os.listdir(tmp_path / "out" / "images") if not n.startswith(".")))
         real(path, data)
 
     monkeypatch.setattr(localfiles, "write_atomic", recording)

@@ -22,7 +22,9 @@ pytest.importorskip("yaml")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("name", "examples"), [("coco-gate", 400), ("coco-ingest", 100), ("yolo", 100)])
+@pytest.mark.parametrize(
+    ("name", "examples"), [("coco-gate", 400), ("coco-ingest", 100), ("yolo", 100), ("yolo-pose", 100)]
+)
 def test_reader_property(name: str, examples: int) -> None:
     """Every drawn input of the property ``name`` ends in a dataset or a LakeComputeError, in a child
     limited in address space (a failing example is printed with hypothesis' reproduce blob)."""

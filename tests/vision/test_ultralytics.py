@@ -44,10 +44,12 @@ labels = [
         "cls": label["cls"].reshape(-1).tolist(),
         "boxes": label["bboxes"].tolist(),
         "segments": len(label["segments"]),
+        "keypoints": None if label.get("keypoints") is None else label["keypoints"].tolist(),
     }
     for label in dataset.labels
 ]
-json.dump({"train": data["train"], "val": data["val"], "names": data["names"], "labels": labels}, sys.stdout)
+keys = ("train", "val", "names", "kpt_shape", "flip_idx")
+json.dump({**{k: data.get(k) for k in keys}, "labels": labels}, sys.stdout)
 """
 
 
@@ -139,3 +141,49 @@ def test_ultralytics_reads_a_split_export_and_its_data_yaml(
     root = (tmp_path / "yolo").resolve()
     assert (read["train"], read["val"]) == (str(root / "images" / "train"), str(root / "images" / "val"))
     assert sorted(Path(label["file"]).name for label in read["labels"]) == ["a.jpg", "b.jpg", "c.jpg"]
+
+
+def test_ultralytics_reads_a_pose_export_keypoint_by_keypoint(
+    coco_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A COCO folder with person keypoints, ingested and exported with task='pose', is read by ultralytics'
+    YOLODataset with task='pose' from another folder: data.yaml's kpt_shape and flip_idx (left and right
+    eyes swapped), and for every image every non-crowd object with its class, box and every keypoint
+    (x, y normalized, visibility) within 1e-3 of the COCO file's (an object without keypoints: all 0)."""
+    images, annotations = coco_files
+    ds = lc.ingest_coco(images, annotations, tmp_path / "ds", masks=False, progressbar=False)
+    result = ds.export_yolo(tmp_path / "yolo", task="pose")
+    assert (result.objects, result.crowd_left_out, result.keypoints_outside) == (3, 2, 0)
+
+    read = _ultralytics(tmp_path / "yolo" / "data.yaml", "pose", tmp_path)
+    assert (read["kpt_shape"], read["flip_idx"]) == ([3, 3], [0, 2, 1])
+    root = (tmp_path / "yolo" / "images").resolve()
+    got = {str(Path(label["file"]).relative_to(root)): label for label in read["labels"]}
+    doc = coco_document()
+    names = {img["id"]: img["file_name"] for img in doc["images"]}
+    expected = _expected(SIZES)
+    assert sorted(got) == sorted(expected)
+    points: dict[str, list[list[list[float]]]] = {name: [] for name in SIZES}
+    for ann in doc["annotations"]:
+        if ann["iscrowd"]:
+            continue
+        name = names[ann["image_id"]]
+        height, width = SIZES[name]
+        flat = np.array(ann.get("keypoints", [0] * 9), dtype=np.float64).reshape(3, 3)
+        points[name].append((flat / [width, height, 1]).tolist())
+    checked = 0
+    for name, objects in expected.items():
+        label = got[name]
+        assert label["cls"] == [c for c, _ in objects], name
+        np.testing.assert_allclose(
+            np.array(label["boxes"]).reshape(-1, 4),
+            np.array([b for _, b in objects]).reshape(-1, 4),
+            atol=1e-3,
+        )
+        np.testing.assert_allclose(
+            np.array(label["keypoints"]).reshape(-1, 3, 3),
+            np.array(points[name]).reshape(-1, 3, 3),
+            atol=1e-3,
+        )
+        checked += len(points[name]) * 3
+    assert checked == 9  # three objects of three keypoints

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_COMPRESSIONS",
+    "PNG_LEVEL",
     "SAMPLE_COMPRESSIONS",
     "ChunkCompression",
     "SampleCompression",
@@ -55,9 +56,10 @@ __all__ = [
 ]
 
 
-# PNG level 1 encodes ~35% faster than the default level 6 for a few percent more bytes; encoding,
-# not storage, limits image ingestion, so speed wins.
-_PNG_COMPRESS_LEVEL: Final = 1
+#: The zlib level images are stored at as PNG. Level 1 encodes ~35% faster than the default level 6 for a
+#: few percent more bytes; encoding, not storage, limits image ingestion, so speed wins (measured per
+#: level by ``python -m bench png-levels``; docs/performance.md has the table).
+PNG_LEVEL: Final = 1
 _JPEG_QUALITY: Final = 90
 # Lossless so that a round trip is exact; quality (the effort, for lossless) 0 and method 0 are the
 # fastest settings. exact=True keeps the RGB values under fully transparent pixels, which libwebp
@@ -138,7 +140,7 @@ def encode_image(array: np.ndarray, compression: str, *, tensor: str = "images")
     buffer = BytesIO()
     try:
         if name == "png":
-            image.save(buffer, format="PNG", compress_level=_PNG_COMPRESS_LEVEL)
+            image.save(buffer, format="PNG", compress_level=PNG_LEVEL)
         elif name == "jpeg":
             image.save(buffer, format="JPEG", quality=_JPEG_QUALITY)
         else:

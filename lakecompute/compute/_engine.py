@@ -38,7 +38,6 @@ from lakecompute.compute._options import EvalOptions
 from lakecompute.compute._plan import (
     STREAM_TASK_BYTES,
     EvalPlan,
-    block_size,
     checked_scheduler,
     plan_eval,
     plan_ranges,
@@ -229,33 +228,29 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
         # The preflight's inputs travel with its task: a few MiB at most, even when items are large.
         items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step, STREAM_TASK_BYTES)
         start, stop = 0, len(items or [])
-        first = items[0] if items else None
     else:
-        # A resumed eval's preflight starts where it resumes: the kept inputs are never run again.
+        # A resumed eval's preflight starts where it resumes: the kept inputs are never run again. Nothing
+        # is read here: the preflight reads the inputs it runs, where it runs them.
         assert source.length is not None
         start = plan.resume_from
         items, stop = None, min(source.length, start + PREFLIGHT_SCAN * step)
-        first = (
-            source.read_samples(start, min(start + step, stop), batch=bool(opts.batch_size))[0]
-            if stop > start
-            else None
-        )
     if stop <= start:
         return None
     if opts.checkpoint_interval and items is None:  # the preflight's inputs stay within one interval
         stop = min(stop, (start // opts.checkpoint_interval + 1) * opts.checkpoint_interval)
     lengths = write.kept()  # before the decisions, in place: every tensor's length (else nothing)
     resolved = replace(opts, seed=plan.seed)  # workers see the seed the plan drew or resumed
-    job = Job(token, plan.pipeline, source, write.grant, write.schema, resolved,
-              block_size(first, opts.batch_size), os.getpid(), plan.in_place, lengths)  # fmt: skip
+    job = Job(token, plan.pipeline, source, write.grant, write.schema, resolved, os.getpid(), plan.in_place,
+              lengths)  # fmt: skip
     return job, Task(0, start, stop, items)
 
 
-def _decide(plan: EvalPlan, write: EvalWrite, job: Job, decisions: Decisions) -> Decided:
-    """Fix the preflight's decisions in the transaction; what every later task checks against."""
+def _decide(plan: EvalPlan, write: EvalWrite, job: Job, decisions: Decisions, block: int) -> Decided:
+    """Fix the preflight's decisions in the transaction; what every later task checks against (and the
+    inputs per block the preflight sized from the first input)."""
     opts = plan.options
     write.decide(decisions, replace_all=not opts.skip_ok)
-    decided = decide_outputs(job, decisions)  # what the preflight's own task wrote against, too
+    decided = decide_outputs(job, decisions, block)  # what the preflight's own task wrote against, too
     if decided.aligned and opts.ignore_errors:
         raise InvalidArgumentError(
             f"ignore_errors=True cannot be used in place while tensors {sorted(write.kept())} are kept: a "
@@ -394,7 +389,7 @@ class _OrderedRun:
         if result.number < 0:
             return  # a warm-up
         if result.decisions is not None:  # the preflight's: its decisions, and its own outputs
-            self.decided = _decide(self.plan, self.write, self.job, result.decisions)
+            self.decided = _decide(self.plan, self.write, self.job, result.decisions, result.block)
             self.preflight_stop = result.stop
             self.min_task = _min_task(self.plan, result)
         self.pending[result.number] = result

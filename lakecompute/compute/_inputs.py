@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import RowMeta, column_row_class, row_class, tensor_meta
+from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
 
@@ -41,7 +41,16 @@ class Source:
 
     def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
         """Samples ``start..stop`` as ``sample_in`` objects (or one batch object if ``batch``)."""
+        return list(self.read_block(start, stop, batch))
+
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+        """As `read_samples`, but the ``sample_in`` objects may be made as they are taken (the input itself
+        is read here, at once)."""
         raise NotImplementedError
+
+    def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
+        """Inputs ``start..stop`` as batch objects of ``size`` inputs (the last may be shorter)."""
+        return [self.read_samples(b, min(b + size, stop), batch=True)[0] for b in range(start, stop, size)]
 
     def sample(self, index: int) -> Any:
         """The input sample at ``index``, as users see it (for errors)."""
@@ -105,16 +114,25 @@ class DatasetSource(Source):
             self._meta = tensor_meta(self.dataset(), self.snap.tensors)
         return self._meta
 
-    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         meta = self.meta()
         if batch:
             return [row_class(tuple(columns), meta)(columns, start)]
-        # One row per sample, holding the columns and its position: no dict per sample (and the
-        # tensors' meta on the row class: nothing per sample).
-        row = column_row_class(tuple(columns), meta)
-        return [row(columns, j, start + j) for j in range(stop - start)]
+        # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
+        return column_rows(columns, start, stop - start, meta)
+
+    def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
+        # The range is read at once (a few large reads), and each batch holds slices of it: views of the
+        # stacked columns, no copies.
+        snap = self.snap
+        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        row = row_class(tuple(columns), self.meta())
+        return [
+            row({name: column[b - start : b - start + size] for name, column in columns.items()}, b)
+            for b in range(start, stop, size)
+        ]
 
     def sample(self, index: int) -> Any:
         (row,) = self.read_samples(index, index + 1, batch=False)
@@ -151,7 +169,7 @@ class SequenceSource(Source):
         # Dataset decoding files, say): read ahead on one thread, since it may not be thread-safe.
         self.parallel_reads = 0 if isinstance(data, (np.ndarray, list, tuple, range)) else 1
 
-    def read_samples(self, start: int, stop: int, batch: bool) -> list[Any]:
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         data = self.data
         if isinstance(data, (np.ndarray, list, tuple, range)):
             block: Any = data[start:stop]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.compute._options import draw_seed
-from lakecompute.compute._samples import InputRow, RowMeta, SampleOut, row_class
+from lakecompute.compute._samples import SAMPLE_ROWS, InputRow, RowMeta, SampleOut, row_class
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
 
 if TYPE_CHECKING:
@@ -248,7 +248,7 @@ def failure_error(
 
 def _plain(value: Any) -> Any:
     """A step's input as users read it: a row as a dict of tensor name -> value, anything else as is."""
-    return value.to_dict() if isinstance(value, InputRow) else value
+    return value.to_dict() if isinstance(value, SAMPLE_ROWS) else value
 
 
 class SampleRunner:

@@ -1,17 +1,33 @@
-"""The objects user code sees: ``sample_in`` rows and the ``sample_out`` buffer."""
+"""The objects user code sees: ``sample_in`` rows and the ``sample_out`` buffer.
+
+An eval over small samples (a 28x28 flip) spends as much time on these objects as on its numpy work, so
+the rows of dataset input are built without running Python code per sample: `column_rows` chains
+C-level iterators (the columns' per-sample views, ``zip``, ``map`` over tuple subclasses), and their
+tensors are read through ``namedtuple``'s C field accessor. They behave as the plain rows do, and their
+values know the tensors they were read from (``.htype``, ``.info``) through a class attribute or a
+shared `TensorMeta`: nothing per sample.
+"""
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 
+#: The accessor ``namedtuple`` gives its fields (C on CPython): ``_tuplegetter(k, doc)`` reads item ``k``
+#: of a tuple without a Python frame. Taken from a namedtuple's field, as namedtuple itself makes them.
+_tuplegetter: Any = type(collections.namedtuple("_Probe", "field").field)  # type: ignore[attr-defined]
+
+
 __all__ = [
+    "SAMPLE_ROWS",
     "ColumnRow",
     "InputRow",
     "InputValue",
@@ -19,6 +35,7 @@ __all__ = [
     "SampleOut",
     "TensorMeta",
     "column_row_class",
+    "column_rows",
     "row_class",
     "tensor_meta",
 ]
@@ -53,31 +70,38 @@ def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
     )
 
 
-class InputValue:
+class InputValue(tuple):  # type: ignore[type-arg]
     """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
-    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``."""
+    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
 
-    __slots__ = ("_meta", "_value")
+    Made as ``InputValue((value, meta))``: a pair built by tuple's own constructor (one per tensor per
+    sample, so no Python ``__init__``; ``meta`` is the tensor's `TensorMeta`, shared, or None). It is not
+    a sequence to its users: indexing, ``len`` and iteration raise, as they did before it was a tuple,
+    and it compares and hashes by identity.
+    """
 
-    def __init__(self, value: Any, meta: TensorMeta | None = None) -> None:
-        self._value = value
-        self._meta = meta
+    __slots__ = ()
+    _value: Any = _tuplegetter(0, "the value")
+    _meta: TensorMeta | None = _tuplegetter(1, "the tensor the value was read from, if known")
 
     @property
     def htype(self) -> str | None:
         """The htype of the tensor the value was read from (None: not read from a dataset's tensor)."""
-        return None if self._meta is None else self._meta.htype
+        meta = self._meta
+        return None if meta is None else meta.htype
 
     @property
     def info(self) -> dict[str, Any] | None:
         """The info of the tensor the value was read from, the caller's own copy (a bbox tensor's
         ``format`` and ``normalized``, class names, keypoint names); None when not read from a tensor."""
-        return None if self._meta is None else self._meta.info
+        meta = self._meta
+        return None if meta is None else meta.info
 
     @property
     def name(self) -> str:
         """The tensor the value was read from ("" when not known)."""
-        return "" if self._meta is None else self._meta.name
+        meta = self._meta
+        return "" if meta is None else meta.name
 
     def numpy(self, aslist: bool = False) -> Any:
         v = self._value
@@ -105,6 +129,23 @@ class InputValue:
         arr = self.numpy()
         return arr.astype(dtype) if dtype is not None else np.asarray(arr)
 
+    def _not_a_sequence(self, *args: Any) -> NoReturn:
+        raise TypeError(
+            f"{self!r} is a tensor value, not a sequence: call .numpy() (or .text(), .data()) for its value."
+        )
+
+    __getitem__ = __len__ = __iter__ = __contains__ = _not_a_sequence
+    __add__ = __radd__ = __mul__ = __rmul__ = _not_a_sequence
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (InputValue, ((self._value, self._meta),))
+
     def __repr__(self) -> str:
         return f"InputValue({self._value!r:.60})"
 
@@ -124,7 +165,7 @@ class InputRow:
         self.index = index
 
     def _value(self, name: str) -> InputValue:
-        return InputValue(self._values[name], self._meta.get(name))
+        return InputValue((self._values[name], self._meta.get(name)))
 
     def __getattr__(self, name: str) -> InputValue:
         if name.startswith("__"):
@@ -186,58 +227,132 @@ def _plain_name(name: object, cls: type) -> bool:
 
 def _tensor_property(name: str, meta: TensorMeta | None) -> property:
     def get(self: InputRow) -> InputValue:
-        return InputValue(self._values[name], meta)
+        return InputValue((self._values[name], meta))
 
     return property(get)
 
 
-class ColumnRow(InputRow):
-    """A row of a block that was read column by column (dataset input).
+class ColumnRow(tuple):  # type: ignore[type-arg]
+    """A row of a block that was read column by column (dataset input): ``(value, ..., index)``.
 
-    Building a dict per sample costs more than most small samples' numpy work, so a column row
-    keeps the block's columns and its position, and takes values from the columns when they are
-    asked for. Everything else behaves as a plain row: its ``_values`` dict is built on first use.
+    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``keys()``,
+    ``tensors``, ``to_dict()``, pickling as a plain row, with its meta), but is built in C by
+    `column_rows` and its tensors are C field accessors: the per-sample cost of a row is a few tuple
+    constructions. Each names-set and meta has its subclass (`column_row_class`); ``_names`` are its
+    tensors in order.
     """
 
-    __slots__ = ("_columns", "_j")
+    __slots__ = ()
+    _names: tuple[str, ...] = ()
+    _at: dict[str, int] = {}  # noqa: RUF012 - set per subclass, never changed
+    _row_meta: ClassVar[RowMeta] = ()
 
-    def __init__(self, columns: Mapping[str, Any], j: int, index: int) -> None:
-        self._columns = columns
-        self._j = j
-        self.index = index
+    @property
+    def index(self) -> int:  # type: ignore[override]  # the input's position, as InputRow.index
+        return int(tuple.__getitem__(self, len(self._names)))
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_values":
-            values = {k: v[self._j] for k, v in self._columns.items()}
-            self._values = values
-            return values
-        return InputRow.__getattr__(self, name)
+    def _tensor(self, name: object) -> InputValue | None:
+        at = self._at.get(name) if isinstance(name, str) else None
+        return None if at is None else tuple.__getitem__(self, at)
 
+    def __getattr__(self, name: str) -> InputValue:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = self._tensor(name)
+        if value is None:
+            raise AttributeError(f"sample_in has no tensor {name!r}; it has {sorted(self._names)!r}.")
+        return value
 
-def _column_property(name: str, meta: TensorMeta | None) -> property:
-    def get(self: ColumnRow) -> InputValue:
-        return InputValue(self._columns[name][self._j], meta)
+    def __getitem__(self, name: str) -> InputValue:  # type: ignore[override]
+        value = self._tensor(name)
+        if value is None:
+            raise TensorDoesNotExistError(name, list(self._names))
+        return value
 
-    return property(get)
+    def __contains__(self, name: object) -> bool:
+        return name in self._at
+
+    def _not_a_sequence(self, *args: Any) -> NoReturn:
+        raise TypeError("sample_in is a row, not a sequence: read its tensors by name (sample_in.keys()).")
+
+    __len__ = __iter__ = __add__ = __radd__ = __mul__ = __rmul__ = _not_a_sequence
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        return True
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+    @property
+    def tensors(self) -> dict[str, InputValue]:
+        return {n: tuple.__getitem__(self, k) for k, n in enumerate(self._names)}
+
+    @property
+    def _values(self) -> dict[str, Any]:
+        return self.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {n: v.data() for n, v in self.tensors.items()}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if not self._row_meta:
+            return (InputRow, (self.to_dict(), self.index))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
+
+    def __repr__(self) -> str:
+        return f"Row(index={self.index}, tensors={sorted(self._names)!r})"
 
 
 _COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
 
 
 def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnRow]:
-    """A `ColumnRow` subclass in which the tensors ``names`` are properties (see
-    `row_class`)."""
+    """The `ColumnRow` subclass for tensors ``names`` (read from the tensors ``meta``, when known): each
+    (an identifier it does not use) a C field accessor, at its position in the row."""
     cls = _COLUMN_ROW_CLASSES.get((names, meta))
     if cls is None:
-        attrs: dict[str, Any] = {"__slots__": (), "__module__": InputRow.__module__, **_meta_attrs(meta)}
-        by_name = {m.name: m for m in meta}
-        for n in names:
+        attrs: dict[str, Any] = {
+            "__slots__": (),
+            "__module__": InputRow.__module__,
+            "_names": names,
+            "_at": {n: k for k, n in enumerate(names)},
+            "_row_meta": meta,
+        }
+        for k, n in enumerate(names):
             if _plain_name(n, ColumnRow):
-                attrs[n] = _column_property(n, by_name.get(n))
+                attrs[n] = _tuplegetter(k, f"tensor {n!r}")
+        attrs["index"] = _tuplegetter(len(names), "the input's position in data_in")
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
             _COLUMN_ROW_CLASSES[(names, meta)] = cls
     return cls
+
+
+def _per_sample(column: Any, count: int) -> Iterator[Any]:
+    """A column's values one sample at a time, without a Python frame per sample: rows of an array
+    (views), 0-d views of a 1-D array (``a[j, ...]``: an array, as ``.numpy()`` gives, not a scalar),
+    or a list's items."""
+    if isinstance(column, np.ndarray) and column.ndim == 1:
+        return map(column.__getitem__, zip(range(count), itertools.repeat(Ellipsis)))
+    return iter(column)
+
+
+def column_rows(
+    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = ()
+) -> Iterator[ColumnRow]:
+    """The rows ``start .. start + count`` of a block read column by column (each column holds ``count``
+    values; ``meta``: the tensors they were read from), made lazily, in C: a row that user code does not
+    keep is freed at once."""
+    cls = column_row_class(tuple(columns), meta)
+    by_name = {m.name: m for m in meta}
+    values = [
+        map(InputValue, zip(_per_sample(c, count), itertools.repeat(by_name.get(name))))
+        for name, c in columns.items()
+    ]
+    return map(cls, zip(*values, range(start, start + count), strict=True))
 
 
 def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:
@@ -263,12 +378,17 @@ def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:
     return cls
 
 
-class _TensorOut:
-    __slots__ = ("_items", "_name")
+#: Every kind of ``sample_in`` row (for isinstance checks).
+SAMPLE_ROWS = (InputRow, ColumnRow)
 
-    def __init__(self, items: list[Any], name: str) -> None:
+
+class _TensorOut:
+    __slots__ = ("_items", "_name", "_runs")
+
+    def __init__(self, items: list[Any], name: str, runs: list[tuple[int, np.ndarray]]) -> None:
         self._items = items
         self._name = name
+        self._runs = runs
 
     def append(self, value: Any) -> None:
         self._items.append(value)
@@ -279,8 +399,10 @@ class _TensorOut:
                 f"sample_out.{self._name}.extend() takes a sequence of samples. Got {type(values).__name__}; "
                 "use append() for one sample."
             )
-        if isinstance(values, np.ndarray) and values.ndim == 0:
-            raise InvalidTypeError(f"sample_out.{self._name}.extend() got a 0-d array; use append().")
+        if isinstance(values, np.ndarray):
+            if values.ndim == 0:
+                raise InvalidTypeError(f"sample_out.{self._name}.extend() got a 0-d array; use append().")
+            self._runs.append((len(self._items), values))  # whole, for SampleOut.runs
         self._items.extend(values)
 
     def __len__(self) -> int:
@@ -297,21 +419,24 @@ class SampleOut:
 
     _allowed: list[str] | None
     _data: dict[str, list[Any]]
+    _runs: dict[str, list[tuple[int, np.ndarray]]]
 
     def __init__(self, tensors: Iterable[str] | None) -> None:
         object.__setattr__(self, "_allowed", None if tensors is None else list(tensors))
         object.__setattr__(self, "_data", {})
+        object.__setattr__(self, "_runs", {})
         for t in tensors or ():
             self._new_list(t)
 
     def _new_list(self, name: str) -> list[Any]:
         items: list[Any] = []
         self._data[name] = items
+        self._runs[name] = []
         if name.isidentifier() and not name.startswith("_") and not hasattr(SampleOut, name):
             # Found by plain attribute lookup from now on: ``sample_out.images`` runs once per
             # sample, and a ``__getattr__`` miss costs ~1 µs in Python 3.11. The list object never
             # changes (reset and truncate empty it in place), so neither does its _TensorOut.
-            self.__dict__[name] = _TensorOut(items, name)
+            self.__dict__[name] = _TensorOut(items, name, self._runs[name])
         return items
 
     def _tensor(self, name: str) -> _TensorOut:
@@ -323,7 +448,7 @@ class SampleOut:
             if not isinstance(name, str) or not name:
                 raise InvalidArgumentError(f"sample_out tensor names are non-empty strings. Got {name!r}.")
             items = self._new_list(name)
-        return _TensorOut(items, name)
+        return _TensorOut(items, name, self._runs[name])
 
     def __getattr__(self, name: str) -> _TensorOut:
         if name.startswith("_"):
@@ -341,13 +466,13 @@ class SampleOut:
     def append(self, sample: Mapping[str, Any]) -> SampleOut:
         """Add one output sample: ``{"images": a, "labels": 0}``."""
         if sample.__class__ is dict:
-            # Fast path (once per sample): every key names a known tensor's list. Anything else
-            # (an unknown name, a middle step's new tensor) takes the checked path below.
+            # Fast path (once per sample): every key names a known tensor's list (a C subset test, so
+            # nothing is appended unless all are). Anything else (an unknown name, a middle step's new
+            # tensor) takes the checked path below.
             data: dict[str, list[Any]] = self._data
-            lists = [data.get(k) for k in sample]
-            if None not in lists:
-                for items, v in zip(lists, sample.values(), strict=True):
-                    items.append(v)  # type: ignore[union-attr]
+            if sample.keys() <= data.keys():
+                for k, v in sample.items():
+                    data[k].append(v)
                 return self
         elif not isinstance(sample, Mapping):
             raise InvalidTypeError(
@@ -382,16 +507,34 @@ class SampleOut:
         data = self._data
         return data
 
+    def runs(self, name: str) -> list[np.ndarray] | None:
+        """The arrays whose rows are all of ``name``'s values, in order, when its values were written by
+        extending it with arrays (a batched function's columns) and nothing else; else None."""
+        runs, values = self._runs.get(name), self._data.get(name)
+        if not runs or values is None:
+            return None
+        at = 0
+        for start, arr in runs:
+            if start != at:
+                return None
+            at += len(arr)
+        return [arr for _, arr in runs] if at == len(values) else None
+
     def truncate(self, counts: Mapping[str, int]) -> None:
         """Drop everything written after ``counts`` (a failed sample's partial output)."""
         data = self._data
         for k, v in data.items():
-            del v[counts.get(k, 0) :]
+            keep = counts.get(k, 0)
+            del v[keep:]
+            runs = self._runs[k]
+            runs[:] = [(start, arr) for start, arr in runs if start + len(arr) <= keep]
 
     def reset(self) -> None:
         data = self._data
         for v in data.values():
             v.clear()
+        for runs in self._runs.values():
+            runs.clear()
 
     def __repr__(self) -> str:
         return f"SampleOut({self.counts()!r})"

@@ -28,7 +28,7 @@ from zarr.abc.store import Store
 
 from lakecompute.datasets._records import EvalProgress, EvalRecord
 from lakecompute.datasets._schema import TensorSchema
-from lakecompute.datasets._session import WriteSession
+from lakecompute.datasets._session import WriteSession, rank_of
 from lakecompute.errors import LakeComputeError
 from lakecompute.htypes import Encoded, TensorSpec
 from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, OpenSegment, SlotWriter, open_backend
@@ -93,6 +93,17 @@ class OutputSchema:
                 schema = self.tensors[name]
                 ndims[name] = schema.decide_rank(len(schema.encode(v).shape) for v in vals)
         return Decisions(ndims, tuple(n for n, v in values.items() if v))
+
+    def decide_checked(self, checked: Mapping[str, np.ndarray | list[Encoded]]) -> Decisions:
+        """The decisions of one input's outputs that were checked against this schema already (by tensor:
+        a stacked block, or the encoded samples, each list of one rank): as `decide`, without checking
+        them again."""
+        ndims: dict[str, int] = {}
+        for name, item in checked.items():
+            rank = rank_of(item)
+            if rank is not None:
+                ndims[name] = self.tensors[name].decide_rank([rank])
+        return Decisions(ndims, tuple(ndims))
 
     def decided(self, decisions: Decisions) -> OutputSchema:
         """This schema with ``decisions`` applied."""

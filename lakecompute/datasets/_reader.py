@@ -205,6 +205,30 @@ class ColumnReader:
             span = (int(positions.min()), int(positions.max()) + 1)
             raise self.locator.located(exc, *span) from exc
 
+    def read_slice(self, start: int, stop: int) -> np.ndarray | list[Any]:
+        """Samples ``start..stop`` as `read_at` gives them (stacked when every sample of the tensor has
+        one shape, else a list), read as a range: one slice of each chunk they lie in.
+
+        Raises:
+            InvalidArgumentError: the range runs outside the tensor.
+            DatasetCorruptError: as `read_range`.
+        """
+        if start < 0 or stop > self.length:
+            raise InvalidArgumentError(
+                f"Position {stop - 1 if start >= 0 else start} is outside tensor {self.spec.name!r} of "
+                f"length {self.length}."
+            )
+        values = self.read_range(start, stop)
+        if self.shape is None:
+            return list(values)
+        if isinstance(values, list):  # the fragments differ in layout: stack as read_at does
+            assert self.dtype is not None
+            out = np.empty((stop - start, *self.shape), dtype=self.dtype)
+            for i, v in enumerate(values):
+                out[i] = v
+            return out
+        return values
+
     def _fixed_shape(self) -> tuple[int, ...] | None:
         shapes = {f.shape for f in self.frags}
         return shapes.pop() if self.dtype is not None and len(shapes) == 1 else None
@@ -277,9 +301,27 @@ class RowReader:
         return self._columns[name].shape
 
     def read_rows(self, positions: np.ndarray) -> dict[str, np.ndarray | list[Any]]:
-        """The samples at ``positions`` (dataset positions, any order) of every tensor, by name."""
+        """The samples at ``positions`` (dataset positions, any order) of every tensor, by name.
+
+        Positions that follow one another (an unshuffled batch) are read as one slice of each chunk
+        they lie in, as a range read; any others are gathered chunk by chunk.
+        """
         positions = np.asarray(positions, dtype=np.int64)
+        span = _contiguous(positions)
+        if span is not None:
+            return {name: column.read_slice(*span) for name, column in self._columns.items()}
         return {name: column.read_at(positions) for name, column in self._columns.items()}
+
+
+def _contiguous(positions: np.ndarray) -> tuple[int, int] | None:
+    """``(start, stop)`` when ``positions`` are ``start, start + 1, ..., stop - 1``; else None."""
+    n = len(positions)
+    if not n:
+        return None
+    start = int(positions[0])
+    if int(positions[-1]) - start != n - 1 or (n > 2 and not (positions[1:] - positions[:-1] == 1).all()):
+        return None
+    return start, start + n
 
 
 class StreamReader:

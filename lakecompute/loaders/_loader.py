@@ -11,6 +11,7 @@ and send errors back as themselves.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from types import TracebackType
@@ -20,6 +21,7 @@ import numpy as np
 
 from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._plan import IndexPlan
+from lakecompute.loaders._shared import SharedBatch, remove_leftovers, share_batch
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.loaders._state import LoaderCursor
 from lakecompute.loaders._transform import BatchTransform
@@ -115,8 +117,10 @@ class StepReader:
         spec: what is read, and how.
     """
 
-    def __init__(self, spec: LoaderSpec) -> None:
+    def __init__(self, spec: LoaderSpec, opened: Any = None, share: str | None = None) -> None:
         self.spec = spec
+        self._opened = opened
+        self._share = share  # a run token: hand batches over through shared memory (see _shared)
         self._state: tuple[Any, BatchTransform, np.ndarray | None] | None = None
 
     def read_step(self, step: int, rank: int | None = None) -> dict[str, Any]:
@@ -124,7 +128,7 @@ class StepReader:
         and options; Accelerate has one process read, or iterate past, every rank's batches)."""
         if self._state is None:
             plan = self.spec.plan
-            opened = self.spec.source.open()
+            opened = self._opened if self._opened is not None else self.spec.source.open()
             self._state = (
                 opened,
                 BatchTransform(self.spec.transform, plan.seed, plan.epoch, getattr(opened, "meta", ())),
@@ -137,24 +141,29 @@ class StepReader:
         indices = plan.step_indices(step, order)
         return apply(reader.read_batch(indices), indices)
 
-    def __call__(self, task: LoaderStep, progress: ProgressFn) -> dict[str, Any] | WorkerFailure:
+    def __call__(
+        self, task: LoaderStep, progress: ProgressFn
+    ) -> dict[str, Any] | SharedBatch | WorkerFailure:
         """The scheduler's task function: the batch of one step, or why reading it failed.
 
         A failure is returned rather than raised, so that it reaches the consumer at its step, after
         the batches before it (the scheduler would raise it as soon as it arrived).
         """
         try:
-            return self.read_step(task.step)
+            batch = self.read_step(task.step)
         except Exception as exc:
             return WorkerFailure(pickle_exception(exc))
+        return batch if self._share is None else share_batch(batch, self._share)
 
 
-def worker_batches(spec: LoaderSpec, worker: int) -> Iterator[dict[str, Any]]:
+def worker_batches(spec: LoaderSpec, worker: int, opened: Any = None) -> Iterator[dict[str, Any]]:
     """The batches of the steps loader worker ``worker`` reads (`IndexPlan.worker_steps`), in order.
 
     Samples of steps other workers own, or of steps before ``start_from_step``, are never read.
+    ``opened``: the source opened already (``spec.source.open()``), whose decoded chunks an earlier pass
+    left in its cache.
     """
-    reader = StepReader(spec)
+    reader = StepReader(spec, opened)
     for step in spec.plan.worker_steps(worker):
         yield reader.read_step(step)
 
@@ -206,21 +215,27 @@ def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]
     window = _Window(steps, workers * prefetch)
     # A PAUSE needs a task outstanding to end it. One always is: the scheduler asks for tasks either
     # with at least window + 1 - 1 >= 1 still running, or when this loop wants a step not read yet.
-    results = _scheduler(spec, workers).run(StepReader(spec), window.tasks(), max_in_flight=window.window + 1)
-    waiting: dict[int, dict[str, Any] | WorkerFailure] = {}
-    with contextlib.closing(results):
-        for position in range(len(steps)):
-            while position not in waiting:
-                done, batch = next(results)
-                waiting[done] = batch
-            window.taken += 1
-            batch = waiting.pop(position)
-            if isinstance(batch, WorkerFailure):
-                raise batch.exception()
-            yield batch
-        # Let the scheduler end the run (its workers exit on their own).
-        for _ in results:
-            pass
+    # Batches come back through shared memory (files named with this run's token; see _shared).
+    token = uuid.uuid4().hex
+    reader = StepReader(spec, share=token)
+    results = _scheduler(spec, workers).run(reader, window.tasks(), max_in_flight=window.window + 1)
+    waiting: dict[int, dict[str, Any] | SharedBatch | WorkerFailure] = {}
+    try:
+        with contextlib.closing(results):
+            for position in range(len(steps)):
+                while position not in waiting:
+                    done, batch = next(results)
+                    waiting[done] = batch
+                window.taken += 1
+                batch = waiting.pop(position)
+                if isinstance(batch, WorkerFailure):
+                    raise batch.exception()
+                yield batch.open() if isinstance(batch, SharedBatch) else batch
+            # Let the scheduler end the run (its workers exit on their own).
+            for _ in results:
+                pass
+    finally:
+        remove_leftovers(token)  # batches read ahead and never taken, or a worker that died mid-batch
 
 
 class Batches(Iterator[dict[str, Any]]):
@@ -245,6 +260,9 @@ class Batches(Iterator[dict[str, Any]]):
         self.prefetch = options.prefetch
         self.labels = labels
         self._it: Iterator[dict[str, Any]] | None = None
+        # Read in this process, the passes share one opened source: the chunks one epoch decoded (within
+        # the loader's cache budget) are there for the next.
+        self._opened: Any = None
 
     @property
     def plan(self) -> IndexPlan:
@@ -265,7 +283,12 @@ class Batches(Iterator[dict[str, Any]]):
     def __next__(self) -> dict[str, Any]:
         if self._it is None:
             spec = LoaderSpec(self.cursor.source, self.cursor.begin(), self.cursor.options.transform)
-            self._it = parallel_batches(spec, self.prefetch) if self.num_workers else worker_batches(spec, 0)
+            if self.num_workers:
+                self._it = parallel_batches(spec, self.prefetch)
+            else:
+                if self._opened is None:
+                    self._opened = spec.source.open()
+                self._it = worker_batches(spec, 0, self._opened)
         try:
             batch = next(self._it)
         except StopIteration:

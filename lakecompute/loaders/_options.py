@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._transform import check_transform
 from lakecompute.parsing import parse_count, parse_flag, parse_keywords
@@ -19,6 +20,11 @@ class _CommonKwargs(TypedDict, total=False):
 
     shuffle: bool
     """Draw a new order for every ``(seed, epoch)`` (default False)."""
+    shuffle_block: int
+    """With ``shuffle``: shuffle blocks of this many consecutive samples, then the samples within each
+    block, instead of all samples at once (default 0: all at once). A batch then lies in a block or two,
+    read as slices of few chunks (litdata's and MosaicML Streaming's chunk-local shuffle; see
+    docs/training.md for what it does to batch statistics)."""
     seed: int
     """The seed of the order and of a compute transform's per-sample ``rng`` (default 0)."""
     epoch: int
@@ -75,6 +81,7 @@ _LEAST = {
     "start_from_step": 0,
     "num_workers": 0,
     "prefetch": 1,
+    "shuffle_block": 0,
 }
 _DISTRIBUTED = ("rank", "world_size")
 # Flags follow `lakecompute.parsing.parse_flag`, like every other call's: True or False (numpy bools too).
@@ -89,6 +96,8 @@ class LoaderOptions:
     Attributes:
         batch_size: samples per batch.
         shuffle: draw a new order for every ``(seed, epoch)``.
+        shuffle_block: with ``shuffle``, shuffle blocks of this many consecutive samples, then within
+            each block (0: all samples at once).
         seed: the seed of the order and of a compute transform's per-sample ``rng``.
         epoch: the epoch (each has its own order and its own transform draws).
         drop_last: leave out the tail that would make a short or uneven last batch.
@@ -104,6 +113,7 @@ class LoaderOptions:
 
     batch_size: int
     shuffle: bool = False
+    shuffle_block: int = 0
     seed: int = 0
     epoch: int = 0
     drop_last: bool = False
@@ -139,6 +149,11 @@ class LoaderOptions:
             checked.setdefault("rank", None)
             checked.setdefault("world_size", None)
         check_transform(checked.get("transform"))
+        if checked.get("shuffle_block") and not checked.get("shuffle"):
+            raise InvalidArgumentError(
+                f"shuffle_block={checked['shuffle_block']} shuffles blocks of samples, so it needs "
+                "shuffle=True. Pass shuffle=True, or leave shuffle_block out."
+            )
         return cls(**checked)
 
     def plan(self, length: int) -> IndexPlan:
@@ -154,6 +169,7 @@ class LoaderOptions:
             length,
             batch_size=self.batch_size,
             shuffle=self.shuffle,
+            shuffle_block=self.shuffle_block,
             seed=self.seed,
             epoch=self.epoch,
             drop_last=self.drop_last,

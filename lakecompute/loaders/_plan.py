@@ -51,6 +51,8 @@ class IndexPlan:
         length: samples in the source (a dataset, a view, or token blocks).
         batch_size: samples per step (a worker's last batch may be shorter without ``drop_last``).
         shuffle: whether the epoch's order is a permutation drawn from ``(seed, epoch)``.
+        shuffle_block: with ``shuffle``, the order shuffles blocks of this many consecutive samples, then
+            the samples within each block (a chunk-local shuffle); 0 shuffles all samples at once.
         seed: the seed of the permutation (and of a transform's per-sample generators).
         epoch: the epoch; each one has its own permutation.
         drop_last: give every rank ``length // world_size`` samples and leave out each worker's
@@ -78,6 +80,7 @@ class IndexPlan:
     world_size: int = 1
     start_from_step: int = 0
     num_workers: int = 0
+    shuffle_block: int = 0
 
     def __post_init__(self) -> None:
         parse_count("length", self.length, 0)
@@ -88,6 +91,7 @@ class IndexPlan:
         parse_count("rank", self.rank, 0)
         parse_count("start_from_step", self.start_from_step, 0)
         parse_count("num_workers", self.num_workers, 0)
+        parse_count("shuffle_block", self.shuffle_block, 0)
         if self.rank >= self.world_size:
             raise InvalidArgumentError(
                 f"Expected 0 <= rank < world_size. Got rank={self.rank}, world_size={self.world_size}."
@@ -154,7 +158,15 @@ class IndexPlan:
         if not self.shuffle:
             return None
         seq = np.random.SeedSequence(self.seed, spawn_key=(_SHUFFLE_STREAM, self.epoch))
-        return np.random.default_rng(seq).permutation(self.length)
+        rng = np.random.default_rng(seq)
+        if not self.shuffle_block or self.shuffle_block >= self.length:
+            return rng.permutation(self.length)
+        # Chunk-local: the blocks of shuffle_block consecutive samples in a random order, and the samples
+        # of each block in a random order among themselves.
+        block = np.arange(self.length) // self.shuffle_block
+        place = rng.permutation(int(block[-1]) + 1)
+        order: np.ndarray = np.lexsort((rng.random(self.length), place[block]))
+        return order
 
     def step_indices(self, step: int, order: np.ndarray | None = None) -> np.ndarray:
         """Indices of the samples step ``step`` of this rank reads, in batch order.
@@ -171,7 +183,11 @@ class IndexPlan:
             order = self.order()
         batch, worker = divmod(step, self.streams)
         lo = batch * self.batch_size
-        j = np.arange(lo, min(lo + self.batch_size, self.worker_samples(worker)))
+        hi = min(lo + self.batch_size, self.worker_samples(worker))
+        if self.streams == 1 and self.world_size == 1 and hi <= self.length:  # one stream: a run
+            run = np.arange(lo, hi)
+            return run if order is None else order[run]
+        j = np.arange(lo, hi)
         q = j * self.streams + worker
         p = (q * self.world_size + self.rank) % self.length
         return p if order is None else order[p]

@@ -36,7 +36,7 @@ __all__ = ["STATE_FORMAT", "LoaderCursor", "Position", "describe_source"]
 STATE_FORMAT = "lakecompute.loader/1"
 
 # The options that decide which samples each step reads: a state resumes only a plan made with the same.
-_PLAN_OPTIONS = ("batch_size", "shuffle", "seed", "drop_last", "world_size", "num_workers")
+_PLAN_OPTIONS = ("batch_size", "shuffle", "shuffle_block", "seed", "drop_last", "world_size", "num_workers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +96,21 @@ def _distributed(options: LoaderOptions) -> LoaderOptions:
     )
 
 
-def _differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+# Options added after states were first saved: a state records one only when it is not its default, so
+# states keep their form, and a state without it was saved with the default.
+_SAVED_BEFORE = {"shuffle_block": 0}
+
+
+def _differences(
+    saved: Mapping[str, Any], current: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> list[str]:
+    """What ``saved`` says otherwise than ``current``; ``defaults``: what an entry left out means."""
+    defaults = defaults or {}
+    current = {**defaults, **current}
     return [
-        f"{key}={saved.get(key)!r} (this loader: {value!r})"
+        f"{key}={saved.get(key, defaults.get(key))!r} (this loader: {value!r})"
         for key, value in current.items()
-        if saved.get(key) != value
+        if saved.get(key, defaults.get(key)) != value
     ]
 
 
@@ -173,7 +183,11 @@ class LoaderCursor:
             "epoch": at.epoch,
             "step": at.step,
             "rank": options.rank,
-            "options": {name: getattr(options, name) for name in _PLAN_OPTIONS},
+            "options": {
+                name: getattr(options, name)
+                for name in _PLAN_OPTIONS
+                if name not in _SAVED_BEFORE or getattr(options, name) != _SAVED_BEFORE[name]
+            },
             "dataset": dict(self.described()),
         }
 
@@ -219,7 +233,7 @@ class LoaderCursor:
             mine = dict(current[part])
             if part == "dataset":
                 mine.pop("url")  # a dataset copied or moved is still the same version
-            diffs = _differences(saved, mine)
+            diffs = _differences(saved, mine, _SAVED_BEFORE if part == "options" else None)
             if diffs:
                 raise InvalidArgumentError(
                     f"This loader state was saved with {what}: {', '.join(diffs)}. Resuming would "

@@ -30,7 +30,7 @@ import sys
 import threading
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
@@ -138,6 +138,8 @@ class ArrayCache:
 
     Attributes:
         fetched: chunks fetched and decoded so far (a measure of read amplification).
+        chunk_reads: how often each chunk was fetched and decoded, by ``(array path, chunk number)``
+            (in this process, through this cache; every read path counts here).
     """
 
     def __init__(self, store: Store, max_bytes: int = CACHE_BYTES, *, backend: Backend | None = None) -> None:
@@ -160,6 +162,10 @@ class ArrayCache:
         self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
         self._getters: dict[str, _ChunkGet] = {}
         self._lock = threading.Lock()
+        # Chunks being read now, by key: a thread that needs one waits for the reader instead of reading
+        # it a second time (tasks on the threaded scheduler share a handle, and their ranges share chunks).
+        self._pending: dict[tuple[str, int], threading.Event] = {}
+        self.chunk_reads: dict[tuple[str, int], int] = {}
 
     @property
     def held_bytes(self) -> int:
@@ -275,22 +281,43 @@ class ArrayCache:
 
     def _chunk(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
         key = (path, c)
-        with self._lock:
-            hit = self._chunks.get(key)
-            if hit is not None:
-                self._chunks.move_to_end(key)
-                return hit
+        while True:
+            with self._lock:
+                hit = self._chunks.get(key)
+                if hit is not None:
+                    self._chunks.move_to_end(key)
+                    return hit
+                pending = self._pending.get(key)
+                if pending is None:  # this thread reads it; others asking meanwhile wait for it
+                    pending = self._pending[key] = threading.Event()
+                    break
+            pending.wait()  # another thread is reading it: take it from the cache (or read it if it failed)
+        try:
+            values = self._uncached(path, arr, c, size)
+            with self._lock:
+                self._drop(key)
+                self._chunks[key] = values
+                self._bytes += values.nbytes
+                while self._bytes > self.max_bytes and len(self._chunks) > 1:
+                    self._drop(next(iter(self._chunks)))
+        finally:
+            with self._lock:
+                del self._pending[key]
+            pending.set()
+        return values
+
+    def _uncached(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
+        """Chunk ``c`` read and decoded now, past the cache (counted in `fetched` and `chunk_reads`)."""
         values = self._direct(path, arr).get(c)
         if values is None:
             values = self._fetch(path, arr, c * size, (c + 1) * size)
+        self._count(path, c)
+        return values
+
+    def _count(self, path: str, c: int) -> None:
         with self._lock:
             self.fetched += 1
-            self._drop(key)  # another thread may have read it meanwhile
-            self._chunks[key] = values
-            self._bytes += values.nbytes
-            while self._bytes > self.max_bytes and len(self._chunks) > 1:
-                self._drop(next(iter(self._chunks)))
-        return values
+            self.chunk_reads[(path, c)] = self.chunk_reads.get((path, c), 0) + 1
 
     def _known(self, path: str) -> tuple[zarr.Array[Any], int, int]:
         """The array at ``path``, its rows per chunk and its length along the first axis."""
@@ -322,20 +349,63 @@ class ArrayCache:
                 f"{path}/zarr.json", f"rows {start}..{start + count} run past its {length} rows"
             )
         first, last = start // size, (start + count - 1) // size
-        if last - first >= 4:
-            return self._read_large(path, arr, start, start + count, size)
+        if last - first >= _FEW:
+            return self._read_spanning(path, arr, start, start + count, size)
         if first == last:
             chunk = self._chunk(path, arr, first, size)
             lo = start - first * size
             return chunk[lo : lo + count].copy()
+        # Only the rows the range covers are copied, not the chunks joined whole (a batch across a chunk
+        # edge would copy 2 MiB for its few hundred KB).
         parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
-        joined = np.concatenate(parts)
-        lo = start - first * size
-        return joined[lo : lo + count]
+        parts[0] = parts[0][start - first * size :]
+        parts[-1] = parts[-1][: start + count - last * size]
+        return np.concatenate(parts)
+
+    def _read_spanning(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
+        """Rows ``start..stop`` over many chunks, each decoded once in this process.
+
+        The chunks the range covers whole are read past the cache (a range is read once: keeping them
+        would only push out chunks that are read again, such as a small tensor's one chunk); a chunk it
+        covers in part, or one cached already, comes through the cache, so the block or task that reads
+        the rest of it finds it there.
+        """
+        first, last = start // size, (stop - 1) // size
+        lo = first if start % size == 0 and (path, first) not in self._chunks else first + 1
+        hi = last if stop % size == 0 and (path, last) not in self._chunks else last - 1
+        getter = self._direct(path, arr)
+        if getter.local:
+            # Every chunk is read and checked (its checksum, the size it declares) before the result is
+            # allocated: a damaged size fails at the first chunk that is not stored, not with a huge
+            # allocation. Then the whole chunks are decoded straight into the result.
+            pieces: list[tuple[int, np.ndarray | _Stored]] = []
+            for c in range(first, last + 1):
+                if lo <= c <= hi:
+                    pieces.append((c, getter.stored(c)))
+                    self._count(path, c)
+                else:
+                    pieces.append((c, self._chunk(path, arr, c, size)))
+            out = np.empty((stop - start, *arr.shape[1:]), dtype=self._dtypes[path])
+            for c, part in pieces:
+                a, b = max(start - c * size, 0), min(stop - c * size, size)
+                target = out[c * size + a - start : c * size + b - start]
+                if isinstance(part, _Stored):
+                    getter.decode_into(part, target)
+                else:
+                    target[...] = part[a:b]
+            return out
+        # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups.
+        parts = [] if lo == first else [self._chunk(path, arr, first, size)[start - first * size :]]
+        parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
+        if hi < last:
+            parts.append(self._chunk(path, arr, last, size)[: stop - last * size])
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def _read_large(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
         # zarr fetches and decodes the chunks of one call concurrently; groups of _GROUP chunks keep
         # that, and bound what is allocated before a missing chunk is seen.
+        for c in range(start // size, (stop - 1) // size + 1):
+            self._count(path, c)
         step = size * _GROUP
         if stop - start <= step:
             return self._fetch(path, arr, start, stop)
@@ -399,8 +469,12 @@ class ArrayCache:
             lo = start - first * size
             if first == last:
                 return self._flat_chunk(path, first)[lo : lo + count].copy()
-            joined = np.concatenate([self._flat_chunk(path, c) for c in range(first, last + 1)])
-            return joined[lo : lo + count]
+            # Only the parts the run covers are copied (a sample across a chunk edge is a few hundred
+            # bytes of two 1 MiB chunks).
+            parts = [self._flat_chunk(path, c) for c in range(first, last + 1)]
+            parts[0] = parts[0][lo:]
+            parts[-1] = parts[-1][: start + count - last * size]
+            return np.concatenate(parts)
         per_row = self._per_row[path]
         row = start // per_row
         rows = self.read_rows(path, row, -(-(start + count) // per_row) - row).reshape(-1)
@@ -540,6 +614,11 @@ class _ChunkGet:
             return
         self._folder = os.path.join(root, *self.path.split("/"))
 
+    @property
+    def local(self) -> bool:
+        """Whether chunks are read here (else `get` gives None: they are read through zarr)."""
+        return self._folder is not None
+
     def get(self, c: int) -> np.ndarray | None:
         """Chunk ``c``, decoded and checked; None when this chunk must be read through zarr."""
         if self._folder is None:
@@ -555,37 +634,115 @@ class _ChunkGet:
         return values
 
     def _read(self, file: str, key: str) -> np.ndarray:
+        return decode_chunk(_read_file(file, key), self.arr.dtype, self._size, self._zstd, self._checksum)
+
+    def stored(self, c: int) -> _Stored | np.ndarray:
+        """Chunk ``c`` as stored, checked but not decoded yet (see `decode_into`): its checksum, and the
+        size its frame declares; a chunk whose frame declares none comes decoded (`get`)."""
+        assert self._folder is not None, "only for chunks read here (local)"
+        key = self.arr.metadata.encode_chunk_key((c,))
+        file, name = os.path.join(self._folder, *key.split("/")), f"{self.path}/{key}"
         try:
-            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise MissingChunkError(key) from None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise MissingChunkError(key, _LINKED_CHUNK) from None
-            raise
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read()
-        return decode_chunk(data, self.arr.dtype, self._size, self._zstd, self._checksum)
+            payload = verify_checksum(_read_file(file, name)) if self._checksum else _read_file(file, name)
+            nbytes = self._size * self.arr.dtype.itemsize
+            declared = len(payload) if self._zstd is None else zstd_content_size(payload)
+            if declared is None:
+                return decode_chunk(payload, self.arr.dtype, self._size, self._zstd, False)
+            if declared != nbytes:
+                raise ValueError(f"expected {nbytes} bytes, got {declared}")
+        except MissingChunkError as exc:
+            raise self.cache.damaged(exc.key, exc.reason) from None
+        except _DECODE_ERRORS as exc:
+            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
+            raise self.cache.damaged(name, reason) from exc
+        return _Stored(name, payload)
+
+    def decode_into(self, chunk: _Stored, out: np.ndarray) -> None:
+        """Decode a chunk `stored` gave into ``out`` (a contiguous part of the result, the chunk's size)."""
+        target = out.reshape(-1).view(np.uint8)
+        try:
+            if self._zstd is None:
+                target[:] = np.frombuffer(chunk.payload, dtype=np.uint8)
+            else:
+                self._zstd.decode(chunk.payload, out=target)
+        except _DECODE_ERRORS as exc:
+            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
+            raise self.cache.damaged(chunk.key, reason) from exc
+
+
+class _Stored(NamedTuple):
+    """A chunk as stored (its checksum verified), to be decoded into its place in a larger read."""
+
+    key: str
+    payload: bytes
+
+
+def _read_file(file: str, key: str) -> bytes:
+    """A chunk file's bytes (never through a symbolic link)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise MissingChunkError(key) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise MissingChunkError(key, _LINKED_CHUNK) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def verify_checksum(data: bytes) -> bytes:
+    """A chunk's bytes without the crc32c zarr's codec stores after them, once they match it.
+
+    Raises:
+        ValueError: they do not match (or there is no room for the checksum).
+    """
+    if len(data) < 4:
+        raise ValueError(f"{len(data)} bytes: shorter than the checksum")
+    # As zarr's Crc32cCodec: the bytes' crc32c, stored after them as a little-endian uint32.
+    if int(google_crc32c.value(data[:-4])).to_bytes(4, "little") != data[-4:]:
+        raise ValueError("Stored and computed checksum do not match.")
+    return data[:-4]
 
 
 def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
     """A stored chunk of ``size`` items decoded as the direct reader does: checksum, zstd, raw bytes.
 
+    A zstd frame that declares its decoded size (zarr's do) is decoded straight into the array returned,
+    once the declared size is checked against the chunk's: no copy of the decoded bytes.
+
     Raises:
         ValueError: (or zstd's own errors) the bytes do not decode to exactly one chunk.
     """
     if checksum:
-        if len(data) < 4:
-            raise ValueError(f"{len(data)} bytes: shorter than the checksum")
-        # As zarr's Crc32cCodec: the bytes' crc32c, stored after them as a little-endian uint32.
-        if int(google_crc32c.value(data[:-4])).to_bytes(4, "little") != data[-4:]:
-            raise ValueError("Stored and computed checksum do not match.")
-        data = data[:-4]
-    raw = data if zstd is None else bytes(zstd.decode(data))
+        data = verify_checksum(data)
     nbytes = size * dtype.itemsize
+    if zstd is not None and zstd_content_size(data) == nbytes:
+        out = np.empty(size, dtype=dtype)
+        zstd.decode(data, out=out.view(np.uint8))  # zstd checks the frame decodes to the size it declares
+        return out
+    raw = data if zstd is None else bytes(zstd.decode(data))
     if len(raw) != nbytes:
         raise ValueError(f"expected {nbytes} bytes, got {len(raw)}")
     return np.frombuffer(raw, dtype=dtype).copy()
+
+
+_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+
+
+def zstd_content_size(frame: bytes) -> int | None:
+    """The decoded size a zstd frame declares in its header (RFC 8878, 3.1.1.1), or None when it declares
+    none or the bytes do not start with a frame header."""
+    if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:
+        return None
+    descriptor = frame[4]
+    single = (descriptor >> 5) & 1
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]  # window descriptor, dictionary id
+    width = (single, 2, 4, 8)[descriptor >> 6]
+    if not width or len(frame) < at + width:
+        return None
+    value = int.from_bytes(frame[at : at + width], "little")
+    return value + 256 if width == 2 else value
 
 
 # Items in the probe array: enough for every byte of every item to vary, small enough to cost nothing.

@@ -40,10 +40,12 @@ def big_images(tmp_path: Path) -> lc.Dataset:
 
 def _with_pid(batch: dict[str, Any]) -> dict[str, Any]:
     """The batch and the reading worker's pid; batches after the first take a while, so that the
-    consumer has the first and stopped reading before they are ready."""
+    consumer has the first and stopped reading before they are ready. The images are a list of arrays:
+    a list travels through the worker's pipe (arrays go through shared memory), which is what this
+    test kills a worker in the middle of."""
     if batch["img"][0, 0, 0] != 0:
         time.sleep(0.5)
-    return {**batch, "pid": os.getpid()}
+    return {**batch, "img": list(batch["img"]), "pid": os.getpid()}
 
 
 def _first_blocked_writing(pids: list[int], timeout: float) -> int:
@@ -63,7 +65,7 @@ def test_loader_worker_killed_while_sending_a_batch_raises_worker_died(big_image
     batches = big_images.batches(BATCH, transform=_with_pid, num_workers=2, prefetch=1)
     try:
         first = next(batches)
-        assert first["img"].nbytes == BATCH * SIDE * SIDE == 1 << 20
+        assert sum(a.nbytes for a in first["img"]) == BATCH * SIDE * SIDE == 1 << 20
         # The consumer holds the first batch and reads no more: the workers read the next steps (at
         # most two ahead) and wait, in the middle of writing a batch to a full pipe.
         workers = [p.pid for p in multiprocess.active_children()]

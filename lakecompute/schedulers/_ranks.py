@@ -43,7 +43,9 @@ from typing import Any, ClassVar, TypeVar, cast
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.schedulers._base import (
     PAUSE,
+    Job,
     ProgressFn,
+    Results,
     Scheduler,
     TaskFn,
     parse_max_in_flight,
@@ -260,14 +262,8 @@ class RanksScheduler(Scheduler):
         self._capacities = list(capacities)
         self._prepare = list(prepare)
 
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        return _Dispatch(self, fn, on_progress).results(iter(tasks))
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
+        return _Dispatch(self, job.fn, job.on_progress).results(job.tasks)
 
 
 class _Dispatch:

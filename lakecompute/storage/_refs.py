@@ -30,8 +30,9 @@ import math
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, StorageError
 from lakecompute.storage._backend import TEMP_PREFIX, Backend
@@ -59,6 +60,8 @@ __all__ = [
     "tag_key",
     "write_line_hint",
 ]
+
+RefT = TypeVar("RefT")
 
 #: The branch every dataset starts with (Deep Lake's, git's and lakeFS's name for it).
 DEFAULT_BRANCH: Final = "main"
@@ -263,14 +266,7 @@ def read_branch(backend: Backend, name: str) -> BranchRef | None:
     Raises:
         DatasetCorruptError: the ref file is damaged.
     """
-    key = branch_key(name)
-    data = backend.read(key)
-    if data is None:
-        return None
-    try:
-        return parse_branch(name, data)
-    except InvalidField as exc:
-        raise _corrupt(backend, key, exc) from None
+    return _read_ref(backend, branch_key(name), name, parse_branch)
 
 
 def read_tag(backend: Backend, name: str) -> TagRef | None:
@@ -279,12 +275,16 @@ def read_tag(backend: Backend, name: str) -> TagRef | None:
     Raises:
         DatasetCorruptError: the tag file is damaged.
     """
-    key = tag_key(name)
+    return _read_ref(backend, tag_key(name), name, parse_tag)
+
+
+def _read_ref(backend: Backend, key: str, name: str, parse: Callable[[str, bytes], RefT]) -> RefT | None:
+    """The ref file at ``key`` parsed by ``parse``, or None when there is none; damage is corruption."""
     data = backend.read(key)
     if data is None:
         return None
     try:
-        return parse_tag(name, data)
+        return parse(name, data)
     except InvalidField as exc:
         raise _corrupt(backend, key, exc) from None
 

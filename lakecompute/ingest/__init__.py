@@ -22,9 +22,12 @@ Example:
 
 from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
 from lakecompute.ingest._files import (
+    EXTENSION_FORMATS,
+    FORMAT_EXTENSIONS,
     IMAGE_EXTENSIONS,
     ImageFile,
     PathLike,
+    image_files,
     load_for_ingest,
     read,
     skip_advice,
@@ -42,6 +45,8 @@ from lakecompute.ingest._plan import (
 from lakecompute.ingest._run import run_ingest
 
 __all__ = [
+    "EXTENSION_FORMATS",
+    "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
     "ImageFile",
     "IngestKwargs",
@@ -50,6 +55,7 @@ __all__ = [
     "PathLike",
     "check_compression",
     "from_numpy",
+    "image_files",
     "ingest_classification",
     "ingest_image",
     "load_for_ingest",

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import re
-import sys
 import threading
 import zlib
 from collections import OrderedDict
@@ -41,6 +40,7 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import LocalStore, WrapperStore
 
 from lakecompute.errors import DatasetCorruptError, warn
+from lakecompute.storage._chain import plain_chain
 from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, segment_key
 
 if TYPE_CHECKING:
@@ -586,29 +586,18 @@ class _ChunkGet:
             LAYOUT_PROBES.fell_back(path, f"its metadata surprised the reader: {type(exc).__name__}: {exc}")
 
     def _setup(self, root: str | None) -> None:
-        from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
-
-        meta = self.arr.metadata
-        if root is None or meta.zarr_format != 3 or self.arr.ndim != 1:
+        if root is None:
             return
-        codecs = list(meta.codecs)
-        if not codecs or not isinstance(codecs[0], BytesCodec):
+        chain = plain_chain(self.arr)
+        if chain is None:
             return
-        endian = codecs[0].endian
-        if self.arr.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
-            return
-        rest = codecs[1:]
-        self._checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
-        if self._checksum:
-            rest.pop()
-        if len(rest) == 1 and isinstance(rest[0], ZstdCodec):
+        self._checksum = chain.checksum
+        if chain.zstd is not None:
             from numcodecs import Zstd
 
             self._zstd = Zstd()
-        elif rest:
-            return
         self._size = int(self.arr.chunks[0])
-        reason = LAYOUT_PROBES.verdict(meta, self.arr.dtype, self._zstd, self._checksum)
+        reason = LAYOUT_PROBES.verdict(chain.metadata, self.arr.dtype, self._zstd, self._checksum)
         if reason is not None:
             LAYOUT_PROBES.fell_back(self.path, reason)
             return

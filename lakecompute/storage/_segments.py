@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from zarr.codecs import Crc32cCodec
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 
 from lakecompute.storage._backend import temp_name
+from lakecompute.storage._chain import plain_chain
 
 if TYPE_CHECKING:
     from lakecompute.storage._cache import ArrayCache
@@ -226,31 +226,19 @@ class _ChunkPut:
             self._root = None
 
     def _setup(self) -> None:
-        from zarr.codecs import BytesCodec, ZstdCodec
         from zarr.storage import LocalStore
 
         store = self.array.store_path.store
-        meta = self.array.metadata
-        if not isinstance(store, LocalStore) or meta.zarr_format != 3 or self.array.ndim != 1:
+        if not isinstance(store, LocalStore):
             return
-        codecs = tuple(meta.codecs)
-        if not codecs or not isinstance(codecs[0], BytesCodec):
+        chain = plain_chain(self.array)
+        if chain is None:
             return
-        endian = codecs[0].endian
-        if self.array.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
-            return
-        rest = list(codecs[1:])
-        self._checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
-        if self._checksum:
-            rest.pop()
-        if not rest:
-            self._encode = None
-        elif len(rest) == 1 and isinstance(rest[0], ZstdCodec):
+        self._checksum = chain.checksum
+        if chain.zstd is not None:
             from numcodecs import Zstd
 
-            self._encode = Zstd(level=rest[0].level, checksum=rest[0].checksum).encode
-        else:
-            return
+            self._encode = Zstd(level=chain.zstd.level, checksum=chain.zstd.checksum).encode
         self._root = os.path.join(str(store.root), self.array.store_path.path)
 
     def _encoded(self, raw: np.ndarray) -> bytes:

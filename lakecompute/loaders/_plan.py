@@ -39,7 +39,7 @@ import numpy as np
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.parsing import parse_count
 
-__all__ = ["LEAST", "IndexPlan"]
+__all__ = ["LEAST", "PLAN_OPTIONS", "IndexPlan"]
 
 LEAST: Final = MappingProxyType(
     {
@@ -56,6 +56,10 @@ LEAST: Final = MappingProxyType(
     }
 )
 """The smallest value of every count a loader takes (the plan's and the loader options')."""
+
+# Marks the fields of a plan that are options: what decides which samples each step reads, the same for
+# every epoch, rank and resume (the others say where a run is: the source's length, epoch, rank, step).
+_OPTION: Final = MappingProxyType({"option": True})
 
 # Shuffling draws from its own stream of the seed, apart from the per-sample generators transforms
 # derive from the same seed.
@@ -90,16 +94,16 @@ class IndexPlan:
     """
 
     length: int
-    batch_size: int
-    shuffle: bool = False
-    seed: int = 0
+    batch_size: int = dataclasses.field(metadata=_OPTION)
+    shuffle: bool = dataclasses.field(default=False, metadata=_OPTION)
+    seed: int = dataclasses.field(default=0, metadata=_OPTION)
     epoch: int = 0
-    drop_last: bool = False
+    drop_last: bool = dataclasses.field(default=False, metadata=_OPTION)
     rank: int = 0
-    world_size: int = 1
+    world_size: int = dataclasses.field(default=1, metadata=_OPTION)
     start_from_step: int = 0
-    num_workers: int = 0
-    shuffle_block: int = 0
+    num_workers: int = dataclasses.field(default=0, metadata=_OPTION)
+    shuffle_block: int = dataclasses.field(default=0, metadata=_OPTION)
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -228,3 +232,7 @@ class IndexPlan:
             raise InvalidArgumentError(
                 f"Expected 0 <= worker < {self.streams} (num_workers={self.num_workers}). Got {worker}."
             )
+
+
+PLAN_OPTIONS: Final = tuple(f.name for f in dataclasses.fields(IndexPlan) if f.metadata.get("option"))
+"""The options of an `IndexPlan`: a loader state resumes only a plan made with the same."""

@@ -25,6 +25,7 @@ refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at tha
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -266,7 +267,7 @@ def read_branch(backend: Backend, name: str) -> BranchRef | None:
     Raises:
         DatasetCorruptError: the ref file is damaged.
     """
-    return _read_ref(backend, branch_key(name), name, parse_branch)
+    return _read_ref(backend, branch_key(name), functools.partial(parse_branch, name))
 
 
 def read_tag(backend: Backend, name: str) -> TagRef | None:
@@ -275,16 +276,16 @@ def read_tag(backend: Backend, name: str) -> TagRef | None:
     Raises:
         DatasetCorruptError: the tag file is damaged.
     """
-    return _read_ref(backend, tag_key(name), name, parse_tag)
+    return _read_ref(backend, tag_key(name), functools.partial(parse_tag, name))
 
 
-def _read_ref(backend: Backend, key: str, name: str, parse: Callable[[str, bytes], RefT]) -> RefT | None:
+def _read_ref(backend: Backend, key: str, parse: Callable[[bytes], RefT]) -> RefT | None:
     """The ref file at ``key`` parsed by ``parse``, or None when there is none; damage is corruption."""
     data = backend.read(key)
     if data is None:
         return None
     try:
-        return parse(name, data)
+        return parse(data)
     except InvalidField as exc:
         raise _corrupt(backend, key, exc) from None
 
@@ -333,14 +334,7 @@ def moved_to(backend: Backend, line: str, parent: int) -> int | None:
     Raises:
         DatasetCorruptError: the move file is damaged.
     """
-    key = _move_key(line, parent)
-    data = backend.read(key)
-    if data is None:
-        return None
-    try:
-        return parse_move(parent, data)
-    except InvalidField as exc:
-        raise _corrupt(backend, key, exc) from None
+    return _read_ref(backend, _move_key(line, parent), functools.partial(parse_move, parent))
 
 
 def _last_move(backend: Backend, ref: BranchRef) -> int:

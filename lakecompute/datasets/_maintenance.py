@@ -33,6 +33,7 @@ from lakecompute.storage import (
     SEGMENTS,
     STREAM_SEGMENT,
     TEMP_PREFIX,
+    TENSORS,
     TYPED_PREFIX,
     Backend,
     Fragment,
@@ -48,6 +49,7 @@ from lakecompute.storage import (
     read_leases,
     segment_key,
     segment_time,
+    typed_array_key,
     version_key,
 )
 
@@ -175,7 +177,7 @@ def _write_typed(core: DatasetCore, reader: ColumnReader, state: TensorState) ->
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
     chunks = typed_chunks(shape, dtype.itemsize)
     rows = chunks[0]
-    path = f"tensors/{state.spec.name}/{core.txn.slots.new_id()}"
+    path = typed_array_key(state.spec.name, core.txn.slots.new_id())
     arr = create_typed_array(
         core.cache.store,
         path,
@@ -325,9 +327,9 @@ class _Stored:
     def list(backend: Backend) -> _Stored:
         segments = tuple(s for s in backend.list(SEGMENTS) if _SEGMENT_NAME.match(s))
         typed = tuple(
-            f"tensors/{tensor_dir}/{array_id}"
-            for tensor_dir in backend.list("tensors")
-            for array_id in backend.list(f"tensors/{tensor_dir}")
+            typed_array_key(tensor_dir, array_id)
+            for tensor_dir in backend.list(TENSORS)
+            for array_id in backend.list(typed_array_key(tensor_dir))
             if _SEGMENT_NAME.match(array_id)
         )
         return _Stored(segments, typed)
@@ -398,6 +400,6 @@ def _array_id(parts: list[str]) -> str | None:
     """The segment or typed array id a folder of the dataset (as its path parts) lies in, if any."""
     if len(parts) >= 2 and parts[0] == SEGMENTS:
         return parts[1]
-    if len(parts) >= 3 and parts[0] == "tensors":
+    if len(parts) >= 3 and parts[0] == TENSORS:
         return parts[2]
     return None

@@ -35,6 +35,7 @@ from lakecompute.storage._locate import (
 )
 from lakecompute.storage._manifest import (
     MARKER,
+    VERSIONS,
     Fragment,
     Manifest,
     TensorState,
@@ -79,6 +80,7 @@ from lakecompute.storage._segments import (
     MAX_SLOTS,
     SEGMENTS,
     STREAM_SEGMENT,
+    TENSORS,
     OpenSegment,
     SlotWriter,
     checked_codecs,
@@ -89,6 +91,7 @@ from lakecompute.storage._segments import (
     new_segment_id,
     segment_key,
     segment_time,
+    typed_array_key,
 )
 
 __all__ = [
@@ -109,7 +112,9 @@ __all__ = [
     "SEGMENTS",
     "STREAM_SEGMENT",
     "TEMP_PREFIX",
+    "TENSORS",
     "TYPED_PREFIX",
+    "VERSIONS",
     "ArrayCache",
     "Backend",
     "BackendSpec",
@@ -169,6 +174,7 @@ __all__ = [
     "segment_key",
     "segment_time",
     "tag_key",
+    "typed_array_key",
     "undecodable_error",
     "version_key",
     "write_fragment",

@@ -45,6 +45,7 @@ __all__ = [
     "SLOT_BYTES",
     "SLOT_INDEX",
     "STREAM_SEGMENT",
+    "TENSORS",
     "OpenSegment",
     "SlotWriter",
     "checked_codecs",
@@ -54,6 +55,7 @@ __all__ = [
     "create_typed_array",
     "new_segment_id",
     "segment_key",
+    "typed_array_key",
 ]
 
 DATA_CHUNK = 1 << 20  # 1 MiB: zarr's fixed cost per chunk is small next to this (STORAGE-NOTES)
@@ -73,6 +75,9 @@ def new_segment_id() -> str:
 SEGMENTS = "segments"
 """The folder of every segment."""
 
+TENSORS = "tensors"
+"""The folder of the typed arrays ``compact()`` writes, one sub-folder per tensor."""
+
 #: How the arrays lakecompute writes name their chunks: zarr's default for v3 (``c/<i>``).
 _CHUNK_KEYS = DefaultChunkKeyEncoding()
 
@@ -81,6 +86,12 @@ def segment_key(seg_id: str, part: str | None = None) -> str:
     """The storage key of segment ``seg_id``'s folder, or of its ``"data"`` or ``"index"`` array."""
     folder = f"{SEGMENTS}/{seg_id}"
     return folder if part is None else f"{folder}/{part}"
+
+
+def typed_array_key(tensor: str, array_id: str | None = None) -> str:
+    """The storage key of ``tensor``'s folder of typed arrays, or of its typed array ``array_id``."""
+    folder = f"{TENSORS}/{tensor}"
+    return folder if array_id is None else f"{folder}/{array_id}"
 
 
 def chunk_key(array_key: str, chunk: int) -> str:

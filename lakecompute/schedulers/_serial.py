@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterator
 from typing import ClassVar, TypeVar
 
 from lakecompute.parsing import DevicesLike, parse_devices
@@ -13,7 +13,6 @@ from lakecompute.schedulers._base import (
     PlacedScheduler,
     ProgressFn,
     Results,
-    TaskFn,
     _set_thread_device,
     call_task,
     pause_error,
@@ -77,21 +76,19 @@ class SerialScheduler(PlacedScheduler):
         """
         device = None if self._placement is None else self._placement.in_caller(0)
         report = _ignore_progress if job.on_progress is None else _direct_progress(job.on_progress)
-        return _run_serial(job.fn, job.tasks, report, device)
+        return _run_serial(job, report, device)
 
 
-def _run_serial(
-    fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn, device: str | None
-) -> Generator[tuple[int, ResultT], None, None]:
+def _run_serial(job: Job[TaskT, ResultT], report: ProgressFn, device: str | None) -> Results[ResultT]:
     """The generator behind `SerialScheduler.run`."""
     # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken. Every
     # result is taken before the next task is pulled, so nothing is ever outstanding at a pull: a
     # pause here could never end.
-    for position, task in enumerate(tasks):
+    for position, task in enumerate(job.tasks):
         if task is PAUSE:
             raise pause_error()
         with _device(device):
-            value = call_task(fn, task, report)
+            value = call_task(job.fn, task, report)
         yield position, value
 
 

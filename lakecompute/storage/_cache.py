@@ -41,7 +41,7 @@ from zarr.storage import LocalStore, WrapperStore
 
 from lakecompute.errors import DatasetCorruptError, warn
 from lakecompute.storage._chain import plain_chain
-from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, segment_key
+from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, chunk_folder, segment_key
 
 if TYPE_CHECKING:
     from zarr.core.metadata import ArrayV3Metadata
@@ -233,7 +233,7 @@ class ArrayCache:
             return
         root = str(self.store.root)
         real_root = os.path.realpath(root)
-        for sub in (path, f"{path}/c"):
+        for sub in (path, chunk_folder(path)):
             full = os.path.join(root, *sub.split("/"))
             if os.path.realpath(full) != os.path.join(real_root, *sub.split("/")):
                 raise self.damaged(sub, "a symbolic link; lakecompute never follows links inside a dataset")

@@ -28,8 +28,12 @@ class InOrder(Generic[ItemT]):
         """The position handed on next."""
 
     def put(self, position: int, item: ItemT) -> Iterator[ItemT]:
-        """Take ``item`` at ``position``; the items now ready, in position order (take them all)."""
+        """Take ``item`` at ``position`` (at once); then the items now ready, in position order, each
+        leaving the buffer as it is taken."""
         self._waiting[position] = item
+        return self._ready()
+
+    def _ready(self) -> Iterator[ItemT]:
         while self.next in self._waiting:
             ready = self._waiting.pop(self.next)
             self.next += 1

@@ -40,3 +40,12 @@ def test_results_of_a_parallel_run_put_in_order() -> None:
 def test_a_run_over_no_tasks_yields_nothing() -> None:
     """An empty task list gives an empty run (Job.nonempty_tasks sees no first task)."""
     assert list(ThreadedScheduler(2).run(lambda task, progress: task, [])) == []
+
+
+def test_an_item_is_taken_even_when_nothing_is_read_back() -> None:
+    """put() keeps its item at once; what is ready is handed on when next asked for."""
+    buffer = InOrder[int]()
+    buffer.put(1, 10)  # nothing ready: the result is not read
+    ready = buffer.put(0, 0)
+    assert buffer.waiting == 2
+    assert list(ready) == [0, 10]

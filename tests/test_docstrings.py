@@ -22,7 +22,14 @@ from tests.helpers import needs_marks
 PACKAGE = Path(lc.__file__).resolve().parent
 
 #: Examples a change must not lose: those the docs point at (a scan that found none would pass).
-KNOWN = [lc.VersionDiff, lc.Dataset.checkout, lc.copy, lc.DatasetView.filter, lc.DatasetView.save, lc.from_numpy]
+KNOWN = [
+    lc.VersionDiff,
+    lc.Dataset.checkout,
+    lc.copy,
+    lc.DatasetView.filter,
+    lc.DatasetView.save,
+    lc.from_numpy,
+]
 
 
 def _module_name(path: Path) -> str:

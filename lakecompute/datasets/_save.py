@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
-from lakecompute.datasets._lifecycle import empty, is_dataset, load
+from lakecompute.datasets._lifecycle import PathLike, empty, is_dataset, load
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import DatasetExistsError, InvalidArgumentError, InvalidTypeError, warn
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
     from lakecompute.datasets._transaction import Transaction
 
 __all__ = ["COPY_ROWS", "CopyPlan", "copy"]
-
-PathLike = str | os.PathLike[str]
 
 #: Rows read and written at a time (each tensor's buffer is written out every 16 MiB besides).
 _BLOCK = 1024

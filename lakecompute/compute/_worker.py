@@ -876,11 +876,20 @@ class _PreflightInputs:
         self.job, self.task = job, task
         self.step = job.options.batch_size or 1
         self.read: list[tuple[int, Any]] = []
+        # The first input (or batch) is read ahead, on a thread, while the worker builds its stages
+        # (a class's ``__init__``: a model load, CUDA's start), not after it (see `_FirstRead`); not for
+        # input already in memory, which costs nothing to read.
+        ahead = job.source.parallel_reads and task.stop > task.start
+        self.first = _FirstRead(job, task, self.step) if ahead else None
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         task = self.task
         for start in range(task.start, task.stop, self.step):
-            for pair in _samples(self.job, task, start, min(task.stop, start + self.step)):
+            if start == task.start and self.first is not None:
+                pairs = self.first.take()
+            else:
+                pairs = _samples(self.job, task, start, min(task.stop, start + self.step))
+            for pair in pairs:
                 self.read.append(pair)
                 yield pair
 
@@ -892,6 +901,32 @@ class _PreflightInputs:
     def block(self) -> int:
         """Inputs per block for every task, from the first input read."""
         return block_size(self.read[0][1] if self.read else None, self.job.options.batch_size)
+
+
+class _FirstRead:
+    """The preflight's first input (or batch), read on a thread started at once, so that reading it
+    overlaps the worker's build of its stages. `take` gives its ``(index, sample_in)`` pairs, or raises
+    what reading raised, where the preflight would have read it itself."""
+
+    def __init__(self, job: Job, task: Task, step: int) -> None:
+        self._read = functools.partial(_samples, job, task, task.start, min(task.stop, task.start + step))
+        self._pairs: list[tuple[int, Any]] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="lakecompute-first-read", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._pairs = list(self._read())
+        except BaseException as exc:  # raised in the task's thread by take()
+            self._error = exc
+
+    def take(self) -> list[tuple[int, Any]]:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        return self._pairs
 
 
 def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:

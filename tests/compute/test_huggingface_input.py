@@ -59,12 +59,11 @@ def test_hf_dataset_run_twice_is_a_noop_with_a_warning(tmp_path: Path) -> None:
         again = scaled().eval(_hf(), out, progressbar=False)  # a new object with the same content
     assert again.version == first.version
     assert len(lc.load(str(tmp_path / "out")).y) == N
-    (record,) = lc.load(str(tmp_path / "out")).eval_records().values()
-    assert sorted(record.data_in) == ["fingerprint", "kind", "length"]
-    assert (record.data_in["kind"], record.data_in["length"]) == ("huggingface", N)
+    inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
+    assert inputs == {"kind": "huggingface", "fingerprint": _hf()._fingerprint, "length": N}
     scaled().eval(_hf(offset=1), out, progressbar=False)
-    other = lc.load(str(tmp_path / "out")).eval_records()
-    assert {r.data_in["fingerprint"] for r in other.values()} - {record.data_in["fingerprint"]}
+    other = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
+    assert other["fingerprint"] == _hf(offset=1)._fingerprint != inputs["fingerprint"]
 
 
 def test_hf_dataset_with_other_content_runs_again(tmp_path: Path) -> None:

@@ -355,7 +355,7 @@ class Tensor(_Readable):
             InvalidArgumentError: ``seq_len`` is less than 1, or uncommitted changes.
 
         Example:
-            >>> import numpy as np, lakecompute as lc
+            >>> import numpy as np
             >>> ds = lc.empty("mem://tensor-blocks-doc", overwrite=True)
             >>> _ = ds.create_tensor("tokens", dtype="int32")
             >>> ds.tokens.extend([np.array([1, 2, 3]), np.array([4, 5, 6, 7])])

@@ -130,3 +130,28 @@ def test_first_input_is_read_while_the_model_loads(tmp_path: Path, workers: int)
     reader = (tmp_path / "reads" / "0").read_text()
     assert reader != str(os.getpid()), "input 0 was read in the caller, not in a worker"
     assert sorted(inits.values()) == [reader] * workers, f"a load ended before input 0 was read: {inits}"
+
+
+class FirstReadFails(LoggedReads):
+    """A `LoggedReads` whose input 0 cannot be read."""
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if i == 0:
+            raise OSError("cannot read input 0")
+        return super().__getitem__(i)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_failing_first_read_raises_its_own_error(tmp_path: Path, workers: int) -> None:
+    """The first input, read ahead while the model loads, raises what reading it raised, where the eval
+    would have without the read-ahead; nothing is written."""
+    for sub in ("reads", "inits"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "reads" / "0").write_text("never read")  # lets the loads end at once
+    out = make_out(tmp_path / "out", y={"dtype": "int64"})
+    with pytest.raises(OSError, match="cannot read input 0"):
+        WaitsForFirstRead(log_dir=str(tmp_path)).eval(
+            FirstReadFails(40, str(tmp_path)), out, num_workers=workers, progressbar=False
+        )
+    assert len(lc.load(str(tmp_path / "out")).y) == 0

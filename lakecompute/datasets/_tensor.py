@@ -180,10 +180,7 @@ class TensorView(_Readable):
         Raises:
             ReadOnlyError: always, naming the tensor and the call to make instead.
         """
-        raise ReadOnlyError(
-            f"Cannot append to a selection of tensor {self.name!r}: a view's rows are fixed. "
-            f"Append through the dataset: ds.{self.name}.append(sample)."
-        )
+        raise self._rows_fixed("append to", "Append", "append(sample)")
 
     def extend(self, samples: Any) -> None:
         """Refused, like `append`.
@@ -191,9 +188,13 @@ class TensorView(_Readable):
         Raises:
             ReadOnlyError: always, naming the tensor and the call to make instead.
         """
-        raise ReadOnlyError(
-            f"Cannot extend a selection of tensor {self.name!r}: a view's rows are fixed. "
-            f"Extend through the dataset: ds.{self.name}.extend(samples)."
+        raise self._rows_fixed("extend", "Extend", "extend(samples)")
+
+    def _rows_fixed(self, verb: str, instead: str, call: str) -> ReadOnlyError:
+        """The error for growing a selection (its rows are fixed): ``call`` on the dataset's tensor."""
+        return ReadOnlyError(
+            f"Cannot {verb} a selection of tensor {self.name!r}: a view's rows are fixed. "
+            f"{instead} through the dataset: ds.{self.name}.{call}."
         )
 
     @property

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import re
-import sys
 import threading
 import zlib
 from collections import OrderedDict
@@ -41,7 +40,8 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import LocalStore, WrapperStore
 
 from lakecompute.errors import DatasetCorruptError, warn
-from lakecompute.storage._segments import STREAM_SEGMENT
+from lakecompute.storage._chain import plain_chain
+from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, chunk_folder, segment_key
 
 if TYPE_CHECKING:
     from zarr.core.metadata import ArrayV3Metadata
@@ -221,7 +221,7 @@ class ArrayCache:
         stream = arr.attrs.get("lakecompute") == STREAM_SEGMENT and arr.dtype.kind in "biuf"
         expected = {"data": np.uint8, "index": np.int64}.get(path.rsplit("/", 1)[-1])
         dtype_ok = arr.dtype == expected or (stream and path.endswith("/data"))
-        if path.startswith("segments/") and (expected is None or arr.ndim != 1 or not dtype_ok):
+        if path.startswith(f"{SEGMENTS}/") and (expected is None or arr.ndim != 1 or not dtype_ok):
             raise self.damaged(key, f"expected a 1-D segment array, got {arr.ndim}-D {arr.dtype}")
         chunk_bytes = math.prod(int(c) for c in arr.chunks) * arr.dtype.itemsize
         if chunk_bytes > MAX_CHUNK_BYTES:
@@ -233,7 +233,7 @@ class ArrayCache:
             return
         root = str(self.store.root)
         real_root = os.path.realpath(root)
-        for sub in (path, f"{path}/c"):
+        for sub in (path, chunk_folder(path)):
             full = os.path.join(root, *sub.split("/"))
             if os.path.realpath(full) != os.path.join(real_root, *sub.split("/")):
                 raise self.damaged(sub, "a symbolic link; lakecompute never follows links inside a dataset")
@@ -547,7 +547,7 @@ class ArrayCache:
         key = (seg, idx, total, width)
         rows = self._index_rows.get(key)
         if rows is None:
-            flat = self.read_rows(f"segments/{seg}/index", idx, total * width)
+            flat = self.read_rows(segment_key(seg, "index"), idx, total * width)
             rows = np.array(flat, dtype=np.int64).reshape(total, width)
             self._index_rows[key] = rows
         return rows
@@ -586,29 +586,18 @@ class _ChunkGet:
             LAYOUT_PROBES.fell_back(path, f"its metadata surprised the reader: {type(exc).__name__}: {exc}")
 
     def _setup(self, root: str | None) -> None:
-        from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
-
-        meta = self.arr.metadata
-        if root is None or meta.zarr_format != 3 or self.arr.ndim != 1:
+        if root is None:
             return
-        codecs = list(meta.codecs)
-        if not codecs or not isinstance(codecs[0], BytesCodec):
+        chain = plain_chain(self.arr)
+        if chain is None:
             return
-        endian = codecs[0].endian
-        if self.arr.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
-            return
-        rest = codecs[1:]
-        self._checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
-        if self._checksum:
-            rest.pop()
-        if len(rest) == 1 and isinstance(rest[0], ZstdCodec):
+        self._checksum = chain.checksum
+        if chain.zstd is not None:
             from numcodecs import Zstd
 
             self._zstd = Zstd()
-        elif rest:
-            return
         self._size = int(self.arr.chunks[0])
-        reason = LAYOUT_PROBES.verdict(meta, self.arr.dtype, self._zstd, self._checksum)
+        reason = LAYOUT_PROBES.verdict(chain.metadata, self.arr.dtype, self._zstd, self._checksum)
         if reason is not None:
             LAYOUT_PROBES.fell_back(self.path, reason)
             return

@@ -54,11 +54,12 @@ from lakecompute.storage._schema import (
     check_uniform,
     nested,
 )
-from lakecompute.storage._segments import CAPACITY_INDEX, DATA_CHUNK, INDEX_CHUNK
+from lakecompute.storage._segments import CAPACITY_INDEX, DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
 
 __all__ = [
     "FORMAT",
     "MARKER",
+    "VERSIONS",
     "Fragment",
     "Manifest",
     "TensorState",
@@ -79,7 +80,9 @@ __all__ = [
 FORMAT = "lakecompute/1"
 # Line ids and tensor ids: 32 hex digits (uuid4().hex).
 _LINE_ID = re.compile(r"[0-9a-f]{32}")
-_HINT = "versions/LATEST"
+VERSIONS = "versions"
+"""The folder of the version manifests."""
+_HINT = f"{VERSIONS}/LATEST"
 #: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
 #: ...}``, written last when a dataset is created (the id since datasets have ids).
 MARKER = "lakecompute"
@@ -95,7 +98,7 @@ def new_dataset_id() -> str:
 
 def version_key(version: int) -> str:
     """The storage key of a version's manifest."""
-    return f"versions/{version:010d}.json"
+    return f"{VERSIONS}/{version:010d}.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,7 +477,7 @@ def _evals(value: object) -> dict[str, Any]:
 def list_versions(backend: Backend) -> list[int]:
     """Every committed version number, ascending."""
     out = []
-    for name in backend.list("versions"):
+    for name in backend.list(VERSIONS):
         if name.endswith(".json") and name[:-5].isdigit():
             out.append(int(name[:-5]))
     return sorted(out)
@@ -673,8 +676,8 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
 
 
 # Storage keys of segment arrays and of typed arrays, as the readers name them in errors.
-_SEGMENT_KEY = re.compile(r"segments/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
-_TYPED_KEY = re.compile(r"(tensors/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
+_SEGMENT_KEY = re.compile(SEGMENTS + r"/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
+_TYPED_KEY = re.compile("(" + TENSORS + r"/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
 
 
 def _covers(frag: Fragment, seg: str, array: str | None, chunk: int | None) -> bool:

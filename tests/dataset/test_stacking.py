@@ -31,6 +31,17 @@ def test_ragged_text_bools_and_objects_do_not_stack(values: list[object]) -> Non
     assert stacked(values) is None
 
 
+def test_stacking_keeps_each_values_dtype() -> None:
+    """Arrays of one shape but different dtypes are not one array (the eval drain checks them one by one,
+    so the first decides a new tensor's dtype); numbers followed by an array are not either."""
+    assert stacked([np.zeros(2, np.uint8), np.zeros(2, np.int64)]) is None
+    assert stacked([1, np.zeros(2)]) is None
+    scalars = stacked([np.array(1, np.int16), np.array(2, np.int16)])
+    assert scalars is not None
+    assert scalars.dtype == np.int16
+    assert scalars.tolist() == [1, 2]
+
+
 def test_stack_samples_names_the_tensor_when_ragged() -> None:
     """Ragged samples asked for as one array raise RaggedShapeError naming the tensor and the way out."""
     with pytest.raises(RaggedShapeError, match=r"tensor 'boxes'.*aslist=True"):

@@ -10,7 +10,6 @@ codecs are split by family (``_generic``, ``_image``, ``_labels``, ``_text``, ``
 from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
 from lakecompute.htypes._registry import (
     CODECS,
-    codec_of,
     codec_registry,
     decode_sample,
     encode_batch,
@@ -47,7 +46,6 @@ __all__ = [
     "TensorSpec",
     "cast_checked",
     "check_new_tensor_name",
-    "codec_of",
     "codec_registry",
     "decode_sample",
     "encode_batch",

@@ -20,7 +20,6 @@ from lakecompute.specs import HTYPES, Encoded, TensorSpec
 
 __all__ = [
     "CODECS",
-    "codec_of",
     "codec_registry",
     "decode_sample",
     "encode_batch",
@@ -61,11 +60,6 @@ CODECS: Final = codec_registry(
     _generic.CODECS, _image.CODECS, _labels.CODECS, _text.CODECS, _detection.CODECS, _polygon.CODECS
 )
 """Every htype's codec by name, in the declarations' order."""
-
-
-def codec_of(spec: TensorSpec) -> HTypeCodec:
-    """The codec of a tensor's htype."""
-    return CODECS[spec.htype]
 
 
 def encode_sample(rules: TensorRules, value: object) -> Encoded:

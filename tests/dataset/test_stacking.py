@@ -61,3 +61,11 @@ def test_tensor_numpy_and_loader_collate_agree() -> None:
     assert [v.tolist() for v in batch["x"]] == [[0, 1], [0, 1, 2]]
     same = collate_rows([{"x": np.arange(2)}, {"x": np.arange(2) + 1}])
     assert same["x"].tolist() == [[0, 1], [1, 2]]
+
+
+def test_loader_collate_keeps_mixed_dtypes_as_a_list() -> None:
+    """A transform's outputs of one shape but different dtypes come as a list, each value its own dtype,
+    as the eval drain leaves them to be checked one by one."""
+    batch = collate_rows([{"x": np.zeros(2, np.uint8)}, {"x": np.ones(2, np.float32)}])
+    assert isinstance(batch["x"], list)
+    assert [v.dtype for v in batch["x"]] == [np.uint8, np.float32]

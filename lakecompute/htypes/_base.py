@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,11 +25,11 @@ class TensorRules:
     """For class-named tensors, the names a string label maps to (and an index ranges over)."""
     info: Mapping[str, Any]
     """The tensor's info that samples are checked against (a bbox tensor's ``format``, ...)."""
+    name: str = field(init=False)
+    """The tensor's name, as every refusal names it (``spec.name``, kept as a field: read per sample)."""
 
-    @property
-    def name(self) -> str:
-        """The tensor's name, as every refusal names it."""
-        return self.spec.name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.spec.name)
 
 
 class HTypeCodec:

@@ -424,20 +424,20 @@ def unverified() -> Iterator[None]:
     """
     from zarr.codecs import ZstdCodec
 
-    from lakecompute.storage import _cache, _segments
+    from lakecompute.storage import _checked, _segments
 
-    saved = (_segments.segment_codecs, _segments.checked_codecs, _cache.CheckedStore.get)
+    saved = (_segments.segment_codecs, _segments.checked_codecs, _checked.CheckedStore.get)
 
     async def get(self: Any, key: str, prototype: Any, byte_range: Any = None) -> Any:
         return await self._store.get(key, prototype, byte_range)
 
     _segments.segment_codecs = lambda c: tuple(c) or (ZstdCodec(level=_segments.PADDING_CODEC_LEVEL),)
     _segments.checked_codecs = lambda c: tuple(c)
-    _cache.CheckedStore.get = get  # type: ignore[method-assign]
+    _checked.CheckedStore.get = get  # type: ignore[method-assign]
     try:
         yield
     finally:
-        _segments.segment_codecs, _segments.checked_codecs, _cache.CheckedStore.get = saved  # type: ignore[method-assign]
+        _segments.segment_codecs, _segments.checked_codecs, _checked.CheckedStore.get = saved  # type: ignore[method-assign]
 
 
 def _checked(verify: bool) -> contextlib.AbstractContextManager[None]:

@@ -33,23 +33,7 @@ from lakecompute.storage._locate import (
     located_error,
     undecodable_error,
 )
-from lakecompute.storage._manifest import (
-    MARKER,
-    Fragment,
-    Manifest,
-    TensorState,
-    check_still_there,
-    commit_manifest,
-    commit_version,
-    dataset_id_of,
-    is_committed,
-    latest_version,
-    list_versions,
-    new_dataset_id,
-    read_manifest,
-    read_manifest_of,
-    version_key,
-)
+from lakecompute.storage._manifest import MARKER, Fragment, Manifest, TensorState, new_dataset_id, version_key
 from lakecompute.storage._refs import (
     DEFAULT_BRANCH,
     LEGACY_LINE,
@@ -85,6 +69,17 @@ from lakecompute.storage._segments import (
     create_typed_array,
     new_segment_id,
     segment_time,
+)
+from lakecompute.storage._versions import (
+    check_still_there,
+    commit_manifest,
+    commit_version,
+    dataset_id_of,
+    is_committed,
+    latest_version,
+    list_versions,
+    read_manifest,
+    read_manifest_of,
 )
 
 __all__ = [

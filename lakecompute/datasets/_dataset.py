@@ -19,11 +19,11 @@ import numpy as np
 
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._eval_write import EvalWrite
+from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._index import parse_index
 from lakecompute.datasets._info import DatasetInfo, parse_info
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._tensor import Tensor
-from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._views import DatasetView, Row, _Samples
 from lakecompute.errors import (
     InvalidArgumentError,

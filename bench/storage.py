@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -424,24 +424,70 @@ def unverified() -> Iterator[None]:
     """
     from zarr.codecs import ZstdCodec
 
-    from lakecompute.storage import _checked, _segments
+    from lakecompute.storage import _segments
+    from lakecompute.storage._checked import CheckedStore
 
-    saved = (_segments.segment_codecs, _segments.checked_codecs, _checked.CheckedStore.get)
+    saved = (_segments.segment_codecs, _segments.checked_codecs, CheckedStore.get)
 
     async def get(self: Any, key: str, prototype: Any, byte_range: Any = None) -> Any:
         return await self._store.get(key, prototype, byte_range)
 
     _segments.segment_codecs = lambda c: tuple(c) or (ZstdCodec(level=_segments.PADDING_CODEC_LEVEL),)
     _segments.checked_codecs = lambda c: tuple(c)
-    _checked.CheckedStore.get = get  # type: ignore[method-assign]
+    CheckedStore.get = get  # type: ignore[method-assign]
     try:
         yield
     finally:
-        _segments.segment_codecs, _segments.checked_codecs, _checked.CheckedStore.get = saved  # type: ignore[method-assign]
+        _segments.segment_codecs, _segments.checked_codecs, CheckedStore.get = saved  # type: ignore[method-assign]
 
 
 def _checked(verify: bool) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext() if verify else unverified()
+
+
+def _interleaved(fn: Callable[[bool], float], runs: int) -> tuple[list[float], list[float]]:
+    """``fn(True)`` and ``fn(False)`` timed ``runs`` times each, after a warm-up: the times, on and off."""
+    fn(True)  # warm up (imports, page cache, the pool's first start)
+    on: list[float] = []
+    off: list[float] = []
+    for i in range(runs):
+        # Interleaved, first one then the other first, so that noise and order hit both alike.
+        for verify in (True, False) if i % 2 == 0 else (False, True):
+            (on if verify else off).append(fn(verify))
+    return on, off
+
+
+def _integrity_row(name: str, n: int, runs: int, on: list[float], off: list[float]) -> Row:
+    """The row of one integrity measurement: checks on against checks off."""
+    # The best of several interleaved runs: what the checks cost, with as little of the shared
+    # machine's noise as one can get (the medians' ratio is in the note).
+    med_on, med_off = min(on), min(off)
+    note = (
+        f"{n:,} 28x28; best of {runs}, on/off interleaved, alternating which goes first; "
+        f"medians: {statistics.median(off) / statistics.median(on):.2f}x"
+    )
+    if name == "scan":
+        r = Row(
+            "integrity cost: scan sample by sample",
+            rate(n, med_on),
+            rate(n, med_off),
+            "samples/s",
+            ">= 0.95x baseline",
+            baseline_name="same scan, checks off (no crc32c, no missing-chunk check)",
+            note=note,
+        )
+    else:
+        r = Row(
+            f"integrity cost: {name} (flip)",
+            med_on * 1e3,
+            med_off * 1e3,
+            "ms",
+            ">= 0.95x baseline",
+            baseline_name="same eval, checks off",
+            note=note,
+        )
+    r.ok = (r.ratio or 0) >= 0.95
+    return r
 
 
 @suite("integrity")
@@ -488,42 +534,7 @@ def integrity(opts: Any) -> list[Row]:
             "W1 eval, 2 workers": lambda v: w1(v, 2),
         }
         for name, fn in timed.items():
-            fn(True)  # warm up (imports, page cache, the pool's first start)
-            on: list[float] = []
-            off: list[float] = []
-            for i in range(runs):
-                # Interleaved, first one then the other first, so that noise and order hit both alike.
-                for verify in (True, False) if i % 2 == 0 else (False, True):
-                    (on if verify else off).append(fn(verify))
-            # The best of several interleaved runs: what the checks cost, with as little of the shared
-            # machine's noise as one can get (the medians' ratio is in the note).
-            med_on, med_off = min(on), min(off)
-            note = (
-                f"{n:,} 28x28; best of {runs}, on/off interleaved, alternating which goes first; "
-                f"medians: {statistics.median(off) / statistics.median(on):.2f}x"
-            )
-            if name == "scan":
-                r = Row(
-                    "integrity cost: scan sample by sample",
-                    rate(n, med_on),
-                    rate(n, med_off),
-                    "samples/s",
-                    ">= 0.95x baseline",
-                    baseline_name="same scan, checks off (no crc32c, no missing-chunk check)",
-                    note=note,
-                )
-            else:
-                r = Row(
-                    f"integrity cost: {name} (flip)",
-                    med_on * 1e3,
-                    med_off * 1e3,
-                    "ms",
-                    ">= 0.95x baseline",
-                    baseline_name="same eval, checks off",
-                    note=note,
-                )
-            r.ok = (r.ratio or 0) >= 0.95
-            rows.append(r)
+            rows.append(_integrity_row(name, n, runs, *_interleaved(fn, runs)))
     return rows
 
 

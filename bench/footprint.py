@@ -44,7 +44,10 @@ def allocated_bytes(path: str) -> int | None:
 
 def sample_bytes(ds: Any) -> int:
     """The bytes the samples of every tensor take as stored (encoded blobs, or raw numbers)."""
-    return sum(f.nbytes for state in ds._head.tensors.values() for f in state.fragments)
+    from lakecompute.testing.internals import dataset_core
+
+    states = dataset_core(ds).txn.head.tensors.values()
+    return sum(f.nbytes for state in states for f in state.fragments)
 
 
 def _row(name: str, ds_path: str, source: int, encoded: int, tensors: int, what: str, note: str) -> Row:
@@ -146,6 +149,7 @@ def _w1_rows(tmp: str, quick: bool) -> list[Row]:
     """W1: compressed numbers, written by one writer and by an eval's workers."""
     import lakecompute as lc
     from bench._data import mnist_like
+    from lakecompute.testing.internals import dataset_core
 
     n = 10_000 if quick else 60_000
     images, labels = mnist_like(n, seed=0)
@@ -165,7 +169,7 @@ def _w1_rows(tmp: str, quick: bool) -> list[Row]:
 
     out = lc.like(f"{tmp}/w1-out", src, overwrite=True)
     flip().eval(src, out, num_workers=2, progressbar=False)
-    writers = len(lc.load(f"{tmp}/w1-out")._head.tensors["images"].fragments)
+    writers = len(dataset_core(lc.load(f"{tmp}/w1-out")).txn.head.state("images").fragments)
     what = f"the raw arrays ({raw / MB:.1f} MB as numpy)"
     return [
         _row(name, path, raw, encoded, 2, what, note + "; encoded = plain zarr, same codec")

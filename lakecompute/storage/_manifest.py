@@ -2,13 +2,8 @@
 
 A manifest names, for every tensor, its spec and the ordered list of fragments (runs of samples
 in segments) that form it, and its place in the history: its parents, the branch it was committed on,
-and what produced it. Version numbers are unique across branches: a commit takes the next free number
-by creating that manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then
-moves its branch there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is
-only a hint that saves a directory listing: readers check forward from it, so a stale hint is harmless.
-
-This module holds the document (`Manifest`, `TensorState`, `Fragment`) and its checked parsing;
-listing, reading and committing versions on a backend is `lakecompute.storage._versions`.
+and what produced it. This module holds the document (`Manifest`, `TensorState`, `Fragment`) and its
+checked parsing; listing, reading and committing versions on a backend is `lakecompute.storage._versions`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ loaders, ``ds.filter()`` runs an eval. The layers contract ignores those, and im
 an import at the top of a module from one inside a function, so this test checks that every import the
 contract ignores is made inside a function (or under ``if TYPE_CHECKING:``), where loading the lower
 layer never loads the upper one.
+
+Two more rules keep the list short: the contract ignores only the dataset handle's verbs (imports from
+``lakecompute.datasets`` into compute, loaders, vision and viz, each still in use), and no module below
+the command line imports the ``lakecompute`` facade itself, even inside a function: the dataset
+lifecycle is imported from ``lakecompute.datasets``, ``compute`` from ``lakecompute.compute``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lakecompute"
+
+#: The layers a dataset handle's verbs hand over to: ``ds.filter`` (compute), ``ds.batches`` and
+#: ``ds.pytorch`` (loaders), ``view.export_coco`` (vision), the notebook view (viz). These are the only
+#: upward imports the layers contract may ignore, and only from the dataset layer.
+HANDLE_VERBS = {"lakecompute.compute", "lakecompute.loaders", "lakecompute.vision", "lakecompute.viz"}
+
+#: The modules that sit above the facade and may import ``lakecompute`` itself: the command line, the
+#: demo and the test helpers (the facade, ``lakecompute/__init__.py``, is the package).
+ABOVE_FACADE = ("lakecompute.__main__", "lakecompute.cli", "lakecompute.demo", "lakecompute.testing")
 
 
 def _ignored_imports() -> list[tuple[str, str]]:
@@ -45,14 +59,15 @@ def _is_type_checking(node: ast.If) -> bool:
     return ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
-def _eager_imports(tree: ast.Module) -> list[tuple[int, str]]:
+def _eager_imports(tree: ast.Module, functions: bool = False) -> list[tuple[int, str]]:
     """(line, module) of the imports that run when the module is imported: outside functions and
-    ``if TYPE_CHECKING:`` blocks. ``from lakecompute import compression`` imports the submodule."""
+    ``if TYPE_CHECKING:`` blocks (with ``functions``, those inside functions too: every import that
+    runs). ``from lakecompute import compression`` imports the submodule."""
     out: list[tuple[int, str]] = []
     stack: list[ast.AST] = list(tree.body)
     while stack:
         node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not functions:
             continue
         if isinstance(node, ast.If) and _is_type_checking(node):
             stack.extend(node.orelse)
@@ -109,3 +124,85 @@ def test_lazy_import_check_catches_a_module_level_import() -> None:
     ]
     assert _matches("lakecompute.datasets.**", "lakecompute.datasets._views")
     assert not _matches("lakecompute.datasets.**", "lakecompute.datasets")
+
+
+def _facade_imports(path: Path, tree: ast.Module) -> list[str]:
+    """The imports of the ``lakecompute`` facade itself (``import lakecompute as lc``, ``from lakecompute
+    import empty``) in a module below it, inside functions included; ``from lakecompute import
+    compression`` imports a submodule, not the facade."""
+    module = _module_name(path)
+    if module == "lakecompute" or any(
+        _matches(top, module) or _matches(top + ".**", module) for top in ABOVE_FACADE
+    ):
+        return []
+    return [
+        f"{path.relative_to(ROOT)}:{line} imports the lakecompute facade; import the name from the layer "
+        "that owns it (lakecompute.datasets, lakecompute.compute, ...)"
+        for line, target in sorted(_eager_imports(tree, functions=True))
+        if target == "lakecompute"
+    ]
+
+
+def test_no_module_below_the_facade_imports_it() -> None:
+    """Nothing under the command line, the demo and the test helpers imports ``lakecompute`` itself, even
+    inside a function: a back door through the facade ties every layer into one import loop."""
+    violations: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        violations += _facade_imports(path, ast.parse(path.read_text(), str(path)))
+    assert violations == [], "\n".join(violations)
+
+
+def test_facade_check_catches_an_import_inside_a_function() -> None:
+    """The check itself works: ``import lakecompute as lc`` inside an ingest function and ``from
+    lakecompute import empty`` are reported, a submodule import and the command line's import are not."""
+    source = (
+        "from lakecompute import compression\n"
+        "from lakecompute import empty\n"
+        "def run():\n"
+        "    import lakecompute as lc\n"
+        "    return lc.load\n"
+    )
+    tree = ast.parse(source)
+    assert _facade_imports(PACKAGE / "ingest" / "_x.py", tree) == [
+        f"lakecompute/ingest/_x.py:{line} imports the lakecompute facade; import the name from the layer "
+        "that owns it (lakecompute.datasets, lakecompute.compute, ...)"
+        for line in (2, 4)
+    ]
+    assert _facade_imports(PACKAGE / "cli.py", tree) == []
+    assert _facade_imports(PACKAGE / "testing" / "data.py", tree) == []
+
+
+def _ignore_problems(pairs: list[tuple[str, str]], imports: dict[str, set[str]]) -> list[str]:
+    """What is wrong with the layers contract's ignored imports, given every import each module makes:
+    a line that is not a dataset handle's verb, or one that no import uses any more."""
+    problems = []
+    for importer, imported in pairs:
+        if not importer.startswith("lakecompute.datasets") or imported not in HANDLE_VERBS:
+            problems.append(f"{importer} -> {imported} is not a dataset handle's verb handing over")
+        elif not any(_matches(importer, m) and imported in found for m, found in imports.items()):
+            problems.append(f"{importer} -> {imported} is ignored but no module imports it: remove the line")
+    return problems
+
+
+def test_the_contract_ignores_only_the_handles_verbs() -> None:
+    """The layers contract's ignored imports run from the dataset layer to the layers its verbs hand over
+    to (compute, loaders, vision, viz), and each is still used."""
+    imports = {
+        _module_name(path): {t for _, t in _eager_imports(ast.parse(path.read_text()), functions=True)}
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+    assert _ignore_problems(_ignored_imports(), imports) == []
+
+
+def test_ignore_check_catches_a_back_door_and_a_stale_line() -> None:
+    """The check itself works: an ignored ingest -> facade import and a line no import uses are reported."""
+    pairs = [
+        ("lakecompute.ingest.**", "lakecompute"),
+        ("lakecompute.datasets._views", "lakecompute.viz"),
+        ("lakecompute.datasets._verbs", "lakecompute.compute"),
+    ]
+    imports = {"lakecompute.datasets._verbs": {"lakecompute.compute"}, "lakecompute.datasets._views": set()}
+    assert _ignore_problems(pairs, imports) == [
+        "lakecompute.ingest.** -> lakecompute is not a dataset handle's verb handing over",
+        "lakecompute.datasets._views -> lakecompute.viz is ignored but no module imports it: remove the line",
+    ]

@@ -177,7 +177,6 @@ def compute(func: Callable[..., Any]) -> _ComputeFactory[Any]:
     model once) and ``__call__(sample_in, sample_out)`` runs per sample.
 
     Example:
-        >>> import lakecompute as lc
         >>> @lc.compute
         ... def double(sample_in, sample_out, factor=2):
         ...     sample_out.x.append(sample_in * factor)
@@ -212,7 +211,6 @@ def compose(functions: Sequence[ComputeFunction | Pipeline]) -> Pipeline:
     """Chain compute functions into a `Pipeline`.
 
     Example:
-        >>> import lakecompute as lc
         >>> @lc.compute
         ... def a(sample_in, sample_out):
         ...     sample_out.x.append(sample_in)

@@ -212,14 +212,40 @@ def _hf_fingerprint(data: Any) -> str:
     return str(data._fingerprint)
 
 
-def _is_hf_dataset(data: Any) -> bool:
-    # Checked by name, like Ray's: importing `datasets` to answer it would slow every eval down.
+def _hf_type(data: Any) -> str | None:
+    """The class name of a Hugging Face ``datasets`` object, else None. Checked by name, like Ray's:
+    importing `datasets` to answer it would slow every eval down."""
     module = type(data).__module__
-    return (
-        (module == "datasets" or module.startswith("datasets."))
-        and type(data).__name__ == "Dataset"
-        and isinstance(getattr(data, "_fingerprint", None), str)
-    )
+    return type(data).__name__ if module == "datasets" or module.startswith("datasets.") else None
+
+
+_HF_STREAM_WAYS_OUT = (
+    "Load it without streaming=True (a datasets.Dataset is recorded by its fingerprint), or write it into a "
+    "lakecompute dataset first (an eval without checkpoint_interval) and run the checkpointed eval over "
+    "that, or run without checkpoint_interval."
+)
+
+
+def _hf_source(data: Any) -> Source | None:
+    """The adapter for a Hugging Face ``datasets`` object (None for anything else): a ``Dataset`` by its
+    fingerprint, a streaming ``IterableDataset`` as a stream; a dict of splits is refused, naming them.
+
+    Raises:
+        InvalidTypeError: ``data`` is a ``DatasetDict`` or ``IterableDatasetDict``.
+    """
+    kind = _hf_type(data)
+    if kind == "Dataset" and isinstance(getattr(data, "_fingerprint", None), str):
+        return HuggingFaceSource(data)
+    if kind == "IterableDataset":
+        return IterableSource(data, "a datasets.IterableDataset (streaming)", _HF_STREAM_WAYS_OUT)
+    if kind in ("DatasetDict", "IterableDatasetDict"):
+        splits = list(data)
+        example = f"data_in[{splits[0]!r}]" if splits else "one split"
+        raise InvalidTypeError(
+            f"data_in is a datasets.{kind} of the splits {splits!r}, not one dataset. Pass one split, "
+            f"e.g. {example}, and run an eval per split you need."
+        )
+    return None
 
 
 class IterableSource(Source):
@@ -369,6 +395,9 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
         return DatasetSource(data_in, pad, rows_of_data=in_place)
     if pad:
         raise InvalidArgumentError("pad_data_in=True is only for dataset input; data_in is not a dataset.")
+    hf = _hf_source(data_in)
+    if hf is not None:
+        return hf
     if isinstance(data_in, (str, bytes, dict)):
         raise InvalidTypeError(
             f"data_in must be a dataset, a sequence or an iterable of samples. Got {type(data_in).__name__}; "
@@ -381,8 +410,6 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
         )
     if _is_ray_dataset(data_in):
         return IterableSource(ray_rows(data_in), "a ray.data.Dataset", _RAY_WAYS_OUT)
-    if _is_hf_dataset(data_in):
-        return HuggingFaceSource(data_in)
     if hasattr(data_in, "__len__") and hasattr(data_in, "__getitem__"):
         return SequenceSource(data_in)
     if isinstance(data_in, Iterable):

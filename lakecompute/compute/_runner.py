@@ -262,12 +262,11 @@ class SampleRunner:
         seed: the seed of the ``rng`` generators (None: a fresh one, in ``.seed``).
 
     Example:
-        >>> import lakecompute as lc
         >>> @lc.compute
         ... def double(sample_in, sample_out):
         ...     sample_out.x.append(sample_in.x.numpy() * 2)
         >>> SampleRunner(double(), seed=0).run({"x": 3}, index=0)
-        [{'x': array(6)}]
+        [{'x': np.int64(6)}]
     """
 
     def __init__(self, transform: ComputeFunction | Pipeline, seed: int | None = None) -> None:

@@ -3,7 +3,9 @@
 Everything that reads or writes a dataset's committed versions lives here; the storage layer below
 knows bytes, segments and manifests, and the compute layer above uses only what this package exports.
 What one handle's tensors, views, readers and maintenance share (backend, chunk cache, write
-transaction, column readers) is its `DatasetCore`, found with `core_of`.
+transaction, column readers) is its `DatasetCore`, found with `core_of`. A dataset's lifecycle
+(``empty``, ``load``, ``dataset``, ``like``, ``exists``, ``delete``, ``copy``) is here too: the layers
+above import it from this package, and `lakecompute.api` re-exports it as ``lc.empty``, ``lc.load``, ...
 """
 
 from lakecompute.datasets._columns import pad_value, read_columns
@@ -21,20 +23,19 @@ from lakecompute.datasets._eval_write import (
 from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._info import DatasetInfo, TensorInfo
+from lakecompute.datasets._lifecycle import dataset, delete, empty, exists, like, load
 from lakecompute.datasets._maintenance import compact, vacuum
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
-from lakecompute.datasets._save import COPY_ROWS, CopyPlan
+from lakecompute.datasets._save import copy
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorView
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [
-    "COPY_ROWS",
     "Checkout",
     "ColumnReader",
-    "CopyPlan",
     "Dataset",
     "DatasetCore",
     "DatasetInfo",
@@ -60,7 +61,14 @@ __all__ = [
     "base_dataset",
     "checkout_of",
     "compact",
+    "copy",
     "core_of",
+    "dataset",
+    "delete",
+    "empty",
+    "exists",
+    "like",
+    "load",
     "pad_value",
     "read_columns",
     "read_committed",

@@ -208,7 +208,6 @@ class VersionDiff:
         info: the dataset's info keys added, removed and changed.
 
     Example:
-        >>> import lakecompute as lc
         >>> ds = lc.from_numpy("mem://diff-doc", {"x": [1, 2, 3]}, overwrite=True)
         >>> before = ds.version
         >>> ds.x[1] = 9

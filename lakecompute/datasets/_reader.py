@@ -282,7 +282,7 @@ class RowReader:
     Reads go through the dataset handle's own readers and its one chunk cache (`cache`).
 
     Example:
-        >>> import numpy as np, lakecompute as lc
+        >>> import numpy as np
         >>> from lakecompute.datasets import RowReader
         >>> ds = lc.empty("mem://row-reader-doc", overwrite=True)
         >>> _ = ds.create_tensor("x", dtype="int16")

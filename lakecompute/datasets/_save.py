@@ -20,17 +20,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.datasets._core import core_of
+from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._lifecycle import PathLike, empty, is_dataset, load
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._views import DatasetView, base_dataset
-from lakecompute.errors import DatasetExistsError, InvalidArgumentError
+from lakecompute.errors import DatasetExistsError, InvalidArgumentError, InvalidTypeError, warn
 from lakecompute.htypes import Encoded
+from lakecompute.parsing import parse_count, parse_flag
+from lakecompute.storage import open_backend
 
 if TYPE_CHECKING:
-    from lakecompute.datasets._dataset import Dataset
     from lakecompute.datasets._reader import ColumnReader
     from lakecompute.datasets._transaction import Transaction
 
-__all__ = ["COPY_ROWS", "CopyPlan"]
+__all__ = ["COPY_ROWS", "CopyPlan", "copy"]
 
 #: Rows read and written at a time (each tensor's buffer is written out every 16 MiB besides).
 _BLOCK = 1024
@@ -191,3 +194,78 @@ def _bar(total: int, start: int, label: str, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=start, desc=label, unit="row", dynamic_ncols=True)
+
+
+def copy(
+    src: Dataset | DatasetView | PathLike,
+    dest: PathLike,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    progressbar: bool = True,
+    checkpoint_interval: int | None = None,
+) -> Dataset:
+    """Write the rows of ``src`` (a dataset, a view such as ``ds.filter(...)`` or ``ds[::10]``, or a
+    dataset's path) as a new dataset at ``dest``; returns it. ``view.save(dest)`` is the same.
+
+    The copy has the source's tensors (htypes, dtypes, compressions, class names, info) and the
+    dataset's info, and one version of history: its rows are the source's committed version, in the
+    view's order. Encoded samples (PNG, JPEG, WebP images, text, json) are copied as the bytes they are
+    stored as, not decoded and encoded again. Every ``checkpoint_interval`` rows (default 16,384) the
+    copy commits with a record of its progress: after a failure or a kill, the same call continues
+    after the last checkpoint; after it completed, it writes nothing.
+
+    Args:
+        src: what to copy.
+        dest: where the new dataset goes (a path, ``mem://name`` or ``s3://bucket/prefix``).
+        overwrite: replace what is at ``dest`` (an unfinished copy there included).
+        storage_options: options for ``dest``'s object-store client (a path ``src`` uses them too).
+        progressbar: show a progress bar of the rows copied.
+        checkpoint_interval: rows between checkpoints.
+
+    Raises:
+        DatasetExistsError: ``dest`` holds a dataset that is not an unfinished copy of the same rows.
+        InvalidArgumentError: ``src`` is ``dest``, has uncommitted changes, or bad options.
+
+    Example:
+        >>> ds = lc.from_numpy("mem://copy-doc", {"x": [5, 6, 7, 8]}, overwrite=True)
+        >>> small = lc.copy(ds[[3, 1]], "mem://copy-doc-small", overwrite=True, progressbar=False)
+        >>> small.x.numpy().tolist()
+        [8, 6]
+    """
+    interval = parse_count(
+        "checkpoint_interval", COPY_ROWS if checkpoint_interval is None else checkpoint_interval, 1
+    )
+    progressbar = parse_flag("progressbar", progressbar)
+    data = (
+        src
+        if isinstance(src, (Dataset, DatasetView))
+        else load(src, read_only=True, storage_options=storage_options)
+    )
+    if not isinstance(data, (Dataset, DatasetView)):
+        raise InvalidTypeError(f"Expected a Dataset, a view or a path to copy. Got {type(src).__name__}.")
+    plan = CopyPlan(data)
+    out, resume = _copy_destination(plan, dest, overwrite, storage_options)
+    if resume is not None and resume.complete:
+        warn(f"{plan.label} already completed into {out.path!r} (version {out.version}); nothing was copied.")
+        return out
+    plan.run(out, resume, interval, progressbar)
+    return out
+
+
+def _copy_destination(
+    plan: CopyPlan, dest: PathLike, overwrite: bool, storage_options: dict[str, Any] | None
+) -> tuple[Dataset, EvalRecord | None]:
+    """The dataset a copy writes into, and the record of an earlier run of the same copy there (finished
+    or to resume), if any."""
+    backend = open_backend(dest, storage_options)
+    if backend.spec.url == base_dataset(plan.base).location.url:
+        raise InvalidArgumentError(f"Cannot copy {backend.url!r} onto itself. Choose another destination.")
+    if is_dataset(backend) and not overwrite:
+        out = load(dest, storage_options=storage_options)
+        record = plan.progress_in(out)
+        if record is not None:
+            return out, record
+    else:
+        out = empty(dest, overwrite=overwrite, storage_options=storage_options)
+    plan.prepare(out)
+    return out, None

@@ -186,6 +186,28 @@ class TensorView(_Readable):
             f"Write through the dataset: ds.{self.name}[i] = value."
         )
 
+    def append(self, sample: Any) -> None:
+        """Refused: a selection of rows cannot grow; append through the dataset's tensor.
+
+        Raises:
+            ReadOnlyError: always, naming the tensor and the call to make instead.
+        """
+        raise ReadOnlyError(
+            f"Cannot append to a selection of tensor {self.name!r}: a view's rows are fixed. "
+            f"Append through the dataset: ds.{self.name}.append(sample)."
+        )
+
+    def extend(self, samples: Any) -> None:
+        """Refused, like `append`.
+
+        Raises:
+            ReadOnlyError: always, naming the tensor and the call to make instead.
+        """
+        raise ReadOnlyError(
+            f"Cannot extend a selection of tensor {self.name!r}: a view's rows are fixed. "
+            f"Extend through the dataset: ds.{self.name}.extend(samples)."
+        )
+
     @property
     def shape(self) -> tuple[int | None, ...]:
         """The sample's shape, or (count, *shape) with None where samples differ."""
@@ -333,7 +355,7 @@ class Tensor(_Readable):
             InvalidArgumentError: ``seq_len`` is less than 1, or uncommitted changes.
 
         Example:
-            >>> import numpy as np, lakecompute as lc
+            >>> import numpy as np
             >>> ds = lc.empty("mem://tensor-blocks-doc", overwrite=True)
             >>> _ = ds.create_tensor("tokens", dtype="int32")
             >>> ds.tokens.extend([np.array([1, 2, 3]), np.array([4, 5, 6, 7])])

@@ -79,7 +79,6 @@ class VersionControl:
             InvalidArgumentError: an invalid name, or uncommitted changes (commit or roll back first).
 
         Example:
-            >>> import lakecompute as lc
             >>> ds = lc.from_numpy("mem://checkout-doc", {"x": [1, 2]}, overwrite=True)
             >>> ds.checkout("experiment", create=True)
             >>> ds.x.append(3)

@@ -89,7 +89,7 @@ class _Samples(_Reading):
             TensorDoesNotExistError: an unknown name in ``tensors``.
 
         Example:
-            >>> import numpy as np, lakecompute as lc
+            >>> import numpy as np
             >>> ds = lc.empty("mem://batches-doc", overwrite=True)
             >>> _ = ds.create_tensor("x", dtype="int16")
             >>> ds.x.extend(np.arange(10))
@@ -178,7 +178,6 @@ class _Samples(_Reading):
         workers. A mask has one bool per sample.
 
         Example:
-            >>> import lakecompute as lc
             >>> ds = lc.from_numpy("mem://filter-doc", {"x": [3, 8, 1, 9]}, overwrite=True)
             >>> ds.filter(lambda row: row.x.numpy() > 2, progressbar=False).x.numpy().tolist()
             [3, 8, 9]
@@ -203,15 +202,14 @@ class _Samples(_Reading):
         ``checkpoint_interval`` rows, default 16,384); after it completed, it writes nothing.
 
         Example:
-            >>> import lakecompute as lc
             >>> ds = lc.from_numpy("mem://save-doc", {"x": [3, 8, 1, 9]}, overwrite=True)
             >>> view = ds.filter([True, False, False, True])
             >>> view.save("mem://save-doc-sub", progressbar=False).x.numpy().tolist()
             [3, 9]
         """
-        import lakecompute as lc
+        from lakecompute.datasets._save import copy
 
-        return lc.copy(
+        return copy(
             cast("Dataset | DatasetView", self),
             dest,
             overwrite=overwrite,

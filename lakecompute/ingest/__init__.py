@@ -13,7 +13,6 @@ names and headers), ``_options`` (the options every ingest takes), ``_run`` (cre
 eval, clean up), ``_classification`` and ``_numpy`` (the ingests themselves).
 
 Example:
-    >>> import lakecompute as lc
     >>> import numpy as np
     >>> ds = lc.from_numpy("mem://from-numpy-doc", {"x": np.arange(6).reshape(3, 2)}, overwrite=True)
     >>> ds.x.numpy().tolist()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
+from lakecompute.compute import compute
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, load_for_ingest
 from lakecompute.ingest._options import IngestOptions
@@ -72,7 +73,6 @@ def plan_classification(
     are kept as they are or converted. Reads no file, only names.
 
     Example:
-        >>> import lakecompute as lc
         >>> lc.ingest.plan_classification("./animals").summary()  # doctest: +SKIP
         'Images stored as jpeg: 280 of 300 files kept as they are, 20 converted (png: 12, bmp: 8).'
     """
@@ -132,7 +132,6 @@ def ingest_classification(
         DatasetExistsError: a dataset is at ``dest`` and ``overwrite`` is False.
 
     Example:
-        >>> import lakecompute as lc
         >>> ds = lc.ingest_classification("./animals", "./animals-lc")  # doctest: +SKIP
         >>> ds.labels.info.class_names  # doctest: +SKIP
         ['cats', 'dogs']
@@ -149,7 +148,5 @@ def ingest_classification(
         ds.create_tensor("images", htype="image", sample_compression=compression)
         ds.create_tensor("labels", htype="class_label", class_names=class_names)
 
-    import lakecompute as lc
-
-    function = lc.compute(ingest_image)(mode=mode, compression=compression)
+    function = compute(ingest_image)(mode=mode, compression=compression)
     return run_ingest(dest, setup, function, items, paths, src, parsed)

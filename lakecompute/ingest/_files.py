@@ -152,7 +152,6 @@ def read(path: PathLike) -> ImageFile:
         InvalidArgumentError: there is no such file.
 
     Example:
-        >>> import lakecompute as lc
         >>> ds = lc.empty("./photos", overwrite=True)  # doctest: +SKIP
         >>> ds.create_tensor("images", htype="image", sample_compression="jpeg")  # doctest: +SKIP
         >>> ds.images.append(lc.read("cat.jpg"))  # stored as the file's own bytes  # doctest: +SKIP

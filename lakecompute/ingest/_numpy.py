@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lakecompute.datasets import empty
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.ingest._files import PathLike
 from lakecompute.specs import parse_htype
@@ -43,13 +44,11 @@ def from_numpy(
         InvalidArgumentError: the arrays have different numbers of samples, or an htype is unknown.
 
     Example:
-        >>> import numpy as np, lakecompute as lc
+        >>> import numpy as np
         >>> ds = lc.from_numpy("mem://fn-doc", {"x": np.zeros((4, 2)), "y": np.arange(4)}, overwrite=True)
         >>> len(ds), ds.x.shape
         (4, (4, 2))
     """
-    import lakecompute as lc
-
     if not isinstance(arrays, Mapping) or not arrays:
         raise InvalidTypeError(f"Expected a non-empty dict of tensor name -> array. Got {arrays!r:.80}.")
     htypes = dict(htypes or {})
@@ -63,7 +62,7 @@ def from_numpy(
         raise InvalidArgumentError(
             f"Every array needs the same number of samples (first axis). Got {lengths}."
         )
-    ds = lc.empty(path, overwrite=overwrite, storage_options=storage_options)
+    ds = empty(path, overwrite=overwrite, storage_options=storage_options)
     with ds:
         for name, values in arrays.items():
             htype = htypes.get(name)

@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lakecompute.datasets import delete, empty, exists, load
 from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
 from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice, without_skip_advice
 from lakecompute.ingest._options import IngestOptions
@@ -33,14 +34,12 @@ def run_ingest(
     ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
     the files that failed are listed in a `LakeComputeWarning`, each with the reason it failed.
     """
-    import lakecompute as lc
-
     where = options.storage_options
-    resuming = options.resume and lc.exists(dest, storage_options=where)
+    resuming = options.resume and exists(dest, storage_options=where)
     if resuming:
-        ds = lc.load(dest, storage_options=where)
+        ds = load(dest, storage_options=where)
     else:
-        ds = lc.empty(dest, overwrite=options.overwrite, storage_options=where)
+        ds = empty(dest, overwrite=options.overwrite, storage_options=where)
     # With checkpoints, a failed ingest keeps what it committed, for resume=True to continue.
     discard = not options.checkpoint_interval and not resuming
     try:
@@ -58,7 +57,7 @@ def run_ingest(
         )
     except TransformError as err:
         if discard:
-            lc.delete(dest, missing_ok=True, storage_options=where)
+            delete(dest, missing_ok=True, storage_options=where)
         cause = err.__cause__ or err
         path = paths[err.index] if err.index is not None else src
         if isinstance(cause, InvalidSampleError):
@@ -72,7 +71,7 @@ def run_ingest(
         raise unreadable(path, cause, "images") from err
     except BaseException:
         if discard:
-            lc.delete(dest, missing_ok=True, storage_options=where)
+            delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
         reasons = [_reason(paths[f.index], f.message) for f in result.failed]

@@ -33,7 +33,7 @@ class TokenBlocks:
     ``num_values // seq_len``. Get one with ``ds.tokens.blocks(seq_len)``.
 
     Example:
-        >>> import numpy as np, lakecompute as lc
+        >>> import numpy as np
         >>> ds = lc.empty("mem://blocks-doc", overwrite=True)
         >>> _ = ds.create_tensor("tokens", dtype="int32")
         >>> ds.tokens.extend([np.arange(5), np.arange(10, 17)])

@@ -442,7 +442,6 @@ def worker_device() -> str:
     gets ``"cuda:0"``. Without devices it is ``"cpu"``.
 
     Example:
-        >>> import lakecompute as lc
         >>> lc.worker_device()
         'cpu'
     """

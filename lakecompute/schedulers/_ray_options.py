@@ -47,7 +47,6 @@ class Ray:
         InvalidTypeError: a value of the wrong type.
 
     Example:
-        >>> import lakecompute as lc
         >>> lc.schedulers.Ray(num_gpus=1, max_retries=0).task_options()
         {'num_cpus': 1.0, 'max_retries': 0, 'num_gpus': 1.0}
     """

@@ -6,7 +6,7 @@ rather than by reading the handle's private attributes, so that the package can 
 internals and the tests say in one place what they rely on.
 
 Example:
-    >>> import numpy as np, lakecompute as lc
+    >>> import numpy as np
     >>> from lakecompute.testing.internals import dataset_core
     >>> ds = lc.empty("mem://internals-doc", overwrite=True)
     >>> _ = ds.create_tensor("x", dtype="int16")

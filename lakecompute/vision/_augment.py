@@ -19,6 +19,7 @@ import numpy as np
 
 from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidArgumentError
+from lakecompute.specs import HTYPES
 from lakecompute.vision._common import require
 from lakecompute.vision._targets import Moved, Targets, read_targets, seeded, write_back
 from lakecompute.vision._torchvision import TorchVision
@@ -181,10 +182,12 @@ def _keypoints(out: np.ndarray, shape: tuple[int, ...], given: np.ndarray) -> np
 
 
 def _tensor_layout(sample_in: Any, boxes: str) -> BoxLayout | None:
-    """The layout of the row's boxes, as their bbox tensor states it; None when the row does not say (a
-    value not read from a dataset's bbox tensor)."""
+    """The layout of the row's boxes, as the tensor they were read from states it: its htype's declaration
+    says it holds boxes, its info how they are written. None when the row does not say (a value not read
+    from a dataset's box tensor: a plain array, a generic tensor)."""
     value = sample_in[boxes]
-    return BoxLayout.of(value) if getattr(value, "htype", None) == "bbox" else None
+    declared = HTYPES.get(getattr(value, "htype", None) or "")
+    return BoxLayout.of(value) if declared is not None and declared.target == "boxes" else None
 
 
 def _pipeline(transform: Any) -> Albumentations | TorchVision:

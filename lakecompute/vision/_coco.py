@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from lakecompute.boxes import BoxLayout
+from lakecompute.compute import compute
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import (
     IngestOptions,
@@ -209,7 +210,6 @@ def ingest_coco(
             ``skip_errors=True`` such images are skipped instead, each listed with its reason.
 
     Example:
-        >>> import lakecompute as lc
         >>> ds = lc.ingest_coco("val2017/", "instances_val2017.json", "./coco-val")  # doctest: +SKIP
         >>> ds.boxes[0].numpy()  # doctest: +SKIP
     """
@@ -232,9 +232,7 @@ def ingest_coco(
         if kept:
             ds.info.update(kept)  # the file's info and licenses, for export_coco to write back
 
-    import lakecompute as lc
-
-    function = lc.compute(coco_image)(
+    function = compute(coco_image)(
         mode=target_mode(paths), compression=compression, rules=document.rules(where), masks=masks
     )
     return run_ingest(dest, setup, function, items, paths, images_dir, parsed)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lakecompute.compute import compute
 from lakecompute.errors import InvalidSampleError
 from lakecompute.ingest import (
     IngestOptions,
@@ -243,9 +244,7 @@ def ingest_yolo(
         if pose is not None:
             ds.create_tensor("keypoints", htype="keypoints", dtype="float64", **pose.tensor_info())
 
-    import lakecompute as lc
-
-    function = lc.compute(yolo_image)(
+    function = compute(yolo_image)(
         mode=target_mode(paths), compression=compression, n_classes=len(names), polygons=polygons, pose=pose
     )
     return run_ingest(dest, setup, function, items, paths, root, parsed)

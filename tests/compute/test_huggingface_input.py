@@ -59,12 +59,11 @@ def test_hf_dataset_run_twice_is_a_noop_with_a_warning(tmp_path: Path) -> None:
         again = scaled().eval(_hf(), out, progressbar=False)  # a new object with the same content
     assert again.version == first.version
     assert len(lc.load(str(tmp_path / "out")).y) == N
-    (record,) = lc.load(str(tmp_path / "out")).eval_records().values()
-    assert sorted(record.data_in) == ["fingerprint", "kind", "length"]
-    assert (record.data_in["kind"], record.data_in["length"]) == ("huggingface", N)
+    inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
+    assert inputs == {"kind": "huggingface", "fingerprint": _hf()._fingerprint, "length": N}
     scaled().eval(_hf(offset=1), out, progressbar=False)
-    other = lc.load(str(tmp_path / "out")).eval_records()
-    assert {r.data_in["fingerprint"] for r in other.values()} - {record.data_in["fingerprint"]}
+    other = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
+    assert other["fingerprint"] == _hf(offset=1)._fingerprint != inputs["fingerprint"]
 
 
 def test_hf_dataset_with_other_content_runs_again(tmp_path: Path) -> None:
@@ -201,3 +200,42 @@ def test_generator_input_warns_and_cannot_checkpoint(tmp_path: Path) -> None:
         scaled().eval(
             ({"i": i, "name": "g"} for i in range(3)), out, checkpoint_interval=2, progressbar=False
         )
+
+
+def test_hf_streaming_dataset_runs_unrecorded_and_refuses_checkpoints(tmp_path: Path) -> None:
+    """A streaming datasets.IterableDataset (no fingerprint to record) runs in order with the warning that
+    a rerun appends; with checkpoint_interval it is refused before anything is written, naming it and
+    the ways out (streaming=False among them)."""
+    out = _out(tmp_path / "out")
+    with pytest.warns(lc.LakeComputeWarning, match="is not recorded"):
+        scaled().eval(_hf(5).to_iterable_dataset(), out, progressbar=False)
+    assert lc.load(str(tmp_path / "out")).y.numpy().tolist() == [0, 3, 6, 9, 12]
+    version = lc.load(str(tmp_path / "out")).version
+    with pytest.raises(lc.FingerprintError) as info:
+        scaled().eval(_hf(5).to_iterable_dataset(), out, checkpoint_interval=2, progressbar=False)
+    message = str(info.value)
+    assert message.startswith("data_in, a datasets.IterableDataset (streaming), is a stream")
+    assert "without streaming=True" in message
+    assert "run without checkpoint_interval" in message
+    assert lc.load(str(tmp_path / "out")).version == version
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["DatasetDict", "IterableDatasetDict"])
+def test_hf_dict_of_splits_is_refused_naming_them(tmp_path: Path, streaming: bool) -> None:
+    """A DatasetDict (what load_dataset returns without split=) is refused naming its splits and the one
+    to pass, instead of being called a single sample; nothing is written."""
+    splits = {"train": _hf(4), "test": _hf(2)}
+    if streaming:
+        data = datasets.IterableDatasetDict({k: v.to_iterable_dataset() for k, v in splits.items()})
+    else:
+        data = datasets.DatasetDict(splits)
+    out = _out(tmp_path / "out")
+    version = out.version
+    with pytest.raises(lc.InvalidTypeError) as info:
+        scaled().eval(data, out, progressbar=False)
+    kind = type(data).__name__
+    assert str(info.value) == (
+        f"data_in is a datasets.{kind} of the splits ['train', 'test'], not one dataset. Pass one split, "
+        "e.g. data_in['train'], and run an eval per split you need."
+    )
+    assert lc.load(str(tmp_path / "out")).version == version

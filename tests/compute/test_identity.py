@@ -135,12 +135,15 @@ def _negate_fails_past(sample_in: Any, sample_out: Any, limit: int) -> None:
 
 
 def test_eval_record_names_its_input(tmp_path: Path) -> None:
-    """The record an eval leaves says which dataset (id, version, path) it read."""
+    """The version an eval commits says which dataset (id, version, rows, tensors, path) it read."""
     src = _source(tmp_path / "src", 0)
     out = _out(tmp_path / "out")
     plus_one().eval(src, out, progressbar=False)
-    (record,) = lc.load(str(tmp_path / "out")).eval_records().values()
-    assert dict(record.data_in) == {"kind": "dataset", "id": src.id, "version": 2, "path": src.path}
+    inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
+    assert inputs == {
+        "kind": "dataset", "id": src.id, "version": 2, "positions": [0, N, 1], "pad": False, "tensors": ["x"],
+        "path": src.path,
+    }  # fmt: skip
 
 
 def test_output_known_by_id_not_by_path_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

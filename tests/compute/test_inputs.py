@@ -151,3 +151,38 @@ def test_eval_generator_with_workers_that_are_not_forked(tmp_path: Path, start_m
         unregister_scheduler(name)
     assert result.inputs == 200
     assert out.y.numpy().tolist() == [i * i for i in range(200)]
+
+
+@lc.compute
+def tensor_types(sample_in: Any, sample_out: Any) -> None:
+    """Records what each value of the row says of its tensor: name, htype and info (each info read is the
+    caller's own copy, which it may change)."""
+    seen = {}
+    for name in sorted(sample_in.keys()):
+        value = sample_in[name]
+        seen[name] = [value.name, value.htype, value.info]
+        changed = value.info
+        if changed is not None:
+            changed["format"] = "changed"
+    seen["boxes, read again"] = sample_in.boxes.info
+    sample_out.seen.append(seen)
+
+
+def test_eval_values_know_their_tensors_htype_and_info(scheduler: Sched, tmp_path: Path) -> None:
+    """On every scheduler (worker processes included), ``sample_in[name]`` of a dataset's or a view's row
+    answers its tensor's ``.name``, ``.htype`` and ``.info``, the info a fresh copy at each read."""
+    ds = lc.empty(str(tmp_path / "in"))
+    with ds:
+        ds.create_tensor("boxes", htype="bbox", format="cxcywh", normalized=True)
+        ds.create_tensor("labels", htype="class_label", class_names=["cat", "dog"])
+        ds.create_tensor("x", dtype="int64")
+    ds.extend({"boxes": [[[0.5, 0.5, 0.2, 0.2]]] * 6, "labels": [[0], [1]] * 3, "x": list(range(6))})
+    layout = {"format": "cxcywh", "normalized": True}
+    expected = {name: [name, t.htype, dict(t.info)] for name, t in ds.tensors.items()}
+    expected["boxes, read again"] = layout
+    assert expected["boxes"] == ["boxes", "bbox", layout]
+    assert expected["labels"][:2] == ["labels", "class_label"]
+    for data in (ds, ds[[4, 1, 2]]):
+        out = make_out(tmp_path / "out", seen={"htype": "json"})
+        tensor_types().eval(data, out, **scheduler.kw)
+        assert [out.seen[i].data() for i in range(len(out))] == [expected] * len(data)

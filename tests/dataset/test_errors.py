@@ -394,6 +394,10 @@ def test_view_refuses_writes(mixed: lc.Dataset) -> None:
         view.u[0] = [1, 1]
     with pytest.raises(lc.ReadOnlyError, match=r"Cannot write to a selection of tensor 'u'"):
         mixed.u[0:2][0] = [1, 1]
+    with pytest.raises(lc.ReadOnlyError, match=r"Cannot append to a selection of tensor 'u'.*ds\.u\.append"):
+        view.u.append([1, 1])
+    with pytest.raises(lc.ReadOnlyError, match=r"Cannot extend a selection of tensor 'u'.*ds\.u\.extend"):
+        mixed.u[0:2].extend([[1, 1]])
     with pytest.raises(lc.ReadOnlyError, match=r"Rows are read-only"):
         mixed[0].u = [1, 1]
     assert snapshot(mixed) == before

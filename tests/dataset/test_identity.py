@@ -65,6 +65,21 @@ def test_id_differs_between_datasets_and_like(tmp_path: Path) -> None:
     assert a.id != b.id
 
 
+def test_copies_are_new_datasets_with_ids_of_their_own(tmp_path: Path) -> None:
+    """lc.copy and view.save make new datasets: each has an id of its own (not the source's), kept by its
+    later versions, and the source keeps its id."""
+    src = lc.empty(str(tmp_path / "src"))
+    src.create_tensor("x", dtype="int64")
+    src.x.extend(list(range(6)))
+    copied = lc.copy(str(tmp_path / "src"), str(tmp_path / "copy"), progressbar=False)
+    saved = src[1:4].save(str(tmp_path / "saved"), progressbar=False)
+    assert len({src.id, copied.id, saved.id}) == 3
+    copied.x.append(6)
+    assert lc.load(str(tmp_path / "copy")).id == copied.id
+    assert lc.load(str(tmp_path / "saved")).x.numpy().tolist() == [1, 2, 3]
+    assert lc.load(str(tmp_path / "src")).id == src.id
+
+
 def test_legacy_dataset_id_derived_then_recorded(tmp_path: Path) -> None:
     """A dataset whose manifests predate ids gets one derived from its first manifest, recorded by the
     next commit, and kept after vacuum removes that first manifest."""

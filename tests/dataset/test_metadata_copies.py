@@ -104,6 +104,33 @@ def test_coco_categories_read_are_copies(tmp_path: Path) -> None:
     assert {k: v for k, v in after["info"].items() if k != "touched"} == before["info"]
 
 
+@lc.compute
+def _doubled(x: Any, sample_out: Any) -> None:
+    sample_out.y.append(2 * int(x))
+
+
+def test_mutating_records_log_and_tensor_listings_changes_nothing(tmp_path: Path) -> None:
+    """The other reads that hand out containers (eval records and their outputs, the log's entries, the
+    tensors mapping, a tensor's shape listing) are the caller's: changing them changes no later read."""
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("y", dtype="int64")
+    _doubled().eval([1, 2, 3], out, progressbar=False)
+    ds = lc.load(str(tmp_path / "out"))
+    records, log, tensors = ds.eval_records(), ds.log(), ds.tensors
+    first = {k: copy.deepcopy(v) for k, v in records.items()}
+    first_log = copy.deepcopy(log)
+    for record in records.values():
+        _mutate(record.outputs)
+    records.clear()
+    for entry in log:
+        _mutate(entry)
+    tensors.clear()
+    assert ds.eval_records() == first
+    assert ds.log() == first_log
+    assert list(ds.tensors) == ["y"]
+    assert ds.y.numpy().tolist() == [2, 4, 6]
+
+
 def test_tensor_info_update_commits_like_dataset_info(tmp_path: Path) -> None:
     """ds.<tensor>.info.update, [key] = and del each commit a version that a reload sees."""
     ds = _detection(tmp_path / "ds")

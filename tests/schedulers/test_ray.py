@@ -293,3 +293,40 @@ def test_ray_eval_streams_a_generator(tmp_path: Path) -> None:
     assert result.inputs == 299
     expected = [2 * i for i in range(300) if i != 5]
     assert lc.load(str(tmp_path / "out")).x.numpy().tolist() == expected
+
+
+class WeightsMissingError(OSError):
+    """What a model load raises in the init-failure test."""
+
+
+@lc.compute
+class NeedsWeights:
+    """A class compute whose model file is missing: its __init__ raises in every Ray worker."""
+
+    def __init__(self, path: str) -> None:
+        raise WeightsMissingError(f"no weights at {path}")
+
+    def __call__(self, x: int, sample_out: Any) -> None:
+        sample_out.x.append(x)
+
+
+@pytest.mark.timeout(120)
+def test_ray_class_init_failure_is_a_transform_error(tmp_path: Path) -> None:
+    """A class compute whose __init__ raises in the Ray workers reaches the caller as TransformError naming
+    the class, no index, the worker's exception as its cause; nothing is written."""
+    out = make_out(str(tmp_path / "out"))
+    version = out.version
+    with pytest.raises(lc.TransformError) as info:
+        NeedsWeights(path="/models/m.pt").eval(
+            list(range(20)), out, num_workers=2, scheduler="ray", progressbar=False
+        )
+    err = info.value
+    assert err.function == "NeedsWeights"
+    assert err.index is None
+    assert str(err).startswith(
+        "Transform 'NeedsWeights' could not start: its __init__ raised WeightsMissingError: no weights at "
+        "/models/m.pt."
+    )
+    assert type(err.__cause__) is WeightsMissingError
+    assert str(err.__cause__) == "no weights at /models/m.pt"
+    assert lc.load(str(tmp_path / "out")).version == version

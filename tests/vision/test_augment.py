@@ -169,3 +169,43 @@ def test_augment_after_a_kill_and_resume_equals_an_uninterrupted_run(
     """The augmentation's process SIGKILLed after a checkpoint: the rerun (another worker count) resumes
     after it and ends with exactly the dataset of a run that was never killed."""
     assert_kill_and_resume_equals_a_straight_run("tests.vision.test_augment", coco, tmp_path, patience=60.0)
+
+
+def _yolo_boxes(path: Path) -> lc.Dataset:
+    """Four 40 x 100 images, each with one box written as YOLO writes them: cxcywh, normalized."""
+    ds = lc.empty(str(path), overwrite=True)
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("boxes", htype="bbox", format="cxcywh", normalized=True)
+    image = np.zeros((40, 100, 3), np.uint8)
+    ds.extend({"images": [image] * 4, "boxes": [[[0.1 + 0.1 * i, 0.5, 0.2, 0.4]] for i in range(4)]})
+    return ds
+
+
+@lc.compute
+def flipped(sample_in: Any, sample_out: Any, rng: np.random.Generator, box_format: str) -> None:
+    """A certain horizontal flip of the image and its boxes, with the pipeline's ``BboxParams.format``."""
+    flip = A.Compose([A.HorizontalFlip(p=1)], bbox_params=A.BboxParams(format=box_format))
+    sample_out.append(lc.vision.augment(flip, sample_in, rng, boxes="boxes"))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_augment_reads_the_box_layout_from_the_data_in_worker_processes(workers: int, tmp_path: Path) -> None:
+    """In worker processes as in the parent, augment takes the boxes' layout from their tensor: a
+    normalized cxcywh tensor flips with BboxParams(format="yolo") (cx -> 1 - cx), and a pipeline saying
+    COCO's layout is refused naming the tensor's, with nothing stored."""
+    ds = _yolo_boxes(tmp_path / "ds")
+    out = lc.like(str(tmp_path / "out"), ds)
+    flipped(box_format="yolo").eval(ds, out, num_workers=workers, scheduler="processed", progressbar=False)
+    expected = [[[0.9 - 0.1 * i, 0.5, 0.2, 0.4]] for i in range(4)]
+    np.testing.assert_allclose(np.stack(out.boxes.numpy(aslist=True)), expected, rtol=0, atol=1e-6)
+    wrong = lc.like(str(tmp_path / "wrong"), ds)
+    message = (
+        r"BboxParams\(format='coco'\).*bbox tensor 'boxes' holds them 'cxcywh' normalized.*format='yolo'"
+    )
+    with pytest.raises(lc.TransformError, match=message) as caught:
+        flipped(box_format="coco").eval(
+            ds, wrong, num_workers=workers, scheduler="processed", progressbar=False
+        )
+    assert isinstance(caught.value.__cause__, lc.InvalidArgumentError)
+    assert len(wrong) == 0

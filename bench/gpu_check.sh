@@ -4,8 +4,9 @@
 #
 #     bash bench/gpu_check.sh [WHEELS_DIR]        # default: $WHEELS, else shared/wheels
 #
-# 1. installs the wheels of bench/gpu-requirements.txt that are missing here into /tmp/site (no
-#    dependencies resolved: never touches torch, numpy or Pillow);
+# 1. installs the wheels of bench/gpu-requirements.txt that are missing here into the python that runs
+#    the check (else into /tmp/site, on PYTHONPATH; no dependencies resolved: never touches torch, numpy
+#    or Pillow), so that processes started without our PYTHONPATH (torchrun's children) import them too;
 # 2. runs the GPU tests (tests/devices/test_gpu.py: each worker on its own GPU, a real CUDA OOM);
 # 3. runs `python -m bench gpu` (ResNet-50 column over 20,000 JPEGs vs a loop fed from memory);
 # 4. runs the rest of tests/devices (placement, CUDA state, overlap, torchrun ranks), unless
@@ -35,8 +36,13 @@ for line in open("bench/gpu-requirements.txt"):
     (wanted if norm(dist) in found else missing).append(norm(dist))
 print("installing:", wanted or "nothing", "| not carried:", missing or "none")
 if wanted:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                    "--target", site, *[str(found[w]) for w in wanted]], check=True)
+    # Into this interpreter's own environment, so that every process it starts imports them, whatever
+    # its environment (torchrun's children, tests that set PYTHONPATH); --target only where that fails.
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
+    files = [str(found[w]) for w in wanted]
+    if subprocess.run([*pip, *files], check=False).returncode != 0:
+        print("could not install into", sys.prefix, "- installing into", site, "(PYTHONPATH) instead")
+        subprocess.run([*pip, "--target", site, *files], check=True)
 PY
 "$PY" -c "import torch, lakecompute; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'lakecompute ok')" 2>&1 | tee -a "$OUT/install.txt"
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, make_source
-from lakecompute.compute._worker import Job, Task, TaskResult, forget_job, run_task
+from lakecompute.compute._job import Job, Task, TaskResult, forget_job
+from lakecompute.compute._worker import run_task
 from lakecompute.datasets import Dataset, DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.schedulers import (

@@ -11,9 +11,9 @@
          │                                    descriptions
          ─▶ apply results in input order, checkpoint, commit ─▶ EvalResult
 
-Planning is in ``_plan``, the worker side in ``_worker``; every commit goes through the output
-dataset's write transaction (``Dataset.begin_eval``). Nothing per sample crosses a process boundary:
-tasks are ranges, results are fragment metadata.
+Planning is in ``_plan``, the worker side in ``_worker`` (what a task is: ``_job``); every commit goes
+through the output dataset's write transaction (``Dataset.begin_eval``). Nothing per sample crosses a
+process boundary: tasks are ranges, results are fragment metadata.
 
 After a failure with ``checkpoint_interval=n`` the tasks entirely before the failing input still
 finish and are committed, so the kept prefix is ``floor(k / n) * n`` whatever the scheduler and the
@@ -34,6 +34,16 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source
+from lakecompute.compute._job import (
+    PREFLIGHT_SCAN,
+    Decided,
+    Job,
+    Task,
+    TaskFailure,
+    TaskResult,
+    decide_outputs,
+    forget_job,
+)
 from lakecompute.compute._options import EvalOptions
 from lakecompute.compute._plan import (
     STREAM_TASK_BYTES,
@@ -45,17 +55,7 @@ from lakecompute.compute._plan import (
     task_size,
 )
 from lakecompute.compute._runner import failure_error
-from lakecompute.compute._worker import (
-    PREFLIGHT_SCAN,
-    Decided,
-    Job,
-    Task,
-    TaskFailure,
-    TaskResult,
-    decide_outputs,
-    forget_job,
-    run_task,
-)
+from lakecompute.compute._worker import run_task
 from lakecompute.datasets import Decisions, EvalProgress, EvalWrite, FailedSample
 from lakecompute.errors import (
     InvalidArgumentError,

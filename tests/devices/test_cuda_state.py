@@ -54,7 +54,7 @@ print("imported-torch", "torch" in sys.modules, "initialised", state,
 def test_eval_with_devices_never_touches_cuda_in_the_caller(tmp_path: Path) -> None:
     """An eval with devices, in a fresh process, leaves torch unimported when the caller did not import it,
     and CUDA uninitialised (no torch.cuda submodule loaded by us) when it did."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": _pythonpath()}
     outputs = {}
     for caller in ("plain", "torch"):
         proc = subprocess.run(
@@ -199,3 +199,8 @@ def test_is_device_oom_follows_the_cause_chain() -> None:
     outer = RuntimeError("embedding failed")
     outer.__cause__ = torch.cuda.OutOfMemoryError("inner")
     assert is_device_oom(outer)
+
+
+def _pythonpath() -> str:
+    """This checkout first, then the PYTHONPATH this test was given (where the dependencies may be)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)

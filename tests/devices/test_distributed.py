@@ -24,7 +24,7 @@ SCRIPT = Path(__file__).with_name("dist_script.py")
 def torchrun(*args: str, timeout: float = 240) -> tuple[int, list[dict[str, Any]], str]:
     """Run dist_script.py on two local ranks; its exit code, the JSON lines the ranks printed (by rank), and
     what it wrote to stderr."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "OMP_NUM_THREADS": "1"}
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     proc = subprocess.run(
         [*launch, str(SCRIPT), *args],
@@ -96,7 +96,7 @@ def test_accelerate_example_on_two_processes(tmp_path: Path) -> None:
     """examples/08_accelerate.py (the docs' Accelerate recipe) under torchrun with two processes: both return
     the same result, and one commit made the column visible."""
     pytest.importorskip("accelerate")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "OMP_NUM_THREADS": "1"}
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     proc = subprocess.run(
         [*launch, str(ROOT / "examples" / "08_accelerate.py")],
@@ -107,3 +107,8 @@ def test_accelerate_example_on_two_processes(tmp_path: Path) -> None:
         assert f"process {k} of 2: 256 embeddings at version 6, column (256, 512)" in proc.stdout
     assert "1 commit made it visible: eval Embed (in place)" in proc.stdout
     assert lc.load(str(tmp_path / "shapes")).embedding.numpy().shape == (256, 512)
+
+
+def _pythonpath() -> str:
+    """This checkout first, then the PYTHONPATH this test was given (where the dependencies may be)."""
+    return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)

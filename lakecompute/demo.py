@@ -16,10 +16,9 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
+from lakecompute.ingest import FORMAT_EXTENSIONS
 
 __all__ = ["flip_vertical", "resize", "run_demo", "write_image_folder"]
-
-_EXTENSIONS = {"png": ".png", "jpeg": ".jpg", "webp": ".webp", "bmp": ".bmp"}
 
 
 def write_image_folder(
@@ -63,7 +62,7 @@ def write_image_folder(
         options: dict[str, Any] = (
             {"quality": 95} if fmt == "jpeg" else {"lossless": True} if fmt == "webp" else {}
         )
-        image.save(os.path.join(folder, f"{i:05d}{_EXTENSIONS[fmt]}"), format=fmt.upper(), **options)
+        image.save(os.path.join(folder, f"{i:05d}{FORMAT_EXTENSIONS[fmt]}"), format=fmt.upper(), **options)
         counts[name] += 1
     return counts
 
@@ -78,7 +77,7 @@ def _clear_image_folder(root: str) -> None:
 
     if not os.path.isdir(root):
         return
-    ours = re.compile(r"\d{5}(" + "|".join(re.escape(e) for e in _EXTENSIONS.values()) + ")")
+    ours = re.compile(r"\d{5}(" + "|".join(re.escape(e) for e in FORMAT_EXTENSIONS.values()) + ")")
     for entry in sorted(os.listdir(root)):
         folder = os.path.join(root, entry)
         names = os.listdir(folder) if entry in CLASS_NAMES and not os.path.islink(folder) else None

@@ -66,6 +66,7 @@ from lakecompute.errors import (
 )
 from lakecompute.schedulers import (
     PAUSE,
+    InOrder,
     Scheduler,
     device_oom_advice,
     get_scheduler,
@@ -301,9 +302,8 @@ class _OrderedRun:
         self.done = plan.resume_from
         self.outputs = dict.fromkeys(job.schema.names, 0) | (dict(resumed.outputs) if resumed else {})
         self.failed: list[FailedSample] = list(resumed.failed) if resumed else []
-        self.pending: dict[int, TaskResult] = {}
+        self.pending = InOrder[TaskResult]()  # results applied in task order
         self.in_flight: dict[int, Task] = {}
-        self.next_number = 0
         self.failure: TaskFailure | None = None
         self.preflight_stop = preflight.stop  # where the preflight's task ended (known from its result)
         self.min_task = 1  # the fewest inputs per task, from what the preflight's task wrote
@@ -392,10 +392,8 @@ class _OrderedRun:
             self.decided = _decide(self.plan, self.write, self.job, result.decisions, result.block)
             self.preflight_stop = result.stop
             self.min_task = _min_task(self.plan, result)
-        self.pending[result.number] = result
-        while self.next_number in self.pending:
-            self.apply(self.pending.pop(self.next_number))
-            self.next_number += 1
+        for ready in self.pending.put(result.number, result):
+            self.apply(ready)
 
     def fail(self, failure: TaskFailure) -> None:
         """Remember the earliest failure; with checkpoints, keep finishing the tasks before its interval."""

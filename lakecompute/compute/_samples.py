@@ -20,6 +20,7 @@ from typing import Any, ClassVar, NoReturn
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
+from lakecompute.htypes import stack_samples
 
 #: The accessor ``namedtuple`` gives its fields (C on CPython): ``_tuplegetter(k, doc)`` reads item ``k``
 #: of a tuple without a Python frame. Taken from a namedtuple's field, as namedtuple itself makes them.
@@ -112,7 +113,7 @@ class InputValue(tuple):  # type: ignore[type-arg]
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, list):
-            return np.stack([np.asarray(x) for x in v]) if v else np.empty((0,))
+            return stack_samples(v, self.name)
         return np.asarray(v)
 
     def text(self) -> Any:

@@ -28,6 +28,7 @@ from lakecompute.storage import (
     DEFAULT_BRANCH,
     MARKER,
     TEMP_PREFIX,
+    VERSIONS,
     Backend,
     Manifest,
     commit_manifest,
@@ -130,7 +131,7 @@ def _clear(backend: Backend) -> None:
     # delete would bring a leases/ folder back, and the next lc.empty(path) would find the folder taken.
     let_go_released(backend.url)
     backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
-    backend.delete_tree("versions")
+    backend.delete_tree(VERSIONS)
     for name in backend.list(""):
         if name != "zarr.json":
             backend.delete_tree(name)

@@ -30,13 +30,16 @@ from lakecompute.storage import (
     DATA_CHUNK,
     INDEX_CHUNK,
     LEASE_SECONDS,
+    SEGMENTS,
     STREAM_SEGMENT,
     TEMP_PREFIX,
+    TENSORS,
     TYPED_PREFIX,
     Backend,
     Fragment,
     Manifest,
     TensorState,
+    chunk_folder,
     create_typed_array,
     let_go_released,
     list_branches,
@@ -44,7 +47,9 @@ from lakecompute.storage import (
     list_versions,
     read_branch,
     read_leases,
+    segment_key,
     segment_time,
+    typed_array_key,
     version_key,
 )
 
@@ -118,7 +123,7 @@ def _is_compact(core: DatasetCore, state: TensorState) -> bool:
     if f.seg.startswith(TYPED_PREFIX) or state.spec.kind == "bytes":
         return True
     # Numeric samples of varying shapes are compact once they are a typed stream of their own.
-    data = core.cache.array(f"segments/{f.seg}/data")
+    data = core.cache.array(segment_key(f.seg, "data"))
     return f.shape is None and data.attrs.get("lakecompute") == STREAM_SEGMENT
 
 
@@ -144,12 +149,12 @@ def _write_stream(core: DatasetCore, reader: ColumnReader, state: TensorState) -
     seg = core.txn.slots.new_id()
     # Checksummed, and every chunk stored (a missing one is damage, not zeros), like every typed array.
     data = create_typed_array(
-        core.cache.store, f"segments/{seg}/data", (total,), (DATA_CHUNK,), dtype,
+        core.cache.store, segment_key(seg, "data"), (total,), (DATA_CHUNK,), dtype,
         compression.zarr_compressors(state.spec.chunk_compression),
         {"lakecompute": STREAM_SEGMENT, "tensor": state.spec.name},
     )  # fmt: skip
     index = create_typed_array(
-        core.cache.store, f"segments/{seg}/index", (rows.size,), (INDEX_CHUNK,), np.dtype("int64"),
+        core.cache.store, segment_key(seg, "index"), (rows.size,), (INDEX_CHUNK,), np.dtype("int64"),
         compression.zarr_compressors("zstd"), {"lakecompute": "segment-index"},
     )  # fmt: skip
     index[:] = rows.reshape(-1)
@@ -172,7 +177,7 @@ def _write_typed(core: DatasetCore, reader: ColumnReader, state: TensorState) ->
     sample_bytes = max(1, math.prod(shape) * dtype.itemsize)
     chunks = typed_chunks(shape, dtype.itemsize)
     rows = chunks[0]
-    path = f"tensors/{state.spec.name}/{core.txn.slots.new_id()}"
+    path = typed_array_key(state.spec.name, core.txn.slots.new_id())
     arr = create_typed_array(
         core.cache.store,
         path,
@@ -282,7 +287,7 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         if not removable(seg):
             continue
         if seg not in needed:
-            backend.delete_tree(f"segments/{seg}")  # with any temp files left inside it
+            backend.delete_tree(segment_key(seg))  # with any temp files left inside it
             removed["segments"] += 1
         else:
             removed["chunks"] += _vacuum_chunks(backend, seg, needed[seg])
@@ -320,11 +325,11 @@ class _Stored:
 
     @staticmethod
     def list(backend: Backend) -> _Stored:
-        segments = tuple(s for s in backend.list("segments") if _SEGMENT_NAME.match(s))
+        segments = tuple(s for s in backend.list(SEGMENTS) if _SEGMENT_NAME.match(s))
         typed = tuple(
-            f"tensors/{tensor_dir}/{array_id}"
-            for tensor_dir in backend.list("tensors")
-            for array_id in backend.list(f"tensors/{tensor_dir}")
+            typed_array_key(tensor_dir, array_id)
+            for tensor_dir in backend.list(TENSORS)
+            for array_id in backend.list(typed_array_key(tensor_dir))
             if _SEGMENT_NAME.match(array_id)
         )
         return _Stored(segments, typed)
@@ -350,12 +355,13 @@ def _vacuum_chunks(backend: Backend, seg: str, ranges: list[tuple[str, int, int]
     count = 0
     for array in ("data", "index"):
         keep = [(a, b) for kind, a, b in ranges if kind == array]
-        for name in backend.list(f"segments/{seg}/{array}/c"):
+        folder = chunk_folder(segment_key(seg, array))
+        for name in backend.list(folder):
             if not name.isdigit():
                 continue  # a temp file: see _sweep_temp_files
             c = int(name)
             if not any(a <= c <= b for a, b in keep):
-                backend.delete(f"segments/{seg}/{array}/c/{name}")
+                backend.delete(f"{folder}/{name}")
                 count += 1
     return count
 
@@ -392,8 +398,8 @@ def _sweep_temp_files(backend: Backend, removable: _Removable, min_age: float) -
 
 def _array_id(parts: list[str]) -> str | None:
     """The segment or typed array id a folder of the dataset (as its path parts) lies in, if any."""
-    if len(parts) >= 2 and parts[0] == "segments":
+    if len(parts) >= 2 and parts[0] == SEGMENTS:
         return parts[1]
-    if len(parts) >= 3 and parts[0] == "tensors":
+    if len(parts) >= 3 and parts[0] == TENSORS:
         return parts[2]
     return None

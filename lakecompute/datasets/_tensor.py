@@ -11,7 +11,8 @@ import numpy as np
 from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import Positions, compose, parse_index
 from lakecompute.datasets._info import TensorInfo, parse_tensor_info
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, RaggedShapeError, ReadOnlyError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
+from lakecompute.htypes import stack_samples
 from lakecompute.storage import Fragment
 
 if TYPE_CHECKING:
@@ -20,19 +21,6 @@ if TYPE_CHECKING:
     from lakecompute.loaders import TokenBlocks
 
 __all__ = ["Tensor", "TensorInfo", "TensorView"]
-
-
-def _stack(values: list[Any], name: str) -> np.ndarray:
-    if not values:
-        return np.empty((0,))
-    shapes = {np.shape(v) for v in values}
-    if len(shapes) > 1:
-        raise RaggedShapeError(
-            f"Samples of tensor {name!r} have different shapes ({len(shapes)} distinct, e.g. "
-            f"{sorted(shapes)[:3]}), so they cannot be stacked into one array. "
-            "Use .numpy(aslist=True) to get a list of arrays."
-        )
-    return np.stack([np.asarray(v) for v in values])
 
 
 class _Readable(HasCore):
@@ -100,7 +88,7 @@ class _Readable(HasCore):
             return list(values) if aslist else values
         if aslist:
             return [np.asarray(v) if not isinstance(v, np.ndarray) else v for v in values]
-        return _stack(values, self.name)
+        return stack_samples(values, self.name)
 
     def text(self) -> Any:
         """The text of a text sample (a list for several samples)."""
@@ -192,10 +180,7 @@ class TensorView(_Readable):
         Raises:
             ReadOnlyError: always, naming the tensor and the call to make instead.
         """
-        raise ReadOnlyError(
-            f"Cannot append to a selection of tensor {self.name!r}: a view's rows are fixed. "
-            f"Append through the dataset: ds.{self.name}.append(sample)."
-        )
+        raise self._rows_fixed("append to", "Append", "append(sample)")
 
     def extend(self, samples: Any) -> None:
         """Refused, like `append`.
@@ -203,9 +188,13 @@ class TensorView(_Readable):
         Raises:
             ReadOnlyError: always, naming the tensor and the call to make instead.
         """
-        raise ReadOnlyError(
-            f"Cannot extend a selection of tensor {self.name!r}: a view's rows are fixed. "
-            f"Extend through the dataset: ds.{self.name}.extend(samples)."
+        raise self._rows_fixed("extend", "Extend", "extend(samples)")
+
+    def _rows_fixed(self, verb: str, instead: str, call: str) -> ReadOnlyError:
+        """The error for growing a selection (its rows are fixed): ``call`` on the dataset's tensor."""
+        return ReadOnlyError(
+            f"Cannot {verb} a selection of tensor {self.name!r}: a view's rows are fixed. "
+            f"{instead} through the dataset: ds.{self.name}.{call}."
         )
 
     @property

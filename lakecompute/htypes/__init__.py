@@ -17,6 +17,7 @@ from lakecompute.htypes._registry import (
     encode_ragged,
     encode_sample,
 )
+from lakecompute.htypes._stacking import stack_samples, stacked
 
 # Specs sit below storage (see lakecompute.specs); re-exported here, where callers have always found them.
 from lakecompute.specs import (
@@ -56,4 +57,6 @@ __all__ = [
     "parse_htype_info",
     "parse_tensor_name",
     "parse_tensor_spec",
+    "stack_samples",
+    "stacked",
 ]

@@ -21,9 +21,12 @@ Example:
 
 from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
 from lakecompute.ingest._files import (
+    EXTENSION_FORMATS,
+    FORMAT_EXTENSIONS,
     IMAGE_EXTENSIONS,
     ImageFile,
     PathLike,
+    image_files,
     load_for_ingest,
     read,
     skip_advice,
@@ -41,6 +44,8 @@ from lakecompute.ingest._plan import (
 from lakecompute.ingest._run import run_ingest
 
 __all__ = [
+    "EXTENSION_FORMATS",
+    "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
     "ImageFile",
     "IngestKwargs",
@@ -49,6 +54,7 @@ __all__ = [
     "PathLike",
     "check_compression",
     "from_numpy",
+    "image_files",
     "ingest_classification",
     "ingest_image",
     "load_for_ingest",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lakecompute.compute import compute
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, load_for_ingest
+from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, image_files, load_for_ingest
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import (
     IngestPlan,
@@ -34,10 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["ingest_classification", "ingest_image", "plan_classification"]
 
 
-def _is_image(name: str) -> bool:
-    return not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
-
-
 def _scan(src: str) -> tuple[list[str], list[tuple[str, int]]]:
     """Class names (sorted folder names) and ``(path, label)`` for every image, in sorted order."""
     if not os.path.isdir(src):
@@ -49,13 +45,10 @@ def _scan(src: str) -> tuple[list[str], list[tuple[str, int]]]:
     for entry in sorted(os.scandir(src), key=lambda e: e.name):
         if entry.name.startswith(".") or not entry.is_dir():
             continue
-        files: list[str] = []
-        # Images in sub-sub-folders belong to the class too; walk them in sorted order.
-        for root, dirs, names in os.walk(entry.path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            files.extend(os.path.join(root, n) for n in sorted(names) if _is_image(n))
+        # Images in sub-sub-folders belong to the class too.
+        files = [os.path.join(entry.path, f) for f in image_files(entry.path)]
         if files:
-            classes.append((entry.name, sorted(files)))
+            classes.append((entry.name, files))
     if not classes:
         raise InvalidArgumentError(
             f"Found no images in class sub-folders of {src!r}. Expected a layout like {src}/cat/1.jpg, "

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from io import BytesIO
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -19,18 +21,51 @@ if TYPE_CHECKING:
     from PIL import Image
 
 __all__ = [
+    "EXTENSION_FORMATS",
     "FORMATS",
+    "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
     "ImageFile",
     "PathLike",
+    "image_files",
+    "is_image_name",
     "load_for_ingest",
     "read",
     "unreadable",
     "with_skip_advice",
 ]
 
-IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+EXTENSION_FORMATS: Final[Mapping[str, str]] = MappingProxyType(
+    {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp", ".bmp": "bmp"}
+)
+"""Image file name endings (lower case) -> the format their content normally has: the one table of
+which files are images, what an ingest plan counts, and what an export names a file."""
+
+IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset(EXTENSION_FORMATS)
 """File name endings (any case) that `ingest_classification` reads as images."""
+
+FORMAT_EXTENSIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        fmt: next(ending for ending, of in EXTENSION_FORMATS.items() if of == fmt)
+        for fmt in dict.fromkeys(EXTENSION_FORMATS.values())
+    }
+)
+"""Format -> the file name ending written for it (the first listed: ``.jpg`` for JPEG)."""
+
+
+def is_image_name(name: str) -> bool:
+    """Whether a file named ``name`` is read as an image: not hidden, ending in `IMAGE_EXTENSIONS`."""
+    return not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+def image_files(folder: str) -> list[str]:
+    """Image files under ``folder`` (any depth, hidden entries skipped), sorted, relative to it."""
+    found: list[str] = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(os.path.relpath(os.path.join(root, n), folder) for n in names if is_image_name(n))
+    return sorted(found)
+
 
 FORMATS: Final[dict[str, str]] = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp", "BMP": "bmp"}
 """Pillow's format names -> ours (the sample compressions; other formats keep Pillow's name, lower case)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from lakecompute.errors import InvalidArgumentError, warn
-from lakecompute.ingest._files import PathLike
+from lakecompute.ingest._files import EXTENSION_FORMATS, PathLike
 
 __all__ = [
     "IngestPlan",
@@ -21,14 +21,6 @@ __all__ = [
     "target_mode",
 ]
 
-# File name endings -> the format their content normally has (what a plan counts; workers check content).
-_EXTENSION_FORMATS: Final[dict[str, str]] = {
-    ".jpg": "jpeg",
-    ".jpeg": "jpeg",
-    ".png": "png",
-    ".webp": "webp",
-    ".bmp": "bmp",
-}
 # Which stored format wins a tie between equally common ones, and the one used when the most common
 # format is none a tensor stores (bmp): lossless first.
 _PREFERENCE: Final = ("png", "jpeg", "webp")
@@ -69,7 +61,7 @@ def plan_images(paths: Sequence[str], image_compression: str | None) -> IngestPl
     format), decided from their name endings alone (see `IngestPlan`)."""
     from lakecompute.compression import parse_sample_compression
 
-    formats = Counter(_EXTENSION_FORMATS[os.path.splitext(p)[1].lower()] for p in paths)
+    formats = Counter(EXTENSION_FORMATS[os.path.splitext(p)[1].lower()] for p in paths)
     ranked = dict(sorted(formats.items(), key=lambda kv: (-kv[1], kv[0])))
     if image_compression == "auto":
         # The most common format wins; among equals lossless first; png when the most common is one

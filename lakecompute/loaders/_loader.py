@@ -27,6 +27,7 @@ from lakecompute.loaders._state import LoaderCursor
 from lakecompute.loaders._transform import BatchTransform
 from lakecompute.schedulers import (
     PAUSE,
+    InOrder,
     PickledError,
     ProcessedScheduler,
     ProgressFn,
@@ -219,21 +220,16 @@ def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]
     token = uuid.uuid4().hex
     reader = StepReader(spec, share=token)
     results = _scheduler(spec, workers).run(reader, window.tasks(), max_in_flight=window.window + 1)
-    waiting: dict[int, dict[str, Any] | SharedBatch | WorkerFailure] = {}
+    order = InOrder[dict[str, Any] | SharedBatch | WorkerFailure]()
     try:
+        # Taking every result lets the scheduler end the run (its workers exit on their own).
         with contextlib.closing(results):
-            for position in range(len(steps)):
-                while position not in waiting:
-                    done, batch = next(results)
-                    waiting[done] = batch
-                window.taken += 1
-                batch = waiting.pop(position)
-                if isinstance(batch, WorkerFailure):
-                    raise batch.exception()
-                yield batch.open() if isinstance(batch, SharedBatch) else batch
-            # Let the scheduler end the run (its workers exit on their own).
-            for _ in results:
-                pass
+            for done, result in results:
+                for batch in order.put(done, result):
+                    window.taken += 1
+                    if isinstance(batch, WorkerFailure):
+                        raise batch.exception()
+                    yield batch.open() if isinstance(batch, SharedBatch) else batch
     finally:
         remove_leftovers(token)  # batches read ahead and never taken, or a worker that died mid-batch
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.loaders._plan import IndexPlan
+from lakecompute.loaders._plan import LEAST, IndexPlan
 from lakecompute.loaders._transform import check_transform
 from lakecompute.parsing import parse_count, parse_flag, parse_keywords
 
@@ -72,17 +72,6 @@ class TorchLoaderKwargs(_CommonKwargs, total=False):
 # Each count and the least value it may take. rank and world_size may also be None: pytorch()'s
 # "torch.distributed's, when it is initialised", filled in before a plan is made (`plan` refuses None,
 # so batches() does, with the message it always gave).
-_LEAST = {
-    "batch_size": 1,
-    "seed": 0,
-    "epoch": 0,
-    "world_size": 1,
-    "rank": 0,
-    "start_from_step": 0,
-    "num_workers": 0,
-    "prefetch": 1,
-    "shuffle_block": 0,
-}
 _DISTRIBUTED = ("rank", "world_size")
 # Flags follow `lakecompute.parsing.parse_flag`, like every other call's: True or False (numpy bools too).
 _FLAGS = ("shuffle", "drop_last", "pin_memory")
@@ -139,7 +128,7 @@ class LoaderOptions:
         known = TorchLoaderKwargs.__optional_keys__ if call == "pytorch" else LoaderKwargs.__optional_keys__
         parse_keywords(call, options, known)
         checked = {"batch_size": batch_size, **options}
-        for name, least in _LEAST.items():
+        for name, least in LEAST.items():
             if name in checked and not (name in _DISTRIBUTED and checked[name] is None):
                 checked[name] = parse_count(name, checked[name], least)
         for name in _FLAGS:
@@ -163,8 +152,8 @@ class LoaderOptions:
             InvalidTypeError: ``rank`` or ``world_size`` is still None (only ``pytorch()`` fills them in).
             InvalidArgumentError: ``rank >= world_size``, or ``start_from_step`` past the epoch's end.
         """
-        world_size = parse_count("world_size", self.world_size, 1)
-        rank = parse_count("rank", self.rank, 0)
+        world_size = parse_count("world_size", self.world_size, LEAST["world_size"])
+        rank = parse_count("rank", self.rank, LEAST["rank"])
         return IndexPlan(
             length,
             batch_size=self.batch_size,

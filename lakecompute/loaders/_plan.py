@@ -29,14 +29,37 @@ so that the DataLoader's first batch is step ``k``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.parsing import parse_count
 
-__all__ = ["IndexPlan"]
+__all__ = ["LEAST", "PLAN_OPTIONS", "IndexPlan"]
+
+LEAST: Final = MappingProxyType(
+    {
+        "length": 0,
+        "batch_size": 1,
+        "seed": 0,
+        "epoch": 0,
+        "world_size": 1,
+        "rank": 0,
+        "start_from_step": 0,
+        "num_workers": 0,
+        "prefetch": 1,
+        "shuffle_block": 0,
+    }
+)
+"""The smallest value of every count a loader takes (the plan's and the loader options')."""
+
+# Marks the fields of a plan that are options: what decides which samples each step reads, the same for
+# every epoch, rank and resume (the others say where a run is: the source's length, epoch, rank, step).
+_OPTION: Final = MappingProxyType({"option": True})
 
 # Shuffling draws from its own stream of the seed, apart from the per-sample generators transforms
 # derive from the same seed.
@@ -71,27 +94,21 @@ class IndexPlan:
     """
 
     length: int
-    batch_size: int
-    shuffle: bool = False
-    seed: int = 0
+    batch_size: int = dataclasses.field(metadata=_OPTION)
+    shuffle: bool = dataclasses.field(default=False, metadata=_OPTION)
+    seed: int = dataclasses.field(default=0, metadata=_OPTION)
     epoch: int = 0
-    drop_last: bool = False
+    drop_last: bool = dataclasses.field(default=False, metadata=_OPTION)
     rank: int = 0
-    world_size: int = 1
+    world_size: int = dataclasses.field(default=1, metadata=_OPTION)
     start_from_step: int = 0
-    num_workers: int = 0
-    shuffle_block: int = 0
+    num_workers: int = dataclasses.field(default=0, metadata=_OPTION)
+    shuffle_block: int = dataclasses.field(default=0, metadata=_OPTION)
 
     def __post_init__(self) -> None:
-        parse_count("length", self.length, 0)
-        parse_count("batch_size", self.batch_size, 1)
-        parse_count("seed", self.seed, 0)
-        parse_count("epoch", self.epoch, 0)
-        parse_count("world_size", self.world_size, 1)
-        parse_count("rank", self.rank, 0)
-        parse_count("start_from_step", self.start_from_step, 0)
-        parse_count("num_workers", self.num_workers, 0)
-        parse_count("shuffle_block", self.shuffle_block, 0)
+        for field in dataclasses.fields(self):
+            if field.name in LEAST:
+                parse_count(field.name, getattr(self, field.name), LEAST[field.name])
         if self.rank >= self.world_size:
             raise InvalidArgumentError(
                 f"Expected 0 <= rank < world_size. Got rank={self.rank}, world_size={self.world_size}."
@@ -215,3 +232,7 @@ class IndexPlan:
             raise InvalidArgumentError(
                 f"Expected 0 <= worker < {self.streams} (num_workers={self.num_workers}). Got {worker}."
             )
+
+
+PLAN_OPTIONS: Final = tuple(f.name for f in dataclasses.fields(IndexPlan) if f.metadata.get("option"))
+"""The options of an `IndexPlan`: a loader state resumes only a plan made with the same."""

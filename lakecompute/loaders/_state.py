@@ -26,7 +26,7 @@ from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.loaders._options import LoaderOptions
-from lakecompute.loaders._plan import IndexPlan
+from lakecompute.loaders._plan import PLAN_OPTIONS, IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.parsing import parse_count
 
@@ -34,9 +34,6 @@ __all__ = ["STATE_FORMAT", "LoaderCursor", "Position", "describe_source"]
 
 #: The ``format`` entry of every state: states of another format are refused.
 STATE_FORMAT = "lakecompute.loader/1"
-
-# The options that decide which samples each step reads: a state resumes only a plan made with the same.
-_PLAN_OPTIONS = ("batch_size", "shuffle", "shuffle_block", "seed", "drop_last", "world_size", "num_workers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +182,7 @@ class LoaderCursor:
             "rank": options.rank,
             "options": {
                 name: getattr(options, name)
-                for name in _PLAN_OPTIONS
+                for name in PLAN_OPTIONS
                 if name not in _SAVED_BEFORE or getattr(options, name) != _SAVED_BEFORE[name]
             },
             "dataset": dict(self.described()),

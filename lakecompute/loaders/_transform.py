@@ -17,6 +17,7 @@ import numpy as np
 
 from lakecompute.compute import ComputeFunction, Pipeline, RowMeta
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.htypes import stacked
 
 __all__ = ["BatchTransform", "check_transform", "collate_rows"]
 
@@ -32,14 +33,9 @@ def check_transform(transform: Any) -> None:
 
 
 def _stack(values: list[Any]) -> np.ndarray | list[Any]:
-    """One array when the values are numbers or arrays of one shape, else the list itself."""
-    first = values[0]
-    if not isinstance(first, (np.ndarray, np.generic, int, float)) or isinstance(first, bool):
-        return values
-    arrays = [np.asarray(v) for v in values]
-    if arrays[0].dtype.kind not in "biufc" or len({a.shape for a in arrays}) > 1:
-        return values
-    return np.stack(arrays)
+    """One array when the values are numbers or arrays of one shape (`stacked`), else the list itself."""
+    out = stacked(values)
+    return values if out is None else out
 
 
 def collate_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:

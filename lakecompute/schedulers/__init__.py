@@ -39,6 +39,7 @@ from lakecompute.schedulers._devices import (
     place_workers,
     visible_devices,
 )
+from lakecompute.schedulers._ordered import InOrder
 from lakecompute.schedulers._processed import ProcessedScheduler, StartMethod
 from lakecompute.schedulers._ranks import (
     DISTRIBUTED_ENV,
@@ -66,6 +67,7 @@ from lakecompute.schedulers._transport import (
 __all__ = [
     "DISTRIBUTED_ENV",
     "PAUSE",
+    "InOrder",
     "Inbox",
     "PickledError",
     "Placement",

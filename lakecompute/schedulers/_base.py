@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import abc
+import copy
+import dataclasses
+import itertools
 import os
 import threading
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from types import TracebackType
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Generic, TypeAlias, TypeVar
 
 from lakecompute.errors import ForkInTaskError, InvalidArgumentError
 from lakecompute.parsing import parse_count
@@ -15,7 +18,10 @@ from lakecompute.schedulers._devices import Placement
 
 __all__ = [
     "PAUSE",
+    "Job",
+    "PlacedScheduler",
     "ProgressFn",
+    "Results",
     "Scheduler",
     "TaskFn",
     "call_task",
@@ -42,6 +48,32 @@ are stopped from outside.
 
 TaskFn = Callable[[TaskT, ProgressFn], ResultT]
 """A task function: ``fn(task, progress) -> result``."""
+
+Results: TypeAlias = Generator[tuple[int, ResultT], None, None]
+"""What a run yields: ``(position, result)`` pairs in completion order."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Job(Generic[TaskT, ResultT]):
+    """One call of `Scheduler.run` with its arguments checked: what a backend's `_run` is handed."""
+
+    fn: TaskFn[TaskT, ResultT]
+    """The task function, called as ``fn(task, progress)``."""
+    tasks: Iterator[TaskT]
+    """The tasks, in order (taken once)."""
+    on_progress: ProgressFn | None
+    """Called in the consuming thread with the increments the tasks report; None: nobody listens."""
+    limit: int
+    """Most tasks outstanding at once (``max_in_flight`` resolved)."""
+
+    def nonempty_tasks(self) -> Iterator[TaskT] | None:
+        """The tasks, or None when there are none: the first is looked at (and put back) so that a
+        backend can refuse to start workers for an empty input, which then costs nothing."""
+        try:
+            first = next(self.tasks)
+        except StopIteration:
+            return None
+        return itertools.chain([first], self.tasks)
 
 
 class _Pause:
@@ -203,17 +235,11 @@ class Scheduler(abc.ABC):
         # Arguments are checked here, at the call, not at the generator's first next(): mistakes
         # surface where they are made.
         limit = parse_max_in_flight(max_in_flight, self.num_workers)
-        return self._run(fn, tasks, on_progress, limit)
+        return self._run(Job(fn, iter(tasks), on_progress, limit))
 
     @abc.abstractmethod
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind `run`, with ``max_in_flight`` checked and resolved to ``limit``."""
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
+        """The generator behind `run`, with ``max_in_flight`` checked and resolved to ``job.limit``."""
 
     def close(self) -> None:  # noqa: B027 (an optional hook: doing nothing is the right default)
         """Release resources the scheduler keeps across runs. Does nothing unless a backend needs it."""
@@ -231,6 +257,23 @@ class Scheduler(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_workers={self.num_workers})"
+
+
+class PlacedScheduler(Scheduler):
+    """A scheduler that places its workers on devices in this process: it keeps the `Placement`, and
+    `with_devices` is a copy of it with another one."""
+
+    _placement: Placement | None = None
+
+    @property
+    def placement(self) -> Placement | None:
+        return self._placement
+
+    def with_devices(self, placement: Placement) -> Scheduler:
+        """This scheduler with worker ``k`` on device ``k % len(placement)``."""
+        placed = copy.copy(self)
+        placed._placement = placement
+        return placed
 
 
 def call_task(fn: TaskFn[TaskT, ResultT], task: TaskT, progress: ProgressFn) -> ResultT:

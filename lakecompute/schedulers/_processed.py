@@ -35,12 +35,12 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.parsing import DevicesLike, parse_devices
-from lakecompute.schedulers._base import PAUSE, ProgressFn, Scheduler, TaskFn, pause_error
+from lakecompute.schedulers._base import PAUSE, Job, ProgressFn, Results, Scheduler, pause_error
 from lakecompute.schedulers._devices import CUDA_VISIBLE, Placement, cuda_initialised, place_workers
 from lakecompute.schedulers._pool import Pool, StartMethod
 from lakecompute.schedulers._transport import (
@@ -199,31 +199,23 @@ class ProcessedScheduler(Scheduler):
             f"ProcessedScheduler(num_workers={self.num_workers}, start_method={self.start_method!r}{devices})"
         )
 
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind `run`.
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
+        """The generator behind `run`; an empty input starts no process.
 
         Raises:
             WorkerDiedError: if a worker process dies, or fails while starting.
             UnpicklableTaskError: if a task cannot be pickled.
             RemoteError: if a task raised an exception that cannot be pickled.
         """
-        iterator = iter(tasks)
-        # Look at the first task before starting any process: an empty input costs nothing.
-        try:
-            first = next(iterator)
-        except StopIteration:
+        tasks = job.nonempty_tasks()
+        if tasks is None:
             return
-        pool = Pool(self._run_start_method(), self.preload, self.num_workers, fn, self._placement)
+        on_progress = job.on_progress
+        pool = Pool(self._run_start_method(), self.preload, self.num_workers, job.fn, self._placement)
         finished = False
         try:
             pool.start()
-            feed = _Feed(pool, itertools.chain([first], iterator), limit)
+            feed = _Feed(pool, tasks, job.limit)
             feed.refill()
             while feed.outstanding:
                 dead = pool.wait()

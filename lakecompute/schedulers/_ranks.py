@@ -43,7 +43,8 @@ from typing import Any, ClassVar, TypeVar, cast
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.schedulers._base import (
     PAUSE,
-    ProgressFn,
+    Job,
+    Results,
     Scheduler,
     TaskFn,
     parse_max_in_flight,
@@ -260,23 +261,17 @@ class RanksScheduler(Scheduler):
         self._capacities = list(capacities)
         self._prepare = list(prepare)
 
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        return _Dispatch(self, fn, on_progress).results(iter(tasks))
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
+        return _Dispatch(self, job).results(job.tasks)
 
 
 class _Dispatch:
     """One run of `RanksScheduler`: hands tasks to ranks with room, yields results as they come."""
 
-    def __init__(self, sched: RanksScheduler, fn: TaskFn[Any, Any], on_progress: ProgressFn | None) -> None:
+    def __init__(self, sched: RanksScheduler, job: Job[Any, Any]) -> None:
         self._sched = sched
-        self._fn = fn
-        self._on_progress = on_progress
+        self._fn = job.fn
+        self._on_progress = job.on_progress
         self._channel = sched._channel
         # A rank may hold one task more than it runs at once: when one of its tasks ends, the next is
         # already there, so that its workers never wait for a task while a result of theirs waits to go.

@@ -36,13 +36,14 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, ClassVar, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError, WorkerDiedError
 from lakecompute.schedulers._base import (
     PAUSE,
-    ProgressFn,
+    Job,
+    Results,
     Scheduler,
     TaskFn,
     _set_process_device,
@@ -253,31 +254,23 @@ class RayScheduler(Scheduler):
         options.update(self._init_options)
         return options
 
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """The generator behind `run`.
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
+        """The generator behind `run`; an empty input never touches Ray.
 
         Raises:
             WorkerDiedError: if a Ray worker (or its node) dies while running a task.
             UnpicklableTaskError: if a task cannot be pickled.
             RemoteError: if a task raised an exception that cannot be unpickled in the driver.
         """
-        iterator = iter(tasks)
-        # Look at the first task before touching Ray: an empty input costs nothing.
-        try:
-            first = next(iterator)
-        except StopIteration:
+        tasks = job.nonempty_tasks()
+        if tasks is None:
             return
+        on_progress = job.on_progress
         ray = self._ray()
         check_resources(ray, self.options.request())
         remote = _remote_function(ray).options(**self.options.task_options())
         # Stored once in Ray's object store; each task gets a reference, not another copy.
-        slots = _Slots(remote, ray.put(fn), itertools.chain([first], iterator), self.num_workers, limit)
+        slots = _Slots(remote, ray.put(job.fn), tasks, self.num_workers, job.limit)
         try:
             while True:
                 slots.fill()

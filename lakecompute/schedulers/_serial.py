@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterator
 from typing import ClassVar, TypeVar
 
 from lakecompute.parsing import DevicesLike, parse_devices
 from lakecompute.schedulers._base import (
     PAUSE,
+    Job,
+    PlacedScheduler,
     ProgressFn,
-    Scheduler,
-    TaskFn,
+    Results,
     _set_thread_device,
     call_task,
     pause_error,
     worker_device,
 )
-from lakecompute.schedulers._devices import Placement, place_workers
+from lakecompute.schedulers._devices import place_workers
 
 __all__ = ["SerialScheduler"]
 
@@ -43,7 +44,7 @@ def _direct_progress(on_progress: ProgressFn) -> ProgressFn:
     return progress
 
 
-class SerialScheduler(Scheduler):
+class SerialScheduler(PlacedScheduler):
     """Runs tasks one by one in the calling thread; the easiest to debug (``num_workers=0``).
 
     ``num_workers`` is accepted for a uniform interface and ignored. Exceptions propagate as they are,
@@ -68,41 +69,26 @@ class SerialScheduler(Scheduler):
         super().__init__(num_workers)
         self._placement = place_workers(parse_devices("devices", devices))
 
-    @property
-    def placement(self) -> Placement | None:
-        return self._placement
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
+        """Tasks run in order, one at a time, whatever ``max_in_flight`` says (it is still checked).
 
-    def with_devices(self, placement: Placement) -> Scheduler:
-        """This scheduler, telling its tasks the first device of ``placement``."""
-        copy = SerialScheduler(self.num_workers)
-        copy._placement = placement
-        return copy
-
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
-        """Tasks run in order, one at a time, whatever ``max_in_flight`` says (it is still checked)."""
+        With a placement, the tasks are told its first device.
+        """
         device = None if self._placement is None else self._placement.in_caller(0)
-        report = _ignore_progress if on_progress is None else _direct_progress(on_progress)
-        return _run_serial(fn, tasks, report, device)
+        report = _ignore_progress if job.on_progress is None else _direct_progress(job.on_progress)
+        return _run_serial(job, report, device)
 
 
-def _run_serial(
-    fn: TaskFn[TaskT, ResultT], tasks: Iterable[TaskT], report: ProgressFn, device: str | None
-) -> Generator[tuple[int, ResultT], None, None]:
+def _run_serial(job: Job[TaskT, ResultT], report: ProgressFn, device: str | None) -> Results[ResultT]:
     """The generator behind `SerialScheduler.run`."""
     # Pull one task at a time, so a lazy iterable is consumed no faster than results are taken. Every
     # result is taken before the next task is pulled, so nothing is ever outstanding at a pull: a
     # pause here could never end.
-    for position, task in enumerate(tasks):
+    for position, task in enumerate(job.tasks):
         if task is PAUSE:
             raise pause_error()
         with _device(device):
-            value = call_task(fn, task, report)
+            value = call_task(job.fn, task, report)
         yield position, value
 
 

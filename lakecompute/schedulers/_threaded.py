@@ -23,15 +23,17 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterator
 from typing import ClassVar, Generic, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError, LakeComputeWarning
 from lakecompute.parsing import DevicesLike, parse_devices
 from lakecompute.schedulers._base import (
     PAUSE,
+    Job,
+    PlacedScheduler,
     ProgressFn,
-    Scheduler,
+    Results,
     TaskFn,
     _set_thread_device,
     _set_thread_worker_id,
@@ -82,7 +84,7 @@ class _Event(Generic[ResultT]):
         """The progress increment (progress events)."""
 
 
-class ThreadedScheduler(Scheduler):
+class ThreadedScheduler(PlacedScheduler):
     """Runs tasks in ``num_workers`` daemon threads of the calling process.
 
     A run that ends (success, failure, the consumer stopping, Ctrl-C) returns within about
@@ -114,25 +116,11 @@ class ThreadedScheduler(Scheduler):
             )
         self._placement = place_workers(parse_devices("devices", devices))
 
-    @property
-    def placement(self) -> Placement | None:
-        return self._placement
-
-    def with_devices(self, placement: Placement) -> Scheduler:
-        """This scheduler with thread ``k`` on device ``k % len(placement)``."""
-        copy = ThreadedScheduler(self.num_workers)
-        copy._placement = placement
-        return copy
-
-    def _run(
-        self,
-        fn: TaskFn[TaskT, ResultT],
-        tasks: Iterable[TaskT],
-        on_progress: ProgressFn | None,
-        limit: int,
-    ) -> Generator[tuple[int, ResultT], None, None]:
+    def _run(self, job: Job[TaskT, ResultT]) -> Results[ResultT]:
         """The generator behind `run`."""
-        return _ThreadedRun(fn, self.num_workers, on_progress, self._placement).results(iter(tasks), limit)
+        return _ThreadedRun(job.fn, self.num_workers, job.on_progress, self._placement).results(
+            job.tasks, job.limit
+        )
 
 
 class _ThreadedRun(Generic[TaskT, ResultT]):

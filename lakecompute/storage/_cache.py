@@ -37,7 +37,7 @@ from zarr.storage import LocalStore
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError
 from lakecompute.storage._direct import DirectChunks, StoredChunk
-from lakecompute.storage._segments import STREAM_SEGMENT
+from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, chunk_folder, segment_key
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
@@ -161,7 +161,7 @@ class ArrayCache:
         stream = arr.attrs.get("lakecompute") == STREAM_SEGMENT and arr.dtype.kind in "biuf"
         expected = {"data": np.uint8, "index": np.int64}.get(path.rsplit("/", 1)[-1])
         dtype_ok = arr.dtype == expected or (stream and path.endswith("/data"))
-        if path.startswith("segments/") and (expected is None or arr.ndim != 1 or not dtype_ok):
+        if path.startswith(f"{SEGMENTS}/") and (expected is None or arr.ndim != 1 or not dtype_ok):
             raise self.damaged(key, f"expected a 1-D segment array, got {arr.ndim}-D {arr.dtype}")
         chunk_bytes = math.prod(int(c) for c in arr.chunks) * arr.dtype.itemsize
         if chunk_bytes > MAX_CHUNK_BYTES:
@@ -173,7 +173,7 @@ class ArrayCache:
             return
         root = str(self.store.root)
         real_root = os.path.realpath(root)
-        for sub in (path, f"{path}/c"):
+        for sub in (path, chunk_folder(path)):
             full = os.path.join(root, *sub.split("/"))
             if os.path.realpath(full) != os.path.join(real_root, *sub.split("/")):
                 raise self.damaged(sub, "a symbolic link; lakecompute never follows links inside a dataset")
@@ -487,7 +487,7 @@ class ArrayCache:
         key = (seg, idx, total, width)
         rows = self._index_rows.get(key)
         if rows is None:
-            flat = self.read_rows(f"segments/{seg}/index", idx, total * width)
+            flat = self.read_rows(segment_key(seg, "index"), idx, total * width)
             rows = np.array(flat, dtype=np.int64).reshape(total, width)
             self._index_rows[key] = rows
         return rows

@@ -7,12 +7,12 @@ layout allows it (`lakecompute.storage._probes`), else through zarr.
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import zarr
 
+from lakecompute.storage._chain import plain_chain
 from lakecompute.storage._checked import (
     DECODE_ERRORS,
     MissingChunkError,
@@ -62,29 +62,18 @@ class DirectChunks:
             LAYOUT_PROBES.fell_back(path, f"its metadata surprised the reader: {type(exc).__name__}: {exc}")
 
     def _setup(self, root: str | None) -> None:
-        from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
-
-        meta = self.arr.metadata
-        if root is None or meta.zarr_format != 3 or self.arr.ndim != 1:
+        if root is None:
             return
-        codecs = list(meta.codecs)
-        if not codecs or not isinstance(codecs[0], BytesCodec):
+        chain = plain_chain(self.arr)
+        if chain is None:
             return
-        endian = codecs[0].endian
-        if self.arr.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
-            return
-        rest = codecs[1:]
-        self._checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
-        if self._checksum:
-            rest.pop()
-        if len(rest) == 1 and isinstance(rest[0], ZstdCodec):
+        self._checksum = chain.checksum
+        if chain.zstd is not None:
             from numcodecs import Zstd
 
             self._zstd = Zstd()
-        elif rest:
-            return
         self._size = int(self.arr.chunks[0])
-        reason = LAYOUT_PROBES.verdict(meta, self.arr.dtype, self._zstd, self._checksum)
+        reason = LAYOUT_PROBES.verdict(chain.metadata, self.arr.dtype, self._zstd, self._checksum)
         if reason is not None:
             LAYOUT_PROBES.fell_back(self.path, reason)
             return

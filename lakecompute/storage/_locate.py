@@ -24,7 +24,7 @@ import numpy as np
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage._cache import ArrayCache
 from lakecompute.storage._manifest import Fragment, TensorState
-from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
+from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, chunk_key, segment_key
 from lakecompute.storage._versions import needed_by_a_version
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def located_error(
 def undecodable_error(cache: ArrayCache, seg: str, at: int, exc: Exception) -> DatasetCorruptError:
     """The error for a stored sample at byte ``at`` of segment ``seg``'s data that passed its checksum
     (or predates checksums) and still does not decode."""
-    key = f"segments/{seg}/data/c/{at // DATA_CHUNK}"
+    key = chunk_key(segment_key(seg, "data"), at // DATA_CHUNK)
     return cache.damaged(key, f"a stored sample does not decode ({exc})")
 
 
@@ -196,13 +196,13 @@ class Locator:
             problem = f"sizes that add up to {total} bytes, the fragment holds {f.nbytes}"
         elif self.kind == "array":
             # Sizes count items of the segment's data array: bytes, or values in a typed stream.
-            data = self.cache.array(f"segments/{f.seg}/data").dtype.itemsize
+            data = self.cache.array(segment_key(f.seg, "data")).dtype.itemsize
             itemsize = np.dtype(f.dtype).itemsize / data
             expected = np.prod(rows[:, 1:].astype(np.float64), axis=1) * itemsize
             if not np.array_equal(expected, sizes.astype(np.float64)):
                 problem = f"sizes that disagree with the shapes of {f.dtype} samples"
         if problem:
-            key = f"segments/{f.seg}/index/c/{f.idx // INDEX_CHUNK}"
+            key = chunk_key(segment_key(f.seg, "index"), f.idx // INDEX_CHUNK)
             raise self.cache.damaged(key, f"the index rows from entry {f.idx} hold {problem}")
         return offs
 
@@ -212,7 +212,7 @@ class Locator:
         are read or allocated (a missing chunk inside it fails when read)."""
         path = self._stored_ok.get(id(f))
         if path is None:
-            path = f"segments/{f.seg}/data"
+            path = segment_key(f.seg, "data")
             if f.nbytes:
                 self.cache.require(path, f.off + f.nbytes - 1)
             self._stored_ok[id(f)] = path

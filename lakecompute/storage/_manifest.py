@@ -47,6 +47,7 @@ from lakecompute.storage._segments import CAPACITY_INDEX
 __all__ = [
     "FORMAT",
     "MARKER",
+    "VERSIONS",
     "Fragment",
     "Manifest",
     "TensorState",
@@ -57,6 +58,8 @@ __all__ = [
 FORMAT = "lakecompute/1"
 # Line ids and tensor ids: 32 hex digits (uuid4().hex).
 _LINE_ID = re.compile(r"[0-9a-f]{32}")
+VERSIONS = "versions"
+"""The folder of the version manifests."""
 #: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
 #: ...}``, written last when a dataset is created (the id since datasets have ids).
 MARKER = "lakecompute"
@@ -72,7 +75,7 @@ def new_dataset_id() -> str:
 
 def version_key(version: int) -> str:
     """The storage key of a version's manifest."""
-    return f"versions/{version:010d}.json"
+    return f"{VERSIONS}/{version:010d}.json"
 
 
 @dataclass(frozen=True, slots=True)

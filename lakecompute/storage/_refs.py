@@ -25,13 +25,15 @@ refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at tha
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, StorageError
 from lakecompute.storage._backend import TEMP_PREFIX, Backend
@@ -59,6 +61,8 @@ __all__ = [
     "tag_key",
     "write_line_hint",
 ]
+
+RefT = TypeVar("RefT")
 
 #: The branch every dataset starts with (Deep Lake's, git's and lakeFS's name for it).
 DEFAULT_BRANCH: Final = "main"
@@ -263,14 +267,7 @@ def read_branch(backend: Backend, name: str) -> BranchRef | None:
     Raises:
         DatasetCorruptError: the ref file is damaged.
     """
-    key = branch_key(name)
-    data = backend.read(key)
-    if data is None:
-        return None
-    try:
-        return parse_branch(name, data)
-    except InvalidField as exc:
-        raise _corrupt(backend, key, exc) from None
+    return _read_ref(backend, branch_key(name), functools.partial(parse_branch, name))
 
 
 def read_tag(backend: Backend, name: str) -> TagRef | None:
@@ -279,12 +276,16 @@ def read_tag(backend: Backend, name: str) -> TagRef | None:
     Raises:
         DatasetCorruptError: the tag file is damaged.
     """
-    key = tag_key(name)
+    return _read_ref(backend, tag_key(name), functools.partial(parse_tag, name))
+
+
+def _read_ref(backend: Backend, key: str, parse: Callable[[bytes], RefT]) -> RefT | None:
+    """The ref file at ``key`` parsed by ``parse``, or None when there is none; damage is corruption."""
     data = backend.read(key)
     if data is None:
         return None
     try:
-        return parse_tag(name, data)
+        return parse(data)
     except InvalidField as exc:
         raise _corrupt(backend, key, exc) from None
 
@@ -333,14 +334,7 @@ def moved_to(backend: Backend, line: str, parent: int) -> int | None:
     Raises:
         DatasetCorruptError: the move file is damaged.
     """
-    key = _move_key(line, parent)
-    data = backend.read(key)
-    if data is None:
-        return None
-    try:
-        return parse_move(parent, data)
-    except InvalidField as exc:
-        raise _corrupt(backend, key, exc) from None
+    return _read_ref(backend, _move_key(line, parent), functools.partial(parse_move, parent))
 
 
 def _last_move(backend: Backend, ref: BranchRef) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 import uuid
@@ -28,8 +27,10 @@ import numpy as np
 import zarr
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 
 from lakecompute.storage._backend import temp_name
+from lakecompute.storage._chain import plain_chain
 
 if TYPE_CHECKING:
     from lakecompute.storage._cache import ArrayCache
@@ -40,15 +41,21 @@ __all__ = [
     "DATA_CHUNK",
     "INDEX_CHUNK",
     "MAX_SLOTS",
+    "SEGMENTS",
     "SLOT_BYTES",
     "SLOT_INDEX",
     "STREAM_SEGMENT",
+    "TENSORS",
     "OpenSegment",
     "SlotWriter",
     "checked_codecs",
+    "chunk_folder",
+    "chunk_key",
     "create_segment",
     "create_typed_array",
     "new_segment_id",
+    "segment_key",
+    "typed_array_key",
 ]
 
 DATA_CHUNK = 1 << 20  # 1 MiB: zarr's fixed cost per chunk is small next to this (STORAGE-NOTES)
@@ -63,6 +70,38 @@ MAX_SLOTS = CAPACITY_BYTES // SLOT_BYTES
 def new_segment_id() -> str:
     """A unique, time-ordered segment name (the time lets cleanup spare young segments)."""
     return f"{int(time.time() * 1000):013d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+SEGMENTS = "segments"
+"""The folder of every segment."""
+
+TENSORS = "tensors"
+"""The folder of the typed arrays ``compact()`` writes, one sub-folder per tensor."""
+
+#: How the arrays lakecompute writes name their chunks: zarr's default for v3 (``c/<i>``).
+_CHUNK_KEYS = DefaultChunkKeyEncoding()
+
+
+def segment_key(seg_id: str, part: str | None = None) -> str:
+    """The storage key of segment ``seg_id``'s folder, or of its ``"data"`` or ``"index"`` array."""
+    folder = f"{SEGMENTS}/{seg_id}"
+    return folder if part is None else f"{folder}/{part}"
+
+
+def typed_array_key(tensor: str, array_id: str | None = None) -> str:
+    """The storage key of ``tensor``'s folder of typed arrays, or of its typed array ``array_id``."""
+    folder = f"{TENSORS}/{tensor}"
+    return folder if array_id is None else f"{folder}/{array_id}"
+
+
+def chunk_key(array_key: str, chunk: int) -> str:
+    """The storage key of chunk ``chunk`` of the 1-D array at ``array_key``, as zarr names it."""
+    return f"{array_key}/{_CHUNK_KEYS.encode_chunk_key((chunk,))}"
+
+
+def chunk_folder(array_key: str) -> str:
+    """The folder holding the chunks of the 1-D array at ``array_key`` (named by their numbers)."""
+    return chunk_key(array_key, 0).rsplit("/", 1)[0]
 
 
 def segment_time(seg_id: str) -> float:
@@ -100,25 +139,25 @@ def checked_codecs(compressors: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def create_segment(store: Store, seg_id: str, compressors: tuple[Any, ...]) -> None:
     """Create the ``data`` and ``index`` arrays of a new segment (one process only)."""
+    data = segment_codecs(compressors)
+    _create_part(store, seg_id, "data", CAPACITY_BYTES, DATA_CHUNK, "uint8", data)
+    index = checked_codecs((zarr.codecs.ZstdCodec(level=1),))
+    _create_part(store, seg_id, "index", CAPACITY_INDEX, INDEX_CHUNK, "int64", index)
+
+
+def _create_part(
+    store: Store, seg_id: str, part: str, size: int, chunk: int, dtype: str, codecs: tuple[Any, ...]
+) -> None:
+    """Create array ``part`` of a new segment: 1-D, ``size`` long, zeros where unwritten."""
     zarr.create_array(
         store,
-        name=f"segments/{seg_id}/data",
-        shape=(CAPACITY_BYTES,),
-        chunks=(DATA_CHUNK,),
-        dtype="uint8",
+        name=segment_key(seg_id, part),
+        shape=(size,),
+        chunks=(chunk,),
+        dtype=dtype,
         fill_value=0,
-        compressors=segment_codecs(compressors),
-        attributes={"lakecompute": "segment-data"},
-    )
-    zarr.create_array(
-        store,
-        name=f"segments/{seg_id}/index",
-        shape=(CAPACITY_INDEX,),
-        chunks=(INDEX_CHUNK,),
-        dtype="int64",
-        fill_value=0,
-        compressors=checked_codecs((zarr.codecs.ZstdCodec(level=1),)),
-        attributes={"lakecompute": "segment-index"},
+        compressors=codecs,
+        attributes={"lakecompute": f"segment-{part}"},
     )
 
 
@@ -198,31 +237,19 @@ class _ChunkPut:
             self._root = None
 
     def _setup(self) -> None:
-        from zarr.codecs import BytesCodec, ZstdCodec
         from zarr.storage import LocalStore
 
         store = self.array.store_path.store
-        meta = self.array.metadata
-        if not isinstance(store, LocalStore) or meta.zarr_format != 3 or self.array.ndim != 1:
+        if not isinstance(store, LocalStore):
             return
-        codecs = tuple(meta.codecs)
-        if not codecs or not isinstance(codecs[0], BytesCodec):
+        chain = plain_chain(self.array)
+        if chain is None:
             return
-        endian = codecs[0].endian
-        if self.array.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
-            return
-        rest = list(codecs[1:])
-        self._checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)
-        if self._checksum:
-            rest.pop()
-        if not rest:
-            self._encode = None
-        elif len(rest) == 1 and isinstance(rest[0], ZstdCodec):
+        self._checksum = chain.checksum
+        if chain.zstd is not None:
             from numcodecs import Zstd
 
-            self._encode = Zstd(level=rest[0].level, checksum=rest[0].checksum).encode
-        else:
-            return
+            self._encode = Zstd(level=chain.zstd.level, checksum=chain.zstd.checksum).encode
         self._root = os.path.join(str(store.root), self.array.store_path.path)
 
     def _encoded(self, raw: np.ndarray) -> bytes:
@@ -372,7 +399,7 @@ class OpenSegment:
         with self._lock:
             put = self._puts.get(array)
             if put is None:
-                opened = zarr.open_array(self.store, path=f"segments/{self.seg_id}/{array}", mode="r+")
+                opened = zarr.open_array(self.store, path=segment_key(self.seg_id, array), mode="r+")
                 put = self._puts[array] = _ChunkPut(_for_writing(opened))
             return put
 
@@ -417,7 +444,7 @@ class SlotWriter:
         if self._cache is not None:
             # Our own reads may have cached the old, shorter tail chunk.
             last = max(first, (self._data.pos - 1) // DATA_CHUNK)
-            self._cache.forget(f"segments/{self.seg_id}/data", first, last)
+            self._cache.forget(segment_key(self.seg_id, "data"), first, last)
         return off
 
     def write_index(self, rows: np.ndarray) -> int:
@@ -426,5 +453,5 @@ class SlotWriter:
         off = self._index.append(rows.reshape(-1))
         if self._cache is not None:
             last = max(first, (self._index.pos - 1) // INDEX_CHUNK)
-            self._cache.forget(f"segments/{self.seg_id}/index", first, last)
+            self._cache.forget(segment_key(self.seg_id, "index"), first, last)
         return off

@@ -23,10 +23,10 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.storage._backend import Backend
-from lakecompute.storage._manifest import MARKER, Fragment, Manifest, version_key
+from lakecompute.storage._manifest import MARKER, VERSIONS, Fragment, Manifest, version_key
 from lakecompute.storage._refs import advance, moved_to, write_line_hint
 from lakecompute.storage._schema import InvalidField
-from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK
+from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
 
 __all__ = [
     "check_still_there",
@@ -41,13 +41,13 @@ __all__ = [
     "read_manifest_of",
 ]
 
-_HINT = "versions/LATEST"
+_HINT = f"{VERSIONS}/LATEST"
 
 
 def list_versions(backend: Backend) -> list[int]:
     """Every committed version number, ascending."""
     out = []
-    for name in backend.list("versions"):
+    for name in backend.list(VERSIONS):
         if name.endswith(".json") and name[:-5].isdigit():
             out.append(int(name[:-5]))
     return sorted(out)
@@ -246,8 +246,8 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
 
 
 # Storage keys of segment arrays and of typed arrays, as the readers name them in errors.
-_SEGMENT_KEY = re.compile(r"segments/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
-_TYPED_KEY = re.compile(r"(tensors/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
+_SEGMENT_KEY = re.compile(SEGMENTS + r"/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
+_TYPED_KEY = re.compile("(" + TENSORS + r"/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
 
 
 def _covers(frag: Fragment, seg: str, array: str | None, chunk: int | None) -> bool:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.ingest import IMAGE_EXTENSIONS
+from lakecompute.ingest import EXTENSION_FORMATS, IMAGE_EXTENSIONS, image_files
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -55,20 +55,6 @@ def plain(values: Any) -> list[Any]:
     return out
 
 
-def image_files(folder: str) -> list[str]:
-    """Image files under ``folder`` (any depth, hidden entries skipped), sorted, relative to it."""
-    found: list[str] = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for n in sorted(names):
-            if not n.startswith(".") and os.path.splitext(n)[1].lower() in IMAGE_EXTENSIONS:
-                found.append(os.path.relpath(os.path.join(root, n), folder))
-    return sorted(found)
-
-
-_EXTENSION_FORMATS = {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp"}
-
-
 def image_bytes(sample: Any, compression: str | None, name: str, what: str) -> bytes:
     """The file of one image sample (a ``ds.images[i]`` view of a tensor stored with ``compression``)
     named ``name`` (``what`` names it in messages): the stored file's bytes when its format is the one
@@ -83,7 +69,7 @@ def image_bytes(sample: Any, compression: str | None, name: str, what: str) -> b
     from PIL import Image
 
     ending = os.path.splitext(name)[1].lower()
-    if _EXTENSION_FORMATS.get(ending, "") == compression:
+    if EXTENSION_FORMATS.get(ending, "") == compression:
         return bytes(sample.tobytes())
     fmt = Image.registered_extensions().get(ending)
     if ending not in IMAGE_EXTENSIONS or fmt is None:

@@ -48,6 +48,26 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
         make_numbers(path, N)
     else:
         make_out(path)
+    _signalled_after_two_checkpoints(path, signum, workers, in_place)
+
+    ds = lc.load(str(path))
+    (record,) = dataset_core(ds).txn.base.evals.values()
+    assert record["status"] == "running"
+    done = record["done"]
+    assert 2 * INTERVAL <= done < N
+    if in_place:
+        np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))
+    else:
+        assert doubled_prefix(ds, INTERVAL) == done
+    kw2 = {"num_workers": 2, "checkpoint_interval": INTERVAL, "progressbar": False}
+    result = double().eval(ds if in_place else list(range(N)), None if in_place else ds, **kw2)
+    assert result.resumed_from == done
+    np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N))
+
+
+def _signalled_after_two_checkpoints(path: Path, signum: int, workers: int, in_place: bool) -> None:
+    """Start an eval into ``path``, send it ``signum`` after two checkpoints, and check that it stopped
+    with KeyboardInterrupt and left no process of its session."""
     start = len(versions(path))
     kw = {"workers": workers, "interval": INTERVAL, "in_place": in_place}
     proc = start_eval(str(path), N, LC_TEST_SLEEP="0.005", **kw)
@@ -65,20 +85,6 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
         assert wait_session_empty(proc.pid, timeout=10) == []
     finally:
         kill_session(proc.pid)
-
-    ds = lc.load(str(path))
-    (record,) = dataset_core(ds).txn.base.evals.values()
-    assert record["status"] == "running"
-    done = record["done"]
-    assert 2 * INTERVAL <= done < N
-    if in_place:
-        np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))
-    else:
-        assert doubled_prefix(ds, INTERVAL) == done
-    kw2 = {"num_workers": 2, "checkpoint_interval": INTERVAL, "progressbar": False}
-    result = double().eval(ds if in_place else list(range(N)), None if in_place else ds, **kw2)
-    assert result.resumed_from == done
-    np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N))
 
 
 # An eval with the threaded scheduler whose sample 5 blocks in user code (never reaching a

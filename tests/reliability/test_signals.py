@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -144,3 +145,26 @@ def test_signal_stops_threaded_eval_with_stuck_task(tmp_path: Path, signum: int)
     assert proc.returncode != 0
     assert "DONE" not in stdout
     assert lc.load(str(path)).version == start
+
+
+@lc.compute
+def _fork_and_terminate_child(sample_in: int, sample_out: lc.Dataset) -> None:
+    """Fork; the child sends itself SIGTERM at once (as a pool stopping a worker still starting does)."""
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(7)  # reached only if the SIGTERM did not end the child
+    _, status = os.waitpid(pid, 0)
+    sample_out.status.append(status)
+
+
+def test_sigterm_in_a_process_forked_during_an_eval_ends_that_process() -> None:
+    """A process forked while an eval runs inherits the eval's SIGTERM handler; SIGTERM ends it as it
+    ends any process, instead of raising KeyboardInterrupt there and running the parent's code on in
+    the child (seen as a worker stopped while it started, unwinding the test session in the child)."""
+    out = lc.empty("mem://fork-sigterm", overwrite=True)
+    out.create_tensor("status", dtype="int64")
+    _fork_and_terminate_child().eval([0], out, num_workers=0, progressbar=False)
+    (status,) = out.status.numpy().tolist()
+    assert os.WIFSIGNALED(status), f"the child exited with status {status} instead of by SIGTERM"
+    assert os.WTERMSIG(status) == signal.SIGTERM

@@ -44,7 +44,10 @@ def allocated_bytes(path: str) -> int | None:
 
 def sample_bytes(ds: Any) -> int:
     """The bytes the samples of every tensor take as stored (encoded blobs, or raw numbers)."""
-    return sum(f.nbytes for state in ds._head.tensors.values() for f in state.fragments)
+    from lakecompute.testing.internals import dataset_core
+
+    states = dataset_core(ds).txn.head.tensors.values()
+    return sum(f.nbytes for state in states for f in state.fragments)
 
 
 def _row(name: str, ds_path: str, source: int, encoded: int, tensors: int, what: str, note: str) -> Row:
@@ -89,80 +92,89 @@ def _plain_zarr_bytes(root: str, arrays: dict[str, np.ndarray]) -> int:
 @suite("footprint")
 def footprint(opts: Any) -> list[Row]:
     """Dataset bytes / source bytes: the demo folder, a JPEG folder and W1 (60k 28x28), no compact()."""
+    quick = bool(opts.quick)
+    with scratch_dir("lc-bench-footprint-") as tmp:
+        return [_demo_row(tmp, quick), _jpeg_row(tmp, quick), *_w1_rows(tmp, quick)]
+
+
+def _demo_row(tmp: str, quick: bool) -> Row:
+    """The demo folder (4 formats) ingested as PNG."""
+    import lakecompute as lc
+    from lakecompute.demo import write_image_folder
+
+    n = 120 if quick else 600
+    write_image_folder(f"{tmp}/demo-files", n=n, size=(48, 48))
+    ds = lc.ingest_classification(
+        f"{tmp}/demo-files", f"{tmp}/demo", image_compression="png", num_workers=2, progressbar=False
+    )
+    return _row(
+        f"demo folder ({n} files, 4 formats) -> dataset",
+        f"{tmp}/demo",
+        folder_bytes(f"{tmp}/demo-files"),
+        sample_bytes(ds),
+        2,
+        "the image files",
+        "stored as PNG, 2 workers",
+    )
+
+
+def _jpeg_row(tmp: str, quick: bool) -> Row:
+    """A folder of JPEG photos ingested with the defaults (kept as JPEG)."""
     from PIL import Image
 
     import lakecompute as lc
-    from bench._data import mnist_like
     from bench.transforms import photos
-    from lakecompute.demo import write_image_folder
 
-    quick = bool(opts.quick)
-    rows: list[Row] = []
-    with scratch_dir("lc-bench-footprint-") as tmp:
-        # -- the demo folder ---------------------------------------------------------------------
-        n = 120 if quick else 600
-        write_image_folder(f"{tmp}/demo-files", n=n, size=(48, 48))
-        ds = lc.ingest_classification(
-            f"{tmp}/demo-files", f"{tmp}/demo", image_compression="png", num_workers=2, progressbar=False
-        )
-        rows.append(
-            _row(
-                f"demo folder ({n} files, 4 formats) -> dataset",
-                f"{tmp}/demo",
-                folder_bytes(f"{tmp}/demo-files"),
-                sample_bytes(ds),
-                2,
-                "the image files",
-                "stored as PNG, 2 workers",
-            )
-        )
+    n = 60 if quick else 300
+    pictures, _ = photos(n, seed=4)
+    for i, picture in enumerate(pictures):
+        folder = f"{tmp}/jpeg-files/{'ab'[i % 2]}"
+        os.makedirs(folder, exist_ok=True)
+        Image.fromarray(picture).save(f"{folder}/{i:04d}.jpg", quality=90)
+    del pictures
+    ds = lc.ingest_classification(f"{tmp}/jpeg-files", f"{tmp}/jpeg", num_workers=2, progressbar=False)
+    assert ds.images.sample_compression == "jpeg"
+    return _row(
+        f"JPEG folder ({n} photos) -> dataset",
+        f"{tmp}/jpeg",
+        folder_bytes(f"{tmp}/jpeg-files"),
+        sample_bytes(ds),
+        2,
+        "the JPEG files",
+        "defaults: kept as JPEG, 2 workers",
+    )
 
-        # -- a folder of JPEG photos -------------------------------------------------------------
-        n = 60 if quick else 300
-        pictures, _ = photos(n, seed=4)
-        for i, picture in enumerate(pictures):
-            folder = f"{tmp}/jpeg-files/{'ab'[i % 2]}"
-            os.makedirs(folder, exist_ok=True)
-            Image.fromarray(picture).save(f"{folder}/{i:04d}.jpg", quality=90)
-        del pictures
-        ds = lc.ingest_classification(f"{tmp}/jpeg-files", f"{tmp}/jpeg", num_workers=2, progressbar=False)
-        assert ds.images.sample_compression == "jpeg"
-        rows.append(
-            _row(
-                f"JPEG folder ({n} photos) -> dataset",
-                f"{tmp}/jpeg",
-                folder_bytes(f"{tmp}/jpeg-files"),
-                sample_bytes(ds),
-                2,
-                "the JPEG files",
-                "defaults: kept as JPEG, 2 workers",
-            )
+
+def _w1_rows(tmp: str, quick: bool) -> list[Row]:
+    """W1: compressed numbers, written by one writer and by an eval's workers."""
+    import lakecompute as lc
+    from bench._data import mnist_like
+    from lakecompute.testing.internals import dataset_core
+
+    n = 10_000 if quick else 60_000
+    images, labels = mnist_like(n, seed=0)
+    encoded = _plain_zarr_bytes(f"{tmp}/w1-zarr", {"images": images, "labels": labels})
+    src = lc.empty(f"{tmp}/w1", overwrite=True)
+    with src:
+        src.create_tensor("images", htype="image")
+        src.create_tensor("labels", htype="class_label")
+        src.extend({"images": images, "labels": labels})
+    raw = images.nbytes + labels.nbytes
+
+    @lc.compute
+    def flip(sample_in: Any, sample_out: Any) -> None:
+        sample_out.append(
+            {"labels": sample_in.labels.numpy(), "images": np.flip(sample_in.images.numpy(), axis=0)}
         )
 
-        # -- W1: compressed numbers, one writer and many -----------------------------------------
-        n = 10_000 if quick else 60_000
-        images, labels = mnist_like(n, seed=0)
-        encoded = _plain_zarr_bytes(f"{tmp}/w1-zarr", {"images": images, "labels": labels})
-        src = lc.empty(f"{tmp}/w1", overwrite=True)
-        with src:
-            src.create_tensor("images", htype="image")
-            src.create_tensor("labels", htype="class_label")
-            src.extend({"images": images, "labels": labels})
-        raw = images.nbytes + labels.nbytes
-
-        @lc.compute
-        def flip(sample_in: Any, sample_out: Any) -> None:
-            sample_out.append(
-                {"labels": sample_in.labels.numpy(), "images": np.flip(sample_in.images.numpy(), axis=0)}
-            )
-
-        out = lc.like(f"{tmp}/w1-out", src, overwrite=True)
-        flip().eval(src, out, num_workers=2, progressbar=False)
-        writers = len(lc.load(f"{tmp}/w1-out")._head.tensors["images"].fragments)
-        what = f"the raw arrays ({raw / MB:.1f} MB as numpy)"
+    out = lc.like(f"{tmp}/w1-out", src, overwrite=True)
+    flip().eval(src, out, num_workers=2, progressbar=False)
+    writers = len(dataset_core(lc.load(f"{tmp}/w1-out")).txn.head.state("images").fragments)
+    what = f"the raw arrays ({raw / MB:.1f} MB as numpy)"
+    return [
+        _row(name, path, raw, encoded, 2, what, note + "; encoded = plain zarr, same codec")
         for name, path, note in (
             (f"W1 ({n:,} 28x28) written by one extend", f"{tmp}/w1", "zstd, 1 writer"),
             (f"W1 ({n:,} 28x28) eval output, 2 workers", f"{tmp}/w1-out", f"zstd, {writers} task slots"),
-        ):
-            rows.append(_row(name, path, raw, encoded, 2, what, note + "; encoded = plain zarr, same codec"))
-    return rows
+        )
+    ]

@@ -51,6 +51,34 @@ def _build(url: str, blobs: list[bytes], labels: Any, options: dict[str, Any] | 
     return ds
 
 
+def _start_ray() -> bool:
+    """Start a local Ray of 2 CPUs unless one is running; whether this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(
+        address="local",  # our own instance, whatever other cluster runs on the machine
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=200 * 1024 * 1024,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
+    )
+    return True
+
+
+def _time_runs(plan: dict[str, Callable[[], float]], runs: int) -> dict[str, list[float]]:
+    """Each of ``plan``'s runs once to warm up, then ``runs`` times interleaved: the times, per key."""
+    for fn in plan.values():
+        fn()  # warm up: imports in workers, the fork server, Ray's worker processes
+    times: dict[str, list[float]] = {k: [] for k in plan}
+    for _ in range(runs):
+        for key, fn in plan.items():
+            times[key].append(fn())
+    return times
+
+
 @suite("s3")
 def s3(opts: Any) -> list[Row]:
     """W2 (PNG flip + resize) on S3 (moto) with processed and ray, 2 workers, next to local disk."""
@@ -64,16 +92,7 @@ def s3(opts: Any) -> list[Row]:
     fns = functions()
     pipeline = fns["compose"]([fns["flip"](), fns["resize"](new_size=SIZE)])
     server = start_moto_server()
-    started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(
-            address="local",  # our own instance, whatever other cluster runs on the machine
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=200 * 1024 * 1024,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
-        )
+    started_ray = _start_ray()
     try:
         with scratch_dir("lc-bench-s3-") as tmp:
             bucket = server.create_bucket()
@@ -91,12 +110,7 @@ def s3(opts: Any) -> list[Row]:
                 "S3, ray": lambda: _timed_eval(pipeline, remote, f"s3://{bucket}/out-r", "ray", so),
                 "local, ray": lambda: _timed_eval(pipeline, local, f"{tmp}/out-r", "ray", None),
             }
-            for fn in plan.values():
-                fn()  # warm up: imports in workers, the fork server, Ray's worker processes
-            times: dict[str, list[float]] = {k: [] for k in plan}
-            for _ in range(runs):
-                for key, fn in plan.items():
-                    times[key].append(fn())
+            times = _time_runs(plan, runs)
     finally:
         if started_ray:
             ray.shutdown()

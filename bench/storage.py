@@ -14,10 +14,8 @@ Fast workloads take the median of ``--runs`` runs (3 by default); the slow per-c
 
 from __future__ import annotations
 
-import contextlib
 import io
 import statistics
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +43,7 @@ def _zarr_images(root: str, name: str, n: int) -> Any:
     )
 
 
-def _new_ds(path: str, png: bool = False, labels: bool = False) -> Any:
+def new_ds(path: str, png: bool = False, labels: bool = False) -> Any:
     import lakecompute as lc
 
     ds = lc.empty(path, overwrite=True)
@@ -101,7 +99,7 @@ def _extend_row(c: _Run) -> Row:
     tmp, runs, n, images = c.tmp, c.runs, c.n, c.images
 
     def ours_extend() -> float:
-        ds = _new_ds(f"{tmp}/extend")
+        ds = new_ds(f"{tmp}/extend")
         with Timer() as t:
             ds.images.extend(images)
         return t.seconds
@@ -135,7 +133,7 @@ def _with_row(c: _Run) -> Row:
     tmp, runs, n, images, naive = c.tmp, c.runs, c.n, c.images, c.naive
 
     def ours_with() -> float:
-        ds = _new_ds(f"{tmp}/with")
+        ds = new_ds(f"{tmp}/with")
         with Timer() as t, ds:
             for i in range(n):
                 ds.append({"images": images[i]})
@@ -169,7 +167,7 @@ def _commit_rows(c: _Run) -> list[Row]:
 
     rows: list[Row] = []
     for with_labels in (False, True):
-        ds = _new_ds(f"{tmp}/commits-{with_labels}", labels=with_labels)
+        ds = new_ds(f"{tmp}/commits-{with_labels}", labels=with_labels)
         with Timer() as t:
             for i in range(commits):
                 if with_labels:
@@ -294,7 +292,7 @@ def _png_rows(c: _Run, idx: np.ndarray) -> list[Row]:
     rows: list[Row] = []
 
     def ours_png_extend() -> float:
-        ds = _new_ds(f"{tmp}/png", png=True)
+        ds = new_ds(f"{tmp}/png", png=True)
         with Timer() as t:
             ds.images.extend(images)
         return t.seconds
@@ -410,121 +408,6 @@ def mnist_like_cached(n: int) -> tuple[np.ndarray, np.ndarray]:
     if n not in _DATA:
         _DATA[n] = mnist_like(n, seed=0)
     return _DATA[n]
-
-
-# -- what verified reads cost ----------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def unverified() -> Iterator[None]:
-    """Write and read as before integrity checks: no crc32c codec in new chunk chains, and missing
-    chunks read as fill values. For measuring what the checks cost, side by side; never for real use.
-
-    The patches are on module and class attributes, so worker processes forked inside inherit them.
-    """
-    from zarr.codecs import ZstdCodec
-
-    from lakecompute.storage import _cache, _segments
-
-    saved = (_segments.segment_codecs, _segments.checked_codecs, _cache.CheckedStore.get)
-
-    async def get(self: Any, key: str, prototype: Any, byte_range: Any = None) -> Any:
-        return await self._store.get(key, prototype, byte_range)
-
-    _segments.segment_codecs = lambda c: tuple(c) or (ZstdCodec(level=_segments.PADDING_CODEC_LEVEL),)
-    _segments.checked_codecs = lambda c: tuple(c)
-    _cache.CheckedStore.get = get  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        _segments.segment_codecs, _segments.checked_codecs, _cache.CheckedStore.get = saved  # type: ignore[method-assign]
-
-
-def _checked(verify: bool) -> contextlib.AbstractContextManager[None]:
-    return contextlib.nullcontext() if verify else unverified()
-
-
-@suite("integrity")
-def integrity(opts: Any) -> list[Row]:
-    """What verified reads cost: scan and W1 with checksums and missing-chunk checks, on vs off."""
-    import lakecompute as lc
-
-    runs = max(6, int(opts.runs))
-    n = 10_000 if opts.quick else N
-    images, labels = mnist_like_cached(n)
-
-    @lc.compute
-    def flip(sample_in: Any, sample_out: Any) -> None:
-        sample_out.append(
-            {"labels": sample_in.labels.numpy(), "images": np.flip(sample_in.images.numpy(), axis=0)}
-        )
-
-    rows: list[Row] = []
-    with scratch_dir("lc-bench-integrity-") as tmp:
-        for verify in (True, False):
-            with _checked(verify):
-                ds = _new_ds(f"{tmp}/src-{verify}", labels=True)
-                ds.extend({"images": images, "labels": labels})
-
-        def scan(verify: bool) -> float:
-            with _checked(verify):
-                ds = lc.load(f"{tmp}/src-{verify}", read_only=True)
-                with Timer() as t:
-                    for v in ds.images:
-                        v.numpy()
-            return t.seconds
-
-        def w1(verify: bool, workers: int) -> float:
-            with _checked(verify):
-                src = lc.load(f"{tmp}/src-{verify}", read_only=True)
-                out = lc.like(f"{tmp}/out-{verify}", src, overwrite=True)
-                with Timer() as t:
-                    flip().eval(src, out, num_workers=workers, progressbar=False)
-            return t.seconds
-
-        timed: dict[str, Any] = {
-            "scan": scan,
-            "W1 eval, 0 workers": lambda v: w1(v, 0),
-            "W1 eval, 2 workers": lambda v: w1(v, 2),
-        }
-        for name, fn in timed.items():
-            fn(True)  # warm up (imports, page cache, the pool's first start)
-            on: list[float] = []
-            off: list[float] = []
-            for i in range(runs):
-                # Interleaved, first one then the other first, so that noise and order hit both alike.
-                for verify in (True, False) if i % 2 == 0 else (False, True):
-                    (on if verify else off).append(fn(verify))
-            # The best of several interleaved runs: what the checks cost, with as little of the shared
-            # machine's noise as one can get (the medians' ratio is in the note).
-            med_on, med_off = min(on), min(off)
-            note = (
-                f"{n:,} 28x28; best of {runs}, on/off interleaved, alternating which goes first; "
-                f"medians: {statistics.median(off) / statistics.median(on):.2f}x"
-            )
-            if name == "scan":
-                r = Row(
-                    "integrity cost: scan sample by sample",
-                    rate(n, med_on),
-                    rate(n, med_off),
-                    "samples/s",
-                    ">= 0.95x baseline",
-                    baseline_name="same scan, checks off (no crc32c, no missing-chunk check)",
-                    note=note,
-                )
-            else:
-                r = Row(
-                    f"integrity cost: {name} (flip)",
-                    med_on * 1e3,
-                    med_off * 1e3,
-                    "ms",
-                    ">= 0.95x baseline",
-                    baseline_name="same eval, checks off",
-                    note=note,
-                )
-            r.ok = (r.ratio or 0) >= 0.95
-            rows.append(r)
-    return rows
 
 
 # -- commits into many tensors ----------------------------------------------------------------------

@@ -25,9 +25,6 @@ import io
 import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +33,7 @@ import numpy as np
 
 from bench import Row, scratch_dir, suite
 from bench.peers import deeplake3_note, hf_available, hf_variants
+from bench.worker_memory import worker_peak_rss
 from lakecompute.compression import PNG_LEVEL  # the floor encodes PNG as lakecompute does
 
 N1, N2, N3 = 60_000, 2_000, 20_000
@@ -262,64 +260,6 @@ def _timed_eval(pipeline: Any, ds: Any, out_path: str, workers: int, batch_size:
 def _stored_bytes(path: str) -> int:
     """Bytes of a dataset's files (its segments' chunks, manifests, ...)."""
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
-
-
-# -- peak memory per worker -------------------------------------------------------------------------
-
-_MEMORY_CHILD = r"""
-import json, os, resource, sys
-import numpy as np
-import lakecompute as lc
-
-src, dst, rec = sys.argv[1:4]
-
-
-def peak_kib():
-    # VmHWM, not ru_maxrss: after fork + exec, ru_maxrss still counts the exec-ing parent's peak.
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-@lc.compute
-class FlipRecordingRss:
-    # flip_vertical, plus: every 256 samples, write this process's peak RSS to a file named by its pid
-    # (preflight runs it once in the parent too, which writes the parent's, small, peak).
-    def __init__(self, where):
-        self.where = where
-        self.n = 0
-
-    def __call__(self, sample_in, sample_out):
-        image = np.flip(sample_in.images.numpy(), axis=0)
-        sample_out.append({"labels": sample_in.labels.numpy(), "images": image})
-        self.n += 1
-        if self.n % 256 == 1:
-            with open(os.path.join(self.where, str(os.getpid())), "w") as fh:
-                fh.write(str(peak_kib()))
-
-ds = lc.load(src, read_only=True)
-out = lc.like(dst, ds, overwrite=True)
-FlipRecordingRss(where=rec).eval(ds, out, num_workers=2, scheduler="processed", progressbar=False)
-print(json.dumps({"parent_kib": peak_kib()}))
-"""
-
-
-def worker_peak_rss(src: str, dst: str) -> tuple[float, float]:
-    """Run W1's eval with 2 workers in a fresh interpreter; (max, mean) worker peak RSS in MiB."""
-    with tempfile.TemporaryDirectory(prefix="lc-rss-") as rec:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        subprocess.run(
-            [sys.executable, "-c", _MEMORY_CHILD, src, dst, rec], check=True, env=env, capture_output=True
-        )
-        peaks = []
-        for name in os.listdir(rec):
-            with open(os.path.join(rec, name)) as fh:
-                peaks.append(int(fh.read()) / 1024)
-    if not peaks:
-        raise RuntimeError("no worker recorded its peak RSS")
-    return max(peaks), statistics.mean(peaks)
 
 
 # -- the suite --------------------------------------------------------------------------------------

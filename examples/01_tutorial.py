@@ -40,6 +40,14 @@ def load_file(sample_in, sample_out):
 
 
 def main():
+    ds_mnist = make_mnist()
+    new_dataset(ds_mnist)
+    ds = in_place()
+    pipeline(ds_mnist)
+    recover(ds)
+
+
+def make_mnist():
     # An MNIST stand-in: 28x28 greyscale images of circles, squares and triangles.
     images, labels = make_images(200, size=(28, 28), rgb=False)
     ds_mnist = lc.empty("./mnist", overwrite=True)
@@ -47,13 +55,18 @@ def main():
         ds_mnist.create_tensor("images", htype="image", sample_compression="png")
         ds_mnist.create_tensor("labels", htype="class_label", class_names=CLASS_NAMES)
         ds_mnist.extend({"images": images, "labels": labels})
+    return ds_mnist
 
+
+def new_dataset(ds_mnist):
     # 1. Transformations on new datasets: the first 100 samples, flipped, into a dataset like the input.
     ds_mnist_flipped = lc.like("./mnist_flipped", ds_mnist, overwrite=True)
     flip_vertical().eval(ds_mnist[0:100], ds_mnist_flipped, num_workers=2)
     assert np.array_equal(ds_mnist_flipped.images[0].numpy(), np.flip(ds_mnist.images[0].numpy(), axis=0))
     print(f"flipped: {len(ds_mnist_flipped)} samples in {ds_mnist_flipped.path}")
 
+
+def in_place():
     # 2. Transformations on existing datasets: ingest a folder of images, then flip it in place.
     write_image_folder("./animals", n=30, size=(48, 48))
     ds = lc.ingest_classification("./animals", "./animals_lc", overwrite=True)
@@ -63,14 +76,19 @@ def main():
     before = lc.load("./animals_lc", version=ds.version - 1)  # the old content is still there, read-only
     assert np.array_equal(before.images[0].numpy(), cat)
     print(f"in place: {ds.path} is now version {ds.version}")
+    return ds
 
+
+def pipeline(ds_mnist):
     # 3. Dataset processing pipelines.
-    pipeline = lc.compose([flip_vertical(), resize(new_size=(64, 64))])
+    flip_resize = lc.compose([flip_vertical(), resize(new_size=(64, 64))])
     ds_mnist_pipe = lc.like("./mnist_pipeline", ds_mnist, overwrite=True)
-    result = pipeline.eval(ds_mnist[0:100], ds_mnist_pipe, num_workers=2)
+    result = flip_resize.eval(ds_mnist[0:100], ds_mnist_pipe, num_workers=2)
     assert ds_mnist_pipe.images.shape == (100, 64, 64)
     print(f"pipeline: {result}")
 
+
+def recover(ds):
     # 4. Recovering from errors: a broken file among the inputs.
     files = sorted(str(p) for p in Path("./animals").rglob("*.*"))
     Path("./animals/circle/broken.png").write_bytes(b"not a png")

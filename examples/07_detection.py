@@ -85,6 +85,10 @@ def main():
     counts = [len(b) for b in tv_out.boxes.numpy(aslist=True)]
     print(f"torchvision: {len(tv_out)} augmented samples, boxes per image {counts}")
 
+    train(out)
+
+
+def train(out):
     # Training torchvision's Faster R-CNN: DetectionCollate hands each batch over as the model takes it
     # (float CxHxW images, xyxy float32 boxes, labels + 1 since the model's class 0 is the background).
     torch.manual_seed(0)

@@ -1,5 +1,6 @@
 """Helpers every test folder shares, written once: waiting on a condition, the small datasets most tests
-start from, two torch.distributed ranks on gloo, and what the full lane's packages are.
+start from, two torch.distributed ranks on gloo, what the full lane's packages are, and running the command
+line in-process.
 
 Plain functions (not fixtures), so that worker processes and the scripts tests start can import them too
 (``from tests.helpers import wait_until``). The fixtures built on them live in ``tests/conftest.py``.
@@ -144,3 +145,16 @@ def run_two_ranks(target: Callable[..., None], args: tuple[Any, ...], tmp_path: 
                 proc.kill()
                 proc.join()
     return [json.loads(out.read_text()) for out in outs]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the ``lakecompute`` command line in this process: exit code (usage errors included), stdout,
+    stderr."""
+    from lakecompute.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -16,21 +16,12 @@ import lakecompute as lc
 from lakecompute.cli import main
 from lakecompute.demo import write_image_folder
 from lakecompute.testing.data import CLASS_NAMES, make_shapes_dataset
+from tests.helpers import run_cli
 
 SUBCOMMANDS = [
     "info", "log", "restore", "diff", "ingest-classification", "ingest-coco", "ingest-yolo", "compact",
     "vacuum", "show", "demo"
 ]  # fmt: skip
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the command line in this process: exit code (usage errors included), stdout, stderr."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _sorted_shapes(path: str, per_class: int = 5) -> str:
@@ -138,7 +129,7 @@ def test_cli_user_error_is_one_line(
     Path(places["file"]).write_text("not a folder")
     write_image_folder(places["src"], n=3, size=(8, 8))
     make_shapes_dataset(places["ds"], n=6, size=(8, 8))
-    got, _, err = _run(capsys, *(a.format(**places) for a in argv))
+    got, _, err = run_cli(capsys, *(a.format(**places) for a in argv))
     assert got == code, err
     assert err.endswith("\n"), err
     assert err.count("\n") == 1, err
@@ -158,18 +149,18 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_info(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
     """``info`` prints the summary table; ``--version`` shows an older version."""
-    code, out, _ = _run(capsys, "info", shapes)
+    code, out, _ = run_cli(capsys, "info", shapes)
     assert code == 0
     assert "samples=12" in out
     assert "images  image        uint8   (12, 16, 16, 3)  png" in out
-    code, out, _ = _run(capsys, "info", shapes, "--version", "0")
+    code, out, _ = run_cli(capsys, "info", shapes, "--version", "0")
     assert code == 0
     assert "version=0, samples=0" in out
 
 
 def test_cli_info_missing_dataset_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A path without a dataset is an error: exit 1, the message on stderr, no traceback."""
-    code, out, err = _run(capsys, "info", str(tmp_path / "nothing"))
+    code, out, err = run_cli(capsys, "info", str(tmp_path / "nothing"))
     assert code == 1
     assert out == ""
     assert err == (
@@ -182,7 +173,7 @@ def test_cli_info_missing_version(capsys: pytest.CaptureFixture[str], shapes: st
     """``info --version N`` for a version that is not there says so and lists the versions there are."""
     lc.load(shapes).vacuum(keep_versions=1)  # only the latest version is left
     latest = lc.load(shapes).version
-    code, out, err = _run(capsys, "info", shapes, "--version", "0")
+    code, out, err = run_cli(capsys, "info", shapes, "--version", "0")
     assert (code, out) == (1, "")
     assert err == (
         f"lakecompute: error: The dataset at {shapes!r} has no version 0: its versions are {latest}. "
@@ -192,7 +183,7 @@ def test_cli_info_missing_version(capsys: pytest.CaptureFixture[str], shapes: st
 
 def test_cli_log(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
     """``log`` lists every committed version with its message and sample counts."""
-    code, out, _ = _run(capsys, "log", shapes)
+    code, out, _ = run_cli(capsys, "log", shapes)
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["version", "time", "message", "samples"]
@@ -204,17 +195,17 @@ def test_cli_ingest_classification(capsys: pytest.CaptureFixture[str], tmp_path:
     """``ingest-classification`` builds images + labels from class folders and reports what it did."""
     counts = write_image_folder(tmp_path / "src", n=20, size=(16, 16))
     dest = str(tmp_path / "out")
-    code, out, _ = _run(capsys, "ingest-classification", str(tmp_path / "src"), dest, "--no-progress")
+    code, out, _ = run_cli(capsys, "ingest-classification", str(tmp_path / "src"), dest, "--no-progress")
     assert code == 0
     assert f"Ingested 20 images of 3 classes ({', '.join(CLASS_NAMES)}) into {dest}." in out
     assert "Images stored as png: 5 of 20 files kept as they are, 15 converted (" in out
     ds = lc.load(dest)
     assert np.bincount(ds.labels.numpy()).tolist() == [counts[c] for c in CLASS_NAMES]
     # A second run refuses to replace the dataset unless asked.
-    code, _, err = _run(capsys, "ingest-classification", str(tmp_path / "src"), dest, "--no-progress")
+    code, _, err = run_cli(capsys, "ingest-classification", str(tmp_path / "src"), dest, "--no-progress")
     assert code == 1
     assert "overwrite" in err
-    code, _, _ = _run(
+    code, _, _ = run_cli(
         capsys, "ingest-classification", str(tmp_path / "src"), dest, "--overwrite", "--no-progress",
         "--image-compression", "none", "--num-workers", "0",
     )  # fmt: skip
@@ -227,10 +218,10 @@ def test_cli_ingest_classification_corrupt_file(capsys: pytest.CaptureFixture[st
     write_image_folder(tmp_path / "src", n=6, size=(16, 16))
     (tmp_path / "src" / "circle" / "broken.png").write_bytes(b"not a png")
     args = ["ingest-classification", str(tmp_path / "src"), str(tmp_path / "out"), "--no-progress"]
-    code, _, err = _run(capsys, *args)
+    code, _, err = run_cli(capsys, *args)
     assert code == 1
     assert "broken.png" in err
-    code, out, err = _run(capsys, *args, "--skip-errors")
+    code, out, err = run_cli(capsys, *args, "--skip-errors")
     assert code == 0
     assert "Ingested 6 images" in out
     assert "lakecompute: warning: Skipped 1 of 7 images" in err
@@ -243,13 +234,13 @@ def test_cli_ingest_coco(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
 
     images, annotations = write_coco(tmp_path / "coco")
     dest = str(tmp_path / "out")
-    code, out, err = _run(capsys, "ingest-coco", str(images), str(annotations), dest, "--no-progress")
+    code, out, err = run_cli(capsys, "ingest-coco", str(images), str(annotations), dest, "--no-progress")
     assert code == 0, err
     assert f"Ingested 4 images with 5 annotations into {dest}." in out
     ds = lc.load(dest)
     assert ds.image_id.numpy().tolist() == [10, 11, 12, 13]
     assert "masks" in ds.tensors
-    code, _, _ = _run(
+    code, _, _ = run_cli(
         capsys,
         "ingest-coco",
         str(images),
@@ -270,12 +261,12 @@ def test_cli_ingest_coco_resume(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     images, annotations = write_coco(tmp_path / "coco")
     (images / "c.jpg").rename(tmp_path / "c.jpg")
     args = ["ingest-coco", str(images), str(annotations), str(tmp_path / "out"), "--no-progress"]
-    code, _, err = _run(capsys, *args, "--checkpoint-interval", "1")
+    code, _, err = run_cli(capsys, *args, "--checkpoint-interval", "1")
     assert code == 1
     assert "c.jpg" in err
     assert len(lc.load(str(tmp_path / "out"))) == 2
     (tmp_path / "c.jpg").rename(images / "c.jpg")
-    code, out, err = _run(capsys, *args, "--checkpoint-interval", "1", "--resume")
+    code, out, err = run_cli(capsys, *args, "--checkpoint-interval", "1", "--resume")
     assert code == 0, err
     assert "Ingested 4 images with 5 annotations" in out
 
@@ -286,7 +277,7 @@ def test_cli_ingest_yolo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
 
     src = write_yolo(tmp_path / "yolo")
     dest = str(tmp_path / "out")
-    code, out, err = _run(capsys, "ingest-yolo", str(src), dest, "--no-progress", "--split", "train")
+    code, out, err = run_cli(capsys, "ingest-yolo", str(src), dest, "--no-progress", "--split", "train")
     assert code == 0, err
     assert f"Ingested 3 images with 3 objects into {dest}." in out
     assert lc.load(dest).labels.info.class_names == ["car", "person", "dog"]
@@ -300,8 +291,8 @@ def test_cli_show_draws_targets(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     dest = str(tmp_path / "ds")
     lc.ingest_coco(images, annotations, dest, progressbar=False)
     drawn, bare = tmp_path / "drawn.png", tmp_path / "bare.png"
-    assert _run(capsys, "show", dest, "-o", str(drawn))[0] == 0
-    assert _run(capsys, "show", dest, "-o", str(bare), "--no-targets")[0] == 0
+    assert run_cli(capsys, "show", dest, "-o", str(drawn))[0] == 0
+    assert run_cli(capsys, "show", dest, "-o", str(bare), "--no-targets")[0] == 0
     a, b = np.asarray(Image.open(drawn)), np.asarray(Image.open(bare))
     assert a.shape == b.shape
     assert not np.array_equal(a, b)
@@ -312,7 +303,7 @@ def test_cli_compact(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
     before = lc.load(shapes)
     before.extend({"images": before.images.numpy()[:3], "labels": [0, 1, 2]})  # a second fragment
     images = before.images.numpy()
-    code, out, _ = _run(capsys, "compact", shapes)
+    code, out, _ = run_cli(capsys, "compact", shapes)
     assert code == 0
     after = lc.load(shapes)
     assert out.strip() == f"Compacted {shapes}: version {after.version}."
@@ -323,14 +314,14 @@ def test_cli_compact(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
 def test_cli_show(capsys: pytest.CaptureFixture[str], shapes: str, tmp_path: Path) -> None:
     """``show`` writes a contact sheet PNG of rows x cols cells (or the chosen indices)."""
     grid = tmp_path / "grid.png"
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "show", shapes, "--tensor", "images", "--rows", "2", "--cols", "3", "-o", str(grid)
     )
     assert code == 0
     assert out.strip() == f"Wrote {grid} (288x220)."
     with Image.open(grid) as image:
         assert image.size == (288, 220)
-    code, _, _ = _run(capsys, "show", shapes, "--indices", "0,5,11", "--cols", "3", "-o", str(grid))
+    code, _, _ = run_cli(capsys, "show", shapes, "--indices", "0,5,11", "--cols", "3", "-o", str(grid))
     assert code == 0
     with Image.open(grid) as image:
         assert image.size == (288, 110)
@@ -338,13 +329,13 @@ def test_cli_show(capsys: pytest.CaptureFixture[str], shapes: str, tmp_path: Pat
 
 def test_cli_show_errors(capsys: pytest.CaptureFixture[str], shapes: str, tmp_path: Path) -> None:
     """An unknown tensor or an index out of range exits 1 with a message."""
-    code, _, err = _run(capsys, "show", shapes, "--tensor", "pixels", "-o", str(tmp_path / "g.png"))
+    code, _, err = run_cli(capsys, "show", shapes, "--tensor", "pixels", "-o", str(tmp_path / "g.png"))
     assert code == 1
     assert "'pixels' does not exist" in err
-    code, _, err = _run(capsys, "show", shapes, "--indices", "3,99", "-o", str(tmp_path / "g.png"))
+    code, _, err = run_cli(capsys, "show", shapes, "--indices", "3,99", "-o", str(tmp_path / "g.png"))
     assert code == 1
     assert "[99]" in err
-    code, _, err = _run(capsys, "show", shapes, "--indices", "a,b", "-o", str(tmp_path / "g.png"))
+    code, _, err = run_cli(capsys, "show", shapes, "--indices", "a,b", "-o", str(tmp_path / "g.png"))
     assert code == 1
     assert "comma-separated integers" in err
 
@@ -356,7 +347,7 @@ def test_cli_show_spreads_over_classes(capsys: pytest.CaptureFixture[str], tmp_p
     ds = lc.load(_sorted_shapes(str(tmp_path / "sorted")))  # 0-4 circles, 5-9 squares, 10-14 triangles
     for attempt in range(2):
         grid = tmp_path / f"grid{attempt}.png"
-        code, _, _ = _run(capsys, "show", ds.path, "--rows", "1", "--cols", "6", "-o", str(grid))
+        code, _, _ = run_cli(capsys, "show", ds.path, "--rows", "1", "--cols", "6", "-o", str(grid))
         assert code == 0
         with Image.open(grid) as image:
             shown = np.asarray(image.convert("RGB"))
@@ -372,7 +363,7 @@ def test_cli_show_labels_none_spreads_over_samples(
 
     ds = lc.load(_sorted_shapes(str(tmp_path / "sorted")))
     grid = tmp_path / "grid.png"
-    code, _, _ = _run(
+    code, _, _ = run_cli(
         capsys, "show", ds.path, "--labels", "none", "--cols", "3", "--rows", "1", "-o", str(grid)
     )
     assert code == 0
@@ -396,9 +387,9 @@ def test_cli_vacuum(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", script], check=True)
     values = lc.load(path).x.numpy()
     versions = len(lc.load(path).log())
-    code, out, _ = _run(capsys, "vacuum", path)  # the default grace period keeps today's data
+    code, out, _ = run_cli(capsys, "vacuum", path)  # the default grace period keeps today's data
     assert (code, out) == (0, f"Vacuumed {path}: nothing to remove.\n")
-    code, out, _ = _run(capsys, "vacuum", path, "--grace-seconds", "0", "--keep-versions", "1")
+    code, out, _ = run_cli(capsys, "vacuum", path, "--grace-seconds", "0", "--keep-versions", "1")
     assert code == 0
     assert re.fullmatch(
         rf"Vacuumed {re.escape(path)}: removed {versions - 1} versions, 1 segment and 0 chunks; "
@@ -445,7 +436,7 @@ def test_cli_hints_name_flags() -> None:
 def test_cli_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """``demo`` ingests, runs flip -> resize on workers, writes two contact sheets, and says where."""
     out_dir = tmp_path / "demo"
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "demo", "--output-dir", str(out_dir), "--samples", "40", "--num-workers", "2", "--no-progress"
     )
     assert code == 0

@@ -9,17 +9,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.cli import main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run the command line in this process: exit code, stdout, stderr."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers import run_cli
 
 
 @pytest.fixture
@@ -39,11 +29,11 @@ def branched(tmp_path: Path) -> str:
 
 def test_cli_restore(capsys: pytest.CaptureFixture[str], branched: str) -> None:
     """restore PATH N commits, on main (or --branch), a version equal to N."""
-    code, out, _ = _run(capsys, "restore", branched, "2")
+    code, out, _ = run_cli(capsys, "restore", branched, "2")
     assert code == 0
     assert out == f"Restored {branched} on branch 'main' to the content of 2: version 5.\n"
     assert lc.load(branched).x.numpy().tolist() == list(range(10))
-    code, out, _ = _run(capsys, "restore", branched, "v1", "--branch", "exp")
+    code, out, _ = run_cli(capsys, "restore", branched, "v1", "--branch", "exp")
     assert code == 0
     assert "on branch 'exp'" in out
     assert lc.load(branched, branch="exp").x.numpy().tolist() == list(range(10))
@@ -51,13 +41,13 @@ def test_cli_restore(capsys: pytest.CaptureFixture[str], branched: str) -> None:
 
 def test_cli_diff(capsys: pytest.CaptureFixture[str], branched: str) -> None:
     """diff PATH A B prints the changed rows per tensor; --json prints them as JSON."""
-    code, out, _ = _run(capsys, "diff", branched, "main", "exp")
+    code, out, _ = run_cli(capsys, "diff", branched, "main", "exp")
     assert code == 0
     assert out.splitlines() == [
         f"diff of {branched}, version 4 -> 3:",
         "  x: rows 2:3 replaced; rows 10:11 removed",
     ]
-    code, out, _ = _run(capsys, "diff", branched, "v1", "exp", "--json")
+    code, out, _ = run_cli(capsys, "diff", branched, "v1", "exp", "--json")
     assert code == 0
     body = json.loads(out)
     assert (body["a"], body["b"]) == (2, 3)
@@ -66,7 +56,7 @@ def test_cli_diff(capsys: pytest.CaptureFixture[str], branched: str) -> None:
 
 def test_cli_log_graph(capsys: pytest.CaptureFixture[str], branched: str) -> None:
     """log --graph shows every branch, newest first, with lanes, parents and refs."""
-    code, out, _ = _run(capsys, "log", branched, "--graph")
+    code, out, _ = run_cli(capsys, "log", branched, "--graph")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["graph", "version", "parents", "branch"]
@@ -82,13 +72,13 @@ def test_cli_log_graph(capsys: pytest.CaptureFixture[str], branched: str) -> Non
 
 def test_cli_log_branch_and_info_tag(capsys: pytest.CaptureFixture[str], branched: str) -> None:
     """log --branch lists that branch's history; info --version takes a tag, --branch a branch."""
-    code, out, _ = _run(capsys, "log", branched, "--branch", "exp")
+    code, out, _ = run_cli(capsys, "log", branched, "--branch", "exp")
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()[1:]] == ["0", "1", "2", "3"]
     assert out.splitlines()[-1].endswith("[exp]")
-    code, out, _ = _run(capsys, "info", branched, "--version", "v1")
+    code, out, _ = run_cli(capsys, "info", branched, "--version", "v1")
     assert code == 0
     assert "version=2" in out
-    code, out, _ = _run(capsys, "info", branched, "--branch", "exp")
+    code, out, _ = run_cli(capsys, "info", branched, "--branch", "exp")
     assert code == 0
     assert "version=3" in out

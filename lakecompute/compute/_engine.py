@@ -465,7 +465,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
         return
 
+    owner = os.getpid()
+
     def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:
+            # A process forked while the eval ran (a worker not yet past its start-up, or a child of
+            # the user's function) inherits this handler: raising there would unwind the parent's
+            # code in the child. It ends as SIGTERM ends any process instead.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise KeyboardInterrupt(f"eval stopped by signal {signal.Signals(signum).name}")
 
     previous = signal.signal(signal.SIGTERM, handler)

@@ -20,6 +20,7 @@ from lakecompute.datasets._eval_write import (
     TaskWriter,
     written_in_place,
 )
+from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._lifecycle import dataset, delete, empty, exists, like, load
@@ -30,7 +31,6 @@ from lakecompute.datasets._save import copy
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorView
-from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._views import DatasetView, Row, base_dataset
 
 __all__ = [

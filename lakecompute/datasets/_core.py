@@ -16,7 +16,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from lakecompute.datasets._transaction import Checkout, Transaction
+from lakecompute.datasets._head import Checkout
+from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import ReadOnlyError, TensorDoesNotExistError
 from lakecompute.storage import ArrayCache, Backend, Manifest, TensorState
 

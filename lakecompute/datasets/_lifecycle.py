@@ -13,8 +13,8 @@ import time
 from typing import Any, Literal
 
 from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._history import read_committed, resolve
-from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import (
     DatasetCorruptError,

@@ -4,7 +4,7 @@ A `Transaction` belongs to one dataset handle. It holds the version the handle b
 (``base``), the working copy that writes change (``head``), the samples buffered but not yet written,
 and the slots this handle writes into. Every commit goes through it: a write call outside ``with``,
 a ``with`` block, ``compact``, and an eval's checkpoints and final commit (through the
-`EvalWrite` it hands out). Rolling back is forgetting the head:
+`EvalWrite` it hands out). Rolling back is forgetting the head (`lakecompute.datasets._head`):
 data is written once into slots nobody else uses, and becomes part of the dataset only when a
 manifest that names it is committed.
 """
@@ -12,41 +12,35 @@ manifest that names it is committed.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from types import MappingProxyType
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.abc.store import Store
 
-from lakecompute import compression
+from lakecompute.datasets._head import Checkout, Head
 from lakecompute.datasets._records import EvalRecord, as_reference, parse_records, reference_of
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession, rank_of
+from lakecompute.datasets._slots import SlotAllocator
 from lakecompute.errors import CommitConflictError, DatasetNotFoundError, RefNotFoundError
-from lakecompute.htypes import Encoded, TensorSpec
+from lakecompute.htypes import Encoded
 from lakecompute.storage import (
     DEFAULT_BRANCH,
-    MAX_SLOTS,
     ArrayCache,
     Backend,
     BranchRef,
     Fragment,
     Lease,
     Manifest,
-    OpenSegment,
-    SlotWriter,
     TensorState,
-    append_fragment,
     check_still_there,
     commit_version,
-    create_segment,
     dataset_id_of,
     ensure_main,
     latest_version,
     list_branches,
     moved_to,
-    new_segment_id,
     read_branch,
     read_manifest,
 )
@@ -54,229 +48,7 @@ from lakecompute.storage import (
 if TYPE_CHECKING:
     from lakecompute.datasets._eval_write import EvalWrite
 
-__all__ = ["Checkout", "Head", "SlotAllocator", "Transaction"]
-
-
-@dataclass(frozen=True, slots=True)
-class Checkout:
-    """The branch a handle is on: the one its commits move.
-
-    Attributes:
-        name: the branch's name.
-        ref: its ref as read when the handle got onto it; None for ``main`` of a dataset that had no refs
-            then (written before branches): its first commit writes ``main``'s ref (see
-            `lakecompute.storage.ensure_main`).
-    """
-
-    name: str
-    ref: BranchRef | None
-
-
-def checkout_of(backend: Backend, name: str) -> tuple[Checkout, int]:
-    """Branch ``name`` of the dataset, and the version it is at.
-
-    Raises:
-        RefNotFoundError: there is no such branch.
-        DatasetCorruptError: its ref or a move is damaged.
-    """
-    from lakecompute.storage import branch_head
-
-    ref = read_branch(backend, name)
-    if ref is not None:
-        return Checkout(name, ref), branch_head(backend, ref)
-    latest = latest_version(backend) if name == DEFAULT_BRANCH else None
-    if latest is None:
-        raise RefNotFoundError(backend.url, name, "branch", list_branches(backend))
-    return Checkout(name, None), latest
-
-
-class SlotAllocator:
-    """Hands out slots of this handle's own segments: one segment per chunk codec, slots in order.
-
-    Every segment (and typed array) it makes is covered by the handle's `Lease` before it is created,
-    and it writes into a segment only while that lease still covers it: once the lease lets the segment
-    go (a rollback, or idle after a commit), new slots come from new segments.
-    """
-
-    def __init__(self, store: Store, cache: ArrayCache, lease: Lease) -> None:
-        self._store = store
-        self._cache = cache
-        self.lease = lease
-        self._generation = lease.generation
-        self._segments: dict[str, str] = {}  # chunk codec -> this handle's current segment
-        self._next: dict[str, int] = {}  # segment -> its next free slot
-        self._open: dict[str, OpenSegment] = {}  # segment -> its arrays, opened once for all its slots
-
-    def hold(self) -> bool:
-        """Hold the lease for writes about to happen; False when the old segments are no longer covered
-        (they are forgotten here; writers holding slots in them must ask for new slots)."""
-        kept = self.lease.hold()
-        if not kept or self.lease.generation != self._generation:
-            self._segments.clear()
-            self._next.clear()
-            self._open.clear()
-            self._generation = self.lease.generation
-            return False
-        return True
-
-    def new_slot(self, spec: TensorSpec) -> SlotWriter:
-        self.hold()
-        codec = spec.chunk_compression or "none"
-        seg = self._segments.get(codec)
-        if seg is None or self._next[seg] >= MAX_SLOTS:
-            seg = self.new_segment(spec.chunk_compression)
-            self._segments[codec] = seg
-            self._next[seg] = 0
-        slot = self._next[seg]
-        self._next[seg] += 1
-        segment = self._open.get(seg)
-        if segment is None:
-            segment = self._open[seg] = OpenSegment(self._store, seg)
-        return SlotWriter(segment, slot, self._cache)
-
-    def new_segment(self, chunk_compression: str | None) -> str:
-        """Create a fresh segment (in this process: only one process may create arrays)."""
-        seg = self.new_id()
-        create_segment(self._store, seg, compression.zarr_compressors(chunk_compression))
-        return seg
-
-    def new_id(self) -> str:
-        """A fresh segment id, covered by the lease (create the segment or typed array after this)."""
-        self.hold()
-        seg = new_segment_id()
-        self.lease.cover(seg)
-        self._generation = self.lease.generation
-        return seg
-
-
-class Head:
-    """The one mutable copy of a dataset's metadata: what a transaction's commit will publish.
-
-    Versions (`Manifest`) and tensor states (`TensorState`) are frozen; the head starts from the base
-    version's, changes only through the explicit updates below, and `build` makes the next frozen
-    manifest from it. Tensors it did not change are carried over as the same objects, so a commit costs
-    nothing for them (their JSON is not even encoded again).
-
-    Args:
-        base: the version the head starts from.
-    """
-
-    def __init__(self, base: Manifest) -> None:
-        self._base = base
-        self._states: dict[str, TensorState] = dict(base.tensors)
-        # Fragments appended since a tensor's state was last frozen (merged as they come, frozen on read).
-        self._drafts: dict[str, list[Fragment]] = {}
-        self._schemas: dict[str, TensorSchema] = {}
-        self._view = MappingProxyType(self._states)
-        self.info: dict[str, Any] = base.info
-        self.changed: set[str] = set()  # tensors whose state may differ from the base's
-
-    @property
-    def tensors(self) -> Mapping[str, TensorState]:
-        """The tensors' states by name, in order (a read-only view)."""
-        if self._drafts:
-            for name in list(self._drafts):
-                self.state(name)
-        return self._view
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._states
-
-    def names(self) -> list[str]:
-        return list(self._states)
-
-    def state(self, name: str) -> TensorState:
-        """Tensor ``name``'s state as of now (KeyError if there is none)."""
-        state = self._states[name]
-        draft = self._drafts.pop(name, None)
-        if draft is not None:
-            state = self._states[name] = replace(state, fragments=tuple(draft))
-        return state
-
-    def schema(self, name: str) -> TensorSchema:
-        """What samples of tensor ``name`` are checked against (KeyError if there is none)."""
-        schema = self._schemas.get(name)
-        if schema is None:
-            schema = self._schemas[name] = TensorSchema.of(self._states[name])
-        return schema
-
-    # -- explicit updates ------------------------------------------------------------------------
-    def _put(self, state: TensorState) -> None:
-        name = state.spec.name
-        self._drafts.pop(name, None)
-        self._schemas.pop(name, None)
-        self._states[name] = state
-        self.changed.add(name)
-
-    def add(self, state: TensorState) -> None:
-        """Add a new tensor (after the others)."""
-        self._put(state)
-
-    def drop(self, name: str) -> None:
-        self.state(name)
-        del self._states[name]
-        self._schemas.pop(name, None)
-        self.changed.discard(name)
-
-    def rename(self, old: str, new: str) -> None:
-        """Give tensor ``old`` the name ``new``, in its place among the tensors."""
-        renamed = {}
-        for name in list(self._states):
-            state = self.state(name)
-            if name == old:
-                state = replace(state, spec=replace(state.spec, name=new))
-            renamed[new if name == old else name] = state
-        self._states = renamed
-        self._view = MappingProxyType(renamed)
-        self._schemas.pop(old, None)
-        self.changed.discard(old)
-        self.changed.add(new)
-
-    def append(self, name: str, frag: Fragment) -> None:
-        """Append a written run to tensor ``name``, checked by its schema; the first run decides the
-        rank of a tensor that has none yet."""
-        schema = self.schema(name)
-        schema.check_fragment(frag)
-        if schema.ndim is None:
-            self.set_ndim(name, frag.ndim)
-        draft = self._drafts.get(name)
-        if draft is None:
-            draft = self._drafts[name] = list(self._states[name].fragments)
-        append_fragment(draft, frag)
-        self.changed.add(name)
-
-    def set_fragments(self, name: str, fragments: list[Fragment] | tuple[Fragment, ...]) -> None:
-        """Make ``fragments`` the whole content of tensor ``name`` (merged where contiguous)."""
-        merged: list[Fragment] = []
-        for frag in fragments:
-            append_fragment(merged, frag)
-        self._put(replace(self.state(name), fragments=tuple(merged)))
-
-    def set_ndim(self, name: str, ndim: int | None) -> None:
-        """Record the samples' rank (None: the next samples decide it again)."""
-        state = self.state(name)
-        if state.ndim != ndim:
-            self._put(replace(state, ndim=ndim))
-
-    def set_info_of(self, name: str, info: dict[str, Any]) -> None:
-        """Make ``info`` tensor ``name``'s info (its samples' schema, class names included, follows)."""
-        self._put(replace(self.state(name), info=info))
-
-    def reopen_dtype(self, name: str) -> None:
-        """Let a generic tensor's dtype be decided again, from all its fragments, at the next commit."""
-        state = self.state(name)
-        self._put(replace(state, spec=self.schema(name).reopened_spec()))
-
-    def build(self) -> Manifest:
-        """The next version's content, frozen (the base's version fields: `Transaction` sets them): a
-        generic tensor's dtype is decided here, at its first commit that holds data."""
-        tensors = dict(self.tensors)
-        for name in self.changed:
-            state = tensors[name]
-            spec = self.schema(name).decided_spec(state.fragments)
-            if spec != state.spec:
-                tensors[name] = replace(state, spec=spec)
-        return replace(self._base, tensors=tensors, info=self.info)
+__all__ = ["Transaction"]
 
 
 class Transaction:

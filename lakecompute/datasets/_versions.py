@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._diff import VersionDiff, diff_manifests
+from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._history import read_committed, resolve
-from lakecompute.datasets._transaction import Checkout, checkout_of
 from lakecompute.errors import InvalidArgumentError, ReadOnlyError, RefExistsError, RefNotFoundError
 from lakecompute.storage import (
     DEFAULT_BRANCH,

@@ -39,16 +39,7 @@ from lakecompute.storage._manifest import (
     Fragment,
     Manifest,
     TensorState,
-    check_still_there,
-    commit_manifest,
-    commit_version,
-    dataset_id_of,
-    is_committed,
-    latest_version,
-    list_versions,
     new_dataset_id,
-    read_manifest,
-    read_manifest_of,
     version_key,
 )
 from lakecompute.storage._refs import (
@@ -92,6 +83,17 @@ from lakecompute.storage._segments import (
     segment_key,
     segment_time,
     typed_array_key,
+)
+from lakecompute.storage._versions import (
+    check_still_there,
+    commit_manifest,
+    commit_version,
+    dataset_id_of,
+    is_committed,
+    latest_version,
+    list_versions,
+    read_manifest,
+    read_manifest_of,
 )
 
 __all__ = [

@@ -1,12 +1,13 @@
 """Reading stored arrays, verified: every chunk is there, decodes, and passes its checksum.
 
 zarr reads a chunk that is not there as fill values, silently; a reader of a dataset must never see
-zeros in place of data. So readers open arrays through `CheckedStore`, which raises when a
-chunk key is missing, and every decode failure (a truncated chunk, a failed ``crc32c`` checksum, a
-zstd frame that does not decode) becomes a `lakecompute.errors.DatasetCorruptError` naming
-the storage key. Segments written since this check exists carry zarr's ``crc32c`` codec in their
-chunk chain, so a flipped bit is caught too; older ones are read as before (a missing or
-undecodable chunk is still caught).
+zeros in place of data. So readers open arrays through `CheckedStore` (`lakecompute.storage._checked`),
+which raises when a chunk key is missing, and every decode failure (a truncated chunk, a failed
+``crc32c`` checksum, a zstd frame that does not decode) becomes a
+`lakecompute.errors.DatasetCorruptError` naming the storage key. Segments written since this check
+exists carry zarr's ``crc32c`` codec in their chunk chain, so a flipped bit is caught too; older ones
+are read as before (a missing or undecodable chunk is still caught). One-chunk reads of local arrays
+skip zarr's asynchronous machinery (`lakecompute.storage._direct`).
 
 Reads are bounded: a large read goes to zarr in groups of chunks, so a damaged or hostile manifest
 that names a huge range fails at the first chunk that is not stored, instead of allocating the whole
@@ -21,44 +22,27 @@ them, each chunk decoded once, for a shuffled batch or windows of a token stream
 
 from __future__ import annotations
 
-import errno
-import json
 import math
 import os
-import re
 import threading
-import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
-import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
 import zarr
 from numpy.lib.stride_tricks import sliding_window_view
-from zarr.abc.store import ByteRequest, Store
-from zarr.core.buffer import Buffer, BufferPrototype
-from zarr.storage import LocalStore, WrapperStore
+from zarr.abc.store import Store
+from zarr.storage import LocalStore
 
-from lakecompute.errors import DatasetCorruptError, warn
-from lakecompute.storage._chain import plain_chain
+from lakecompute.errors import DatasetCorruptError
+from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError
+from lakecompute.storage._direct import DirectChunks, StoredChunk
 from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, chunk_folder, segment_key
 
 if TYPE_CHECKING:
-    from zarr.core.metadata import ArrayV3Metadata
-
     from lakecompute.storage._backend import Backend
 
-__all__ = [
-    "CACHE_BYTES",
-    "LAYOUT_PROBES",
-    "LOADER_CACHE_BYTES",
-    "MAX_CHUNK_BYTES",
-    "ArrayCache",
-    "CheckedStore",
-    "LayoutProbes",
-    "MissingChunkError",
-    "decode_chunk",
-]
+__all__ = ["CACHE_BYTES", "LOADER_CACHE_BYTES", "MAX_CHUNK_BYTES", "ArrayCache"]
 
 #: The largest chunk a reader accepts (array metadata asking for more is damaged or hostile).
 MAX_CHUNK_BYTES: Final = 64 << 20
@@ -73,50 +57,6 @@ LOADER_CACHE_BYTES: Final = 256 << 20
 _FEW: Final = 4
 #: Chunks per zarr call in a large read: bounds what one call allocates before its chunks are seen.
 _GROUP: Final = 16
-# A chunk key of a zarr v3 array: ".../c/<i>[/<j>...]" (not zarr.json, not a v2 ".zarray" probe).
-_CHUNK_KEY: Final = re.compile(r"/c(?:/[0-9]+)+$")
-# What a chunk that does not decode raises in zarr's codecs (bytes, crc32c, zstd, gzip, blosc).
-_DECODE_ERRORS: Final = (ValueError, RuntimeError, TypeError, EOFError, zlib.error, IndexError)
-
-
-class MissingChunkError(Exception):
-    """Raised inside zarr's read when a chunk key is not stored (see `CheckedStore`).
-
-    Attributes:
-        key: the chunk's storage key.
-        reason: why it cannot be read (missing, or a symbolic link that is not followed).
-    """
-
-    def __init__(self, key: str, reason: str = "the chunk is missing") -> None:
-        self.key = key
-        self.reason = reason
-        super().__init__(f"{key}: {reason}")
-
-
-_LINKED_CHUNK: Final = "the chunk is a symbolic link; lakecompute never follows links inside a dataset"
-
-
-class CheckedStore(WrapperStore[Store]):
-    """A read-only view of a store in which a missing chunk raises instead of reading as fill values.
-
-    Only chunk keys raise: zarr's metadata lookups may legitimately find nothing. On a local disk a
-    chunk that is a symbolic link is refused as well (it may point anywhere).
-    """
-
-    def __init__(self, store: Store) -> None:
-        super().__init__(store)
-        self._root = str(store.root) if isinstance(store, LocalStore) else None
-
-    async def get(
-        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
-    ) -> Buffer | None:
-        chunk = _CHUNK_KEY.search(key) is not None
-        if chunk and self._root is not None and os.path.islink(os.path.join(self._root, key)):
-            raise MissingChunkError(key, _LINKED_CHUNK)
-        value = await self._store.get(key, prototype, byte_range)
-        if value is None and chunk:
-            raise MissingChunkError(key)
-        return value
 
 
 def _has_checksum(arr: zarr.Array[Any]) -> bool:
@@ -160,7 +100,7 @@ class ArrayCache:
         # cutting a batch's runs out of it, so it is kept as long as its chunk.
         self._windows: dict[tuple[str, int], dict[int, np.ndarray]] = {}
         self._index_rows: dict[tuple[str, int, int, int], np.ndarray] = {}
-        self._getters: dict[str, _ChunkGet] = {}
+        self._getters: dict[str, DirectChunks] = {}
         self._lock = threading.Lock()
         # Chunks being read now, by key: a thread that needs one waits for the reader instead of reading
         # it a second time (tasks on the threaded scheduler share a handle, and their ranges share chunks).
@@ -263,7 +203,7 @@ class ArrayCache:
             return np.asarray(arr[start:stop])
         except MissingChunkError as exc:
             raise self.damaged(exc.key, exc.reason) from None
-        except _DECODE_ERRORS as exc:
+        except DECODE_ERRORS as exc:
             size = int(arr.chunks[0])
             if stop - start > size:
                 # Several chunks: find the one that does not decode, so the error names it.
@@ -272,11 +212,11 @@ class ArrayCache:
             key = self._chunk_key(path, arr, start)
             raise self.damaged(key, f"the chunk does not decode ({type(exc).__name__}: {exc})") from exc
 
-    def _direct(self, path: str, arr: zarr.Array[Any]) -> _ChunkGet:
+    def _direct(self, path: str, arr: zarr.Array[Any]) -> DirectChunks:
         getter = self._getters.get(path)
         if getter is None:
             root = str(self.store.root) if isinstance(self.store, LocalStore) else None
-            getter = self._getters[path] = _ChunkGet(self, root, path, arr)
+            getter = self._getters[path] = DirectChunks(self, root, path, arr)
         return getter
 
     def _chunk(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
@@ -378,7 +318,7 @@ class ArrayCache:
             # Every chunk is read and checked (its checksum, the size it declares) before the result is
             # allocated: a damaged size fails at the first chunk that is not stored, not with a huge
             # allocation. Then the whole chunks are decoded straight into the result.
-            pieces: list[tuple[int, np.ndarray | _Stored]] = []
+            pieces: list[tuple[int, np.ndarray | StoredChunk]] = []
             for c in range(first, last + 1):
                 if lo <= c <= hi:
                     pieces.append((c, getter.stored(c)))
@@ -389,7 +329,7 @@ class ArrayCache:
             for c, part in pieces:
                 a, b = max(start - c * size, 0), min(stop - c * size, size)
                 target = out[c * size + a - start : c * size + b - start]
-                if isinstance(part, _Stored):
+                if isinstance(part, StoredChunk):
                     getter.decode_into(part, target)
                 else:
                     target[...] = part[a:b]
@@ -551,280 +491,6 @@ class ArrayCache:
             rows = np.array(flat, dtype=np.int64).reshape(total, width)
             self._index_rows[key] = rows
         return rows
-
-
-class _ChunkGet:
-    """Reads whole chunks of a 1-D array from a local disk without zarr's asynchronous machinery.
-
-    A one-chunk read through zarr costs ~1 ms more than its work here (hand-offs between the caller,
-    zarr's event-loop thread and its worker threads), and sample-by-sample scans and random reads
-    read one chunk at a time. For a `LocalStore` array with the codecs segments use (bytes,
-    then optionally zstd, then optionally crc32c) the file is read and decoded with the libraries
-    zarr itself uses, with the same checks: a missing file, a link, a failed checksum or a frame
-    that does not decode to exactly one chunk raise as they would through zarr. Anything else
-    (other stores, codecs, N-D arrays) goes through zarr, by design and silently.
-
-    Whether this zarr writes chunks the way the direct reader decodes them is decided from the
-    array's metadata alone (`LayoutProbes`: a small probe array with the same dtype and codecs,
-    written by zarr in memory once per process), never by comparing the dataset's own chunks: a chunk
-    that a concurrent writer is filling may change between two reads, which says nothing about the
-    layout. When the probe disagrees, or the metadata surprises `_setup`, the direct path is off and
-    one `LakeComputeWarning` per process says so.
-    """
-
-    def __init__(self, cache: ArrayCache, root: str | None, path: str, arr: zarr.Array[Any]) -> None:
-        self.cache = cache
-        self.path = path
-        self.arr = arr
-        self._folder: str | None = None
-        self._zstd: Any = None
-        self._checksum = False
-        try:
-            self._setup(root)
-        except Exception as exc:  # any surprise in zarr's metadata: read through zarr, and say so
-            self._folder = None
-            LAYOUT_PROBES.fell_back(path, f"its metadata surprised the reader: {type(exc).__name__}: {exc}")
-
-    def _setup(self, root: str | None) -> None:
-        if root is None:
-            return
-        chain = plain_chain(self.arr)
-        if chain is None:
-            return
-        self._checksum = chain.checksum
-        if chain.zstd is not None:
-            from numcodecs import Zstd
-
-            self._zstd = Zstd()
-        self._size = int(self.arr.chunks[0])
-        reason = LAYOUT_PROBES.verdict(chain.metadata, self.arr.dtype, self._zstd, self._checksum)
-        if reason is not None:
-            LAYOUT_PROBES.fell_back(self.path, reason)
-            return
-        self._folder = os.path.join(root, *self.path.split("/"))
-
-    @property
-    def local(self) -> bool:
-        """Whether chunks are read here (else `get` gives None: they are read through zarr)."""
-        return self._folder is not None
-
-    def get(self, c: int) -> np.ndarray | None:
-        """Chunk ``c``, decoded and checked; None when this chunk must be read through zarr."""
-        if self._folder is None:
-            return None
-        key = self.arr.metadata.encode_chunk_key((c,))
-        try:
-            values = self._read(os.path.join(self._folder, *key.split("/")), f"{self.path}/{key}")
-        except MissingChunkError as exc:
-            raise self.cache.damaged(exc.key, exc.reason) from None
-        except _DECODE_ERRORS as exc:
-            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
-            raise self.cache.damaged(f"{self.path}/{key}", reason) from exc
-        return values
-
-    def _read(self, file: str, key: str) -> np.ndarray:
-        return decode_chunk(_read_file(file, key), self.arr.dtype, self._size, self._zstd, self._checksum)
-
-    def stored(self, c: int) -> _Stored | np.ndarray:
-        """Chunk ``c`` as stored, checked but not decoded yet (see `decode_into`): its checksum, and the
-        size its frame declares; a chunk whose frame declares none comes decoded (`get`)."""
-        assert self._folder is not None, "only for chunks read here (local)"
-        key = self.arr.metadata.encode_chunk_key((c,))
-        file, name = os.path.join(self._folder, *key.split("/")), f"{self.path}/{key}"
-        try:
-            payload = verify_checksum(_read_file(file, name)) if self._checksum else _read_file(file, name)
-            nbytes = self._size * self.arr.dtype.itemsize
-            declared = len(payload) if self._zstd is None else zstd_content_size(payload)
-            if declared is None:
-                return decode_chunk(payload, self.arr.dtype, self._size, self._zstd, False)
-            if declared != nbytes:
-                raise ValueError(f"expected {nbytes} bytes, got {declared}")
-        except MissingChunkError as exc:
-            raise self.cache.damaged(exc.key, exc.reason) from None
-        except _DECODE_ERRORS as exc:
-            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
-            raise self.cache.damaged(name, reason) from exc
-        return _Stored(name, payload)
-
-    def decode_into(self, chunk: _Stored, out: np.ndarray) -> None:
-        """Decode a chunk `stored` gave into ``out`` (a contiguous part of the result, the chunk's size)."""
-        target = out.reshape(-1).view(np.uint8)
-        try:
-            if self._zstd is None:
-                target[:] = np.frombuffer(chunk.payload, dtype=np.uint8)
-            else:
-                self._zstd.decode(chunk.payload, out=target)
-        except _DECODE_ERRORS as exc:
-            reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
-            raise self.cache.damaged(chunk.key, reason) from exc
-
-
-class _Stored(NamedTuple):
-    """A chunk as stored (its checksum verified), to be decoded into its place in a larger read."""
-
-    key: str
-    payload: bytes
-
-
-def _read_file(file: str, key: str) -> bytes:
-    """A chunk file's bytes (never through a symbolic link)."""
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise MissingChunkError(key) from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise MissingChunkError(key, _LINKED_CHUNK) from None
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
-
-
-def verify_checksum(data: bytes) -> bytes:
-    """A chunk's bytes without the crc32c zarr's codec stores after them, once they match it.
-
-    Raises:
-        ValueError: they do not match (or there is no room for the checksum).
-    """
-    if len(data) < 4:
-        raise ValueError(f"{len(data)} bytes: shorter than the checksum")
-    # As zarr's Crc32cCodec: the bytes' crc32c, stored after them as a little-endian uint32.
-    if int(google_crc32c.value(data[:-4])).to_bytes(4, "little") != data[-4:]:
-        raise ValueError("Stored and computed checksum do not match.")
-    return data[:-4]
-
-
-def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
-    """A stored chunk of ``size`` items decoded as the direct reader does: checksum, zstd, raw bytes.
-
-    A zstd frame that declares its decoded size (zarr's do) is decoded straight into the array returned,
-    once the declared size is checked against the chunk's: no copy of the decoded bytes.
-
-    Raises:
-        ValueError: (or zstd's own errors) the bytes do not decode to exactly one chunk.
-    """
-    if checksum:
-        data = verify_checksum(data)
-    nbytes = size * dtype.itemsize
-    if zstd is not None and zstd_content_size(data) == nbytes:
-        out = np.empty(size, dtype=dtype)
-        zstd.decode(data, out=out.view(np.uint8))  # zstd checks the frame decodes to the size it declares
-        return out
-    raw = data if zstd is None else bytes(zstd.decode(data))
-    if len(raw) != nbytes:
-        raise ValueError(f"expected {nbytes} bytes, got {len(raw)}")
-    return np.frombuffer(raw, dtype=dtype).copy()
-
-
-_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
-
-
-def zstd_content_size(frame: bytes) -> int | None:
-    """The decoded size a zstd frame declares in its header (RFC 8878, 3.1.1.1), or None when it declares
-    none or the bytes do not start with a frame header."""
-    if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:
-        return None
-    descriptor = frame[4]
-    single = (descriptor >> 5) & 1
-    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]  # window descriptor, dictionary id
-    width = (single, 2, 4, 8)[descriptor >> 6]
-    if not width or len(frame) < at + width:
-        return None
-    value = int.from_bytes(frame[at : at + width], "little")
-    return value + 256 if width == 2 else value
-
-
-# Items in the probe array: enough for every byte of every item to vary, small enough to cost nothing.
-_PROBE_ITEMS: Final = 256
-
-
-class LayoutProbes:
-    """Which array layouts this process's direct chunk reader may read, decided once per layout.
-
-    A layout is what decides how a chunk is stored: the dtype, the codecs and the chunk key encoding.
-    Its verdict comes from a probe array of that layout that zarr writes into a `MemoryStore`, decoded
-    directly: from metadata alone, never from a dataset's own chunks, which a concurrent writer may be
-    changing between two reads.
-
-    Attributes:
-        verdicts: per layout, None when the direct reader reads chunks as this zarr writes them, else
-            why not.
-        warned: whether this process has said (once) that it reads some chunks through zarr after all.
-    """
-
-    def __init__(self) -> None:
-        self.verdicts: dict[str, str | None] = {}
-        self.warned = False
-
-    def decode(self, data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
-        """How a probe's chunk is decoded: as the direct reader decodes chunks (`decode_chunk`)."""
-        return decode_chunk(data, dtype, size, zstd, checksum)
-
-    def verdict(self, meta: ArrayV3Metadata, dtype: np.dtype[Any], zstd: Any, checksum: bool) -> str | None:
-        """None when this zarr writes chunks of an array with metadata ``meta`` the way the direct
-        reader decodes them (``zstd``, ``checksum``: the codecs it found there), else the reason they
-        differ."""
-        layout = json.dumps(
-            [dtype.str, [c.to_dict() for c in meta.codecs], meta.chunk_key_encoding.to_dict()],
-            sort_keys=True,
-            default=str,
-        )
-        # No lock: two threads probing the same layout at once find the same answer, and a lock held
-        # across zarr's I/O could be inherited, held, by a worker forked meanwhile.
-        if layout not in self.verdicts:
-            self.verdicts[layout] = self._probe(meta, dtype, zstd, checksum)
-        return self.verdicts[layout]
-
-    def _probe(self, meta: ArrayV3Metadata, dtype: np.dtype[Any], zstd: Any, checksum: bool) -> str | None:
-        from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
-        from zarr.storage import MemoryStore
-
-        # _setup let through only bytes, then zstd and crc32c: one serializer, then compressors.
-        serializer, *rest = meta.codecs
-        assert isinstance(serializer, ArrayBytesCodec)
-        compressors = [c for c in rest if isinstance(c, BytesBytesCodec)]
-        # Every item different from its neighbours and from zero (zarr skips a chunk of fill values).
-        ramp = np.arange(1, _PROBE_ITEMS + 1)
-        values = (ramp % 2).astype(dtype) if dtype.kind == "b" else (ramp * 37 % 251 + 1).astype(dtype)
-        store = MemoryStore()
-        probe = zarr.create_array(
-            store,
-            shape=(_PROBE_ITEMS,),
-            chunks=(_PROBE_ITEMS,),
-            dtype=dtype,
-            serializer=serializer,
-            compressors=compressors,
-            chunk_key_encoding=meta.chunk_key_encoding,
-        )
-        probe[:] = values
-        key = probe.metadata.encode_chunk_key((0,))
-        stored = sync(store.get(key, prototype=default_buffer_prototype()))
-        if stored is None:
-            return f"zarr stored the probe's chunk elsewhere than at {key!r}"
-        try:
-            decoded = self.decode(stored.to_bytes(), dtype, _PROBE_ITEMS, zstd, checksum)
-        except _DECODE_ERRORS as exc:
-            return f"a chunk zarr wrote does not decode directly ({type(exc).__name__}: {exc})"
-        if not np.array_equal(decoded, values):
-            return "a chunk zarr wrote decodes directly to other values"
-        return None
-
-    def fell_back(self, path: str, reason: str) -> None:
-        """Say once per process that local chunks are read through zarr after all (correct, but slower)."""
-        if self.warned:
-            return
-        self.warned = True
-        warn(
-            f"lakecompute reads the local chunks of arrays like {path!r} through zarr itself ({reason}): "
-            f"correct, but about 1 ms slower per chunk. This zarr ({zarr.__version__}) may store chunks in "
-            "a way lakecompute's direct reader does not know yet; please report it with zarr's version."
-        )
-
-
-#: This process's layout verdicts, shared by every handle's direct chunk reader.
-LAYOUT_PROBES: Final = LayoutProbes()
 
 
 def _exists(store: Store, key: str) -> bool:

@@ -23,8 +23,9 @@ import numpy as np
 
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage._cache import ArrayCache
-from lakecompute.storage._manifest import Fragment, TensorState, needed_by_a_version
+from lakecompute.storage._manifest import Fragment, TensorState
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, chunk_key, segment_key
+from lakecompute.storage._versions import needed_by_a_version
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend

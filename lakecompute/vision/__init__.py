@@ -18,7 +18,8 @@ from lakecompute.vision._augment import Albumentations, augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
 from lakecompute.vision._detection import DetectionCollate
 from lakecompute.vision._torchvision import TorchVision
-from lakecompute.vision._yolo import YoloExport, export_yolo, ingest_yolo, merge_parts, yolo_image
+from lakecompute.vision._yolo import ingest_yolo, yolo_image
+from lakecompute.vision._yolo_export import YoloExport, export_yolo, merge_parts
 
 __all__ = [
     "Albumentations",

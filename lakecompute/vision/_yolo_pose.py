@@ -203,7 +203,7 @@ def check_flip(value: object, count: int, what: str) -> tuple[int, ...]:
     """
     if not (
         isinstance(value, (list, tuple))
-        and len(value) == count  # before range(count): a declared count of 10**9 allocates nothing
+        and len(value) == count  # before range(count): a declared count is not yet backed by anything
         and all(_integer(v) for v in value)
         and sorted(value) == list(range(count))
     ):

@@ -35,7 +35,7 @@ def double(x: Any, sample_out: Any, kill_at: int, marker: str, sleep: float) -> 
     sample_out.append({"y": np.int64(2 * value), "rank": np.int64(rank)})
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["column", "list", "mismatch"])
     parser.add_argument("out")
@@ -45,16 +45,25 @@ def main() -> None:
     parser.add_argument("--kill-at", type=int, default=-1)
     parser.add_argument("--marker", default="")
     parser.add_argument("--sleep", type=float, default=0.02)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def _create(args: argparse.Namespace) -> None:
+    """The output dataset (with the input column in mode column), made once, by rank 0."""
+    ds = lc.empty(args.out)
+    if args.mode == "column":
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(args.n))
+    ds.create_tensor("y", dtype="int64")
+    ds.create_tensor("rank", dtype="int64")
+
+
+def main() -> None:
+    args = _arguments()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     if rank == 0 and not lc.exists(args.out):
-        ds = lc.empty(args.out)
-        if args.mode == "column":
-            ds.create_tensor("x", dtype="int64")
-            ds.x.extend(np.arange(args.n))
-        ds.create_tensor("y", dtype="int64")
-        ds.create_tensor("rank", dtype="int64")
+        _create(args)
     dist.barrier()  # the dataset exists before any rank opens it
     ds = lc.load(args.out)
     fn = double(kill_at=args.kill_at, marker=args.marker, sleep=args.sleep)

@@ -131,18 +131,7 @@ def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path)
     path = tmp_path / "ds"
     ds = make_out(path)
     ds.x.extend(np.arange(10))
-    proc = start_eval(str(path), 300, workers=2, interval=0, LC_TEST_SLEEP="0.005")
-    try:
-        assert proc.stdout.readline().strip() == "START"
-        wait_until(lambda: _written(path, proc.pid), what="the eval's workers to write some output")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=30)
-        assert wait_session_empty(proc.pid, timeout=10) == []
-    finally:
-        kill_session(proc.pid)
-    crashed = {s for s in segments(path) if s.split("-")[1] == str(proc.pid)}
-    assert crashed, "the killed eval left no segment to clean up"
-    assert expire_leases(str(path), pid=proc.pid) == 1  # as a minute after the kill: its lease expired
+    crashed = _crashed_eval_segments(path)
 
     ready, go = _FORK.Event(), _FORK.Event()
     writer = _FORK.Process(target=_live_writer, args=(str(path), ready, go))
@@ -173,6 +162,24 @@ def test_vacuum_removes_crashed_eval_data_and_spares_live_writer(tmp_path: Path)
             writer.kill()
     # The live writer's block committed after the vacuum and reads back whole.
     np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), [*range(10), *range(500, 520)])
+
+
+def _crashed_eval_segments(path: Path) -> set[str]:
+    """Run an eval into ``path``, kill -9 it once its workers wrote output, and expire its lease (as a
+    minute later): the segments it left."""
+    proc = start_eval(str(path), 300, workers=2, interval=0, LC_TEST_SLEEP="0.005")
+    try:
+        assert proc.stdout.readline().strip() == "START"
+        wait_until(lambda: _written(path, proc.pid), what="the eval's workers to write some output")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        assert wait_session_empty(proc.pid, timeout=10) == []
+    finally:
+        kill_session(proc.pid)
+    crashed = {s for s in segments(path) if s.split("-")[1] == str(proc.pid)}
+    assert crashed, "the killed eval left no segment to clean up"
+    assert expire_leases(str(path), pid=proc.pid) == 1  # as a minute after the kill: its lease expired
+    return crashed
 
 
 class _RollBack(Exception):

@@ -88,49 +88,64 @@ def test_eval_parent_sigkill_then_rerun_gives_exact_output(tmp_path: Path) -> No
         workers = 2 if trial % 2 else 0
         path = tmp_path / f"trial{trial}"
         make_numbers(path, N) if in_place else make_out(path)
-        kw = {"workers": workers, "interval": INTERVAL, "in_place": in_place}
-        proc = start_eval(str(path), N, LC_TEST_SLEEP=SLEEP, **kw)
-        try:
-            _wait_for_start(proc)
-            if trial % 3 == 1:
-                time.sleep(rng.uniform(0.0, 0.5))  # the run itself takes about half a second
-                os.kill(proc.pid, signal.SIGKILL)
-                moments.append("random")
-            else:
-                moments.append(_kill_near_commit(proc, path, rng))
-            proc.communicate(timeout=30)
-            where = f"trial {trial} ({moments[-1]}, workers={workers}, in_place={in_place}, seed {seed})"
-            assert proc.returncode in (-signal.SIGKILL, 0), where
-            skip = _check_after_kill(path, in_place)
-            # The killed parent's workers notice it is gone and exit: nothing of its session lingers.
-            assert wait_session_empty(proc.pid, timeout=10) == [], where
-        finally:
-            kill_session(proc.pid)
+        moment, skip = _killed_run(path, trial, workers, in_place, rng, seed)
+        moments.append(moment)
         resumed.append(skip)
-
-        # Rerun with the other worker count; then once more, which must write nothing.
-        ds = lc.load(str(path))
-        kw = {"num_workers": 0 if workers else 2, "scheduler": "processed", "checkpoint_interval": INTERVAL}
-        data_in = ds if in_place else list(range(N))
-        # A run killed after it completed leaves nothing to do: the rerun says so.
-        done_already = pytest.warns(lc.LakeComputeWarning, match="already completed")
-        with done_already if skip == N else contextlib.nullcontext():
-            result = double().eval(data_in, None if in_place else ds, progressbar=False, **kw)
-        assert result.resumed_from == (0 if skip == N else skip), where  # a completed no-op resumes nothing
-        assert result.inputs == N, where
-        np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N), err_msg=where)
-        before = versions(path)
-        with pytest.warns(lc.LakeComputeWarning, match="already completed"):
-            again = double().eval(data_in, None if in_place else ds, progressbar=False, **kw)
-        assert (again.inputs, again.outputs, again.version) == (N, {"x": N}, result.version), where
-        assert versions(path) == before, where
-
-        # What the crash left unreferenced goes; every remaining version still loads.
-        lc.load(str(path)).vacuum(grace_seconds=0)
-        np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N), err_msg=where)
+        where = f"trial {trial} ({moment}, workers={workers}, in_place={in_place}, seed {seed})"
+        _rerun_ends_exact(path, workers, in_place, skip, where)
 
     near = sum(m in ("mid-commit", "after-commit") for m in moments)
     print(f"\nseed {seed}: kill moments {moments}; resumed from {resumed}")
     assert moments.count("finished") <= TRIALS // 4, f"too many runs finished before the kill: {moments}"
     assert near >= TRIALS // 2, f"too few kills landed at a commit: {moments}"
     assert len({r for r in resumed if r}) >= 3, f"too few distinct resume points to test anything: {resumed}"
+
+
+def _killed_run(
+    path: Path, trial: int, workers: int, in_place: bool, rng: random.Random, seed: int
+) -> tuple[str, int]:
+    """Start an eval into ``path`` and SIGKILL its parent (at a random moment, or near a commit): the
+    moment it was killed, and the input the dataset's checkpoint says a rerun resumes from."""
+    kw = {"workers": workers, "interval": INTERVAL, "in_place": in_place}
+    proc = start_eval(str(path), N, LC_TEST_SLEEP=SLEEP, **kw)
+    try:
+        _wait_for_start(proc)
+        if trial % 3 == 1:
+            time.sleep(rng.uniform(0.0, 0.5))  # the run itself takes about half a second
+            os.kill(proc.pid, signal.SIGKILL)
+            moment = "random"
+        else:
+            moment = _kill_near_commit(proc, path, rng)
+        proc.communicate(timeout=30)
+        where = f"trial {trial} ({moment}, workers={workers}, in_place={in_place}, seed {seed})"
+        assert proc.returncode in (-signal.SIGKILL, 0), where
+        skip = _check_after_kill(path, in_place)
+        # The killed parent's workers notice it is gone and exit: nothing of its session lingers.
+        assert wait_session_empty(proc.pid, timeout=10) == [], where
+    finally:
+        kill_session(proc.pid)
+    return moment, skip
+
+
+def _rerun_ends_exact(path: Path, workers: int, in_place: bool, skip: int, where: str) -> None:
+    """Rerun the killed eval with the other worker count (exact output), then once more, which must write
+    nothing; then vacuum, after which every remaining version still loads."""
+    ds = lc.load(str(path))
+    kw = {"num_workers": 0 if workers else 2, "scheduler": "processed", "checkpoint_interval": INTERVAL}
+    data_in = ds if in_place else list(range(N))
+    # A run killed after it completed leaves nothing to do: the rerun says so.
+    done_already = pytest.warns(lc.LakeComputeWarning, match="already completed")
+    with done_already if skip == N else contextlib.nullcontext():
+        result = double().eval(data_in, None if in_place else ds, progressbar=False, **kw)
+    assert result.resumed_from == (0 if skip == N else skip), where  # a completed no-op resumes nothing
+    assert result.inputs == N, where
+    np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N), err_msg=where)
+    before = versions(path)
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        again = double().eval(data_in, None if in_place else ds, progressbar=False, **kw)
+    assert (again.inputs, again.outputs, again.version) == (N, {"x": N}, result.version), where
+    assert versions(path) == before, where
+
+    # What the crash left unreferenced goes; every remaining version still loads.
+    lc.load(str(path)).vacuum(grace_seconds=0)
+    np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N), err_msg=where)

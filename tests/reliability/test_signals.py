@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -48,6 +49,26 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
         make_numbers(path, N)
     else:
         make_out(path)
+    _signalled_after_two_checkpoints(path, signum, workers, in_place)
+
+    ds = lc.load(str(path))
+    (record,) = dataset_core(ds).txn.base.evals.values()
+    assert record["status"] == "running"
+    done = record["done"]
+    assert 2 * INTERVAL <= done < N
+    if in_place:
+        np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))
+    else:
+        assert doubled_prefix(ds, INTERVAL) == done
+    kw2 = {"num_workers": 2, "checkpoint_interval": INTERVAL, "progressbar": False}
+    result = double().eval(ds if in_place else list(range(N)), None if in_place else ds, **kw2)
+    assert result.resumed_from == done
+    np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N))
+
+
+def _signalled_after_two_checkpoints(path: Path, signum: int, workers: int, in_place: bool) -> None:
+    """Start an eval into ``path``, send it ``signum`` after two checkpoints, and check that it stopped
+    with KeyboardInterrupt and left no process of its session."""
     start = len(versions(path))
     kw = {"workers": workers, "interval": INTERVAL, "in_place": in_place}
     proc = start_eval(str(path), N, LC_TEST_SLEEP="0.005", **kw)
@@ -65,20 +86,6 @@ def test_signal_stops_eval_leaves_no_process_and_only_checkpoints(
         assert wait_session_empty(proc.pid, timeout=10) == []
     finally:
         kill_session(proc.pid)
-
-    ds = lc.load(str(path))
-    (record,) = dataset_core(ds).txn.base.evals.values()
-    assert record["status"] == "running"
-    done = record["done"]
-    assert 2 * INTERVAL <= done < N
-    if in_place:
-        np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))
-    else:
-        assert doubled_prefix(ds, INTERVAL) == done
-    kw2 = {"num_workers": 2, "checkpoint_interval": INTERVAL, "progressbar": False}
-    result = double().eval(ds if in_place else list(range(N)), None if in_place else ds, **kw2)
-    assert result.resumed_from == done
-    np.testing.assert_array_equal(lc.load(str(path)).x.numpy(), 2 * np.arange(N))
 
 
 # An eval with the threaded scheduler whose sample 5 blocks in user code (never reaching a
@@ -138,3 +145,26 @@ def test_signal_stops_threaded_eval_with_stuck_task(tmp_path: Path, signum: int)
     assert proc.returncode != 0
     assert "DONE" not in stdout
     assert lc.load(str(path)).version == start
+
+
+@lc.compute
+def _fork_and_terminate_child(sample_in: int, sample_out: lc.Dataset) -> None:
+    """Fork; the child sends itself SIGTERM at once (as a pool stopping a worker still starting does)."""
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(7)  # reached only if the SIGTERM did not end the child
+    _, status = os.waitpid(pid, 0)
+    sample_out.status.append(status)
+
+
+def test_sigterm_in_a_process_forked_during_an_eval_ends_that_process() -> None:
+    """A process forked while an eval runs inherits the eval's SIGTERM handler; SIGTERM ends it as it
+    ends any process, instead of raising KeyboardInterrupt there and running the parent's code on in
+    the child (seen as a worker stopped while it started, unwinding the test session in the child)."""
+    out = lc.empty("mem://fork-sigterm", overwrite=True)
+    out.create_tensor("status", dtype="int64")
+    _fork_and_terminate_child().eval([0], out, num_workers=0, progressbar=False)
+    (status,) = out.status.numpy().tolist()
+    assert os.WIFSIGNALED(status), f"the child exited with status {status} instead of by SIGTERM"
+    assert os.WTERMSIG(status) == signal.SIGTERM

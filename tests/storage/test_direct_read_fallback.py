@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage._cache import LAYOUT_PROBES
+from lakecompute.storage._probes import LAYOUT_PROBES
 
 _FORK = multiprocessing.get_context("fork")
 COMMITS = 60

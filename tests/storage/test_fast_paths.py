@@ -12,13 +12,14 @@ from lakecompute import compression
 from lakecompute.storage import (
     TEMP_PREFIX,
     ArrayCache,
+    Manifest,
     OpenSegment,
     SlotWriter,
+    commit_manifest,
     create_segment,
     latest_version,
     open_backend,
 )
-from lakecompute.storage._manifest import Manifest, commit_manifest
 from lakecompute.storage._segments import DATA_CHUNK, SLOT_BYTES
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numcodecs import Zstd
 
-from lakecompute.storage._cache import decode_chunk, zstd_content_size
+from lakecompute.storage._checked import decode_chunk, zstd_content_size
 
 
 @pytest.mark.parametrize("level", [-1, 1, 3, 19])

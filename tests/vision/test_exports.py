@@ -258,15 +258,17 @@ def test_export_coco_writes_the_annotations_file_last(
 ) -> None:
     """export_coco puts every image in place before it writes the annotations file."""
     order: list[str] = []
-    real = localfiles.write_atomic
+    real = os.replace
 
-    def recording(path: str, data: bytes) -> None:
-        if os.path.basename(path) == "annotations.json":
+    def recording(src: str, dst: str) -> None:
+        # The annotations file takes its place by a rename (written whole beside it first): what is in
+        # place in images/ at that moment is what a reader of the new annotations.json could see.
+        if os.path.basename(dst) == "annotations.json":
             order.append("annotations.json")
             order.extend(sorted(n for n in os.listdir(tmp_path / "out" / "images") if not n.startswith(".")))
-        real(path, data)
+        real(src, dst)
 
-    monkeypatch.setattr(localfiles, "write_atomic", recording)
+    monkeypatch.setattr(os, "replace", recording)
     _dataset(tmp_path / "ds", NAMES).export_coco(
         tmp_path / "out" / "annotations.json", tmp_path / "out" / "images"
     )

@@ -361,23 +361,35 @@ def test_reexport_killed_at_any_step(kind: str, tmp_path: Path) -> None:
         shutil.copytree(pristine, out, symlinks=True)
         ready = tmp_path / f"ready-{stop}"
         _kill_when_ready(_child(kind, tmp_path / "new", out, stop, ready), ready)
-        index = _index(kind, out)
-        if not index.exists():
-            seen.add("no index")
-        elif index.read_bytes() == old_index:
-            assert _visible(out) == old, f"killed before step {stop}: the old index beside other files"
-            seen.add("old")
-        else:
-            assert index.read_bytes() == new_index, f"killed before step {stop}: an index that is neither"
-            assert _visible(out) == new, f"killed before step {stop}: the new index beside other files"
-            seen.add("new")
-        third = _dataset(tmp_path / "third", ["e.png"], shade=200)
-        _export(kind, third, out)
-        _export(kind, third, tmp_path / "third-fresh")
-        assert _visible(out) == _visible(tmp_path / "third-fresh"), f"killed before step {stop}"
-        assert _leftovers(out) == [], f"killed before step {stop}"
-        shutil.rmtree(tmp_path / "third-fresh")
+        seen.add(_export_left(_index(kind, out), stop, (old_index, old), (new_index, new)))
+        _next_export_holds_its_own_files(kind, tmp_path, out, stop)
     assert seen == {"old", "no index", "new"}
+
+
+def _export_left(
+    index: Path, stop: int, old: tuple[bytes, dict[str, bytes]], new: tuple[bytes, dict[str, bytes]]
+) -> str:
+    """Which export an export killed before step ``stop`` left (``old``, ``new``: each one's index bytes
+    and visible files): ``"old"``, ``"new"`` or ``"no index"``; never an index beside other files."""
+    out = index.parent
+    if not index.exists():
+        return "no index"
+    if index.read_bytes() == old[0]:
+        assert _visible(out) == old[1], f"killed before step {stop}: the old index beside other files"
+        return "old"
+    assert index.read_bytes() == new[0], f"killed before step {stop}: an index that is neither"
+    assert _visible(out) == new[1], f"killed before step {stop}: the new index beside other files"
+    return "new"
+
+
+def _next_export_holds_its_own_files(kind: str, tmp_path: Path, out: Path, stop: int) -> None:
+    """The next export into ``out`` leaves exactly its own files, as into a fresh folder."""
+    third = _dataset(tmp_path / "third", ["e.png"], shade=200)
+    _export(kind, third, out)
+    _export(kind, third, tmp_path / "third-fresh")
+    assert _visible(out) == _visible(tmp_path / "third-fresh"), f"killed before step {stop}"
+    assert _leftovers(out) == [], f"killed before step {stop}"
+    shutil.rmtree(tmp_path / "third-fresh")
 
 
 def test_coco_exports_with_other_annotations_files_share_an_images_folder(tmp_path: Path) -> None:

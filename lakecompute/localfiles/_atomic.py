@@ -1,0 +1,89 @@
+"""A file written outside a dataset is whole or absent: a temporary file beside it, flushed, then
+renamed into place."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+
+from lakecompute.errors import StorageError
+
+__all__ = ["alive", "storage_error", "write_atomic", "write_fd"]
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all: a temporary file in the same folder, flushed to
+    disk, then renamed over ``path``.
+
+    The temporary file is hidden and named after ``path`` and the writing process
+    (``.<name>.<pid>.<random>.partial``); one that a killed process left is removed by the next write of
+    the same path.
+
+    Raises:
+        StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
+            keeps what it held before.
+    """
+    folder, name = os.path.split(os.path.abspath(path))
+    prefix = f".{name[:100]}."
+    tmp = None
+    try:
+        _remove_abandoned_partials(folder, prefix)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{prefix}{os.getpid()}.", suffix=".partial")
+        write_fd(fd, data)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise storage_error(path, exc) from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+
+def _remove_abandoned_partials(folder: str, prefix: str) -> None:
+    """Remove the temporary files of `write_atomic` that start with ``prefix`` and whose process is gone."""
+    for entry in os.listdir(folder):
+        if entry.startswith(prefix) and entry.endswith(".partial"):
+            pid = entry[len(prefix) :].split(".", 1)[0]
+            if pid.isdigit() and not alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(folder, entry))
+
+
+def _file_mode() -> int:
+    """The mode ``open()`` gives a new file (0o666 less the umask); read once, at import."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+# mkstemp makes files only their owner may read (0o600); an exported file is made as open() makes one.
+_FILE_MODE = _file_mode()
+
+
+def write_fd(fd: int, data: bytes) -> None:
+    os.fchmod(fd, _FILE_MODE)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def storage_error(path: str, exc: OSError) -> StorageError:
+    return StorageError(
+        f"Cannot write {path!r} ({exc.strerror or exc}); the file keeps what it held before. "
+        "Check free space and permissions, then run again.",
+        url=path,
+        reason="other",
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -1,0 +1,292 @@
+"""Versions on a backend: listing them, reading their manifests, and committing new ones.
+
+Version numbers are unique across branches: a commit takes the next free number by creating that
+manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then moves its branch
+there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is only a hint that
+saves a directory listing: readers check forward from it, so a stale hint is harmless. The manifest
+document itself is `lakecompute.storage._manifest`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from lakecompute.errors import (
+    DatasetCorruptError,
+    DatasetNotFoundError,
+    DatasetReplacedError,
+    LakeComputeError,
+)
+from lakecompute.storage._backend import Backend
+from lakecompute.storage._manifest import MARKER, VERSIONS, Fragment, Manifest, version_key
+from lakecompute.storage._refs import advance, moved_to, write_line_hint
+from lakecompute.storage._schema import InvalidField
+from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
+
+__all__ = [
+    "check_still_there",
+    "commit_manifest",
+    "commit_version",
+    "dataset_id_of",
+    "is_committed",
+    "latest_version",
+    "list_versions",
+    "needed_by_a_version",
+    "read_manifest",
+    "read_manifest_of",
+]
+
+_HINT = f"{VERSIONS}/LATEST"
+
+
+def list_versions(backend: Backend) -> list[int]:
+    """Every committed version number, ascending."""
+    out = []
+    for name in backend.list(VERSIONS):
+        if name.endswith(".json") and name[:-5].isdigit():
+            out.append(int(name[:-5]))
+    return sorted(out)
+
+
+def latest_version(backend: Backend) -> int | None:
+    """The newest committed version, or None if there is none."""
+    hint = backend.read(_HINT)
+    start: int | None = None
+    if hint is not None:
+        try:
+            start = int(hint.decode().strip())
+        except ValueError:
+            start = None
+    if start is None or not backend.exists(version_key(start)):
+        versions = list_versions(backend)
+        if not versions:
+            return None
+        start = versions[-1]
+    # The hint may lag behind other writers' commits: step forward until a version is missing.
+    while backend.exists(version_key(start + 1)):
+        start += 1
+    return start
+
+
+def dataset_id_of(backend: Backend, manifest: Manifest) -> str:
+    """The id of the dataset ``manifest`` belongs to.
+
+    A manifest written before datasets had ids has none; such a dataset's id is derived from the bytes
+    of its earliest committed manifest (which hold the time it was created, so a dataset made again at
+    the same path gets another one): ``"legacy-"`` and 32 hex digits. The next commit records it in the
+    new version, so it stays the same after ``vacuum(keep_versions=...)`` removes that manifest.
+
+    Raises:
+        DatasetNotFoundError: no committed manifest is left to derive a legacy id from.
+    """
+    if manifest.dataset_id:
+        return manifest.dataset_id
+    for version in list_versions(backend):
+        data = backend.read(version_key(version))
+        if data is not None:
+            return "legacy-" + hashlib.sha256(data).hexdigest()[:32]
+    raise DatasetNotFoundError(backend.url, "It has no committed version.")
+
+
+def read_manifest(backend: Backend, version: int) -> Manifest:
+    """Load a version's manifest.
+
+    Raises:
+        DatasetNotFoundError: the version does not exist.
+        DatasetCorruptError: the manifest exists but cannot be parsed (names the file).
+    """
+    key = version_key(version)
+    data = backend.read(key)
+    if data is None:
+        raise DatasetNotFoundError(backend.url, f"It has no version {version}.")
+    hint = "Open an earlier version with lc.load(path, version=N)." if version > 0 else ""
+    try:
+        manifest = Manifest.from_bytes(data)
+    except InvalidField as exc:
+        raise DatasetCorruptError(backend.url, key, exc.reason, hint, field=exc.field or None) from exc
+    if manifest.version != version:
+        raise DatasetCorruptError(
+            backend.url, key, f"expected version {version}, got {manifest.version}", hint, field="version"
+        )
+    return manifest
+
+
+def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str) -> Manifest:
+    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` (what a pickled
+    handle, a snapshot or a state refers to: ``what`` names it in the error).
+
+    Raises:
+        DatasetReplacedError: the location holds another dataset now (the path was remade).
+        DatasetNotFoundError: no dataset there, or it has no such version.
+        DatasetCorruptError: the manifest is damaged.
+    """
+    try:
+        manifest = read_manifest(backend, version)
+    except DatasetNotFoundError:
+        # The version is missing: if another dataset is there now, that is what to say.
+        latest = latest_version(backend)
+        if latest is not None:
+            found = dataset_id_of(backend, read_manifest(backend, latest))
+            if found != dataset_id:
+                raise DatasetReplacedError(backend.url, dataset_id, found, what) from None
+        raise
+    found = dataset_id_of(backend, manifest)
+    if found != dataset_id:
+        raise DatasetReplacedError(backend.url, dataset_id, found, what)
+    return manifest
+
+
+def check_still_there(backend: Backend, dataset_id: str) -> None:
+    """Refuse to commit into another dataset than ``dataset_id``: a handle that outlived its dataset (the
+    path overwritten, or deleted and created again) would otherwise publish its next version number into
+    the new dataset. Reads the root marker (``zarr.json``, small); a marker without an id (a dataset made
+    before ids) cannot tell, and passes.
+
+    Raises:
+        DatasetReplacedError: another dataset is at the location now.
+        DatasetNotFoundError: no dataset is there (deleted, or being replaced).
+    """
+    raw = backend.read("zarr.json")
+    try:
+        attributes = json.loads(raw).get("attributes") if raw is not None else None
+        mark = attributes.get(MARKER) if isinstance(attributes, dict) else None
+    except (ValueError, AttributeError, RecursionError):
+        mark = None
+    if not isinstance(mark, dict):
+        raise DatasetNotFoundError(
+            backend.url,
+            f"The dataset this handle writes to (id {dataset_id!r}) was deleted or is being replaced.",
+        )
+    found = mark.get("dataset_id")
+    if isinstance(found, str) and found and found != dataset_id:
+        raise DatasetReplacedError(backend.url, dataset_id, found, "this handle")
+
+
+#: How many version numbers a commit tries before giving up (each miss means another writer took one).
+_NUMBER_TRIES = 10_000
+
+
+def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest:
+    """Store the manifest ``build(n)`` under the first free version number ``n`` from ``first`` on; the
+    manifest as stored.
+
+    Version numbers are unique across branches: writers on other branches take numbers too, and a
+    writer that finds its number taken jumps past the newest one (the ``LATEST`` hint) and tries again
+    (building the manifest anew: its number is written inside it).
+    """
+    version = first
+    for _ in range(_NUMBER_TRIES):
+        candidate = build(version)
+        if candidate.line is not None:
+            candidate = replace(candidate, reach={**candidate.reach, candidate.line: version})
+        if backend.create_exclusive(version_key(version), candidate.to_bytes()):
+            return candidate
+        version = max(version + 1, (latest_version(backend) or version) + 1)
+    raise LakeComputeError(  # pragma: no cover (10,000 writers committing at once)
+        f"Could not find a free version number in {backend.url!r} after {_NUMBER_TRIES} tries."
+    )
+
+
+def commit_version(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest | None:
+    """Commit the manifest ``build(n)`` (``n``: its version number, from ``first`` on) on the branch
+    of its ``line``, whose head is its ``parent``: the manifest committed (stamped with the time), or
+    None if another writer moved the branch from that head first (then nothing of this commit is left).
+
+    Two steps: the manifest is stored under a free number (`_take_number`), then the branch is moved
+    there by creating its move exclusively (``_refs.advance``). The move is the commit: a kill before
+    it leaves a manifest no branch reaches (``vacuum`` removes it), never a half-moved branch.
+    """
+    when = time.time()
+    stored = _take_number(backend, lambda n: replace(build(n), time=when), first)
+    line, parent = stored.line, stored.parent
+    assert line is not None
+    assert parent is not None
+    if not advance(backend, line, parent, stored.version):
+        backend.delete(version_key(stored.version))  # never committed: no branch reaches it
+        return None
+    _write_hints(backend, stored.version)
+    write_line_hint(backend, line, stored.version)
+    return stored
+
+
+def is_committed(backend: Backend, manifest: Manifest) -> bool:
+    """Whether ``manifest`` was committed (a branch moved to it), not left by a commit that lost its
+    race or was killed before moving its branch.
+
+    Raises:
+        DatasetCorruptError: the branch's move after the manifest's parent is damaged.
+    """
+    if manifest.line is None or manifest.parent is None:
+        return True  # committed before refs (or a dataset's first version): by existing
+    return moved_to(backend, manifest.line, manifest.parent) == manifest.version
+
+
+def _write_hints(backend: Backend, version: int) -> None:
+    try:
+        # Fixed width, written in place: a reader that sees a torn or stale value finds a
+        # missing version (and lists) or an older one (and steps forward), never a wrong answer.
+        backend.write_hint(_HINT, f"{version:010d}".encode())
+    except OSError:
+        pass  # the hint is an optimisation; readers find the version without it
+
+
+def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
+    """Publish ``manifest`` as its version, stamped with the time, without a branch (a dataset's first
+    version); the manifest committed, or None if that number is taken."""
+    manifest = replace(manifest, time=time.time())
+    if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
+        return None
+    _write_hints(backend, manifest.version)
+    return manifest
+
+
+# Storage keys of segment arrays and of typed arrays, as the readers name them in errors.
+_SEGMENT_KEY = re.compile(SEGMENTS + r"/([^/]+)/(data|index)/(?:c/([0-9]+)|zarr\.json)")
+_TYPED_KEY = re.compile("(" + TENSORS + r"/[^/]+/[^/]+)/(?:c(?:/[0-9]+)+|zarr\.json)")
+
+
+def _covers(frag: Fragment, seg: str, array: str | None, chunk: int | None) -> bool:
+    """Whether ``frag`` needs chunk ``chunk`` of ``array`` in ``seg`` (any of it if ``chunk`` is None)."""
+    if frag.seg != seg:
+        return False
+    if chunk is None or array is None:
+        return True
+    if array == "data":
+        return (
+            frag.nbytes > 0 and frag.off // DATA_CHUNK <= chunk <= (frag.off + frag.nbytes - 1) // DATA_CHUNK
+        )
+    if frag.idx is None:
+        return False
+    entries = frag.total * (1 + frag.ndim)
+    return entries > 0 and frag.idx // INDEX_CHUNK <= chunk <= (frag.idx + entries - 1) // INDEX_CHUNK
+
+
+def needed_by_a_version(backend: Backend, key: str) -> bool | None:
+    """Whether some committed version still needs the stored data at ``key`` (a chunk or an array's
+    metadata); None if ``key`` is not such data.
+
+    When data a reader needs is missing and no committed version needs it, ``vacuum()`` removed it
+    together with the version the reader holds. Reads every manifest: for error messages only.
+    """
+    seg_match, typed_match = _SEGMENT_KEY.fullmatch(key), _TYPED_KEY.fullmatch(key)
+    if seg_match is not None:
+        seg, array = seg_match.group(1), seg_match.group(2)
+        chunk = None if seg_match.group(3) is None else int(seg_match.group(3))
+    elif typed_match is not None:
+        seg, array, chunk = "@" + typed_match.group(1), None, None
+    else:
+        return None
+    for version in list_versions(backend):
+        try:
+            manifest = read_manifest(backend, version)
+        except LakeComputeError:
+            continue
+        for state in manifest.tensors.values():
+            if any(_covers(f, seg, array, chunk) for f in state.fragments):
+                return True
+    return False

@@ -8,38 +8,11 @@
 [1, 2, 3]
 """
 
+from lakecompute import errors
 from lakecompute.api import copy, dataset, delete, empty, exists, like, load
 from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
 from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorDiff, TensorView, VersionDiff
-from lakecompute.errors import (
-    CommitConflictError,
-    DatasetCorruptError,
-    DatasetExistsError,
-    DatasetNotFoundError,
-    DatasetReplacedError,
-    EvalConflictError,
-    FingerprintError,
-    ForkInTaskError,
-    InvalidArgumentError,
-    InvalidSampleError,
-    InvalidTypeError,
-    LakeComputeError,
-    LakeComputeWarning,
-    LeaseExpiredError,
-    MergeConflictError,
-    RaggedShapeError,
-    ReadOnlyError,
-    RefExistsError,
-    RefNotFoundError,
-    RemoteError,
-    SampleIndexError,
-    StorageError,
-    TensorDoesNotExistError,
-    TensorExistsError,
-    TransformError,
-    UnpicklableTaskError,
-    WorkerDiedError,
-)
+from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
 from lakecompute.schedulers import worker_device
 from lakecompute.vision import ingest_coco, ingest_yolo
@@ -47,45 +20,18 @@ from lakecompute.vision import ingest_coco, ingest_yolo
 __version__ = "0.1.0"
 
 __all__ = [
-    "CommitConflictError",
     "ComputeFunction",
     "Dataset",
-    "DatasetCorruptError",
-    "DatasetExistsError",
-    "DatasetNotFoundError",
-    "DatasetReplacedError",
     "DatasetView",
-    "EvalConflictError",
     "EvalResult",
     "FailedSample",
-    "FingerprintError",
-    "ForkInTaskError",
     "ImageFile",
-    "InvalidArgumentError",
-    "InvalidSampleError",
-    "InvalidTypeError",
-    "LakeComputeError",
-    "LakeComputeWarning",
-    "LeaseExpiredError",
-    "MergeConflictError",
     "Pipeline",
-    "RaggedShapeError",
-    "ReadOnlyError",
-    "RefExistsError",
-    "RefNotFoundError",
-    "RemoteError",
     "Row",
-    "SampleIndexError",
-    "StorageError",
     "Tensor",
     "TensorDiff",
-    "TensorDoesNotExistError",
-    "TensorExistsError",
     "TensorView",
-    "TransformError",
-    "UnpicklableTaskError",
     "VersionDiff",
-    "WorkerDiedError",
     "__version__",
     "compose",
     "compute",
@@ -103,3 +49,6 @@ __all__ = [
     "read",
     "worker_device",
 ]
+# Every error is public: errors.__all__ is their one list (mypy reads the star import as their export).
+__all__ += errors.__all__
+__all__.sort()

@@ -2,7 +2,8 @@
 
 Each class derives from `LakeComputeError` and from the builtin it is nearest to, so
 ``except ValueError`` keeps working for code that does not know lakecompute. Messages say what
-is wrong (expected vs got) and then what to do.
+is wrong (expected vs got) and then what to do. `__all__` names them all, and the facade exports
+exactly that list; `warn` is the package's helper for `LakeComputeWarning`, not part of it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ __all__ = [
     "TransformError",
     "UnpicklableTaskError",
     "WorkerDiedError",
-    "warn",
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded, TensorSpec, encode_batch, encode_ragged, encode_sample
+from lakecompute.htypes import Encoded, TensorRules, TensorSpec, encode_batch, encode_ragged, encode_sample
 from lakecompute.storage import Fragment, TensorState
 
 __all__ = ["TensorSchema"]
@@ -37,13 +37,11 @@ class TensorSchema:
     ndim: int | None
     class_names: tuple[str, ...] = ()
     info: tuple[tuple[str, Any], ...] = ()
-    # The same, as the sample checks take them (built once, not per sample).
-    _names: list[str] = field(init=False, repr=False, compare=False)
-    _info: dict[str, Any] = field(init=False, repr=False, compare=False)
+    # The same, as the codecs take them (built once, not per sample).
+    _rules: TensorRules = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_names", list(self.class_names))
-        object.__setattr__(self, "_info", dict(self.info))
+        object.__setattr__(self, "_rules", TensorRules(self.spec, list(self.class_names), dict(self.info)))
 
     @classmethod
     def of(cls, state: TensorState, *, rank: bool = True) -> TensorSchema:
@@ -78,13 +76,13 @@ class TensorSchema:
         Raises:
             InvalidSampleError: the value cannot be stored in this tensor (dtype, rank, label, ...).
         """
-        enc = encode_sample(self.spec, value, self._names, self._info)
+        enc = encode_sample(self._rules, value)
         self.check_rank(len(enc.shape), first)
         return enc
 
     def encode_block(self, values: np.ndarray) -> np.ndarray | None:
         """Check samples stacked on axis 0 in one go (None when the fast path does not apply)."""
-        block = encode_batch(self.spec, values, self._names)
+        block = encode_batch(self._rules, values)
         if block is not None:
             self.check_rank(block.ndim - 1)
         return block
@@ -93,7 +91,7 @@ class TensorSchema:
         """Check arrays whose first dimension varies (an image's boxes, say) in one go: what `encode`
         gives for each, or None when the fast path does not apply or any value (or its rank) would be
         refused, so that `encode` on each raises the error that names it."""
-        encoded = encode_ragged(self.spec, values, self._names, self._info)
+        encoded = encode_ragged(self._rules, values)
         if encoded is None or (self.ndim is not None and len(encoded[0].shape) != self.ndim):
             return None
         return encoded

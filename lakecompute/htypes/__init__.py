@@ -7,10 +7,9 @@ codecs are split by family (``_generic``, ``_image``, ``_labels``, ``_text``, ``
 (``bytes`` kind: PNG/JPEG/WEBP images, UTF-8 text, JSON, polygons, mask bits).
 """
 
-from lakecompute.htypes._base import HTypeCodec, cast_checked
+from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
 from lakecompute.htypes._registry import (
     CODECS,
-    codec_of,
     codec_registry,
     decode_sample,
     encode_batch,
@@ -43,10 +42,10 @@ __all__ = [
     "Encoded",
     "HType",
     "HTypeCodec",
+    "TensorRules",
     "TensorSpec",
     "cast_checked",
     "check_new_tensor_name",
-    "codec_of",
     "codec_registry",
     "decode_sample",
     "encode_batch",

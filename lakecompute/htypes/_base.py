@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -10,7 +11,25 @@ import numpy as np
 from lakecompute.errors import InvalidSampleError
 from lakecompute.specs import HTYPES, Encoded, HType, TensorSpec
 
-__all__ = ["HTypeCodec", "as_array", "cast_checked", "check_finite", "check_label_range"]
+__all__ = ["HTypeCodec", "TensorRules", "as_array", "cast_checked", "check_finite", "check_label_range"]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRules:
+    """What one tensor's samples are checked against: every codec method is given this, built once per
+    tensor (by its `lakecompute.datasets` schema), not per sample."""
+
+    spec: TensorSpec
+    """The tensor's spec (its name, htype, dtype and compressions)."""
+    class_names: list[str]
+    """For class-named tensors, the names a string label maps to (and an index ranges over)."""
+    info: Mapping[str, Any]
+    """The tensor's info that samples are checked against (a bbox tensor's ``format``, ...)."""
+    name: str = field(init=False)
+    """The tensor's name, as every refusal names it (``spec.name``, kept as a field: read per sample)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.spec.name)
 
 
 class HTypeCodec:
@@ -18,8 +37,9 @@ class HTypeCodec:
     htype, registered against its declaration (`lakecompute.specs.HType`) in ``htypes/_registry.py``.
 
     An htype stored as arrays overrides `check` (its rules on one sample's numbers) and, for a fast path
-    over samples stacked on axis 0, `check_block`; one stored as blobs overrides `encode` and `decode`.
-    Every refusal is an `InvalidSampleError` naming the tensor.
+    over samples stacked on axis 0, `check_block`; one whose checked numbers are stored as a blob overrides
+    `store` and `decode`; one whose values are not numbers overrides `encode` and `decode`. Each method is
+    given the tensor's `TensorRules`; every refusal is an `InvalidSampleError` naming the tensor.
     """
 
     htype: ClassVar[str]
@@ -29,38 +49,35 @@ class HTypeCodec:
     def declaration(self) -> HType:
         return HTYPES[self.htype]
 
-    def encode(
-        self, spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any]
-    ) -> Encoded:
+    def encode(self, rules: TensorRules, value: object) -> Encoded:
         """One sample checked and turned into what is stored: by default its numbers (`numbers`),
-        checked (`check`) and cast to the tensor's dtype."""
-        arr = self.checked(spec, self.numbers(spec.name, value, class_names), class_names, info)
-        return Encoded(arr, None, arr.shape)
+        checked (`check`), cast to the tensor's dtype and stored as `store` says."""
+        return self.store(rules, self.checked(rules, self.numbers(rules, value)))
 
-    def numbers(self, tensor: str, value: object, class_names: list[str]) -> np.ndarray:
+    def numbers(self, rules: TensorRules, value: object) -> np.ndarray:
         """A sample's numbers as an array (a value with ``.numpy()`` gives that)."""
-        return as_array(value, tensor)
+        return as_array(value, rules.name)
 
-    def checked(
-        self, spec: TensorSpec, arr: np.ndarray, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def checked(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
         """`check`, then the cast to the tensor's dtype (refusing values the dtype cannot hold)."""
-        arr = self.check(arr, spec.name, class_names, info)
-        if spec.dtype is not None:
-            arr = cast_checked(arr, np.dtype(spec.dtype), spec.name)
+        arr = self.check(rules, arr)
+        if rules.spec.dtype is not None:
+            arr = cast_checked(arr, np.dtype(rules.spec.dtype), rules.name)
         return arr
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
         """The htype's rules on one sample's numbers (for a ragged htype, on samples joined on axis 0:
         every rule then holds per row or per value): what is stored, before the dtype cast."""
         return arr
 
-    def check_block(self, values: np.ndarray, tensor: str, class_names: list[str]) -> np.ndarray | None:
+    def check_block(self, rules: TensorRules, values: np.ndarray) -> np.ndarray | None:
         """Samples of one shape stacked on axis 0 checked at once (before the dtype cast), or None when
         they must be checked one by one (the default)."""
         return None
+
+    def store(self, rules: TensorRules, arr: np.ndarray) -> Encoded:
+        """A checked sample as it is stored: by default its numbers as they are."""
+        return Encoded(arr, None, arr.shape)
 
     def decode(self, spec: TensorSpec, raw: bytes, shape: tuple[int, ...]) -> Any:
         """A stored blob back as the value a user reads (htypes stored as blobs).

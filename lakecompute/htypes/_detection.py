@@ -4,14 +4,13 @@ Polygons are in ``_polygon.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes._base import HTypeCodec, check_finite
+from lakecompute.htypes._base import HTypeCodec, TensorRules, check_finite
 from lakecompute.specs import Encoded, TensorSpec
 
 __all__ = ["CODECS", "BBoxCodec", "BinaryMaskCodec", "KeypointsCodec"]
@@ -22,10 +21,8 @@ class BBoxCodec(HTypeCodec):
 
     htype = "bbox"
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
-        return BoxLayout.parse(info, tensor).check(arr, tensor)
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
+        return BoxLayout.parse(rules.info, rules.name).check(arr, rules.name)
 
 
 class KeypointsCodec(HTypeCodec):
@@ -34,9 +31,8 @@ class KeypointsCodec(HTypeCodec):
 
     htype = "keypoints"
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
+        tensor = rules.name
         if arr.ndim == 1 and arr.size % 3 == 0:
             arr = arr.reshape(-1, 3)
         if arr.ndim not in (2, 3) or arr.shape[-1] != 3:
@@ -45,7 +41,7 @@ class KeypointsCodec(HTypeCodec):
                 "expected keypoints as rows of (x, y, visibility): shape (k, 3) for one object, (n, k, 3) "
                 f"for n objects, or COCO's flat [x1, y1, v1, ...]. Got shape {arr.shape}.",
             )
-        names = info.get("keypoint_names")
+        names = rules.info.get("keypoint_names")
         if names and arr.shape[-2] != len(names):
             raise InvalidSampleError(
                 tensor,
@@ -69,15 +65,11 @@ class BinaryMaskCodec(HTypeCodec):
 
     htype = "binary_mask"
 
-    def encode(
-        self, spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any]
-    ) -> Encoded:
-        arr = self.checked(spec, self.numbers(spec.name, value, class_names), class_names, info)
+    def store(self, rules: TensorRules, arr: np.ndarray) -> Encoded:
         return Encoded(None, np.packbits(arr, axis=None).tobytes(), arr.shape)
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
+        tensor = rules.name
         if arr.ndim not in (2, 3):
             raise InvalidSampleError(
                 tensor, f"expected a binary mask of shape HxW, or HxWxK for K objects. Got shape {arr.shape}."

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes._base import HTypeCodec
+from lakecompute.htypes._base import HTypeCodec, TensorRules
 
 __all__ = ["CODECS", "EmbeddingCodec", "GenericCodec"]
 
@@ -18,7 +15,7 @@ class GenericCodec(HTypeCodec):
 
     htype = "generic"
 
-    def check_block(self, values: np.ndarray, tensor: str, class_names: list[str]) -> np.ndarray | None:
+    def check_block(self, rules: TensorRules, values: np.ndarray) -> np.ndarray | None:
         return values
 
 
@@ -27,17 +24,15 @@ class EmbeddingCodec(HTypeCodec):
 
     htype = "embedding"
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
         if arr.ndim != 1:
-            raise InvalidSampleError(tensor, f"expected a 1-D embedding vector. Got shape {arr.shape}.")
+            raise InvalidSampleError(rules.name, f"expected a 1-D embedding vector. Got shape {arr.shape}.")
         return arr
 
-    def check_block(self, values: np.ndarray, tensor: str, class_names: list[str]) -> np.ndarray | None:
+    def check_block(self, rules: TensorRules, values: np.ndarray) -> np.ndarray | None:
         if values.ndim != 2:
             raise InvalidSampleError(
-                tensor, f"expected 1-D embedding vectors. Got samples of shape {values.shape[1:]}."
+                rules.name, f"expected 1-D embedding vectors. Got samples of shape {values.shape[1:]}."
             )
         return values
 

@@ -3,14 +3,13 @@ as one PNG, JPEG or WebP file each (`lakecompute.compression`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from lakecompute import compression
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes._base import HTypeCodec
+from lakecompute.htypes._base import HTypeCodec, TensorRules
 from lakecompute.specs import Encoded, TensorSpec
 
 __all__ = ["CODECS", "ImageCodec"]
@@ -21,30 +20,28 @@ class ImageCodec(HTypeCodec):
 
     htype = "image"
 
-    def encode(
-        self, spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any]
-    ) -> Encoded:
-        if spec.sample_compression is None:
-            return super().encode(spec, value, class_names, info)
+    def encode(self, rules: TensorRules, value: object) -> Encoded:
         blob_in = getattr(value, "_lakecompute_blob", None)
-        if blob_in is not None:
+        if blob_in is not None and rules.spec.sample_compression is not None:
             # A lazily read file (lc.read) whose encoding already matches: store its bytes as they are.
             fmt, data, shape = blob_in()
-            if fmt == spec.sample_compression:
+            if fmt == rules.spec.sample_compression:
                 return Encoded(None, data, tuple(shape))
-        arr = self.checked(spec, self.numbers(spec.name, value, class_names), class_names, info)
-        blob = compression.encode_image(arr, spec.sample_compression, tensor=spec.name)
+        return super().encode(rules, value)
+
+    def store(self, rules: TensorRules, arr: np.ndarray) -> Encoded:
+        if rules.spec.sample_compression is None:
+            return super().store(rules, arr)
+        blob = compression.encode_image(arr, rules.spec.sample_compression, tensor=rules.name)
         return Encoded(None, blob, arr.shape)
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
-        _check_image(arr, tensor)
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
+        _check_image(arr, rules.name)
         return arr
 
-    def check_block(self, values: np.ndarray, tensor: str, class_names: list[str]) -> np.ndarray | None:
+    def check_block(self, rules: TensorRules, values: np.ndarray) -> np.ndarray | None:
         # The samples share one shape and dtype: the first stands for them all.
-        _check_image(values[0] if len(values) else values.reshape(values.shape[1:]), tensor)
+        _check_image(values[0] if len(values) else values.reshape(values.shape[1:]), rules.name)
         return values
 
     def decode(self, spec: TensorSpec, raw: bytes, shape: tuple[int, ...]) -> Any:

@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes._base import HTypeCodec, as_array, check_label_range
+from lakecompute.htypes._base import HTypeCodec, TensorRules, as_array, check_label_range
 
 __all__ = ["CODECS", "ClassLabelCodec", "SegmentMaskCodec"]
 
@@ -19,29 +16,27 @@ class ClassLabelCodec(HTypeCodec):
 
     htype = "class_label"
 
-    def numbers(self, tensor: str, value: object, class_names: list[str]) -> np.ndarray:
-        value = _class_index(value, class_names, tensor)
-        arr = as_array(value, tensor)
+    def numbers(self, rules: TensorRules, value: object) -> np.ndarray:
+        value = _class_index(value, rules.class_names, rules.name)
+        arr = as_array(value, rules.name)
         if arr.dtype.kind not in "biu":
             raise InvalidSampleError(
-                tensor, f"expected an integer class index or a class name. Got {arr.dtype} {value!r:.80}."
+                rules.name, f"expected an integer class index or a class name. Got {arr.dtype} {value!r:.80}."
             )
         return arr
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
         if arr.dtype.kind not in "biu":
             raise InvalidSampleError(
-                tensor, f"expected an integer class index or a class name. Got {arr.dtype} {arr!r:.80}."
+                rules.name, f"expected an integer class index or a class name. Got {arr.dtype} {arr!r:.80}."
             )
-        check_label_range(arr, class_names, tensor)
+        check_label_range(arr, rules.class_names, rules.name)
         return arr
 
-    def check_block(self, values: np.ndarray, tensor: str, class_names: list[str]) -> np.ndarray | None:
+    def check_block(self, rules: TensorRules, values: np.ndarray) -> np.ndarray | None:
         if values.dtype.kind not in "biu":
-            raise InvalidSampleError(tensor, f"expected integer class indices. Got dtype {values.dtype}.")
-        check_label_range(values, class_names, tensor)
+            raise InvalidSampleError(rules.name, f"expected integer class indices. Got dtype {values.dtype}.")
+        check_label_range(values, rules.class_names, rules.name)
         return values
 
 
@@ -65,9 +60,8 @@ class SegmentMaskCodec(HTypeCodec):
 
     htype = "segment_mask"
 
-    def check(
-        self, arr: np.ndarray, tensor: str, class_names: list[str], info: Mapping[str, Any]
-    ) -> np.ndarray:
+    def check(self, rules: TensorRules, arr: np.ndarray) -> np.ndarray:
+        tensor = rules.name
         if arr.ndim != 2:
             raise InvalidSampleError(
                 tensor,
@@ -79,7 +73,7 @@ class SegmentMaskCodec(HTypeCodec):
             )
         if arr.size and int(arr.min()) < 0:
             raise InvalidSampleError(tensor, f"class ids are >= 0. Got {int(arr.min())}.")
-        check_label_range(arr, class_names, tensor)
+        check_label_range(arr, rules.class_names, tensor)
         return arr
 
 

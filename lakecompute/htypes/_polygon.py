@@ -5,13 +5,12 @@ the coordinates in the tensor's dtype, all little-endian."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes._base import HTypeCodec, as_array, cast_checked, check_finite
+from lakecompute.htypes._base import HTypeCodec, TensorRules, as_array, cast_checked, check_finite
 from lakecompute.specs import Encoded, TensorSpec
 
 __all__ = ["CODECS", "PolygonCodec"]
@@ -22,10 +21,8 @@ class PolygonCodec(HTypeCodec):
 
     htype = "polygon"
 
-    def encode(
-        self, spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any]
-    ) -> Encoded:
-        return _encode_polygon(spec, value)
+    def encode(self, rules: TensorRules, value: object) -> Encoded:
+        return _encode_polygon(rules.spec, value)
 
     def decode(self, spec: TensorSpec, raw: bytes, shape: tuple[int, ...]) -> Any:
         return _decode_polygons(raw, np.dtype(spec.dtype or "float32"))

@@ -15,12 +15,11 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 from lakecompute.htypes import _detection, _generic, _image, _labels, _polygon, _text
-from lakecompute.htypes._base import HTypeCodec, cast_checked
+from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
 from lakecompute.specs import HTYPES, Encoded, TensorSpec
 
 __all__ = [
     "CODECS",
-    "codec_of",
     "codec_registry",
     "decode_sample",
     "encode_batch",
@@ -62,47 +61,37 @@ CODECS: Final = codec_registry(
 )
 """Every htype's codec by name, in the declarations' order."""
 
-_NO_INFO: Final[Mapping[str, Any]] = MappingProxyType({})
 
+def encode_sample(rules: TensorRules, value: object) -> Encoded:
+    """Check one sample against a tensor's ``rules`` and turn it into what is stored.
 
-def codec_of(spec: TensorSpec) -> HTypeCodec:
-    """The codec of a tensor's htype."""
-    return CODECS[spec.htype]
-
-
-def encode_sample(
-    spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any] | None = None
-) -> Encoded:
-    """Check one sample against ``spec`` and turn it into what is stored.
-
-    ``info`` is the tensor's info: the coordinate format of ``bbox`` tensors, the keypoint names of
-    ``keypoints`` tensors (see `lakecompute.specs.HType.checked_info`).
+    The rules' ``info`` is the tensor's info: the coordinate format of ``bbox`` tensors, the keypoint
+    names of ``keypoints`` tensors (see `lakecompute.specs.HType.checked_info`).
 
     Raises:
         InvalidSampleError: the value cannot be stored in this tensor, naming it.
     """
     try:
-        return CODECS[spec.htype].encode(spec, value, class_names, _NO_INFO if info is None else info)
+        return CODECS[rules.spec.htype].encode(rules, value)
     except InvalidSampleError as exc:
         if exc.tensor:
             raise
         # A sample that failed before it knew its tensor (a file from lc.read that does not decode).
-        raise InvalidSampleError(spec.name, exc.detail) from exc.__cause__
+        raise InvalidSampleError(rules.name, exc.detail) from exc.__cause__
 
 
-def encode_batch(spec: TensorSpec, values: np.ndarray, class_names: list[str]) -> np.ndarray | None:
+def encode_batch(rules: TensorRules, values: np.ndarray) -> np.ndarray | None:
     """Check a stacked array of samples at once (fast path); None if it must go sample by sample."""
+    spec = rules.spec
     if spec.kind != "array" or values.dtype.kind not in "biufc" or values.ndim == 0:
         return None
-    block = CODECS[spec.htype].check_block(values, spec.name, class_names)
+    block = CODECS[spec.htype].check_block(rules, values)
     if block is not None and spec.dtype is not None:
         block = cast_checked(block, np.dtype(spec.dtype), spec.name)
     return block
 
 
-def encode_ragged(
-    spec: TensorSpec, values: list[Any], class_names: list[str], info: Mapping[str, Any] | None = None
-) -> list[Encoded] | None:
+def encode_ragged(rules: TensorRules, values: list[Any]) -> list[Encoded] | None:
     """Check numpy arrays of one dtype and rank whose first dimension varies (an image's boxes, labels
     or keypoints) joined on axis 0, in one go: what `encode_sample` gives for each, or None when the fast
     path does not apply or some value is refused (then `encode_sample` on each finds it, and says so).
@@ -112,6 +101,7 @@ def encode_ragged(
     checking each sample would; a check that would reshape a sample (COCO's flat keypoints) leaves it to
     each sample.
     """
+    spec = rules.spec
     if spec.kind != "array" or not HTYPES[spec.htype].ragged or len(values) < 2:
         return None
     first = values[0]
@@ -126,7 +116,7 @@ def encode_ragged(
         lengths.append(v.shape[0])
     joined = np.concatenate(values)
     try:
-        checked = CODECS[spec.htype].checked(spec, joined, class_names, _NO_INFO if info is None else info)
+        checked = CODECS[spec.htype].checked(rules, joined)
     except InvalidSampleError:
         return None
     if checked.shape[1:] != rows:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,8 +14,10 @@ __all__ = ["stack_samples", "stacked"]
 
 
 def stacked(values: Sequence[Any]) -> np.ndarray | None:
-    """``values`` as one array when they are numbers (not bools) or numeric arrays, all of one shape;
-    else None, and the caller keeps them as a list (a loader's batch) or refuses (`stack_samples`).
+    """``values`` as one array when they are numbers (not bools), or numeric arrays all of one shape and
+    one dtype (stacking changes no value's dtype: in an eval the first value decides a new tensor's);
+    else None, and the caller keeps them as a list (a loader's batch), checks them one by one (the eval
+    drain) or refuses (`stack_samples`).
 
     Example:
         >>> stacked([np.zeros(2), np.ones(2)]).shape, stacked([np.zeros(2), np.ones(3)]), stacked(["a"])
@@ -23,12 +26,36 @@ def stacked(values: Sequence[Any]) -> np.ndarray | None:
     if not values:
         return np.empty((0,))
     first = values[0]
-    if not isinstance(first, (np.ndarray, np.generic, int, float)) or isinstance(first, bool):
+    if isinstance(first, np.ndarray):
+        return _stack_arrays(values, first) if first.dtype.kind in "biufc" else None
+    if not isinstance(first, (np.generic, int, float)) or isinstance(first, (bool, str)):
         return None
-    arrays = [np.asarray(v) for v in values]
-    if arrays[0].dtype.kind not in "biufc" or len({a.shape for a in arrays}) > 1:
+    try:
+        arr = np.asarray(values)
+    except ValueError:  # an array among the numbers: not one shape
         return None
-    return np.stack(arrays)
+    return arr if arr.ndim == 1 and arr.dtype.kind in "biufc" else None
+
+
+_SHAPE, _DTYPE = operator.attrgetter("shape"), operator.attrgetter("dtype")
+
+
+def _stack_arrays(values: Sequence[Any], first: np.ndarray) -> np.ndarray | None:
+    # The checks run in C (map over the values, a set of what they give): a Python loop over 8,192 small
+    # images costs as much as stacking them.
+    types = set(map(type, values))
+    exact = types == {np.ndarray}
+    if not exact and not all(issubclass(t, np.ndarray) for t in types):
+        return None
+    if set(map(_SHAPE, values)) != {first.shape} or set(map(_DTYPE, values)) != {first.dtype}:
+        return None
+    if not exact:
+        return np.stack(values)
+    # The same result as np.stack, without its per-array expand_dims: 1.5x faster on small images, 10x
+    # on scalars (once per output value, so it shows on small samples).
+    if not first.shape:
+        return np.array(values, dtype=first.dtype)
+    return np.concatenate(values).reshape((len(values), *first.shape))
 
 
 def stack_samples(values: Sequence[Any], tensor: str) -> np.ndarray:

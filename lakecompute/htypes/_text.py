@@ -4,13 +4,12 @@ JSON-serialisable value, stored as its JSON text)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes._base import HTypeCodec
+from lakecompute.htypes._base import HTypeCodec, TensorRules
 from lakecompute.specs import Encoded, TensorSpec
 
 __all__ = ["CODECS", "JsonCodec", "TextCodec"]
@@ -21,21 +20,19 @@ class TextCodec(HTypeCodec):
 
     htype = "text"
 
-    def encode(
-        self, spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any]
-    ) -> Encoded:
+    def encode(self, rules: TensorRules, value: object) -> Encoded:
         if hasattr(value, "text") and callable(value.text):
             value = value.text()
         if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "U":
             value = str(value)
         if not isinstance(value, str):
             raise InvalidSampleError(
-                spec.name, f"expected str for a text tensor. Got {type(value).__name__}: {value!r:.80}."
+                rules.name, f"expected str for a text tensor. Got {type(value).__name__}: {value!r:.80}."
             )
         try:
             return Encoded(None, value.encode("utf-8"), ())
         except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") has no UTF-8
-            raise InvalidSampleError(spec.name, f"the text is not valid Unicode ({exc.reason}).") from exc
+            raise InvalidSampleError(rules.name, f"the text is not valid Unicode ({exc.reason}).") from exc
 
     def decode(self, spec: TensorSpec, raw: bytes, shape: tuple[int, ...]) -> Any:
         return raw.decode("utf-8")
@@ -47,15 +44,13 @@ class JsonCodec(HTypeCodec):
 
     htype = "json"
 
-    def encode(
-        self, spec: TensorSpec, value: object, class_names: list[str], info: Mapping[str, Any]
-    ) -> Encoded:
+    def encode(self, rules: TensorRules, value: object) -> Encoded:
         if hasattr(value, "data") and callable(value.data):
             value = value.data()
         try:
             blob = json.dumps(value, default=_json_default, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
-            raise InvalidSampleError(spec.name, f"value is not JSON-serialisable ({exc}).") from exc
+            raise InvalidSampleError(rules.name, f"value is not JSON-serialisable ({exc}).") from exc
         return Encoded(None, blob, ())
 
     def decode(self, spec: TensorSpec, raw: bytes, shape: tuple[int, ...]) -> Any:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from types import MappingProxyType
+from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
@@ -44,22 +45,53 @@ SampleCompression = Literal["png", "jpeg", "webp"]
 ChunkCompression = Literal["zstd", "lz4", "gzip"]
 """The names of the generic codecs a tensor's chunks can be stored with."""
 
-SAMPLE_COMPRESSIONS: Final[frozenset[str]] = frozenset({"png", "jpeg", "webp"})
+SAMPLE_COMPRESSIONS: Final[frozenset[str]] = frozenset(get_args(SampleCompression))
 """Every accepted sample compression (``None``, meaning raw arrays, is accepted too)."""
 
-CHUNK_COMPRESSIONS: Final[frozenset[str | None]] = frozenset({"zstd", "lz4", "gzip", None})
+CHUNK_COMPRESSIONS: Final[frozenset[str | None]] = frozenset({*get_args(ChunkCompression), None})
 """Every accepted chunk compression, ``None`` meaning uncompressed chunks."""
 
-# Spellings users reach for that mean one of ours.
-_SAMPLE_ALIASES: Final[dict[str, SampleCompression]] = {
-    "png": "png",
-    "jpeg": "jpeg",
-    "jpg": "jpeg",
-    "webp": "webp",
-}
 _Name = TypeVar("_Name", bound=str)
 
-_CHUNK_ALIASES: Final[dict[str, ChunkCompression]] = {"zstd": "zstd", "lz4": "lz4", "gzip": "gzip"}
+
+@dataclass(frozen=True, slots=True)
+class _CompressionNames(Generic[_Name]):
+    """The names of one kind of compression that a parser accepts, in any case: each canonical name (the
+    kind's ``Literal``) and the aliases users reach for; None (no compression) as well."""
+
+    what: str
+    """The kind, as error messages name it."""
+    lookup: Mapping[str, _Name]
+    """Every accepted lower-case spelling, to its canonical name."""
+
+    @classmethod
+    def of(
+        cls, what: str, names: tuple[_Name, ...], aliases: Mapping[str, _Name]
+    ) -> _CompressionNames[_Name]:
+        """The names of a kind: its canonical ``names`` (``get_args`` of its ``Literal``) and ``aliases``."""
+        return cls(what, MappingProxyType({**{n: n for n in names}, **aliases}))
+
+    def parse(self, value: str | None) -> _Name | None:
+        """The canonical name of ``value``; None stays None."""
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise InvalidTypeError(
+                f"Expected the {self.what} as a str or None. Got {type(value).__name__} {value!r}."
+            )
+        name = self.lookup.get(value.strip().lower())
+        if name is None:
+            expected = ", ".join(["None", *(repr(n) for n in sorted(set(self.lookup.values())))])
+            raise InvalidArgumentError(f"Unknown {self.what} {value!r}. Expected one of {expected}.")
+        return name
+
+
+_SAMPLE_NAMES: Final[_CompressionNames[SampleCompression]] = _CompressionNames.of(
+    "sample compression", get_args(SampleCompression), {"jpg": "jpeg"}
+)
+_CHUNK_NAMES: Final[_CompressionNames[ChunkCompression]] = _CompressionNames.of(
+    "chunk compression", get_args(ChunkCompression), {}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,39 +229,18 @@ def parse_sample_compression(value: str | None) -> SampleCompression | None:
         >>> parse_sample_compression("JPG")
         'jpeg'
     """
-    return _parse_name(value, "sample compression", _SAMPLE_ALIASES, "None, 'jpeg', 'png', 'webp'")
+    return _SAMPLE_NAMES.parse(value)
 
 
 def parse_chunk_compression(value: str | None) -> ChunkCompression | None:
-    """Check and normalise a chunk compression name.
-
-    Args:
-        value: ``"zstd"``, ``"lz4"`` or ``"gzip"`` in any case, or ``None`` for uncompressed chunks.
-
-    Returns:
-        The canonical lower-case name, or ``None``.
-
-    Raises:
-        InvalidArgumentError: if the name is not a known chunk compression.
-        InvalidTypeError: if ``value`` is neither a str nor None.
+    """`parse_sample_compression` for a chunk compression: ``"zstd"``, ``"lz4"`` or ``"gzip"`` in any
+    case, or ``None`` for uncompressed chunks, with the same result and errors.
 
     Example:
         >>> parse_chunk_compression("ZSTD")
         'zstd'
     """
-    return _parse_name(value, "chunk compression", _CHUNK_ALIASES, "None, 'gzip', 'lz4', 'zstd'")
-
-
-def _parse_name(value: str | None, what: str, aliases: Mapping[str, _Name], expected: str) -> _Name | None:
-    """Normalise a compression name through ``aliases``; None stays None."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidTypeError(f"Expected the {what} as a str or None. Got {type(value).__name__} {value!r}.")
-    name = aliases.get(value.strip().lower())
-    if name is None:
-        raise InvalidArgumentError(f"Unknown {what} {value!r}. Expected one of {expected}.")
-    return name
+    return _CHUNK_NAMES.parse(value)
 
 
 def parse_htype_info(spec: TensorSpec, info: Mapping[str, Any]) -> dict[str, Any]:

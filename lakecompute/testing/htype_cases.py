@@ -284,10 +284,13 @@ _DTYPES: Final = st.sampled_from(
 _ARRAYS: Final = hnp.arrays(_DTYPES, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4))
 
 
-def near_valid_samples() -> st.SearchStrategy[Any]:
+def near_valid_samples(max_leaves: int = 16) -> st.SearchStrategy[Any]:
     """Anything a caller might hand a tensor: arrays of any dtype and small shape (with nan and
-    infinities), nested lists and tuples of numbers, bools, None, text and bytes, small dicts."""
+    infinities), nested lists and tuples (of up to ``max_leaves`` values) of numbers, bools, None, text
+    and bytes, small dicts."""
     nested = st.recursive(
-        _SCALARS | _ARRAYS, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner), max_leaves=16
+        _SCALARS | _ARRAYS,
+        lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner),
+        max_leaves=max_leaves,
     )
     return st.one_of(_ARRAYS, nested, st.dictionaries(st.text(max_size=2), _SCALARS, max_size=2))

@@ -31,6 +31,17 @@ def test_ragged_text_bools_and_objects_do_not_stack(values: list[object]) -> Non
     assert stacked(values) is None
 
 
+def test_stacking_keeps_each_values_dtype() -> None:
+    """Arrays of one shape but different dtypes are not one array (the eval drain checks them one by one,
+    so the first decides a new tensor's dtype); numbers followed by an array are not either."""
+    assert stacked([np.zeros(2, np.uint8), np.zeros(2, np.int64)]) is None
+    assert stacked([1, np.zeros(2)]) is None
+    scalars = stacked([np.array(1, np.int16), np.array(2, np.int16)])
+    assert scalars is not None
+    assert scalars.dtype == np.int16
+    assert scalars.tolist() == [1, 2]
+
+
 def test_stack_samples_names_the_tensor_when_ragged() -> None:
     """Ragged samples asked for as one array raise RaggedShapeError naming the tensor and the way out."""
     with pytest.raises(RaggedShapeError, match=r"tensor 'boxes'.*aslist=True"):
@@ -50,3 +61,11 @@ def test_tensor_numpy_and_loader_collate_agree() -> None:
     assert [v.tolist() for v in batch["x"]] == [[0, 1], [0, 1, 2]]
     same = collate_rows([{"x": np.arange(2)}, {"x": np.arange(2) + 1}])
     assert same["x"].tolist() == [[0, 1], [1, 2]]
+
+
+def test_loader_collate_keeps_mixed_dtypes_as_a_list() -> None:
+    """A transform's outputs of one shape but different dtypes come as a list, each value its own dtype,
+    as the eval drain leaves them to be checked one by one."""
+    batch = collate_rows([{"x": np.zeros(2, np.uint8)}, {"x": np.ones(2, np.float32)}])
+    assert isinstance(batch["x"], list)
+    assert [v.dtype for v in batch["x"]] == [np.uint8, np.float32]

@@ -17,7 +17,8 @@ import lakecompute as lc
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402  # after the importorskip
 from hypothesis import strategies as st  # noqa: E402
-from hypothesis.extra import numpy as hnp  # noqa: E402
+
+from lakecompute.testing.htype_cases import near_valid_samples  # noqa: E402  # it needs hypothesis
 
 TENSORS: dict[str, dict[str, Any]] = {
     "boxes": {"htype": "bbox", "dtype": "float32"},
@@ -30,23 +31,7 @@ TENSORS: dict[str, dict[str, Any]] = {
     "segment_ids": {"htype": "segment_mask", "dtype": "int32"},
 }
 
-dtypes = st.sampled_from(
-    ["bool", "uint8", "int8", "int32", "int64", "uint64", "float16", "float32", "float64", "complex64"]
-)
-arrays = hnp.arrays(dtypes, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4))
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.integers(-3, 5),
-    st.floats(),
-    st.text(max_size=3),
-    st.binary(max_size=3),
-)
-nested = st.recursive(
-    scalars | arrays, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner), max_leaves=24
-)
-samples = st.one_of(arrays, nested, st.dictionaries(st.text(max_size=2), scalars, max_size=2))
+samples = near_valid_samples(max_leaves=24)
 
 
 @cache

@@ -89,7 +89,11 @@ class LoggedReads(Sequence[int]):
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self.n))]
-        (self.log_dir / "reads" / str(i)).write_text(str(os.getpid()))
+        # Written whole, then renamed: a reader that sees the file sees the pid (write_text creates the
+        # file empty first, and a load checking at that moment read "").
+        temp = self.log_dir / "reads" / f".{i}.{os.getpid()}.{threading.get_ident()}"
+        temp.write_text(str(os.getpid()))
+        os.replace(temp, self.log_dir / "reads" / str(i))
         return i
 
 

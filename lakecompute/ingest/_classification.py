@@ -11,17 +11,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakecompute.compute import compute
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, image_files, load_for_ingest
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import (
     IngestPlan,
     check_compression,
-    plan_for_ingest,
     plan_images,
     refuse_overlap,
-    target_mode,
 )
 from lakecompute.ingest._run import run_ingest
 
@@ -134,12 +131,9 @@ def ingest_classification(
     refuse_overlap(src, dest)
     class_names, items = _scan(src)
     paths = [p for p, _ in items]
-    compression = plan_for_ingest(paths, parsed.image_compression).compression
-    mode = target_mode(paths)
 
-    def setup(ds: Dataset) -> None:
+    def setup(ds: Dataset, compression: str | None) -> None:
         ds.create_tensor("images", htype="image", sample_compression=compression)
         ds.create_tensor("labels", htype="class_label", class_names=class_names)
 
-    function = compute(ingest_image)(mode=mode, compression=compression)
-    return run_ingest(dest, setup, function, items, paths, src, parsed)
+    return run_ingest(dest, setup, ingest_image, items, paths, src, parsed)

@@ -7,10 +7,12 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lakecompute.compute import compute
 from lakecompute.datasets import delete, empty, exists, load
 from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
 from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice, without_skip_advice
 from lakecompute.ingest._options import IngestOptions
+from lakecompute.ingest._plan import plan_for_ingest, target_mode
 
 if TYPE_CHECKING:
     from lakecompute.datasets import Dataset
@@ -20,20 +22,28 @@ __all__ = ["run_ingest"]
 
 def run_ingest(
     dest: PathLike,
-    setup: Callable[[Dataset], None],
-    function: Any,
+    setup: Callable[[Dataset, str | None], None],
+    image_fn: Callable[..., None],
     items: Sequence[Any],
     paths: Sequence[str],
     src: str,
     options: IngestOptions,
+    **fn_kwargs: Any,
 ) -> Dataset:
-    """Create the dataset at ``dest``, make its tensors (``setup``, one commit) and fill it with an eval of
-    ``function`` over ``items`` (``paths[i]`` names the file of ``items[i]`` in errors and warnings).
+    """Plan how the images at ``paths`` are stored, create the dataset at ``dest``, make its tensors
+    (``setup(ds, compression)``, one commit) and fill it with an eval of ``image_fn`` over ``items``
+    (``paths[i]`` names the file of ``items[i]`` in errors and warnings).
+
+    Every image ingest stores its images the same way: the compression `plan_for_ingest` chooses for
+    the files (or the one the caller asked for) and the pixel mode `target_mode` gives them, bound into
+    ``image_fn`` with ``fn_kwargs`` as ``compute(image_fn)(mode=..., compression=..., **fn_kwargs)``.
 
     On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
     ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
     the files that failed are listed in a `LakeComputeWarning`, each with the reason it failed.
     """
+    compression = plan_for_ingest(paths, options.image_compression).compression
+    function = compute(image_fn)(mode=target_mode(paths), compression=compression, **fn_kwargs)
     where = options.storage_options
     resuming = options.resume and exists(dest, storage_options=where)
     if resuming:
@@ -45,7 +55,7 @@ def run_ingest(
     try:
         if not resuming:
             with ds:
-                setup(ds)
+                setup(ds, compression)
         result = function.eval(
             items,
             ds,

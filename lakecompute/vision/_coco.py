@@ -28,16 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from lakecompute.boxes import BoxLayout
-from lakecompute.compute import compute
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import (
     IngestOptions,
     PathLike,
     load_for_ingest,
-    plan_for_ingest,
     refuse_overlap,
     run_ingest,
-    target_mode,
 )
 from lakecompute.localfiles import FolderExport, write_atomic
 from lakecompute.specs import htype_declaration
@@ -224,18 +221,15 @@ def ingest_coco(
     cats = document.categories
     items, paths = _items(document)
     _check_files(paths, images_dir)
-    compression = plan_for_ingest(paths, parsed.image_compression).compression
 
-    def setup(ds: Dataset) -> None:
+    def setup(ds: Dataset, compression: str | None) -> None:
         _create_tensors(ds, cats, compression, masks)
         kept = {f"coco_{key}": coco[key] for key in _DATASET_KEYS if key in coco}
         if kept:
             ds.info.update(kept)  # the file's info and licenses, for export_coco to write back
 
-    function = compute(coco_image)(
-        mode=target_mode(paths), compression=compression, rules=document.rules(where), masks=masks
-    )
-    return run_ingest(dest, setup, function, items, paths, images_dir, parsed)
+    rules = document.rules(where)
+    return run_ingest(dest, setup, coco_image, items, paths, images_dir, parsed, rules=rules, masks=masks)
 
 
 def _check_files(paths: Sequence[str], images_dir: str) -> None:

@@ -21,17 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from lakecompute.compute import compute
 from lakecompute.errors import InvalidSampleError
 from lakecompute.ingest import (
     IngestOptions,
     PathLike,
     load_for_ingest,
-    plan_for_ingest,
     refuse_overlap,
     run_ingest,
     skip_advice,
-    target_mode,
 )
 from lakecompute.vision._yolo_layout import YoloLayout
 from lakecompute.vision._yolo_pose import PoseLayout
@@ -232,9 +229,8 @@ def ingest_yolo(
     names, items, pose = list(layout.names), list(layout.items), layout.pose
     paths = [p for p, _, _ in items]
     polygons = pose is None and _has_polygons([lp for _, lp, _ in items])
-    compression = plan_for_ingest(paths, parsed.image_compression).compression
 
-    def setup(ds: Dataset) -> None:
+    def setup(ds: Dataset, compression: str | None) -> None:
         ds.create_tensor("images", htype="image", sample_compression=compression)
         ds.create_tensor("file_name", htype="text")
         ds.create_tensor("boxes", htype="bbox", dtype="float64", format="cxcywh", normalized=True)
@@ -244,7 +240,15 @@ def ingest_yolo(
         if pose is not None:
             ds.create_tensor("keypoints", htype="keypoints", dtype="float64", **pose.tensor_info())
 
-    function = compute(yolo_image)(
-        mode=target_mode(paths), compression=compression, n_classes=len(names), polygons=polygons, pose=pose
+    return run_ingest(
+        dest,
+        setup,
+        yolo_image,
+        items,
+        paths,
+        root,
+        parsed,
+        n_classes=len(names),
+        polygons=polygons,
+        pose=pose,
     )
-    return run_ingest(dest, setup, function, items, paths, root, parsed)

@@ -124,16 +124,15 @@ def test_a_problem_no_reader_named_is_given_the_samples_file(tmp_path: Path) -> 
     source = tmp_path / "a.png"
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(source)
 
-    def setup(ds: lc.Dataset) -> None:
+    def setup(ds: lc.Dataset, compression: str | None) -> None:
         ds.create_tensor("x", dtype="int64")
 
-    @lc.compute
-    def store(sample_in: str, sample_out: Any) -> None:
+    def store(sample_in: str, sample_out: Any, mode: str, compression: str | None) -> None:
         sample_out.x.append("not a number")
 
     options = IngestOptions.parse("test", {}, None, False)
     with pytest.raises(lc.InvalidSampleError) as info:
-        run_ingest(tmp_path / "ds", setup, store(), [str(source)], [str(source)], str(tmp_path), options)
+        run_ingest(tmp_path / "ds", setup, store, [str(source)], [str(source)], str(tmp_path), options)
     text = str(info.value)
     assert text.startswith(f"Cannot store sample in tensor 'x': the sample of {str(source)!r}: ")
     _once(text, str(source))

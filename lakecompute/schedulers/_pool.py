@@ -29,7 +29,7 @@ from lakecompute.errors import InvalidTypeError, WorkerDiedError
 from lakecompute.schedulers._base import TaskFn, describe_task
 from lakecompute.schedulers._devices import Placement
 from lakecompute.schedulers._frames import FrameReader
-from lakecompute.schedulers._processed_worker import worker_main
+from lakecompute.schedulers._processed_worker import STOP_SIGNALS, worker_main
 from lakecompute.schedulers._transport import (
     PickledError,
     dump,
@@ -120,7 +120,13 @@ class Pool:
                     # Daemonic: if the parent exits without stopping the pool, multiprocess terminates them.
                     daemon=True,
                 )
-                process.start()
+                # SIGINT and SIGTERM wait (blocked) from the fork until the worker has set its own
+                # handlers: one that arrived in between ran the parent's handlers in the child.
+                blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+                try:
+                    process.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 # Only started processes: stop() terminates and joins what is in this list.
                 self._processes.append(process)
         # The workers hold their ends; without these copies, a pipe whose worker is gone reads as closed.

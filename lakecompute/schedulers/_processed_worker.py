@@ -24,7 +24,11 @@ from lakecompute.schedulers._frames import send_frame
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._transport import dump, load, load_task, pickle_exception, unsendable_result
 
-__all__ = ["worker_main"]
+__all__ = ["STOP_SIGNALS", "worker_main"]
+
+#: The signals that stop a worker, blocked from its fork until it has set its own handlers (a worker
+#: forked from a parent in an eval inherits handlers that would run the parent's code in the child).
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 # A worker sends coalesced progress at most this often (seconds); the rest is summed until then, and
 # always flushed before the task's result, so no increment is lost.
@@ -91,6 +95,8 @@ def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: A
     # A forked worker inherits the parent's Python-level SIGTERM handler, if the application set one;
     # terminate() must kill the worker, not run the parent's handler.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The pool blocked both around the fork (see STOP_SIGNALS): one sent meanwhile is delivered now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     leads_group = _lead_own_group()
     _start_orphan_watchdog(parent_pid, by_fork_server, leads_group)
     _set_process_worker_id(index)

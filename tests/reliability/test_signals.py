@@ -168,3 +168,34 @@ def test_sigterm_in_a_process_forked_during_an_eval_ends_that_process() -> None:
     (status,) = out.status.numpy().tolist()
     assert os.WIFSIGNALED(status), f"the child exited with status {status} instead of by SIGTERM"
     assert os.WTERMSIG(status) == signal.SIGTERM
+
+
+@lc.compute
+def _blocked_signals(sample_in: int, sample_out: lc.Dataset) -> None:
+    """Record the worker's blocked-signal mask (``SigBlk`` in /proc/self/status, a hex bit set)."""
+    status = Path("/proc/self/status").read_text()
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:"))
+    sample_out.blocked.append(int(mask, 16))
+    sample_out.pid.append(os.getpid())
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_workers_run_with_stop_signals_unblocked(tmp_path: Path, start_method: str) -> None:
+    """The pool blocks SIGINT and SIGTERM around each worker's fork (so that one sent before the worker
+    set its handlers waits for them); the worker unblocks both before running a task."""
+    from functools import partial
+
+    from lakecompute.schedulers import ProcessedScheduler, register_scheduler, unregister_scheduler
+
+    out = make_out(tmp_path / "out", blocked={"dtype": "int64"}, pid={"dtype": "int64"})
+    # Registered for this test only: the registry is the process's, and other tests list its names.
+    name = f"processed-signals-{start_method}"
+    register_scheduler(name, partial(ProcessedScheduler, start_method=start_method))
+    try:
+        _blocked_signals().eval(list(range(8)), out, num_workers=2, scheduler=name, progressbar=False)
+    finally:
+        unregister_scheduler(name)
+    assert set(out.pid.numpy().tolist()) - {os.getpid()}, "the function ran in the caller, not a worker"
+    for mask in out.blocked.numpy().tolist():
+        assert not mask & (1 << (signal.SIGTERM - 1)), f"SIGTERM blocked in a worker (SigBlk {mask:#x})"
+        assert not mask & (1 << (signal.SIGINT - 1)), f"SIGINT blocked in a worker (SigBlk {mask:#x})"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Final, TypeGuard
 
 import numpy as np
@@ -153,53 +154,76 @@ def _segmentations(anns: Sequence[Mapping[str, Any]], image: _Image) -> tuple[li
 
 # -- the columns, fast -----------------------------------------------------------------------------------
 
+_FLAG_TYPES: Final = frozenset({int, bool})
+_FLAGS: Final = frozenset({0, 1})
+_VISIBILITY: Final = frozenset({0, 1, 2})
+
 
 def _given_keypoints(anns: Sequence[Mapping[str, Any]]) -> list[tuple[int, Any]]:
     """``(position, keypoints)`` of the annotations that have keypoints (not absent, null or ``[]``)."""
     return [(j, kp) for j, a in enumerate(anns) if (kp := a.get("keypoints")) is not None and kp != []]
 
 
-def _fast_ints(anns: Sequence[Mapping[str, Any]], rules: AnnotationRules) -> dict[str, Any] | None:
-    """The integer columns when every value is plainly fine, else None."""
-    cats: list[Any] = [a.get("category_id") for a in anns]
-    crowd = [a.get("iscrowd", 0) for a in anns]
-    if not ({c.__class__ for c in cats} <= {int} and {c.__class__ for c in crowd} <= {int, bool}):
+def _plain_index(ann: Mapping[str, Any], rules: AnnotationRules) -> int | None:
+    """The class index of an annotation whose category, crowd flag, box length and keypoint count are
+    plainly fine, else None (a float 1.0 or a bool equals an id it is not: the class is checked first)."""
+    cat, flag, box = ann.get("category_id"), ann.get("iscrowd", 0), ann.get("bbox")
+    if cat.__class__ is not int or flag.__class__ not in _FLAG_TYPES or flag not in _FLAGS:
         return None
-    found = [rules.index.get(c) for c in cats]
-    if None in found or not set(crowd) <= {0, 1}:
+    if box.__class__ is not list or len(box) != 4:
         return None
-    out = {
-        "categories": np.array(found, dtype=np.uint32),
-        "annotation_ids": np.array([a["id"] for a in anns], dtype=np.int64),
-        "iscrowd": np.array(crowd, dtype=np.uint8),
-    }
     if rules.n_points:
-        counts = [a.get("num_keypoints", 0) for a in anns]
-        if not {c.__class__ for c in counts} <= {int}:
+        count = ann.get("num_keypoints", 0)
+        if count.__class__ is not int or not 0 <= count < _INT64:
             return None
-        if min(counts, default=0) < 0 or max(counts, default=0) >= _INT64:
-            return None
-        out["num_keypoints"] = np.array(counts, dtype=np.int64)
-    return out
+    return rules.index.get(cat)
 
 
-def _fast_shapes(
-    anns: Sequence[Mapping[str, Any]],
-    rules: AnnotationRules,
-    parts: list[Part],
-    points: list[tuple[int, Any]],
-) -> bool:
-    """Whether boxes, polygons and keypoints have their lengths (and keypoints a category naming them)."""
-    n = rules.n_points
-    return (
-        all(b.__class__ is list and len(b) == 4 for b in (a.get("bbox") for a in anns))
-        and all(p.__class__ is list and len(p) >= 6 and not len(p) % 2 for _, _, p in parts)
-        and (not points or n > 0)
-        and all(
-            kp.__class__ is list and len(kp) == 3 * n and anns[j]["category_id"] in rules.with_points
-            for j, kp in points
-        )
-    )
+def _fast_rows(
+    anns: Sequence[Mapping[str, Any]], rules: AnnotationRules
+) -> tuple[list[int], list[tuple[int, Any]]] | None:
+    """``(class indices, (position, keypoints) of those given)`` when every annotation is plainly fine
+    but for its numbers' values, in one pass; else None."""
+    n, found, points = rules.n_points, [], []
+    for j, ann in enumerate(anns):
+        index = _plain_index(ann, rules)
+        if index is None:
+            return None
+        found.append(index)
+        kp = ann.get("keypoints")
+        if kp is not None and kp != []:
+            if not (
+                n and kp.__class__ is list and len(kp) == 3 * n and ann["category_id"] in rules.with_points
+            ):
+                return None
+            points.append((j, kp))
+    return found, points
+
+
+def _fast_numbers(
+    boxes: list[Any], areas: list[Any], parts: list[Part], points: list[tuple[int, Any]]
+) -> np.ndarray | None:
+    """Boxes, areas, polygons and keypoints as one float64 array, when all are finite JSON numbers (not
+    bools), polygons of an even count of at least 6, widths, heights and areas >= 0 and visibilities 0, 1
+    or 2; else None."""
+    flat = [*chain.from_iterable(boxes), *areas]
+    for _, _, p in parts:
+        if p.__class__ is not list or len(p) < 6 or len(p) % 2:
+            return None
+        flat.extend(p)
+    for _, kp in points:
+        flat.extend(kp)
+    if not set(map(type, flat)) <= _NUMBER_TYPES:
+        return None
+    try:
+        arr = np.array(flat, dtype=np.float64)
+        # A sum is finite only when every term is (it may also overflow: the careful path decides then).
+        finite = math.isfinite(sum(flat))
+    except OverflowError:  # an int beyond float64
+        return None
+    if not finite or not all(b[2] >= 0 and b[3] >= 0 for b in boxes) or (areas and min(areas) < 0):
+        return None
+    return arr if all(set(kp[2::3]) <= _VISIBILITY for _, kp in points) else None
 
 
 def _fast_columns(
@@ -207,32 +231,27 @@ def _fast_columns(
 ) -> dict[str, Any] | None:
     """The stored columns when every value is plainly within the rules, checked for the whole image at once
     (one float64 array for all its numbers); None for anything else, which `_checked_columns` decides."""
-    ints = _fast_ints(anns, rules)
-    points = _given_keypoints(anns)
-    if ints is None or not _fast_shapes(anns, rules, parts, points):
+    rows = _fast_rows(anns, rules)
+    if rows is None:
         return None
+    found, points = rows
     boxes = [a["bbox"] for a in anns]
     areas = [a.get("area", 0.0) for a in anns]
-    flat = [*(v for b in boxes for v in b), *areas, *(v for _, _, p in parts for v in p)]
-    flat.extend(v for _, kp in points for v in kp)
-    if not {v.__class__ for v in flat} <= _NUMBER_TYPES:
+    arr = _fast_numbers(boxes, areas, parts, points)
+    if arr is None:
         return None
-    try:
-        arr = np.array(flat, dtype=np.float64)
-    except OverflowError:
-        return None
-    # A sum is finite only when every term is (it may also overflow: the careful path decides then).
-    if not math.isfinite(arr.sum()) or not all(b[2] >= 0 and b[3] >= 0 for b in boxes):
-        return None
-    if min(areas, default=0) < 0 or not all({*kp[2::3]} <= {0, 1, 2} for _, kp in points):
-        return None
-    k = len(anns)
-    ints["boxes"], ints["areas"] = arr[: 4 * k].reshape(k, 4), arr[4 * k : 5 * k]
-    if rules.n_points:
-        ints["keypoints"] = _keypoint_rows(
-            k, rules.n_points, points, arr[len(arr) - len(points) * 3 * rules.n_points :]
-        )
-    return ints
+    k, n = len(anns), rules.n_points
+    columns = {
+        "boxes": arr[: 4 * k].reshape(k, 4),
+        "categories": np.array(found, dtype=np.uint32),
+        "annotation_ids": np.array([a["id"] for a in anns], dtype=np.int64),
+        "iscrowd": np.array([a.get("iscrowd", 0) for a in anns], dtype=np.uint8),
+        "areas": arr[4 * k : 5 * k],
+    }
+    if n:
+        columns["keypoints"] = _keypoint_rows(k, n, points, arr[len(arr) - len(points) * 3 * n :])
+        columns["num_keypoints"] = np.array([a.get("num_keypoints", 0) for a in anns], dtype=np.int64)
+    return columns
 
 
 def _keypoint_rows(k: int, n: int, points: list[tuple[int, Any]], values: np.ndarray) -> np.ndarray:
@@ -240,8 +259,8 @@ def _keypoint_rows(k: int, n: int, points: list[tuple[int, Any]], values: np.nda
     if len(points) == k:
         return values.reshape(k, n, 3)
     rows = np.zeros((k, n, 3), dtype=np.float64)
-    if points:
-        rows[[j for j, _ in points]] = values.reshape(-1, n, 3)
+    for row, (j, _) in zip(values.reshape(-1, n, 3), points, strict=True):
+        rows[j] = row
     return rows
 
 

@@ -139,6 +139,9 @@ class StepReader:
         plan = self.spec.plan
         if rank is not None and rank != plan.rank:
             plan = replace(plan, rank=rank)
+        span = plan.step_span(step)
+        if span is not None:  # one run: read as a slice, no positions made or checked
+            return apply(reader.read_span(*span), np.arange(*span))
         indices = plan.step_indices(step, order)
         return apply(reader.read_batch(indices), indices)
 

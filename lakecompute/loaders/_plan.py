@@ -209,6 +209,24 @@ class IndexPlan:
         p = (q * self.world_size + self.rank) % self.length
         return p if order is None else order[p]
 
+    def step_span(self, step: int) -> tuple[int, int] | None:
+        """``(lo, hi)`` when step ``step`` reads samples ``lo .. hi - 1`` in order, which is every step of
+        a plan without ``shuffle`` of one stream on one rank; None for any other plan.
+
+        The same samples as `step_indices`, worked out without an array: a loader reading in process
+        calls it per batch.
+
+        Raises:
+            InvalidArgumentError: ``step`` is not a step of the epoch (only where the plan is one run).
+        """
+        if self.shuffle or self.num_workers > 1 or self.world_size > 1:
+            return None
+        lo = step * self.batch_size
+        hi = min(lo + self.batch_size, self.length)
+        if step < 0 or lo >= self.length or (self.drop_last and hi - lo < self.batch_size):
+            raise InvalidArgumentError(f"Expected 0 <= step < {self.steps}. Got {step}.")
+        return lo, hi
+
     def worker_steps(self, worker: int) -> range:
         """The steps loader worker ``worker`` of this run reads, in order.
 

@@ -25,6 +25,10 @@ class BatchReader(Protocol):
 
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]: ...
 
+    def read_span(self, lo: int, hi: int) -> dict[str, Any]:
+        """`read_batch` of the indices ``lo .. hi - 1``."""
+        ...
+
 
 class Source(Protocol):
     """A source as described in the caller: its length, where it lives, and how to open it."""
@@ -76,6 +80,12 @@ class _RowBatches:
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
         return self.reader.read_rows(_dataset_positions(self._positions, indices))
 
+    def read_span(self, lo: int, hi: int) -> dict[str, Any]:
+        positions = self._positions
+        if isinstance(positions, range) and positions.step == 1:  # a run of the dataset: no array made
+            return self.reader.read_span(positions.start + lo, positions.start + hi)
+        return self.read_batch(np.arange(lo, hi, dtype=np.int64))
+
 
 @dataclass(frozen=True, slots=True)
 class TokenSource:
@@ -122,3 +132,6 @@ class _TokenBatches:
         if not self.source.next_token:
             return {"x": windows}
         return {"x": np.ascontiguousarray(windows[:, :n]), "y": np.ascontiguousarray(windows[:, 1:])}
+
+    def read_span(self, lo: int, hi: int) -> dict[str, Any]:
+        return self.read_batch(np.arange(lo, hi, dtype=np.int64))

@@ -138,8 +138,11 @@ class Locator:
     # -- positions ----------------------------------------------------------------------------
     def locate(self, start: int, stop: int) -> list[Located]:
         """The fragments holding samples ``start..stop``, in order."""
-        out = []
         j = bisect.bisect_right(self.starts, start) - 1
+        if start < stop <= self.starts[j + 1]:  # the common case, kept short: one fragment
+            f = self.frags[j]
+            return [Located(j, f, f.k + start - self.starts[j], stop - start)]
+        out = []
         pos = start
         while pos < stop:
             f = self.frags[j]

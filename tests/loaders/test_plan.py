@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lakecompute as lc
 from lakecompute.loaders import IndexPlan
@@ -215,3 +217,42 @@ def test_plan_refuses_a_worker_it_does_not_have() -> None:
         lc.InvalidArgumentError, match=r"Expected 0 <= worker < 2 \(num_workers=2\)\. Got 2\."
     ):
         IndexPlan(103, 8, num_workers=2).worker_steps(2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    length=st.integers(0, 60),
+    batch_size=st.integers(1, 9),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+    world_size=st.integers(1, 3),
+    num_workers=st.integers(0, 3),
+    data=st.data(),
+)
+def test_plan_step_span_is_the_steps_run_or_none(
+    length: int,
+    batch_size: int,
+    shuffle: bool,
+    drop_last: bool,
+    world_size: int,
+    num_workers: int,
+    data: st.DataObject,
+) -> None:
+    """step_span is the run step_indices reads when the plan is one ordered stream on one rank, else None,
+    and refuses a step outside the epoch as step_indices does."""
+    rank = data.draw(st.integers(0, world_size - 1))
+    plan = IndexPlan(length, batch_size, shuffle, 5, 0, drop_last, rank, world_size, num_workers=num_workers)
+    one_run = not shuffle and num_workers <= 1 and world_size == 1
+    for step in range(plan.steps):
+        span = plan.step_span(step)
+        if one_run:
+            assert span is not None
+            assert list(range(*span)) == plan.step_indices(step).tolist()
+        else:
+            assert span is None
+    if one_run:
+        for step in (-1, plan.steps, plan.steps + 1):
+            with pytest.raises(
+                lc.InvalidArgumentError, match=rf"Expected 0 <= step < {plan.steps}\. Got {step}\."
+            ):
+                plan.step_span(step)

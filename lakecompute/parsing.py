@@ -42,7 +42,7 @@ import difflib
 import math
 import numbers
 from collections.abc import Collection, Mapping, Sequence
-from typing import Literal, TypeAlias, overload
+from typing import Literal, TypeAlias, cast, overload
 
 import numpy as np
 
@@ -80,6 +80,16 @@ def _with(message: str, hint: str) -> str:
     return f"{message} {hint}" if hint else message
 
 
+def _allowed_none(name: str, value: object, *, optional: bool, fits: bool, kind: str) -> bool:
+    """True when ``value`` is None and None is allowed (``optional``); else raise `InvalidTypeError`
+    when it does not ``fit`` (expected ``kind``, "or None" where allowed)."""
+    if value is None and optional:
+        return True
+    if not fits:
+        raise InvalidTypeError(f"Expected {name} to be {kind}{' or None' if optional else ''}. {_got(value)}")
+    return False
+
+
 @overload
 def parse_count(
     name: str, value: object, least: int = 0, *, optional: Literal[False] = False, hint: str = ""
@@ -104,12 +114,10 @@ def parse_count(
         InvalidTypeError: ``value`` is not an int (a bool, a float, a string, ...).
         InvalidArgumentError: ``value`` is less than ``least``.
     """
-    if value is None and optional:
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if _allowed_none(name, value, optional=optional, fits=integral, kind="an int"):
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        kind = "an int or None" if optional else "an int"
-        raise InvalidTypeError(f"Expected {name} to be {kind}. {_got(value)}")
-    count = int(value)
+    count = int(cast(numbers.Integral, value))  # checked by _allowed_none
     if count < least:
         raise InvalidArgumentError(_with(f"Expected {name} >= {least}. Got {value!r}.", hint))
     return count
@@ -137,12 +145,10 @@ def parse_amount(name: str, value: object, *, optional: bool = False) -> float |
         InvalidTypeError: ``value`` is not a number (a bool is not one either).
         InvalidArgumentError: ``value`` is negative, infinite or NaN.
     """
-    if value is None and optional:
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if _allowed_none(name, value, optional=optional, fits=real, kind="a number"):
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        kind = "a number or None" if optional else "a number"
-        raise InvalidTypeError(f"Expected {name} to be {kind}. {_got(value)}")
-    amount = float(value)
+    amount = float(cast(numbers.Real, value))  # checked by _allowed_none
     if not math.isfinite(amount) or amount < 0:
         raise InvalidArgumentError(f"Expected {name} to be a finite number >= 0. Got {value!r}.")
     return amount
@@ -159,14 +165,11 @@ def parse_name(name: str, value: object, *, optional: bool = False) -> str | Non
         InvalidTypeError: ``value`` is not a str.
         InvalidArgumentError: ``value`` is the empty string.
     """
-    if value is None and optional:
+    if _allowed_none(name, value, optional=optional, fits=isinstance(value, str), kind="a str"):
         return None
-    if not isinstance(value, str):
-        kind = "a str or None" if optional else "a str"
-        raise InvalidTypeError(f"Expected {name} to be {kind}. {_got(value)}")
     if not value:
         raise InvalidArgumentError(f"Expected {name} to be a non-empty str. Got ''.")
-    return value
+    return cast(str, value)  # checked by _allowed_none
 
 
 def parse_choice(name: str, value: object, choices: Collection[str]) -> str:

@@ -158,3 +158,18 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
         code = exc.code if isinstance(exc.code, int) else 1
     out, err = capsys.readouterr()
     return code, out, err
+
+
+class WeightsMissingError(OSError):
+    """What a model load raises in the class-init failure tests."""
+
+
+@lc.compute
+class NeedsWeights:
+    """A class compute whose model file is missing: its ``__init__`` raises wherever it is built."""
+
+    def __init__(self, path: str) -> None:
+        raise WeightsMissingError(f"no weights at {path}")
+
+    def __call__(self, sample_in: Any, sample_out: Any) -> None:
+        sample_out.y.append(int(sample_in))

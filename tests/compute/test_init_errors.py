@@ -4,29 +4,13 @@ class, with the exception as its cause, on every scheduler; nothing is written."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import multiprocess
 import pytest
 
 import lakecompute as lc
 from tests.compute.compute_helpers import Sched
-from tests.helpers import make_out
-
-
-class WeightsMissingError(OSError):
-    """What a model load raises in these tests."""
-
-
-@lc.compute
-class NeedsWeights:
-    """A class compute whose model file is missing."""
-
-    def __init__(self, path: str) -> None:
-        raise WeightsMissingError(f"no weights at {path}")
-
-    def __call__(self, sample_in: Any, sample_out: Any) -> None:
-        sample_out.y.append(int(sample_in))
+from tests.helpers import NeedsWeights, WeightsMissingError, make_out
 
 
 def test_class_init_failure_is_a_transform_error(scheduler: Sched, tmp_path: Path) -> None:

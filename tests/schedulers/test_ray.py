@@ -17,7 +17,7 @@ import lakecompute as lc
 from lakecompute.errors import InvalidArgumentError, WorkerDiedError
 from lakecompute.schedulers import ProgressFn, Ray, Scheduler, get_scheduler
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
-from tests.helpers import make_out
+from tests.helpers import NeedsWeights, WeightsMissingError, make_out
 from tests.s3.ray_session import REPO_ROOT, ray_session
 
 pytest.importorskip("ray")
@@ -293,21 +293,6 @@ def test_ray_eval_streams_a_generator(tmp_path: Path) -> None:
     assert result.inputs == 299
     expected = [2 * i for i in range(300) if i != 5]
     assert lc.load(str(tmp_path / "out")).x.numpy().tolist() == expected
-
-
-class WeightsMissingError(OSError):
-    """What a model load raises in the init-failure test."""
-
-
-@lc.compute
-class NeedsWeights:
-    """A class compute whose model file is missing: its __init__ raises in every Ray worker."""
-
-    def __init__(self, path: str) -> None:
-        raise WeightsMissingError(f"no weights at {path}")
-
-    def __call__(self, x: int, sample_out: Any) -> None:
-        sample_out.x.append(x)
 
 
 @pytest.mark.timeout(120)

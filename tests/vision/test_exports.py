@@ -17,28 +17,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute import localfiles
-
-EXPORTS = ["coco", "yolo"]
-
-
-def _dataset(path: Path, names: list[str], shade: int = 0) -> lc.Dataset:
-    """Images named ``names`` (pixels ``shade + i``) with one xyxy box and label each."""
-    ds = lc.empty(str(path), overwrite=True)
-    with ds:
-        ds.create_tensor("images", htype="image", sample_compression="png")
-        ds.create_tensor("file_name", htype="text")
-        ds.create_tensor("boxes", htype="bbox", format="xyxy")
-        ds.create_tensor("categories", htype="class_label", class_names=["cat", "dog"])
-        for i, name in enumerate(names):
-            ds.append(
-                {
-                    "images": np.full((8, 10, 3), shade + i, np.uint8),
-                    "file_name": name,
-                    "boxes": [[1.0, 2.0, 5.0, 6.0]],
-                    "categories": [i % 2],
-                }
-            )
-    return ds
+from tests.vision.export_helpers import EXPORTS, boxes_dataset
 
 
 def _export(kind: str, ds: Any, out: Path) -> None:
@@ -89,9 +68,9 @@ def test_export_that_fails_half_way_keeps_the_previous_export(kind: str, tmp_pat
     gives ENOSPC) is a StorageError naming that file, and the folder holds the first export byte for
     byte, with nothing of the second left behind."""
     out = tmp_path / "out"
-    _export(kind, _dataset(tmp_path / "a", NAMES), out)
+    _export(kind, boxes_dataset(tmp_path / "a", NAMES), out)
     before = _snapshot(out)
-    second = _dataset(tmp_path / "b", NAMES, shade=100)
+    second = boxes_dataset(tmp_path / "b", NAMES, shade=100)
     noise = np.random.default_rng(0).integers(0, 256, (100, 100, 3), dtype=np.uint8)
     second.images[3] = noise  # about 30 kB as PNG, past the limit; the others take a few hundred bytes
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -118,7 +97,7 @@ def test_export_that_raises_in_the_caller_keeps_the_previous_export(
     """An exception while an export writes its files (here, at the fourth) leaves the previous export as it
     was, and nothing of the failed one."""
     out = tmp_path / "out"
-    _export(kind, _dataset(tmp_path / "a", NAMES), out)
+    _export(kind, boxes_dataset(tmp_path / "a", NAMES), out)
     before = _snapshot(out)
     real = localfiles.FolderExport.write
     calls = []
@@ -131,7 +110,7 @@ def test_export_that_raises_in_the_caller_keeps_the_previous_export(
 
     monkeypatch.setattr(localfiles.FolderExport, "write", failing)
     with pytest.raises(KeyboardInterrupt):
-        _export(kind, _dataset(tmp_path / "b", NAMES, shade=100), out)
+        _export(kind, boxes_dataset(tmp_path / "b", NAMES, shade=100), out)
     assert _snapshot(out) == before
     assert _leftovers(out) == []
 
@@ -171,9 +150,9 @@ def test_export_killed_half_way_keeps_the_previous_export(kind: str, tmp_path: P
     """A process killed (SIGKILL) in the middle of an export leaves the previous export byte for byte;
     the next export removes what the killed one staged and writes its own whole."""
     out = tmp_path / "out"
-    _export(kind, _dataset(tmp_path / "a", NAMES), out)
+    _export(kind, boxes_dataset(tmp_path / "a", NAMES), out)
     before = _snapshot(out)
-    second = _dataset(tmp_path / "b", NAMES, shade=100)
+    second = boxes_dataset(tmp_path / "b", NAMES, shade=100)
     ready = tmp_path / "ready"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
@@ -217,7 +196,7 @@ def test_export_refuses_a_file_name_that_leaves_the_folder(kind: str, name: str,
     """A file_name that is absolute or climbs out of the target is refused naming the sample, and nothing
     is written anywhere."""
     name = name.replace("<absolute>", str(tmp_path / "absolute.png"))
-    ds = _dataset(tmp_path / "ds", ["ok.png", name])
+    ds = boxes_dataset(tmp_path / "ds", ["ok.png", name])
     out = tmp_path / "deep" / "er" / "out"
     with pytest.raises(lc.InvalidArgumentError, match=r"file_name of sample 1") as info:
         _export(kind, ds, out)
@@ -237,7 +216,7 @@ def test_export_refuses_a_file_name_through_a_symlink_out(kind: str, tmp_path: P
     if kind == "yolo":
         (out / "labels").mkdir()
         os.symlink(elsewhere, out / "labels" / "link")
-    ds = _dataset(tmp_path / "ds", ["link/x.png"])
+    ds = boxes_dataset(tmp_path / "ds", ["link/x.png"])
     with pytest.raises(lc.InvalidArgumentError, match=r"file_name of sample 0.*resolves outside"):
         _export(kind, ds, out)
     assert list(elsewhere.iterdir()) == []
@@ -246,7 +225,7 @@ def test_export_refuses_a_file_name_through_a_symlink_out(kind: str, tmp_path: P
 @pytest.mark.parametrize("kind", EXPORTS)
 def test_export_refuses_two_samples_with_one_file_name(kind: str, tmp_path: Path) -> None:
     """Two samples whose file names name the same file are refused, both named, and nothing is written."""
-    ds = _dataset(tmp_path / "ds", ["a.png", "b.png", "sub/../a.png"])
+    ds = boxes_dataset(tmp_path / "ds", ["a.png", "b.png", "sub/../a.png"])
     out = tmp_path / "out"
     with pytest.raises(lc.InvalidArgumentError, match=r"file_name of sample 2 .*file_name of sample 0"):
         _export(kind, ds, out)
@@ -269,7 +248,7 @@ def test_export_coco_writes_the_annotations_file_last(
         real(src, dst)
 
     monkeypatch.setattr(os, "replace", recording)
-    _dataset(tmp_path / "ds", NAMES).export_coco(
+    boxes_dataset(tmp_path / "ds", NAMES).export_coco(
         tmp_path / "out" / "annotations.json", tmp_path / "out" / "images"
     )
     assert order == ["annotations.json", *NAMES]
@@ -282,7 +261,7 @@ def test_export_files_are_readable_like_files_open_makes(tmp_path: Path) -> None
     """Exported files get the mode open() gives a new file (not the owner-only mode of a temporary file)."""
     umask = os.umask(0o022)
     os.umask(umask)
-    _dataset(tmp_path / "ds", NAMES[:1]).export_yolo(tmp_path / "out")
+    boxes_dataset(tmp_path / "ds", NAMES[:1]).export_yolo(tmp_path / "out")
     for path in (tmp_path / "out" / "data.yaml", tmp_path / "out" / "images" / NAMES[0]):
         assert path.stat().st_mode & 0o777 == 0o666 & ~umask
 

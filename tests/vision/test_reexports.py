@@ -15,37 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 import lakecompute as lc
 from lakecompute import localfiles
+from tests.vision.export_helpers import EXPORTS, boxes_dataset
 
 pytest.importorskip("yaml")
-
-EXPORTS = ["coco", "yolo"]
-
-
-def _dataset(
-    path: Path, names: list[str], shade: int = 0, classes: tuple[str, ...] = ("cat", "dog")
-) -> lc.Dataset:
-    """Images named ``names`` (pixels ``shade + i``) with one xyxy box and label each."""
-    ds = lc.empty(str(path), overwrite=True)
-    with ds:
-        ds.create_tensor("images", htype="image", sample_compression="png")
-        ds.create_tensor("file_name", htype="text")
-        ds.create_tensor("boxes", htype="bbox", format="xyxy")
-        ds.create_tensor("categories", htype="class_label", class_names=list(classes))
-        for i, name in enumerate(names):
-            ds.append(
-                {
-                    "images": np.full((8, 10, 3), shade + i, np.uint8),
-                    "file_name": name,
-                    "boxes": [[1.0, 2.0, 5.0, 6.0]],
-                    "categories": [i % 2],
-                }
-            )
-    return ds
 
 
 def _export(kind: str, ds: Any, out: Path, split: str | None = None) -> None:
@@ -84,8 +60,8 @@ def test_reexport_holds_exactly_the_new_exports_files(kind: str, tmp_path: Path)
     the same export into an empty folder writes: the earlier export's other images and label files are
     gone, the folders it alone used too."""
     out = tmp_path / "out"
-    _export(kind, _dataset(tmp_path / "old", [*OLD, "gone/x.png"]), out)
-    new = _dataset(tmp_path / "new", NEW, shade=50)
+    _export(kind, boxes_dataset(tmp_path / "old", [*OLD, "gone/x.png"]), out)
+    new = boxes_dataset(tmp_path / "new", NEW, shade=50)
     _export(kind, new, tmp_path / "fresh")
     _export(kind, new, out)
     assert _visible(out) == _visible(tmp_path / "fresh")
@@ -98,7 +74,7 @@ def test_reexport_leaves_files_it_did_not_write(kind: str, tmp_path: Path) -> No
     """Files nobody exported — notes, a label file of no image, an image beside a COCO export — survive a
     re-export that removes the earlier export's own files."""
     out = tmp_path / "out"
-    _export(kind, _dataset(tmp_path / "old", OLD), out)
+    _export(kind, boxes_dataset(tmp_path / "old", OLD), out)
     images = out / "images"
     theirs = {images / "README.txt": b"mine", out / "labels" / "extra.txt": b"0 0.5 0.5 0.1 0.1\n"}
     if kind == "coco":
@@ -106,7 +82,7 @@ def test_reexport_leaves_files_it_did_not_write(kind: str, tmp_path: Path) -> No
     for path, data in theirs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    _export(kind, _dataset(tmp_path / "new", NEW[:2], shade=50), out)
+    _export(kind, boxes_dataset(tmp_path / "new", NEW[:2], shade=50), out)
     assert {p: p.read_bytes() for p in theirs} == theirs
     assert not (images / "img1.png").exists()
 
@@ -115,13 +91,13 @@ def test_reexport_yolo_refuses_an_image_it_did_not_write(tmp_path: Path) -> None
     """An image in the split's folder that no export wrote (ultralytics would train on it as a background
     image) is refused, naming it, and the folder is left as it was."""
     out = tmp_path / "out"
-    _export("yolo", _dataset(tmp_path / "old", OLD), out, split="train")
+    _export("yolo", boxes_dataset(tmp_path / "old", OLD), out, split="train")
     (out / "images" / "train" / "stray").mkdir()
     (out / "images" / "train" / "stray" / "cat.JPG").write_bytes(b"someone's photo")
     before = _visible(out)
     listing = (out / localfiles.LISTING).read_bytes()
     with pytest.raises(lc.InvalidArgumentError, match=r"1 file\(s\).*'images/train/stray/cat\.JPG'") as info:
-        _export("yolo", _dataset(tmp_path / "new", NEW, shade=50), out, split="train")
+        _export("yolo", boxes_dataset(tmp_path / "new", NEW, shade=50), out, split="train")
     assert "ultralytics would read as images of split 'train'" in str(info.value)
     assert _visible(out) == before
     assert (out / localfiles.LISTING).read_bytes() == listing
@@ -134,18 +110,18 @@ def test_reexport_keeps_a_file_changed_since_it_was_exported(kind: str, tmp_path
     label file stays beside the new export; a changed image stays too, and in a YOLO split's folder it is
     refused like any image the export did not write."""
     out = tmp_path / "out"
-    _export(kind, _dataset(tmp_path / "old", OLD), out)
+    _export(kind, boxes_dataset(tmp_path / "old", OLD), out)
     changed = (
         out / ("labels" if kind == "yolo" else "images") / ("img1.txt" if kind == "yolo" else "img1.png")
     )
     changed.write_bytes(b"edited by hand")
-    _export(kind, _dataset(tmp_path / "new", NEW[:2], shade=50), out)
+    _export(kind, boxes_dataset(tmp_path / "new", NEW[:2], shade=50), out)
     assert changed.read_bytes() == b"edited by hand"
     assert not (out / "images" / "img2.png").exists()  # unchanged: removed
     if kind == "yolo":
         (out / "images" / "img0.png").write_bytes(b"edited image")
         with pytest.raises(lc.InvalidArgumentError, match=r"'images/img0\.png'"):
-            _export(kind, _dataset(tmp_path / "newer", ["other.png"]), out)
+            _export(kind, boxes_dataset(tmp_path / "newer", ["other.png"]), out)
         assert (out / "images" / "img0.png").read_bytes() == b"edited image"
 
 
@@ -155,16 +131,16 @@ def test_reexport_of_a_split_keeps_the_other_splits(tmp_path: Path) -> None:
     images/)."""
     yaml = pytest.importorskip("yaml")
     out = tmp_path / "out"
-    _export("yolo", _dataset(tmp_path / "train", OLD), out, split="train")
-    _export("yolo", _dataset(tmp_path / "val", ["v0.png", "v1.png"], shade=9), out, split="val")
+    _export("yolo", boxes_dataset(tmp_path / "train", OLD), out, split="train")
+    _export("yolo", boxes_dataset(tmp_path / "val", ["v0.png", "v1.png"], shade=9), out, split="val")
     val = {k: v for k, v in _visible(out).items() if "/val/" in k}
-    _export("yolo", _dataset(tmp_path / "train2", NEW[:2], shade=50), out, split="train")
+    _export("yolo", boxes_dataset(tmp_path / "train2", NEW[:2], shade=50), out, split="train")
     assert sorted(os.listdir(out / "images" / "train")) == ["img0.png", "img4.png"]
     assert sorted(os.listdir(out / "labels" / "train")) == ["img0.txt", "img4.txt"]
     assert {k: v for k, v in _visible(out).items() if "/val/" in k} == val
     config = yaml.safe_load((out / "data.yaml").read_text())
     assert (config["train"], config["val"]) == ("images/train", "images/val")
-    _export("yolo", _dataset(tmp_path / "all", ["a.png"]), out)
+    _export("yolo", boxes_dataset(tmp_path / "all", ["a.png"]), out)
     assert sorted(_visible(out)) == ["data.yaml", "images/a.png", "labels/a.txt"]
 
 
@@ -172,8 +148,8 @@ def test_reexport_with_a_split_replaces_an_export_without_one(tmp_path: Path) ->
     """An export without a split, followed by one of split 'train': the first one's files are gone (its
     data.yaml is replaced by one that no longer reads them)."""
     out = tmp_path / "out"
-    _export("yolo", _dataset(tmp_path / "all", ["a.png", "val/b.png"]), out)
-    _export("yolo", _dataset(tmp_path / "train", ["c.png"]), out, split="train")
+    _export("yolo", boxes_dataset(tmp_path / "all", ["a.png", "val/b.png"]), out)
+    _export("yolo", boxes_dataset(tmp_path / "train", ["c.png"]), out, split="train")
     assert sorted(_visible(out)) == ["data.yaml", "images/train/c.png", "labels/train/c.txt"]
 
 
@@ -184,7 +160,7 @@ def test_reexport_with_a_split_replaces_an_export_without_one(tmp_path: Path) ->
 def test_export_refuses_names_that_differ_only_in_case(kind: str, names: list[str], tmp_path: Path) -> None:
     """Two file names that differ only in letter case (or Unicode form) are one file on macOS and Windows:
     refused naming both samples, and nothing is written."""
-    ds = _dataset(tmp_path / "ds", ["other.png", *names])
+    ds = boxes_dataset(tmp_path / "ds", ["other.png", *names])
     with pytest.raises(
         lc.InvalidArgumentError, match=r"file_name of sample 2 .*file_name of sample 1"
     ) as info:
@@ -196,7 +172,7 @@ def test_export_refuses_names_that_differ_only_in_case(kind: str, names: list[st
 def test_export_yolo_refuses_label_files_that_differ_only_in_case(tmp_path: Path) -> None:
     """'a.png' and 'A.jpg' have the label files 'a.txt' and 'A.txt', one file on a case-insensitive
     filesystem: refused, naming both samples' label files."""
-    ds = _dataset(tmp_path / "ds", ["a.png", "A.jpg"])
+    ds = boxes_dataset(tmp_path / "ds", ["a.png", "A.jpg"])
     with pytest.raises(
         lc.InvalidArgumentError,
         match=r"the label file of file_name of sample 1 .*label file of file_name of sample 0",
@@ -217,7 +193,7 @@ def test_a_listing_naming_files_outside_the_folder_is_refused(entry: str, tmp_pa
     """A listing edited to name a path outside the folder (or not a plain relative path) is refused as
     not ours, naming the listing, and nothing is removed anywhere."""
     out = tmp_path / "out"
-    _export("yolo", _dataset(tmp_path / "old", OLD[:2]), out)
+    _export("yolo", boxes_dataset(tmp_path / "old", OLD[:2]), out)
     (tmp_path / "outside.png").write_bytes(b"keep")
     doc = _listing(out)
     digest = doc["scopes"][""]["files"]["images/img0.png"]
@@ -225,7 +201,7 @@ def test_a_listing_naming_files_outside_the_folder_is_refused(entry: str, tmp_pa
     (out / localfiles.LISTING).write_text(json.dumps(doc))
     before = _visible(out)
     with pytest.raises(lc.InvalidArgumentError, match=r"\.lakecompute-export\.json' is not a listing"):
-        _export("yolo", _dataset(tmp_path / "new", ["z.png"]), out)
+        _export("yolo", boxes_dataset(tmp_path / "new", ["z.png"]), out)
     assert _visible(out) == before
     assert (tmp_path / "outside.png").read_bytes() == b"keep"
 
@@ -235,14 +211,14 @@ def test_a_damaged_listing_is_refused(content: bytes, tmp_path: Path) -> None:
     """A listing that is not one lakecompute wrote is an InvalidArgumentError saying to delete it; once
     deleted, the export runs (and, not knowing the earlier files, refuses the images it did not write)."""
     out = tmp_path / "out"
-    _export("yolo", _dataset(tmp_path / "old", OLD[:2]), out)
+    _export("yolo", boxes_dataset(tmp_path / "old", OLD[:2]), out)
     (out / localfiles.LISTING).write_bytes(content)
     with pytest.raises(lc.InvalidArgumentError, match=r"Delete it"):
-        _export("yolo", _dataset(tmp_path / "new", OLD[:2]), out)
+        _export("yolo", boxes_dataset(tmp_path / "new", OLD[:2]), out)
     (out / localfiles.LISTING).unlink()
     with pytest.raises(lc.InvalidArgumentError, match=r"'images/img1\.png'"):
-        _export("yolo", _dataset(tmp_path / "new", OLD[:1]), out)
-    _export("yolo", _dataset(tmp_path / "newer", OLD[:2]), out)
+        _export("yolo", boxes_dataset(tmp_path / "new", OLD[:1]), out)
+    _export("yolo", boxes_dataset(tmp_path / "newer", OLD[:2]), out)
     assert sorted(_visible(out)) == [
         "data.yaml",
         "images/img0.png",
@@ -256,7 +232,7 @@ def test_a_listing_entry_through_a_link_is_never_removed(tmp_path: Path) -> None
     """A listed file reached through a symbolic link (here, to a folder outside) is not removed even when
     its content is what the listing says: only files reached without links are the export's."""
     out = tmp_path / "out"
-    _export("coco", _dataset(tmp_path / "old", OLD[:2]), out)
+    _export("coco", boxes_dataset(tmp_path / "old", OLD[:2]), out)
     outside = tmp_path / "outside"
     outside.mkdir()
     shutil.copy(out / "images" / "img1.png", outside / "img1.png")
@@ -265,7 +241,7 @@ def test_a_listing_entry_through_a_link_is_never_removed(tmp_path: Path) -> None
     scope = next(iter(doc["scopes"].values()))
     scope["files"]["link/img1.png"] = scope["files"]["img1.png"]
     (out / "images" / localfiles.LISTING).write_text(json.dumps(doc))
-    _export("coco", _dataset(tmp_path / "new", OLD[:1]), out)
+    _export("coco", boxes_dataset(tmp_path / "new", OLD[:1]), out)
     assert (outside / "img1.png").exists()
     assert not (out / "images" / "img1.png").exists()
 
@@ -341,10 +317,10 @@ def test_reexport_killed_at_any_step(kind: str, tmp_path: Path) -> None:
     file — never an index beside files it does not describe; the next export into the folder then leaves
     exactly its own files."""
     out, pristine = tmp_path / "out", tmp_path / "pristine"
-    _export(kind, _dataset(tmp_path / "old", ["a.png", "b.png", "c/c.png"]), out)
+    _export(kind, boxes_dataset(tmp_path / "old", ["a.png", "b.png", "c/c.png"]), out)
     shutil.copytree(out, pristine, symlinks=True)
     old, old_index = _visible(out), _index(kind, out).read_bytes()
-    new_ds = _dataset(tmp_path / "new", ["a.png", "d.png"], shade=100, classes=("cat", "dog", "bird"))
+    new_ds = boxes_dataset(tmp_path / "new", ["a.png", "d.png"], shade=100, classes=("cat", "dog", "bird"))
     _export(kind, new_ds, tmp_path / "fresh")
     new = _visible(tmp_path / "fresh")
     # A run that is never stopped counts the steps (and is the new export: its index is the one to expect).
@@ -384,7 +360,7 @@ def _export_left(
 
 def _next_export_holds_its_own_files(kind: str, tmp_path: Path, out: Path, stop: int) -> None:
     """The next export into ``out`` leaves exactly its own files, as into a fresh folder."""
-    third = _dataset(tmp_path / "third", ["e.png"], shade=200)
+    third = boxes_dataset(tmp_path / "third", ["e.png"], shade=200)
     _export(kind, third, out)
     _export(kind, third, tmp_path / "third-fresh")
     assert _visible(out) == _visible(tmp_path / "third-fresh"), f"killed before step {stop}"
@@ -396,9 +372,9 @@ def test_coco_exports_with_other_annotations_files_share_an_images_folder(tmp_pa
     """Two COCO exports into one images folder with two annotations files (train.json, val.json) keep each
     other's images; exporting train.json again replaces only what train.json's export wrote."""
     out = tmp_path / "out"
-    _dataset(tmp_path / "train", ["t0.png", "t1.png"]).export_coco(out / "train.json", out / "images")
-    _dataset(tmp_path / "val", ["v0.png"]).export_coco(out / "val.json", out / "images")
-    _dataset(tmp_path / "train2", ["t1.png"], shade=7).export_coco(out / "train.json", out / "images")
+    boxes_dataset(tmp_path / "train", ["t0.png", "t1.png"]).export_coco(out / "train.json", out / "images")
+    boxes_dataset(tmp_path / "val", ["v0.png"]).export_coco(out / "val.json", out / "images")
+    boxes_dataset(tmp_path / "train2", ["t1.png"], shade=7).export_coco(out / "train.json", out / "images")
     assert sorted(os.listdir(out / "images")) == [localfiles.LISTING, "t1.png", "v0.png"]
 
 
@@ -411,6 +387,8 @@ def test_reexport_never_removes_a_file_that_was_there_before_the_first_export(tm
     originals = {name: bytes([i]) * 10 for i, name in enumerate(["img0.png", "img1.png", "img2.png"])}
     for name, data in originals.items():
         (images / name).write_bytes(data)
-    _dataset(tmp_path / "ds", ["img0.png", "img1.png", "new.png"]).export_coco(tmp_path / "a.json", images)
-    _dataset(tmp_path / "small", ["img0.png"]).export_coco(tmp_path / "a.json", images)
+    boxes_dataset(tmp_path / "ds", ["img0.png", "img1.png", "new.png"]).export_coco(
+        tmp_path / "a.json", images
+    )
+    boxes_dataset(tmp_path / "small", ["img0.png"]).export_coco(tmp_path / "a.json", images)
     assert sorted(os.listdir(images)) == [localfiles.LISTING, "img0.png", "img1.png", "img2.png"]

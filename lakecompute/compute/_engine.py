@@ -55,6 +55,7 @@ from lakecompute.compute._plan import (
     task_size,
 )
 from lakecompute.compute._runner import failure_error
+from lakecompute.compute._speculate import Speculation
 from lakecompute.compute._worker import run_task
 from lakecompute.datasets import Decisions, EvalProgress, EvalWrite, FailedSample
 from lakecompute.errors import (
@@ -261,15 +262,16 @@ def _decide(plan: EvalPlan, write: EvalWrite, job: Job, decisions: Decisions, bl
     return decided
 
 
-def _tasks(plan: EvalPlan, decided: Decided, start: int, min_task: int = 1) -> Iterator[Task]:
-    """The tasks after the preflight's (which ended at input ``start``), in input order (lazily: a
-    stream is read as tasks are handed out), of at least ``min_task`` inputs (see `task_floor`)."""
+def _tasks(plan: EvalPlan, decided: Decided, start: int, min_task: int = 1, first: int = 1) -> Iterator[Task]:
+    """The tasks after the preflight's (and the speculative ones kept: they end at input ``start``), in
+    input order (lazily: a stream is read as tasks are handed out), of at least ``min_task`` inputs (see
+    `task_floor`), numbered from ``first``."""
     opts, source = plan.options, plan.source
     size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size, min_task)
     if isinstance(source, IterableSource):
         source.skip(start)  # the preflight's task wrote those
         chunks = source.chunks(size, STREAM_TASK_BYTES, opts.batch_size or 1)
-        for number, chunk in enumerate(chunks, start=1):
+        for number, chunk in enumerate(chunks, start=first):
             yield Task(number, start, start + len(chunk), chunk, decided)
             start += len(chunk)
         return
@@ -277,7 +279,7 @@ def _tasks(plan: EvalPlan, decided: Decided, start: int, min_task: int = 1) -> I
     ranges = plan_ranges(
         source.length, size, opts.num_workers, opts.checkpoint_interval, opts.batch_size, start, min_task
     )
-    for number, (a, b) in enumerate(ranges, start=1):
+    for number, (a, b) in enumerate(ranges, start=first):
         yield Task(number, a, b, None, decided)
 
 
@@ -307,6 +309,15 @@ class _OrderedRun:
         self.failure: TaskFailure | None = None
         self.preflight_stop = preflight.stop  # where the preflight's task ended (known from its result)
         self.min_task = 1  # the fewest inputs per task, from what the preflight's task wrote
+        opts = plan.options
+        length = plan.source.length or 0
+        self.speculation = Speculation(
+            preflight, length, opts.num_workers, opts.batch_size, opts.checkpoint_interval
+        )
+        self.first_task = 1  # the number of the first ordinary task
+        self.preflight_result: TaskResult | None = None
+        self.judged = False  # whether the speculative tasks' results were judged
+        self.bar: Any = None
         self.received: set[int] = set()  # the numbers of the tasks that reported, failed or not
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
         self.stages: dict[str, float] = {}  # seconds per stage, summed over the tasks applied
@@ -317,28 +328,32 @@ class _OrderedRun:
         )
 
     def tasks(self) -> Iterator[Task | object]:
-        """The preflight, warm-ups for the other workers, then (once the preflight's result decided how)
-        the tasks in input order.
+        """The preflight, beside it a batch for each other worker (`Speculation`) or a warm-up, then
+        (once the preflight's result decided how) the tasks in input order.
 
         The warm-ups build each other worker's stages — a class-based function's ``__init__``, often a
         model load — while the first worker runs the preflight, instead of after it.
         """
         self.in_flight[self.preflight.number] = self.preflight
         yield self.preflight
-        for k in range(1, self.plan.options.num_workers):
+        for task in self.speculation.tasks:
+            self.in_flight[task.number] = task
+            yield task
+        for k in range(1 + len(self.speculation.tasks), self.plan.options.num_workers):
             yield Task(-k, 0, 0, warm=True)
-        while self.decided is None and self.failure is None:
+        while self.failure is None and not self.judged:
             yield PAUSE
-        if self.decided is None:
+        if self.failure is not None:
             return
-        for task in _tasks(self.plan, self.decided, self.preflight_stop, self.min_task):
+        assert self.decided is not None
+        for task in _tasks(self.plan, self.decided, self.preflight_stop, self.min_task, self.first_task):
             if self.failure is not None:
                 return  # after a failure, no new task starts
             self.in_flight[task.number] = task
             yield task
 
     def run(self, sched: Scheduler) -> EvalResult:
-        bar = _progress_bar(self.plan)
+        bar = self.bar = _progress_bar(self.plan)
         stream = bar.fp if bar is not None and not bar.disable else None  # close() disables the bar
         tasks = cast(Iterator[Task], self.tasks())  # tasks, and PAUSE while the preflight runs
         runner = sched.run(
@@ -383,17 +398,45 @@ class _OrderedRun:
 
     def receive(self, result: TaskResult) -> None:
         self.received.add(result.number)
+        if not self.judged and self.speculation.holds(result):
+            self._judge()  # judged once the preflight's result and every speculative one are in
+            return
         if result.failure is not None:
             self.fail(result.failure)
             return
         if result.number < 0:
             return  # a warm-up
-        if result.decisions is not None:  # the preflight's: its decisions, and its own outputs
+        if result.number == self.preflight.number:  # its decisions, and its own outputs
+            assert result.decisions is not None
             self.decided = _decide(self.plan, self.write, self.job, result.decisions, result.block)
             self.preflight_stop = result.stop
             self.min_task = _min_task(self.plan, result)
+            self.preflight_result = result
+        self._put(result)
+        self._judge()
+
+    def _put(self, result: TaskResult) -> None:
         for ready in self.pending.put(result.number, result):
             self.apply(ready)
+
+    def _judge(self) -> None:
+        """Once the preflight decided and every speculative task reported: keep the speculative results
+        that agree with it (applied in order), and drop the rest, whose ranges the ordinary tasks, numbered
+        after the kept ones, run again (their progress taken back off the bar)."""
+        preflight = self.preflight_result
+        if preflight is None or not self.speculation.complete or self.judged:
+            return
+        self.judged = True
+        verdict = self.speculation.judge(preflight)
+        self.preflight_stop = verdict.stop
+        self.first_task = 1 + len(verdict.kept)
+        for dropped in verdict.dropped:
+            self.received.discard(dropped.number)  # the number is the ordinary task's that runs it again
+            self.in_flight.pop(dropped.number, None)
+            if self.bar is not None:
+                self.bar.update(dropped.start - dropped.stop)
+        for kept in verdict.kept:
+            self._put(kept)
 
     def fail(self, failure: TaskFailure) -> None:
         """Remember the earliest failure; with checkpoints, keep finishing the tasks before its interval."""

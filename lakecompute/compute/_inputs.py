@@ -8,6 +8,7 @@ per worker; only length-less iterables send their items with each task.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -97,15 +98,25 @@ class DatasetSource(Source):
         self.pad = pad
         self._ds: Dataset | None = None
         self._meta: RowMeta | None = None
+        self._opening = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_ds"] = None  # reopened in each worker: open handles do not travel
+        del state["_opening"]
         return state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._opening = threading.Lock()
+
     def dataset(self) -> Dataset:
+        """The one handle this process reads through (its cache decodes each chunk once): tasks that
+        start together on threads share it, never open one each."""
         if self._ds is None:
-            self._ds = self.snap.open()
+            with self._opening:
+                if self._ds is None:
+                    self._ds = self.snap.open()
         return self._ds
 
     def meta(self) -> RowMeta:

@@ -1,0 +1,136 @@
+"""A batched eval runs the other workers' first batches beside the preflight's, and keeps them only when
+they decided what the preflight decided: otherwise they run again, and the outputs are those of an eval
+without speculation — each input written once, in order, failures reported at their input."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lakecompute as lc
+from tests.compute.compute_helpers import Sched
+from tests.helpers import make_out, touch, wait_until
+
+PARALLEL = [Sched("threaded", 2), Sched("processed", 2)]
+BATCH = 4
+N = 24
+
+
+def _log(log_dir: str, batch: list[int]) -> None:
+    """A file per call: ``calls/<first input>.<unique>``; a file ``began/<first input>`` too."""
+    touch(Path(log_dir) / "calls" / f"{batch[0]}.{uuid.uuid4().hex}")
+    touch(Path(log_dir) / "began" / str(batch[0]))
+
+
+def _calls(tmp_path: Path) -> Counter[int]:
+    return Counter(int(p.name.split(".")[0]) for p in (tmp_path / "calls").iterdir())
+
+
+@lc.compute
+def waits_for_the_second_batch(batch: list[int], sample_out: Any, log_dir: str) -> None:
+    """Batch 0 (the preflight's) waits until batch 1 has begun, or 30 s, and writes down whether it did."""
+    _log(log_dir, batch)
+    if batch[0] == 0:
+        second = Path(log_dir) / "began" / str(BATCH)
+        try:
+            wait_until(second.exists, 30, "the second batch to begin")
+        except AssertionError:
+            pass  # it began only after this batch: the test fails on the file below
+        (Path(log_dir) / "saw").write_text(str(second.exists()))
+    sample_out.y.extend([2 * v for v in batch])
+
+
+@lc.compute
+def first_batch_writes_more(batch: list[int], sample_out: Any, log_dir: str) -> None:
+    """Every batch writes ``y``; only the first also writes ``z`` (so the second decides otherwise)."""
+    _log(log_dir, batch)
+    sample_out.y.extend(batch)
+    if batch[0] == 0:
+        sample_out.z.extend([-v for v in batch])
+
+
+@lc.compute
+def first_batch_writes_nothing(batch: list[int], sample_out: Any, log_dir: str) -> None:
+    """A filter that drops the whole first batch: the preflight reads on into the second to decide."""
+    _log(log_dir, batch)
+    if batch[0] != 0:
+        sample_out.y.extend(batch)
+
+
+@lc.compute
+def fails_at(batch: list[int], sample_out: Any, log_dir: str, bad: int) -> None:
+    """Raises on the batch that holds input ``bad``."""
+    _log(log_dir, batch)
+    if bad in batch:
+        raise ValueError(f"input {bad} is bad")
+    sample_out.y.extend(batch)
+
+
+def _setup(tmp_path: Path, **tensors: dict[str, Any]) -> lc.Dataset:
+    (tmp_path / "calls").mkdir()
+    (tmp_path / "began").mkdir()
+    return make_out(tmp_path / "out", **(tensors or {"y": {"dtype": "int64"}}))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scheduler", PARALLEL, ids=str)
+def test_second_batch_runs_beside_the_preflight(scheduler: Sched, tmp_path: Path) -> None:
+    """The second worker's first batch begins while the preflight's batch still runs, and every batch
+    runs once."""
+    out = _setup(tmp_path)
+    fn = waits_for_the_second_batch(log_dir=str(tmp_path))
+    result = fn.eval(list(range(N)), out, batch_size=BATCH, **scheduler.kw)
+    assert (tmp_path / "saw").read_text() == "True", "the second batch waited for the preflight's to end"
+    assert out.y.numpy().tolist() == [2 * i for i in range(N)]
+    assert result.inputs == N
+    assert _calls(tmp_path) == Counter(range(0, N, BATCH))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scheduler", PARALLEL, ids=str)
+def test_a_batch_that_decides_otherwise_runs_again(scheduler: Sched, tmp_path: Path) -> None:
+    """The second batch writes fewer tensors than the first: its speculative run is dropped and the
+    batch runs again as an ordinary task, so the outputs are written once, as without speculation."""
+    out = _setup(tmp_path, y={"dtype": "int64"}, z={"dtype": "int64"})
+    fn = first_batch_writes_more(log_dir=str(tmp_path))
+    result = fn.eval(list(range(N)), out, batch_size=BATCH, skip_ok=True, **scheduler.kw)
+    assert out.y.numpy().tolist() == list(range(N))
+    assert out.z.numpy().tolist() == [-i for i in range(BATCH)]
+    assert result.outputs == {"y": N, "z": BATCH}
+    calls = _calls(tmp_path)
+    assert calls[BATCH] == 2, "the second batch was not run beside the preflight, then again"
+    assert calls - Counter({BATCH: 1}) == Counter(range(0, N, BATCH))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scheduler", PARALLEL, ids=str)
+def test_a_preflight_that_reads_on_keeps_nothing_twice(scheduler: Sched, tmp_path: Path) -> None:
+    """The preflight's first batch writes nothing, so it runs the second batch itself: the speculative
+    run of that batch is dropped and no output is written twice."""
+    out = _setup(tmp_path)
+    fn = first_batch_writes_nothing(log_dir=str(tmp_path))
+    result = fn.eval(list(range(N)), out, batch_size=BATCH, skip_ok=True, **scheduler.kw)
+    assert out.y.numpy().tolist() == list(range(BATCH, N))
+    assert result.inputs == N
+    assert _calls(tmp_path)[BATCH] == 2  # the speculative run and the preflight's
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scheduler", PARALLEL, ids=str)
+@pytest.mark.parametrize("interval", [0, BATCH], ids=["no-checkpoints", "checkpoints"])
+def test_a_failing_speculative_batch_fails_the_eval_at_its_input(
+    scheduler: Sched, interval: int, tmp_path: Path
+) -> None:
+    """A failure in the second batch (run beside the preflight) is the eval's TransformError at that
+    input, and with checkpoints the batch before it is kept, as without speculation."""
+    out = _setup(tmp_path)
+    fn = fails_at(log_dir=str(tmp_path), bad=BATCH + 1)
+    with pytest.raises(lc.TransformError, match="input 5 is bad") as caught:
+        fn.eval(list(range(N)), out, batch_size=BATCH, checkpoint_interval=interval, **scheduler.kw)
+    assert caught.value.index == BATCH  # a batch fails at its first input
+    kept = lc.load(str(tmp_path / "out"), read_only=True)
+    assert kept.y.numpy().tolist() == (list(range(BATCH)) if interval else [])

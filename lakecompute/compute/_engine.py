@@ -298,7 +298,12 @@ class _OrderedRun:
 
     def __init__(self, plan: EvalPlan, write: EvalWrite, job: Job, preflight: Task, t0: float) -> None:
         self.plan, self.write, self.job, self.t0 = plan, write, job, t0
-        self.preflight = preflight
+        opts = plan.options
+        self.speculation = Speculation(
+            preflight, plan.source.length or 0, opts.num_workers, opts.batch_size, opts.checkpoint_interval,
+            opts.ignore_errors,
+        )  # fmt: skip
+        self.preflight = self.speculation.preflight  # its first batch only, when others run beside it
         self.decided: Decided | None = None
         resumed = plan.resume
         self.done = plan.resume_from
@@ -307,16 +312,10 @@ class _OrderedRun:
         self.pending = InOrder[TaskResult]()  # results applied in task order
         self.in_flight: dict[int, Task] = {}
         self.failure: TaskFailure | None = None
-        self.preflight_stop = preflight.stop  # where the preflight's task ended (known from its result)
-        self.min_task = 1  # the fewest inputs per task, from what the preflight's task wrote
-        opts = plan.options
-        length = plan.source.length or 0
-        self.speculation = Speculation(
-            preflight, length, opts.num_workers, opts.batch_size, opts.checkpoint_interval
-        )
+        self.preflight_stop = preflight.stop  # where the preflight's (and kept speculative) tasks ended
+        self.min_task = 1  # the fewest inputs per task, from what the deciding task wrote
         self.first_task = 1  # the number of the first ordinary task
         self.preflight_result: TaskResult | None = None
-        self.judged = False  # whether the speculative tasks' results were judged
         self.bar: Any = None
         self.received: set[int] = set()  # the numbers of the tasks that reported, failed or not
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
@@ -341,7 +340,7 @@ class _OrderedRun:
             yield task
         for k in range(1 + len(self.speculation.tasks), self.plan.options.num_workers):
             yield Task(-k, 0, 0, warm=True)
-        while self.failure is None and not self.judged:
+        while self.failure is None and self.decided is None:
             yield PAUSE
         if self.failure is not None:
             return
@@ -398,45 +397,47 @@ class _OrderedRun:
 
     def receive(self, result: TaskResult) -> None:
         self.received.add(result.number)
-        if not self.judged and self.speculation.holds(result):
-            self._judge()  # judged once the preflight's result and every speculative one are in
+        if self.decided is None and self.speculation.holds(result):
+            if result.failure is not None:
+                self.fail(result.failure)
+            self._conclude()  # once the preflight's result and every speculative one are in
             return
         if result.failure is not None:
             self.fail(result.failure)
             return
         if result.number < 0:
             return  # a warm-up
-        if result.number == self.preflight.number:  # its decisions, and its own outputs
-            assert result.decisions is not None
-            self.decided = _decide(self.plan, self.write, self.job, result.decisions, result.block)
-            self.preflight_stop = result.stop
-            self.min_task = _min_task(self.plan, result)
+        if result.number == self.preflight.number:
             self.preflight_result = result
+            self._conclude()
+            return
         self._put(result)
-        self._judge()
 
     def _put(self, result: TaskResult) -> None:
         for ready in self.pending.put(result.number, result):
             self.apply(ready)
 
-    def _judge(self) -> None:
-        """Once the preflight decided and every speculative task reported: keep the speculative results
-        that agree with it (applied in order), and drop the rest, whose ranges the ordinary tasks, numbered
-        after the kept ones, run again (their progress taken back off the bar)."""
+    def _conclude(self) -> None:
+        """Once the preflight and every speculative task reported: decide from the first of them that
+        wrote something, keep the speculative results that stand (`Speculation.judge`), and drop the rest,
+        whose ranges the ordinary tasks, numbered after the kept ones, run again (their progress is taken
+        back off the bar)."""
         preflight = self.preflight_result
-        if preflight is None or not self.speculation.complete or self.judged:
+        if preflight is None or not self.speculation.complete or self.decided is not None:
             return
-        self.judged = True
-        verdict = self.speculation.judge(preflight)
-        self.preflight_stop = verdict.stop
-        self.first_task = 1 + len(verdict.kept)
+        decider = self.speculation.decider(preflight)
+        assert decider.decisions is not None
+        self.decided = _decide(self.plan, self.write, self.job, decider.decisions, preflight.block)
+        self.min_task = _min_task(self.plan, decider)
+        verdict = self.speculation.judge(preflight, decider.decisions, self.decided.aligned)
+        self.preflight_stop, self.first_task = verdict.stop, 1 + len(verdict.kept)
         for dropped in verdict.dropped:
             self.received.discard(dropped.number)  # the number is the ordinary task's that runs it again
             self.in_flight.pop(dropped.number, None)
             if self.bar is not None:
                 self.bar.update(dropped.start - dropped.stop)
-        for kept in verdict.kept:
-            self._put(kept)
+        for result in (preflight, *verdict.kept):
+            self._put(result)
 
     def fail(self, failure: TaskFailure) -> None:
         """Remember the earliest failure; with checkpoints, keep finishing the tasks before its interval."""

@@ -316,6 +316,10 @@ class _OrderedRun:
         self.min_task = 1  # the fewest inputs per task, from what the deciding task wrote
         self.first_task = 1  # the number of the first ordinary task
         self.preflight_result: TaskResult | None = None
+        self.scan_stop = preflight.stop  # how far the preflight reads to find an input that writes
+        self.block = 0  # inputs per block, from the first input (the first preflight's result)
+        self.undecided: list[TaskResult] = []  # results that wrote nothing, applied once decided
+        self.queued: list[Task] = []  # a preflight that goes on scanning (see `_scan_on`)
         self.bar: Any = None
         self.received: set[int] = set()  # the numbers of the tasks that reported, failed or not
         self.stop_at = 0  # after a failure: the prefix that is still finished and kept
@@ -341,7 +345,7 @@ class _OrderedRun:
         for k in range(1 + len(self.speculation.tasks), self.plan.options.num_workers):
             yield Task(-k, 0, 0, warm=True)
         while self.failure is None and self.decided is None:
-            yield PAUSE
+            yield self.queued.pop() if self.queued else PAUSE
         if self.failure is not None:
             return
         assert self.decided is not None
@@ -425,19 +429,38 @@ class _OrderedRun:
         preflight = self.preflight_result
         if preflight is None or not self.speculation.complete or self.decided is not None:
             return
+        self.block = self.block or preflight.block
         decider = self.speculation.decider(preflight)
         assert decider.decisions is not None
-        self.decided = _decide(self.plan, self.write, self.job, decider.decisions, preflight.block)
+        if not decider.decisions.written and self.speculation.tasks and self._scan_on(preflight):
+            return
+        self.decided = _decide(self.plan, self.write, self.job, decider.decisions, self.block)
         self.min_task = _min_task(self.plan, decider)
         verdict = self.speculation.judge(preflight, decider.decisions, self.decided.aligned)
-        self.preflight_stop, self.first_task = verdict.stop, 1 + len(verdict.kept)
+        self.preflight_stop = verdict.stop
+        self.first_task = self.preflight.number + 1 + len(verdict.kept)
         for dropped in verdict.dropped:
             self.received.discard(dropped.number)  # the number is the ordinary task's that runs it again
             self.in_flight.pop(dropped.number, None)
             if self.bar is not None:
                 self.bar.update(dropped.start - dropped.stop)
-        for result in (preflight, *verdict.kept):
+        for result in (*self.undecided, preflight, *verdict.kept):
             self._put(result)
+
+    def _scan_on(self, preflight: TaskResult) -> bool:
+        """Neither the preflight nor a speculative batch wrote anything: keep them (nothing to check) and
+        go on scanning from where they end, in one more preflight, as the preflight alone would have; False
+        when the scan is over (nothing is decided) or a speculative batch failed."""
+        verdict = self.speculation.judge(preflight, Decisions({}, ()), aligned=False)
+        if verdict.dropped or verdict.stop >= self.scan_stop:
+            return False
+        self.undecided += (preflight, *verdict.kept)
+        self.preflight = Task(self.preflight.number + 1 + len(verdict.kept), verdict.stop, self.scan_stop)
+        self.preflight_result = None
+        self.speculation = Speculation.none(self.preflight)
+        self.in_flight[self.preflight.number] = self.preflight
+        self.queued.append(self.preflight)
+        return True
 
     def fail(self, failure: TaskFailure) -> None:
         """Remember the earliest failure; with checkpoints, keep finishing the tasks before its interval."""

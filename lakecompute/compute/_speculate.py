@@ -77,6 +77,11 @@ class Speculation:
             self.preflight = replace(preflight, stop=self.tasks[0].start)
         self._held: dict[int, TaskResult] = {}
 
+    @classmethod
+    def none(cls, preflight: Task) -> Speculation:
+        """No speculation: ``preflight`` runs alone."""
+        return cls(preflight, 0, 1, None, 0, False)
+
     def holds(self, result: TaskResult) -> bool:
         """Keep ``result`` if it is a speculative task's (True), to be judged with the preflight's (a
         failed one is kept too: it never stands, and the eval fails at its input)."""

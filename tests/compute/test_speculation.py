@@ -155,3 +155,30 @@ def test_a_failing_speculative_batch_fails_the_eval_at_its_input(
     assert caught.value.index == BATCH  # a batch fails at its first input
     kept = lc.load(str(tmp_path / "out"), read_only=True)
     assert kept.y.numpy().tolist() == (list(range(BATCH)) if interval else [])
+
+
+@lc.compute
+def writes_from(batch: list[int], sample_out: Any, log_dir: str, first: int, scalars_from: int) -> None:
+    """Writes nothing before input ``first``, then vectors, and scalars from input ``scalars_from``."""
+    _log(log_dir, batch)
+    if batch[0] >= first:
+        sample_out.y.extend([[v, v] for v in batch] if batch[0] < scalars_from else batch)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("scheduler", PARALLEL, ids=str)
+def test_when_no_first_batch_writes_the_scan_goes_on(scheduler: Sched, tmp_path: Path) -> None:
+    """Neither the preflight's batch nor the one beside it writes: the scan goes on as without
+    speculation, so the first batch that writes decides, each batch runs once, and a later rank that
+    differs fails at its input (not at the commit)."""
+    out = _setup(tmp_path)
+    fn = writes_from(log_dir=str(tmp_path), first=2 * BATCH, scalars_from=N)
+    fn.eval(list(range(N)), out, batch_size=BATCH, skip_ok=True, **scheduler.kw)
+    assert out.y.numpy().tolist() == [[v, v] for v in range(2 * BATCH, N)]
+    assert _calls(tmp_path) == Counter(range(0, N, BATCH))
+    (tmp_path / "again").mkdir()
+    again = _setup(tmp_path / "again")
+    failing = writes_from(log_dir=str(tmp_path / "again"), first=2 * BATCH, scalars_from=4 * BATCH)
+    with pytest.raises(lc.TransformError, match=r"failed on data_in\[16\].*expected 1, got 0") as caught:
+        failing.eval(list(range(N)), again, batch_size=BATCH, skip_ok=True, **scheduler.kw)
+    assert caught.value.index == 4 * BATCH

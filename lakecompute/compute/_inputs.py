@@ -69,11 +69,11 @@ class Source:
         """What an eval record keeps of the input (small JSON): its kind and what names it."""
         return {"kind": "unrecorded"}
 
-    def prepare_workers(self) -> None:  # noqa: B027 (an optional hook: most sources have nothing to do)
+    def prepare_workers(self) -> None:
         """In the caller, before workers in other processes start: decide here what each of them would
         otherwise decide again (nothing by default)."""
 
-    def warm(self) -> None:  # noqa: B027 (an optional hook: most sources have nothing to open)
+    def warm(self) -> None:
         """In a worker, while another runs the preflight: open the input ahead of the first task (nothing
         by default)."""
 

@@ -31,7 +31,11 @@ __all__ = ["LAYOUT_PROBES", "LayoutProbes", "LayoutVerdicts", "adopt_layout_verd
 _PROBE_ITEMS: Final = 256
 #: What decides a verdict besides the layout: the zarr that writes chunks, the codecs and numpy that
 #: decode them directly (a verdict holds only where these are the same).
-_MADE_BY: Final = (f"zarr {zarr.__version__}", f"numcodecs {numcodecs.__version__}", f"numpy {np.__version__}")
+_MADE_BY: Final = (
+    f"zarr {zarr.__version__}",
+    f"numcodecs {numcodecs.__version__}",
+    f"numpy {np.__version__}",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ per worker; only length-less iterables send their items with each task.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -107,11 +108,18 @@ class DatasetSource(Source):
         self._caller: Dataset | None = base  # the caller's own handle (see prepare_workers)
         self._ds: Dataset | None = None
         self._meta: RowMeta | None = None
+        # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
+        self._opening = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_ds"] = state["_caller"] = None  # reopened in each worker: open handles do not travel
+        del state["_opening"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._opening = threading.Lock()
 
     def _first(self) -> int | None:
         """The position of the first input, or None for no input."""
@@ -136,7 +144,9 @@ class DatasetSource(Source):
 
     def dataset(self) -> Dataset:
         if self._ds is None:
-            self._ds = self.snap.open()
+            with self._opening:
+                if self._ds is None:
+                    self._ds = self.snap.open()
         return self._ds
 
     def meta(self) -> RowMeta:

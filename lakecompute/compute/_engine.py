@@ -145,6 +145,8 @@ def _run_eval(
     if plan.completed:
         return _already_done(plan, t0)
     sched = _scheduler(plan) if ranked is None else ranked.local
+    if not sched.shares_memory:  # workers in other processes: what they would each decide, decided here
+        plan.source.prepare_workers()
     if ranked is not None:  # tasks sized for every rank's workers
         plan = replace(plan, options=replace(plan.options, num_workers=ranked.workers))
     if plan.drop is not None:
@@ -335,7 +337,7 @@ class _OrderedRun:
         (once the preflight's result decided how) the tasks in input order.
 
         The warm-ups build each other worker's stages — a class-based function's ``__init__``, often a
-        model load — while the first worker runs the preflight, instead of after it.
+        model load — and open its input, while the first worker runs the preflight, instead of after it.
         """
         self.in_flight[self.preflight.number] = self.preflight
         yield self.preflight

@@ -17,8 +17,9 @@ import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
-from lakecompute.datasets import Dataset, DatasetView, base_dataset, read_columns, snapshot
+from lakecompute.datasets import Dataset, DatasetView, base_dataset, open_columns, read_columns, snapshot
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
+from lakecompute.storage import layout_verdicts
 
 __all__ = [
     "DatasetSource",
@@ -69,6 +70,14 @@ class Source:
         """What an eval record keeps of the input (small JSON): its kind and what names it."""
         return {"kind": "unrecorded"}
 
+    def prepare_workers(self) -> None:
+        """In the caller, before workers in other processes start: decide here what each of them would
+        otherwise decide again (nothing by default)."""
+
+    def warm(self) -> None:
+        """In a worker, while another runs the preflight: open the input ahead of the first task (nothing
+        by default)."""
+
 
 class DatasetSource(Source):
     """Dataset or view input: workers open the same committed version and read their range.
@@ -96,19 +105,42 @@ class DatasetSource(Source):
         self.snap = replace(snapshot(data_in), positions=positions, tensors=tuple(lengths))
         self.length = len(positions)
         self.pad = pad
+        self._caller: Dataset | None = base  # the caller's own handle (see prepare_workers)
         self._ds: Dataset | None = None
         self._meta: RowMeta | None = None
+        # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
         self._opening = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_ds"] = None  # reopened in each worker: open handles do not travel
+        state["_ds"] = state["_caller"] = None  # reopened in each worker: open handles do not travel
         del state["_opening"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._opening = threading.Lock()
+
+    def _first(self) -> int | None:
+        """The position of the first input, or None for no input."""
+        return int(self.snap.positions[0]) if self.length else None
+
+    def prepare_workers(self) -> None:
+        """Decide in the caller how the input's array layouts are read (a probe per layout, once per
+        process: `lakecompute.storage.layout_verdicts`), on the caller's own handle, which keeps the
+        arrays it opened for the next eval; the verdicts travel with the snapshot, so no worker probes
+        a layout again (a forked worker inherits them, one started otherwise adopts them)."""
+        first = self._first()
+        if self._caller is not None and first is not None:
+            open_columns(self._caller, self.snap.tensors, first)
+        self.snap = replace(self.snap, verdicts=layout_verdicts())
+
+    def warm(self) -> None:
+        """Open the input's dataset and the arrays of its first input here, reading no chunk."""
+        first = self._first()
+        if first is not None:
+            open_columns(self.dataset(), self.snap.tensors, first)
+            self.meta()
 
     def dataset(self) -> Dataset:
         """The one handle this process reads through (its cache decodes each chunk once): tasks that

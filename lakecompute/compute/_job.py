@@ -65,8 +65,9 @@ class Task:
         items: those inputs themselves, for streamed (length-less) input only.
         decided: the decided output schema to check outputs against (None for the preflight, which
             makes the decisions).
-        warm: a warm-up: only build this worker's stages (a class-based function's ``__init__``), so
-            that every worker loads its model while the first one runs the preflight.
+        warm: a warm-up: only build this worker's stages (a class-based function's ``__init__``) and
+            open its input (`Source.warm`), so that every worker loads its model and opens the arrays
+            it reads while the first one runs the preflight.
     """
 
     number: int

@@ -374,6 +374,7 @@ def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     preflight task, decide how every later task writes)."""
     if task.warm:
         stages_for(job.token, job.pipeline, job.parent_pid)
+        job.source.warm()
         return TaskResult(task.number, task.start, task.stop, {}, {}, ())
     if task.preflight:
         return _run_preflight(job, task, progress)

@@ -8,7 +8,7 @@ transaction, column readers) is its `DatasetCore`, found with `core_of`. A datas
 above import it from this package, and `lakecompute.api` re-exports it as ``lc.empty``, ``lc.load``, ...
 """
 
-from lakecompute.datasets._columns import pad_value, read_columns
+from lakecompute.datasets._columns import open_columns, pad_value, read_columns
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._diff import TensorDiff, VersionDiff
@@ -69,6 +69,7 @@ __all__ = [
     "exists",
     "like",
     "load",
+    "open_columns",
     "pad_value",
     "read_columns",
     "read_committed",

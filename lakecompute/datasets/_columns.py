@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.datasets._core import core_of
+from lakecompute.errors import DatasetCorruptError
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
 
-__all__ = ["pad_value", "read_columns"]
+__all__ = ["open_columns", "pad_value", "read_columns"]
 
 
 def pad_value(ds: Dataset, name: str) -> Any:
@@ -48,3 +49,16 @@ def _column(ds: Dataset, name: str, pos: range | np.ndarray, pad: bool) -> np.nd
         return reader.read_at(positions, stack="fragments")  # any order: each chunk decoded once
     filler = pad_value(ds, name) if pad else None
     return [reader.read_one(p) if p < n else filler for p in (int(x) for x in pos)]
+
+
+def open_columns(ds: Dataset, names: Sequence[str], position: int) -> None:
+    """Open ahead what reading sample ``position`` of each tensor in ``names`` starts with: its arrays,
+    checked, and how their chunks are read (a layout's verdict, decided once per process), reading no
+    chunk (`ColumnReader.prepare`). A warm-up: damage found here is left to the read that needs the data,
+    which reports it naming the samples it reads."""
+    core = core_of(ds)
+    for name in names:
+        try:
+            core.reader(name).prepare(position)
+        except DatasetCorruptError:
+            continue  # the read of these samples raises it again, where it is the read's error

@@ -96,6 +96,20 @@ class ColumnReader:
         return shapes.pop()
 
     # -- range access -------------------------------------------------------------------------
+    def prepare(self, position: int) -> None:
+        """Open what reading sample ``position`` starts with (its arrays, how their chunks are read),
+        reading no chunk (`lakecompute.storage.Locator.prepare`); nothing for a position past the end.
+
+        Raises:
+            DatasetCorruptError: what that would find damaged, naming the tensor and the sample.
+        """
+        if not 0 <= position < self.length:
+            return
+        try:
+            self.locator.prepare(position)
+        except DatasetCorruptError as exc:
+            raise self.locator.located(exc, position, position + 1) from exc
+
     def read_range(self, start: int, stop: int) -> list[Any] | np.ndarray:
         """Samples ``start..stop``: one stacked array when they come from uniform fragments of one
         shape, else a list of values.

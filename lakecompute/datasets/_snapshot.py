@@ -2,7 +2,8 @@
 
 `Snapshot` is what readers in other processes (loader workers, eval workers) receive: a location,
 a version and positions, never data; each opens its own store client from it (STORAGE-NOTES
-"Processes").
+"Processes"). It carries the layout verdicts of the process that made it
+(`lakecompute.storage.layout_verdicts`), so a reader elsewhere does not probe those layouts again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import open_backend, read_manifest_of
+from lakecompute.storage import (
+    LayoutVerdicts,
+    adopt_layout_verdicts,
+    layout_verdicts,
+    open_backend,
+    read_manifest_of,
+)
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -35,6 +42,8 @@ class Snapshot:
         fork_safe: whether a forked child can still use the store (False for object stores).
         shared_between_processes: whether other processes can open it (False for ``mem://``).
         dataset_id: the dataset's id (`Dataset.id`): opening refuses another dataset made at ``url``.
+        verdicts: how the process that made it reads the layouts of arrays it decided so far, adopted
+            by `open` where they hold (same zarr and codecs), so that a worker does not probe them again.
     """
 
     url: str
@@ -45,6 +54,7 @@ class Snapshot:
     fork_safe: bool
     shared_between_processes: bool
     dataset_id: str = ""
+    verdicts: LayoutVerdicts = field(default_factory=LayoutVerdicts, hash=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -71,6 +81,7 @@ class Snapshot:
         Raises:
             DatasetReplacedError: another dataset was made at the location since the snapshot was taken.
         """
+        adopt_layout_verdicts(self.verdicts)
         backend = open_backend(self.url, self.storage_options)
         manifest = read_manifest_of(backend, self.version, self.dataset_id, "the data being read")
         ds = Dataset(backend, manifest, read_only=True, pinned=True)
@@ -103,4 +114,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         backend.fork_safe,
         backend.shared_between_processes,
         core.dataset_id,
+        layout_verdicts(),
     )

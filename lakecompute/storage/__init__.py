@@ -42,6 +42,7 @@ from lakecompute.storage._manifest import (
     new_dataset_id,
     version_key,
 )
+from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
 from lakecompute.storage._refs import (
     DEFAULT_BRANCH,
     LEGACY_LINE,
@@ -123,6 +124,7 @@ __all__ = [
     "BranchRef",
     "Fragment",
     "InvalidField",
+    "LayoutVerdicts",
     "Lease",
     "LiveLeases",
     "LocalBackend",
@@ -136,6 +138,7 @@ __all__ = [
     "SlotWriter",
     "TagRef",
     "TensorState",
+    "adopt_layout_verdicts",
     "advance",
     "append_fragment",
     "backend_class",
@@ -156,6 +159,7 @@ __all__ = [
     "ensure_main",
     "is_committed",
     "latest_version",
+    "layout_verdicts",
     "let_go_released",
     "list_branches",
     "list_lines",

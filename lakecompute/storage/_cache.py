@@ -212,6 +212,16 @@ class ArrayCache:
             key = self._chunk_key(path, arr, start)
             raise self.damaged(key, f"the chunk does not decode ({type(exc).__name__}: {exc})") from exc
 
+    def prepare(self, path: str) -> None:
+        """Open the array at ``path`` for reading and decide how its chunks are read (directly, or
+        through zarr: its layout's verdict, once per process), reading no chunk: what its first read
+        would do before reading, done ahead (a worker's warm-up).
+
+        Raises:
+            DatasetCorruptError: as `array`.
+        """
+        self._direct(path, self.array(path))
+
     def _direct(self, path: str, arr: zarr.Array[Any]) -> DirectChunks:
         getter = self._getters.get(path)
         if getter is None:

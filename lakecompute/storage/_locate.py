@@ -163,6 +163,20 @@ class Locator:
             out.append((j, sel, positions[sel] - self.starts[j] + f.k))
         return out
 
+    def prepare(self, position: int) -> None:
+        """Open, and check as a read checks them, the arrays that reading sample ``position`` starts
+        with (its fragment's data, or its typed array), reading no chunk: see `ArrayCache.prepare`.
+
+        Raises:
+            DatasetCorruptError: as the read would (not `located`: the caller names the samples).
+        """
+        (loc,) = self.locate(position, position + 1)
+        f = loc.frag
+        if f.seg.startswith(TYPED_PREFIX):
+            self.cache.prepare(self.typed(f))
+            return
+        self.cache.prepare(self._data(f))
+
     # -- checks, once per fragment ------------------------------------------------------------
     def rows(self, f: Fragment) -> np.ndarray:
         """The ``[size, *shape]`` index rows of fragment ``f``'s stored run, checked."""

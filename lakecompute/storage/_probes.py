@@ -3,13 +3,20 @@
 A layout's verdict comes from a small probe array that zarr itself writes in memory, decoded the way the
 direct reader (`lakecompute.storage._direct`) decodes chunks: from metadata alone, never from a
 dataset's own chunks, which a concurrent writer may be changing between two reads.
+
+Verdicts travel to the processes that read for this one (eval and loader workers, with a dataset's
+`lakecompute.datasets.Snapshot`) as `LayoutVerdicts`: a forked worker inherits them anyway, and a
+worker started otherwise adopts them only when its zarr and codecs are this process's versions, so
+that a worker never probes again what its caller decided, and never takes a verdict another zarr made.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import numcodecs
 import numpy as np
 import zarr
 
@@ -19,9 +26,30 @@ from lakecompute.storage._checked import DECODE_ERRORS, decode_chunk
 if TYPE_CHECKING:
     from zarr.core.metadata import ArrayV3Metadata
 
-__all__ = ["LAYOUT_PROBES", "LayoutProbes"]
+__all__ = ["LAYOUT_PROBES", "LayoutProbes", "LayoutVerdicts", "adopt_layout_verdicts", "layout_verdicts"]
 
 _PROBE_ITEMS: Final = 256
+#: What decides a verdict besides the layout: the zarr that writes chunks, the codecs and numpy that
+#: decode them directly (a verdict holds only where these are the same).
+_MADE_BY: Final = (
+    f"zarr {zarr.__version__}",
+    f"numcodecs {numcodecs.__version__}",
+    f"numpy {np.__version__}",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutVerdicts:
+    """Layout verdicts as they travel to another process (see `LayoutProbes.carried`).
+
+    Attributes:
+        made_by: the versions of zarr, numcodecs and numpy that decided them.
+        verdicts: ``(layout, verdict)`` pairs: None when the direct reader reads the layout's chunks as
+            that zarr writes them, else why not.
+    """
+
+    made_by: tuple[str, ...] = ()
+    verdicts: tuple[tuple[str, str | None], ...] = ()
 
 
 class LayoutProbes:
@@ -36,11 +64,26 @@ class LayoutProbes:
         verdicts: per layout, None when the direct reader reads chunks as this zarr writes them, else
             why not.
         warned: whether this process has said (once) that it reads some chunks through zarr after all.
+        probed: how many probe arrays this process wrote (one per layout it decided itself).
     """
 
     def __init__(self) -> None:
         self.verdicts: dict[str, str | None] = {}
         self.warned = False
+        self.probed = 0
+
+    def carried(self) -> LayoutVerdicts:
+        """This process's verdicts so far, to hand to the processes that read for it."""
+        return LayoutVerdicts(_MADE_BY, tuple(self.verdicts.items()))
+
+    def adopt(self, carried: LayoutVerdicts) -> None:
+        """Take the verdicts another process decided, when its zarr, numcodecs and numpy are this
+        process's versions (else they are decided here again, by probing); verdicts already decided
+        here stay."""
+        if carried.made_by != _MADE_BY:
+            return
+        for layout, verdict in carried.verdicts:
+            self.verdicts.setdefault(layout, verdict)
 
     def decode(self, data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
         """How a probe's chunk is decoded: as the direct reader decodes chunks (`decode_chunk`)."""
@@ -74,6 +117,7 @@ class LayoutProbes:
         # Every item different from its neighbours and from zero (zarr skips a chunk of fill values).
         ramp = np.arange(1, _PROBE_ITEMS + 1)
         values = (ramp % 2).astype(dtype) if dtype.kind == "b" else (ramp * 37 % 251 + 1).astype(dtype)
+        self.probed += 1
         store = MemoryStore()
         probe = zarr.create_array(
             store,
@@ -111,3 +155,13 @@ class LayoutProbes:
 
 #: This process's layout verdicts, shared by every handle's direct chunk reader.
 LAYOUT_PROBES: Final = LayoutProbes()
+
+
+def layout_verdicts() -> LayoutVerdicts:
+    """This process's layout verdicts, to travel with what another process reads (a `Snapshot`)."""
+    return LAYOUT_PROBES.carried()
+
+
+def adopt_layout_verdicts(carried: LayoutVerdicts) -> None:
+    """Take layout verdicts another process decided, when they hold here (see `LayoutProbes.adopt`)."""
+    LAYOUT_PROBES.adopt(carried)

@@ -285,14 +285,16 @@ def _tasks(plan: EvalPlan, decided: Decided, start: int, min_task: int = 1, firs
         yield Task(number, a, b, None, decided)
 
 
-def _min_task(plan: EvalPlan, preflight: TaskResult) -> int:
-    """`task_floor` from the preflight's task: the tensors it wrote, and its stored bytes per input."""
-    length, inputs = plan.source.length, preflight.stop - preflight.start
-    written = [frags for frags in preflight.fragments.values() if frags]
-    if length is None or not inputs or not written:
+def _min_task(plan: EvalPlan, decider: TaskResult, start: int) -> int:
+    """`task_floor` from the deciding task: the tensors it wrote, and its stored bytes per input, for
+    the inputs the ordinary tasks share (from ``start``: the preflight and the speculative batches
+    kept wrote those before; counted in, 6 batches left for 2 workers made 3 tasks of 2 batches)."""
+    length, inputs = plan.source.length, decider.stop - decider.start
+    written = [frags for frags in decider.fragments.values() if frags]
+    if length is None or not inputs or not written or start >= length:
         return 1
     stored = sum(f.nbytes for frags in written for f in frags)
-    return task_floor(length, plan.options.num_workers, len(written), stored / inputs)
+    return task_floor(length - start, plan.options.num_workers, len(written), stored / inputs)
 
 
 class _OrderedRun:
@@ -437,8 +439,8 @@ class _OrderedRun:
         if not decider.decisions.written and self.speculation.tasks and self._scan_on(preflight):
             return
         self.decided = _decide(self.plan, self.write, self.job, decider.decisions, self.block)
-        self.min_task = _min_task(self.plan, decider)
         verdict = self.speculation.judge(preflight, decider.decisions, self.decided.aligned)
+        self.min_task = _min_task(self.plan, decider, verdict.stop)
         self.preflight_stop = verdict.stop
         self.first_task = self.preflight.number + 1 + len(verdict.kept)
         for dropped in verdict.dropped:

@@ -9,9 +9,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import dataset_core
 from tests.compute.compute_helpers import Sched
 from tests.helpers import make_out, touch, wait_until
 
@@ -182,3 +184,25 @@ def test_when_no_first_batch_writes_the_scan_goes_on(scheduler: Sched, tmp_path:
     with pytest.raises(lc.TransformError, match=r"failed on data_in\[16\].*expected 1, got 0") as caught:
         failing.eval(list(range(N)), again, batch_size=BATCH, skip_ok=True, **scheduler.kw)
     assert caught.value.index == 4 * BATCH
+
+
+@lc.compute
+def embed(batch: list[int], sample_out: Any) -> None:
+    """512 floats per input (2 KiB): the tail-chunk floor sizes the tasks."""
+    sample_out.e.extend(np.repeat(np.asarray(batch, dtype=np.float32)[:, None], 512, axis=1))
+
+
+def test_the_tasks_after_the_speculative_batches_split_evenly(tmp_path: Path) -> None:
+    """Eight batches on two workers: after the preflight's and the speculative batch, the six left are
+    tasks of one size, as many for each worker (not three tasks of two batches: one worker would run
+    two of them while the other waits)."""
+    out = make_out(tmp_path / "out", e={"dtype": "float32"})
+    embed().eval(list(range(8 * 64)), out, batch_size=64, **Sched("processed", 2).kw)
+    back = lc.load(str(tmp_path / "out"))
+    assert back.e.numpy()[:, 0].tolist() == list(range(8 * 64))
+    fragments = dataset_core(back).txn.head.tensors["e"].fragments
+    sizes = [f.n for f in fragments]
+    assert sum(sizes) == 8 * 64
+    assert sizes[:2] == [64, 64]  # the preflight's batch and the one beside it
+    assert len(set(sizes[2:])) == 1, sizes
+    assert len(sizes[2:]) % 2 == 0, sizes

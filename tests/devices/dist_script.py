@@ -35,6 +35,13 @@ def double(x: Any, sample_out: Any, kill_at: int, marker: str, sleep: float) -> 
     sample_out.append({"y": np.int64(2 * value), "rank": np.int64(rank)})
 
 
+@lc.compute
+def double_batch(batch: Any, sample_out: Any) -> None:
+    """Batched: write 2x and the rank that computed it, for every input of the batch."""
+    values = np.asarray(batch.x.numpy() if hasattr(batch, "x") else batch, dtype=np.int64)
+    sample_out.extend({"y": 2 * values, "rank": np.full(len(values), int(os.environ["RANK"]), np.int64)})
+
+
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["column", "list", "mismatch"])
@@ -45,6 +52,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--kill-at", type=int, default=-1)
     parser.add_argument("--marker", default="")
     parser.add_argument("--sleep", type=float, default=0.02)
+    parser.add_argument("--batch", type=int, default=0)
     return parser.parse_args()
 
 
@@ -66,8 +74,10 @@ def main() -> None:
         _create(args)
     dist.barrier()  # the dataset exists before any rank opens it
     ds = lc.load(args.out)
-    fn = double(kill_at=args.kill_at, marker=args.marker, sleep=args.sleep)
+    fn = double_batch() if args.batch else double(kill_at=args.kill_at, marker=args.marker, sleep=args.sleep)
     options: dict[str, Any] = {"num_workers": args.workers, "progressbar": False}
+    if args.batch:
+        options["batch_size"] = args.batch
     if args.interval:
         options["checkpoint_interval"] = args.interval
     try:

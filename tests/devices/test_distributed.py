@@ -57,6 +57,22 @@ def test_eval_on_two_ranks_adds_a_column_once(tmp_path: Path, workers: int) -> N
     assert evals[0]["version"] == first["version"] == ds.version
 
 
+@pytest.mark.timeout(300)
+def test_batched_eval_on_two_ranks_adds_a_column_once(tmp_path: Path) -> None:
+    """A batched in-place eval on both ranks (the second rank's first batch runs beside the preflight's):
+    every input written once, in order, by one commit, and both ranks did work."""
+    path = str(tmp_path / "ds")
+    code, results, err = torchrun("column", path, "48", "--batch", "4")
+    assert code == 0, err
+    first, second = results
+    assert first == {**second, "rank": 0}
+    assert first["outputs"]["y"] == 48
+    ds = lc.load(path)
+    np.testing.assert_array_equal(ds.y.numpy(), 2 * np.arange(48))
+    assert set(ds.rank.numpy().tolist()) == {0, 1}
+    assert len([v for v in ds.log() if v["message"].startswith("eval ")]) == 1
+
+
 @pytest.mark.timeout(400)
 def test_eval_on_two_ranks_resumes_after_a_rank_is_killed(tmp_path: Path) -> None:
     """When rank 1 is killed mid-eval, torchrun stops the job and the checkpoints stay: the same job run again

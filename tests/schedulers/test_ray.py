@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,31 @@ def test_ray_class_init_failure_is_a_transform_error(tmp_path: Path) -> None:
     assert type(err.__cause__) is WeightsMissingError
     assert str(err.__cause__) == "no weights at /models/m.pt"
     assert lc.load(str(tmp_path / "out")).version == version
+
+
+@pytest.mark.timeout(120)
+def test_ray_batched_eval_runs_the_next_batch_beside_the_first_once(tmp_path: Path) -> None:
+    """On Ray tasks too, the batch run beside the preflight's is kept (it writes fewer tensors, its ranks
+    agree): the outputs are in order and every batch is called once."""
+    from tests.compute.test_speculation import BATCH, N, _calls, _setup, first_batch_writes_more
+
+    out = _setup(tmp_path, y={"dtype": "int64"}, z={"dtype": "int64"})
+    fn = first_batch_writes_more(log_dir=str(tmp_path))
+    result = fn.eval(list(range(N)), out, batch_size=BATCH, skip_ok=True, num_workers=2, scheduler="ray",
+                     progressbar=False)  # fmt: skip
+    assert out.y.numpy().tolist() == list(range(N))
+    assert out.z.numpy().tolist() == [-i for i in range(BATCH)]
+    assert result.outputs == {"y": N, "z": BATCH}
+    assert _calls(tmp_path) == Counter(range(0, N, BATCH))
+
+
+@pytest.mark.timeout(120)
+def test_ray_second_batch_begins_while_the_first_runs(tmp_path: Path) -> None:
+    """On Ray tasks, the second worker's first batch begins while the preflight's batch still runs."""
+    from tests.compute.test_speculation import BATCH, N, _setup, waits_for_the_second_batch
+
+    out = _setup(tmp_path)
+    fn = waits_for_the_second_batch(log_dir=str(tmp_path))
+    fn.eval(list(range(N)), out, batch_size=BATCH, num_workers=2, scheduler="ray", progressbar=False)
+    assert (tmp_path / "saw").read_text() == "True", "the second batch waited for the preflight's to end"
+    assert out.y.numpy().tolist() == [2 * i for i in range(N)]

@@ -45,7 +45,7 @@ from lakecompute.compute._job import (
     stages_for,
     task_failure,
 )
-from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind
+from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind, quick_switches
 from lakecompute.compute._plan import BLOCK_BYTES, block_size
 from lakecompute.compute._runner import (
     StageFailure,
@@ -114,6 +114,12 @@ class _TaskRun:
 
     def run(self) -> TaskResult:
         """Run the task: its blocks read ahead, run here, written behind; its result, or its first failure."""
+        if not self.overlap:
+            return self._run()
+        with quick_switches():
+            return self._run()
+
+    def _run(self) -> TaskResult:
         t0 = time.perf_counter()
         blocks = self.blocks()
         busy = 0.0
@@ -288,34 +294,37 @@ class _TaskRun:
 
     # -- writing ---------------------------------------------------------------------------------
     def drain(self) -> None:
-        """Hand the outputs buffered in ``final`` to the writer, which checks, encodes, buffers and (when
-        buffers fill) writes them behind the function (`WriteBehind`); empty ``final``. What the writer
-        needs is taken now (the lists, a batched function's columns, the marks, what was checked
-        already), since ``final`` is emptied for the next samples."""
+        """Check and stack the outputs buffered in ``final`` here, then hand them to the writer, which
+        buffers and (when buffers fill) writes them behind the function (`WriteBehind`); empty
+        ``final``.
+
+        The checks and the stacking hold the GIL, so on the writer thread they would only take turns
+        with the function's own Python (each turn a switch interval late: 5 ms): done here they cost
+        their time once, and the writer thread is left the encoding and the files, which release it.
+        A refused value stops the task here, at its input."""
         checked, self.checked = self.checked, {}
-        batched = self.job.options.batch_size is not None
-        taken = []
+        batched, expected = self.job.options.batch_size is not None, self.decided.expected
+        encoded = []
         for k, (name, values) in enumerate(self.final.items().items()):
-            if values:
+            if not values:
+                continue
+            done = checked.get(name)  # checked already (the preflight's, or ignore_errors' per sample)
+            if done is None:
+                owners = functools.partial(value_owners, self.marks, self.unusual, expected[k], k)
                 runs = self.final.runs(name) if batched else None
-                taken.append((k, name, list(values), runs, checked.get(name)))
-                self.counts[name] += len(values)
-        marks, unusual = list(self.marks), dict(self.unusual)
+                done = self._encode(name, values, owners, runs)
+            encoded.append((name, done))
+            self.counts[name] += len(values)
         self.final.reset()
         self.marks.clear()
         self.unusual.clear()
-        if taken:
-            self.writes.submit(functools.partial(self._write, taken, marks, unusual))
+        if encoded:
+            self.writes.submit(functools.partial(self._write, encoded))
 
-    def _write(self, taken: list[_Taken], marks: list[int], unusual: dict[int, list[int]]) -> None:
-        """Check, encode and buffer one drain's outputs (on the writer thread; in order)."""
-        expected = self.decided.expected
-        for k, name, values, runs, done in taken:
-            if done is not None:  # checked already (the preflight's, or ignore_errors' per sample)
-                self.writer.add(name, done)
-                continue
-            owners = functools.partial(value_owners, marks, unusual, expected[k], k)
-            self.writer.add(name, self._encode(name, values, owners, runs))
+    def _write(self, encoded: list[tuple[str, np.ndarray | list[Encoded]]]) -> None:
+        """Buffer one drain's checked outputs, writing out full buffers (on the writer thread; in order)."""
+        for name, items in encoded:
+            self.writer.add(name, items)
 
     def _encode(
         self, name: str, values: list[Any], owners: Any, runs: list[np.ndarray] | None
@@ -333,11 +342,6 @@ class _TaskRun:
         self.seconds.write += time.perf_counter() - t0
         task = self.task
         return TaskResult(task.number, task.start, task.stop, fragments, self.counts, tuple(self.failed))
-
-
-#: One tensor's outputs of a drain, as the writer thread takes them: its position, name, values, a
-#: batched function's columns (or None) and the values checked already (or None).
-_Taken = tuple[int, str, list[Any], list[np.ndarray] | None, "np.ndarray | list[Encoded] | None"]
 
 
 def _readers(job: Job) -> int:

@@ -164,6 +164,13 @@ def _store_for(spec: BackendSpec) -> Store:
     return store
 
 
+#: A task's outputs buffered per tensor before they are written out: a few chunks, so that the writer
+#: thread stores every drain's outputs while the function makes the next (a 16 MiB buffer was written
+#: in bursts the function then waited for, and its last one after the task's last sample, with nothing
+#: left to overlap it: W1 at 0 workers 0.50 s against 0.45 s).
+TASK_FLUSH_BYTES = 4 << 20
+
+
 # Per process: the segments tasks write into, opened once for every task and tensor (see `OpenSegment`).
 _SEGMENTS: dict[tuple[int, str, str], OpenSegment] = {}
 
@@ -193,12 +200,13 @@ class TaskWriter:
         self._task = task
         self._store = _store_for(grant.out)
         self.schemas = dict(schema.tensors)
-        self._session = WriteSession(self._slot)
+        self._session = WriteSession(self._slot, TASK_FLUSH_BYTES)
         self._fragments: dict[str, list[Fragment]] = {name: [] for name in schema.tensors}
 
     def _slot(self, spec: TensorSpec) -> SlotWriter:
         seg, slot = self._grant.slot(self._task, spec)
-        return SlotWriter(_segment_for(self._grant.out, self._store, seg), slot)
+        # Tasks write behind their function, on a thread of their own (see `SlotWriter`'s concurrent).
+        return SlotWriter(_segment_for(self._grant.out, self._store, seg), slot, concurrent=False)
 
     def encode(self, name: str, value: object) -> Encoded:
         """Check one sample of ``name`` (raises InvalidSampleError; buffers nothing)."""

@@ -263,11 +263,13 @@ class _ChunkPut:
         key = self.array.metadata.encode_chunk_key((c,))
         return os.path.join(self._root or "", *key.split("/"))
 
-    def put(self, start: int, buf: np.ndarray) -> None:
-        """Store ``buf`` (whole chunks) from ``start`` (a chunk boundary)."""
-        if self._root is None or buf.size // int(self.array.chunks[0]) > 2:
-            # Many chunks: zarr encodes and stores them concurrently on both cores. Nothing to verify
-            # (and reading a large write back to check it cost as much again as writing it).
+    def put(self, start: int, buf: np.ndarray, concurrent: bool = True) -> None:
+        """Store ``buf`` (whole chunks) from ``start`` (a chunk boundary). ``concurrent``: many chunks
+        go through zarr, which encodes and stores them on both cores; else they are stored one after
+        another on this thread (a writer behind other Python work: zarr's event loop and workers would
+        each take the GIL from that work, and wait a switch interval for it every time)."""
+        if self._root is None or (concurrent and buf.size // int(self.array.chunks[0]) > 2):
+            # Nothing to verify (reading a large write back to check it costs as much again as writing it).
             self.array[start : start + buf.size] = buf
             return
         if self._verified:
@@ -315,8 +317,11 @@ class _ChunkPut:
 class _Appender:
     """Appends values to a 1-D array from ``start``, writing whole chunks only."""
 
-    def __init__(self, put: _ChunkPut, start: int, chunk: int, dtype: np.dtype[Any]) -> None:
+    def __init__(
+        self, put: _ChunkPut, start: int, chunk: int, dtype: np.dtype[Any], concurrent: bool = True
+    ) -> None:
         self._put = put
+        self._concurrent = concurrent
         self.pos = start
         self.chunk = chunk
         self.tail = np.empty(0, dtype=dtype)  # values of the last, partly filled chunk
@@ -335,7 +340,7 @@ class _Appender:
                 self._tail_chunk = np.zeros(self.chunk, dtype=self.tail.dtype)
                 self._tail_chunk[: self.tail.size] = self.tail
             self._tail_chunk[self.tail.size : total] = values
-            self._put.put(chunk_start, self._tail_chunk)
+            self._put.put(chunk_start, self._tail_chunk, self._concurrent)
             self.tail = self._tail_chunk[:total]
             self.pos += values.size
             return offset
@@ -345,7 +350,7 @@ class _Appender:
         buf = np.zeros(padded, dtype=self.tail.dtype)
         buf[: self.tail.size] = self.tail
         buf[self.tail.size : total] = values
-        self._put.put(chunk_start, buf)
+        self._put.put(chunk_start, buf, self._concurrent)
         full = (total // self.chunk) * self.chunk
         self.tail = buf[full:total].copy()
         self._tail_chunk = None
@@ -362,17 +367,17 @@ class _Appender:
             first = np.empty(chunk, dtype=self.tail.dtype)
             first[:kept] = self.tail
             first[kept:] = values[:lead]
-            self._put.put(start, first)
+            self._put.put(start, first, self._concurrent)
             start += chunk
         whole = lead + (values.size - lead) // chunk * chunk
         if whole > lead:
-            self._put.put(start, values[lead:whole])
+            self._put.put(start, values[lead:whole], self._concurrent)
             start += whole - lead
         rest = values[whole:]
         if rest.size:
             last = np.zeros(chunk, dtype=self.tail.dtype)
             last[: rest.size] = rest
-            self._put.put(start, last)
+            self._put.put(start, last, self._concurrent)
         self.tail = rest.copy()
         self._tail_chunk = None
         self.pos += values.size
@@ -411,9 +416,13 @@ class SlotWriter:
         segment: the segment, opened (shared by the writers of its slots).
         slot: the slot this writer owns.
         cache: the chunk cache of the handle that reads what it writes, told which chunks changed.
+        concurrent: store many chunks at once through zarr (for a caller that waits for the write);
+            False stores them one after another on the writing thread (see `_ChunkPut.put`).
     """
 
-    def __init__(self, segment: OpenSegment, slot: int, cache: ArrayCache | None = None) -> None:
+    def __init__(
+        self, segment: OpenSegment, slot: int, cache: ArrayCache | None = None, concurrent: bool = True
+    ) -> None:
         if not 0 <= slot < MAX_SLOTS:
             raise ValueError(f"slot {slot} outside 0..{MAX_SLOTS - 1}")
         self.seg_id = segment.seg_id
@@ -422,19 +431,24 @@ class SlotWriter:
         self._segment = segment
         self._data_: _Appender | None = None
         self._index_: _Appender | None = None
+        self._concurrent = concurrent
 
     @property
     def _data(self) -> _Appender:
         if self._data_ is None:
             put = self._segment.put("data")
-            self._data_ = _Appender(put, self.slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"))
+            self._data_ = _Appender(
+                put, self.slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"), self._concurrent
+            )
         return self._data_
 
     @property
     def _index(self) -> _Appender:
         if self._index_ is None:
             put = self._segment.put("index")
-            self._index_ = _Appender(put, self.slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"))
+            self._index_ = _Appender(
+                put, self.slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"), self._concurrent
+            )
         return self._index_
 
     def write_data(self, payload: np.ndarray) -> int:

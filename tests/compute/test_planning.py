@@ -22,11 +22,12 @@ def _plan(
 @pytest.mark.parametrize("length", [1, 7, 100, 2_000, 20_000, 60_000, 100_003])
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 8])
 def test_plan_covers_the_input_once_in_order(length: int, num_workers: int) -> None:
-    """Tasks are contiguous, non-empty, in order, at most MAX_TASK long, and cover every input once."""
+    """Tasks are contiguous, non-empty, in order, at most MAX_TASK long with workers (one task without),
+    and cover every input once."""
     ranges = _plan(length, num_workers)
     assert ranges[0][0] == 0
     assert ranges[-1][1] == length
-    assert all(a < b <= a + MAX_TASK for a, b in ranges)
+    assert all(a < b <= a + MAX_TASK for a, b in ranges) if num_workers else ranges == [(0, length)]
     assert all(prev[1] == nxt[0] for prev, nxt in itertools.pairwise(ranges))
 
 
@@ -39,9 +40,11 @@ def test_plan_shrinks_tasks_towards_the_end_with_workers() -> None:
     assert len(sizes) > 8  # more tasks than the 4 per worker of equal sizes
 
 
-def test_plan_without_workers_uses_few_equal_tasks() -> None:
-    """In the calling process there is no tail to balance: tasks are as large as allowed."""
-    assert [b - a for a, b in _plan(20_000, 0)] == [8192, 8192, 3616]
+def test_plan_without_workers_is_one_task() -> None:
+    """In the calling process there is nothing to balance, and a task's first read and last write
+    overlap nothing: the input is one task, unless checkpoints bound it."""
+    assert _plan(20_000, 0) == [(0, 20_000)]
+    assert _plan(20_000, 0, checkpoint=8_000) == [(0, 8_000), (8_000, 16_000), (16_000, 20_000)]
 
 
 @pytest.mark.parametrize("num_workers", [0, 2, 3])

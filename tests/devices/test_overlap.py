@@ -4,6 +4,10 @@ which release the GIL and do not stretch on a loaded machine), never wall-clock 
 
 from __future__ import annotations
 
+import glob
+import os
+import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +17,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.compute._overlap import SWITCH_INTERVAL, quick_switches
 
 ITEM = 1 << 19  # float64 values per input: 4 MiB, so a 16 MiB block holds 4 inputs
 
@@ -130,9 +135,9 @@ def test_function_failure_comes_before_a_later_blocks_read_failure(tmp_path: Pat
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_write_failure_comes_before_a_later_blocks_function_failure(tmp_path: Path, num_workers: int) -> None:
-    """A value refused while block k is written behind the function is reported before the function's own
-    failure on block k+1 (inputs 9 and 14: one task's consecutive blocks without workers, two tasks with):
-    the earliest failing input wins, as without write-behind."""
+    """A value refused in block k (found as the block is handed to the writer) is reported before the
+    function's own failure on block k+1 (inputs 9 and 14: one task's consecutive blocks without workers,
+    two tasks with): the earliest failing input wins, as without write-behind."""
     out = _out(tmp_path)
     model = slow_model(seconds=0.01, bad_at=9, fail_at=14)
     with pytest.raises(lc.TransformError) as info:
@@ -165,3 +170,118 @@ def test_checkpoints_and_resume_unchanged_by_overlap(tmp_path: Path) -> None:
                                               checkpoint_interval=8, progressbar=False)  # fmt: skip
     assert result.resumed_from == 24
     assert lc.load(out.path).t.numpy()[:, 0].tolist() == list(range(40))
+
+
+# -- the GIL: a writer and readers beside a function running Python ---------------------------------
+
+
+def _vectors(tmp_path: Path, n: int) -> lc.Dataset:
+    ds = lc.empty(str(tmp_path / "in"), overwrite=True)
+    ds.create_tensor("x", htype="embedding", dtype="float32")
+    ds.x.extend(np.arange(n * 256, dtype=np.float32).reshape(n, 256))
+    return ds
+
+
+@lc.compute
+def _switches_seen(sample_in: Any, sample_out: Any, set_at: int = -1) -> None:
+    """Write the interpreter's switch interval as this input saw it; set it to 3 ms at input ``set_at``."""
+    if int(sample_in.x.numpy()[0]) // 256 == set_at:
+        sys.setswitchinterval(0.003)
+    sample_out.seen.append(np.float64(sys.getswitchinterval()))
+
+
+def _seen(tmp_path: Path) -> lc.Dataset:
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("seen", dtype="float64")
+    return out
+
+
+@pytest.fixture
+def switch_interval() -> Any:
+    before = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(before)
+
+
+@pytest.mark.usefixtures("switch_interval")
+def test_tasks_run_with_a_short_switch_interval_and_restore_it(tmp_path: Path) -> None:
+    """While a task reads ahead and writes behind, threads waiting for the GIL get it within 0.2 ms (not
+    the interpreter's 5 ms: each file a reader or writer touches would wait that long); afterwards the
+    caller's interval is back. The preflight's input runs without those threads, at the caller's."""
+    sys.setswitchinterval(0.005)
+    out = _seen(tmp_path)
+    _switches_seen().eval(_vectors(tmp_path, 300), out, num_workers=0, progressbar=False)
+    seen = out.seen.numpy()
+    assert seen[0] == pytest.approx(0.005)
+    assert seen[1:].tolist() == pytest.approx([SWITCH_INTERVAL] * 299)
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+
+
+@pytest.mark.usefixtures("switch_interval")
+def test_a_shorter_or_changed_switch_interval_is_left_alone(tmp_path: Path) -> None:
+    """A caller's interval shorter than ours is kept while tasks run; one that user code sets while they
+    run is not undone at their end."""
+    sys.setswitchinterval(0.0001)
+    out = _seen(tmp_path)
+    _switches_seen().eval(_vectors(tmp_path, 50), out, num_workers=0, progressbar=False)
+    assert out.seen.numpy().tolist() == pytest.approx([0.0001] * 50)
+    sys.setswitchinterval(0.005)
+    out = _seen(tmp_path)
+    _switches_seen(set_at=20).eval(_vectors(tmp_path, 50), out, num_workers=0, progressbar=False)
+    assert out.seen.numpy()[21:].tolist() == pytest.approx([0.003] * 29)
+    assert sys.getswitchinterval() == pytest.approx(0.003)
+
+
+@pytest.mark.usefixtures("switch_interval")
+def test_overlapping_tasks_restore_the_interval_when_the_last_ends() -> None:
+    """Tasks on several threads at once (the threaded scheduler): the interval stays short until the last
+    of them ends, then is the caller's again."""
+    sys.setswitchinterval(0.005)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[float] = []
+
+    def first() -> None:
+        with quick_switches():
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(10)
+        with quick_switches():
+            second_in.set()
+            first_out.wait(10)
+            seen.append(sys.getswitchinterval())  # the first task has ended; this one still runs
+        seen.append(sys.getswitchinterval())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen == pytest.approx([SWITCH_INTERVAL, 0.005])
+
+
+@lc.compute
+def _files_seen(sample_in: Any, sample_out: Any, out_path: str) -> None:
+    """Write how many data chunk files the output holds as this input is run (a task's writes so far)."""
+    files = glob.glob(os.path.join(out_path, "segments", "*", "data", "c", "*"))
+    sample_out.y.append(sample_in.x.numpy())
+    sample_out.files.append(np.int64(len(files)))
+
+
+def test_a_tasks_outputs_are_stored_while_its_function_runs(tmp_path: Path) -> None:
+    """Each block's outputs (8 MiB: 8,192 vectors of 1 KiB) are stored by the writer while the function
+    runs the next ones, not held until the task's end: by the first input of the third block, the first
+    block's 8 chunks are on disk (a 16 MiB buffer held them until the second block's end and after)."""
+    from lakecompute.compute._plan import MAX_TASK  # inputs per block for 1 KiB inputs
+
+    n = 1 + 3 * MAX_TASK
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("y", htype="embedding", dtype="float32")
+    out.create_tensor("files", dtype="int64")
+    _files_seen(out_path=out.path).eval(_vectors(tmp_path, n), out, num_workers=0, progressbar=False)
+    files = out.files.numpy()
+    third = 1 + 2 * MAX_TASK  # the preflight ran input 0; the task's blocks start at 1
+    assert files[third] >= 8 + 1, files[third]  # the first block's chunks (and the preflight's tail)
+    assert np.array_equal(out.y.numpy(), _vectors(tmp_path, n).x.numpy())  # every value, in order

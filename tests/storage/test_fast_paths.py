@@ -90,6 +90,31 @@ def test_direct_path_is_used_for_local_zstd(tmp_path):
     assert np.asarray(arr[:20]).tolist() == [7] * 10 + [8] * 10
 
 
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_many_chunks_go_through_zarr_only_for_a_waiting_caller(tmp_path, monkeypatch, concurrent):
+    """A write of many chunks goes to zarr (which encodes them on both cores) for a caller that waits for
+    it; a writer behind other work (an eval task's) stores them itself, one after another, since zarr's
+    threads would take the GIL from that work. Either way zarr reads back every byte."""
+    store = LocalStore(str(tmp_path))
+    create_segment(store, "s", compression.zarr_compressors("zstd"))
+    through_zarr: list[int] = []
+    setitem = zarr.Array.__setitem__
+
+    def counted(self, selection, value):  # zarr's own write, counted
+        through_zarr.append(np.asarray(value).size)
+        setitem(self, selection, value)
+
+    monkeypatch.setattr(zarr.Array, "__setitem__", counted)
+    w = SlotWriter(OpenSegment(store, "s"), 0, concurrent=concurrent)
+    first = np.full(10, 1, dtype=np.uint8)
+    many = (np.arange(5 * DATA_CHUNK + 123) % 251).astype(np.uint8)
+    w.write_data(first)
+    w.write_data(many)
+    assert any(size > 2 * DATA_CHUNK for size in through_zarr) is concurrent, through_zarr
+    arr = zarr.open_array(store, path="segments/s/data", mode="r")
+    np.testing.assert_array_equal(np.asarray(arr[: first.size + many.size]), np.concatenate([first, many]))
+
+
 def test_torn_or_odd_hint_never_gives_a_wrong_latest(tmp_path):
     backend = open_backend(str(tmp_path))
     for v in range(5):

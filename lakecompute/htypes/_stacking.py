@@ -47,15 +47,27 @@ def _stack_arrays(values: Sequence[Any], first: np.ndarray) -> np.ndarray | None
     exact = types == {np.ndarray}
     if not exact and not all(issubclass(t, np.ndarray) for t in types):
         return None
-    if set(map(_SHAPE, values)) != {first.shape} or set(map(_DTYPE, values)) != {first.dtype}:
+    if set(map(_DTYPE, values)) != {first.dtype}:
         return None
-    if not exact:
-        return np.stack(values)
-    # The same result as np.stack, without its per-array expand_dims: 1.5x faster on small images, 10x
-    # on scalars (once per output value, so it shows on small samples).
-    if not first.shape:
-        return np.array(values, dtype=first.dtype)
-    return np.concatenate(values).reshape((len(values), *first.shape))
+    if exact and first.shape:
+        return _join(values, first)
+    if set(map(_SHAPE, values)) != {first.shape}:
+        return None
+    # np.array is np.stack without its per-array expand_dims: 10x faster on scalars.
+    return np.array(values, dtype=first.dtype) if exact else np.stack(values)
+
+
+def _join(values: Sequence[np.ndarray], first: np.ndarray) -> np.ndarray | None:
+    """Arrays of one dtype and rank >= 1 stacked when they have one shape: the same first dimension (len:
+    no shape tuple made per value), and the same others, which np.concatenate requires (it refuses any
+    other). The result is np.stack's, without its per-array expand_dims: 1.5x faster on small images."""
+    try:
+        if set(map(len, values)) != {len(first)}:
+            return None
+        joined = np.concatenate(values)
+    except (TypeError, ValueError):  # a 0-d value (no len), another rank, or other trailing dimensions
+        return None
+    return joined.reshape((len(values), *first.shape))
 
 
 def stack_samples(values: Sequence[Any], tensor: str) -> np.ndarray:

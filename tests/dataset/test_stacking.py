@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lakecompute as lc
 from lakecompute.errors import RaggedShapeError
@@ -40,6 +42,39 @@ def test_stacking_keeps_each_values_dtype() -> None:
     assert scalars is not None
     assert scalars.dtype == np.int16
     assert scalars.tolist() == [1, 2]
+
+
+_shapes = st.lists(st.integers(0, 3), min_size=0, max_size=3).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_shapes, st.sampled_from(["uint8", "int16", "float32"])), min_size=1, max_size=6),
+    st.booleans(),
+)
+def test_arrays_stack_exactly_when_their_shapes_and_dtypes_agree(
+    specs: list[tuple[tuple[int, ...], str]], view: bool
+) -> None:
+    """Any list of arrays (shapes that differ in rank or in any dimension, also with equal totals such as
+    (1, 2) and (2, 1), dtypes, flipped views) stacks to np.stack's result exactly when every shape and
+    dtype is the first's; else None."""
+    values = [np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) for shape, dtype in specs]
+    if view:
+        values = [v[::-1] if v.ndim else v for v in values]
+    got = stacked(values)
+    if len({v.shape for v in values}) == 1 and len({v.dtype for v in values}) == 1:
+        assert got is not None
+        np.testing.assert_array_equal(got, np.stack(values))
+        assert got.dtype == values[0].dtype
+    else:
+        assert got is None
+
+
+def test_arrays_whose_first_dimensions_differ_but_sum_alike_do_not_stack() -> None:
+    """(27, 28) and (29, 28) join into as many rows as two (28, 28) would: still not one shape."""
+    assert stacked([np.zeros((28, 28)), np.zeros((27, 28)), np.zeros((29, 28))]) is None
+    assert stacked([np.zeros((28, 28)), np.zeros((28, 27))]) is None
+    assert stacked([np.zeros((28, 28)), np.zeros((28, 28, 1))]) is None
 
 
 def test_stack_samples_names_the_tensor_when_ragged() -> None:

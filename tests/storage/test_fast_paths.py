@@ -115,6 +115,29 @@ def test_many_chunks_go_through_zarr_only_for_a_waiting_caller(tmp_path, monkeyp
     np.testing.assert_array_equal(np.asarray(arr[: first.size + many.size]), np.concatenate([first, many]))
 
 
+@pytest.mark.parametrize("concurrent", [True, False])
+def test_a_direct_format_zarr_cannot_read_switches_the_direct_path_off(tmp_path, monkeypatch, concurrent):
+    """If zarr cannot read back the first chunk stored directly (a zarr whose chunk format differs from
+    what the direct path writes), the direct path is switched off and the write redone through zarr: the
+    data reads back whole, also when that first write is many chunks (a task's writer's first flush)."""
+    import numcodecs
+
+    class Unreadable(numcodecs.Zstd):  # what the direct path encodes with; zarr keeps its own codec
+        def encode(self, buf):
+            return b"not a chunk zarr can read"
+
+    monkeypatch.setattr(numcodecs, "Zstd", Unreadable)
+    store = LocalStore(str(tmp_path))
+    create_segment(store, "s", compression.zarr_compressors("zstd"))
+    w = SlotWriter(OpenSegment(store, "s"), 0, concurrent=concurrent)
+    many = (np.arange(4 * DATA_CHUNK + 5) % 253).astype(np.uint8)
+    w.write_data(many)
+    w.write_data(many[:7])
+    assert w._data._put._root is None  # switched off
+    arr = zarr.open_array(store, path="segments/s/data", mode="r")
+    np.testing.assert_array_equal(np.asarray(arr[: many.size + 7]), np.concatenate([many, many[:7]]))
+
+
 def test_torn_or_odd_hint_never_gives_a_wrong_latest(tmp_path):
     backend = open_backend(str(tmp_path))
     for v in range(5):

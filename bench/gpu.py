@@ -81,18 +81,57 @@ def _lc() -> Any:
 
 
 class _Compute:
-    """The compute class of the column (made a compute function by `embed_column`)."""
+    """The compute class of the column (made a compute function by `embed_column`). With ``trace`` (a
+    folder) each worker process keeps a JSON file there of when it built the model and when it ran its
+    first and last batch (wall clock), and the seconds spent in the model call: the eval's timeline."""
 
-    def __init__(self, precision: str) -> None:
+    def __init__(self, precision: str, trace: str | None = None) -> None:
+        began = time.time()
         self.embedder = Embedder(_lc().worker_device(), precision)
+        self.trace = trace
+        self.times: dict[str, Any] = {
+            "init": [began, time.time()],
+            "first": None,
+            "last": None,
+            "batches": 0,
+            "model": 0.0,
+        }
 
     def __call__(self, batch: Any, sample_out: Any) -> None:
+        t0 = time.time()
         sample_out.embedding.extend(self.embedder.embed(batch.images.numpy()))
+        if self.trace:
+            times = self.times
+            times["first"] = times["first"] or t0
+            times["last"] = time.time()
+            times["batches"] += 1
+            times["model"] += times["last"] - t0
+            with open(os.path.join(self.trace, f"{os.getpid()}.json"), "w") as fh:
+                json.dump(times, fh)
 
 
-def embed_column(precision: str) -> Any:
+def embed_column(precision: str, trace: str | None = None) -> Any:
     """The compute function: ``Embedder`` built once per worker on ``lc.worker_device()``."""
-    return _lc().compute(_Compute)(precision)
+    return _lc().compute(_Compute)(precision, trace)
+
+
+def _timeline(trace: str, t0: float, t1: float) -> dict[str, Any]:
+    """From the workers' trace files: seconds after the eval's start at which the first worker began
+    building its model, the last finished building, the first batch ran, the last batch ended; and the
+    seconds from the last batch to the eval's return (the commit)."""
+    times = [json.loads(Path(trace, f).read_text()) for f in os.listdir(trace)]
+    ran = [t for t in times if t["first"]]
+    if not ran:
+        return {}
+    return {
+        "workers": len(times),
+        "build_start": min(t["init"][0] for t in times) - t0,
+        "build_end": max(t["init"][1] for t in times) - t0,
+        "first_batch": min(t["first"] for t in ran) - t0,
+        "last_batch": max(t["last"] for t in ran) - t0,
+        "after_last": t1 - max(t["last"] for t in ran),
+        "model_s": sum(t["model"] for t in ran),
+    }
 
 
 def _synth(seed: Any, sample_out: Any) -> None:
@@ -312,31 +351,41 @@ def _eval(
     if "embedding" in ds.tensors:
         ds.delete_tensor("embedding")
     ds.create_tensor("embedding", htype="embedding", dtype="float32")
+    trace = os.path.join(os.path.dirname(ds.path), f"trace-{time.time_ns()}")
+    os.makedirs(trace)
     with Busy(gpus) as busy:
-        t0 = time.perf_counter()
-        result = embed_column(precision).eval(
+        wall0, t0 = time.time(), time.perf_counter()
+        result = embed_column(precision, trace).eval(
             ds, num_workers=workers, devices=devices, batch_size=batch, skip_ok=True, progressbar=False
         )
         seconds = time.perf_counter() - t0
+    timeline = _timeline(trace, wall0, wall0 + seconds)
     assert result.outputs["embedding"] == n, result
     emb = ds.embedding[0:4].numpy()
     assert emb.shape == (4, 2048)
     assert np.isfinite(emb).all()
     whole, active = busy.fractions()
     return {"seconds": seconds, "images_per_s": n / seconds, "busy": whole, "busy_active": active,
-            "stages": result.stages, "workers": workers, "devices": devices}  # fmt: skip
+            "stages": result.stages, "workers": workers, "devices": devices,
+            "timeline": timeline}  # fmt: skip
 
 
 def _configs(gpus: list[int]) -> list[tuple[str, str, Any, int]]:
-    """(name, precision, devices, workers): one worker per GPU, two per GPU, and bf16 with one per GPU."""
+    """(name, precision, devices, workers): fp32 with 1, 2 and 4 workers per GPU, bf16 with 4 (the
+    lists ``BENCH_GPU_FP32=1,2,4`` and ``BENCH_GPU_BF16=4`` override them). ``devices="cuda"`` with
+    ``num_workers`` a multiple of the GPUs places that many workers on each GPU (round robin)."""
     if not gpus:  # the dry run
         return [("cpu-1w", "fp32", None, 1)]
-    two = [g for g in gpus for _ in range(2)]
-    return [
-        ("fp32, 1 worker/GPU", "fp32", "cuda", len(gpus)),
-        ("fp32, 2 workers/GPU", "fp32", two, 2 * len(gpus)),
-        ("bf16, 1 worker/GPU", "bf16", "cuda", len(gpus)),
-    ]
+    out = []
+    for precision, default in (("fp32", "1,2,4"), ("bf16", "4")):
+        for per_gpu in _counts(os.environ.get(f"BENCH_GPU_{precision.upper()}", default)):
+            name = f"{precision}, {per_gpu} worker{'s' if per_gpu > 1 else ''}/GPU"
+            out.append((name, precision, "cuda", per_gpu * len(gpus)))
+    return out
+
+
+def _counts(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
 
 
 @suite("gpu")
@@ -367,6 +416,7 @@ def run(opts: Any) -> list[Row]:
             ours = _eval(ds, n, batch, precision, devices, workers, gpus)
             details[f"eval {name}"] = ours
             print(f"  eval {name}: {_describe(ours)}; stages {_stages(ours['stages'])}", flush=True)
+            print(f"    timeline (s after the call): {_stages(ours['timeline'])}", flush=True)
             rows.append(_row(name, n, batch, ours, loops[precision], len(gpus)))
     _write(details)
     return rows
@@ -395,7 +445,7 @@ def _pct(value: float | None) -> str:
 
 
 def _stages(stages: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
+    return ", ".join(f"{k} {v:.2f}" for k, v in stages.items())
 
 
 def _describe(result: dict[str, Any]) -> str:

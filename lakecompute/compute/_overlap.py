@@ -47,8 +47,12 @@ __all__ = ["ReadAhead", "Stages", "WriteBehind", "quick_switches"]
 
 T = TypeVar("T")
 
-#: Most reader threads a worker uses (each holds at most one block: BLOCK_BYTES of input).
-MAX_READERS = 16
+#: Most reader threads a worker uses (each holds at most one block: BLOCK_BYTES of input). Past four,
+#: threads of one process only queue for the GIL (Pillow's header parsing and the copies out of it hold
+#: it): 224x224 JPEG batches on a 16-core machine decoded at 1,484 images/s on 1 thread, 3,786 on 4,
+#: 3,287 on 8 and 2,496 on 16, against 11,316 for 4 processes of 4 threads (docs/performance.md). More
+#: decoding takes more worker processes, not more threads.
+MAX_READERS = 4
 
 #: The switch interval while tasks run with reader and writer threads (see the module's docstring).
 SWITCH_INTERVAL = 0.0002

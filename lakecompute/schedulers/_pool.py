@@ -92,6 +92,10 @@ class Pool:
         # Workers that reported that they started, and the process groups they lead.
         self._ready: set[int] = set()
         self._groups: set[int] = set()
+        # Once every task is queued, one None per worker follows them (`retire`): a worker that finds
+        # no task left exits while the others finish theirs; its exit is then no death (`retired`).
+        self._retiring = False
+        self._retired: set[int] = set()
 
     def start(self) -> None:
         """Start the worker processes."""
@@ -152,14 +156,34 @@ class Pool:
         """Pickle a task and queue it for the workers (UnpicklableTaskError if it cannot be pickled)."""
         self._tasks.put((position, dump_task(task, position, self._by_value)))
 
+    def retire(self) -> None:
+        """Every task has been submitted: queue one None per worker behind them, so that each worker
+        exits when it finds no task left (its exit, CUDA's teardown included, overlaps the tasks still
+        running) instead of when the run ends. Once only."""
+        if not self._retiring:
+            self._retiring = True
+            for _ in self._processes:
+                self._tasks.put(None)
+
+    def retired(self, process: Any) -> bool:
+        """Whether ``process`` exited because `retire` told it to: exit code 0, after it started, with
+        no task of its own running. Call after `drain`, which reads what it sent before it exited.
+        Such a worker is no longer waited on."""
+        index = self._processes.index(process)
+        if self._retiring and process.exitcode == 0 and index in self._ready and index not in self._running:
+            self._retired.add(index)
+            return True
+        return False
+
     def wait(self) -> Any | None:
         """Block until a message arrives or a worker dies; return a dead worker process, if any."""
-        sentinels = [process.sentinel for process in self._processes]
-        multiprocess.connection.wait([*(inbox.fd for inbox in self._inboxes), *sentinels])
-        for process in self._processes:
-            # Any exit is a death: workers only exit when stop() asks them to.
-            if process.exitcode is not None:
-                return process
+        live = [k for k in range(len(self._processes)) if k not in self._retired]
+        sentinels = [self._processes[k].sentinel for k in live]
+        multiprocess.connection.wait([*(self._inboxes[k].fd for k in live), *sentinels])
+        for k in live:
+            # Any other exit is a death: workers exit only when retire() or stop() asks them to.
+            if self._processes[k].exitcode is not None:
+                return self._processes[k]
         return None
 
     def drain(self) -> Iterator[tuple[Any, ...]]:
@@ -229,9 +253,9 @@ class Pool:
     def stop(self, graceful: bool) -> None:
         """Stop every worker and what it started, and release the channels; never blocks for long."""
         if graceful:
-            # Workers are idle, waiting for tasks: one None each tells them to exit.
-            for _ in self._processes:
-                self._tasks.put(None)
+            # Workers are idle, waiting for tasks: one None each (if retire() has not queued them)
+            # tells them to exit.
+            self.retire()
             _join_all(self._processes, _GRACEFUL_EXIT_TIMEOUT)
         # terminate() sends SIGTERM (workers restore its default action at start-up); kill() is for a
         # worker stuck where SIGTERM cannot reach it.

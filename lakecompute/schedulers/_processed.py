@@ -218,6 +218,8 @@ class ProcessedScheduler(Scheduler):
             feed = _Feed(pool, tasks, job.limit)
             feed.refill()
             while feed.outstanding:
+                if feed.exhausted:
+                    pool.retire()
                 dead = pool.wait()
                 # Read every message already sent. A dead worker wrote its messages (synchronously)
                 # before it died, so after this drain the parent knows which task it was running.
@@ -230,7 +232,7 @@ class ProcessedScheduler(Scheduler):
                         # tasks outstanding here as they are when it is asked for the next one.
                         feed.resume()
                         feed.refill()
-                if dead is not None:
+                if dead is not None and not pool.retired(dead):
                     raise pool.died_error(dead, feed.outstanding)
             finished = True
         finally:
@@ -257,6 +259,11 @@ class _Feed:
         if self._paused:
             self._paused = False
             self.refill()
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether every task has been taken from the input and submitted."""
+        return self._exhausted
 
     def refill(self) -> None:
         # Bounded, so that a streamed input stays bounded in memory, here and in the task queue.

@@ -193,6 +193,53 @@ def test_processed_os_exit_raises_worker_died() -> None:
     assert multiprocess.active_children() == []
 
 
+def _exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited: gone, or a zombie its parent has not reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def last_task_outlives_the_idle_worker(task: tuple[str, int], progress: ProgressFn) -> bool:
+    """Two tasks that run on different workers (each waits until the other has started). Task 1 then
+    waits until task 0's worker, with no task left to take, has exited."""
+    folder, number = Path(task[0]), task[1]
+    touch(folder / f"{number}-{os.getpid()}")
+    other = wait_until(lambda: [p for p in os.listdir(folder) if p.startswith(f"{1 - number}-")])
+    if number == 0:
+        return False
+    return wait_until(lambda: _exited(int(other[0].split("-")[1])), timeout=20, what="the idle worker to exit")
+
+
+@pytest.mark.timeout(60)
+def test_processed_idle_worker_exits_while_the_last_task_runs(tmp_path: Path) -> None:
+    """Once every task is queued, a worker that finds none left exits at once (with a model's CUDA
+    context, its teardown then overlaps the tasks still running) and that exit is not a death."""
+    tasks = [(str(tmp_path), 0), (str(tmp_path), 1)]
+    assert list(ProcessedScheduler(2).run(last_task_outlives_the_idle_worker, tasks)) == [(0, False), (1, True)]
+    assert multiprocess.active_children() == []
+
+
+def exit_0_on_last(task: int, progress: ProgressFn) -> int:
+    """Leave the worker with os._exit(0) while running the last task (after every task was queued)."""
+    if task == 3:
+        os._exit(0)
+    return task
+
+
+@pytest.mark.timeout(30)
+def test_processed_clean_exit_during_a_task_is_still_a_death() -> None:
+    """Exit code 0 is no excuse: a worker that exits while running a task died, even once the workers
+    have been told to exit when idle."""
+    with pytest.raises(WorkerDiedError) as info:
+        list(ProcessedScheduler(2).run(exit_0_on_last, range(4)))
+    assert info.value.task == 3
+    assert info.value.exitcode == 0
+    assert multiprocess.active_children() == []
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_processed_closures_and_lambdas(start_method: str) -> None:

@@ -210,7 +210,8 @@ def last_task_outlives_the_idle_worker(task: tuple[str, int], progress: Progress
     other = wait_until(lambda: [p for p in os.listdir(folder) if p.startswith(f"{1 - number}-")])
     if number == 0:
         return False
-    return wait_until(lambda: _exited(int(other[0].split("-")[1])), timeout=20, what="the idle worker to exit")
+    pid = int(other[0].split("-")[1])
+    return wait_until(lambda: _exited(pid), timeout=20, what="the idle worker to exit")
 
 
 @pytest.mark.timeout(60)
@@ -218,7 +219,8 @@ def test_processed_idle_worker_exits_while_the_last_task_runs(tmp_path: Path) ->
     """Once every task is queued, a worker that finds none left exits at once (with a model's CUDA
     context, its teardown then overlaps the tasks still running) and that exit is not a death."""
     tasks = [(str(tmp_path), 0), (str(tmp_path), 1)]
-    assert list(ProcessedScheduler(2).run(last_task_outlives_the_idle_worker, tasks)) == [(0, False), (1, True)]
+    results = list(ProcessedScheduler(2).run(last_task_outlives_the_idle_worker, tasks))
+    assert results == [(0, False), (1, True)]
     assert multiprocess.active_children() == []
 
 

@@ -90,6 +90,7 @@ class _Compute:
         self.embedder = Embedder(_lc().worker_device(), precision)
         self.trace = trace
         self.times: dict[str, Any] = {
+            "lakecompute": _lc().__file__,
             "init": [began, time.time()],
             "first": None,
             "last": None,
@@ -131,6 +132,7 @@ def _timeline(trace: str, t0: float, t1: float) -> dict[str, Any]:
         "last_batch": max(t["last"] for t in ran) - t0,
         "after_last": t1 - max(t["last"] for t in ran),
         "model_s": sum(t["model"] for t in ran),
+        "lakecompute": sorted({t["lakecompute"] for t in times}),
     }
 
 
@@ -444,8 +446,8 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
-def _stages(stages: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.2f}" for k, v in stages.items())
+def _stages(stages: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in stages.items())
 
 
 def _describe(result: dict[str, Any]) -> str:

@@ -27,7 +27,6 @@ class Embed:
     def __init__(self, weights_path):
         # Runs once per worker, on the device the eval placed it on ("cuda:0" in a worker process with
         # devices=, "cpu" without): the model loads once, never in this process when there are workers.
-        torch.set_num_threads(1)  # one CPU thread per worker: the workers already use every core
         self.device = torch.device(lc.worker_device())
         model = resnet18(weights=None)
         model.fc = torch.nn.Identity()

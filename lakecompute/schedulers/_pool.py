@@ -119,6 +119,7 @@ class Pool:
                         self._result_writers[index],
                         self._stderr.writers[index],
                         None if self._placement is None else self._placement.entry(index),
+                        self._num_workers,
                     ),
                     name=f"lakecompute-worker-{index}",
                     # Daemonic: if the parent exits without stopping the pool, multiprocess terminates them.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,10 +47,12 @@ def worker_main(
     writer: Any,
     stderr: Any,
     device: str | None = None,
+    workers: int = 1,
 ) -> None:
     """The body of a worker process: start, tell the parent, then run tasks until told to stop.
 
     ``device`` is the ``CUDA_VISIBLE_DEVICES`` entry of the one GPU this worker is placed on, or None.
+    ``workers``: how many workers the pool has, for this one's share of the CPUs (`share_cpu_threads`).
     """
     # Threads that user code starts in a task may report progress too: one frame at a time.
     write_lock = threading.Lock()
@@ -65,6 +68,7 @@ def worker_main(
         # CUDA reads this variable once, when it is initialised.
         os.environ[CUDA_VISIBLE] = device
         _set_process_device("cuda:0")
+    share_cpu_threads(workers)
     try:
         fn = load(payload) if isinstance(payload, bytes) else payload
     except BaseException as exc:
@@ -74,6 +78,28 @@ def worker_main(
         return
     send(("ready", index, os.getpid(), leads_group))
     _serve(index, fn, tasks, send)
+
+
+def share_cpu_threads(workers: int) -> int | None:
+    """Give this worker's native thread pools its share of the CPUs, ``cpus // workers`` (at least one),
+    as torch's DataLoader workers and Ray's tasks do: without it, each of n workers runs torch's
+    operators on every core, and two workers on two cores ran a ResNet-18 2.2x slower than with one
+    thread each (docs/transforms.md). Before the task function is unpickled: ``OMP_NUM_THREADS`` for
+    libraries loaded from then on, and ``torch.set_num_threads`` if torch is already loaded (preloaded
+    by the fork server, or inherited from the parent). A user's ``OMP_NUM_THREADS`` is left to decide,
+    and a function may set its own threads later. Returns the share, or None when the user decides."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return None
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    share = max(1, cpus // max(1, workers))
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(share)
+    return share
 
 
 def _prepare_worker(index: int, parent_pid: int, by_fork_server: bool, stderr: Any) -> bool:

@@ -242,6 +242,41 @@ def test_processed_clean_exit_during_a_task_is_still_a_death() -> None:
     assert multiprocess.active_children() == []
 
 
+def torch_threads(task: int, progress: ProgressFn) -> tuple[int, str | None]:
+    """The worker's torch intra-op threads and its OMP_NUM_THREADS."""
+    import torch
+
+    return torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_processed_workers_get_their_share_of_cpu_threads(
+    start_method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of n workers runs torch (loaded before it started, or after) on cpus // n threads, as
+    DataLoader and Ray workers do: n workers each on every core ran a model 2.2x slower."""
+    pytest.importorskip("torch")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    results = list(get_scheduler("processed", 2, start_method=start_method).run(torch_threads, range(2)))
+    assert [value for _, value in results] == [(share, str(share))] * 2
+
+
+@pytest.mark.timeout(120)
+def test_processed_workers_leave_the_users_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OMP_NUM_THREADS set by the user decides: the workers' torch uses what a fresh process given it
+    does (torch caps it at the cores), not the share (here 2 where the share of 2 workers is half)."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    results = list(get_scheduler("processed", 2, start_method="spawn").run(torch_threads, range(2)))
+    assert [value for _, value in results] == [(int(fresh.stdout), "2")] * 2
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_processed_closures_and_lambdas(start_method: str) -> None:

@@ -270,11 +270,14 @@ def _open(data: bytes | memoryview) -> Image.Image:
         formats = ("JPEG",)
     elif head.startswith(b"RIFF") and head[8:12] == b"WEBP":
         formats = ("WEBP",)
+    buffer = BytesIO(data)
     try:
-        return Image.open(BytesIO(data), formats=formats)
+        return Image.open(buffer, formats=formats)
     except (OSError, ValueError) as exc:
+        # Pillow names the buffer it could not identify by its repr, an address: not for a message.
+        detail = str(exc).replace(f" {buffer!r}", "")
         raise InvalidArgumentError(
-            f"Cannot read the image data ({exc}). Expected PNG, JPEG or WebP bytes."
+            f"Cannot read the image data ({detail}). Expected PNG, JPEG or WebP bytes."
         ) from exc
 
 

@@ -59,7 +59,7 @@ from lakecompute.datasets import (
     TaskWriter,
 )
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded
+from lakecompute.htypes import Encoded, decode_in_processes, decoding_processes
 from lakecompute.schedulers import ProgressFn
 
 if TYPE_CHECKING:
@@ -344,6 +344,26 @@ class _TaskRun:
         return TaskResult(task.number, task.start, task.stop, fragments, self.counts, tuple(self.failed))
 
 
+def _start_decoding_helpers(job: Job) -> None:
+    """In a worker process placed on a device, decode the dataset's images in helper processes, its
+    share of the CPUs less one (`lakecompute.htypes.decode_in_processes`): its GIL is then the model's,
+    not its readers'. Started on a thread, so that their start overlaps the model's build; reads before
+    they are up decode here."""
+    options = job.options
+    if options.devices is None or not options.num_workers or os.getpid() == job.parent_pid:
+        return
+    helpers = _cpus() // options.num_workers - 1
+    if helpers > 0 and job.source.parallel_reads > 1 and decoding_processes() != helpers:
+        threading.Thread(target=decode_in_processes, args=(helpers,), daemon=True).start()
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _readers(job: Job) -> int:
     """Reader threads per task: what the source allows (none for input already in memory, one for a
     sequence whose ``__getitem__`` is the user's), and for datasets a share of this machine's CPUs per
@@ -351,11 +371,7 @@ def _readers(job: Job) -> int:
     allowed = job.source.parallel_reads
     if allowed <= 1:
         return allowed
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(allowed, cpus // max(1, job.options.num_workers)))
+    return max(1, min(allowed, _cpus() // max(1, job.options.num_workers)))
 
 
 def _samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
@@ -376,6 +392,7 @@ def _samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int,
 def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     """Run one task: read its inputs, run the pipeline per sample, write fragments (or, for the
     preflight task, decide how every later task writes)."""
+    _start_decoding_helpers(job)
     if task.warm:
         stages_for(job.token, job.pipeline, job.parent_pid)
         job.source.warm()

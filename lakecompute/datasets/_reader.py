@@ -25,7 +25,7 @@ import numpy as np
 
 from lakecompute.datasets._core import core_of
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, LakeComputeError
-from lakecompute.htypes import Encoded, decode_sample
+from lakecompute.htypes import Encoded, decode_many, decode_sample
 from lakecompute.storage import Fragment, Locator, Run, TensorState, undecodable_error
 
 if TYPE_CHECKING:
@@ -279,7 +279,11 @@ class ColumnReader:
     def _values(self, f: Fragment, stored: _Stored) -> list[Any]:
         """Values of indexed samples: decoded (``bytes`` kind) or viewed in the fragment's dtype."""
         if self.spec.kind == "bytes":
-            return [self._decode(f, items, shape, at) for items, shape, at in stored]
+            values = decode_many(self.spec, [(items, shape) for items, shape, _ in stored])
+            for value, (_, _, at) in zip(values, stored, strict=True):
+                if isinstance(value, (LakeComputeError, ValueError)):
+                    raise undecodable_error(self.cache, f.seg, at, value) from value
+            return values
         dtype = np.dtype(f.dtype)
         return [self._cast(items.view(dtype).reshape(shape)) for items, shape, _ in stored]
 

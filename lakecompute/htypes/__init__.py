@@ -8,6 +8,7 @@ codecs are split by family (``_generic``, ``_image``, ``_labels``, ``_text``, ``
 """
 
 from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
+from lakecompute.htypes._decoding import decode_in_processes, decode_many, decoding_processes
 from lakecompute.htypes._registry import (
     CODECS,
     codec_registry,
@@ -47,7 +48,10 @@ __all__ = [
     "cast_checked",
     "check_new_tensor_name",
     "codec_registry",
+    "decode_in_processes",
+    "decode_many",
     "decode_sample",
+    "decoding_processes",
     "encode_batch",
     "encode_ragged",
     "encode_sample",

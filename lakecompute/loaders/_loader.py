@@ -21,7 +21,6 @@ import numpy as np
 
 from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._plan import IndexPlan
-from lakecompute.loaders._shared import SharedBatch, remove_leftovers, share_batch
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.loaders._state import LoaderCursor
 from lakecompute.loaders._transform import BatchTransform
@@ -35,6 +34,7 @@ from lakecompute.schedulers import (
     pickle_exception,
     rebuild_exception,
 )
+from lakecompute.sharedmem import SharedBatch, remove_leftovers, share_batch
 
 __all__ = [
     "Batches",

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.loaders._shared import MIN_SHARED_BYTES, SHM_DIR, SharedBatch, remove_leftovers, share_batch
+from lakecompute.sharedmem import MIN_SHARED_BYTES, SHM_DIR, SharedBatch, remove_leftovers, share_batch
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(SHM_DIR), reason="no /dev/shm here: batches use the pipe")
 

@@ -1,4 +1,6 @@
-"""Batches handed from loader workers to the consumer through shared memory, not through the pipe.
+"""Arrays handed from one process to another through shared memory, not through a pipe: batches from
+loader workers to the consumer (`lakecompute.loaders`), decoded images from decoding helpers to the
+worker that reads them (`lakecompute.htypes`).
 
 A worker writes a batch's large arrays back to back into one new file in ``/dev/shm`` (memory, not
 disk) and sends only its name and the arrays' layout (`SharedBatch`); the consumer maps the file,

@@ -1,0 +1,145 @@
+"""Decoding a block's images in helper processes, so that the process reading them keeps its GIL.
+
+A worker placed on a GPU runs the model on one thread and reads ahead on others. Its reader threads
+hold the GIL for about a quarter of each image's decode (Pillow's header parsing and the copies out of
+it), and the model's kernel launches queue behind them: on an H200 one such worker ran 2,400-2,500
+224x224 JPEGs a second, where a loop fed from memory ran 7,700 (docs/performance.md). With
+`decode_in_processes`, the image samples of a block are decoded in helper processes instead; the
+reading process only verifies the stored bytes (as always, before anything is decoded) and sends them;
+the pixels come back through shared memory (`lakecompute.sharedmem`: the helper writes them into a
+``/dev/shm`` file, the reader maps it), so that taking them costs the reader no copy under its GIL.
+
+The helpers are a ``concurrent.futures.ProcessPoolExecutor`` (started from a fork server, which has
+imported nothing but this module's needs): a service that answers requests as readers make them, which
+the schedulers' pool, built to run a known stream of tasks to its end, is not. A helper that dies
+breaks the executor: the process warns once and decodes here from then on, so a read never fails for
+want of a helper (a sample that kills its decoder then kills the worker, as it did before).
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import multiprocessing
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from lakecompute.errors import LakeComputeError, LakeComputeWarning
+from lakecompute.htypes._registry import decode_sample
+from lakecompute.sharedmem import SharedBatch, remove_leftovers, share_batch
+from lakecompute.specs import TensorSpec
+
+__all__ = ["decode_in_processes", "decode_many", "decoding_processes"]
+
+#: Fewer samples than this are decoded here: a request costs a few hundred microseconds.
+MIN_SENT = 8
+#: The htypes whose samples go to helpers (decoding them is the cost worth moving).
+SENT_HTYPES = frozenset({"image"})
+
+_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+_helpers = 0
+
+
+def decode_in_processes(helpers: int) -> None:
+    """Decode the image samples read in this process in ``helpers`` helper processes from now on (0:
+    here, the default). Started at once, so that the helpers' start overlaps what the caller does
+    next (a model's load); a second call with the same count keeps them."""
+    global _pool, _helpers
+    with _lock:
+        if helpers == _helpers:
+            return
+        old, _pool, _helpers = _pool, None, 0
+        if old is not None:
+            old.shutdown(wait=True, cancel_futures=True)
+            remove_leftovers(_token())
+        if helpers > 0:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["lakecompute.htypes._decoding"])
+            _pool = ProcessPoolExecutor(max_workers=helpers, mp_context=context)
+            _helpers = helpers
+            for _ in range(helpers):  # start them now, not at the first read
+                _pool.submit(int)
+
+
+def decoding_processes() -> int:
+    """How many helper processes decode this process's image samples (0: none, decoded here)."""
+    return _helpers
+
+
+def decode_many(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) -> list[Any]:
+    """The values of ``blobs`` (each a stored blob and its shape) of tensor ``spec``, in order; a blob
+    that does not decode gives its error (``ValueError`` or `LakeComputeError`) in its place, for the
+    caller to report with its position. Decoded in the helper processes when there are any and the
+    samples are worth sending (`SENT_HTYPES`, at least `MIN_SENT`), else here."""
+    pool = _pool
+    if pool is None or spec.htype not in SENT_HTYPES or len(blobs) < MIN_SENT:
+        return _decode_here(spec, blobs)
+    raw = [(b.tobytes() if isinstance(b, np.ndarray) else bytes(b), shape) for b, shape in blobs]
+    size = max(MIN_SENT // 2, math.ceil(len(raw) / _helpers))
+    try:
+        futures = [
+            pool.submit(_decode_shared, spec, raw[k : k + size], _token()) for k in range(0, len(raw), size)
+        ]
+        out: list[Any] = []
+        for future in futures:
+            result = future.result()
+            values = result.open() if isinstance(result, SharedBatch) else result
+            out.extend(values[str(k)] for k in range(len(values)))
+        return out
+    except (BrokenExecutor, RuntimeError) as exc:  # RuntimeError: shut down meanwhile
+        _give_up(pool, exc)
+        return _decode_here(spec, blobs)
+
+
+def _decode_here(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) -> list[Any]:
+    out: list[Any] = []
+    for blob, shape in blobs:
+        try:
+            out.append(decode_sample(spec, blob, shape))
+        except (LakeComputeError, ValueError) as exc:
+            out.append(exc)
+    return out
+
+
+def _decode_shared(
+    spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]], token: str
+) -> dict[str, Any] | SharedBatch:
+    """In a helper: the values of ``blobs``, numbered from "0", their large arrays in shared memory."""
+    return share_batch({str(k): v for k, v in enumerate(_decode_here(spec, blobs))}, token)
+
+
+def _token() -> str:
+    """The names of this process's shared-memory files start with it (see `remove_leftovers`)."""
+    return f"decode-{os.getpid()}"
+
+
+def _give_up(pool: ProcessPoolExecutor, exc: BaseException) -> None:
+    """A helper died (or the pool was shut down): decode in this process from now on, saying so once."""
+    global _pool, _helpers
+    with _lock:
+        if _pool is not pool:
+            return  # another thread gave up on it first, or it was replaced
+        _pool, _helpers = None, 0
+    pool.shutdown(wait=False, cancel_futures=True)
+    remove_leftovers(_token())
+    warnings.warn(
+        f"A helper process decoding images died ({type(exc).__name__}: {exc}); this process decodes "
+        "them itself from now on, more slowly.",
+        LakeComputeWarning,
+        stacklevel=3,
+    )
+
+
+@atexit.register
+def _stop() -> None:
+    pool = _pool
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+        remove_leftovers(_token())

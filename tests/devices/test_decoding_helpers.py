@@ -121,6 +121,19 @@ def test_a_helper_that_dies_is_replaced_by_decoding_here() -> None:
     assert _leftovers() == []
 
 
+def test_stopping_the_helpers_ends_their_processes() -> None:
+    """decode_in_processes(0) (also what this process's exit does) ends every helper and leaves no file
+    in shared memory."""
+    decode_in_processes(2)
+    decode_many(SPEC, _blobs(_images(16), "jpeg"))
+    helpers = _helper_pids()
+    assert len(helpers) == 2
+    decode_in_processes(0)
+    wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in helpers), what="the helpers to end")
+    assert decoding_processes() == 0
+    assert _leftovers() == []
+
+
 def _helper_pids() -> list[int]:
     """The helpers: the children of this process's fork server (a child of this process)."""
     children = _children(os.getpid())

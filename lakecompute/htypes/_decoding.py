@@ -26,7 +26,7 @@ import os
 import threading
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, CancelledError, ProcessPoolExecutor
 from typing import Any
 
 import multiprocess.util
@@ -98,7 +98,7 @@ def decode_many(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) 
             values = result.open() if isinstance(result, SharedBatch) else result
             out.extend(values[str(k)] for k in range(len(values)))
         return out
-    except (BrokenExecutor, RuntimeError) as exc:  # RuntimeError: shut down meanwhile
+    except (BrokenExecutor, CancelledError, RuntimeError) as exc:  # the last two: stopped meanwhile
         _give_up(pool, exc)
         return _decode_here(spec, blobs)
 

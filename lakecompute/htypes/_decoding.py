@@ -47,6 +47,7 @@ SENT_HTYPES = frozenset({"image"})
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _helpers = 0
+_stop_registered: list[bool] = []  # once per process (a list: set without a global statement)
 
 
 def decode_in_processes(helpers: int) -> None:
@@ -68,7 +69,9 @@ def decode_in_processes(helpers: int) -> None:
             _helpers = helpers
             # A worker process of ours ends through multiprocess's exit, not atexit: stop them there
             # too, or their queues' semaphores are left to Python 3.12's resource tracker, which warns.
-            multiprocess.util.Finalize(None, _stop, exitpriority=100)
+            if not _stop_registered:
+                multiprocess.util.Finalize(None, _stop, exitpriority=100)
+                _stop_registered.append(True)
             for _ in range(helpers):  # start them now, not at the first read
                 _pool.submit(int)
 
@@ -83,11 +86,11 @@ def decode_many(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) 
     that does not decode gives its error (``ValueError`` or `LakeComputeError`) in its place, for the
     caller to report with its position. Decoded in the helper processes when there are any and the
     samples are worth sending (`SENT_HTYPES`, at least `MIN_SENT`), else here."""
-    pool = _pool
+    pool, helpers = _pool, _helpers  # another thread may stop them meanwhile: this call keeps its own
     if pool is None or spec.htype not in SENT_HTYPES or len(blobs) < MIN_SENT:
         return _decode_here(spec, blobs)
     raw = [(b.tobytes() if isinstance(b, np.ndarray) else bytes(b), shape) for b, shape in blobs]
-    size = max(MIN_SENT // 2, math.ceil(len(raw) / _helpers))
+    size = max(MIN_SENT // 2, math.ceil(len(raw) / max(1, helpers)))
     try:
         futures = [
             pool.submit(_decode_shared, spec, raw[k : k + size], _token()) for k in range(0, len(raw), size)
@@ -140,6 +143,17 @@ def _give_up(pool: ProcessPoolExecutor, exc: BaseException) -> None:
         LakeComputeWarning,
         stacklevel=3,
     )
+
+
+def _forget() -> None:
+    """In a forked child: the parent's helpers are not this process's (their executor's threads did not
+    come along), so it decodes here until it starts its own."""
+    global _pool, _helpers, _lock
+    _pool, _helpers, _lock = None, 0, threading.Lock()
+    _stop_registered.clear()
+
+
+os.register_at_fork(after_in_child=_forget)
 
 
 @atexit.register

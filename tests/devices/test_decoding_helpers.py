@@ -134,6 +134,28 @@ def test_stopping_the_helpers_ends_their_processes() -> None:
     assert _leftovers() == []
 
 
+@pytest.mark.usefixtures("helpers")
+def test_a_forked_child_decodes_itself_not_through_its_parents_helpers() -> None:
+    """A process forked from one with helpers (a loader's worker, say) has none of its own: it decodes
+    here, and gets the same values, instead of waiting on an executor whose threads stayed behind."""
+    blobs = _blobs(_images(16), "png")
+    png = parse_tensor_spec("images", htype="image", sample_compression="png")
+    expected = decode_many(png, blobs)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave without running the parent's exit hooks
+        ok = decoding_processes() == 0 and all(
+            np.array_equal(a, b) for a, b in zip(decode_many(png, blobs), expected, strict=True)
+        )
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.close(read)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert decoding_processes() == 2
+
+
 def _helper_pids() -> list[int]:
     """The helpers: the children of this process's fork server (a child of this process)."""
     children = _children(os.getpid())

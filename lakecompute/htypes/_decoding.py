@@ -10,30 +10,30 @@ reading process only verifies the stored bytes (as always, before anything is de
 the pixels come back through shared memory (`lakecompute.sharedmem`: the helper writes them into a
 ``/dev/shm`` file, the reader maps it), so that taking them costs the reader no copy under its GIL.
 
-The helpers are a ``concurrent.futures.ProcessPoolExecutor`` (started from a fork server, which has
-imported nothing but this module's needs): a service that answers requests as readers make them, which
-the schedulers' pool, built to run a known stream of tasks to its end, is not. A helper that dies
-breaks the executor: the process warns once and decodes here from then on, so a read never fails for
-want of a helper (a sample that kills its decoder then kills the worker, as it did before).
+The helpers are a `lakecompute.schedulers.Service`: the processed scheduler's pool of processes, behind
+futures, so they keep its guarantees (started from a fork server, their stderr forwarded, ended with the
+process that started them). A helper that dies fails the requests outstanding with a `WorkerDiedError`
+that says how: the process warns once, with it, and decodes here from then on, so a read never fails
+for want of a helper (a sample that kills its decoder then kills the worker, as it did before).
 """
 
 from __future__ import annotations
 
 import atexit
 import math
-import multiprocessing
 import os
 import threading
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor, CancelledError, ProcessPoolExecutor
+from concurrent.futures import CancelledError
 from typing import Any
 
 import multiprocess.util
 import numpy as np
 
-from lakecompute.errors import LakeComputeError, LakeComputeWarning
+from lakecompute.errors import LakeComputeError, LakeComputeWarning, WorkerDiedError
 from lakecompute.htypes._registry import decode_sample
+from lakecompute.schedulers import ProgressFn, Service
 from lakecompute.sharedmem import SharedBatch, remove_leftovers, share_batch
 from lakecompute.specs import TensorSpec
 
@@ -45,7 +45,7 @@ MIN_SENT = 8
 SENT_HTYPES = frozenset({"image"})
 
 _lock = threading.Lock()
-_pool: ProcessPoolExecutor | None = None
+_pool: Service | None = None
 _helpers = 0
 _stop_registered: list[bool] = []  # once per process (a list: set without a global statement)
 
@@ -60,20 +60,16 @@ def decode_in_processes(helpers: int) -> None:
             return
         old, _pool, _helpers = _pool, None, 0
         if old is not None:
-            old.shutdown(wait=True, cancel_futures=True)
+            old.stop()
             remove_leftovers(_token())
         if helpers > 0:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["lakecompute.htypes._decoding"])
-            _pool = ProcessPoolExecutor(max_workers=helpers, mp_context=context)
+            _pool = Service(_decode_task, helpers, preload=("lakecompute.htypes._decoding",))
             _helpers = helpers
             # A worker process of ours ends through multiprocess's exit, not atexit: stop them there
             # too, or their queues' semaphores are left to Python 3.12's resource tracker, which warns.
             if not _stop_registered:
                 multiprocess.util.Finalize(None, _stop, exitpriority=100)
                 _stop_registered.append(True)
-            for _ in range(helpers):  # start them now, not at the first read
-                _pool.submit(int)
 
 
 def decoding_processes() -> int:
@@ -92,16 +88,14 @@ def decode_many(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) 
     raw = [(b.tobytes() if isinstance(b, np.ndarray) else bytes(b), shape) for b, shape in blobs]
     size = max(MIN_SENT // 2, math.ceil(len(raw) / max(1, helpers)))
     try:
-        futures = [
-            pool.submit(_decode_shared, spec, raw[k : k + size], _token()) for k in range(0, len(raw), size)
-        ]
+        futures = [pool.submit((spec, raw[k : k + size], _token())) for k in range(0, len(raw), size)]
         out: list[Any] = []
         for future in futures:
             result = future.result()
             values = result.open() if isinstance(result, SharedBatch) else result
             out.extend(values[str(k)] for k in range(len(values)))
         return out
-    except (BrokenExecutor, CancelledError, RuntimeError) as exc:  # the last two: stopped meanwhile
+    except (WorkerDiedError, CancelledError, RuntimeError) as exc:  # the last two: stopped meanwhile
         _give_up(pool, exc)
         return _decode_here(spec, blobs)
 
@@ -116,10 +110,12 @@ def _decode_here(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]])
     return out
 
 
-def _decode_shared(
-    spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]], token: str
+def _decode_task(
+    task: tuple[TensorSpec, Sequence[tuple[Any, tuple[int, ...]]], str], progress: ProgressFn
 ) -> dict[str, Any] | SharedBatch:
-    """In a helper: the values of ``blobs``, numbered from "0", their large arrays in shared memory."""
+    """In a helper: the values of ``(spec, blobs, token)``'s blobs, numbered from "0", their large arrays
+    in shared memory."""
+    spec, blobs, token = task
     return share_batch({str(k): v for k, v in enumerate(_decode_here(spec, blobs))}, token)
 
 
@@ -128,17 +124,17 @@ def _token() -> str:
     return f"decode-{os.getpid()}"
 
 
-def _give_up(pool: ProcessPoolExecutor, exc: BaseException) -> None:
+def _give_up(pool: Service, exc: BaseException) -> None:
     """A helper died (or the pool was shut down): decode in this process from now on, saying so once."""
     global _pool, _helpers
     with _lock:
         if _pool is not pool:
             return  # another thread gave up on it first, or it was replaced
         _pool, _helpers = None, 0
-    pool.shutdown(wait=False, cancel_futures=True)
+    pool.stop()
     remove_leftovers(_token())
     warnings.warn(
-        f"A helper process decoding images died ({type(exc).__name__}: {exc}); this process decodes "
+        f"A helper process decoding images failed ({type(exc).__name__}: {exc}); this process decodes "
         "them itself from now on, more slowly.",
         LakeComputeWarning,
         stacklevel=3,

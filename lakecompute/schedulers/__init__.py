@@ -56,6 +56,7 @@ from lakecompute.schedulers._ranks import (
 from lakecompute.schedulers._ray_options import Ray
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._serial import SerialScheduler
+from lakecompute.schedulers._service import Service
 from lakecompute.schedulers._threaded import ThreadedScheduler
 from lakecompute.schedulers._transport import (
     PickledError,
@@ -81,6 +82,7 @@ __all__ = [
     "Scheduler",
     "SchedulerFactory",
     "SerialScheduler",
+    "Service",
     "StartMethod",
     "TaskFn",
     "ThreadedScheduler",

@@ -19,7 +19,14 @@ import numpy as np
 import pytest
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
-from lakecompute.schedulers import ProcessedScheduler, ProgressFn, Scheduler, get_scheduler, worker_id
+from lakecompute.schedulers import (
+    ProcessedScheduler,
+    ProgressFn,
+    Scheduler,
+    Service,
+    get_scheduler,
+    worker_id,
+)
 from lakecompute.schedulers._processed import DEFAULT_PRELOAD
 from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
 from tests.helpers import touch, wait_until
@@ -239,6 +246,35 @@ def test_processed_clean_exit_during_a_task_is_still_a_death() -> None:
         list(ProcessedScheduler(2).run(exit_0_on_last, range(4)))
     assert info.value.task == 3
     assert info.value.exitcode == 0
+    assert multiprocess.active_children() == []
+
+
+def square_or_fail(task: int, progress: ProgressFn) -> int:
+    """task squared; ValueError for 5; task 3 SIGKILLs its process."""
+    if task == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if task == 5:
+        raise ValueError("five is refused")
+    return task * task
+
+
+@pytest.mark.timeout(60)
+def test_service_answers_requests_and_reports_a_death() -> None:
+    """Service: each future gets its task's result or exception; a helper killed while running a task is a
+    WorkerDiedError naming the task and the signal, for that request and every later one; stop ends the
+    helpers."""
+    service = Service(square_or_fail, 2)
+    try:
+        assert [service.submit(k).result(timeout=30) for k in (0, 1, 2, 4)] == [0, 1, 4, 16]
+        failed = service.submit(5).exception(timeout=30)
+        assert isinstance(failed, ValueError)
+        assert str(failed) == "five is refused"
+        died = service.submit(3).exception(timeout=30)
+        assert isinstance(died, WorkerDiedError)
+        assert "signal SIGKILL while running task 3" in str(died)
+        assert service.submit(1).exception(timeout=30) is died
+    finally:
+        service.stop()
     assert multiprocess.active_children() == []
 
 

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -87,14 +88,22 @@ def main() -> None:
             n = args.n + 1 if args.mode == "mismatch" and rank == 1 else args.n
             result = fn.eval(list(range(n)), ds, **options)
     except lc.LakeComputeError as exc:
-        print(json.dumps({"rank": rank, "error": type(exc).__name__, "message": str(exc)}), flush=True)
+        _emit({"rank": rank, "error": type(exc).__name__, "message": str(exc)})
         dist.destroy_process_group()
         return
-    print(json.dumps({"rank": rank, "inputs": result.inputs, "version": result.version,
-                      "resumed_from": result.resumed_from, "outputs": result.outputs,
-                      "seen": len(ds.y), "handle_version": ds.version}), flush=True)  # fmt: skip
+    _emit({"rank": rank, "inputs": result.inputs, "version": result.version,
+           "resumed_from": result.resumed_from, "outputs": result.outputs,
+           "seen": len(ds.y), "handle_version": ds.version})  # fmt: skip
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _emit(line: dict[str, object]) -> None:
+    """One JSON line on stdout in one write (atomic on a pipe: under 4 KiB): the two ranks share the pipe,
+    and two ranks failing at once once printed one line holding both (print() may write a line and its
+    newline apart)."""
+    sys.stdout.flush()
+    os.write(1, (json.dumps(line) + "\n").encode())
 
 
 if __name__ == "__main__":

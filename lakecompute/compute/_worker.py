@@ -59,8 +59,8 @@ from lakecompute.datasets import (
     TaskWriter,
 )
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded, decode_in_processes, decoding_processes
-from lakecompute.schedulers import ProgressFn
+from lakecompute.htypes import Encoded, decode_in_processes
+from lakecompute.schedulers import ProgressFn, usable_cpus
 
 if TYPE_CHECKING:
     pass
@@ -344,24 +344,22 @@ class _TaskRun:
         return TaskResult(task.number, task.start, task.stop, fragments, self.counts, tuple(self.failed))
 
 
+#: The eval whose decoding helpers this process has started (once: if they die, it decodes itself).
+_helpers_started_for: list[str] = []
+
+
 def _start_decoding_helpers(job: Job) -> None:
     """In a worker process placed on a device, decode the dataset's images in helper processes, its
     share of the CPUs less one (`lakecompute.htypes.decode_in_processes`): its GIL is then the model's,
     not its readers'. Started on a thread, so that their start overlaps the model's build; reads before
-    they are up decode here."""
+    they are up decode here. Once per eval: helpers that died are not started again."""
     options = job.options
     if options.devices is None or not options.num_workers or os.getpid() == job.parent_pid:
         return
-    helpers = _cpus() // options.num_workers - 1
-    if helpers > 0 and job.source.parallel_reads > 1 and decoding_processes() != helpers:
+    helpers = usable_cpus() // options.num_workers - 1
+    if helpers > 0 and job.source.parallel_reads > 1 and _helpers_started_for != [job.token]:
+        _helpers_started_for[:] = [job.token]
         threading.Thread(target=decode_in_processes, args=(helpers,), daemon=True).start()
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _readers(job: Job) -> int:
@@ -371,7 +369,7 @@ def _readers(job: Job) -> int:
     allowed = job.source.parallel_reads
     if allowed <= 1:
         return allowed
-    return max(1, min(allowed, _cpus() // max(1, job.options.num_workers)))
+    return max(1, min(allowed, usable_cpus() // max(1, job.options.num_workers)))
 
 
 def _samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:

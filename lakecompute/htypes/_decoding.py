@@ -47,7 +47,6 @@ SENT_HTYPES = frozenset({"image"})
 _lock = threading.Lock()
 _pool: Service | None = None
 _helpers = 0
-_stop_registered: list[bool] = []  # once per process (a list: set without a global statement)
 
 
 def decode_in_processes(helpers: int) -> None:
@@ -66,10 +65,9 @@ def decode_in_processes(helpers: int) -> None:
             _pool = Service(_decode_task, helpers, preload=("lakecompute.htypes._decoding",))
             _helpers = helpers
             # A worker process of ours ends through multiprocess's exit, not atexit: stop them there
-            # too, or their queues' semaphores are left to Python 3.12's resource tracker, which warns.
-            if not _stop_registered:
-                multiprocess.util.Finalize(None, _stop, exitpriority=100)
-                _stop_registered.append(True)
+            # too (`_stop` does nothing once they are stopped), or their queues' semaphores are left
+            # to Python 3.12's resource tracker, which warns.
+            multiprocess.util.Finalize(None, _stop, exitpriority=100)
 
 
 def decoding_processes() -> int:
@@ -142,11 +140,10 @@ def _give_up(pool: Service, exc: BaseException) -> None:
 
 
 def _forget() -> None:
-    """In a forked child: the parent's helpers are not this process's (their executor's threads did not
-    come along), so it decodes here until it starts its own."""
+    """In a forked child: the parent's helpers are not this process's (the thread that hands their
+    results out did not come along), so it decodes here until it starts its own."""
     global _pool, _helpers, _lock
     _pool, _helpers, _lock = None, 0, threading.Lock()
-    _stop_registered.clear()
 
 
 os.register_at_fork(after_in_child=_forget)
@@ -154,5 +151,5 @@ os.register_at_fork(after_in_child=_forget)
 
 @atexit.register
 def _stop() -> None:
-    """Stop the helpers (at this process's exit): waits for them, drops the executor and its queues."""
+    """Stop the helpers (at this process's exit): waits for them and releases their channels."""
     decode_in_processes(0)

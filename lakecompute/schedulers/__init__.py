@@ -28,6 +28,7 @@ from lakecompute.schedulers._base import (
     TaskFn,
     call_task,
     parse_num_workers,
+    usable_cpus,
     worker_device,
     worker_id,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "scheduler_names",
     "serve_ranked",
     "unregister_scheduler",
+    "usable_cpus",
     "visible_devices",
     "worker_device",
     "worker_id",

@@ -28,6 +28,7 @@ __all__ = [
     "describe_task",
     "parse_max_in_flight",
     "parse_num_workers",
+    "usable_cpus",
     "worker_device",
     "worker_id",
 ]
@@ -473,6 +474,15 @@ def _set_process_worker_id(value: int) -> None:
     """Set the worker id of the whole process (processed scheduler, in the worker at start-up)."""
     global _process_worker_id
     _process_worker_id = value
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity on Linux, else the machine's count): what the
+    shares of a worker's threads and helpers are taken from."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def worker_device() -> str:

@@ -19,7 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lakecompute.schedulers._base import TaskFn, _set_process_device, _set_process_worker_id, call_task
+from lakecompute.schedulers._base import (
+    TaskFn,
+    _set_process_device,
+    _set_process_worker_id,
+    call_task,
+    usable_cpus,
+)
 from lakecompute.schedulers._devices import CUDA_VISIBLE
 from lakecompute.schedulers._frames import send_frame
 from lakecompute.schedulers._seeding import reseed_globals
@@ -90,11 +96,7 @@ def share_cpu_threads(workers: int) -> int | None:
     and a function may set its own threads later. Returns the share, or None when the user decides."""
     if "OMP_NUM_THREADS" in os.environ:
         return None
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    share = max(1, cpus // max(1, workers))
+    share = max(1, usable_cpus() // max(1, workers))
     os.environ["OMP_NUM_THREADS"] = str(share)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):

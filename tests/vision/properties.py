@@ -12,11 +12,14 @@ The property: each ends in a dataset or a `LakeComputeError`, never another exce
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import os
 import resource
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,11 +159,13 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
 # -- COCO ------------------------------------------------------------------------------------------
 
 
-def coco_folder() -> Path:
-    """A folder with the base document's images (a.png 20 x 30, b.png 16 x 16)."""
-    root = Path(tempfile.mkdtemp(prefix="coco-props-"))
-    write_folder(root, base_document())
-    return root
+@contextlib.contextmanager
+def coco_folder() -> Iterator[Path]:
+    """A folder with the base document's images (a.png 20 x 30, b.png 16 x 16), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="coco-props-") as tmp:
+        root = Path(tmp)
+        write_folder(root, base_document())
+        yield root
 
 
 def same_columns(anns: list[Any], entry: dict[str, Any], rules: Any) -> None:
@@ -193,48 +198,48 @@ def coco_gate(max_examples: int) -> None:
     the same columns by the whole-image and the annotation-by-annotation checks."""
     from lakecompute.vision._coco_checks import parse_document
 
-    root = coco_folder()
-    where = str(root / "instances.json")
+    with coco_folder() as root:
+        where = str(root / "instances.json")
 
-    @settings(max_examples=max_examples, **SETTINGS)
-    @given(documents())
-    def check(doc: dict[str, Any]) -> None:
-        try:
-            document = parse_document(doc, str(root / "images"), where)
-            rules = document.rules(where)
-            for image in document.images:
-                same_columns(document.annotations[image.id], image.entry, rules)
-                sample = json.dumps([image.path, image.entry, document.annotations[image.id]]).encode()
-                rows: list[Any] = []
-                lc.vision.coco_image(sample, rows, "RGB", "png", rules, True)
-                assert rows[0]["masks"].shape[:2] == rows[0]["images"].shape[:2]
-        except lc.LakeComputeError:
-            pass
+        @settings(max_examples=max_examples, **SETTINGS)
+        @given(documents())
+        def check(doc: dict[str, Any]) -> None:
+            try:
+                document = parse_document(doc, str(root / "images"), where)
+                rules = document.rules(where)
+                for image in document.images:
+                    same_columns(document.annotations[image.id], image.entry, rules)
+                    sample = json.dumps([image.path, image.entry, document.annotations[image.id]]).encode()
+                    rows: list[Any] = []
+                    lc.vision.coco_image(sample, rows, "RGB", "png", rules, True)
+                    assert rows[0]["masks"].shape[:2] == rows[0]["images"].shape[:2]
+            except lc.LakeComputeError:
+                pass
 
-    check()
+        check()
 
 
 def coco_ingest(max_examples: int) -> None:
     """ingest_coco on drawn annotations files (documents, or any bytes): a dataset or a LakeComputeError."""
-    root = coco_folder()
-    files = st.one_of(documents().map(lambda d: json.dumps(d).encode()), st.binary(max_size=64))
+    with coco_folder() as root:
+        files = st.one_of(documents().map(lambda d: json.dumps(d).encode()), st.binary(max_size=64))
 
-    @settings(max_examples=max_examples, **SETTINGS)
-    @given(files)
-    def check(content: bytes) -> None:
-        (root / "instances.json").write_bytes(content)
-        try:
-            ds = lc.ingest_coco(
-                root / "images", root / "instances.json", "mem://coco-props", overwrite=True,
-                progressbar=False, num_workers=0,
-            )  # fmt: skip
-        except lc.LakeComputeError:
-            return
-        for i in range(len(ds)):  # what was stored reads back
-            assert ds.masks[i].numpy().shape[:2] == ds.images[i].numpy().shape[:2]
-            assert len(ds.boxes[i].numpy()) == len(ds.categories[i].numpy())
+        @settings(max_examples=max_examples, **SETTINGS)
+        @given(files)
+        def check(content: bytes) -> None:
+            (root / "instances.json").write_bytes(content)
+            try:
+                ds = lc.ingest_coco(
+                    root / "images", root / "instances.json", "mem://coco-props", overwrite=True,
+                    progressbar=False, num_workers=0,
+                )  # fmt: skip
+            except lc.LakeComputeError:
+                return
+            for i in range(len(ds)):  # what was stored reads back
+                assert ds.masks[i].numpy().shape[:2] == ds.images[i].numpy().shape[:2]
+                assert len(ds.boxes[i].numpy()) == len(ds.categories[i].numpy())
 
-    check()
+        check()
 
 
 # -- YOLO ------------------------------------------------------------------------------------------
@@ -317,9 +322,9 @@ def yolo_images() -> dict[str, bytes]:
     """Three small PNG files' bytes, by their path under images/."""
     out = {}
     for i, name in enumerate(["train/a.png", "train/b.png", "val/c.png"]):
-        path = Path(tempfile.mkdtemp()) / "x.png"
-        Image.fromarray(np.full((8 + i, 10, 3), 40 * i, np.uint8)).save(path)
-        out[name] = path.read_bytes()
+        buf = io.BytesIO()
+        Image.fromarray(np.full((8 + i, 10, 3), 40 * i, np.uint8)).save(buf, format="PNG")
+        out[name] = buf.getvalue()
     return out
 
 

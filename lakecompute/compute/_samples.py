@@ -467,13 +467,20 @@ class SampleOut:
     def append(self, sample: Mapping[str, Any]) -> SampleOut:
         """Add one output sample: ``{"images": a, "labels": 0}``."""
         if sample.__class__ is dict:
-            # Fast path (once per sample): every key names a known tensor's list (a C subset test, so
-            # nothing is appended unless all are). Anything else (an unknown name, a middle step's new
-            # tensor) takes the checked path below.
+            # Fast path (once per sample): append to the known tensors' lists, and should a key name
+            # none (an unknown name, a middle step's new tensor), take back what was appended before
+            # it and take the checked path below. (A subset test of the keys first costs more than
+            # the appends: ~0.2 µs a sample.)
             data: dict[str, list[Any]] = self._data
-            if sample.keys() <= data.keys():
-                for k, v in sample.items():
-                    data[k].append(v)
+            try:
+                for k in sample:
+                    data[k].append(sample[k])
+            except KeyError:
+                for k in sample:
+                    if k not in data:
+                        break
+                    data[k].pop()
+            else:
                 return self
         elif not isinstance(sample, Mapping):
             raise InvalidTypeError(

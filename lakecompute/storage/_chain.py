@@ -42,8 +42,9 @@ def plain_chain(array: zarr.Array[Any]) -> PlainChain | None:
     codecs = list(meta.codecs)
     if not codecs or not isinstance(codecs[0], BytesCodec):
         return None
-    endian = codecs[0].endian
-    if array.dtype.itemsize > 1 and (endian is None or endian.value != sys.byteorder):
+    # zarr up to 3.1 gives the byte order as an `Endian` enum, later versions as its string.
+    endian = getattr(codecs[0].endian, "value", codecs[0].endian)
+    if array.dtype.itemsize > 1 and endian != sys.byteorder:
         return None
     rest = codecs[1:]
     checksum = bool(rest) and isinstance(rest[-1], Crc32cCodec)

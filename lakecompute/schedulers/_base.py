@@ -277,8 +277,11 @@ class PlacedScheduler(Scheduler):
         return placed
 
 
-def call_task(fn: TaskFn[TaskT, ResultT], task: TaskT, progress: ProgressFn) -> ResultT:
+def call_task(fn: TaskFn[TaskT, ResultT], task: TaskT, progress: ProgressFn, cancels: bool = True) -> ResultT:
     """Call ``fn(task, progress)`` where a scheduler runs a task, guarding against forks in the task.
+
+    ``cancels=False`` says that ``progress(0)`` does nothing (a scheduler that cannot cancel a task):
+    the task's per-sample ``progress(0)`` then costs one call, the fork guard's, not two.
 
     A process forked inside the task (``os.fork()`` in user code) that returns from ``fn`` would go on
     running the scheduler's code: report the task's result a second time, take more tasks, or carry
@@ -296,7 +299,7 @@ def call_task(fn: TaskFn[TaskT, ResultT], task: TaskT, progress: ProgressFn) -> 
     _current.guard = guard
     try:
         try:
-            value = fn(task, guard.watch(progress))
+            value = fn(task, guard.watch(progress, cancels))
         finally:
             guard.end_if_child()
             _current.guard = previous
@@ -326,15 +329,22 @@ class _ForkGuard:
             self._read, self._write = os.pipe()
             os.set_blocking(self._read, False)
 
-    def watch(self, progress: ProgressFn) -> ProgressFn:
-        """``progress`` for the task: in a forked child, the first call ends the child instead."""
+    def watch(self, progress: ProgressFn, cancels: bool = True) -> ProgressFn:
+        """``progress`` for the task: in a forked child, the first call ends the child instead
+        (``cancels=False``: ``progress(0)`` does nothing, and is not called)."""
 
         def guarded(increment: int) -> None:
             if self.forked:
                 self.end_if_child()
             progress(increment)
 
-        return guarded
+        def guarded_counts(increment: int) -> None:
+            if self.forked:
+                self.end_if_child()
+            if increment:
+                progress(increment)
+
+        return guarded if cancels else guarded_counts
 
     def end_if_child(self) -> None:
         """In a forked child: tell the parent, then end this process without running anything else."""

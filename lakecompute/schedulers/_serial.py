@@ -88,7 +88,7 @@ def _run_serial(job: Job[TaskT, ResultT], report: ProgressFn, device: str | None
         if task is PAUSE:
             raise pause_error()
         with _device(device):
-            value = call_task(job.fn, task, report)
+            value = call_task(job.fn, task, report, cancels=False)  # both reports ignore progress(0)
         yield position, value
 
 

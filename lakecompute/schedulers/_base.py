@@ -336,15 +336,10 @@ class _ForkGuard:
         def guarded(increment: int) -> None:
             if self.forked:
                 self.end_if_child()
-            progress(increment)
-
-        def guarded_counts(increment: int) -> None:
-            if self.forked:
-                self.end_if_child()
-            if increment:
+            if increment or cancels:
                 progress(increment)
 
-        return guarded if cancels else guarded_counts
+        return guarded
 
     def end_if_child(self) -> None:
         """In a forked child: tell the parent, then end this process without running anything else."""

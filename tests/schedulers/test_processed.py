@@ -18,7 +18,7 @@ import multiprocess
 import numpy as np
 import pytest
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, WorkerDiedError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, UnpicklableTaskError, WorkerDiedError
 from lakecompute.schedulers import (
     ProcessedScheduler,
     ProgressFn,
@@ -28,7 +28,7 @@ from lakecompute.schedulers import (
     worker_id,
 )
 from lakecompute.schedulers._processed import DEFAULT_PRELOAD
-from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause
+from lakecompute.testing.schedulers import SchedulerTestError, SchedulerTests, raise_with_cause, square
 from tests.helpers import touch, wait_until
 from tests.procs import wait_blocked_writing_pipe, wait_session_empty
 
@@ -365,6 +365,24 @@ def test_processed_unpicklable_result_raises_invalid_type() -> None:
     with pytest.raises(InvalidTypeError, match="The result of task 2 cannot be sent from the worker process"):
         list(ProcessedScheduler(1).run(return_generator, [2]))
     assert multiprocess.active_children() == []
+
+
+_FORKS = [0]
+os.register_at_fork(before=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
+
+def test_processed_first_tasks_are_queued_before_any_worker_is_forked() -> None:
+    """The first tasks are pickled and queued before the workers start (so that the first worker runs
+    the first task while the others are being forked): a first task that cannot be pickled stops the
+    run before any process is forked."""
+    forks = _FORKS[0]
+    with pytest.raises(UnpicklableTaskError) as info:
+        list(ProcessedScheduler(2).run(square, [(j for j in range(3)), 2]))  # a generator does not pickle
+    assert info.value.position == 0
+    assert _FORKS[0] == forks
+    assert multiprocess.active_children() == []
+    assert dict(ProcessedScheduler(2).run(square, [1, 2, 3])) == {0: 1, 1: 4, 2: 9}
+    assert _FORKS[0] >= forks + 2  # the hook counts the forks made here
 
 
 def test_processed_rejects_bad_arguments() -> None:

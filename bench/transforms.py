@@ -16,7 +16,10 @@ time includes everything (planning, preflight, pool start, writing, commit).
   bench's own arrays are not in the forked workers' resident set).
 
 Runs are interleaved (floor, floor Pool(2), eval 0 workers, eval 2 workers, then again) so that
-the machine's noise hits every variant alike; the median of ``--runs`` runs is reported.
+the machine's noise hits every variant alike; the median is reported. The floors and our evals run
+``2 * --runs + 1`` times (7 for the default 3), the peers ``--runs`` times: on this machine one run of a
+2-worker row moves by up to ±20 % (its floor too, not always together), more than the targets' margins,
+and a median of 3 such runs decided a row by one slow run (see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -379,12 +382,20 @@ def _measure(
     for part in (own, peers):
         for wl, variants in part.items():
             times = spread.setdefault(wl, {})
-            for _ in range(1 if wl.endswith("u") else runs):  # the unfused peers: once (minutes each)
+            # Floors and evals 2 * runs + 1 times (seconds each), the peers runs times, the unfused once.
+            repeats = 1 if wl.endswith("u") else runs if part is peers else own_runs(runs)
+            for _ in range(repeats):
                 for k, fn in variants.items():
                     return_freed_memory()
                     times.setdefault(k, []).append(fn())
     med = {wl: {k: statistics.median(v) for k, v in times.items()} for wl, times in spread.items()}
     return med, spread
+
+
+def own_runs(runs: int) -> int:
+    """How many times the floors and our evals run for ``--runs runs``: more than the peers, whose runs
+    cost minutes, because the targets compare them with each other, within 5 to 20 %."""
+    return 2 * runs + 1
 
 
 def return_freed_memory() -> None:
@@ -433,7 +444,8 @@ def _floor_rows(
         m = med[wl]
         for workers in (0, 2):
             ours = m[f"ours{workers}"]
-            floor = m["floor1" if workers == 0 or wl == "W1b" else "floor2"]
+            floor_key = "floor1" if workers == 0 or wl == "W1b" else "floor2"
+            floor = m[floor_key]
             limit = _TARGETS.get((wl, workers))
             ratio = ours / floor
             name = f"{wl} {sizes[wl]}, {workers} workers"
@@ -443,7 +455,7 @@ def _floor_rows(
                 f"{wl} eval, {workers} workers", ours * 1e3, floor * 1e3, "ms",
                 f"within {limit:g}x of floor" if limit else "", None if limit is None else ratio <= limit,
                 "vectorised floor, 1 process" if wl == "W1b" else which,
-                "runs: " + ", ".join(f"{x:.3f}" for x in spread[wl][f"ours{workers}"]) + " s",
+                _runs_note(spread[wl][f"ours{workers}"], spread[wl][floor_key]),
             ))  # fmt: skip
     raw = med["W1"]["raw1"]
     lines.append(("W1 bare loop, memory to memory (reference)", "", _fmt_s(raw), "",
@@ -454,6 +466,11 @@ def _floor_rows(
     rows.append(Row("W3 speedup 2 vs 0 workers", speedup, floor_speedup, "x", "", None,
                     "floor Pool(2) vs 1 process"))  # fmt: skip
     return rows, lines
+
+
+def _runs_note(ours: list[float], floor: list[float]) -> str:
+    """Every run of ours and of its floor, in order (run i of each were measured seconds apart)."""
+    return f"runs: {', '.join(f'{x:.3f}' for x in ours)} s; floor: {', '.join(f'{x:.3f}' for x in floor)} s"
 
 
 def _peer_rows(med: dict[str, dict[str, float]], sizes: dict[str, str]) -> tuple[list[Row], list[Line]]:

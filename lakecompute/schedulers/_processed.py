@@ -214,12 +214,15 @@ class ProcessedScheduler(Scheduler):
         pool = Pool(self._run_start_method(), self.preload, self.num_workers, job.fn, self._placement)
         finished = False
         try:
-            # The first tasks are queued before the workers start: the first worker forked starts the
-            # first task while the others are forked (each fork copies the caller's page tables: ~2 ms
-            # from a small process, 12-17 ms from one holding ~1 GB).
+            # The first task is queued before the workers start: the first worker forked starts it while
+            # the others are forked (each fork copies the caller's page tables: ~2 ms from a small
+            # process, 12-17 ms from one holding ~1 GB). The tasks after it are queued once every worker
+            # is forked, as before, so that the first worker, busy with the first, does not also take the
+            # ones meant for the others (a warm-up that builds a worker's stages while the first runs).
             feed = _Feed(pool, tasks, job.limit)
-            feed.refill()
+            feed.refill(most=1)
             pool.start()
+            feed.refill()
             while feed.outstanding:
                 if feed.exhausted:
                     pool.retire()
@@ -268,9 +271,11 @@ class _Feed:
         """Whether every task has been taken from the input and submitted."""
         return self._exhausted
 
-    def refill(self) -> None:
+    def refill(self, most: int | None = None) -> None:
+        """Take and queue tasks while fewer than ``limit`` (or ``most``) are outstanding."""
+        limit = self._limit if most is None else min(most, self._limit)
         # Bounded, so that a streamed input stays bounded in memory, here and in the task queue.
-        while not self._exhausted and not self._paused and len(self.outstanding) < self._limit:
+        while not self._exhausted and not self._paused and len(self.outstanding) < limit:
             try:
                 task = next(self._tasks)
             except StopIteration:

@@ -371,10 +371,10 @@ _FORKS = [0]
 os.register_at_fork(before=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
 
-def test_processed_first_tasks_are_queued_before_any_worker_is_forked() -> None:
-    """The first tasks are pickled and queued before the workers start (so that the first worker runs
-    the first task while the others are being forked): a first task that cannot be pickled stops the
-    run before any process is forked."""
+def test_processed_first_task_is_queued_before_any_worker_is_forked() -> None:
+    """The first task is pickled and queued before the workers start (so that the first worker runs it
+    while the others are being forked): a first task that cannot be pickled stops the run before any
+    process is forked."""
     forks = _FORKS[0]
     with pytest.raises(UnpicklableTaskError) as info:
         list(ProcessedScheduler(2).run(square, [(j for j in range(3)), 2]))  # a generator does not pickle

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import glob
 import itertools
+import math
 import mmap
 import os
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ class SharedBatch:
             os.close(fd)
         batch = dict(self.rest)
         for name, dtype, shape, offset in self.layout:
-            count = int(np.prod(shape, dtype=np.int64))
+            count = math.prod(shape)
             batch[name] = np.frombuffer(mapped, dtype=np.dtype(dtype), count=count, offset=offset).reshape(
                 shape
             )

@@ -19,6 +19,7 @@ from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, open_columns, read_columns, snapshot
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
+from lakecompute.htypes import stacked_list
 from lakecompute.storage import layout_verdicts
 
 __all__ = [
@@ -168,12 +169,13 @@ class DatasetSource(Source):
 
     def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
-        # stacked columns, no copies.
+        # stacked columns, no copies. A column read as a list (images) is stacked per batch here, on the
+        # reader's thread, where its samples stack: not by the function's thread when it asks.
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         row = row_class(tuple(columns), self.meta())
         return [
-            row({name: column[b - start : b - start + size] for name, column in columns.items()}, b)
+            row({name: _batch_part(column, b - start, size) for name, column in columns.items()}, b)
             for b in range(start, stop, size)
         ]
 
@@ -461,3 +463,10 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
         "data_in must be a dataset, a sequence (with len and indexing) or an iterable. "
         f"Got {type(data_in).__name__}."
     )
+
+
+def _batch_part(column: np.ndarray | list[Any], at: int, size: int) -> np.ndarray | list[Any]:
+    """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
+    part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`)."""
+    part = column[at : at + size]
+    return stacked_list(part) if isinstance(part, list) else part

@@ -17,7 +17,7 @@ from lakecompute.htypes._registry import (
     encode_ragged,
     encode_sample,
 )
-from lakecompute.htypes._stacking import stack_samples, stacked
+from lakecompute.htypes._stacking import StackedList, stack_samples, stacked, stacked_list
 
 # Specs sit below storage (see lakecompute.specs); re-exported here, where callers have always found them.
 from lakecompute.specs import (
@@ -43,6 +43,7 @@ __all__ = [
     "Encoded",
     "HType",
     "HTypeCodec",
+    "StackedList",
     "TensorRules",
     "TensorSpec",
     "cast_checked",
@@ -62,4 +63,5 @@ __all__ = [
     "parse_tensor_spec",
     "stack_samples",
     "stacked",
+    "stacked_list",
 ]

@@ -19,7 +19,7 @@ from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, open_columns, read_columns, snapshot
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
-from lakecompute.htypes import stacked_list
+from lakecompute.htypes import Staging, stacked_list
 from lakecompute.storage import layout_verdicts
 
 __all__ = [
@@ -51,8 +51,9 @@ class Source:
         is read here, at once)."""
         raise NotImplementedError
 
-    def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
-        """Inputs ``start..stop`` as batch objects of ``size`` inputs (the last may be shorter)."""
+    def read_batches(self, start: int, stop: int, size: int, staging: Staging | None = None) -> list[Any]:
+        """Inputs ``start..stop`` as batch objects of ``size`` inputs (the last may be shorter); a batch's
+        samples read as a list of arrays are stacked into what ``staging`` gives, where it gives one."""
         return [self.read_samples(b, min(b + size, stop), batch=True)[0] for b in range(start, stop, size)]
 
     def sample(self, index: int) -> Any:
@@ -167,7 +168,7 @@ class DatasetSource(Source):
         # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
         return column_rows(columns, start, stop - start, meta)
 
-    def read_batches(self, start: int, stop: int, size: int) -> list[Any]:
+    def read_batches(self, start: int, stop: int, size: int, staging: Staging | None = None) -> list[Any]:
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
         # stacked columns, no copies. A column read as a list (images) is stacked per batch here, on the
         # reader's thread, where its samples stack: not by the function's thread when it asks.
@@ -175,7 +176,7 @@ class DatasetSource(Source):
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         row = row_class(tuple(columns), self.meta())
         return [
-            row({name: _batch_part(column, b - start, size) for name, column in columns.items()}, b)
+            row({name: _batch_part(column, b - start, size, staging) for name, column in columns.items()}, b)
             for b in range(start, stop, size)
         ]
 
@@ -465,8 +466,10 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     )
 
 
-def _batch_part(column: np.ndarray | list[Any], at: int, size: int) -> np.ndarray | list[Any]:
+def _batch_part(
+    column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None
+) -> np.ndarray | list[Any]:
     """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
     part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`)."""
     part = column[at : at + size]
-    return stacked_list(part) if isinstance(part, list) else part
+    return stacked_list(part, staging) if isinstance(part, list) else part

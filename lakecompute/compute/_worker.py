@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import os
 import threading
 import time
 import traceback
@@ -47,6 +46,7 @@ from lakecompute.compute._job import (
 )
 from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind, quick_switches
 from lakecompute.compute._plan import BLOCK_BYTES, block_size
+from lakecompute.compute._reading import read_samples, readers, start_decoding_helpers
 from lakecompute.compute._runner import (
     StageFailure,
     absorb_return,
@@ -59,8 +59,8 @@ from lakecompute.datasets import (
     TaskWriter,
 )
 from lakecompute.errors import InvalidSampleError
-from lakecompute.htypes import Encoded, decode_in_processes
-from lakecompute.schedulers import ProgressFn, usable_cpus
+from lakecompute.htypes import Encoded
+from lakecompute.schedulers import ProgressFn
 
 if TYPE_CHECKING:
     pass
@@ -145,11 +145,11 @@ class _TaskRun:
     # -- reading ---------------------------------------------------------------------------------
     def blocks(self) -> ReadAhead[Iterable[tuple[int, Any]]]:
         """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs, read ahead of their use
-        on reader threads (see `_readers`); the rows of a block read ahead are made as they are run."""
+        on reader threads (see `readers`); the rows of a block read ahead are made as they are run."""
         task, job, block = self.task, self.job, self.decided.block
         ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
-        threads = _readers(job) if self.overlap else 0
-        return ReadAhead(functools.partial(_samples, job, task), ranges, threads, self.seconds)
+        threads = readers(job) if self.overlap else 0
+        return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, self.seconds)
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
@@ -377,53 +377,10 @@ class _TaskRun:
         return TaskResult(task.number, task.start, task.stop, fragments, self.counts, tuple(self.failed))
 
 
-#: The eval whose decoding helpers this process has started (once: if they die, it decodes itself).
-_helpers_started_for: list[str] = []
-
-
-def _start_decoding_helpers(job: Job) -> None:
-    """In a worker process placed on a device, decode the dataset's images in helper processes, its
-    share of the CPUs less one (`lakecompute.htypes.decode_in_processes`): its GIL is then the model's,
-    not its readers'. Started on a thread, so that their start overlaps the model's build; reads before
-    they are up decode here. Once per eval: helpers that died are not started again."""
-    options = job.options
-    if options.devices is None or not options.num_workers or os.getpid() == job.parent_pid:
-        return
-    helpers = usable_cpus() // options.num_workers - 1
-    if helpers > 0 and job.source.parallel_reads > 1 and _helpers_started_for != [job.token]:
-        _helpers_started_for[:] = [job.token]
-        threading.Thread(target=decode_in_processes, args=(helpers,), daemon=True).start()
-
-
-def _readers(job: Job) -> int:
-    """Reader threads per task: what the source allows (none for input already in memory, one for a
-    sequence whose ``__getitem__`` is the user's), and for datasets a share of this machine's CPUs per
-    worker (decoding, which releases the GIL, then runs in parallel)."""
-    allowed = job.source.parallel_reads
-    if allowed <= 1:
-        return allowed
-    return max(1, min(allowed, usable_cpus() // max(1, job.options.num_workers)))
-
-
-def _samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
-    """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size), read
-    now; the pairs and rows of dataset input are made as they are taken."""
-    batch = job.options.batch_size
-    if task.items is not None:
-        items = task.items[start - task.start : stop - task.start]
-        if batch:
-            return [(start + b, items[b : b + batch]) for b in range(0, len(items), batch)]
-        return list(zip(range(start, stop), items, strict=True))
-    source = job.source
-    if batch:
-        return list(zip(range(start, stop, batch), source.read_batches(start, stop, batch), strict=True))
-    return zip(range(start, stop), source.read_block(start, stop, batch=False), strict=True)
-
-
 def run_task(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
     """Run one task: read its inputs, run the pipeline per sample, write fragments (or, for the
     preflight task, decide how every later task writes)."""
-    _start_decoding_helpers(job)
+    start_decoding_helpers(job)
     if task.warm:
         stages_for(job.token, job.pipeline, job.parent_pid)
         job.source.warm()
@@ -536,7 +493,7 @@ class _PreflightInputs:
             if start == task.start and self.first is not None:
                 pairs = self.first.take()
             else:
-                pairs = _samples(self.job, task, start, min(task.stop, start + self.step))
+                pairs = read_samples(self.job, task, start, min(task.stop, start + self.step))
             for pair in pairs:
                 self.read.append(pair)
                 yield pair
@@ -557,7 +514,7 @@ class _FirstRead:
     what reading raised, where the preflight would have read it itself."""
 
     def __init__(self, job: Job, task: Task, step: int) -> None:
-        self._read = functools.partial(_samples, job, task, task.start, min(task.stop, task.start + step))
+        self._read = functools.partial(read_samples, job, task, task.start, min(task.stop, task.start + step))
         self._pairs: list[tuple[int, Any]] = []
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="lakecompute-first-read", daemon=True)

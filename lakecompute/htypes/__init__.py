@@ -17,7 +17,7 @@ from lakecompute.htypes._registry import (
     encode_ragged,
     encode_sample,
 )
-from lakecompute.htypes._stacking import StackedList, stack_samples, stacked, stacked_list
+from lakecompute.htypes._stacking import StackedList, Staging, stack_samples, stacked, stacked_list
 
 # Specs sit below storage (see lakecompute.specs); re-exported here, where callers have always found them.
 from lakecompute.specs import (
@@ -44,6 +44,7 @@ __all__ = [
     "HType",
     "HTypeCodec",
     "StackedList",
+    "Staging",
     "TensorRules",
     "TensorSpec",
     "cast_checked",

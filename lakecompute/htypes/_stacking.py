@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from lakecompute.errors import RaggedShapeError
 
-__all__ = ["StackedList", "stack_samples", "stacked", "stacked_list"]
+__all__ = ["StackedList", "Staging", "stack_samples", "stacked", "stacked_list"]
 
 
 def stacked(values: Sequence[Any]) -> np.ndarray | None:
@@ -64,11 +64,19 @@ class StackedList(list):  # type: ignore[type-arg]
         return (list, (list(self),))
 
 
-def stacked_list(values: list[Any]) -> list[Any]:
-    """``values`` as a `StackedList` when they are arrays that stack (`stacked`), else ``values``."""
+#: Gives the array a batch of ``shape`` and ``dtype`` is stacked into, or None for a new one.
+Staging = Callable[[tuple[int, ...], np.dtype], "np.ndarray | None"]
+
+
+def stacked_list(values: list[Any], staging: Staging | None = None) -> list[Any]:
+    """``values`` as a `StackedList` when they are arrays that stack (`stacked`), else ``values``;
+    stacked into the array ``staging`` gives, where it gives one (a worker's page-locked memory, see
+    `lakecompute.schedulers.pinned_staging`)."""
     if not values or not isinstance(values[0], np.ndarray):
         return values
-    array = stacked(values)
+    array = _staged(values, staging) if staging is not None else None
+    if array is None:
+        array = stacked(values)
     if array is None:
         return values
     rows = tuple(array)
@@ -105,6 +113,21 @@ def _join(values: Sequence[np.ndarray], first: np.ndarray) -> np.ndarray | None:
     except (TypeError, ValueError):  # a 0-d value (no len), another rank, or other trailing dimensions
         return None
     return joined.reshape((len(values), *first.shape))
+
+
+def _staged(values: list[np.ndarray], staging: Staging) -> np.ndarray | None:
+    """``values`` stacked into ``staging``'s array, when they are arrays of one shape and dtype (the
+    checks of `_stack_arrays`) and it gives one; else None."""
+    first = values[0]
+    if first.dtype.kind not in "biufc" or not first.shape or set(map(type, values)) != {np.ndarray}:
+        return None
+    if set(map(_SHAPE, values)) != {first.shape} or set(map(_DTYPE, values)) != {first.dtype}:
+        return None
+    out = staging((len(values), *first.shape), first.dtype)
+    if out is None:
+        return None
+    np.concatenate(values, out=out.reshape((len(values) * len(first), *first.shape[1:])))
+    return out
 
 
 def stack_samples(values: Sequence[Any], tensor: str) -> np.ndarray:

@@ -37,6 +37,7 @@ from lakecompute.schedulers._devices import (
     cuda_initialised,
     device_oom_advice,
     is_device_oom,
+    pinned_staging,
     place_workers,
     visible_devices,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "is_device_oom",
     "job_ranks",
     "pickle_exception",
+    "pinned_staging",
     "place_workers",
     "portable_exception",
     "rank_timeout",

@@ -22,10 +22,14 @@ importing torch when the caller has not.
 
 from __future__ import annotations
 
+import collections
+import math
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, RemoteError
 from lakecompute.parsing import Devices
@@ -35,6 +39,7 @@ __all__ = [
     "cuda_initialised",
     "device_oom_advice",
     "is_device_oom",
+    "pinned_staging",
     "place_workers",
     "visible_devices",
 ]
@@ -163,6 +168,47 @@ def cuda_initialised() -> bool:
         return bool(is_initialized())
     except Exception:
         return False  # a torch too broken to say has not initialised CUDA through itself
+
+
+# -- page-locked batches ------------------------------------------------------------------------------
+
+#: How many of the arrays `pinned_staging` gave out it keeps alive, the last ones (see there).
+PINNED_KEPT = 8
+
+_pinned_kept: collections.deque[np.ndarray] = collections.deque(maxlen=PINNED_KEPT)
+_pinned_failed = False
+
+
+def pinned_staging(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    """A new array of ``shape`` and ``dtype`` in page-locked (pinned) host memory, for a batch that a
+    worker placed on a GPU stacks for its function, once this process has initialised CUDA through torch
+    (the user's model is on the device); else None (a plain array will do).
+
+    Copied from pinned memory, a batch goes to the device by DMA, and with ``non_blocking=True`` the copy
+    is only queued: the function's thread goes on to the model at once (from pageable memory the copy
+    is staged through the driver's buffer, the thread waiting). This is what ``pin_memory=True`` does for
+    a torch ``DataLoader``, and what a loop that keeps its images pinned does.
+
+    The memory comes from torch's caching host allocator, which knows a copy queued from the start of a
+    block and does not hand the block out again before the copy has run. For a copy of a part of it, the
+    last `PINNED_KEPT` arrays are kept alive here as well: a block is reused only after that many later
+    batches were read, by when the function that copied it has long returned its outputs (which waits for
+    the device). Memory that cannot be pinned is no error: the batches are plain arrays from then on.
+    """
+    global _pinned_failed
+    if _pinned_failed or not cuda_initialised():
+        return None
+    torch = sys.modules["torch"]
+    dtype = np.dtype(dtype)
+    count = math.prod(shape)
+    try:
+        raw = torch.empty(count * dtype.itemsize, dtype=torch.uint8, pin_memory=True)
+        out: np.ndarray = raw.numpy().view(dtype).reshape(shape)
+    except Exception:
+        _pinned_failed = True
+        return None
+    _pinned_kept.append(out)
+    return out
 
 
 # -- running out of device memory ------------------------------------------------------------------

@@ -82,3 +82,38 @@ def test_a_stacked_list_follows_its_items() -> None:
     ragged_values = [np.zeros((2, 3)), np.zeros((3, 3))]
     assert stacked_list(ragged_values) is ragged_values
     assert stacked_list(["a", "b"]) == ["a", "b"]
+
+
+def test_a_batch_is_stacked_into_the_array_its_staging_gives() -> None:
+    """With a staging (a worker on a GPU: page-locked memory), samples that stack are stacked into the array
+    it gives, shape and dtype asked for; where it gives none, or the samples do not stack, as without."""
+    values = [np.full((4, 3, 3), k, dtype=np.uint8) for k in range(5)]
+    asked: list[tuple[tuple[int, ...], np.dtype]] = []
+    given: list[np.ndarray] = []
+
+    def staging(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        asked.append((shape, dtype))
+        given.append(np.empty(shape, dtype))
+        return given[-1]
+
+    listed = stacked_list(list(values), staging)
+    assert asked == [((5, 4, 3, 3), np.dtype(np.uint8))]
+    array = stack_samples(listed, "x")
+    assert array is given[0]
+    np.testing.assert_array_equal(array, np.stack(values))
+    assert all(np.shares_memory(item, array) for item in listed)
+
+    declined = stacked_list(list(values), lambda shape, dtype: None)
+    np.testing.assert_array_equal(stack_samples(declined, "x"), np.stack(values))
+    ragged_values = [np.zeros((2, 3), np.uint8), np.zeros((3, 3), np.uint8)]
+    assert stacked_list(ragged_values, staging) is ragged_values
+    assert len(asked) == 1  # not asked for samples that do not stack
+
+
+def test_no_page_locked_memory_without_cuda_initialised_here() -> None:
+    """`pinned_staging` gives a page-locked array only once this process has initialised CUDA through
+    torch (a worker whose model is on its GPU); here it has not, so batches are plain arrays."""
+    from lakecompute.schedulers import cuda_initialised, pinned_staging
+
+    assert not cuda_initialised()
+    assert pinned_staging((2, 3), np.dtype(np.uint8)) is None

@@ -284,11 +284,16 @@ def _rows(n: int, rounds: int, times: dict[str, list[float]], stages: list[dict[
             print(f"  models: {name} skipped (not installed)")
             continue
         target, ok = (">= 1x", ours <= median[name]) if name != _LOOP else ("", None)
+        runs = f"; every round, ours {_seconds(times[_OURS])} vs {_seconds(times[name])}"
         rows.append(
-            Row("resnet18 column, 2 workers", n / ours, n / median[name], "/s", target, ok, name, note)
+            Row("resnet18 column, 2 workers", n / ours, n / median[name], "/s", target, ok, name, note + runs)
         )
     overlap = "read + run + write (no overlap)"
     rows.append(
         Row("eval: tasks' wall vs sum of stages", staged.get("wall", 0.0), work, "s", baseline_name=overlap)
     )
     return rows
+
+
+def _seconds(values: list[float]) -> str:
+    return " / ".join(f"{v:.2f}" for v in values) + " s"

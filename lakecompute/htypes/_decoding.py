@@ -31,6 +31,7 @@ from concurrent.futures import CancelledError
 from typing import Any
 
 import multiprocess.util
+import numpy as np
 
 from lakecompute.errors import LakeComputeError, LakeComputeWarning, WorkerDiedError
 from lakecompute.htypes._registry import decode_sample
@@ -109,10 +110,15 @@ def _request(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) -> 
     joined into one ``bytes``, their lengths and shapes as JSON. (Sent as a list of pairs, each blob a
     ``bytes`` and each shape a tuple, a request of 5 images cost the reading process ~0.5 ms to pickle,
     most of it the spec's ~40 objects, on every request.)"""
-    lengths = [memoryview(b).nbytes for b, _ in blobs]
-    joined = b"".join(b for b, _ in blobs)
-    meta = json.dumps([lengths, [list(shape) for _, shape in blobs]])
-    return (_spec_bytes(spec), joined, meta, _token())
+    parts = [_flat(b) for b, _ in blobs]
+    lengths = [memoryview(p).nbytes for p in parts]
+    meta = json.dumps([lengths, [[int(d) for d in shape] for _, shape in blobs]])
+    return (_spec_bytes(spec), b"".join(parts), meta, _token())
+
+
+def _flat(blob: Any) -> Any:
+    """A stored blob as bytes-like one ``bytes.join`` takes (a strided array view made contiguous)."""
+    return np.ascontiguousarray(blob).data.cast("B") if isinstance(blob, np.ndarray) else blob
 
 
 def _spec_bytes(spec: TensorSpec) -> bytes:

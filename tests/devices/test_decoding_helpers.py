@@ -72,6 +72,28 @@ def test_helpers_decode_what_this_process_would(compression: str) -> None:
 
 
 @pytest.mark.usefixtures("helpers")
+def test_blobs_as_array_views_and_shapes_of_numpy_integers_are_sent_as_given() -> None:
+    """A request carries every kind of blob a read hands over (``bytes``, a uint8 array, a strided view of
+    one) and shapes whose sizes are numpy integers, in one request (more than 16 blobs in several): each
+    value decodes as it does here."""
+    images = _images(40, seed=3)
+    blobs: list[tuple[Any, tuple[Any, ...]]] = []
+    for k, (blob, shape) in enumerate(_blobs(images, "png")):
+        if k % 3 == 1:
+            blobs.append((np.frombuffer(blob, dtype=np.uint8), tuple(np.int64(d) for d in shape)))
+        elif k % 3 == 2:
+            spaced = np.zeros(2 * len(blob), dtype=np.uint8)
+            spaced[::2] = np.frombuffer(blob, dtype=np.uint8)
+            blobs.append((spaced[::2], shape))
+        else:
+            blobs.append((blob, shape))
+    there = decode_many(parse_tensor_spec("images", htype="image", sample_compression="png"), blobs)
+    assert len(there) == 40
+    for image, value in zip(images, there, strict=True):
+        np.testing.assert_array_equal(value, image)
+
+
+@pytest.mark.usefixtures("helpers")
 def test_a_blob_that_does_not_decode_comes_back_as_its_error() -> None:
     """A damaged blob among good ones: its error in its place (as decoding here gives it), the others
     decoded."""

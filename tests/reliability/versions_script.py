@@ -4,7 +4,8 @@ Usage: ``versions_script.py PATH OP [ARGS ...]`` with OP one of
 
 - ``eval BRANCH INTERVAL``: double tensor ``x`` in place on BRANCH (the others kept), with checkpoints every
   INTERVAL inputs;
-- ``append BRANCH VALUE COUNT``: append VALUE to ``x`` on BRANCH, COUNT times (a commit each);
+- ``append BRANCH VALUE COUNT``: append VALUE to ``x`` on BRANCH, COUNT times (a commit each), the
+  branch opened before ``START`` (so that writers released together start from one version);
 - ``checkout NAME``: create branch NAME from ``main``'s head;
 - ``tag NAME``: tag ``main``'s head;
 - ``restore BRANCH VERSION``: restore VERSION on BRANCH;
@@ -24,12 +25,14 @@ to another writer (``lc.CommitConflictError``). Environment:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import lakecompute as lc
@@ -83,11 +86,17 @@ def _eval(path: str, args: list[str], options: dict[str, Any]) -> int:
     return result.version
 
 
-def _append(path: str, args: list[str], options: dict[str, Any]) -> int:
+def _append(path: str, args: list[str], options: dict[str, Any]) -> Callable[[], int]:
+    """Opens the branch now (before ``START``: writers started together all append to the version they
+    found then, whoever commits first), appends when called."""
     ds = lc.load(path, branch=args[0], storage_options=options)
-    for _ in range(int(args[2])):
-        ds.x.append(int(args[1]))
-    return ds.version
+
+    def append() -> int:
+        for _ in range(int(args[2])):
+            ds.x.append(int(args[1]))
+        return ds.version
+
+    return append
 
 
 def _save(path: str, args: list[str], options: dict[str, Any]) -> int:
@@ -113,9 +122,11 @@ def _delete_branch(path: str, args: list[str], options: dict[str, Any]) -> int:
     return ds.version
 
 
+#: Operations that open the dataset before ``START`` and run when called after it.
+OPENED_FIRST: dict[str, Callable[[str, list[str], dict[str, Any]], Callable[[], int]]] = {"append": _append}
+
 OPS: dict[str, Any] = {
     "eval": _eval,
-    "append": _append,
     "save": _save,
     "checkout": _checkout,
     "tag": lambda path, args, options: _on(path, None, options).tag(args[0]),
@@ -129,6 +140,10 @@ def main(argv: list[str]) -> None:
     """Parse the arguments, run the operation, report."""
     path, op, args = argv[0], argv[1], argv[2:]
     options = json.loads(os.environ.get("LC_TEST_STORAGE", "{}"))
+    if op in OPENED_FIRST:
+        run = OPENED_FIRST[op](path, args, options)
+    else:
+        run = functools.partial(OPS[op], path, args, options)
     print("START", flush=True)
     go = os.environ.get("LC_TEST_GO")
     while go and not os.path.exists(go):
@@ -137,7 +152,7 @@ def main(argv: list[str]) -> None:
     if kill_at:
         _arm(kill_at)
     try:
-        version = int(OPS[op](path, args, options))
+        version = int(run())
     except lc.CommitConflictError as exc:
         print(f"CONFLICT {exc}", flush=True)
         return

@@ -10,8 +10,10 @@ Reported per configuration: images/s (the whole eval call, worker start-up inclu
 start from is started once per process, before the timed runs, by a small untimed eval); the loop from CUDA
 start-up and model build to the last embedding on the host), the ratio to the loop, and the fraction of
 time the GPUs were busy (NVML's utilization, sampled every 20 ms on a thread: the share of time a kernel
-ran), over the whole call and over its active span (first to last busy sample); and the eval's stage
-seconds (read+decode, run, write, wall), which show the overlap.
+ran), over the whole call and over its active span (first to last busy sample); the eval's stage
+seconds (read+decode, run, write, wall), which show the overlap; and, for the eval's workers and the loop
+alike, the host milliseconds per batch in the copy's call, the model's kernel launches and the wait for
+its output (``per_batch_ms``: where a model call's time goes, with no synchronisation added).
 
 Without a CUDA GPU (or torch) the suite skips, saying why. ``BENCH_GPU_JSON=path`` writes the details as
 JSON (``python -m bench gpu --json path`` writes the rows). ``BENCH_GPU_DRY=1`` runs the same code on the
@@ -60,18 +62,32 @@ class Embedder:
         self.model = model.to(memory_format=torch.channels_last)
         self.mean = torch.tensor([0.485, 0.456, 0.406], device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor([0.229, 0.224, 0.225], device=self.device).view(1, 3, 1, 1) * 255
+        #: Host seconds per part of `embed`, summed over batches (no extra synchronisation): the copy's
+        #: call (queued from pinned memory, waited for from pageable), the model's kernel launches, and
+        #: the wait for the embeddings (the device's own time left after the launches).
+        self.parts = {"copy": 0.0, "launch": 0.0, "wait": 0.0, "batches": 0}
 
     def embed(self, images: Any) -> np.ndarray:
         torch = self.torch
+        t0 = time.perf_counter()
         batch = images if isinstance(images, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(images))
         with (
             torch.inference_mode(),
             torch.autocast(self.device.type, self.dtype, enabled=self.dtype != torch.float32),
         ):
-            x = batch.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float()
+            x = batch.to(self.device, non_blocking=True)
+            t1 = time.perf_counter()
+            x = x.permute(0, 3, 1, 2).float()
             x = ((x - self.mean) / self.std).contiguous(memory_format=torch.channels_last)
             out = self.model(x).float()
-        return np.asarray(out.cpu().numpy())
+        t2 = time.perf_counter()
+        result = np.asarray(out.cpu().numpy())
+        parts = self.parts
+        parts["copy"] += t1 - t0
+        parts["launch"] += t2 - t1
+        parts["wait"] += time.perf_counter() - t2
+        parts["batches"] += 1
+        return result
 
 
 def _lc() -> Any:
@@ -107,6 +123,7 @@ class _Compute:
             times["last"] = time.time()
             times["batches"] += 1
             times["model"] += times["last"] - t0
+            times["parts"] = self.embedder.parts
             with open(os.path.join(self.trace, f"{os.getpid()}.json"), "w") as fh:
                 json.dump(times, fh)
 
@@ -132,8 +149,17 @@ def _timeline(trace: str, t0: float, t1: float) -> dict[str, Any]:
         "last_batch": max(t["last"] for t in ran) - t0,
         "after_last": t1 - max(t["last"] for t in ran),
         "model_s": sum(t["model"] for t in ran),
+        "per_batch_ms": _per_batch([t["parts"] for t in ran if "parts" in t]),
         "lakecompute": sorted({t["lakecompute"] for t in times}),
     }
+
+
+def _per_batch(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Milliseconds per batch in each part of `Embedder.embed`, over every worker's batches."""
+    batches = sum(p["batches"] for p in parts)
+    if not batches:
+        return {}
+    return {k: round(1000 * sum(p[k] for p in parts) / batches, 2) for k in ("copy", "launch", "wait")}
 
 
 def _synth(seed: Any, sample_out: Any) -> None:
@@ -229,6 +255,7 @@ def loop_main(path: str, n: int, batch: int, precision: str, devices: list[str])
     per_device = [n // len(devices) + (1 if k < n % len(devices) else 0) for k in range(len(devices))]
     seconds: list[float] = [0.0] * len(devices)
     steady: list[float] = [0.0] * len(devices)
+    parts: list[dict[str, float]] = []
 
     def run(k: int) -> None:
         t0 = time.perf_counter()
@@ -244,13 +271,15 @@ def loop_main(path: str, n: int, batch: int, precision: str, devices: list[str])
             first = first or time.perf_counter()
         seconds[k] = time.perf_counter() - t0
         steady[k] = time.perf_counter() - (first or t0)
+        parts.append(embedder.parts)
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(len(devices))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    print(json.dumps({"seconds": max(seconds), "steady_seconds": max(steady)}))
+    out = {"seconds": max(seconds), "steady_seconds": max(steady), "per_batch_ms": _per_batch(parts)}
+    print(json.dumps(out))
 
 
 def _loop(
@@ -455,6 +484,7 @@ def _describe(result: dict[str, Any]) -> str:
         f"{result['images_per_s']:,.0f} images/s in {result['seconds']:.1f} s, "
         f"GPU busy {_pct(result['busy'])} "
         f"({_pct(result['busy_active'])} of the active span)"
+        + (f"; per batch, ms: {result['per_batch_ms']}" if result.get("per_batch_ms") else "")
     )
 
 

@@ -47,9 +47,11 @@ def run_info(args: argparse.Namespace) -> int:
 
 def _version_arg(text: str | None) -> int | str | None:
     """A version given on the command line: a number, or a tag or branch name."""
+    from lakecompute.storage import is_version_number
+
     if text is None:
         return None
-    return int(text) if text.isdigit() else text
+    return int(text) if is_version_number(text) else text
 
 
 def _spans(numbers: list[int]) -> str:

@@ -13,9 +13,9 @@ from typing import Any
 
 from lakecompute.datasets._records import parse_records
 from lakecompute.errors import (
+    DatasetCorruptError,
     DatasetNotFoundError,
     InvalidArgumentError,
-    InvalidTypeError,
     LakeComputeError,
     RefNotFoundError,
 )
@@ -28,9 +28,12 @@ from lakecompute.storage import (
     latest_version,
     list_branches,
     list_tags,
+    parse_version_name,
     read_branch,
     read_manifest,
     read_tag,
+    tag_key,
+    version_key,
 )
 
 __all__ = ["VersionLike", "heads", "log_entries", "merge_base", "read_committed", "resolve", "walk"]
@@ -44,32 +47,32 @@ def resolve(backend: Backend, spec: object, what: str = "version") -> int:
 
     Raises:
         InvalidTypeError: ``spec`` is not an int or a str.
+        InvalidArgumentError: neither a number in ASCII digits nor a valid branch or tag name.
         RefNotFoundError: no branch or tag has that name.
-        DatasetCorruptError: a ref is damaged.
+        DatasetCorruptError: a ref is damaged, or names a version that is not stored.
     """
-    if isinstance(spec, bool) or not isinstance(spec, (int, str)):
-        raise InvalidTypeError(
-            f"Expected {what} as a version number, branch or tag name. "
-            f"Got {type(spec).__name__}: {spec!r:.80}."
-        )
-    if isinstance(spec, int):
-        if spec < 0:
-            raise InvalidArgumentError(f"Expected {what} >= 0. Got {spec}.")
-        return spec
-    if spec.isdigit():
-        return int(spec)  # branch and tag names are never digits only
-    ref = read_branch(backend, spec)
+    name = parse_version_name(spec, what)
+    if isinstance(name, int):
+        return name
+    ref = read_branch(backend, name)
     if ref is not None:
         return branch_head(backend, ref)
-    if spec == DEFAULT_BRANCH:
+    if name == DEFAULT_BRANCH:
         latest = latest_version(backend)
         if latest is not None:
             return latest  # a dataset written before branches: main is its newest version
-    tag = read_tag(backend, spec)
+    tag = read_tag(backend, name)
     if tag is not None:
+        if not backend.exists(version_key(tag.version)):
+            raise DatasetCorruptError(
+                backend.url,
+                tag_key(name),
+                f"the tag names version {tag.version}, which is not stored",
+                "The tag was changed outside lakecompute: delete the file to drop it (ds.delete_tag).",
+            )
         return tag.version
     known = list_branches(backend) + list(list_tags(backend))
-    raise RefNotFoundError(backend.url, spec, "branch or tag", known)
+    raise RefNotFoundError(backend.url, name, "branch or tag", known)
 
 
 def read_committed(backend: Backend, version: int) -> Manifest:

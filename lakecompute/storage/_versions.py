@@ -24,11 +24,21 @@ from lakecompute.errors import (
 )
 from lakecompute.storage._backend import Backend
 from lakecompute.storage._manifest import MARKER, VERSIONS, Fragment, Manifest, version_key
-from lakecompute.storage._refs import advance, moved_to, write_line_hint
+from lakecompute.storage._refs import (
+    BranchRef,
+    advance,
+    branch_key,
+    last_move,
+    move_key,
+    moved_to,
+    read_line_hint,
+    write_line_hint,
+)
 from lakecompute.storage._schema import InvalidField
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
 
 __all__ = [
+    "branch_head",
     "check_still_there",
     "commit_manifest",
     "commit_version",
@@ -212,6 +222,73 @@ def commit_version(backend: Backend, build: Callable[[int], Manifest], first: in
     _write_hints(backend, stored.version)
     write_line_hint(backend, line, stored.version)
     return stored
+
+
+def branch_head(backend: Backend, ref: BranchRef) -> int:
+    """The version branch ``ref`` is at: its start, followed along its line's moves.
+
+    The line's hint names a recent head, so a lookup is a few small reads; a missing or torn hint costs
+    one listing of the line's moves. The hint is used only once a move of this line is found to name it
+    (`_moved_here`): a hint naming another branch's version, or a commit that never finished, is ignored.
+    The head found is checked too: stored, and (when a move named it) a descendant of the version the
+    move went from, as every commit and fast-forward is.
+
+    Raises:
+        DatasetCorruptError: the ref or a move names a version that is not stored or not on the branch,
+            or a move is damaged.
+    """
+    hint = read_line_hint(backend, ref.line)
+    if hint is not None and hint > ref.start and _moved_here(backend, ref, hint):
+        head, frm, via = hint, None, None  # checked: nothing to check again unless a move follows
+    else:
+        head, via = last_move(backend, ref)
+        frm = None if via is None else int(via.rsplit("/", 1)[1][: -len(".json")])
+        via = via or branch_key(ref.name)
+    while (nxt := moved_to(backend, ref.line, head)) is not None:
+        head, frm, via = nxt, head, move_key(ref.line, head)
+    if via is not None:
+        _check_head(backend, head, frm, via)
+    return head
+
+
+def _moved_here(backend: Backend, ref: BranchRef, version: int) -> bool:
+    """Whether a move of branch ``ref``'s line names ``version``: the line moved there from the version's
+    parent (a commit on the branch), from the newest version of the line it descends from, or from the
+    branch's start (fast-forwards)."""
+    try:
+        manifest = read_manifest(backend, version)
+    except (DatasetNotFoundError, DatasetCorruptError):
+        return False
+    candidates = {manifest.parent, manifest.reach_of().get(ref.line), ref.start}
+    return any(
+        p is not None and p < version and moved_to(backend, ref.line, p) == version for p in sorted(
+            c for c in candidates if c is not None
+        )
+    )
+
+
+def _check_head(backend: Backend, head: int, frm: int | None, via: str) -> None:
+    """Refuse a head that ``via`` (the branch's ref file, or the move of its line from version ``frm``)
+    names but that is not stored, or that does not descend from ``frm``.
+
+    Raises:
+        DatasetCorruptError: naming ``via``.
+    """
+    hint = "The ref was changed outside lakecompute: restore it from a backup, or delete the file to drop it."
+    if not backend.exists(version_key(head)):
+        raise DatasetCorruptError(backend.url, via, f"it names version {head}, which is not stored", hint)
+    if frm is None or not backend.exists(version_key(frm)):
+        return  # the branch's start, or a move from a version vacuum(keep_versions=...) removed
+    manifest, before = read_manifest(backend, head), read_manifest(backend, frm)
+    if not manifest.descends_from(before):
+        where = "before branches" if manifest.branch is None else f"on branch {manifest.branch!r}"
+        raise DatasetCorruptError(
+            backend.url,
+            via,
+            f"it moves the branch from version {frm} to version {head}, which is not on the branch "
+            f"(it was committed {where} and does not descend from {frm})",
+            hint,
+        )
 
 
 def is_committed(backend: Backend, manifest: Manifest) -> bool:

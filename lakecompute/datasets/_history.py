@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lakecompute.datasets._records import parse_records
 from lakecompute.errors import (
     DatasetCorruptError,
     DatasetNotFoundError,
@@ -23,6 +22,7 @@ from lakecompute.storage import (
     DEFAULT_BRANCH,
     Backend,
     Manifest,
+    VersionHeader,
     branch_head,
     is_committed,
     latest_version,
@@ -30,13 +30,14 @@ from lakecompute.storage import (
     list_tags,
     parse_version_name,
     read_branch,
+    read_header,
     read_manifest,
     read_tag,
     tag_key,
     version_key,
 )
 
-__all__ = ["VersionLike", "heads", "log_entries", "merge_base", "read_committed", "resolve", "walk"]
+__all__ = ["VersionLike", "collectable", "heads", "merge_base", "read_committed", "resolve", "walk"]
 
 #: A version as users name it: its number, a branch (its head) or a tag.
 VersionLike = int | str
@@ -91,26 +92,27 @@ def read_committed(backend: Backend, version: int) -> Manifest:
     return manifest
 
 
-def walk(backend: Backend, roots: Iterable[int]) -> dict[int, Manifest]:
-    """The versions ``roots`` reach through their parents (all of them: merges have several), by number.
+def walk(backend: Backend, roots: Iterable[int]) -> dict[int, VersionHeader]:
+    """The versions ``roots`` reach through their parents (all of them: merges have several), by number:
+    their headers (no fragment is read).
 
     Versions ``vacuum(keep_versions=...)`` removed are left out, with what only they reached.
 
     Raises:
-        DatasetCorruptError: a manifest is damaged.
+        DatasetCorruptError: a manifest's history fields are damaged.
     """
-    seen: dict[int, Manifest] = {}
+    seen: dict[int, VersionHeader] = {}
     todo = list(roots)
     while todo:
         version = todo.pop()
         if version in seen:
             continue
         try:
-            manifest = read_manifest(backend, version)
+            header = read_header(backend, version)
         except DatasetNotFoundError:
             continue  # vacuumed: the history before it is gone
-        seen[version] = manifest
-        todo.extend(p for p in manifest.parents if p not in seen)
+        seen[version] = header
+        todo.extend(p for p in header.parents if p not in seen)
     return seen
 
 
@@ -140,10 +142,10 @@ def merge_base(backend: Backend, ours: Manifest, theirs: Manifest) -> Manifest:
         InvalidArgumentError: no common ancestor is left (``vacuum(keep_versions=...)`` removed it).
     """
     ro, rt = ours.reach_of(), theirs.reach_of()
-    candidates: list[Manifest] = []
+    candidates: list[VersionHeader] = []
     for version in sorted({min(ro[line], rt[line]) for line in ro.keys() & rt.keys()}, reverse=True):
         try:
-            candidates.append(read_manifest(backend, version))
+            candidates.append(read_header(backend, version))
         except DatasetNotFoundError:
             continue
     best = [c for c in candidates if all(c.descends_from(other) for other in candidates)]
@@ -154,53 +156,7 @@ def merge_base(backend: Backend, ours: Manifest, theirs: Manifest) -> Manifest:
             "(vacuum(keep_versions=...) removed it), so their changes cannot be told apart. Restore one "
             "onto the other with ds.restore() instead."
         )
-    return found
-
-
-def log_entries(backend: Backend, version: int | None, url: str) -> list[dict[str, Any]]:
-    """The log of version ``version`` (None: of every branch and tag): it and every version it descends
-    from, oldest first, with parents, the branch each was committed on, the branches and tags at each,
-    and what produced it.
-
-    Raises:
-        DatasetCorruptError: a manifest, record or ref is damaged.
-    """
-    at_heads: dict[int, list[str]] = {}
-    for name, head in heads(backend).items():
-        at_heads.setdefault(head, []).append(name)
-    tagged: dict[int, list[str]] = {}
-    for name, tag in list_tags(backend).items():
-        tagged.setdefault(tag.version, []).append(name)
-    roots = [version] if version is not None else list(at_heads) + list(tagged)
-    return [
-        entry(m, url, at_heads.get(v, []), tagged.get(v, [])) for v, m in sorted(walk(backend, roots).items())
-    ]
-
-
-def entry(m: Manifest, url: str, branches: list[str], tags: list[str]) -> dict[str, Any]:
-    """One version's log entry (see `lakecompute.Dataset.log`)."""
-    out: dict[str, Any] = {
-        "version": m.version,
-        "time": m.time,
-        "message": m.message,
-        "samples": m.sample_counts(),
-        "parents": list(m.parents),
-        "branch": m.branch or DEFAULT_BRANCH,
-        "branches": sorted(branches),
-        "tags": sorted(tags),
-    }
-    for record in parse_records(m, url).values():
-        if record.version == m.version:
-            out["eval"] = {k: getattr(record, k) for k in ("label", "status", "done", "seed")}
-    if m.origin:
-        out["origin"] = dict(m.origin)
-        if m.origin.get("op") == "eval":
-            lineage = {k: m.origin.get(k) for k in ("functions", "code", "inputs")}
-            out["eval"] = {
-                **out.get("eval", {"label": " → ".join(m.origin.get("functions") or [])}),
-                **lineage,
-            }
-    return out
+    return read_manifest(backend, found.version)
 
 
 def collectable(
@@ -210,9 +166,9 @@ def collectable(
     grace_seconds: float,
     orphan_seconds: float,
     now: float,
-) -> tuple[list[Manifest], list[int]]:
-    """Which of ``versions`` (the manifests stored, listed before this is called) ``vacuum`` keeps, and
-    which it removes.
+) -> tuple[list[VersionHeader], list[int]]:
+    """Which of ``versions`` (the manifests stored, listed before this is called) ``vacuum`` keeps (their
+    headers), and which it removes.
 
     Kept: every version a branch or a tag reaches (with ``keep_versions=n``, only the ``n`` newest of
     each branch's own line of commits, and the tagged ones). Removed besides the versions that limit
@@ -238,11 +194,11 @@ def collectable(
         elif _collect_unreached(backend, version, live, grace_seconds, orphan_seconds, now):
             drop.append(version)
         else:
-            kept.append(read_manifest(backend, version))
+            kept.append(read_header(backend, version))
     return kept, drop
 
 
-def _newest(reached: dict[int, Manifest], roots: list[int], n: int) -> set[int]:
+def _newest(reached: dict[int, VersionHeader], roots: list[int], n: int) -> set[int]:
     """The ``n`` newest versions of each root's own line of commits (following first parents)."""
     out: set[int] = set()
     for root in roots:
@@ -260,12 +216,12 @@ def _collect_unreached(
 ) -> bool:
     """Whether a version no branch or tag reaches may go (see `collectable`)."""
     try:
-        manifest = read_manifest(backend, version)
+        header = read_header(backend, version)
     except LakeComputeError:
         return False  # gone meanwhile, or damaged: not ours to judge here
-    age = now - manifest.time
-    if manifest.line is None:
+    age = now - header.time
+    if header.line is None:
         return False  # committed before branches: reached from main unless keep_versions dropped it
-    if manifest.line not in live:
+    if header.line not in live:
         return age >= grace  # a deleted branch's
-    return not is_committed(backend, manifest) and age >= max(grace, orphan)
+    return not is_committed(backend, header) and age >= max(grace, orphan)

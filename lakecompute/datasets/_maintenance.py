@@ -39,6 +39,7 @@ from lakecompute.storage import (
     Fragment,
     Manifest,
     TensorState,
+    VersionHeader,
     chunk_folder,
     create_typed_array,
     let_go_released,
@@ -47,10 +48,12 @@ from lakecompute.storage import (
     list_versions,
     read_branch,
     read_leases,
+    read_manifest,
     segment_key,
     segment_time,
     typed_array_key,
     version_key,
+    whole_bytes,
 )
 
 if TYPE_CHECKING:
@@ -273,11 +276,12 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     lines = list_lines(backend)
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
-    manifests, drop = collectable(backend, versions, keep_versions, grace_seconds, LEASE_SECONDS, now)
+    headers, drop = collectable(backend, versions, keep_versions, grace_seconds, LEASE_SECONDS, now)
+    manifests = _kept_whole(backend, headers, set(drop))
     for v in drop:
         backend.delete(version_key(v))
         removed["versions"] += 1
-    _drop_dead_lines(backend, lines, manifests)
+    _drop_dead_lines(backend, lines, headers)
     needed = _referenced(manifests, ds.path)
     for path in stored.typed:
         if removable(path.rsplit("/", 1)[-1]) and TYPED_PREFIX + path not in needed:
@@ -297,7 +301,20 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     return removed
 
 
-def _drop_dead_lines(backend: Backend, lines: list[str], kept: list[Manifest]) -> None:
+def _kept_whole(backend: Backend, kept: list[VersionHeader], drop: set[int]) -> list[Manifest]:
+    """The kept versions' manifests, read oldest first (a chain of deltas is read once). A kept version
+    stored as the change from a version about to be removed is stored whole first, in place: the same
+    content in another form, so that readers never need what vacuum removes."""
+    out = []
+    for header in sorted(kept, key=lambda h: h.version):
+        manifest = read_manifest(backend, header.version)
+        if header.base is not None and header.base in drop:
+            backend.write(version_key(header.version), whole_bytes(manifest))
+        out.append(manifest)
+    return out
+
+
+def _drop_dead_lines(backend: Backend, lines: list[str], kept: list[VersionHeader]) -> None:
     """Remove the moves of deleted branches: lines (listed before the refs are read) that no branch names
     and no kept version was committed on (their moves tell that those versions were committed).
 

@@ -14,6 +14,7 @@ from lakecompute.storage._backend import (
 )
 from lakecompute.storage._cache import CACHE_BYTES, LOADER_CACHE_BYTES, ArrayCache
 from lakecompute.storage._fragments import SampleBuffer, append_fragment, write_fragment
+from lakecompute.storage._header import Stored, VersionHeader
 from lakecompute.storage._leases import (
     IDLE_SECONDS,
     LEASE_MARGIN_SECONDS,
@@ -43,6 +44,7 @@ from lakecompute.storage._manifest import (
     version_key,
 )
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
+from lakecompute.storage._reads import read_header, read_manifest
 from lakecompute.storage._refs import (
     DEFAULT_BRANCH,
     LEGACY_LINE,
@@ -86,6 +88,7 @@ from lakecompute.storage._segments import (
     segment_time,
     typed_array_key,
 )
+from lakecompute.storage._stored import whole_bytes
 from lakecompute.storage._versions import (
     branch_head,
     check_still_there,
@@ -95,7 +98,6 @@ from lakecompute.storage._versions import (
     is_committed,
     latest_version,
     list_versions,
-    read_manifest,
     read_manifest_of,
 )
 
@@ -138,8 +140,10 @@ __all__ = [
     "Run",
     "SampleBuffer",
     "SlotWriter",
+    "Stored",
     "TagRef",
     "TensorState",
+    "VersionHeader",
     "adopt_layout_verdicts",
     "advance",
     "append_fragment",
@@ -177,6 +181,7 @@ __all__ = [
     "parse_ref_name",
     "parse_version_name",
     "read_branch",
+    "read_header",
     "read_leases",
     "read_manifest",
     "read_manifest_of",
@@ -187,6 +192,7 @@ __all__ = [
     "typed_array_key",
     "undecodable_error",
     "version_key",
+    "whole_bytes",
     "write_fragment",
     "write_line_hint",
 ]

@@ -109,8 +109,8 @@ def parse_ref_name(kind: str, name: object) -> str:
 
 
 def is_version_number(text: str) -> bool:
-    """Whether ``text`` is a version number as users write one: ASCII digits only (``"²"``, ``"١"`` and
-    ``"①"`` are digits to `str.isdigit` but no version number)."""
+    """Whether ``text`` is a version number as users write one: ASCII digits only (superscripts, circled
+    digits and the digits of other scripts are digits to `str.isdigit`, but no version number)."""
     return text.isascii() and text.isdigit()
 
 
@@ -124,7 +124,8 @@ def parse_version_name(spec: object, what: str = "version") -> int | str:
     """
     if isinstance(spec, bool) or not isinstance(spec, (int, str)):
         raise InvalidTypeError(
-            f"Expected {what} as a version number, branch or tag name. Got {type(spec).__name__}: {spec!r:.80}."
+            f"Expected {what} as a version number, branch or tag name. "
+            f"Got {type(spec).__name__}: {spec!r:.80}."
         )
     if isinstance(spec, int):
         if spec < 0:

@@ -23,7 +23,9 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.storage._backend import Backend
+from lakecompute.storage._header import VersionHeader
 from lakecompute.storage._manifest import MARKER, VERSIONS, Fragment, Manifest, version_key
+from lakecompute.storage._reads import read_header, read_manifest, remember
 from lakecompute.storage._refs import (
     BranchRef,
     advance,
@@ -34,8 +36,8 @@ from lakecompute.storage._refs import (
     read_line_hint,
     write_line_hint,
 )
-from lakecompute.storage._schema import InvalidField
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
+from lakecompute.storage._stored import encode
 
 __all__ = [
     "branch_head",
@@ -47,7 +49,6 @@ __all__ = [
     "latest_version",
     "list_versions",
     "needed_by_a_version",
-    "read_manifest",
     "read_manifest_of",
 ]
 
@@ -101,29 +102,6 @@ def dataset_id_of(backend: Backend, manifest: Manifest) -> str:
         if data is not None:
             return "legacy-" + hashlib.sha256(data).hexdigest()[:32]
     raise DatasetNotFoundError(backend.url, "It has no committed version.")
-
-
-def read_manifest(backend: Backend, version: int) -> Manifest:
-    """Load a version's manifest.
-
-    Raises:
-        DatasetNotFoundError: the version does not exist.
-        DatasetCorruptError: the manifest exists but cannot be parsed (names the file).
-    """
-    key = version_key(version)
-    data = backend.read(key)
-    if data is None:
-        raise DatasetNotFoundError(backend.url, f"It has no version {version}.")
-    hint = "Open an earlier version with lc.load(path, version=N)." if version > 0 else ""
-    try:
-        manifest = Manifest.from_bytes(data)
-    except InvalidField as exc:
-        raise DatasetCorruptError(backend.url, key, exc.reason, hint, field=exc.field or None) from exc
-    if manifest.version != version:
-        raise DatasetCorruptError(
-            backend.url, key, f"expected version {version}, got {manifest.version}", hint, field="version"
-        )
-    return manifest
 
 
 def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str) -> Manifest:
@@ -181,7 +159,9 @@ def check_still_there(backend: Backend, dataset_id: str) -> None:
 _NUMBER_TRIES = 10_000
 
 
-def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest:
+def _take_number(
+    backend: Backend, build: Callable[[int], Manifest], first: int, base: Manifest | None
+) -> Manifest:
     """Store the manifest ``build(n)`` under the first free version number ``n`` from ``first`` on; the
     manifest as stored.
 
@@ -194,7 +174,9 @@ def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int)
         candidate = build(version)
         if candidate.line is not None:
             candidate = replace(candidate, reach={**candidate.reach, candidate.line: version})
-        if backend.create_exclusive(version_key(version), candidate.to_bytes()):
+        data, stored = encode(candidate, base)
+        if backend.create_exclusive(version_key(version), data):
+            remember(backend, data, candidate.recorded(None, stored))
             return candidate
         version = max(version + 1, (latest_version(backend) or version) + 1)
     raise LakeComputeError(  # pragma: no cover (10,000 writers committing at once)
@@ -202,17 +184,21 @@ def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int)
     )
 
 
-def commit_version(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest | None:
+def commit_version(
+    backend: Backend, build: Callable[[int], Manifest], first: int, base: Manifest | None = None
+) -> Manifest | None:
     """Commit the manifest ``build(n)`` (``n``: its version number, from ``first`` on) on the branch
     of its ``line``, whose head is its ``parent``: the manifest committed (stamped with the time), or
     None if another writer moved the branch from that head first (then nothing of this commit is left).
+    ``base`` is that parent as read or committed: the manifest is stored as its change from it when
+    that is cheaper (``_stored``).
 
     Two steps: the manifest is stored under a free number (`_take_number`), then the branch is moved
     there by creating its move exclusively (``_refs.advance``). The move is the commit: a kill before
     it leaves a manifest no branch reaches (``vacuum`` removes it), never a half-moved branch.
     """
     when = time.time()
-    stored = _take_number(backend, lambda n: replace(build(n), time=when), first)
+    stored = _take_number(backend, lambda n: replace(build(n), time=when), first, base)
     line, parent = stored.line, stored.parent
     assert line is not None
     assert parent is not None
@@ -256,14 +242,13 @@ def _moved_here(backend: Backend, ref: BranchRef, version: int) -> bool:
     parent (a commit on the branch), from the newest version of the line it descends from, or from the
     branch's start (fast-forwards)."""
     try:
-        manifest = read_manifest(backend, version)
+        header = read_header(backend, version)
     except (DatasetNotFoundError, DatasetCorruptError):
         return False
-    candidates = {manifest.parent, manifest.reach_of().get(ref.line), ref.start}
+    candidates = {header.parent, header.reach_of().get(ref.line), ref.start}
     return any(
-        p is not None and p < version and moved_to(backend, ref.line, p) == version for p in sorted(
-            c for c in candidates if c is not None
-        )
+        p is not None and p < version and moved_to(backend, ref.line, p) == version
+        for p in sorted(c for c in candidates if c is not None)
     )
 
 
@@ -279,9 +264,9 @@ def _check_head(backend: Backend, head: int, frm: int | None, via: str) -> None:
         raise DatasetCorruptError(backend.url, via, f"it names version {head}, which is not stored", hint)
     if frm is None or not backend.exists(version_key(frm)):
         return  # the branch's start, or a move from a version vacuum(keep_versions=...) removed
-    manifest, before = read_manifest(backend, head), read_manifest(backend, frm)
-    if not manifest.descends_from(before):
-        where = "before branches" if manifest.branch is None else f"on branch {manifest.branch!r}"
+    header, before = read_header(backend, head), read_header(backend, frm)
+    if not header.descends_from(before):
+        where = "before branches" if header.branch is None else f"on branch {header.branch!r}"
         raise DatasetCorruptError(
             backend.url,
             via,
@@ -291,7 +276,7 @@ def _check_head(backend: Backend, head: int, frm: int | None, via: str) -> None:
         )
 
 
-def is_committed(backend: Backend, manifest: Manifest) -> bool:
+def is_committed(backend: Backend, manifest: Manifest | VersionHeader) -> bool:
     """Whether ``manifest`` was committed (a branch moved to it), not left by a commit that lost its
     race or was killed before moving its branch.
 
@@ -316,8 +301,10 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
     """Publish ``manifest`` as its version, stamped with the time, without a branch (a dataset's first
     version); the manifest committed, or None if that number is taken."""
     manifest = replace(manifest, time=time.time())
-    if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
+    data, stored = encode(manifest, None)
+    if not backend.create_exclusive(version_key(manifest.version), data):
         return None
+    remember(backend, data, manifest.recorded(None, stored))
     _write_hints(backend, manifest.version)
     return manifest
 

@@ -104,12 +104,16 @@ def dataset_id_of(backend: Backend, manifest: Manifest) -> str:
     raise DatasetNotFoundError(backend.url, "It has no committed version.")
 
 
-def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str) -> Manifest:
-    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` (what a pickled
-    handle, a snapshot or a state refers to: ``what`` names it in the error).
+def read_manifest_of(
+    backend: Backend, version: int, dataset_id: str, what: str, digest: str = ""
+) -> Manifest:
+    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` and, given its
+    content ``digest``, that it holds that content (what a pickled handle, a snapshot or a state refers to:
+    ``what`` names it in the error). A copy of the folder reads alike; one whose history diverged does not.
 
     Raises:
-        DatasetReplacedError: the location holds another dataset now (the path was remade).
+        DatasetReplacedError: the location holds another dataset now (the path was remade), or a copy
+            whose version ``version`` holds other content.
         DatasetNotFoundError: no dataset there, or it has no such version.
         DatasetCorruptError: the manifest is damaged.
     """
@@ -126,6 +130,16 @@ def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str)
     found = dataset_id_of(backend, manifest)
     if found != dataset_id:
         raise DatasetReplacedError(backend.url, dataset_id, found, what)
+    if digest and manifest.digest != digest:
+        raise DatasetReplacedError(
+            backend.url,
+            dataset_id,
+            found,
+            what,
+            version=version,
+            expected_digest=digest,
+            found_digest=manifest.digest,
+        )
     return manifest
 
 

@@ -140,8 +140,8 @@ class DatasetReplacedError(DatasetNotFoundError):
         if expected_digest:
             why = (
                 f"its version {version} holds other content there (content digest {found_digest[:16]}..., "
-                f"expected {expected_digest[:16]}...): the folder was replaced by a copy of the dataset whose "
-                "history diverged from it"
+                f"expected {expected_digest[:16]}...): the folder was replaced by a copy of the dataset "
+                "whose history diverged from it"
             )
         else:
             why = (
@@ -150,8 +150,8 @@ class DatasetReplacedError(DatasetNotFoundError):
             )
         LakeComputeError.__init__(
             self,
-            f"The dataset at {path!r} is not the one {what} refers to: {why}. Open the dataset there now with "
-            "lc.load(path).",
+            f"The dataset at {path!r} is not the one {what} refers to: {why}. Open the dataset there now "
+            "with lc.load(path).",
         )
 
 

@@ -9,7 +9,6 @@ two versions is found by reading a handful of manifests, however long their hist
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from lakecompute.errors import (
     DatasetCorruptError,

@@ -106,9 +106,9 @@ def _branch_name(name: object, path: str) -> str:
     if number is not None:
         error = InvalidTypeError if isinstance(name, int) else InvalidArgumentError
         raise error(
-            f"ds.checkout() takes a branch name. Got version {name!r}: to read version {number}, open it with "
-            f"lc.load(path, version={number}) (read-only; ds.checkout(name, create=True) on it starts a "
-            f"branch there). Path: {path!r}."
+            f"ds.checkout() takes a branch name. Got version {name!r}: to read version {number}, open it "
+            f"with lc.load(path, version={number}) (read-only; ds.checkout(name, create=True) on it starts "
+            f"a branch there). Path: {path!r}."
         )
     return parse_ref_name("branch", name)
 

@@ -9,9 +9,9 @@ A loader is used for many passes (epochs). `LoaderCursor` is the one home of the
 - ``rank`` and ``world_size`` left None are read from ``torch.distributed`` when a pass starts (late
   sharding: a loader built before the process group exists shards correctly once it does);
 - ``state_dict()`` names the next batch (epoch and step), the options that define the plan, and what
-  is read: the dataset's id, version and content digest and the view's selection (a ``random_split`` or ``filter``
-  view's positions, by digest); ``load_state_dict()`` checks them and moves the next pass there in O(1),
-  as ``start_from_step`` does: skipped samples are never read.
+  is read: the dataset's id, version and content digest and the view's selection (a ``random_split`` or
+  ``filter`` view's positions, by digest); ``load_state_dict()`` checks them and moves the next pass
+  there in O(1), as ``start_from_step`` does: skipped samples are never read.
 
 ``rank`` is recorded but not checked: every rank has as many steps, so a state saved on rank 0 (as
 Lightning and Accelerate save it) resumes every rank at the same step.

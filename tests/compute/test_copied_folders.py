@@ -112,7 +112,7 @@ def test_a_copied_folder_keeps_working(tmp_path: Path) -> None:
     again = same.batches(4, tensors="x", shuffle=True, seed=1)
     again.load_state_dict(loader.state_dict())
     rest = [np.asarray(b["x"]).tolist() for b in again]
-    assert sorted(sum(first + rest, [])) == list(range(N))
+    assert sorted(x for batch in first + rest for x in batch) == list(range(N))
     shutil.rmtree(src)
     shutil.move(str(copy), str(src))  # the copy moved into the original's place: still the same data
     assert pickle.loads(pickle.dumps(ds)).x.numpy().tolist() == list(range(N))

@@ -78,7 +78,7 @@ def test_a_tag_naming_a_missing_version_is_corrupt(tmp_path: Path) -> None:
     'no dataset here, create one with lc.empty'."""
     path = tmp_path / "ds"
     ds = _branched(path)
-    (path / "refs" / "tags" ).mkdir(parents=True, exist_ok=True)
+    (path / "refs" / "tags").mkdir(parents=True, exist_ok=True)
     (path / "refs" / "tags" / "gone.json").write_text(json.dumps({"version": 99, "created": 0.0}))
     for call in (
         lambda: lc.load(str(path), version="gone"),
@@ -108,7 +108,8 @@ def test_a_branch_starting_at_a_missing_version_is_corrupt(tmp_path: Path) -> No
         lc.load(str(path), version="ghost")
 
 
-@pytest.mark.parametrize("name", ["²", "¹²", "⑴", "٣", "１"])
+# Superscripts, a parenthesized digit, an Arabic-Indic and a fullwidth digit: digits to str.isdigit.
+@pytest.mark.parametrize("name", ["²", "¹²", "⑴", "\u0663", "\uff11"])
 def test_unicode_digits_are_not_version_numbers(tmp_path: Path, name: str) -> None:
     """Version names are ASCII digits or branch/tag names: anything else is InvalidArgumentError from every
     verb that takes one (never a raw ValueError)."""
@@ -135,15 +136,22 @@ def test_unicode_digits_are_not_version_numbers(tmp_path: Path, name: str) -> No
     assert lc.load(str(path)).version == main.version  # nothing was committed
 
 
-@pytest.mark.parametrize("argv", [["info", "{path}", "--version", "²"], ["restore", "{path}", "¹²"],
-                                  ["diff", "{path}", "⑴", "main"], ["log", "{path}", "--branch", "²"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["info", "{path}", "--version", "²"],
+        ["restore", "{path}", "¹²"],
+        ["diff", "{path}", "⑴", "main"],
+        ["log", "{path}", "--branch", "²"],
+    ],
+)
 def test_unicode_digits_on_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     """The command line says what is wrong, with no traceback."""
     path = tmp_path / "ds"
     _branched(path)
-    code, out, err = run_cli(capsys, *[a.format(path=path) for a in argv])
+    code, _out, err = run_cli(capsys, *[a.format(path=path) for a in argv])
     assert code == 1
     assert "Traceback" not in err
     assert "ASCII" in err

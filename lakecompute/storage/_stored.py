@@ -246,8 +246,11 @@ def decode(data: bytes) -> Decoded:
     body = load_json(data)
     fmt = body.get("format")
     if fmt == FORMAT:
-        # The plain format's content is most of its bytes: its size stands for the content's.
-        manifest = Manifest.from_json(body).recorded(None, Stored(0, 0, len(data), len(data)))
+        # The plain format's content is most of its bytes: its size stands for the content's. A manifest
+        # written before digests is no base for a delta: the first commit after it is stored whole, in
+        # the newer form (the migration of an older dataset, one version at a time as it is written).
+        stored = Stored(0, 0, len(data), len(data)) if "digest" in body else None
+        manifest = Manifest.from_json(body).recorded(None, stored)
         header = _header(body, manifest.digest if "digest" in body else "", manifest.sample_counts(), None)
         return Decoded(body, header, manifest, "", len(data))
     if fmt != FORMAT_2:

@@ -157,7 +157,8 @@ def test_a_delta_whose_base_was_removed_outside_lakecompute_is_corrupt(tmp_path:
     import lakecompute.storage._reads as reads
 
     reads._cache.clear()
-    with pytest.raises(lc.DatasetCorruptError, match=rf"change from version {base}, which is not stored") as info:
+    gone = rf"change from version {base}, which is not stored"
+    with pytest.raises(lc.DatasetCorruptError, match=gone) as info:
         lc.load(str(path))
     assert info.value.file == version_key(ds.version)
 
@@ -249,14 +250,17 @@ def _outcome(path: Path, version: int) -> None:
     import lakecompute.storage._reads as reads
 
     reads._cache.clear()
+    damaged: lc.DatasetCorruptError | None = None
     try:
         ds = lc.load(str(path), version=version)
         ds.x.numpy()
         ds.log()
     except lc.DatasetCorruptError as exc:
-        assert exc.file.startswith("versions/") or exc.file.startswith("segments/"), exc.file
+        damaged = exc
     except lc.DatasetNotFoundError:
         pass  # a delta naming another base: "no version N"
+    if damaged is not None:
+        assert damaged.file.startswith(("versions/", "segments/")), damaged.file
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -277,7 +281,9 @@ def test_a_near_valid_delta_reads_or_is_corrupt(stored: tuple[Path, int, int], d
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_a_near_valid_compressed_manifest_reads_or_is_corrupt(stored: tuple[Path, int, int], data: Any) -> None:
+def test_a_near_valid_compressed_manifest_reads_or_is_corrupt(
+    stored: tuple[Path, int, int], data: Any
+) -> None:
     path, _head, packed = stored
     file = path / version_key(packed)
     good = file.read_bytes()

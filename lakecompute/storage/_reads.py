@@ -14,6 +14,7 @@ again, and finds it whole.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 
@@ -30,6 +31,15 @@ __all__ = ["read_header", "read_manifest", "remember"]
 _REMEMBERED = 64
 _cache: OrderedDict[tuple[str, int, bytes], Manifest] = OrderedDict()
 _lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    # A child forked while another thread held the lock would wait for it forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def remember(backend: Backend, data: bytes, manifest: Manifest) -> None:

@@ -278,7 +278,8 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
     removed = {"versions": 0, "segments": 0, "chunks": 0}
     headers, drop = collectable(backend, versions, keep_versions, grace_seconds, LEASE_SECONDS, now)
     manifests = _kept_whole(backend, headers, set(drop))
-    for v in drop:
+    # Newest first: a vacuum killed part-way leaves older versions only, each with the base it is a delta of.
+    for v in sorted(drop, reverse=True):
         backend.delete(version_key(v))
         removed["versions"] += 1
     _drop_dead_lines(backend, lines, headers)

@@ -127,13 +127,15 @@ def check_depth(value: object, field: str, limit: int = MAX_DEPTH) -> None:
     if not isinstance(value, (dict, list)):
         return
     stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(value, 0)]
+    containers = (dict, list)
     while stack:
         item, depth = stack.pop()
         if depth >= limit:
             raise InvalidField(field, f"nested deeper than {limit} levels")
         # Only containers are stacked: a flat object costs one pass over its values.
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, containers):
+                stack.append((child, depth + 1))
 
 
 def check_str_dict(value: object, field: str) -> dict[str, Any]:

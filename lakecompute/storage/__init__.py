@@ -44,7 +44,7 @@ from lakecompute.storage._manifest import (
     version_key,
 )
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
-from lakecompute.storage._reads import read_header, read_manifest
+from lakecompute.storage._reads import forget_manifests, read_header, read_manifest
 from lakecompute.storage._refs import (
     DEFAULT_BRANCH,
     LEGACY_LINE,
@@ -163,6 +163,7 @@ __all__ = [
     "create_typed_array",
     "dataset_id_of",
     "ensure_main",
+    "forget_manifests",
     "is_committed",
     "is_version_number",
     "latest_version",

@@ -25,7 +25,7 @@ from lakecompute.storage._manifest import Manifest, version_key
 from lakecompute.storage._schema import InvalidField
 from lakecompute.storage._stored import Decoded, decode, header_of
 
-__all__ = ["read_header", "read_manifest", "remember"]
+__all__ = ["forget_manifests", "read_header", "read_manifest", "remember"]
 
 #: How many manifests a process remembers (they share the tensor states they did not change).
 _REMEMBERED = 64
@@ -50,6 +50,13 @@ def remember(backend: Backend, data: bytes, manifest: Manifest) -> None:
         _cache.move_to_end(key)
         while len(_cache) > _REMEMBERED:
             _cache.popitem(last=False)
+
+
+def forget_manifests() -> None:
+    """Forget every manifest this process remembers: the next read of each reads its whole chain (for
+    tests of what is stored)."""
+    with _lock:
+        _cache.clear()
 
 
 def _remembered(backend: Backend, version: int, data: bytes) -> Manifest | None:

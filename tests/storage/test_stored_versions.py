@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
-from lakecompute.storage import open_backend, read_manifest, version_key
+from lakecompute.storage import forget_manifests, open_backend, read_manifest, version_key
 
 ROWS = 5_000
 EDITS = 120
@@ -77,11 +77,9 @@ def test_single_row_commits_store_their_change(edited: tuple[Path, dict[int, lis
 
 def test_every_version_reads_its_values(edited: tuple[Path, dict[int, list[int]]]) -> None:
     """Every version, whatever its form, reads exactly its values (read alone: no remembered manifest)."""
-    import lakecompute.storage._reads as reads
-
     path, seen = edited
     for version in sorted(seen, reverse=True):
-        reads._cache.clear()
+        forget_manifests()
         ds = lc.load(str(path), version=version)
         assert ds.x.numpy().tolist() == seen[version], version
         assert ds.y.numpy().tolist() == list(range(ROWS))
@@ -120,9 +118,7 @@ def test_a_delta_of_another_base_is_refused(tmp_path: Path) -> None:
     body = json.loads(read_manifest(open_backend(str(path)), other.version).to_bytes())
     body.update(version=base, parent=other.version, reach={body["line"]: base})
     (path / version_key(base)).write_text(json.dumps(body, separators=(",", ":")))
-    import lakecompute.storage._reads as reads
-
-    reads._cache.clear()
+    forget_manifests()
     with pytest.raises(lc.DatasetCorruptError, match="base_digest") as info:
         lc.load(str(path), version=head).x.numpy()
     assert info.value.file.startswith("versions/")
@@ -139,10 +135,8 @@ def test_vacuum_keeps_what_kept_versions_need(tmp_path: Path) -> None:
     kinds = _kinds(path)
     assert sorted(kinds) == [ds.version - 1, ds.version]
     assert kinds[ds.version - 1] in ("plain", "packed")
-    import lakecompute.storage._reads as reads
-
     for version in kinds:
-        reads._cache.clear()
+        forget_manifests()
         assert lc.load(str(path), version=version).x.numpy().tolist() == seen[version]
     assert [e["version"] for e in lc.load(str(path)).log()] == sorted(kinds)
     lc.load(str(path)).x.append(7)  # and writing goes on from there
@@ -154,9 +148,7 @@ def test_a_delta_whose_base_was_removed_outside_lakecompute_is_corrupt(tmp_path:
     ds, _seen = _edited(path, edits=40)
     base = json.loads((path / version_key(ds.version)).read_bytes())["base"]
     (path / version_key(base)).unlink()
-    import lakecompute.storage._reads as reads
-
-    reads._cache.clear()
+    forget_manifests()
     gone = rf"change from version {base}, which is not stored"
     with pytest.raises(lc.DatasetCorruptError, match=gone) as info:
         lc.load(str(path))
@@ -247,9 +239,7 @@ _DROP = object()
 
 def _outcome(path: Path, version: int) -> None:
     """Read ``version`` and its values: a result, or DatasetCorruptError naming a version's file."""
-    import lakecompute.storage._reads as reads
-
-    reads._cache.clear()
+    forget_manifests()
     damaged: lc.DatasetCorruptError | None = None
     try:
         ds = lc.load(str(path), version=version)
@@ -318,9 +308,7 @@ def test_a_compressed_manifest_never_inflates_past_what_it_declares(stored: tupl
     bomb = zlib.compress(b" " * (256 << 20), 9)
     try:
         file.write_text(json.dumps({**body, "packed": base64.b64encode(bomb).decode()}))
-        import lakecompute.storage._reads as reads
-
-        reads._cache.clear()
+        forget_manifests()
         with pytest.raises(lc.DatasetCorruptError, match=r"field packed.*expected \d+ bytes"):
             lc.load(str(path), version=packed)
     finally:

@@ -21,11 +21,13 @@ Example:
 
 from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
 from lakecompute.ingest._files import (
+    AS_STORED,
     EXTENSION_FORMATS,
     FORMAT_EXTENSIONS,
     IMAGE_EXTENSIONS,
     ImageFile,
     PathLike,
+    ReadOptions,
     image_files,
     load_for_ingest,
     read,
@@ -44,6 +46,7 @@ from lakecompute.ingest._plan import (
 from lakecompute.ingest._run import run_ingest
 
 __all__ = [
+    "AS_STORED",
     "EXTENSION_FORMATS",
     "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
@@ -52,6 +55,7 @@ __all__ = [
     "IngestOptions",
     "IngestPlan",
     "PathLike",
+    "ReadOptions",
     "check_compression",
     "from_numpy",
     "image_files",

@@ -12,7 +12,14 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, image_files, load_for_ingest
+from lakecompute.ingest._files import (
+    AS_STORED,
+    IMAGE_EXTENSIONS,
+    PathLike,
+    ReadOptions,
+    image_files,
+    load_for_ingest,
+)
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import (
     IngestPlan,
@@ -70,11 +77,17 @@ def plan_classification(
     return plan_images([p for p, _ in items], check_compression(image_compression))
 
 
-def ingest_image(sample_in: tuple[str, int], sample_out: Any, mode: str, compression: str | None) -> None:
+def ingest_image(
+    sample_in: tuple[str, int],
+    sample_out: Any,
+    mode: str,
+    compression: str | None,
+    reading: ReadOptions = AS_STORED,
+) -> None:
     """The compute function of `ingest_classification`: one ``(path, label)`` in, its image and label
     out (named for what progress bars and ``ds.log()`` show: ``eval ingest_image``)."""
     path, label = sample_in
-    sample_out.images.append(load_for_ingest(path, mode, compression))
+    sample_out.images.append(load_for_ingest(path, mode, compression, reading))
     sample_out.labels.append(label)
 
 

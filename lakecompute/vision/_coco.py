@@ -30,8 +30,10 @@ import numpy as np
 from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import (
+    AS_STORED,
     IngestOptions,
     PathLike,
+    ReadOptions,
     load_for_ingest,
     refuse_overlap,
     run_ingest,
@@ -116,14 +118,20 @@ def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
 
 
 def coco_image(
-    sample_in: bytes, sample_out: Any, mode: str, compression: str | None, rules: AnnotationRules, masks: bool
+    sample_in: bytes,
+    sample_out: Any,
+    mode: str,
+    compression: str | None,
+    rules: AnnotationRules,
+    masks: bool,
+    reading: ReadOptions = AS_STORED,
 ) -> None:
     """The compute function of `ingest_coco`: one image with its annotations in (the JSON text of its
     path, image entry and annotations), one sample out. Every annotation is checked (`AnnotationRules`)
     and every size it declares is checked against the decoded image before its masks are allocated."""
     path, image, anns = json.loads(sample_in)
     checked = annotation_columns(anns, image, rules)
-    pixels = load_for_ingest(path, mode, compression)
+    pixels = load_for_ingest(path, mode, compression, reading)
     height, width = int(pixels.shape[0]), int(pixels.shape[1])
     check_canvas(checked, image, height, width)
     row: dict[str, Any] = {

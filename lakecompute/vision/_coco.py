@@ -11,7 +11,8 @@ One sample per image holds its annotations as ragged columns (one row per annota
 | ``annotation_ids``, ``iscrowd``, ``areas`` | generic | ``(k,)`` |
 | ``polygons`` | polygon (float64) | one entry per annotation: its polygons, ``[]`` for an RLE one |
 | ``rles`` | json | one entry per annotation: its RLE as in the file, or None |
-| ``masks`` | binary_mask | ``H x W x k``, every annotation rasterised by pycocotools (``masks=True``) |
+| ``masks`` | binary_mask | ``H x W x k``, every annotation rasterised by pycocotools (``masks=True``, and only |
+|  |  | when the file has segmentations: a box-only file gets none; a box-only annotation an empty channel) |
 | ``keypoints`` | keypoints (float64) | ``(k, K, 3)``, when categories name keypoints |
 | ``num_keypoints`` | generic int64 | ``(k,)``, likewise |
 """
@@ -39,6 +40,7 @@ from lakecompute.ingest import (
     run_ingest,
 )
 from lakecompute.localfiles import FolderExport, write_atomic
+from lakecompute.parsing import parse_flag
 from lakecompute.specs import htype_declaration
 from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
 from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
@@ -194,7 +196,10 @@ def ingest_coco(
         dest: where to create the dataset.
         image_compression: as for `lakecompute.ingest_classification`.
         masks: also store every annotation rasterised as a ``binary_mask`` channel (``masks``; needs
-            pycocotools). False skips that work: polygons and RLE are kept either way.
+            pycocotools), when the file has segmentations: a box-only file gets no ``masks`` tensor, and
+            an annotation without a segmentation in a file that has some gets an empty channel (one
+            channel per box, as augmentations need). False skips that work: polygons and RLE are kept
+            either way.
         progressbar: show a progress bar.
         **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`), by keyword.
 
@@ -219,13 +224,16 @@ def ingest_coco(
         >>> ds.boxes[0].numpy()  # doctest: +SKIP
     """
     parsed = IngestOptions.parse("ingest_coco", options, image_compression, progressbar)
-    if masks:
-        require("pycocotools.mask", "ingest_coco(masks=True)")
     images_dir, where = os.fspath(images), os.fspath(annotations)
     refuse_overlap(where, dest, what="annotations file")
     refuse_overlap(images_dir, dest)
     coco = _read_json(where)
     document = parse_document(coco, images_dir, where)
+    # A box-only file has nothing to rasterise: a channel of zeros per box would be all it stored (a
+    # 574-box aerial image read 3.26 GB of them).
+    masks = parse_flag("masks", masks) and _has_segmentations(document)
+    if masks:
+        require("pycocotools.mask", "ingest_coco(masks=True)")
     cats = document.categories
     items, paths = _items(document)
     _check_files(paths, images_dir)
@@ -238,6 +246,15 @@ def ingest_coco(
 
     rules = document.rules(where)
     return run_ingest(dest, setup, coco_image, items, paths, images_dir, parsed, rules=rules, masks=masks)
+
+
+def _has_segmentations(document: CocoDocument) -> bool:
+    """Whether any annotation of the file has a segmentation (polygons or RLE)."""
+    return any(
+        isinstance(ann, dict) and bool(ann.get("segmentation"))
+        for anns in document.annotations.values()
+        for ann in anns
+    )
 
 
 def _check_files(paths: Sequence[str], images_dir: str) -> None:
@@ -263,13 +280,29 @@ class _Columns:
         self.data = data
         self.names = set(data.tensors)
 
-    def get(self, name: str) -> list[Any] | None:
+    def get(self, name: str) -> Any:
         if name not in self.names:
             return None
         tensor = self.data.tensors[name]
+        if name == "masks":
+            return _OneAtATime(tensor)  # H x W x k bools per image: never all of them at once
         if not htype_declaration(tensor.htype).numeric:
             return list(tensor.data())  # text or json values
         return list(tensor.numpy(aslist=True))
+
+
+class _OneAtATime:
+    """A tensor's samples by index, read when asked for, the last one kept (an export asks for each
+    sample's masks once per annotation)."""
+
+    def __init__(self, tensor: Any) -> None:
+        self._tensor = tensor
+        self._last: tuple[int, Any] | None = None
+
+    def __getitem__(self, i: int) -> Any:
+        if self._last is None or self._last[0] != i:
+            self._last = (i, self._tensor[i].numpy())
+        return self._last[1]
 
 
 def _categories(data: Dataset | DatasetView, points: tuple[list[str], list[Any]] | None) -> list[Any]:
@@ -285,16 +318,20 @@ def _categories(data: Dataset | DatasetView, points: tuple[list[str], list[Any]]
 
 
 def _segmentation(j: int, row: _ImageRow, cols: dict[str, Any]) -> Any:
+    """Annotation ``j``'s segmentation: its RLE, its polygons, or its mask when not empty; None for an
+    annotation with none (a box-only one, whose mask channel, if any, is empty): the export then writes no
+    ``segmentation`` for it, as the file it came from had none."""
     i = row.index
-    rles, polygons, masks = _at(cols["rles"], i), _at(cols["polygons"], i), _at(cols["masks"], i)
+    rles, polygons = _at(cols["rles"], i), _at(cols["polygons"], i)
     if rles is not None and rles[j] is not None:
         return rles[j]
     if polygons is not None and len(polygons[j]):
         info = cols["polygon_info"]
         return [plain(polygon_points(part, info, False, row.canvas)) for part in polygons[j]]
-    if masks is not None:
+    masks = _at(cols["masks"], i)
+    if masks is not None and masks[:, :, j].any():
         return encode_mask(masks[:, :, j])
-    return []
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +356,9 @@ def _annotations(row: _ImageRow, cols: dict[str, Any], ids: list[int], next_id: 
         ann["bbox"] = plain(boxes[j])
         ann["area"] = _area(cols, i, j, boxes[j])
         ann["iscrowd"] = int(cols["iscrowd"][i][j]) if cols["iscrowd"] is not None else 0
-        ann["segmentation"] = _segmentation(j, row, cols)
+        segmentation = _segmentation(j, row, cols)
+        if segmentation is not None:
+            ann["segmentation"] = segmentation
         if cols["keypoints"] is not None and int(cols["categories"][i][j]) in cols["point_classes"]:
             ann["keypoints"] = plain(cols["keypoints"][i][j])
             visible = int((np.asarray(cols["keypoints"][i][j])[:, 2] > 0).sum())

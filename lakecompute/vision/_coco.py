@@ -12,11 +12,11 @@ One sample per image holds its annotations as ragged columns (one row per annota
 | ``polygons`` | polygon (float64) | one entry per annotation: its polygons, ``[]`` for an RLE one |
 | ``rles`` | json | one entry per annotation: its RLE as in the file, or None |
 | ``masks`` | binary_mask | ``H x W x k``, every annotation rasterised by pycocotools (``masks=True``) |
+| ``keypoints`` | keypoints (float64) | ``(k, K, 3)``, when categories name keypoints |
+| ``num_keypoints`` | generic int64 | ``(k,)``, likewise |
 
 ``masks`` is made only when the file has segmentations (a box-only file gets none); in a file that has
 some, an annotation without one gets an empty channel, so that there is one channel per box.
-| ``keypoints`` | keypoints (float64) | ``(k, K, 3)``, when categories name keypoints |
-| ``num_keypoints`` | generic int64 | ``(k,)``, likewise |
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_COMPRESSIONS",
+    "JPEG_QUALITY",
     "PNG_LEVEL",
     "SAMPLE_COMPRESSIONS",
     "ChunkCompression",
@@ -51,6 +52,7 @@ __all__ = [
     "decoded_mode",
     "eight_bits",
     "encode_image",
+    "encoded_format",
     "image_depth",
     "image_shape_from_bytes",
     "parse_chunk_compression",
@@ -63,7 +65,8 @@ __all__ = [
 #: few percent more bytes; encoding, not storage, limits image ingestion, so speed wins (measured per
 #: level by ``python -m bench png-levels``; docs/performance.md has the table).
 PNG_LEVEL: Final = 1
-_JPEG_QUALITY: Final = 90
+#: The JPEG quality images are encoded at (stored, or exported with image_format='jpeg').
+JPEG_QUALITY: Final = 90
 # Lossless so that a round trip is exact; quality (the effort, for lossless) 0 and method 0 are the
 # fastest settings. exact=True keeps the RGB values under fully transparent pixels, which libwebp
 # would otherwise rewrite to compress better, breaking exact RGBA round trips.
@@ -145,7 +148,7 @@ def encode_image(array: np.ndarray, compression: str, *, tensor: str = "images")
         if name == "png":
             image.save(buffer, format="PNG", compress_level=PNG_LEVEL)
         elif name == "jpeg":
-            image.save(buffer, format="JPEG", quality=_JPEG_QUALITY)
+            image.save(buffer, format="JPEG", quality=JPEG_QUALITY)
         else:
             # WebP has no greyscale: Pillow would convert anyway; doing it here keeps that explicit.
             # decode_image() turns it back into one channel, exactly, when given the stored shape.
@@ -284,17 +287,29 @@ def _check_image(array: object, tensor: str) -> str:
     return mode
 
 
+def encoded_format(data: bytes | memoryview) -> str | None:
+    """The sample compression (``"png"``, ``"jpeg"``, ``"webp"``) whose file ``data`` is, from its first
+    bytes; None for anything else.
+
+    Example:
+        >>> encoded_format(encode_image(np.zeros((2, 2), np.uint8), "webp"))
+        'webp'
+    """
+    head = bytes(data[:12])
+    if head.startswith(b"\x89PNG"):
+        return "png"
+    if head.startswith(b"\xff\xd8"):
+        return "jpeg"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
 def _open(data: bytes | memoryview) -> Image.Image:
     """Open ``data`` lazily with Pillow, wrapping its errors in InvalidArgumentError."""
     # Telling Pillow the format skips trying other plugins first: ~15% faster for small PNGs.
-    head = bytes(data[:12])
-    formats: tuple[str, ...] | None = None
-    if head.startswith(b"\x89PNG"):
-        formats = ("PNG",)
-    elif head.startswith(b"\xff\xd8"):
-        formats = ("JPEG",)
-    elif head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        formats = ("WEBP",)
+    known = encoded_format(data)
+    formats = (known.upper(),) if known is not None else None
     buffer = BytesIO(data)
     try:
         return Image.open(buffer, formats=formats)

@@ -43,12 +43,13 @@ from lakecompute.ingest import (
 )
 from lakecompute.localfiles import FolderExport, write_atomic
 from lakecompute.parsing import parse_flag
+from lakecompute.progress import progress_bar
 from lakecompute.specs import htype_declaration
 from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
 from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
 from lakecompute.vision._common import (
+    ImageFiles,
     encode_mask,
-    image_bytes,
     image_size,
     plain,
     polygon_points,
@@ -382,7 +383,12 @@ def _area(cols: dict[str, Any], i: int, j: int, box: np.ndarray) -> Any:
 
 
 def export_coco(
-    data: Dataset | DatasetView, annotations: PathLike, images: PathLike | None = None
+    data: Dataset | DatasetView,
+    annotations: PathLike,
+    images: PathLike | None = None,
+    *,
+    image_format: str | None = None,
+    progressbar: bool = True,
 ) -> dict[str, Any]:
     """Write ``data`` as a COCO annotations JSON (and its images into a folder).
 
@@ -405,18 +411,27 @@ def export_coco(
     Other files in ``images`` — another annotations file's images, your own — are left alone
     (``docs/detection.md``, "Exporting again into a folder").
 
+    Images keep their stored bytes: a file stored in the format its name says is written byte for byte,
+    one stored in another format (a JPEG converted to PNG at ingest) is written as its stored bytes under
+    the name with that format's ending (``a.jpg`` -> ``a.png``, in the written ``file_name`` too, and said
+    in one `LakeComputeWarning`); nothing is encoded again unless ``image_format`` asks for it, and an
+    encoding that loses detail (JPEG) is warned about (`lakecompute.vision._common.ImageFiles`).
+
     Args:
         data: a dataset or view.
         annotations: the JSON file to write.
-        images: a folder to write the image files to (by ``file_name``); None writes none. A stored
-            file whose format is the name's is written byte for byte.
+        images: a folder to write the image files to (by ``file_name``); None writes none.
+        image_format: None (each image in the format it is stored in), or ``"png"``, ``"jpeg"``,
+            ``"webp"`` or ``"bmp"``: every image in that format, encoded when stored otherwise.
+        progressbar: show a progress bar of the images written.
 
     Returns:
         The COCO dict that was written.
 
     Raises:
         InvalidArgumentError: a tensor export needs is missing, or a ``file_name`` leaves ``images``,
-            repeats another sample's, or has no image file ending (the sample named).
+            repeats another sample's, or has no image file ending (the sample named); an image the
+            ``image_format`` cannot hold (RGBA as JPEG).
         StorageError: a file cannot be written (the path named); the previous export is kept.
     """
     cols = _Columns(data)
@@ -435,32 +450,40 @@ def export_coco(
         points = (list(kinfo.get("keypoint_names") or []), list(kinfo.get("skeleton") or []))
     categories = _categories(data, points)
     read["point_classes"] = {k for k, c in enumerate(categories) if c.get("keypoints")}
-    if images is None:
-        return _write(data, read, categories, None, os.fspath(annotations))
-    # The files of one annotations file are one export: another annotations file may share the folder.
-    scope = os.path.relpath(os.path.realpath(annotations), os.path.realpath(images)).replace(os.sep, "/")
-    with FolderExport(os.fspath(images), scope=scope) as out:
-        return _write(data, read, categories, out, os.fspath(annotations))
+    files = ImageFiles("export_coco", data.tensors["images"].sample_compression, image_format)
+    with progress_bar(len(data), "export_coco", unit="image", enabled=progressbar) as bar:
+        if images is None:
+            return _write(data, read, categories, _Out(None, files, bar), os.fspath(annotations))
+        # The files of one annotations file are one export: another annotations file may share the folder.
+        scope = os.path.relpath(os.path.realpath(annotations), os.path.realpath(images)).replace(os.sep, "/")
+        with FolderExport(os.fspath(images), scope=scope) as out:
+            return _write(data, read, categories, _Out(out, files, bar), os.fspath(annotations))
+
+
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """Where an export's images go: the folder (None: no image files), how each is written, the bar."""
+
+    folder: FolderExport | None
+    files: ImageFiles
+    bar: Any
 
 
 def _write(
-    data: Dataset | DatasetView,
-    cols: dict[str, Any],
-    categories: list[Any],
-    images: FolderExport | None,
-    annotations: str,
+    data: Dataset | DatasetView, cols: dict[str, Any], categories: list[Any], out: _Out, annotations: str
 ) -> dict[str, Any]:
-    """Build the COCO document (staging each image in ``images``), then write it last."""
-    coco = _document(data, cols, [int(c["id"]) for c in categories], images)
+    """Build the COCO document (staging each image in the folder), then write it last."""
+    coco = _document(data, cols, [int(c["id"]) for c in categories], out)
     coco["categories"] = categories
     for key in _DATASET_KEYS:
         if f"coco_{key}" in data.info:
             coco[key] = data.info[f"coco_{key}"]
     text = json.dumps(coco).encode("utf-8")
-    if images is None:
+    if out.folder is None:
         write_atomic(annotations, text)
     else:
-        images.commit(annotations, text)
+        out.folder.commit(annotations, text)
+        out.files.warn()
     return coco
 
 
@@ -482,21 +505,21 @@ _READ = (
 )
 
 
-def _document(
-    data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], images: FolderExport | None
-) -> dict[str, Any]:
+def _document(data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], out: _Out) -> dict[str, Any]:
     out_images: list[Any] = []
     out_anns: list[Any] = []
-    compression = data.tensors["images"].sample_compression
     for i in range(len(data)):
         image = data.tensors["images"][i]
         canvas = image_size(image)
         image_id = int(cols["image_id"][i]) if cols["image_id"] is not None else i + 1
-        name = str(cols["file_name"][i]) if cols["file_name"] is not None else f"{image_id}.png"
+        given = cols["file_name"]
+        name = str(given[i]) if given is not None else out.files.default_name(str(image_id))
+        if out.folder is not None:
+            what = sample_name(i, name)
+            name, blob = out.files.file(image, name, what)
+            out.folder.write(name, blob, what=what)
         out_images.append({"id": image_id, "file_name": name, "height": canvas[0], "width": canvas[1]})
         row = _ImageRow(i, image_id, canvas)
         out_anns.extend(_annotations(row, cols, ids, len(out_anns) + 1))
-        if images is not None:
-            what = sample_name(i, name)
-            images.write(name, image_bytes(image, compression, name, what), what=what)
+        out.bar.update(1)
     return {"images": out_images, "annotations": out_anns}

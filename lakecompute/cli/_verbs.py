@@ -255,7 +255,7 @@ _STORAGE_VERBS = (
         "rewrite a dataset's storage for fast reading (content unchanged)",
         "Rewrite every tensor into one contiguous run and commit it as a new version.",
         run_compact,
-        (_path(),),
+        (_path(), Arg(("--no-progress",), "hide the progress bar", flag=True)),
     ),
     Verb(
         "vacuum",
@@ -278,6 +278,7 @@ _STORAGE_VERBS = (
                 "(default: keep all)",
                 parse=_positive,
             ),
+            Arg(("--no-progress",), "hide the progress bar", flag=True),
         ),
     ),
 )

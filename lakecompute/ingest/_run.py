@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakecompute.compute import compute
 from lakecompute.datasets import delete, empty, exists, load
-from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
+from lakecompute.errors import EvalConflictError, InvalidSampleError, LakeComputeWarning, TransformError
 from lakecompute.ingest._files import AS_STORED, PathLike, unreadable, with_skip_advice, without_skip_advice
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import plan_for_ingest, target_mode
@@ -80,6 +80,8 @@ def run_ingest(
                 cause.tensor, named + with_skip_advice(cause.detail), source=source or path
             ) from err
         raise unreadable(path, cause, "images") from err
+    except EvalConflictError as err:
+        raise _cannot_resume(err) from err  # only when resuming: nothing to delete
     except BaseException:
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
@@ -109,6 +111,27 @@ def _function(
         # before the option existed (its checkpoints resume), and image functions need not take it.
         fn_kwargs = {**fn_kwargs, "reading": options.reading}
     return compute(image_fn)(mode=mode, compression=compression, **fn_kwargs), compression
+
+
+def _cannot_resume(err: EvalConflictError) -> EvalConflictError:
+    """The eval's refusal to resume, in an ingest's terms: what the ingest takes to start over (an ingest
+    takes no ``rerun=True``)."""
+    if err.version != err.checkpoint_version:
+        why = (
+            f"the dataset was changed since its last checkpoint (version {err.checkpoint_version}, now "
+            f"{err.version})"
+        )
+    else:
+        why = "the files, the annotations or the options changed since it began"
+    return EvalConflictError(
+        err.path, err.done, err.checkpoint_version, err.version, err.label,
+        message=(
+            f"Cannot resume the ingest into {err.path!r}: it holds the first {err.done} images of an "
+            f"unfinished ingest ({err.label}), and {why}, so the rest would not match them. Pass "
+            "overwrite=True instead of resume=True to ingest everything anew, or put the files and "
+            "annotations back as they were and resume."
+        ),
+    )  # fmt: skip
 
 
 def _reason(path: str, message: str) -> str:

@@ -210,8 +210,9 @@ _INGEST_VERBS = (
     Verb(
         "ingest-classification",
         "turn a folder of class sub-folders of images into a dataset",
-        "Read SRC/<class>/**/*.{jpg,jpeg,png,webp,bmp} into a dataset at DEST with tensors 'images' and "
-        "'labels' (class names from the sub-folder names, sorted); files are decoded in parallel.",
+        "Read SRC/<class>/**/*.{jpg,jpeg,png,webp,bmp,tif,tiff,ppm,pgm} into a dataset at DEST with "
+        "tensors 'images' and 'labels' (class names from the sub-folder names, sorted); files are decoded "
+        "in parallel.",
         run_ingest_classification,
         (Arg(("src",), "the folder of class sub-folders"), _DEST, *INGEST_OPTIONS),
     ),

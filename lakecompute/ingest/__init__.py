@@ -25,6 +25,7 @@ from lakecompute.ingest._files import (
     EXTENSION_FORMATS,
     FORMAT_EXTENSIONS,
     IMAGE_EXTENSIONS,
+    SKIPPED_IMAGE_EXTENSIONS,
     ImageFile,
     PathLike,
     ReadOptions,
@@ -32,6 +33,7 @@ from lakecompute.ingest._files import (
     load_for_ingest,
     read,
     skip_advice,
+    skipped_images,
 )
 from lakecompute.ingest._numpy import from_numpy
 from lakecompute.ingest._options import IngestKwargs, IngestOptions
@@ -50,6 +52,7 @@ __all__ = [
     "EXTENSION_FORMATS",
     "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
+    "SKIPPED_IMAGE_EXTENSIONS",
     "ImageFile",
     "IngestKwargs",
     "IngestOptions",
@@ -69,5 +72,6 @@ __all__ = [
     "refuse_overlap",
     "run_ingest",
     "skip_advice",
+    "skipped_images",
     "target_mode",
 ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from types import MappingProxyType
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError, warn
 from lakecompute.parsing import parse_flag
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "FORMATS",
     "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
+    "SKIPPED_IMAGE_EXTENSIONS",
     "ImageFile",
     "PathLike",
     "ReadOptions",
@@ -35,18 +37,32 @@ __all__ = [
     "is_image_name",
     "load_for_ingest",
     "read",
+    "skipped_images",
     "unreadable",
     "with_skip_advice",
 ]
 
 EXTENSION_FORMATS: Final[Mapping[str, str]] = MappingProxyType(
-    {".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp", ".bmp": "bmp"}
-)
+    {
+        ".jpg": "jpeg", ".jpeg": "jpeg", ".png": "png", ".webp": "webp", ".bmp": "bmp",
+        ".tif": "tiff", ".tiff": "tiff", ".ppm": "ppm", ".pgm": "ppm",
+    }
+)  # fmt: skip
 """Image file name endings (lower case) -> the format their content normally has: the one table of
-which files are images, what an ingest plan counts, and what an export names a file."""
+which files are images, what an ingest plan counts, and what an export names a file. The endings are
+torchvision's ``ImageFolder``'s (a TIFF of several pages is refused, not cut to its first)."""
 
 IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset(EXTENSION_FORMATS)
 """File name endings (any case) that `ingest_classification` reads as images."""
+
+SKIPPED_IMAGE_EXTENSIONS: Final[frozenset[str]] = frozenset(
+    [
+        ".gif", ".apng", ".heic", ".heif", ".avif", ".jfif", ".jpe", ".jp2", ".j2k", ".ico", ".tga", ".psd",
+        ".pbm", ".pnm", ".qoi", ".svg", ".dng", ".cr2", ".nef", ".arw", ".raw",
+    ]
+)  # fmt: skip
+"""Endings of image files an ingest does not read (animations, camera raw, HEIC, vector images...): not
+silently skipped, but named in a warning (`skipped_images`), since a folder of them is likely meant."""
 
 FORMAT_EXTENSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -62,13 +78,36 @@ def is_image_name(name: str) -> bool:
     return not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
 
 
-def image_files(folder: str) -> list[str]:
-    """Image files under ``folder`` (any depth, hidden entries skipped), sorted, relative to it."""
+def image_files(folder: str, skipped: list[str] | None = None) -> list[str]:
+    """Image files under ``folder`` (any depth, hidden entries skipped), sorted, relative to it; the image
+    files not read (`SKIPPED_IMAGE_EXTENSIONS`) are added to ``skipped`` (paths under ``folder``)."""
     found: list[str] = []
     for root, dirs, names in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(os.path.relpath(os.path.join(root, n), folder) for n in names if is_image_name(n))
+        if skipped is not None:
+            skipped.extend(
+                os.path.join(root, n)
+                for n in sorted(names)
+                if not n.startswith(".") and os.path.splitext(n)[1].lower() in SKIPPED_IMAGE_EXTENSIONS
+            )
     return sorted(found)
+
+
+def skipped_images(skipped: Sequence[str], call: str, where: str) -> None:
+    """Warn, once, that ``call`` skipped the image files ``skipped`` found in ``where`` (a count per ending
+    and the first few paths), and how to have them read; nothing when there are none."""
+    if not skipped:
+        return
+    endings = Counter(os.path.splitext(p)[1].lower() for p in skipped)
+    counts = ", ".join(f"{e}: {n}" for e, n in endings.most_common())
+    shown = ", ".join(repr(p) for p in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+    warn(
+        f"{call} skipped {len(skipped)} image file(s) in {where!r} that it does not read ({counts}): "
+        f"{shown}. It reads files ending in {', '.join(sorted(IMAGE_EXTENSIONS))}; convert the others to "
+        "one of those to have them ingested (a GIF or APNG may hold many frames, a camera raw file needs "
+        "developing, HEIC needs a Pillow plugin)."
+    )
 
 
 FORMATS: Final[dict[str, str]] = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "WEBP": "webp", "BMP": "bmp"}
@@ -184,6 +223,12 @@ class ImageFile:
         self._format = FORMATS.get(fmt, fmt.lower())
         try:
             mode = decoded_mode(image, convert_depth=self.options.convert_depth)
+            pages = getattr(image, "n_frames", 1) if fmt == "TIFF" else 1
+            if pages != 1:
+                raise InvalidArgumentError(
+                    f"Expected one image per file. Got a TIFF of {pages} pages, of which only the first "
+                    "would be read: split it into one file per page."
+                )
         except InvalidArgumentError as exc:
             raise unreadable(self.path, exc) from exc
         self._turn = orientation(image) if self.options.exif_transpose else 1

@@ -21,9 +21,9 @@ def progress_bar(
 
     Example:
         >>> with progress_bar(3, "demo", enabled=False) as bar:
-        ...     bar.update(3)
-        >>> bar.n
-        3
+        ...     bar.update(3)  # counted on a shown bar; this one draws nothing
+        >>> bar.disable
+        True
     """
     from tqdm.auto import tqdm
 

@@ -105,3 +105,26 @@ def test_ingest_yolo_names_the_images_it_skips(tmp_path: Path) -> None:
     with pytest.warns(lc.LakeComputeWarning, match=r"ingest_yolo skipped 1 image file\(s\).*b\.gif"):
         ds = lc.ingest_yolo(root, tmp_path / "ds", progressbar=False)
     assert len(ds) == 1
+
+
+def test_the_cli_takes_convert_depth_and_exif_transpose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--convert-depth`` and ``--exif-transpose`` reach every ingest from the command line."""
+    from tests.helpers import run_cli
+
+    root = tmp_path / "src"
+    (root / "a").mkdir(parents=True)
+    Image.fromarray(np.full((4, 5), 3000, np.uint16)).save(root / "a" / "scan.png")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(_rgb(0)).save(root / "a" / "turned.png", exif=exif)
+    code, _, err = run_cli(capsys, "ingest-classification", str(root), str(tmp_path / "no"), "--no-progress")
+    assert code == 1
+    assert "16 bits per channel" in err
+    args = ["ingest-classification", str(root), str(tmp_path / "ds"), "--no-progress"]
+    code, _, _ = run_cli(capsys, *args, "--convert-depth", "--exif-transpose")
+    assert code == 0
+    ds = lc.load(tmp_path / "ds")
+    assert ds.images[0].numpy()[0, 0].tolist() == [3000 >> 8] * 3
+    assert ds.images[1].numpy().shape == (7, 6, 3)

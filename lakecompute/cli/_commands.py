@@ -174,6 +174,8 @@ def _run_ingest(args: argparse.Namespace, ingest: Callable[..., Any], *paths: st
             overwrite=args.overwrite,
             checkpoint_interval=args.checkpoint_interval,
             resume=args.resume,
+            convert_depth=args.convert_depth,
+            exif_transpose=args.exif_transpose,
             **extra,
         )
     for w in caught:

@@ -151,6 +151,12 @@ INGEST_OPTIONS: tuple[Arg, ...] = (
         default=0,
     ),
     Arg(("--resume",), "continue the checkpointed, unfinished ingest at DEST", flag=True),
+    Arg(
+        ("--convert-depth",),
+        "store images of 16 bits per channel at 8 bits (each value's high byte) instead of refusing them",
+        flag=True,
+    ),
+    Arg(("--exif-transpose",), "turn images upright as their EXIF orientation says", flag=True),
 )
 
 _VERSION_VERBS = (

@@ -6,7 +6,8 @@ is built through the public API: one extend, then commits that touch only metada
 row replaced every tenth commit, so the tensors end up in a couple of hundred fragments, as a dataset edited
 over time is. On its final version the suite times, median of several runs each:
 
-* ``restore`` of a version half the history back (one new version, no data copied);
+* ``restore`` of a version half the history back (one new version, no data copied), and the same with
+  nothing remembered of earlier reads (the version read from storage with its chain of deltas);
 * ``checkout(name, create=True)`` (one ref created);
 * ``diff`` between an early version and the newest (two manifests compared fragment by fragment);
 * a fast-forward ``merge`` of a branch one commit ahead (one move of the branch);
@@ -84,6 +85,15 @@ def _history_times(path: str, rows: int, versions: int, runs: int, fixture: Any 
         ds.restore(head // 2 + i)
         return time.perf_counter() - t0
 
+    def restore_cold(i: int) -> float:
+        # Nothing remembered: the version restored is read from storage with its whole chain of deltas.
+        import lakecompute.storage as storage
+
+        getattr(storage, "forget_manifests", lambda: None)()
+        t0 = time.perf_counter()
+        ds.restore(head // 3 + 7 * i)
+        return time.perf_counter() - t0
+
     def checkout(i: int) -> float:
         t0 = time.perf_counter()
         ds.checkout(f"b{i}", create=True)
@@ -118,6 +128,7 @@ def _history_times(path: str, rows: int, versions: int, runs: int, fixture: Any 
     return {
         "log()": _median_ms(runs, log),
         "restore": _median_ms(runs, restore),
+        "restore (cold: no manifest remembered)": _median_ms(runs, restore_cold),
         "checkout(create=True)": _median_ms(runs, checkout),
         "diff": _median_ms(runs, diff),
         "merge (fast-forward)": _median_ms(runs, merge),

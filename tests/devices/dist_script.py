@@ -3,7 +3,8 @@
 Usage: dist_script.py MODE OUT N [--workers W] [--interval K] [--sleep S] [--kill-at I --marker PATH]
 
 MODE ``column`` adds a column in place to a dataset of N rows that rank 0 creates; MODE ``list`` writes
-a list of N numbers into OUT; MODE ``mismatch`` is ``list`` with rank 1 given one input more. Rank 1
+a list of N numbers into OUT; MODE ``mismatch`` is ``list`` with rank 1 given one input more, MODE
+``samelength`` with rank 1 given N other numbers (a list of the same length, another content). Rank 1
 SIGKILLs itself on input I the first time (no marker file yet); each input takes S seconds (so that
 both ranks get tasks). Each rank prints its result as JSON.
 """
@@ -45,7 +46,7 @@ def double_batch(batch: Any, sample_out: Any) -> None:
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["column", "list", "mismatch"])
+    parser.add_argument("mode", choices=["column", "list", "mismatch", "samelength"])
     parser.add_argument("out")
     parser.add_argument("n", type=int)
     parser.add_argument("--workers", type=int, default=0)
@@ -86,7 +87,8 @@ def main() -> None:
             result = fn.eval(ds, skip_ok=True, **options)
         else:
             n = args.n + 1 if args.mode == "mismatch" and rank == 1 else args.n
-            result = fn.eval(list(range(n)), ds, **options)
+            shift = 1000 if args.mode == "samelength" and rank == 1 else 0
+            result = fn.eval([i + shift for i in range(n)], ds, **options)
     except lc.LakeComputeError as exc:
         _emit({"rank": rank, "error": type(exc).__name__, "message": str(exc)})
         dist.destroy_process_group()

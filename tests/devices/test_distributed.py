@@ -101,9 +101,24 @@ def test_ranks_calling_different_evals_are_refused(tmp_path: Path) -> None:
     assert code == 0, err
     assert [r.get("error") for r in results] == ["InvalidArgumentError"] * 2
     assert results[0]["message"] == results[1]["message"]
-    assert (
-        "Rank 1 called eval with data ('sequence', 17), rank 0 with ('sequence', 16)" in results[0]["message"]
-    )
+    assert "Rank 1 called eval with data_in a list (17 rows" in results[0]["message"]
+    assert "rank 0 with a list (16 rows" in results[0]["message"]
+    assert len(lc.load(path).y) == 0
+
+
+@pytest.mark.timeout(300)
+def test_ranks_with_other_lists_of_one_length_are_refused(tmp_path: Path) -> None:
+    """Ranks whose lists have the same length but other values are told apart by a digest of their content:
+    both refuse with the same InvalidArgumentError naming data_in, and nothing is written (they used to
+    both succeed, the output mixing rank 1's values under rank 0's record)."""
+    path = str(tmp_path / "out")
+    code, results, err = torchrun("samelength", path, "16")
+    assert code == 0, err
+    assert [r.get("error") for r in results] == ["InvalidArgumentError"] * 2, results
+    assert results[0]["message"] == results[1]["message"]
+    message = results[0]["message"]
+    assert "Rank 1 called eval with data_in a list (16 rows, content digest" in message
+    assert "same input, value for value" in message
     assert len(lc.load(path).y) == 0
 
 

@@ -37,7 +37,7 @@ from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, m
 from lakecompute.compute._job import Job, Task, TaskResult, forget_job
 from lakecompute.compute._worker import run_task
 from lakecompute.datasets import Dataset, DatasetView, base_dataset
-from lakecompute.errors import FingerprintError, InvalidArgumentError
+from lakecompute.errors import FingerprintError, InvalidArgumentError, LakeComputeError
 from lakecompute.schedulers import (
     PickledError,
     RankChannel,
@@ -46,6 +46,7 @@ from lakecompute.schedulers import (
     RemoteInbox,
     Scheduler,
     capacity_of,
+    job_ranks,
     pickle_exception,
     portable_exception,
     rank_timeout,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from lakecompute.compute._engine import EvalResult
     from lakecompute.compute._options import EvalOptions
 
-__all__ = ["Coordinator", "run_ranked"]
+__all__ = ["Coordinator", "refuse_on_every_rank", "run_ranked"]
 
 # The n-th eval this process calls: the same on every rank, which call evals in the same order.
 _CALLS = itertools.count()
@@ -100,16 +101,41 @@ class _View:
         return replace(self, scheduler=None, source=None)
 
 
+def _channel(ranks: Ranks) -> RankChannel:
+    """The channel of this process's next eval (the same on every rank: they call evals in one order)."""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return RankChannel(ranks.store, f"lakecompute/{restart}/eval/{next(_CALLS)}")
+
+
 def run_ranked(
     ranks: Ranks, pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions, run: RunFn
 ) -> EvalResult:
     """Run one eval called on every rank of a distributed job (see the module documentation)."""
-    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    channel = RankChannel(ranks.store, f"lakecompute/{restart}/eval/{next(_CALLS)}")
+    channel = _channel(ranks)
     view = _view(ranks, pipeline, data_in, data_out, options)
     if ranks.rank == 0:
         return _coordinate(ranks, channel, view, (pipeline, data_in, data_out, options), run)
     return _serve(ranks, channel, view, pipeline, data_in, data_out)
+
+
+def refuse_on_every_rank(exc: BaseException) -> None:
+    """In a distributed job, share a refusal made before this rank could join its eval (its options are
+    wrong, say): rank 0 publishes it as the eval's plan, another rank joins with it as its error, which
+    rank 0 raises and publishes. So every rank raises at once, none waits for a rank that already left,
+    and the eval's number is used up on every rank alike (the next eval meets the next one). Outside a
+    job (or where the job's store cannot be reached), nothing."""
+    try:
+        ranks = job_ranks()
+    except LakeComputeError:
+        return
+    if ranks is None:
+        return
+    channel = _channel(ranks)
+    error = pickle_exception(exc)
+    if ranks.rank == 0:
+        channel.put("plan", ("error", error))
+    else:
+        channel.put(f"join/{ranks.rank}", _View("", ("refused",), None, False, error=error))
 
 
 def _view(ranks: Ranks, pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> _View:

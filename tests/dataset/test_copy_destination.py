@@ -76,7 +76,9 @@ def test_copy_onto_a_folder_that_contains_the_source_is_refused(tmp_path: Path) 
     _intact(tmp_path / "outer" / "src", ds.version)
 
 
-def test_copy_onto_the_source_spelled_otherwise_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_copy_onto_the_source_spelled_otherwise_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A relative path, a trailing slash and file:// all name the source: refused."""
     ds = _source(tmp_path / "src")
     monkeypatch.chdir(tmp_path)

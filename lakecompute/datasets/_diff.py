@@ -149,10 +149,15 @@ class TensorDiff:
             return f"created{rows}"
         if self.deleted and not self.renamed_from:
             return gone
+        return "; ".join(self._parts()) or "unchanged"
+
+    def _parts(self) -> list[str]:
+        """What changed in a tensor of both versions, part by part."""
         parts = []
         if self.renamed_from and self.deleted:  # a rename onto the name of a deleted tensor: both said
+            old, new = self.renamed_from, self.name
             parts.append(
-                f"{self.renamed_from!r} renamed to {self.name!r} ({self.rows or 0} rows), the old {self.name!r} "
+                f"{old!r} renamed to {new!r} ({self.rows or 0} rows), the old {new!r} "
                 f"({self.deleted_rows or 0} rows) deleted"
             )
         elif self.renamed_from:
@@ -169,7 +174,7 @@ class TensorDiff:
             parts.append(f"{', '.join(self.spec)} changed")
         if self.info:
             parts.append(f"info {', '.join(self.info)} changed")
-        return "; ".join(parts) or "unchanged"
+        return parts
 
 
 def diff_tensor(old: TensorState, new: TensorState) -> TensorDiff:

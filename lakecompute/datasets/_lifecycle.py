@@ -283,10 +283,11 @@ def check_apart(dest: Backend, source: Dataset, verb: str) -> None:
     relation = dest.overlap(origin)
     if relation is not None:
         how = {"same": "is", "inside": "is inside", "contains": "contains"}[relation]
+        there, here = _resolved(dest), _resolved(origin)
         raise InvalidArgumentError(
             f"Cannot {verb} {source.path!r} at {dest.url!r}: the destination {how} the source "
-            f"({_resolved(dest)} and {_resolved(origin)}), so writing it would remove the source's files. "
-            "Choose a destination outside the source (and not a folder that holds it)."
+            f"({there if there == here else f'{there} and {here}'}), so writing it would remove the source's "
+            "files. Choose a destination outside the source (and not a folder that holds it)."
         )
     there = _marker_id(dest)
     if there is not None and there == source.id:

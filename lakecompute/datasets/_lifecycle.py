@@ -289,11 +289,11 @@ def check_apart(dest: Backend, source: Dataset, verb: str) -> None:
             f"({there if there == here else f'{there} and {here}'}), so writing it would remove the source's "
             "files. Choose a destination outside the source (and not a folder that holds it)."
         )
-    there = _marker_id(dest)
-    if there is not None and there == source.id:
+    held = _marker_id(dest)
+    if held is not None and held == source.id:
         raise InvalidArgumentError(
             f"Cannot {verb} {source.path!r} at {dest.url!r}: the destination holds the same dataset (id "
-            f"{there}), the source itself under another name or a copy of its folder (cp -r). If it is a "
+            f"{held}), the source itself under another name or a copy of its folder (cp -r). If it is a "
             f"copy you mean to replace, delete it first: lc.delete({dest.url!r})."
         )
 

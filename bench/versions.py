@@ -74,11 +74,24 @@ def _median_ms(runs: int, fn: Callable[[int], float]) -> float:
 def _history_times(path: str, rows: int, versions: int, runs: int, fixture: Any = None) -> dict[str, float]:
     """Milliseconds per operation on a fresh fixture of ``rows`` rows and ``versions`` versions (or on the
     dataset ``fixture`` built at ``path``)."""
-    import lakecompute as lc
 
     ds = build_history(path, rows, versions) if fixture is None else fixture
     head = ds.version
     versions = versions or head
+
+    def log(i: int) -> float:
+        t0 = time.perf_counter()
+        entries = ds.log()
+        seconds = time.perf_counter() - t0
+        assert len(entries) >= versions
+        return seconds
+
+    return {"log()": _median_ms(runs, log), **_ref_times(path, ds, head, runs)}
+
+
+def _ref_times(path: str, ds: Any, head: int, runs: int) -> dict[str, float]:
+    """Milliseconds per restore, branch, diff and fast-forward merge on ``ds`` (at version ``head``)."""
+    import lakecompute as lc
 
     def restore(i: int) -> float:
         t0 = time.perf_counter()
@@ -118,15 +131,7 @@ def _history_times(path: str, rows: int, versions: int, runs: int, fixture: Any 
         assert version == other.version
         return seconds
 
-    def log(i: int) -> float:
-        t0 = time.perf_counter()
-        entries = ds.log()
-        seconds = time.perf_counter() - t0
-        assert len(entries) >= versions
-        return seconds
-
     return {
-        "log()": _median_ms(runs, log),
         "restore": _median_ms(runs, restore),
         "restore (cold: no manifest remembered)": _median_ms(runs, restore_cold),
         "checkout(create=True)": _median_ms(runs, checkout),

@@ -23,12 +23,14 @@ from lakecompute.storage._backend import Backend
 from lakecompute.storage._header import VersionHeader
 from lakecompute.storage._manifest import Manifest, version_key
 from lakecompute.storage._schema import InvalidField
-from lakecompute.storage._stored import Decoded, decode, header_of
+from lakecompute.storage._stored import MAX_DEPTH, Decoded, decode, header_of
 
 __all__ = ["forget_manifests", "read_header", "read_manifest", "remember"]
 
 #: How many manifests a process remembers (they share the tensor states they did not change).
 _REMEMBERED = 64
+#: The longest chain of deltas read: lakecompute writes at most `MAX_DEPTH`; a longer one was made by hand.
+_LONGEST_CHAIN = 4 * MAX_DEPTH
 _cache: OrderedDict[tuple[str, int, bytes], Manifest] = OrderedDict()
 _lock = threading.Lock()
 
@@ -129,6 +131,9 @@ def read_manifest(backend: Backend, version: int) -> Manifest:
             remember(backend, at_data, manifest)
             break
         pending.append((at, at_data, decoded))
+        if len(pending) > _LONGEST_CHAIN:
+            reason = f"a chain of more than {_LONGEST_CHAIN} deltas (lakecompute writes at most {MAX_DEPTH})"
+            raise _corrupt(backend, version, InvalidField("base", reason))
         base = decoded.header.base
         assert base is not None  # a delta names its base
         base_data = backend.read(version_key(base))

@@ -313,3 +313,21 @@ def test_a_compressed_manifest_never_inflates_past_what_it_declares(stored: tupl
             lc.load(str(path), version=packed)
     finally:
         file.write_bytes(good)
+
+
+def test_a_chain_of_deltas_longer_than_written_is_refused(tmp_path: Path) -> None:
+    """lakecompute writes at most 32 deltas in a row; a chain made by hand far longer than that is refused
+    after a bounded number of reads (never followed through the whole history)."""
+    path = tmp_path / "ds"
+    ds, _seen = _edited(path, edits=40)
+    body = json.loads((path / version_key(ds.version)).read_bytes())
+    assert "delta" in body
+    top = ds.version
+    for _ in range(200):
+        top += 1
+        body = {**body, "version": top, "parent": top - 1, "base": top - 1, "reach": {body["line"]: top}}
+        (path / version_key(top)).write_text(json.dumps(body))
+    forget_manifests()
+    with pytest.raises(lc.DatasetCorruptError, match=r"a chain of more than 128 deltas") as info:
+        lc.load(str(path), version=top)
+    assert info.value.file == version_key(top)

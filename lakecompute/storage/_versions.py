@@ -4,7 +4,8 @@ Version numbers are unique across branches: a commit takes the next free number 
 manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then moves its branch
 there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is only a hint that
 saves a directory listing: readers check forward from it, so a stale hint is harmless. The manifest
-document itself is `lakecompute.storage._manifest`.
+document itself is `lakecompute.storage._manifest`, how it is stored (whole or as a delta of its parent)
+``_stored``, and reading it (following deltas, remembering what was read) ``_reads``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from lakecompute.datasets._head import Checkout
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import ReadOnlyError, TensorDoesNotExistError
-from lakecompute.storage import ArrayCache, Backend, Manifest, TensorState
+from lakecompute.storage import ArrayCache, Backend
+from lakecompute.table import ARRAY_RULES, Manifest, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.datasets._reader import ColumnReader
@@ -53,7 +54,7 @@ class DatasetCore:
         checkout: Checkout | None,
     ) -> None:
         self.backend = backend
-        self.cache = ArrayCache(backend.zarr_store(), backend=backend)
+        self.cache = ArrayCache(backend.zarr_store(), backend=backend, rules=ARRAY_RULES)
         self.opened_read_only = read_only
         self.read_only = read_only or pinned
         self.pinned = pinned

@@ -33,14 +33,12 @@ from lakecompute.errors import (
     TensorExistsError,
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
-from lakecompute.storage import (
+from lakecompute.storage import Backend, BackendSpec, open_backend
+from lakecompute.table import (
     DEFAULT_BRANCH,
-    Backend,
-    BackendSpec,
     Manifest,
     TensorState,
     list_branches,
-    open_backend,
     read_branch,
     read_manifest,
     read_manifest_of,

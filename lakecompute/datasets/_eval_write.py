@@ -31,7 +31,8 @@ from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession, rank_of
 from lakecompute.errors import LakeComputeError, TransformError
 from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, OpenSegment, SlotWriter, open_backend
+from lakecompute.storage import BackendSpec, open_backend
+from lakecompute.table import MAX_SLOTS, Fragment, OpenSegment, SlotWriter
 
 if TYPE_CHECKING:
     from lakecompute.datasets._transaction import Transaction

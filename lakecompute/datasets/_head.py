@@ -13,9 +13,9 @@ from typing import Any
 
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.errors import RefNotFoundError
-from lakecompute.storage import (
+from lakecompute.storage import Backend
+from lakecompute.table import (
     DEFAULT_BRANCH,
-    Backend,
     BranchRef,
     Fragment,
     Manifest,
@@ -37,7 +37,7 @@ class Checkout:
         name: the branch's name.
         ref: its ref as read when the handle got onto it; None for ``main`` of a dataset that had no refs
             then (written before branches): its first commit writes ``main``'s ref (see
-            `lakecompute.storage.ensure_main`).
+            `lakecompute.table.ensure_main`).
     """
 
     name: str
@@ -51,7 +51,7 @@ def checkout_of(backend: Backend, name: str) -> tuple[Checkout, int]:
         RefNotFoundError: there is no such branch.
         DatasetCorruptError: its ref or a move is damaged.
     """
-    from lakecompute.storage import branch_head
+    from lakecompute.table import branch_head
 
     ref = read_branch(backend, name)
     if ref is not None:

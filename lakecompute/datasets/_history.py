@@ -2,7 +2,7 @@
 
 Everything here reads manifests and refs and changes nothing. Versions are named by number, by a
 branch (its head) or by a tag; `resolve` turns any of them into a committed version. Ancestry is
-known from a manifest alone (`lakecompute.storage.Manifest.descends_from`), so the common ancestor of
+known from a manifest alone (`lakecompute.table.Manifest.descends_from`), so the common ancestor of
 two versions is found by reading a handful of manifests, however long their histories are.
 """
 
@@ -17,9 +17,9 @@ from lakecompute.errors import (
     LakeComputeError,
     RefNotFoundError,
 )
-from lakecompute.storage import (
+from lakecompute.storage import Backend
+from lakecompute.table import (
     DEFAULT_BRANCH,
-    Backend,
     Manifest,
     VersionHeader,
     branch_head,

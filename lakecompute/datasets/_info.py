@@ -18,7 +18,7 @@ from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
 from lakecompute.htypes import CLASS_NAMED_HTYPES, parse_htype_info
-from lakecompute.storage import MAX_DEPTH, InvalidField, TensorState, check_depth
+from lakecompute.table import MAX_DEPTH, InvalidField, TensorState, check_depth
 
 __all__ = ["DatasetInfo", "InfoWriter", "TensorInfo", "parse_info", "parse_tensor_info"]
 
@@ -177,7 +177,7 @@ def parse_info(values: Mapping[str, Any], what: str) -> dict[str, Any]:
     Raises:
         InvalidTypeError: a key is not a string.
         InvalidArgumentError: a value is not JSON (or NaN / infinity), or lists and dicts are nested
-            deeper than a manifest accepts (`lakecompute.storage.MAX_DEPTH`).
+            deeper than a manifest accepts (`lakecompute.table.MAX_DEPTH`).
     """
     for key in values:
         if not isinstance(key, str):

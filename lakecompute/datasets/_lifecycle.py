@@ -25,19 +25,17 @@ from lakecompute.errors import (
     InvalidTypeError,
     RefNotFoundError,
 )
-from lakecompute.storage import (
+from lakecompute.storage import TEMP_PREFIX, Backend, open_backend
+from lakecompute.table import (
     DEFAULT_BRANCH,
     MARKER,
-    TEMP_PREFIX,
     VERSIONS,
-    Backend,
     Manifest,
     commit_manifest,
     ensure_main,
     let_go_released,
     list_versions,
     new_dataset_id,
-    open_backend,
     parse_ref_name,
     read_manifest,
 )

@@ -13,7 +13,8 @@ from typing import Any
 
 from lakecompute.datasets._history import heads, walk
 from lakecompute.errors import DatasetCorruptError
-from lakecompute.storage import DEFAULT_BRANCH, Backend, VersionHeader, list_tags, version_key
+from lakecompute.storage import Backend
+from lakecompute.table import DEFAULT_BRANCH, VersionHeader, list_tags, version_key
 
 __all__ = ["entry", "log_entries"]
 

@@ -3,7 +3,7 @@
 Data is written once and never changed in place, so crashes and aborted writes leave bytes that
 no version references. `vacuum` removes them — but never bytes a live writer may still commit,
 wherever that writer runs: every writer holds a lease in the dataset's storage on the segments and
-typed arrays it writes (``lakecompute.storage.Lease``), and vacuum leaves alone everything an unexpired
+typed arrays it writes (``lakecompute.table.Lease``), and vacuum leaves alone everything an unexpired
 lease names, and everything younger than ``grace_seconds`` (which is what protected data before
 leases existed). No process ids are consulted.
 """
@@ -27,21 +27,19 @@ from lakecompute.datasets._session import WriteSession
 from lakecompute.htypes import Encoded
 from lakecompute.parsing import parse_count, parse_flag
 from lakecompute.progress import progress_bar
-from lakecompute.storage import (
+from lakecompute.storage import TEMP_PREFIX, Backend, chunk_folder
+from lakecompute.table import (
     DATA_CHUNK,
     INDEX_CHUNK,
     LEASE_SECONDS,
     SEGMENTS,
     STREAM_SEGMENT,
-    TEMP_PREFIX,
     TENSORS,
     TYPED_PREFIX,
-    Backend,
     Fragment,
     Manifest,
     TensorState,
     VersionHeader,
-    chunk_folder,
     create_typed_array,
     let_go_released,
     list_branches,

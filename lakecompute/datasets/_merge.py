@@ -27,7 +27,7 @@ from lakecompute.datasets._diff import Rows, changed_rows, slice_rows
 from lakecompute.datasets._history import merge_base, read_committed, resolve
 from lakecompute.datasets._records import as_reference
 from lakecompute.errors import InvalidArgumentError, MergeConflictError
-from lakecompute.storage import Fragment, Manifest, TensorState, append_fragment
+from lakecompute.table import Fragment, Manifest, TensorState, append_fragment
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset

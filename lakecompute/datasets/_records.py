@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.parsing import parse_count
-from lakecompute.storage import Fragment, Manifest, version_key
+from lakecompute.table import Fragment, Manifest, version_key
 
 __all__ = [
     "MAX_RECORDED_FAILURES",

@@ -10,15 +10,8 @@ from zarr.abc.store import Store
 
 from lakecompute import compression
 from lakecompute.htypes import TensorSpec
-from lakecompute.storage import (
-    MAX_SLOTS,
-    ArrayCache,
-    Lease,
-    OpenSegment,
-    SlotWriter,
-    create_segment,
-    new_segment_id,
-)
+from lakecompute.storage import ArrayCache
+from lakecompute.table import MAX_SLOTS, Lease, OpenSegment, SlotWriter, create_segment, new_segment_id
 
 __all__ = ["SlotAllocator"]
 

@@ -18,13 +18,8 @@ from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import (
-    LayoutVerdicts,
-    adopt_layout_verdicts,
-    layout_verdicts,
-    open_backend,
-    read_manifest_of,
-)
+from lakecompute.storage import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts, open_backend
+from lakecompute.table import read_manifest_of
 
 __all__ = ["Snapshot", "snapshot"]
 

@@ -55,7 +55,8 @@ def _open_at(ds: Dataset, version: int) -> Dataset:
     """``ds``'s dataset at ``version``, opened read-only: a handle of its own, checked to be the same
     dataset (`lakecompute.DatasetReplacedError` if the location holds another one now)."""
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.storage import open_backend, read_manifest_of
+    from lakecompute.storage import open_backend
+    from lakecompute.table import read_manifest_of
 
     location = ds.location
     backend = open_backend(location.url, dict(location.storage_options))

@@ -25,10 +25,9 @@ from lakecompute.datasets._session import WriteSession, rank_of
 from lakecompute.datasets._slots import SlotAllocator
 from lakecompute.errors import CommitConflictError, DatasetNotFoundError, RefNotFoundError
 from lakecompute.htypes import Encoded
-from lakecompute.storage import (
+from lakecompute.storage import ArrayCache, Backend
+from lakecompute.table import (
     DEFAULT_BRANCH,
-    ArrayCache,
-    Backend,
     BranchRef,
     Fragment,
     Lease,
@@ -339,7 +338,7 @@ class Transaction:
         Raises:
             CommitConflictError: another writer moved the branch first.
         """
-        from lakecompute.storage import advance, write_line_hint
+        from lakecompute.table import advance, write_line_hint
 
         ref = self._branch_ref()
         self.lease.check()

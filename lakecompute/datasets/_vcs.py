@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._head import checkout_of
-from lakecompute.storage import read_manifest_of
+from lakecompute.table import read_manifest_of
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset

@@ -1,7 +1,7 @@
 """Branches, tags, restore and diff on a dataset handle (``ds.checkout``, ``ds.tag``, ``ds.restore``, ...).
 
 Each operation that changes the dataset is one atomic step on its metadata: creating or removing one
-ref file (`lakecompute.storage._refs`), or one commit through the handle's write transaction. None
+ref file (`lakecompute.table._refs`), or one commit through the handle's write transaction. None
 copies or reads a sample.
 """
 
@@ -21,7 +21,7 @@ from lakecompute.errors import (
     RefExistsError,
     RefNotFoundError,
 )
-from lakecompute.storage import (
+from lakecompute.table import (
     DEFAULT_BRANCH,
     BranchRef,
     Manifest,

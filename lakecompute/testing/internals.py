@@ -23,7 +23,8 @@ import os
 from typing import Any
 
 from lakecompute.datasets import Dataset, DatasetCore, DatasetView, Row, Tensor, TensorView, core_of
-from lakecompute.storage import open_backend, read_manifest
+from lakecompute.storage import open_backend
+from lakecompute.table import read_manifest
 
 __all__ = ["DatasetCore", "dataset_core", "whole_manifest"]
 

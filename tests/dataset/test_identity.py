@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import Manifest, open_backend, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.table import Manifest, read_manifest, version_key
 
 
 def _as_before_ids(path: str, versions: int) -> None:

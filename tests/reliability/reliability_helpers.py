@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
-from lakecompute.storage import is_committed, open_backend, read_manifest
+from lakecompute.storage import open_backend
+from lakecompute.table import is_committed, read_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

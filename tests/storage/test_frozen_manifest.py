@@ -12,7 +12,8 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.htypes import parse_tensor_spec
-from lakecompute.storage import Manifest, TensorState, open_backend, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.table import Manifest, TensorState, read_manifest, version_key
 
 
 def _dataset(path: Path) -> lc.Dataset:

@@ -17,7 +17,7 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK, INDEX_CHUNK, Fragment
+from lakecompute.table import DATA_CHUNK, INDEX_CHUNK, Fragment
 from lakecompute.testing.internals import dataset_core
 
 _FORK = multiprocessing.get_context("fork")
@@ -173,7 +173,7 @@ def test_integrity_old_segments_without_checksums_still_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Segments written before chunks carried checksums read as before; a missing chunk still raises."""
-    from lakecompute.storage import _segments
+    from lakecompute.table import _segments
 
     monkeypatch.setattr(_segments, "checked_codecs", lambda compressors: tuple(compressors))
     monkeypatch.setattr(_segments, "segment_codecs", lambda compressors: tuple(compressors))

@@ -17,7 +17,7 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK, INDEX_CHUNK, Fragment
+from lakecompute.table import DATA_CHUNK, INDEX_CHUNK, Fragment
 from lakecompute.testing.internals import dataset_core
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.specs import htype_declaration
-from lakecompute.storage import Fragment, InvalidField
+from lakecompute.table import Fragment, InvalidField
 
 KEY = "versions/0000000002.json"
 Body = dict[str, Any]

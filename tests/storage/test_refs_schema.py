@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
-from lakecompute.storage import (
+from lakecompute.storage import open_backend
+from lakecompute.table import (
     BranchRef,
     branch_head,
     moved_to,
-    open_backend,
     read_branch,
     read_manifest,
     read_tag,

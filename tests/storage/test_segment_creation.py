@@ -14,7 +14,7 @@ from zarr.storage import LocalStore
 
 import lakecompute as lc
 from lakecompute import compression
-from lakecompute.storage import OpenSegment, SlotWriter, create_segment
+from lakecompute.table import OpenSegment, SlotWriter, create_segment
 
 
 def _documents(root: Path) -> dict[str, bytes]:

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
-from lakecompute.storage import forget_manifests, open_backend, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.table import forget_manifests, read_manifest, version_key
 
 ROWS = 5_000
 EDITS = 120

@@ -3,7 +3,7 @@
 A manifest names, for every tensor, its spec and the ordered list of fragments (runs of samples
 in segments) that form it, and its place in the history: its parents, the branch it was committed on,
 and what produced it. This module holds the document (`Manifest`, `TensorState`, `Fragment`) and its
-checked parsing; listing, reading and committing versions on a backend is `lakecompute.storage._versions`.
+checked parsing; listing, reading and committing versions on a backend is `lakecompute.table._versions`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.specs import NOT_NUMERIC_DTYPES, TensorSpec, parse_tensor_name
-from lakecompute.storage._header import LINE_ID, Placed, Stored, header_fields, load_json
-from lakecompute.storage._schema import (
+from lakecompute.table._header import LINE_ID, Placed, Stored, header_fields, load_json
+from lakecompute.table._schema import (
     MAX_NDIM,
     InvalidField,
     check_bounds,
@@ -36,12 +36,10 @@ from lakecompute.storage._schema import (
     check_uniform,
     nested,
 )
-from lakecompute.storage._segments import CAPACITY_INDEX
+from lakecompute.table._segments import CAPACITY_INDEX
 
 __all__ = [
     "FORMAT",
-    "MARKER",
-    "VERSIONS",
     "Fragment",
     "Manifest",
     "TensorState",
@@ -49,25 +47,14 @@ __all__ = [
     "content_digest",
     "evals_of",
     "new_dataset_id",
-    "version_key",
 ]
 
 FORMAT = "lakecompute/1"
-VERSIONS = "versions"
-"""The folder of the version manifests."""
-#: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
-#: ...}``, written last when a dataset is created (the id since datasets have ids).
-MARKER = "lakecompute"
 
 
 def new_dataset_id() -> str:
     """A fresh random dataset id (written once, into version 0, when a dataset is created)."""
     return uuid.uuid4().hex
-
-
-def version_key(version: int) -> str:
-    """The storage key of a version's manifest."""
-    return f"{VERSIONS}/{version:010d}.json"
 
 
 @dataclass(frozen=True, slots=True)

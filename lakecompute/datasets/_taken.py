@@ -56,9 +56,9 @@ def _open_at(ds: Dataset, version: int) -> Dataset:
     dataset (`lakecompute.DatasetReplacedError` if the location holds another one now)."""
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.storage import open_backend
-    from lakecompute.table import read_manifest_of
+    from lakecompute.table import Table
 
     location = ds.location
     backend = open_backend(location.url, dict(location.storage_options))
-    manifest = read_manifest_of(backend, version, core_of(ds).dataset_id, "the view")
+    manifest = Table(backend).manifest_of(version, core_of(ds).dataset_id, "the view")
     return Dataset(backend, manifest, read_only=True, pinned=True)

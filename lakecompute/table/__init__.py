@@ -3,6 +3,13 @@
 The dataset layer above asks this package for what it needs; the storage layer below holds the bytes.
 """
 
+from lakecompute.table._compact import (
+    typed_chunks,
+)
+from lakecompute.table._diff import (
+    TensorDiff,
+    VersionDiff,
+)
 from lakecompute.table._fragments import (
     SampleBuffer,
     append_fragment,
@@ -96,6 +103,9 @@ from lakecompute.table._segments import (
 from lakecompute.table._stored import (
     whole_bytes,
 )
+from lakecompute.table._table import (
+    Table,
+)
 from lakecompute.table._versions import (
     branch_head,
     check_still_there,
@@ -106,6 +116,10 @@ from lakecompute.table._versions import (
     latest_version,
     list_versions,
     read_manifest_of,
+)
+from lakecompute.table._writer import (
+    SlotGrant,
+    Writer,
 )
 
 __all__ = [
@@ -138,11 +152,16 @@ __all__ = [
     "OpenSegment",
     "Run",
     "SampleBuffer",
+    "SlotGrant",
     "SlotWriter",
     "Stored",
+    "Table",
     "TagRef",
+    "TensorDiff",
     "TensorState",
+    "VersionDiff",
     "VersionHeader",
+    "Writer",
     "advance",
     "append_fragment",
     "branch_head",
@@ -184,6 +203,7 @@ __all__ = [
     "segment_time",
     "tag_key",
     "typed_array_key",
+    "typed_chunks",
     "undecodable_error",
     "version_key",
     "whole_bytes",

@@ -36,6 +36,10 @@ class SampleBuffer:
         self.count = 0
         self.nbytes = 0
 
+    def write(self, writer: SlotWriter, *, ndim: int, dtype: str, prefer_indexed: bool) -> Fragment | None:
+        """Write the samples into ``writer``'s slot as one fragment (see `write_fragment`)."""
+        return write_fragment(self, writer, ndim=ndim, dtype=dtype, prefer_indexed=prefer_indexed)
+
 
 def write_fragment(
     buffer: SampleBuffer,

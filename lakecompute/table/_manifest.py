@@ -20,6 +20,7 @@ from lakecompute.errors import (
 )
 from lakecompute.specs import NOT_NUMERIC_DTYPES, TensorSpec, parse_tensor_name
 from lakecompute.table._header import LINE_ID, Placed, Stored, header_fields, load_json
+from lakecompute.table._keys import version_key
 from lakecompute.table._schema import (
     MAX_NDIM,
     InvalidField,
@@ -298,6 +299,11 @@ class Manifest(Placed):
             object.__setattr__(self, "_digest", content_digest(self.tensors, self.evals, self.info))
         assert self._digest is not None
         return self._digest
+
+    @property
+    def key(self) -> str:
+        """The storage key of the version's manifest (what errors about its content name)."""
+        return version_key(self.version)
 
     def recorded(self, digest: str | None, stored: Stored | None) -> Manifest:
         """This manifest, with its digest as recorded (None: made on first use) and how it is stored."""

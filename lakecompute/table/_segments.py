@@ -21,6 +21,7 @@ import posixpath
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "SLOT_BYTES",
     "SLOT_INDEX",
     "STREAM_SEGMENT",
+    "Compressors",
     "OpenSegment",
     "SlotWriter",
     "checked_codecs",
@@ -93,6 +95,11 @@ def segment_codecs(compressors: tuple[Any, ...]) -> tuple[Any, ...]:
 #: values of numeric samples of varying shapes in their own dtype (token ids, say) instead of bytes, and
 #: whose index sizes count those values. ``compact()`` writes them; plain zarr opens them as one array.
 STREAM_SEGMENT = "compacted-stream"
+
+
+#: A chunk compression's zarr codecs (``compression.zarr_compressors``): the table stores chunks with the
+#: codecs the layer above chose, and knows no sample encoding.
+Compressors = Callable[[str | None], tuple[Any, ...]]
 
 
 class _ArrayRules:

@@ -24,7 +24,7 @@ from typing import Any
 
 from lakecompute.datasets import Dataset, DatasetCore, DatasetView, Row, Tensor, TensorView, core_of
 from lakecompute.storage import open_backend
-from lakecompute.table import read_manifest
+from lakecompute.table import Table
 
 __all__ = ["DatasetCore", "dataset_core", "whole_manifest"]
 
@@ -46,5 +46,5 @@ def whole_manifest(path: str | os.PathLike[str], version: int) -> dict[str, Any]
 
     For tests only.
     """
-    body: dict[str, Any] = json.loads(read_manifest(open_backend(path), version).to_bytes())
+    body: dict[str, Any] = json.loads(Table(open_backend(path)).manifest(version).to_bytes())
     return body

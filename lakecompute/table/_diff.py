@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lakecompute.table import Fragment, Manifest, TensorState
+from lakecompute.table._manifest import Fragment, Manifest, TensorState
 
 __all__ = [
     "Rows",

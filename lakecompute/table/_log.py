@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakecompute.datasets._history import heads, walk
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage import Backend
-from lakecompute.table import DEFAULT_BRANCH, VersionHeader, list_tags, version_key
+from lakecompute.table._header import VersionHeader
+from lakecompute.table._history import heads, walk
+from lakecompute.table._keys import version_key
+from lakecompute.table._refs import DEFAULT_BRANCH, list_tags
 
 __all__ = ["entry", "log_entries"]
 

@@ -18,23 +18,19 @@ from lakecompute.errors import (
     RefNotFoundError,
 )
 from lakecompute.storage import Backend
-from lakecompute.table import (
+from lakecompute.table._header import VersionHeader
+from lakecompute.table._keys import tag_key, version_key
+from lakecompute.table._manifest import Manifest
+from lakecompute.table._reads import read_header, read_manifest
+from lakecompute.table._refs import (
     DEFAULT_BRANCH,
-    Manifest,
-    VersionHeader,
-    branch_head,
-    is_committed,
-    latest_version,
     list_branches,
     list_tags,
     parse_version_name,
     read_branch,
-    read_header,
-    read_manifest,
     read_tag,
-    tag_key,
-    version_key,
 )
+from lakecompute.table._versions import branch_head, is_committed, latest_version
 
 __all__ = ["VersionLike", "collectable", "heads", "merge_base", "read_committed", "resolve", "walk"]
 

@@ -19,7 +19,7 @@ from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.datasets import Dataset, DatasetView, base_dataset, open_columns, read_columns, snapshot
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
-from lakecompute.htypes import Staging, stacked_list
+from lakecompute.htypes import Staging, is_tensor, stack_on_device, stacked_list
 from lakecompute.storage import layout_verdicts
 
 __all__ = [
@@ -183,6 +183,11 @@ class DatasetSource(Source):
     def sample(self, index: int) -> Any:
         (row,) = self.read_samples(index, index + 1, batch=False)
         return row
+
+    def image_compressions(self) -> dict[str, str | None]:
+        """The sample compression of each image tensor read, by name (None: stored as arrays)."""
+        tensors = (self._caller or self.dataset()).tensors
+        return {n: tensors[n].sample_compression for n in self.snap.tensors if tensors[n].htype == "image"}
 
     def identity(self) -> dict[str, Any]:
         pos = self.snap.positions
@@ -387,6 +392,8 @@ def estimate_bytes(value: Any) -> int:
     """About how many bytes ``value`` holds (arrays, bytes and strings exactly; containers sampled)."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
+    if is_tensor(value):  # a batch decoded on a GPU: what it holds there
+        return int(value.nbytes)
     if isinstance(value, (bytes, str)):
         return len(value)
     to_dict = getattr(value, "to_dict", None)
@@ -470,6 +477,11 @@ def _batch_part(
     column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None
 ) -> np.ndarray | list[Any]:
     """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
-    part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`)."""
+    part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`; images decoded on a
+    GPU, `lakecompute.htypes.stack_on_device`)."""
     part = column[at : at + size]
-    return stacked_list(part, staging) if isinstance(part, list) else part
+    if not isinstance(part, list):
+        return part
+    if part and is_tensor(part[0]):
+        return stack_on_device(part)
+    return stacked_list(part, staging)

@@ -20,7 +20,8 @@ from typing import Any, ClassVar, NoReturn
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
-from lakecompute.htypes import stack_samples
+from lakecompute.htypes import is_tensor, stack_samples
+from lakecompute.schedulers import worker_device
 
 #: The accessor ``namedtuple`` gives its fields (C on CPython): ``_tuplegetter(k, doc)`` reads item ``k``
 #: of a tuple without a Python frame. Taken from a namedtuple's field, as namedtuple itself makes them.
@@ -72,8 +73,8 @@ def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
 
 
 class InputValue(tuple):  # type: ignore[type-arg]
-    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
-    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.torch()``, ``.text()``, ``.data()``,
+    ``.shape``, and, for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
 
     Made as ``InputValue((value, meta))``: a pair built by tuple's own constructor (one per tensor per
     sample, so no Python ``__init__``; ``meta`` is the tensor's `TensorMeta`, shared, or None). It is not
@@ -108,6 +109,8 @@ class InputValue(tuple):  # type: ignore[type-arg]
         v = self._value
         if v.__class__ is np.ndarray:  # the common case first: called once per tensor per sample
             return v
+        if is_tensor(v) or (isinstance(v, list) and v and is_tensor(v[0])):
+            v = _on_host(v)  # decoded on a GPU (decode_on_device): copied back
         if aslist and isinstance(v, list):
             return v
         if isinstance(v, np.ndarray):
@@ -115,6 +118,26 @@ class InputValue(tuple):  # type: ignore[type-arg]
         if isinstance(v, list):
             return stack_samples(v, self.name)
         return np.asarray(v)
+
+    def torch(self) -> Any:
+        """The value as a torch tensor on this worker's device (``lc.worker_device()``; "cpu" without
+        ``devices=``): a batch's images as one uint8 tensor, BxHxWxC as ``numpy()`` gives them.
+
+        With ``eval(decode_on_device=True)``, JPEG images decoded on the GPU are that tensor already (no
+        copy). Otherwise it is ``numpy()``'s array: shared on the CPU, copied to a GPU without waiting
+        (``non_blocking``; from page-locked memory when the worker stacked the batch there).
+
+        Raises:
+            RaggedShapeError: samples of several shapes (``numpy(aslist=True)`` gives them as a list).
+        """
+        import torch
+
+        device = worker_device()
+        v = self._value
+        if not is_tensor(v):
+            arr = self.numpy()
+            v = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+        return v if str(v.device) == device else v.to(device, non_blocking=True)
 
     def text(self) -> Any:
         return self._value
@@ -149,6 +172,13 @@ class InputValue(tuple):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         return f"InputValue({self._value!r:.60})"
+
+
+def _on_host(value: Any) -> Any:
+    """A tensor (or a list of them) on a GPU, as numpy arrays on the host."""
+    if isinstance(value, list):
+        return [v.cpu().numpy() for v in value]
+    return value.cpu().numpy()
 
 
 class InputRow:

@@ -390,9 +390,7 @@ def check_equal_lengths(path: str, lengths: dict[str, int]) -> None:
 
 def estimate_bytes(value: Any) -> int:
     """About how many bytes ``value`` holds (arrays, bytes and strings exactly; containers sampled)."""
-    if isinstance(value, np.ndarray):
-        return int(value.nbytes)
-    if is_tensor(value):  # a batch decoded on a GPU: what it holds there
+    if isinstance(value, np.ndarray) or is_tensor(value):  # a tensor: a batch decoded on a GPU
         return int(value.nbytes)
     if isinstance(value, (bytes, str)):
         return len(value)
@@ -475,7 +473,7 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
 
 def _batch_part(
     column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None
-) -> np.ndarray | list[Any]:
+) -> Any:
     """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
     part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`; images decoded on a
     GPU, `lakecompute.htypes.stack_on_device`)."""

@@ -57,7 +57,15 @@ class EvalKwargs(TypedDict, total=False):
     that cannot (no nvJPEG, a decode the device refuses), decode on the CPU. Default False."""
 
 
-_FLAGS = ("progressbar", "skip_ok", "check_lengths", "pad_data_in", "ignore_errors", "rerun", "decode_on_device")
+_FLAGS = (
+    "progressbar",
+    "skip_ok",
+    "check_lengths",
+    "pad_data_in",
+    "ignore_errors",
+    "rerun",
+    "decode_on_device",
+)
 
 
 @dataclass(frozen=True, slots=True)

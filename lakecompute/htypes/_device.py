@@ -21,6 +21,7 @@ of nvJPEG's CxHxW output; `stack_on_device` stacks a batch's into one tensor.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import threading
 import warnings
@@ -67,7 +68,9 @@ def is_tensor(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "is_cuda")
 
 
-def decode_on_device(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]], host: HostDecode) -> list[Any] | None:
+def decode_on_device(
+    spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]], host: HostDecode
+) -> list[Any] | None:
     """The values of ``blobs`` of tensor ``spec`` decoded on this thread's device (`decoding_on`), in
     order, each a torch uint8 tensor there or, for a blob that does not decode, its error; None when this
     read does not decode on a device (not asked, not JPEG images, or this process cannot), and the
@@ -102,7 +105,9 @@ def _decode_groups(
         if not positions:
             continue
         try:
-            decoded = decode(_cpu_tensors(torch, [blobs[k][0] for k in positions]), mode, torch.device(device))
+            decoded = decode(
+                _cpu_tensors(torch, [blobs[k][0] for k in positions]), mode, torch.device(device)
+            )
         except RuntimeError as exc:  # nvJPEG refused one of them (it says not which): the host decodes all
             _refused(exc, len(positions))
             on_host.extend(positions)
@@ -134,7 +139,9 @@ def _mode(blob: Any, shape: tuple[int, ...]) -> int | None:
 def _cpu_tensors(torch: Any, blobs: list[Any]) -> list[Any]:
     """The blobs as 1-d uint8 CPU tensors (what the op takes): views of one new joined array (the stored
     blobs are read-only views of a chunk, which torch would warn about)."""
-    parts = [np.frombuffer(b, dtype=np.uint8) if not isinstance(b, np.ndarray) else b.reshape(-1) for b in blobs]
+    parts = [
+        np.frombuffer(b, dtype=np.uint8) if not isinstance(b, np.ndarray) else b.reshape(-1) for b in blobs
+    ]
     joined = torch.from_numpy(np.concatenate(parts))
     out, at = [], 0
     for part in parts:
@@ -162,7 +169,8 @@ def _torch_api() -> tuple[Any, Any] | None:
         return None
     try:
         import torch
-        import torchvision.io  # noqa: F401  (loads the image ops)
+
+        importlib.import_module("torchvision.io")  # loads torchvision's image ops
 
         decode = torch.ops.image.decode_jpegs_cuda
         if not torch.cuda.is_available():
@@ -190,8 +198,8 @@ def _refused(exc: BaseException, count: int) -> None:
         first, _refusal_warned = not _refusal_warned, True
     if first:
         warnings.warn(
-            f"The GPU's JPEG decoder refused a block of {count} images ({str(exc).splitlines()[0]}); they are "
-            "decoded on the CPU and copied to the device (said once per worker).",
+            f"The GPU's JPEG decoder refused a block of {count} images ({str(exc).splitlines()[0]}); "
+            "they are decoded on the CPU and copied to the device (said once per worker).",
             LakeComputeWarning,
             stacklevel=3,
         )

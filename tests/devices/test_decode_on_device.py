@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _jpegs(path: Path, n: int = 40) -> tuple[lc.Dataset, np.ndarray]:
-    """A dataset of ``n`` 24x32 JPEG images (and a PNG tensor beside them); the images as decoded on the CPU."""
+    """A dataset of ``n`` 24x32 JPEG images (a PNG tensor beside them); the images as the CPU decodes them."""
     ds = lc.empty(str(path), overwrite=True)
     ds.create_tensor("images", htype="image", sample_compression="jpeg")
     ds.create_tensor("masks", htype="image", sample_compression="png")
@@ -100,7 +100,13 @@ def test_a_worker_that_cannot_decode_on_its_gpu_decodes_on_the_cpu_and_warns(
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     ds, images = _jpegs(tmp_path / "ds", 96)
     result = Sums().eval(
-        ds, num_workers=1, devices="cuda", batch_size=16, skip_ok=True, decode_on_device=True, progressbar=False
+        ds,
+        num_workers=1,
+        devices="cuda",
+        batch_size=16,
+        skip_ok=True,
+        decode_on_device=True,
+        progressbar=False,
     )
     assert result.outputs["sums"] == 96
     again = lc.load(ds.path)
@@ -170,17 +176,22 @@ def test_device_values_are_shaped_as_stored_and_stacked() -> None:
     the stored one goes to the host; a batch of one shape stacks, of several stays a list."""
     chw = torch.arange(2 * 3 * 4 * 3, dtype=torch.uint8).reshape(2, 3, 4, 3)[0].permute(2, 0, 1)  # 3x3x4
     hwc = _as_stored(chw, (3, 4, 3))
-    assert hwc is not None and tuple(hwc.shape) == (3, 4, 3) and hwc.data_ptr() == chw.data_ptr()
+    assert hwc is not None
+    assert tuple(hwc.shape) == (3, 4, 3)
+    assert hwc.data_ptr() == chw.data_ptr()
     np.testing.assert_array_equal(hwc.numpy(), chw.permute(1, 2, 0).numpy())
     gray = torch.zeros((1, 5, 6), dtype=torch.uint8)
     assert tuple(_as_stored(gray, (5, 6)).shape) == (5, 6)
     assert tuple(_as_stored(gray, (5, 6, 1)).shape) == (5, 6, 1)
     assert _as_stored(gray, (6, 5)) is None
     stacked = stack_on_device([hwc, hwc + 1])
-    assert is_tensor(stacked) and tuple(stacked.shape) == (2, 3, 4, 3)
+    assert is_tensor(stacked)
+    assert tuple(stacked.shape) == (2, 3, 4, 3)
     ragged = stack_on_device([hwc, gray[0]])
-    assert isinstance(ragged, list) and len(ragged) == 2
-    assert not is_tensor(np.zeros(3)) and not is_tensor([1])
+    assert isinstance(ragged, list)
+    assert len(ragged) == 2
+    assert not is_tensor(np.zeros(3))
+    assert not is_tensor([1])
 
 
 def test_blobs_go_to_the_device_only_when_whole_jpegs_of_a_shape_it_gives() -> None:

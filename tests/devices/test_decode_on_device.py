@@ -20,10 +20,14 @@ from lakecompute.compression import encode_image
 from lakecompute.compute import EvalOptions
 from lakecompute.compute._inputs import estimate_bytes
 from lakecompute.htypes._device import _as_stored, _mode, decoding_on, is_tensor, stack_on_device
+from lakecompute.schedulers import visible_devices
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.timeout(180)
+
+#: A machine with a real GPU decodes on it: the CPU fallbacks below are for machines without one.
+no_real_gpu = pytest.mark.skipif(len(visible_devices()) > 0, reason="a GPU is here (see tests/devices/test_gpu.py)")
 
 
 def _jpegs(path: Path, n: int = 40) -> tuple[lc.Dataset, np.ndarray]:
@@ -90,6 +94,7 @@ def _copy(sample_in: Any, sample_out: Any) -> None:
     sample_out.y.append(np.int64(0))
 
 
+@no_real_gpu
 @pytest.mark.timeout(300)
 def test_a_worker_that_cannot_decode_on_its_gpu_decodes_on_the_cpu_and_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]

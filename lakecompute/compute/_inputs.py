@@ -471,9 +471,7 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     )
 
 
-def _batch_part(
-    column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None
-) -> Any:
+def _batch_part(column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None) -> Any:
     """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
     part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`; images decoded on a
     GPU, `lakecompute.htypes.stack_on_device`)."""

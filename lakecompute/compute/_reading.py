@@ -9,6 +9,7 @@ GPU instead (`decode_device`, `lakecompute.htypes.decoding_on`).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterable
@@ -17,14 +18,16 @@ from typing import Any
 from lakecompute.compute._inputs import DatasetSource, Source
 from lakecompute.compute._job import Job, Task
 from lakecompute.compute._options import EvalOptions
+from lakecompute.compute._overlap import ReadAhead, Stages
 from lakecompute.errors import InvalidArgumentError, warn
 from lakecompute.htypes import decode_in_processes, decoding_on
-from lakecompute.schedulers import pinned_staging, usable_cpus, worker_device
+from lakecompute.schedulers import pinned_staging, take_next_task, usable_cpus, worker_device
 
 __all__ = [
     "check_decode_on_device",
     "decode_device",
     "placed",
+    "read_ahead",
     "read_samples",
     "readers",
     "start_decoding_helpers",
@@ -51,6 +54,52 @@ def placed(job: Job) -> bool:
     """Whether this is a worker process placed on a device (not the caller, not a thread)."""
     options = job.options
     return options.devices is not None and bool(options.num_workers) and os.getpid() != job.parent_pid
+
+
+#: The blocks of one task.
+Blocks = ReadAhead[Iterable[tuple[int, Any]]]
+
+#: Blocks read for a task before it started, by (eval, task number): its predecessor in this worker took it
+#: early (`take_next_task`) once its own blocks were all read, so that no task starts by waiting for its
+#: first block to be read and decoded (on an H200, one worker's model waited there at every task start).
+_early: dict[tuple[str, int], Blocks] = {}
+_early_lock = threading.Lock()
+
+
+def read_ahead(job: Job, task: Task, stages: Stages, overlap: bool) -> Blocks:
+    """The blocks of ``task``, read ahead of their use on reader threads (see `readers`; none without
+    ``overlap``): those its predecessor in this worker started reading already, else new ones. Once they
+    are all read, the readers take this worker's next task (`take_next_task`) and start on its blocks."""
+    with _early_lock:
+        early = _early.pop((job.token, task.number), None)
+        for key in [k for k in _early if k[0] != job.token]:  # another eval's, left by a failure
+            del _early[key]
+    if early is not None:
+        early.adopt(stages)
+        return early
+    return _new_read_ahead(job, task, stages, overlap)
+
+
+def _new_read_ahead(
+    job: Job, task: Task, stages: Stages, overlap: bool
+) -> ReadAhead[Iterable[tuple[int, Any]]]:
+    assert task.decided is not None
+    block = task.decided.block
+    ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
+    threads = readers(job) if overlap else 0
+    then = functools.partial(_start_next, job) if threads else None
+    return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, stages, then)
+
+
+def _start_next(job: Job) -> None:
+    """On a reader thread whose task's blocks are all read: start reading this worker's next task, if it
+    can be taken now and is one that reads (not the preflight, not a warm-up)."""
+    task = take_next_task()
+    if not isinstance(task, Task) or task.decided is None or task.preflight or task.warm:
+        return
+    early = _new_read_ahead(job, task, Stages(), True)
+    with _early_lock:
+        _early[(job.token, task.number)] = early
 
 
 def readers(job: Job) -> int:

@@ -46,7 +46,7 @@ from lakecompute.compute._job import (
 )
 from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind, quick_switches
 from lakecompute.compute._plan import BLOCK_BYTES, block_size
-from lakecompute.compute._reading import read_samples, readers, start_decoding_helpers
+from lakecompute.compute._reading import read_ahead, read_samples, start_decoding_helpers
 from lakecompute.compute._runner import (
     StageFailure,
     absorb_return,
@@ -146,10 +146,7 @@ class _TaskRun:
     def blocks(self) -> ReadAhead[Iterable[tuple[int, Any]]]:
         """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs, read ahead of their use
         on reader threads (see `readers`); the rows of a block read ahead are made as they are run."""
-        task, job, block = self.task, self.job, self.decided.block
-        ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
-        threads = readers(job) if self.overlap else 0
-        return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, self.seconds)
+        return read_ahead(self.job, self.task, self.seconds, self.overlap)
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:

@@ -27,7 +27,9 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.timeout(180)
 
 #: A machine with a real GPU decodes on it: the CPU fallbacks below are for machines without one.
-no_real_gpu = pytest.mark.skipif(len(visible_devices()) > 0, reason="a GPU is here (see tests/devices/test_gpu.py)")
+no_real_gpu = pytest.mark.skipif(
+    len(visible_devices()) > 0, reason="a GPU is here (see tests/devices/test_gpu.py)"
+)
 
 
 def _jpegs(path: Path, n: int = 40) -> tuple[lc.Dataset, np.ndarray]:

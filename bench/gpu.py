@@ -104,13 +104,11 @@ class _Compute:
     first and last batch (wall clock), and the seconds spent in the model call: the eval's timeline."""
 
     def __init__(
-        self, precision: str, trace: str | None = None, pinned: bool = True, decode: bool = False
-    ) -> None:
+        self, precision: str, trace: str | None = None, pinned: bool = True, decode: bool = False,
+        tweak: str = "",
+    ) -> None:  # fmt: skip
         began = time.time()
-        if not pinned:
-            # The A/B of page-locked batches, in this worker only: its readers then stack into plain arrays.
-            # (By module name: ``lakecompute.compute`` is also lc.compute, the decorator.)
-            importlib.import_module("lakecompute.compute._reading").pinned_staging = None
+        _tweak(pinned, tweak)
         self.decode = decode
         self.embedder = Embedder(_lc().worker_device(), precision)
         self.trace = trace
@@ -139,9 +137,27 @@ class _Compute:
                 json.dump(times, fh)
 
 
-def embed_column(precision: str, trace: str | None = None, pinned: bool = True, decode: bool = False) -> Any:
+def embed_column(
+    precision: str, trace: str | None = None, pinned: bool = True, decode: bool = False, tweak: str = ""
+) -> Any:
     """The compute function: ``Embedder`` built once per worker on ``lc.worker_device()``."""
-    return _lc().compute(_Compute)(precision, trace, pinned, decode)
+    return _lc().compute(_Compute)(precision, trace, pinned, decode, tweak)
+
+
+def _tweak(pinned: bool, tweak: str) -> None:
+    """In this worker only, the A/B rows' other halves (by module name: ``lakecompute.compute`` is also
+    lc.compute, the decorator): batches in plain memory (``pinned=False``: its readers stack into plain
+    arrays); ``tweak="switch"``: the interpreter's switch interval left at 5 ms while tasks run (the model's
+    thread then gives its GIL to readers and the writer less often); ``tweak="readers2"``: 2 reader threads
+    per task instead of 4 (with decoding helpers, fewer threads to take turns on the GIL)."""
+    if not pinned:
+        importlib.import_module("lakecompute.compute._reading").pinned_staging = None
+    if tweak == "switch":
+        importlib.import_module("lakecompute.compute._overlap").SWITCH_INTERVAL = 0.005
+    elif tweak == "readers2":
+        reading = importlib.import_module("lakecompute.compute._reading")
+        readers = reading.readers
+        reading.readers = lambda job: min(2, readers(job))
 
 
 def _timeline(trace: str, t0: float, t1: float) -> dict[str, Any]:
@@ -326,7 +342,7 @@ def _eval(ds: Any, n: int, config: Config, gpus: list[int]) -> dict[str, Any]:
     devices = "cuda" if gpus else None
     with Busy(gpus) as busy:
         wall0, t0 = time.time(), time.perf_counter()
-        result = embed_column(config.precision, trace, config.pinned, config.decode).eval(
+        result = embed_column(config.precision, trace, config.pinned, config.decode, config.tweak).eval(
             ds, num_workers=workers, devices=devices, batch_size=config.batch, skip_ok=True,
             progressbar=False, decode_on_device=config.decode,
         )  # fmt: skip
@@ -365,6 +381,7 @@ class Config:
         loop: the loop beside it (`bench._gpu_loops`: ``memory``, ``device`` or ``cpu``).
         bound: the GPU-bound configuration: the loop and ours both >= 80% busy.
         versus_cpu: also a row against the CPU-decoding loop (device decoding >= 1.5x it).
+        tweak: ``"switch"`` or ``"readers2"``: an A/B of a worker's host time per model call (`_tweak`).
     """
 
     name: str
@@ -376,14 +393,17 @@ class Config:
     loop: str = "memory"
     bound: bool = False
     versus_cpu: bool = False
+    tweak: str = ""
 
 
 def _configs(gpus: list[int]) -> list[Config]:
     """The rows: fp32 and bf16 with 1, 2 and 4 workers per GPU at batch 64 (``BENCH_GPU_FP32`` and
     ``BENCH_GPU_BF16`` list the counts); one worker per GPU with unpinned batches, the A/B of page-locked
-    memory (``BENCH_GPU_UNPINNED``); the GPU-bound configuration, bf16 at batch 256 (``BENCH_GPU_BOUND``,
-    0 to leave out), decoded on the CPU and on the GPU; device decoding, bf16 at batch 64, against a loop
-    that decodes on the device and, at one worker, one that decodes on the CPU (``BENCH_GPU_DECODE``).
+    memory (``BENCH_GPU_UNPINNED``); one bf16 worker with a 5 ms switch interval and with 2 readers, A/Bs
+    of the host time per model call (``BENCH_GPU_TWEAKS``, see `_tweak`); the GPU-bound configuration, bf16
+    at batch 256 (``BENCH_GPU_BOUND``, 0 to leave out), decoded on the CPU and on the GPU; device decoding,
+    bf16 at batch 64, against a loop that decodes on the device and, at one worker, one that decodes on the
+    CPU (``BENCH_GPU_DECODE``).
     ``devices="cuda"`` with ``num_workers`` a multiple of the GPUs places that many on each (round robin).
     The dry run (no GPU) runs the plumbing on the CPU: a worker, unpinned, the memory and CPU loops."""
     if not gpus:
@@ -396,6 +416,9 @@ def _configs(gpus: list[int]) -> list[Config]:
             out.append(Config(f"{precision}, {_workers(k)}/GPU", precision, k))
         for k in _counts(os.environ.get("BENCH_GPU_UNPINNED", "1")):
             out.append(Config(f"{precision}, {_workers(k)}/GPU, unpinned", precision, k, pinned=False))
+    for tweak in os.environ.get("BENCH_GPU_TWEAKS", "switch,readers2").split(","):
+        if tweak.strip():
+            out.append(Config(f"bf16, 1 worker/GPU, {tweak.strip()}", "bf16", 1, tweak=tweak.strip()))
     bound = int(os.environ.get("BENCH_GPU_BOUND", "256") or 0)
     if bound:
         name = f"bf16, batch {bound}, 1 worker/GPU (GPU-bound)"

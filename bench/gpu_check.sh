@@ -90,12 +90,12 @@ status=$install
 echo "install: exit $install" | tee -a "$OUT/summary.txt"
 
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -rs)
-step "tests-gpu" "${GPU_CHECK_TESTS_S:-200}" tests-gpu.txt "${PYTEST[@]}" tests/devices/test_gpu.py
+step "tests-gpu" "${GPU_CHECK_TESTS_S:-180}" tests-gpu.txt "${PYTEST[@]}" tests/devices/test_gpu.py
 BENCH=("$PY" -m bench gpu --json "$OUT/bench.json")
 if [ -n "$DRY" ]; then
-    step "bench" "${GPU_CHECK_BENCH_S:-330}" bench.txt env BENCH_GPU_DRY=1 BENCH_GPU_JSON="$OUT/gpu.json" "${BENCH[@]}"
+    step "bench" "${GPU_CHECK_BENCH_S:-360}" bench.txt env BENCH_GPU_DRY=1 BENCH_GPU_JSON="$OUT/gpu.json" "${BENCH[@]}"
 else
-    step "bench" "${GPU_CHECK_BENCH_S:-330}" bench.txt env BENCH_GPU_JSON="$OUT/gpu.json" "${BENCH[@]}"
+    step "bench" "${GPU_CHECK_BENCH_S:-360}" bench.txt env BENCH_GPU_JSON="$OUT/gpu.json" "${BENCH[@]}"
 fi
 if [ "${GPU_CHECK_TESTS:-all}" != "gpu-only" ]; then
     step "tests-devices" "${GPU_CHECK_DEVICES_S:-300}" tests-devices.txt \

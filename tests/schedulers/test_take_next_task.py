@@ -27,7 +27,7 @@ def _peek(task: int, progress: Any) -> tuple[int, int, Any]:
 
 def test_a_task_takes_the_next_one_and_the_worker_runs_it_next() -> None:
     """One worker, six tasks: each task but the last takes the next one early; every task runs once, in
-    order, on the one worker, and the run ends (the stop signal taken early ends the worker after its task)."""
+    order, on the one worker, and the run ends (the stop signal taken early ends it after its task)."""
     results = dict(ProcessedScheduler(1).run(_peek, range(6)))
     assert sorted(results) == list(range(6))
     assert [results[k][0] for k in range(6)] == list(range(6))

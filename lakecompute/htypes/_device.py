@@ -33,7 +33,15 @@ import numpy as np
 from lakecompute.errors import LakeComputeWarning
 from lakecompute.specs import TensorSpec
 
-__all__ = ["decode_on_device", "decoding_on", "is_tensor", "stack_on_device"]
+__all__ = [
+    "as_stored",
+    "decode_on_device",
+    "decoding_device",
+    "decoding_on",
+    "is_tensor",
+    "jpeg_mode",
+    "stack_on_device",
+]
 
 #: Decodes blobs on the host: `lakecompute.htypes.decode_many`'s own path (values, or errors in place).
 HostDecode = Callable[[TensorSpec, Sequence[tuple[Any, tuple[int, ...]]]], list[Any]]
@@ -61,6 +69,12 @@ def decoding_on(device: str | None) -> Iterator[None]:
         if _state.used:
             sys.modules["torch"].cuda.current_stream(device).synchronize()
         _state.device, _state.used = before
+
+
+def decoding_device() -> str | None:
+    """The device this thread decodes JPEG images on (`decoding_on`), or None."""
+    device: str | None = getattr(_state, "device", None)
+    return device
 
 
 def is_tensor(value: Any) -> bool:
@@ -99,7 +113,7 @@ def _decode_groups(
     groups: dict[int, list[int]] = {_RGB: [], _GRAY: []}
     on_host: list[int] = []
     for k, (blob, shape) in enumerate(blobs):
-        mode = _mode(blob, shape)
+        mode = jpeg_mode(blob, shape)
         (on_host if mode is None else groups[mode]).append(k)
     for mode, positions in groups.items():
         if not positions:
@@ -113,7 +127,7 @@ def _decode_groups(
             on_host.extend(positions)
             continue
         for k, image in zip(positions, decoded, strict=True):
-            value = _as_stored(image, blobs[k][1])
+            value = as_stored(image, blobs[k][1])
             if value is None:
                 on_host.append(k)  # not the stored size: the host's decode says what is wrong
             else:
@@ -121,7 +135,7 @@ def _decode_groups(
     return sorted(on_host)
 
 
-def _mode(blob: Any, shape: tuple[int, ...]) -> int | None:
+def jpeg_mode(blob: Any, shape: tuple[int, ...]) -> int | None:
     """The mode nvJPEG decodes ``blob`` in for its stored ``shape`` (RGB for HxWx3, greyscale for HxW and
     HxWx1), or None for the host: another shape, or bytes that are not a whole JPEG (no start-of-image
     marker first, no end-of-image marker last). Those are damaged, or unusual; the host's decoder
@@ -150,7 +164,7 @@ def _cpu_tensors(torch: Any, blobs: list[Any]) -> list[Any]:
     return out
 
 
-def _as_stored(image: Any, shape: tuple[int, ...]) -> Any:
+def as_stored(image: Any, shape: tuple[int, ...]) -> Any:
     """nvJPEG's CxHxW image as the host's decode shapes it (HxWxC, HxW), or None if its size is not the
     stored one."""
     if tuple(image.shape[1:]) != tuple(shape[:2]):

@@ -6,7 +6,7 @@ The device decode itself, against the CPU's, runs in tests/devices/test_gpu.py o
 from __future__ import annotations
 
 import re
-import warnings
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,14 @@ import lakecompute as lc
 from lakecompute.compression import encode_image
 from lakecompute.compute import EvalOptions
 from lakecompute.compute._inputs import estimate_bytes
-from lakecompute.htypes._device import _as_stored, _mode, decoding_on, is_tensor, stack_on_device
+from lakecompute.htypes._device import (
+    as_stored,
+    decoding_device,
+    decoding_on,
+    is_tensor,
+    jpeg_mode,
+    stack_on_device,
+)
 from lakecompute.schedulers import visible_devices
 
 torch = pytest.importorskip("torch")
@@ -182,15 +189,15 @@ def test_device_values_are_shaped_as_stored_and_stacked() -> None:
     """nvJPEG's CxHxW output is given as the host decode shapes it (HxWxC, HxW), a view; a size that is not
     the stored one goes to the host; a batch of one shape stacks, of several stays a list."""
     chw = torch.arange(2 * 3 * 4 * 3, dtype=torch.uint8).reshape(2, 3, 4, 3)[0].permute(2, 0, 1)  # 3x3x4
-    hwc = _as_stored(chw, (3, 4, 3))
+    hwc = as_stored(chw, (3, 4, 3))
     assert hwc is not None
     assert tuple(hwc.shape) == (3, 4, 3)
     assert hwc.data_ptr() == chw.data_ptr()
     np.testing.assert_array_equal(hwc.numpy(), chw.permute(1, 2, 0).numpy())
     gray = torch.zeros((1, 5, 6), dtype=torch.uint8)
-    assert tuple(_as_stored(gray, (5, 6)).shape) == (5, 6)
-    assert tuple(_as_stored(gray, (5, 6, 1)).shape) == (5, 6, 1)
-    assert _as_stored(gray, (6, 5)) is None
+    assert tuple(as_stored(gray, (5, 6)).shape) == (5, 6)
+    assert tuple(as_stored(gray, (5, 6, 1)).shape) == (5, 6, 1)
+    assert as_stored(gray, (6, 5)) is None
     stacked = stack_on_device([hwc, hwc + 1])
     assert is_tensor(stacked)
     assert tuple(stacked.shape) == (2, 3, 4, 3)
@@ -206,14 +213,14 @@ def test_blobs_go_to_the_device_only_when_whole_jpegs_of_a_shape_it_gives() -> N
     start or end marker), or stored shapes it does not give, go to the host, whose decoder reports them."""
     rgb = encode_image(np.zeros((8, 8, 3), np.uint8), "jpeg")
     gray = encode_image(np.zeros((8, 8), np.uint8), "jpeg")
-    assert _mode(rgb, (8, 8, 3)) == 3
-    assert _mode(np.frombuffer(rgb, np.uint8), (8, 8, 3)) == 3
-    assert _mode(memoryview(gray), (8, 8)) == 1
-    assert _mode(gray, (8, 8, 1)) == 1
-    assert _mode(rgb, (8, 8, 4)) is None
-    assert _mode(rgb[:-40], (8, 8, 3)) is None  # truncated: no end-of-image marker
-    assert _mode(b"\x00" + rgb[1:], (8, 8, 3)) is None
-    assert _mode(encode_image(np.zeros((8, 8, 3), np.uint8), "png"), (8, 8, 3)) is None
+    assert jpeg_mode(rgb, (8, 8, 3)) == 3
+    assert jpeg_mode(np.frombuffer(rgb, np.uint8), (8, 8, 3)) == 3
+    assert jpeg_mode(memoryview(gray), (8, 8)) == 1
+    assert jpeg_mode(gray, (8, 8, 1)) == 1
+    assert jpeg_mode(rgb, (8, 8, 4)) is None
+    assert jpeg_mode(rgb[:-40], (8, 8, 3)) is None  # truncated: no end-of-image marker
+    assert jpeg_mode(b"\x00" + rgb[1:], (8, 8, 3)) is None
+    assert jpeg_mode(encode_image(np.zeros((8, 8, 3), np.uint8), "png"), (8, 8, 3)) is None
 
 
 @given(st.binary(max_size=64), st.lists(st.integers(0, 5), max_size=4).map(tuple))
@@ -221,26 +228,20 @@ def test_mode_property_any_bytes_and_shape_give_a_mode_or_none(blob: bytes, shap
     """Whatever the stored bytes and shape, the routing answers 3, 1 or None (the host), never raises."""
     jpeg_like = b"\xff\xd8" + blob + b"\xff\xd9"
     for data in (blob, jpeg_like):
-        assert _mode(data, shape) in (None, 1, 3)
+        assert jpeg_mode(data, shape) in (None, 1, 3)
 
 
 def test_decoding_on_is_per_thread_and_restored() -> None:
     """The device is this thread's, for the block only: a read outside it, or on another thread, decodes on
     the host (nothing is decoded on a device here: no CUDA is touched)."""
-    from lakecompute.htypes import _device
-
     seen: list[Any] = []
     with decoding_on("cuda:0"):
-        seen.append(_device._state.device)
+        seen.append(decoding_device())
         with decoding_on(None):
-            seen.append(_device._state.device)
-        seen.append(_device._state.device)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            import threading
-
-            other = threading.Thread(target=lambda: seen.append(getattr(_device._state, "device", None)))
-            other.start()
-            other.join()
-    seen.append(_device._state.device)
+            seen.append(decoding_device())
+        seen.append(decoding_device())
+        other = threading.Thread(target=lambda: seen.append(decoding_device()))
+        other.start()
+        other.join()
+    seen.append(decoding_device())
     assert seen == ["cuda:0", None, "cuda:0", None, None]

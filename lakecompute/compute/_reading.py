@@ -115,7 +115,10 @@ def readers(job: Job) -> int:
 def read_samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
     """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size), read
     now; the pairs and rows of dataset input are made as they are taken."""
-    with decoding_on(decode_device(job)):
+    device = decode_device(job)
+    if device is None:
+        return _read(job, task, start, stop)
+    with decoding_on(device):
         return _read(job, task, start, stop)
 
 

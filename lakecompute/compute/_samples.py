@@ -109,14 +109,14 @@ class InputValue(tuple):  # type: ignore[type-arg]
         v = self._value
         if v.__class__ is np.ndarray:  # the common case first: called once per tensor per sample
             return v
-        if is_tensor(v) or (isinstance(v, list) and v and is_tensor(v[0])):
-            v = _on_host(v)  # decoded on a GPU (decode_on_device): copied back
-        if aslist and isinstance(v, list):
-            return v
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, list):
-            return stack_samples(v, self.name)
+            if v and is_tensor(v[0]):
+                v = _on_host(v)  # images of several shapes decoded on a GPU (decode_on_device)
+            return v if aslist else stack_samples(v, self.name)
+        if is_tensor(v):
+            return _on_host(v)  # a batch decoded on a GPU (decode_on_device): copied back
         return np.asarray(v)
 
     def torch(self) -> Any:

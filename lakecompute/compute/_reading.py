@@ -69,7 +69,8 @@ _early_lock = threading.Lock()
 def read_ahead(job: Job, task: Task, stages: Stages, overlap: bool) -> Blocks:
     """The blocks of ``task``, read ahead of their use on reader threads (see `readers`; none without
     ``overlap``): those its predecessor in this worker started reading already, else new ones. Once they
-    are all read, the readers take this worker's next task (`take_next_task`) and start on its blocks."""
+    are all read, the readers of a lone worker or of one placed on a GPU take this worker's next task
+    (`take_next_task`) and start on its blocks."""
     with _early_lock:
         early = _early.pop((job.token, task.number), None)
         for key in [k for k in _early if k[0] != job.token]:  # another eval's, left by a failure
@@ -87,7 +88,10 @@ def _new_read_ahead(
     block = task.decided.block
     ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
     threads = readers(job) if overlap else 0
-    then = functools.partial(_start_next, job) if threads else None
+    # One worker, or one on a GPU (whose device idles while a task's first block is read): with several
+    # CPU workers, a busy one taking the next task could leave another idle at the end, for little gain.
+    early = threads and (job.options.num_workers == 1 or placed(job))
+    then = functools.partial(_start_next, job) if early else None
     return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, stages, then)
 
 

@@ -112,10 +112,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, list):
-            if v and is_tensor(v[0]):
+            if v and v[0].__class__ not in _HOST_TYPES and is_tensor(v[0]):
                 v = _on_host(v)  # images of several shapes decoded on a GPU (decode_on_device)
             return v if aslist else stack_samples(v, self.name)
-        if is_tensor(v):
+        if v.__class__ not in _HOST_TYPES and is_tensor(v):
             return _on_host(v)  # a batch decoded on a GPU (decode_on_device): copied back
         return np.asarray(v)
 
@@ -172,6 +172,13 @@ class InputValue(tuple):  # type: ignore[type-arg]
 
     def __repr__(self) -> str:
         return f"InputValue({self._value!r:.60})"
+
+
+#: Values that are never tensors, the usual ones: `InputValue.numpy` asks no more of them (it is called
+#: once per tensor per sample).
+_HOST_TYPES = frozenset(
+    {np.ndarray, int, float, bool, str, bytes, np.int64, np.int32, np.float32, np.float64, np.bool_}
+)
 
 
 def _on_host(value: Any) -> Any:

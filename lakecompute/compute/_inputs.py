@@ -96,7 +96,8 @@ class DatasetSource(Source):
 
     def __init__(self, data_in: Dataset | DatasetView, pad: bool, rows_of_data: bool = False) -> None:
         base = base_dataset(data_in)
-        lengths = {name: len(t) for name, t in base.tensors.items()}
+        shown = data_in.keys() if isinstance(data_in, DatasetView) else list(base.tensors)
+        lengths = {name: len(base.tensors[name]) for name in shown}  # a column view's tensors only
         if rows_of_data:
             lengths = {name: n for name, n in lengths.items() if n}
         if not pad and not isinstance(data_in, DatasetView):
@@ -159,9 +160,16 @@ class DatasetSource(Source):
             self._meta = tensor_meta(self.dataset(), self.snap.tensors)
         return self._meta
 
-    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+    def _columns(self, start: int, stop: int) -> dict[str, Any]:
+        """Inputs ``start..stop``, column by column (a ``filter_labels`` view's kept objects only)."""
         snap = self.snap
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        if snap.objects is None:
+            return columns
+        return {name: snap.kept(name, range(start, stop), column) for name, column in columns.items()}
+
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+        columns = self._columns(start, stop)
         meta = self.meta()
         if batch:
             return [row_class(tuple(columns), meta)(columns, start)]
@@ -172,8 +180,7 @@ class DatasetSource(Source):
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
         # stacked columns, no copies. A column read as a list (images) is stacked per batch here, on the
         # reader's thread, where its samples stack: not by the function's thread when it asks.
-        snap = self.snap
-        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        columns = self._columns(start, stop)
         row = row_class(tuple(columns), self.meta())
         return [
             row({name: _batch_part(column, b - start, size, staging) for name, column in columns.items()}, b)
@@ -198,6 +205,7 @@ class DatasetSource(Source):
             "positions": where,
             "pad": self.pad,
             "tensors": list(self.snap.tensors),
+            **({"objects": digest} if (digest := self.snap.objects_digest()) else {}),
         }
 
     def describe(self) -> dict[str, Any]:

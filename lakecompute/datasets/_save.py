@@ -59,8 +59,11 @@ class CopyPlan:
                 "them first (leave the `with` block or call ds.commit())."
             )
         n = len(self.base)
-        self.positions: range | np.ndarray = data.positions if isinstance(data, DatasetView) else range(n)
-        self.names = tuple(core_of(self.base).names())
+        view = data if isinstance(data, DatasetView) else None
+        self.positions: range | np.ndarray = view.positions if view is not None else range(n)
+        self.names = tuple(view.keys() if view is not None else core_of(self.base).names())
+        #: The objects the view keeps of each row (filter_labels): those tensors are re-encoded.
+        self.objects = view.objects if view is not None else None
         self.identity = {
             "dataset": core_of(self.base).dataset_id,
             "path": self.base.location.url,
@@ -68,6 +71,11 @@ class CopyPlan:
             "rows": _rows_key(self.positions),
             "tensors": list(self.names),
         }
+        if view is not None and view.query:
+            # How the view was selected, with the version above that it was evaluated on (ds.log()).
+            self.identity["query"] = list(view.query)
+        if self.objects is not None:
+            self.identity["objects"] = self.objects.describe()
         blob = json.dumps(self.identity, sort_keys=True).encode()
         self.key = "copy-" + hashlib.sha256(blob).hexdigest()[:40]
         self.label = f"copy of {self.base.path} v{self.base.version}"
@@ -134,7 +142,12 @@ class CopyPlan:
                 b = min(len(self), a + block)
                 rows = np.asarray(self.positions[a:b], dtype=np.int64)
                 for name, reader in readers.items():
-                    txn.write(name, _stored(txn, name, reader, rows))
+                    objects = self.objects
+                    if objects is None or objects.group(name) is None:
+                        txn.write(name, _stored(txn, name, reader, rows))
+                    else:  # some of the objects left out: the samples are stored anew
+                        kept = objects.samples(name, range(a, b), reader.read_at(rows, stack="fragments"))
+                        txn.write(name, txn.encode_many(name, kept))
                 since += b - a
                 if since >= checkpoint_interval or b == len(self):
                     self._commit(txn, b)

@@ -247,7 +247,8 @@ class _Parser:
         if token.kind != "end":
             if token.kind == "op" and token.text == "(":
                 raise self.error(_CALLS, token)
-            raise self.error(f"expected an operator or the end, got {token.text or token.kind!r}", token)
+            got = f"the string {token.text!r}" if token.kind == "string" else repr(token.text)
+            raise self.error(f"expected an operator or the end, got {got}", token)
         return expr
 
     def expression(self, level: int, depth: int) -> Expr:
@@ -301,8 +302,9 @@ class _Parser:
             return self._built(Unary, "not", operand, at=token)
         if token.kind == "op" and token.text == "-":
             self.take()
-            number = self.token
-            if number.kind == "number" or (number.kind == "keyword" and number.text in ("inf", "nan")):
+            number, after = self.token, self.peek(1)
+            literal = number.kind == "number" or (number.kind == "keyword" and number.text in ("inf", "nan"))
+            if literal and not (after.kind == "op" and after.text == "["):
                 self.take()  # a negative number is one literal, as the text of one prints it
                 return self._postfix(Constant(-self._number(number)))
             operand = self.expression(_NEGATE_LEVEL, depth + 1)

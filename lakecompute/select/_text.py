@@ -70,12 +70,12 @@ def name_text(name: str) -> str:
     return name if _PLAIN_NAME.fullmatch(name) and name not in KEYWORDS else f"`{name}`"
 
 
+def _number(value: Scalar) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _negative(value: Scalar) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and (value < 0 or (value == 0 and math.copysign(1, value) < 0))
-    )
+    return _number(value) and (value < 0 or (value == 0 and math.copysign(1, value) < 0))  # type: ignore[operator, arg-type]
 
 
 #: How tightly each kind of node's text binds, by node type (those whose strength depends on the node
@@ -144,7 +144,14 @@ class _Writer:
         """The nodes with one operand: not, -, in [...], [item], len(), any(), all()."""
         if isinstance(node, Unary):
             self.put("not " if node.op == "not" else "-")
-            self.child(node.operand, precedence(node))
+            operand = node.operand
+            if node.op == "-" and isinstance(operand, Constant) and _number(operand.value):
+                # `-1` reads as the literal -1: the negation of the literal 1 is written -(1).
+                self.put("(")
+                self.node(operand)
+                self.put(")")
+            else:
+                self.child(operand, precedence(node))
         elif isinstance(node, IsIn):
             self.child(node.operand, _SUM)
             self.put(" in [" + ", ".join(literal_text(v) for v in node.values) + "]")

@@ -16,7 +16,7 @@ ROWS = 48
 
 
 def row(i: int) -> dict[str, Any]:
-    """Row ``i`` of the every-htype dataset: each value a plain function of ``i`` (some objects, some none)."""
+    """Row ``i`` of the every-htype dataset: each value a function of ``i`` (some with objects, some none)."""
     rng = np.random.default_rng(i)
     k = int(rng.integers(0, 4))
     score = float(rng.random()) if i % 11 else float("nan")

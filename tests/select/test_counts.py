@@ -36,7 +36,9 @@ def test_count_values_counts_rows_and_every_object(every: lc.Dataset) -> None:
     assert every.count_values("caption") == dict(_ranked(Counter(r["caption"] for r in rows)))
     assert every.count_values("flag") == dict(_ranked(Counter(r["flag"] for r in rows)))
     json_counts = Counter((r["meta"] or {}).get("s") if r["meta"] else None for r in rows)
-    assert every.count_values("meta['s']") == dict(sorted(json_counts.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or "")))
+    assert every.count_values("meta['s']") == dict(
+        sorted(json_counts.items(), key=lambda kv: (-kv[1], kv[0] is None, kv[0] or ""))
+    )
 
 
 def test_count_values_of_a_view_counts_its_rows_repeats_included(every: lc.Dataset) -> None:

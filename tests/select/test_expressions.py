@@ -1,4 +1,4 @@
-"""Expressions: built with lc.col, printed as text, parsed back by our own parser, and hostile text refused."""
+"""Expressions: built with lc.col, printed as text, parsed back by our own parser; hostile text refused."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_col_prints_the_text_it_parses_from() -> None:
         "boxes[2] * boxes[3] > 100": lc.col("boxes")[2] * lc.col("boxes")[3] > 100,
         "(a + b) * -c // 2 % 7 == -1": (lc.col("a") + lc.col("b")) * -lc.col("c") // 2 % 7 == -1,
         "a - (b - c) != 1.5": lc.col("a") - (lc.col("b") - lc.col("c")) != 1.5,
-        "`my-tensor` == True and `len` == None": (lc.col("my-tensor") == True) & (lc.col("len") == None),  # noqa: E712
+        "`my-tensor` == True and `len` == None": (lc.col("my-tensor") == True) & (lc.col("len") == None),  # noqa: E711, E712
         "all(scores > 0.5)": (lc.col("scores") > 0.5).all(),
         "s == 'it\\'s\\n\\\\'": lc.col("s") == "it's\n\\",
     }
@@ -38,7 +38,7 @@ def test_col_prints_the_text_it_parses_from() -> None:
 
 
 def test_expr_reads_the_language_python_style_and_keyword_style() -> None:
-    """and/or/not and & | ~ are the same operators; true/false/null are True/False/None; double quotes work."""
+    """and/or/not and & | ~ are the same operators; true/false/null are True/False/None; "..." works."""
     words = lc.expr("labels == \"cat\" and score > .5 or not meta['x'] == null")
     symbols = lc.expr("labels=='cat' & score>0.5 | ~meta['x']==None")
     assert words.equals(symbols)
@@ -72,10 +72,13 @@ def test_near_valid_text_gives_an_expression_or_an_expression_error(text: str) -
     try:
         expr = lc.expr(text)
     except lc.ExpressionError as exc:
-        assert isinstance(exc, lc.InvalidArgumentError)
-        assert exc.position is None or 0 <= exc.position <= len(text)
-        return
-    assert lc.expr(str(expr)).equals(expr)
+        error: lc.ExpressionError | None = exc
+    else:
+        error = None
+        assert lc.expr(str(expr)).equals(expr)
+    if error is not None:
+        assert isinstance(error, lc.InvalidArgumentError)
+        assert error.position is None or 0 <= error.position <= len(text)
 
 
 HOSTILE = [
@@ -83,7 +86,7 @@ HOSTILE = [
     ("open('{marker}', 'w')", "calls are not part of the expression language", 4),
     ("(lambda: open('{marker}', 'w'))()", "slices and lambdas are not part of", 7),
     ("x.__class__.__bases__", "attribute access", 1),
-    ("exec('open(\"{marker}\", \"w\")')", "calls are not part of", 4),
+    ('exec(\'open("{marker}", "w")\')', "calls are not part of", 4),
     ("labels == 'a'; import os", "one expression only", 13),
     ("[c for c in ()]", "a list is only written after in", 0),
     ("{{'a': 1}}", "dict literals", 0),
@@ -128,19 +131,20 @@ def test_deep_nesting_and_huge_text_are_refused_without_recursion_error() -> Non
 def test_deep_trees_built_in_python_are_refused_when_built() -> None:
     """An expression nested past MAX_DEPTH by Python operators raises ExpressionError, not RecursionError."""
     built = lc.col("x")
-    with pytest.raises(lc.ExpressionError, match="nests 101 levels deep"):
-        for _ in range(10_000):
-            built = built + 1
+    for _ in range(MAX_DEPTH - 1):
+        built = built + 1
     assert built.depth == MAX_DEPTH
+    with pytest.raises(lc.ExpressionError, match="nests 101 levels deep"):
+        _ = built + 1
 
 
 def test_python_misuse_says_what_to_write() -> None:
     """`and`/`if` on an expression, `in`, lists and odd values are refused with the way to write them."""
-    with pytest.raises(lc.InvalidTypeError, match="combine conditions with & | ~"):
+    with pytest.raises(lc.InvalidTypeError, match=r"combine conditions with & \| ~"):
         bool(lc.col("x") == 1)
-    with pytest.raises(lc.InvalidTypeError, match="use .isin"):
+    with pytest.raises(lc.InvalidTypeError, match=r"use \.isin"):
         _ = lc.col("x") == [1, 2]
-    with pytest.raises(lc.InvalidTypeError, match="write expr.isin"):
+    with pytest.raises(lc.InvalidTypeError, match=r"write expr\.isin"):
         _ = 1 in lc.col("x")
     with pytest.raises(lc.InvalidTypeError, match="compares with numbers, strings"):
         _ = lc.col("x") == object()

@@ -61,7 +61,8 @@ def test_label_selection_reads_no_image_chunk(tmp_path: Path) -> None:
     ds = _detection(tmp_path / "ds")
     images = chunk_files(ds, "images")
     others = set().union(*(chunk_files(ds, n) for n in ("labels", "score", "boxes", "categories")))
-    assert len(images) >= 3 and not images & others  # the images fill chunks of their own
+    assert len(images) >= 3
+    assert not images & others  # the images fill chunks of their own
     before = {
         "filter": np.asarray(ds.filter("labels == 'dog' and score > 0.25").positions).tolist(),
         "count": ds.count_values("labels"),
@@ -73,7 +74,9 @@ def test_label_selection_reads_no_image_chunk(tmp_path: Path) -> None:
     damaged = lc.load(str(tmp_path / "ds"), read_only=True)
     with pytest.raises(lc.DatasetCorruptError, match="images"):
         damaged.images.numpy(aslist=True)
-    assert np.asarray(damaged.filter("labels == 'dog' and score > 0.25").positions).tolist() == before["filter"]
+    assert (
+        np.asarray(damaged.filter("labels == 'dog' and score > 0.25").positions).tolist() == before["filter"]
+    )
     assert damaged.count_values("labels") == before["count"] == {"cat": 160, "dog": 80}
     assert damaged.count_values("categories") == before["objects"]
     assert np.asarray(damaged.sort("score").positions).tolist() == before["sort"]
@@ -99,7 +102,7 @@ def test_damage_to_a_named_tensor_is_a_corrupt_error(tmp_path: Path, tensor: str
 
 
 def test_a_count_of_objects_reads_shapes_only(tmp_path: Path) -> None:
-    """len() of a tensor of boxes is read from its samples' shapes: its destroyed data chunks do not matter."""
+    """len() of a tensor of boxes is read from its samples' shapes: its destroyed data do not matter."""
     ds = _detection(tmp_path / "ds")
     want = np.asarray(ds.filter("len(boxes) >= 2").positions).tolist()
     _destroy(chunk_files(ds, "boxes"))

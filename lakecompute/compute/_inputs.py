@@ -16,8 +16,24 @@ from typing import Any
 import numpy as np
 
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
-from lakecompute.datasets import Dataset, DatasetView, base_dataset, open_columns, read_columns, snapshot
+from lakecompute.compute._samples import (
+    SAMPLE_ROWS,
+    Deferred,
+    DeferredPart,
+    RowMeta,
+    column_rows,
+    row_class,
+    tensor_meta,
+)
+from lakecompute.datasets import (
+    Dataset,
+    DatasetView,
+    base_dataset,
+    core_of,
+    open_columns,
+    read_columns,
+    snapshot,
+)
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
 from lakecompute.htypes import Staging, stacked_list
 from lakecompute.storage import layout_verdicts
@@ -80,6 +96,13 @@ class Source:
         """In a worker, while another runs the preflight: open the input ahead of the first task (nothing
         by default)."""
 
+    def used_tensors(self) -> tuple[str, ...] | None:
+        """The input tensors the functions read so far in this process (dataset input; None otherwise)."""
+        return None
+
+    def expect(self, names: Iterable[str]) -> None:
+        """Read the input tensors ``names`` ahead with every block (dataset input; nothing otherwise)."""
+
 
 class DatasetSource(Source):
     """Dataset or view input: workers open the same committed version and read their range.
@@ -111,6 +134,9 @@ class DatasetSource(Source):
         self._caller: Dataset | None = base  # the caller's own handle (see prepare_workers)
         self._ds: Dataset | None = None
         self._meta: RowMeta | None = None
+        # The tensors the function has read (in this process, or in the preflight: see `expect`); None
+        # until one is. Those are read ahead with each block; the others only when first used (`_Lazy`).
+        self._used: frozenset[str] | None = None
         # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
         self._opening = threading.Lock()
 
@@ -160,19 +186,44 @@ class DatasetSource(Source):
             self._meta = tensor_meta(self.dataset(), self.snap.tensors)
         return self._meta
 
-    def _columns(self, start: int, stop: int) -> dict[str, Any]:
-        """Inputs ``start..stop``, column by column (a ``filter_labels`` view's kept objects only)."""
+    def used_tensors(self) -> tuple[str, ...] | None:
+        """The tensors the function read so far in this process (None: none yet)."""
+        used = self._used
+        return None if used is None else tuple(n for n in self.snap.tensors if n in used)
+
+    def expect(self, names: Iterable[str]) -> None:
+        """Read the tensors ``names`` ahead with every block (what the preflight's function read)."""
+        self._used = frozenset(names) | (self._used or frozenset())
+
+    def note_used(self, name: str) -> None:
+        """Tensor ``name`` was read on first use: read it ahead with the blocks from now on."""
+        if self._used is None or name not in self._used:
+            self._used = (self._used or frozenset()) | {name}
+
+    def read_column(self, name: str, start: int, stop: int) -> Any:
+        """Tensor ``name`` of inputs ``start..stop`` (a ``filter_labels`` view's kept objects only)."""
         snap = self.snap
-        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
-        if snap.objects is None:
-            return columns
-        return {name: snap.kept(name, range(start, stop), column) for name, column in columns.items()}
+        (column,) = read_columns(self.dataset(), (name,), snap.positions[start:stop], self.pad).values()
+        return column if snap.objects is None else snap.kept(name, range(start, stop), column)
+
+    def _columns(self, start: int, stop: int) -> dict[str, Any]:
+        """Inputs ``start..stop``, column by column: the tensors the function reads, and for the others a
+        `_Lazy` column, read if the function asks for it (so an eval that relabels rows beside an image
+        column never decodes an image)."""
+        used = self._used or frozenset()
+        read = [n for n in self.snap.tensors if n in used]
+        columns = dict(zip(read, (self.read_column(n, start, stop) for n in read), strict=True))
+        return {n: columns[n] if n in used else _Lazy(self, n, start, stop) for n in self.snap.tensors}
 
     def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         columns = self._columns(start, stop)
         meta = self.meta()
         if batch:
-            return [row_class(tuple(columns), meta)(columns, start)]
+            whole = {
+                n: DeferredPart((c, 0, stop - start, None)) if isinstance(c, _Lazy) else c
+                for n, c in columns.items()
+            }
+            return [row_class(tuple(columns), meta)(whole, start)]
         # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
         return column_rows(columns, start, stop - start, meta)
 
@@ -183,7 +234,7 @@ class DatasetSource(Source):
         columns = self._columns(start, stop)
         row = row_class(tuple(columns), self.meta())
         return [
-            row({name: _batch_part(column, b - start, size, staging) for name, column in columns.items()}, b)
+            row({name: _part(column, b - start, size, staging) for name, column in columns.items()}, b)
             for b in range(start, stop, size)
         ]
 
@@ -397,6 +448,15 @@ def estimate_bytes(value: Any) -> int:
         return int(value.nbytes)
     if isinstance(value, (bytes, str)):
         return len(value)
+    if isinstance(value, Deferred):  # a tensor not read yet: from its stored shapes
+        return value.nbytes()
+    return _container_bytes(value)
+
+
+def _container_bytes(value: Any) -> int:
+    """`estimate_bytes` of a row, a dict, a list or tuple (sampled), or something else (64)."""
+    if isinstance(value, SAMPLE_ROWS):  # a row: its values as held (reading none that is deferred)
+        return sum(estimate_bytes(v.held()) for v in value.tensors.values())
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return sum(estimate_bytes(v) for v in to_dict().values())
@@ -472,6 +532,63 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
         "data_in must be a dataset, a sequence (with len and indexing) or an iterable. "
         f"Got {type(data_in).__name__}."
     )
+
+
+class _Lazy:
+    """A tensor's column of one block, read when the function first asks for one of its values (then
+    whole, once, and the tensor is read ahead with later blocks: `DatasetSource.note_used`)."""
+
+    __slots__ = ("_lock", "_parts", "_source", "_values", "name", "start", "stop")
+
+    def __init__(self, source: DatasetSource, name: str, start: int, stop: int) -> None:
+        self._source = source
+        self.name, self.start, self.stop = name, start, stop
+        self._values: Any = None
+        self._parts: dict[tuple[int, int], Any] = {}  # a batch's part is made once: numpy() is one array
+        self._lock = threading.Lock()
+
+    def values(self) -> Any:
+        if self._values is None:
+            with self._lock:  # a batch's rows may be taken on several threads
+                if self._values is None:
+                    self._values = self._source.read_column(self.name, self.start, self.stop)
+                    self._source.note_used(self.name)
+        return self._values
+
+    def sample(self, j: int) -> Any:
+        """Sample ``j`` of the block, as `lakecompute.compute._samples.column_rows` hands out samples."""
+        values = self.values()
+        if isinstance(values, np.ndarray) and values.ndim == 1:
+            return values[j, ...]  # a 0-d array, as .numpy() gives it
+        return values[j]
+
+    def nbytes(self, at: int, size: int) -> int:
+        """About how many bytes inputs ``at..at + size`` of the block hold decoded, from their stored
+        shapes (index rows: no sample is read)."""
+        reader = core_of(self._source.dataset()).reader(self.name)
+        itemsize = reader.dtype.itemsize if reader.dtype is not None else 1
+        positions = self._source.snap.positions[
+            self.start + at : self.start + min(at + size, self.stop - self.start)
+        ]
+        total = 0
+        for p in positions:
+            p = int(p)
+            total += int(np.prod(reader.shape_of(p))) * itemsize if p < reader.length else 0
+        return total
+
+    def part(self, at: int, size: int, staging: Staging | None) -> Any:
+        """Inputs ``at..at + size`` of the block, as a batch holds them (made once)."""
+        part = self._parts.get((at, size))
+        if part is None:
+            part = self._parts[(at, size)] = _batch_part(self.values(), at, size, staging)
+        return part
+
+
+def _part(column: Any, at: int, size: int, staging: Staging | None) -> Any:
+    """A batch's part of a column: deferred for a column read on first use."""
+    if isinstance(column, _Lazy):
+        return DeferredPart((column, at, size, staging))
+    return _batch_part(column, at, size, staging)
 
 
 def _batch_part(

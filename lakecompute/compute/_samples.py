@@ -30,6 +30,9 @@ _tuplegetter: Any = type(collections.namedtuple("_Probe", "field").field)  # typ
 __all__ = [
     "SAMPLE_ROWS",
     "ColumnRow",
+    "Deferred",
+    "DeferredPart",
+    "DeferredSample",
     "InputRow",
     "InputValue",
     "RowMeta",
@@ -71,6 +74,53 @@ def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
     )
 
 
+class Deferred(tuple):  # type: ignore[type-arg]
+    """A value not read yet: a tensor the function may never use is read when it first asks for it (then
+    for its whole block at once, see `lakecompute.compute.DatasetSource`). Made in C by ``map`` over
+    pairs, like the rows that hold it: nothing per sample costs a Python frame until it is read."""
+
+    __slots__ = ()
+
+    def get(self) -> Any:
+        """The value, read now (with the rest of its column's block, once)."""
+        raise NotImplementedError
+
+    def nbytes(self) -> int:
+        """About how many bytes the value will hold, from its stored shape (nothing is read)."""
+        raise NotImplementedError
+
+
+class DeferredSample(Deferred):
+    """Sample ``j`` of a column read on first use: ``DeferredSample((column, j))``."""
+
+    __slots__ = ()
+
+    def get(self) -> Any:
+        return tuple.__getitem__(self, 0).sample(tuple.__getitem__(self, 1))
+
+    def nbytes(self) -> int:
+        return int(tuple.__getitem__(self, 0).nbytes(tuple.__getitem__(self, 1), 1))
+
+
+class DeferredPart(Deferred):
+    """A batch's part of a column read on first use: ``DeferredPart((column, at, size, staging))``."""
+
+    __slots__ = ()
+
+    def get(self) -> Any:
+        column, at, size, staging = self
+        return column.part(at, size, staging)
+
+    def nbytes(self) -> int:
+        column, at, size, _ = self
+        return int(column.nbytes(at, size))
+
+
+def resolved(value: Any) -> Any:
+    """``value``, read now if it was deferred."""
+    return value.get() if isinstance(value, Deferred) else value
+
+
 class InputValue(tuple):  # type: ignore[type-arg]
     """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
     for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
@@ -84,6 +134,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
     __slots__ = ()
     _value: Any = _tuplegetter(0, "the value")
     _meta: TensorMeta | None = _tuplegetter(1, "the tensor the value was read from, if known")
+
+    def held(self) -> Any:
+        """The value as held: a `Deferred` for a tensor not read yet (the function has not asked)."""
+        return self._value
 
     @property
     def htype(self) -> str | None:
@@ -108,6 +162,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         v = self._value
         if v.__class__ is np.ndarray:  # the common case first: called once per tensor per sample
             return v
+        if isinstance(v, Deferred):  # a tensor read when first used
+            v = v.get()
+            if v.__class__ is np.ndarray:
+                return v
         if aslist and isinstance(v, list):
             return v
         if isinstance(v, np.ndarray):
@@ -117,14 +175,16 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return np.asarray(v)
 
     def text(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     def data(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self._value))
+        return tuple(np.shape(resolved(self._value)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -145,10 +205,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return True
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputValue, ((self._value, self._meta),))
+        return (InputValue, ((resolved(self._value), self._meta),))
 
     def __repr__(self) -> str:
-        return f"InputValue({self._value!r:.60})"
+        return f"InputValue({resolved(self._value)!r:.60})"
 
 
 class InputRow:
@@ -195,12 +255,12 @@ class InputRow:
         return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return {name: resolved(value) for name, value in self._values.items()}
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (dict(self._values), self.index))
-        return (_typed_row, (dict(self._values), self.index, self._row_meta))
+            return (InputRow, (self.to_dict(), self.index))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
@@ -338,6 +398,8 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
     or a list's items."""
     if isinstance(column, np.ndarray) and column.ndim == 1:
         return map(column.__getitem__, zip(range(count), itertools.repeat(Ellipsis)))
+    if hasattr(column, "sample"):  # a column read on first use: a deferred value per sample
+        return map(DeferredSample, zip(itertools.repeat(column), range(count)))
     return iter(column)
 
 

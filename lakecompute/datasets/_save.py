@@ -101,11 +101,11 @@ class CopyPlan:
         if any(len(t) for t in out.tensors.values()) or out.eval_records():
             raise DatasetExistsError(out.path)
         theirs = dict(out.tensors)
-        mine = self.base.tensors
-        if theirs and _specs(out) != _specs(self.base):
+        mine = {name: self.base.tensors[name] for name in self.names}  # a column view's tensors only
+        if theirs and _specs(out) != _specs(self.base, self.names):
             raise InvalidArgumentError(
                 f"Cannot copy into {out.path!r}: its tensors {_specs(out)!r} differ from the source's "
-                f"{_specs(self.base)!r}. Copy into a new path, or pass overwrite=True."
+                f"{_specs(self.base, self.names)!r}. Copy into a new path, or pass overwrite=True."
             )
         with out:
             for name, tensor in mine.items():
@@ -178,11 +178,15 @@ class CopyPlan:
         txn.commit(f"{self.label}{what}", record, {"op": "copy", "inputs": self.identity})
 
 
-def _specs(ds: Dataset) -> list[tuple[str, str, str | None, str | None]]:
-    """Each tensor's name, htype, dtype and sample compression: what a copy's rows must fit."""
+def _specs(
+    ds: Dataset, names: tuple[str, ...] | None = None
+) -> list[tuple[str, str, str | None, str | None]]:
+    """Each tensor's name, htype, dtype and sample compression (of ``names`` only, when given): what a
+    copy's rows must fit."""
     return [
         (n, t.htype, None if t.dtype is None else str(t.dtype), t.sample_compression)
         for n, t in ds.tensors.items()
+        if names is None or n in names
     ]
 
 

@@ -75,7 +75,7 @@ def _number(value: Scalar) -> bool:
 
 
 def _negative(value: Scalar) -> bool:
-    return _number(value) and (value < 0 or (value == 0 and math.copysign(1, value) < 0))  # type: ignore[operator, arg-type]
+    return _number(value) and (value < 0 or (value == 0 and math.copysign(1, value) < 0))  # type: ignore[operator]
 
 
 #: How tightly each kind of node's text binds, by node type (those whose strength depends on the node

@@ -79,6 +79,8 @@ class CopyPlan:
         blob = json.dumps(self.identity, sort_keys=True).encode()
         self.key = "copy-" + hashlib.sha256(blob).hexdigest()[:40]
         self.label = f"copy of {self.base.path} v{self.base.version}"
+        if view is not None and view.query:  # what the log shows: the selection and where it was made
+            self.label += f" where {' | '.join(view.query)}"
         self._base_version = 0
 
     def __len__(self) -> int:

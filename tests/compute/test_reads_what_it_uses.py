@@ -53,7 +53,9 @@ def test_an_in_place_relabel_never_reads_the_images(
     _destroy(images)
     ds = lc.load(str(tmp_path / "ds"))
     fn = relabel_batch() if batch_size else relabel()
-    fn.eval(ds, skip_ok=True, scheduler=scheduler, num_workers=workers, batch_size=batch_size, progressbar=False)
+    fn.eval(
+        ds, skip_ok=True, scheduler=scheduler, num_workers=workers, batch_size=batch_size, progressbar=False
+    )
     assert ds.labels.numpy().tolist() == [(i + 1) % 10 for i in range(300)]
     assert chunk_files(ds, "images") == images  # the images are the stored ones, not rewritten
     with pytest.raises(lc.DatasetCorruptError):
@@ -86,7 +88,9 @@ def test_a_tensor_read_on_first_use_has_its_values(tmp_path: Path, scheduler: st
     brightness_of_some().eval(ds, out, scheduler=scheduler, num_workers=workers, progressbar=False)
     assert out.value.numpy().tolist() == [pixels[i] if i % 10 == 3 else -1 for i in range(120)]
     batched = lc.like(str(tmp_path / "batched"), out, overwrite=True)
-    brightness_batch().eval(ds, batched, batch_size=7, scheduler=scheduler, num_workers=workers, progressbar=False)
+    brightness_batch().eval(
+        ds, batched, batch_size=7, scheduler=scheduler, num_workers=workers, progressbar=False
+    )
     assert batched.value.numpy().tolist() == pixels
 
 

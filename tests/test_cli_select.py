@@ -100,7 +100,7 @@ def test_show_draws_only_the_selected_rows_and_objects(
                 }
             )
     grid = tmp_path / "grid.png"
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         capsys, "show", ds.path, "--objects", "categories == 'bus'", "--labels", "none", "-o", str(grid)
     )
     assert code == 0, err

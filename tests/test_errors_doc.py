@@ -408,6 +408,12 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "merge-conflict": _merge_conflict,
     "delete-current-branch": _delete_current_branch,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
+    "expression-syntax": lambda t: _ds(t).filter("__import__('os').system('x')"),
+    "expression-unknown-tensor": lambda t: _ds(t).filter("lables == 'cat'"),
+    "expression-class-name": lambda t: _ds(t).filter(lc.col("labels") == "cow"),
+    "expression-types": lambda t: _ds(t).filter("labels > 'cat'"),
+    "expression-too-deep": lambda t: lc.expr("(" * 10_000 + "x" + ")" * 10_000),
+    "filter-labels-per-row": lambda t: _ds(t).filter_labels("x > 0"),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),
     # -- evals ---------------------------------------------------------------------------------

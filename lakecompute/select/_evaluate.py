@@ -89,11 +89,12 @@ def _offsets(counts: np.ndarray) -> np.ndarray:
 
 
 def _numbers(arr: np.ndarray) -> np.ndarray:
-    """Stored numbers as they are compared and combined: int64 (uint64 kept), float64, bool."""
-    kind = arr.dtype.kind
-    if kind == "b" or arr.dtype in (np.int64, np.float64, np.uint64):
-        return arr
-    return arr.astype(np.float64 if kind == "f" else np.int64)
+    """Stored numbers as they are compared: floats as float64 (so that ``score > 0.1`` compares the stored
+    value exactly, not in float32), integers and bools as stored (numpy compares them exactly with any
+    Python number; arithmetic widens them, see `_arith_operand`)."""
+    if arr.dtype.kind == "f" and arr.dtype != np.float64:
+        return arr.astype(np.float64)
+    return arr
 
 
 def _object_array(items: list[Any]) -> np.ndarray:
@@ -265,8 +266,7 @@ class _Evaluator:
             return Values(~truth(inner.data, self.typed.type_of(node.operand)), inner.offsets)
         if self.typed.type_of(node.operand).kind == "json":
             return Values(_object_array([-v if _json_number(v) else None for v in inner.data]), inner.offsets)
-        data = inner.data.astype(np.int64) if inner.data.dtype == bool else inner.data
-        return Values(-data, inner.offsets)
+        return Values(-_arith_operand(inner.data), inner.offsets)
 
     def logical(self, node: Logical) -> Values:
         parts = [self.values(o) for o in node.operands]
@@ -347,7 +347,11 @@ def _size(a: Any, b: Any) -> int:
 
 
 def _arith_operand(value: Any) -> Any:
-    if isinstance(value, np.ndarray) and value.dtype == bool:
+    """An operand of arithmetic: bools and integers narrower than 64 bits as int64 (``count - 1`` of a
+    uint8 tensor is -1, not 255)."""
+    if isinstance(value, np.ndarray) and (
+        value.dtype == bool or (value.dtype.kind in "iu" and value.dtype.itemsize < 8)
+    ):
         return value.astype(np.int64)
     if isinstance(value, bool):
         return int(value)

@@ -143,7 +143,7 @@ def _members(
             )
             raise InvalidArgumentError(
                 f"Tensor {name!r} does not list the condition's objects: row {row} of the view holds "
-                f"{lengths[row]!r} of its values and {int(counts[row])} objects. Name tensors of the same "
-                "objects in tensors=."
+                f"{lengths.tolist()[row]!r} of its values and {int(counts[row])} objects. Name tensors of the "
+                "same objects in tensors=."
             )
     return tuple(members)

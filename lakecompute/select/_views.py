@@ -138,12 +138,11 @@ def _members(
             column = types[name]
             members.append((name, column.axis if column.axis is not None else 0))
         elif tensors is not None or name in named:
-            row = next(
-                i for i, (a, b) in enumerate(zip(lengths.tolist(), counts.tolist(), strict=True)) if a != b
-            )
+            held, wanted = lengths.tolist(), counts.tolist()
+            row = next(i for i, (a, b) in enumerate(zip(held, wanted, strict=True)) if a != b)
             raise InvalidArgumentError(
                 f"Tensor {name!r} does not list the condition's objects: row {row} of the view holds "
-                f"{lengths.tolist()[row]!r} of its values and {int(counts[row])} objects. Name tensors of the "
-                "same objects in tensors=."
+                f"{held[row]!r} of its values and {wanted[row]} objects. Name tensors of the same objects "
+                "in tensors=."
             )
     return tuple(members)

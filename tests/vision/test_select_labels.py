@@ -139,6 +139,21 @@ def count_objects(sample_in: Any, sample_out: Any) -> None:
     sample_out.objects.append(len(sample_in.boxes.numpy()))
 
 
+def test_a_column_view_exports_its_tensors_only(coco: lc.Dataset, tmp_path: Path) -> None:
+    """export_coco of ds[["images", "boxes", "categories"]] writes boxes and categories, nothing else."""
+    view = coco[["images", "boxes", "categories"]].filter_labels("categories != 'dog'")
+    view.export_coco(tmp_path / "small.json")
+    got = _load(tmp_path / "small.json")
+    assert sorted(got.anns) == [1, 2, 3, 4]  # ids made up: annotation_ids is not in the view
+    assert all("keypoints" not in a and a["segmentation"] == [] for a in got.anns.values())
+    assert sorted(got.cats[a["category_id"]]["name"] for a in got.anns.values()) == [
+        "car",
+        "car",
+        "person",
+        "person",
+    ]
+
+
 def test_filter_labels_refusals_and_explicit_groups(coco: lc.Dataset) -> None:
     """A per-row condition is refused; tensors= names the group, and a tensor of other objects is refused."""
     with pytest.raises(lc.ExpressionError, match="filter_labels keeps or drops objects"):

@@ -28,12 +28,14 @@ print(f"objects per image: {dict(sorted(ds.count_values('len(boxes)').items()))}
 with_diamonds = ds.filter("any(categories == 'diamond') and len(boxes) >= 2")
 same = ds.filter((lc.col("categories") == "diamond").any() & (lc.col("boxes").len() >= 2))
 assert with_diamonds.positions.tolist() == same.positions.tolist()
-print(f"{len(with_diamonds)} of {len(ds)} images have a diamond and another object: {with_diamonds.query}")
+print(
+    f"{len(with_diamonds)} of {len(ds)} images have a diamond and another object: {with_diamonds.selected_by}"
+)
 
 # Objects: keep the large boxes only (xywh pixels: width * height). Boxes, labels, ids, areas, polygons,
 # RLEs, masks and keypoints are filtered together, aligned by object.
 large = ds.filter_labels(lc.col("boxes")[2] * lc.col("boxes")[3] > 800)
-(group,) = large.objects.groups
+(group,) = large.kept_objects.groups
 print(f"large objects: {sum(large.count_values('categories').values())} in {len(large)} images; "
       f"filtered together: {sorted(group.names)}")  # fmt: skip
 

@@ -47,9 +47,8 @@ def run_filter(args: argparse.Namespace) -> int:
         print("rows: " + ", ".join(str(r) for r in rows[:_SHOWN]) + more)
     if args.save:
         saved = view.save(args.save, overwrite=args.overwrite, progressbar=not args.no_progress)
-        print(
-            f"Saved {len(saved)} rows to {args.save} ({' | '.join(view.query)}, from version {ds.version})."
-        )
+        how = " | ".join(view.selected_by)
+        print(f"Saved {len(saved)} rows to {args.save} ({how}, from version {ds.version}).")
     return 0
 
 

@@ -63,7 +63,7 @@ class CopyPlan:
         self.positions: range | np.ndarray = view.positions if view is not None else range(n)
         self.names = tuple(view.keys() if view is not None else core_of(self.base).names())
         #: The objects the view keeps of each row (filter_labels): those tensors are re-encoded.
-        self.objects = view.objects if view is not None else None
+        self.objects = view.kept_objects if view is not None else None
         self.identity = {
             "dataset": core_of(self.base).dataset_id,
             "path": self.base.location.url,
@@ -71,16 +71,16 @@ class CopyPlan:
             "rows": _rows_key(self.positions),
             "tensors": list(self.names),
         }
-        if view is not None and view.query:
+        if view is not None and view.selected_by:
             # How the view was selected, with the version above that it was evaluated on (ds.log()).
-            self.identity["query"] = list(view.query)
+            self.identity["query"] = list(view.selected_by)
         if self.objects is not None:
             self.identity["objects"] = self.objects.describe()
         blob = json.dumps(self.identity, sort_keys=True).encode()
         self.key = "copy-" + hashlib.sha256(blob).hexdigest()[:40]
         self.label = f"copy of {self.base.path} v{self.base.version}"
-        if view is not None and view.query:  # what the log shows: the selection and where it was made
-            self.label += f" where {' | '.join(view.query)}"
+        if view is not None and view.selected_by:  # what the log shows: the selection and where it was made
+            self.label += f" where {' | '.join(view.selected_by)}"
         self._base_version = 0
 
     def __len__(self) -> int:

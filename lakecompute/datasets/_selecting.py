@@ -86,7 +86,7 @@ class Selecting:
 
     def shuffle(self, seed: int | None = None) -> DatasetView:
         """The rows in a random order, as a view: the same ``seed`` gives the same order (None draws one,
-        which the view's ``query`` records).
+        which the view's ``selected_by`` records).
 
         Example:
             >>> ds = lc.from_numpy("mem://shuffle-doc", {"x": [0, 1, 2, 3]}, overwrite=True)

@@ -135,5 +135,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         backend.shared_between_processes,
         core.dataset_id,
         layout_verdicts(),
-        data.objects if isinstance(data, DatasetView) else None,
+        data.kept_objects if isinstance(data, DatasetView) else None,
     )

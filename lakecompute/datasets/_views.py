@@ -180,7 +180,7 @@ class _Samples(_Reading, Selecting):
         An expression (``lc.col("labels") == "cat"``, or its text ``"labels == 'cat' and score > 0.5"``;
         see docs/selecting.md) is evaluated column by column, reading only the tensors it names, in whole
         chunks: a label filter never reads an image. A condition on per-object values keeps a row where
-        any of its objects meets it. The view's ``query`` records the expression.
+        any of its objects meets it. The view's ``selected_by`` records the expression.
 
         A function gets each row (``row.labels.numpy()``) and returns true to keep it; it runs like an
         eval (``num_workers`` processes, ``scheduler``, a progress bar), so it must be picklable for
@@ -333,12 +333,12 @@ class DatasetView(_Samples):
         return self._columns
 
     @property
-    def objects(self) -> ObjectSelection | None:
+    def kept_objects(self) -> ObjectSelection | None:
         """Which objects of each row the view keeps (``filter_labels``), or None: all of them."""
         return self._objects
 
     @property
-    def query(self) -> tuple[str, ...]:
+    def selected_by(self) -> tuple[str, ...]:
         """How the view was selected, step by step (``("filter(labels == 'cat')", "sort(score)")``): what
         a saved view records with the version it was evaluated on."""
         return self._query
@@ -422,7 +422,7 @@ class DatasetView(_Samples):
 
     def __repr__(self) -> str:
         shown = "" if self._columns is None else f", tensors={list(self._columns)!r}"
-        how = "" if not self._query else f", query={' | '.join(self._query)!r}"
+        how = "" if not self._query else f", selected_by={' | '.join(self._query)!r}"
         return f"DatasetView(path={self.path!r}, version={self.version}, samples={len(self)}{shown}{how})"
 
     def _repr_html_(self) -> str:
@@ -515,11 +515,16 @@ def view_rows(
     objects: ObjectSelection | None = None,
 ) -> DatasetView:
     """The view of rows ``rows`` of ``data`` (indices into it, in the order given), showing what ``data``
-    shows, its query followed by ``step``; ``objects`` (for those rows) in place of ``data``'s own."""
+    shows, its ``selected_by`` followed by ``step``; ``objects`` (for those rows) in place of ``data``'s
+    own."""
     rows = np.asarray(rows, dtype=np.int64)
     if isinstance(data, DatasetView):
         positions = np.asarray(data.positions, dtype=np.int64)[rows]
-        kept = objects if objects is not None else (None if data.objects is None else data.objects.take(rows))
-        query = data.query + ((step,) if step else ())
+        kept = (
+            objects
+            if objects is not None
+            else (None if data.kept_objects is None else data.kept_objects.take(rows))
+        )
+        query = data.selected_by + ((step,) if step else ())
         return DatasetView(base_dataset(data), positions, data.columns, kept, query)
     return DatasetView(data, rows, None, objects, (step,) if step else ())

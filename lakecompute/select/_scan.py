@@ -95,7 +95,7 @@ def scan(data: Dataset | DatasetView, typed: Typed) -> Values:
     core = core_of(base_dataset(data))
     readers = {name: core.reader(name) for name in typed.columns}
     positions = positions_of(data)
-    objects = data.objects if isinstance(data, DatasetView) else None
+    objects = data.kept_objects if isinstance(data, DatasetView) else None
     if objects is not None and not any(objects.group(name) for name in typed.columns):
         objects = None  # the expression reads no tensor whose objects the view filters
     in_order = isinstance(positions, range) and positions.step == 1 and objects is None

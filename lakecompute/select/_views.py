@@ -2,7 +2,7 @@
 
 Each computes its rows (or objects) with one column scan (`lakecompute.select._queries`) and hands them
 to `lakecompute.datasets.view_rows`, which makes a view of them showing what the dataset (or view) shows,
-its query followed by the step just taken (``filter(labels == 'cat')``), which a saved view records.
+its ``selected_by`` followed by the step just taken (``filter(labels == 'cat')``), which a saved view records.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def sort_view(data: Dataset | DatasetView, key: Expr | str, descending: bool) ->
 
 def shuffle_view(data: Dataset | DatasetView, seed: int | None) -> DatasetView:
     """The rows of ``data`` in a random order drawn from ``seed`` (see ``Dataset.shuffle``)."""
-    if seed is None:  # drawn, and recorded in the view's query so that it can be made again
+    if seed is None:  # drawn, and recorded in the view's selected_by so that it can be made again
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> 1)
     seed = parse_count("seed", seed)
     order = np.random.default_rng(seed).permutation(len(data))
@@ -65,7 +65,7 @@ def filter_labels_view(
         )
     values = scan(data, typed)
     keep, counts = truth(values.data, static), values.counts
-    existing = data.objects if isinstance(data, DatasetView) else None
+    existing = data.kept_objects if isinstance(data, DatasetView) else None
     named = [name for name, column in typed.columns.items() if column.many]
     current = (
         next((g for g in (existing.group(n) for n in named) if g is not None), None) if existing else None

@@ -100,7 +100,7 @@ def test_sort_is_stable_with_nan_and_none_last(every: lc.Dataset, descending: bo
         want = sorted(present, key=lambda i: keys[i], reverse=descending) + absent
         got = every.sort(key, descending=descending)
         assert np.asarray(got.positions).tolist() == want, key
-        assert got.query == (f"sort({key}{', descending=True' if descending else ''})",)
+        assert got.selected_by == (f"sort({key}{', descending=True' if descending else ''})",)
 
 
 def test_sort_of_a_view_and_refusals(every: lc.Dataset) -> None:
@@ -122,7 +122,7 @@ def test_shuffle_is_a_seeded_permutation(every: lc.Dataset) -> None:
     assert sorted(np.asarray(a.positions).tolist()) == list(range(len(every)))
     assert np.asarray(a.positions).tolist() != list(range(len(every)))
     drawn = every.shuffle()
-    (step,) = drawn.query
+    (step,) = drawn.selected_by
     seed = int(step.removeprefix("shuffle(seed=").removesuffix(")"))
     assert np.asarray(every.shuffle(seed).positions).tolist() == np.asarray(drawn.positions).tolist()
     with pytest.raises(lc.InvalidArgumentError, match="seed >= 0"):

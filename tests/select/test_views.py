@@ -36,7 +36,7 @@ def test_selected_views_pickle_with_what_they_select(every: lc.Dataset) -> None:
     """A view pickles with its rows, tensors, kept objects and query, and reads the same after."""
     view = every[["categories", "boxes", "labels"]].filter_labels("categories != 'car'").sort("labels")
     back = pickle.loads(pickle.dumps(view))
-    assert back.query == view.query == ("filter_labels(categories != 'car')", "sort(labels)")
+    assert back.selected_by == view.selected_by == ("filter_labels(categories != 'car')", "sort(labels)")
     assert back.columns == ("categories", "boxes", "labels")
     assert back.positions.tolist() == view.positions.tolist()
     assert [c.tolist() for c in back.categories.numpy(aslist=True)] == [
@@ -60,7 +60,7 @@ def test_two_groups_are_filtered_apart() -> None:
             "pred_boxes": np.float32([[0, 0, 1, 1]] * 2), "pred_labels": [1, 1], "pred_scores": [0.9, 0.1],
         })  # fmt: skip
     found = ds.filter_labels("pred_scores > 0.5")
-    (group,) = found.objects.groups
+    (group,) = found.kept_objects.groups
     assert set(group.names) == {
         "gt_boxes",
         "gt_labels",
@@ -74,7 +74,7 @@ def test_two_groups_are_filtered_apart() -> None:
     both = pred.filter_labels("gt_labels == 'bus'", tensors=["gt_boxes", "gt_labels"])
     assert both.gt_labels[0].numpy().tolist() == [1]
     assert both.pred_scores[0].numpy().tolist() == [pytest.approx(0.9)]
-    assert len(both.objects.groups) == 2
+    assert len(both.kept_objects.groups) == 2
     with pytest.raises(
         lc.InvalidArgumentError, match="row 0 of the view holds 1 of its values and 2 objects"
     ):

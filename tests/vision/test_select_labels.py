@@ -49,7 +49,7 @@ def test_filter_labels_on_coco_groups_every_per_object_tensor(coco: lc.Dataset) 
     """The group is every tensor whose htype lists objects and whose rows list the same objects: boxes,
     labels, ids, crowd flags, areas, polygons, the RLE list (json), mask channels and keypoints."""
     view = coco.filter_labels(lc.col("categories") == "car")
-    (group,) = view.objects.groups
+    (group,) = view.kept_objects.groups
     assert set(group.names) == {
         "boxes", "categories", "annotation_ids", "iscrowd", "areas", "polygons", "rles", "masks",
         "keypoints", "num_keypoints",
@@ -159,7 +159,7 @@ def test_filter_labels_refusals_and_explicit_groups(coco: lc.Dataset) -> None:
     with pytest.raises(lc.ExpressionError, match="filter_labels keeps or drops objects"):
         coco.filter_labels("image_id > 10")
     view = coco.filter_labels("categories == 'car'", tensors=["categories", "boxes"])
-    (group,) = view.objects.groups
+    (group,) = view.kept_objects.groups
     assert set(group.names) == {"categories", "boxes"}
     assert [len(a) for a in view.areas.numpy(aslist=True)] == [2, 1]  # not in the group: as stored
     with pytest.raises(lc.InvalidArgumentError, match="holds one value per row"):
@@ -176,7 +176,7 @@ def test_filter_labels_twice_narrows_the_same_group(coco: lc.Dataset) -> None:
     assert [i.tolist() for i in cars.annotation_ids.numpy(aslist=True)] == [[102]]
     assert len(view.filter("any(categories == 'dog')")) == 0
     assert len(coco.filter("any(categories == 'dog')")) == 1
-    assert cars.query == (
+    assert cars.selected_by == (
         "filter_labels(iscrowd == 0, only_matches=False)",
         "filter_labels(categories == 'car')",
     )

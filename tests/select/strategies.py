@@ -20,7 +20,7 @@ SCALARS: st.SearchStrategy[Any] = st.one_of(
 )
 
 
-def _grow(children: st.SearchStrategy[lc.Expr]) -> st.SearchStrategy[lc.Expr]:
+def grow(children: st.SearchStrategy[lc.Expr]) -> st.SearchStrategy[lc.Expr]:
     return st.one_of(
         st.builds(Compare, st.sampled_from(["==", "!=", "<", "<=", ">", ">="]), children, children),
         st.builds(Arith, st.sampled_from(["+", "-", "*", "/", "//", "%"]), children, children),
@@ -38,7 +38,7 @@ def expressions() -> st.SearchStrategy[lc.Expr]:
     """Any tree of the language's nodes (they need not make sense for a dataset: printing and parsing
     do not ask)."""
     leaves = st.builds(Column, NAMES) | st.builds(Constant, SCALARS)
-    return st.recursive(leaves, _grow, max_leaves=12)
+    return st.recursive(leaves, grow, max_leaves=12)
 
 
 TOKENS = [

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import lakecompute as lc
 from lakecompute.select._expr import Arith, Column, Compare, Constant, Function, Index, IsIn, Logical, Unary
 from tests.select.conftest import CATEGORIES, LABELS
+from tests.select.strategies import SCALARS, grow
 
 PER_OBJECT = {"categories", "boxes", "scores", "polygons", "keypoints"}
 OPS = {
@@ -377,3 +378,25 @@ def test_images_are_refused_by_name() -> None:
     ds.images.append(np.zeros((2, 2), np.uint8))
     with pytest.raises(lc.ExpressionError, match="holds images"):
         ds.filter("len(images) > 1")
+
+
+EVERY_NAMES = st.sampled_from(
+    "labels score count flag categories boxes scores caption meta emb polygons masks keypoints segmask images".split()
+    + ["nope"]
+)
+
+
+@given(
+    st.recursive(st.builds(Column, EVERY_NAMES) | st.builds(Constant, SCALARS), grow, max_leaves=8)
+    | conditions()
+    | numbers(True)
+)
+@settings(max_examples=150)
+def test_any_expression_at_all_selects_or_raises_a_library_error(every: lc.Dataset, expr: lc.Expr) -> None:
+    """Any tree over the dataset's tensors (sense or nonsense) gives a view, or a LakeComputeError: never a
+    raw exception from numpy or Python."""
+    for verb in (every.filter, every.count_values, every.sort, every.filter_labels):
+        try:
+            verb(expr)
+        except lc.LakeComputeError:
+            pass

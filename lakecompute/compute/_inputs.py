@@ -15,16 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from lakecompute.compute._deferred import Deferred, DeferredPart, LazyColumn, batch_part
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import (
-    SAMPLE_ROWS,
-    Deferred,
-    DeferredPart,
-    RowMeta,
-    column_rows,
-    row_class,
-    tensor_meta,
-)
+from lakecompute.compute._samples import SAMPLE_ROWS, RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.datasets import (
     Dataset,
     DatasetView,
@@ -35,7 +28,7 @@ from lakecompute.datasets import (
     snapshot,
 )
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
-from lakecompute.htypes import Staging, stacked_list
+from lakecompute.htypes import Staging
 from lakecompute.storage import layout_verdicts
 
 __all__ = [
@@ -75,6 +68,11 @@ class Source:
     def sample(self, index: int) -> Any:
         """The input sample at ``index``, as users see it (for errors)."""
         raise NotImplementedError
+
+    def row_of(self, index: int) -> int | None:
+        """The dataset row input ``index`` is read from (a view's position -> its dataset's row); None for
+        input that is not a dataset."""
+        return None
 
     def identity(self) -> dict[str, Any]:
         """What identifies this input for resuming (dataset id and version, or content).
@@ -135,7 +133,7 @@ class DatasetSource(Source):
         self._ds: Dataset | None = None
         self._meta: RowMeta | None = None
         # The tensors the function has read (in this process, or in the preflight: see `expect`); None
-        # until one is. Those are read ahead with each block; the others only when first used (`_Lazy`).
+        # until one is. Those are read ahead with each block; the others only when first used (`LazyColumn`).
         self._used: frozenset[str] | None = None
         # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
         self._opening = threading.Lock()
@@ -206,26 +204,36 @@ class DatasetSource(Source):
         (column,) = read_columns(self.dataset(), (name,), snap.positions[start:stop], self.pad).values()
         return column if snap.objects is None else snap.kept(name, range(start, stop), column)
 
+    def stored_nbytes(self, name: str, start: int, stop: int) -> int:
+        """About how many bytes tensor ``name`` of inputs ``start..stop`` holds decoded, from the samples'
+        stored shapes (index rows: no sample is read)."""
+        reader = core_of(self.dataset()).reader(name)
+        itemsize = reader.dtype.itemsize if reader.dtype is not None else 1
+        total = 0
+        for p in self.snap.positions[start:stop]:
+            total += int(np.prod(reader.shape_of(int(p)))) * itemsize if int(p) < reader.length else 0
+        return total
+
     def _columns(self, start: int, stop: int) -> dict[str, Any]:
         """Inputs ``start..stop``, column by column: the tensors the function reads, and for the others a
-        `_Lazy` column, read if the function asks for it (so an eval that relabels rows beside an image
+        `LazyColumn`, read if the function asks for it (so an eval that relabels rows beside an image
         column never decodes an image)."""
         used = self._used or frozenset()
         read = [n for n in self.snap.tensors if n in used]
         columns = dict(zip(read, (self.read_column(n, start, stop) for n in read), strict=True))
-        return {n: columns[n] if n in used else _Lazy(self, n, start, stop) for n in self.snap.tensors}
+        return {n: columns[n] if n in used else LazyColumn(self, n, start, stop) for n in self.snap.tensors}
 
     def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         columns = self._columns(start, stop)
         meta = self.meta()
         if batch:
             whole = {
-                n: DeferredPart((c, 0, stop - start, None)) if isinstance(c, _Lazy) else c
+                n: DeferredPart((c, 0, stop - start, None)) if isinstance(c, LazyColumn) else c
                 for n, c in columns.items()
             }
-            return [row_class(tuple(columns), meta)(whole, start)]
+            return [row_class(tuple(columns), meta)(whole, start, self.row_of(start))]
         # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
-        return column_rows(columns, start, stop - start, meta)
+        return column_rows(columns, start, stop - start, meta, self._rows(start, stop))
 
     def read_batches(self, start: int, stop: int, size: int, staging: Staging | None = None) -> list[Any]:
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
@@ -234,9 +242,21 @@ class DatasetSource(Source):
         columns = self._columns(start, stop)
         row = row_class(tuple(columns), self.meta())
         return [
-            row({name: _part(column, b - start, size, staging) for name, column in columns.items()}, b)
+            row(
+                {name: batch_part(column, b - start, size, staging) for name, column in columns.items()},
+                b,
+                self.row_of(b),
+            )
             for b in range(start, stop, size)
         ]
+
+    def row_of(self, index: int) -> int:
+        return int(self.snap.positions[index])
+
+    def _rows(self, start: int, stop: int) -> Iterable[int]:
+        """The dataset rows of inputs ``start..stop``, as Python ints."""
+        rows = self.snap.positions[start:stop]
+        return rows.tolist() if isinstance(rows, np.ndarray) else rows
 
     def sample(self, index: int) -> Any:
         (row,) = self.read_samples(index, index + 1, batch=False)
@@ -532,69 +552,3 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
         "data_in must be a dataset, a sequence (with len and indexing) or an iterable. "
         f"Got {type(data_in).__name__}."
     )
-
-
-class _Lazy:
-    """A tensor's column of one block, read when the function first asks for one of its values (then
-    whole, once, and the tensor is read ahead with later blocks: `DatasetSource.note_used`)."""
-
-    __slots__ = ("_lock", "_parts", "_source", "_values", "name", "start", "stop")
-
-    def __init__(self, source: DatasetSource, name: str, start: int, stop: int) -> None:
-        self._source = source
-        self.name, self.start, self.stop = name, start, stop
-        self._values: Any = None
-        self._parts: dict[tuple[int, int], Any] = {}  # a batch's part is made once: numpy() is one array
-        self._lock = threading.Lock()
-
-    def values(self) -> Any:
-        if self._values is None:
-            with self._lock:  # a batch's rows may be taken on several threads
-                if self._values is None:
-                    self._values = self._source.read_column(self.name, self.start, self.stop)
-                    self._source.note_used(self.name)
-        return self._values
-
-    def sample(self, j: int) -> Any:
-        """Sample ``j`` of the block, as `lakecompute.compute._samples.column_rows` hands out samples."""
-        values = self.values()
-        if isinstance(values, np.ndarray) and values.ndim == 1:
-            return values[j, ...]  # a 0-d array, as .numpy() gives it
-        return values[j]
-
-    def nbytes(self, at: int, size: int) -> int:
-        """About how many bytes inputs ``at..at + size`` of the block hold decoded, from their stored
-        shapes (index rows: no sample is read)."""
-        reader = core_of(self._source.dataset()).reader(self.name)
-        itemsize = reader.dtype.itemsize if reader.dtype is not None else 1
-        positions = self._source.snap.positions[
-            self.start + at : self.start + min(at + size, self.stop - self.start)
-        ]
-        total = 0
-        for p in positions:
-            p = int(p)
-            total += int(np.prod(reader.shape_of(p))) * itemsize if p < reader.length else 0
-        return total
-
-    def part(self, at: int, size: int, staging: Staging | None) -> Any:
-        """Inputs ``at..at + size`` of the block, as a batch holds them (made once)."""
-        part = self._parts.get((at, size))
-        if part is None:
-            part = self._parts[(at, size)] = _batch_part(self.values(), at, size, staging)
-        return part
-
-
-def _part(column: Any, at: int, size: int, staging: Staging | None) -> Any:
-    """A batch's part of a column: deferred for a column read on first use."""
-    if isinstance(column, _Lazy):
-        return DeferredPart((column, at, size, staging))
-    return _batch_part(column, at, size, staging)
-
-
-def _batch_part(
-    column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None
-) -> np.ndarray | list[Any]:
-    """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
-    part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`)."""
-    part = column[at : at + size]
-    return stacked_list(part, staging) if isinstance(part, list) else part

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
+from lakecompute.compute._deferred import Deferred, DeferredSample, resolved
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.htypes import stack_samples
 
@@ -30,9 +31,6 @@ _tuplegetter: Any = type(collections.namedtuple("_Probe", "field").field)  # typ
 __all__ = [
     "SAMPLE_ROWS",
     "ColumnRow",
-    "Deferred",
-    "DeferredPart",
-    "DeferredSample",
     "InputRow",
     "InputValue",
     "RowMeta",
@@ -72,53 +70,6 @@ def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
     return tuple(
         TensorMeta(n, tensors[n].htype, json.dumps(dict(tensors[n].info), sort_keys=True)) for n in names
     )
-
-
-class Deferred(tuple):  # type: ignore[type-arg]
-    """A value not read yet: a tensor the function may never use is read when it first asks for it (then
-    for its whole block at once, see `lakecompute.compute.DatasetSource`). Made in C by ``map`` over
-    pairs, like the rows that hold it: nothing per sample costs a Python frame until it is read."""
-
-    __slots__ = ()
-
-    def get(self) -> Any:
-        """The value, read now (with the rest of its column's block, once)."""
-        raise NotImplementedError
-
-    def nbytes(self) -> int:
-        """About how many bytes the value will hold, from its stored shape (nothing is read)."""
-        raise NotImplementedError
-
-
-class DeferredSample(Deferred):
-    """Sample ``j`` of a column read on first use: ``DeferredSample((column, j))``."""
-
-    __slots__ = ()
-
-    def get(self) -> Any:
-        return tuple.__getitem__(self, 0).sample(tuple.__getitem__(self, 1))
-
-    def nbytes(self) -> int:
-        return int(tuple.__getitem__(self, 0).nbytes(tuple.__getitem__(self, 1), 1))
-
-
-class DeferredPart(Deferred):
-    """A batch's part of a column read on first use: ``DeferredPart((column, at, size, staging))``."""
-
-    __slots__ = ()
-
-    def get(self) -> Any:
-        column, at, size, staging = self
-        return column.part(at, size, staging)
-
-    def nbytes(self) -> int:
-        column, at, size, _ = self
-        return int(column.nbytes(at, size))
-
-
-def resolved(value: Any) -> Any:
-    """``value``, read now if it was deferred."""
-    return value.get() if isinstance(value, Deferred) else value
 
 
 class InputValue(tuple):  # type: ignore[type-arg]
@@ -212,18 +163,27 @@ class InputValue(tuple):  # type: ignore[type-arg]
 
 
 class InputRow:
-    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`."""
+    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`.
 
-    __slots__ = ("_values", "index")
+    Attributes:
+        index: the input's position in ``data_in`` (a batch's: its first input's).
+        row: for dataset input (a view included), the dataset row the input was read from (a batch's: its
+            first input's); for the rows a pipeline's step gives the next, the row of the input they came
+            from; None when ``data_in`` is not a dataset. Over a whole dataset ``row == index``; over
+            ``ds[100:200]``, input 0 is row 100.
+    """
+
+    __slots__ = ("_values", "index", "row")
 
     #: The tensors the values were read from, by name: set on the classes `row_class` makes for rows
     #: read from a dataset (a class attribute: nothing per row).
     _meta: ClassVar[Mapping[str, TensorMeta]] = {}
     _row_meta: ClassVar[RowMeta] = ()
 
-    def __init__(self, values: Mapping[str, Any], index: int) -> None:
+    def __init__(self, values: Mapping[str, Any], index: int, row: int | None = None) -> None:
         self._values = values
         self.index = index
+        self.row = row
 
     def _value(self, name: str) -> InputValue:
         return InputValue((self._values[name], self._meta.get(name)))
@@ -259,16 +219,16 @@ class InputRow:
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (self.to_dict(), self.index))
-        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
-        return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
+        return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._values)!r})"
 
 
-def _typed_row(values: dict[str, Any], index: int, meta: RowMeta) -> InputRow:
+def _typed_row(values: dict[str, Any], index: int, meta: RowMeta, row: int | None = None) -> InputRow:
     """A row read from a dataset, rebuilt after pickling (its class keeps the tensors' meta)."""
-    return row_class(tuple(values), meta)(values, index)
+    return row_class(tuple(values), meta)(values, index, row)
 
 
 def _meta_attrs(meta: RowMeta) -> dict[str, Any]:
@@ -294,9 +254,9 @@ def _tensor_property(name: str, meta: TensorMeta | None) -> property:
 
 
 class ColumnRow(tuple):  # type: ignore[type-arg]
-    """A row of a block that was read column by column (dataset input): ``(value, ..., index)``.
+    """A row of a block that was read column by column (dataset input): ``(value, ..., index, row)``.
 
-    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``keys()``,
+    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``row``, ``keys()``,
     ``tensors``, ``to_dict()``, pickling as a plain row, with its meta), but is built in C by
     `column_rows` and its tensors are C field accessors: the per-sample cost of a row is a few tuple
     constructions. Each names-set and meta has its subclass (`column_row_class`); ``_names`` are its
@@ -311,6 +271,10 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
     @property
     def index(self) -> int:  # type: ignore[override]  # the input's position, as InputRow.index
         return int(tuple.__getitem__(self, len(self._names)))
+
+    @property
+    def row(self) -> int:  # the dataset row, as InputRow.row
+        return int(tuple.__getitem__(self, len(self._names) + 1))
 
     def _tensor(self, name: object) -> InputValue | None:
         at = self._at.get(name) if isinstance(name, str) else None
@@ -360,11 +324,11 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (self.to_dict(), self.index))
-        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
-        return f"Row(index={self.index}, tensors={sorted(self._names)!r})"
+        return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._names)!r})"
 
 
 _COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
@@ -386,6 +350,7 @@ def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnR
             if _plain_name(n, ColumnRow):
                 attrs[n] = _tuplegetter(k, f"tensor {n!r}")
         attrs["index"] = _tuplegetter(len(names), "the input's position in data_in")
+        attrs["row"] = _tuplegetter(len(names) + 1, "the dataset row the input was read from")
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
             _COLUMN_ROW_CLASSES[(names, meta)] = cls
@@ -404,18 +369,19 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
 
 
 def column_rows(
-    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = ()
+    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = (), rows: Iterable[int] | None = None
 ) -> Iterator[ColumnRow]:
     """The rows ``start .. start + count`` of a block read column by column (each column holds ``count``
-    values; ``meta``: the tensors they were read from), made lazily, in C: a row that user code does not
-    keep is freed at once."""
+    values; ``meta``: the tensors they were read from; ``rows``: the dataset rows they were read from,
+    ``start ..`` by default), made lazily, in C: a row that user code does not keep is freed at once."""
     cls = column_row_class(tuple(columns), meta)
     by_name = {m.name: m for m in meta}
     values = [
         map(InputValue, zip(_per_sample(c, count), itertools.repeat(by_name.get(name))))
         for name, c in columns.items()
     ]
-    return map(cls, zip(*values, range(start, start + count), strict=True))
+    rows = range(start, start + count) if rows is None else rows
+    return map(cls, zip(*values, range(start, start + count), rows, strict=True))
 
 
 def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:

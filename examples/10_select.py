@@ -40,7 +40,7 @@ print(f"large objects: {sum(large.count_values('categories').values())} in {len(
       f"filtered together: {sorted(group.names)}")  # fmt: skip
 
 # pycocotools reads the export of the view: the kept annotations only.
-large.export_coco("./large/instances.json", "./large/images")
+large.export_coco("./large/instances.json", "./large/images", progressbar=False)
 with contextlib.redirect_stdout(io.StringIO()):  # COCO() prints progress
     coco = COCO("./large/instances.json")
 kept = {a["id"] for a in in_json if a["bbox"][2] * a["bbox"][3] > 800}

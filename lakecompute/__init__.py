@@ -15,8 +15,7 @@ from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorDiff, 
 from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
 from lakecompute.schedulers import worker_device
-from lakecompute.select import Expr, col
-from lakecompute.select import parse_expression as expr
+from lakecompute.select import Expr, col, expr
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ that other front ends (the command line, the viewer's JSON API) call them as the
 """
 
 from lakecompute.select._expr import MAX_DEPTH, Expr, col
-from lakecompute.select._parse import MAX_TEXT, parse_expression
+from lakecompute.select._parse import MAX_TEXT, expr, parse_expression
 from lakecompute.select._queries import bounds, count_values, distinct, filter_mask, sort_order
 from lakecompute.select._scan import typed_for
 from lakecompute.select._views import filter_labels_view, filter_view, shuffle_view, sort_view
@@ -23,6 +23,7 @@ __all__ = [
     "col",
     "count_values",
     "distinct",
+    "expr",
     "filter_labels_view",
     "filter_mask",
     "filter_view",

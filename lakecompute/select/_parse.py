@@ -37,7 +37,7 @@ from lakecompute.select._expr import (
 )
 from lakecompute.specs import parse_tensor_name
 
-__all__ = ["MAX_TEXT", "parse_expression"]
+__all__ = ["MAX_TEXT", "expr", "parse_expression"]
 
 #: The longest expression text read (longer text is refused before it is looked at).
 MAX_TEXT: Final = 100_000
@@ -406,7 +406,7 @@ class _Parser:
             raise ExpressionError(exc.detail, self.text, at.position) from None
 
 
-def parse_expression(text: str) -> Expr:
+def expr(text: str) -> Expr:
     """Read an expression from its text: ``lc.expr("labels == 'cat' and score > 0.5")``.
 
     The language is the text form of `lakecompute.col` expressions (``str(expr)`` is such text): tensor
@@ -430,6 +430,11 @@ def parse_expression(text: str) -> Expr:
         >>> str(lc.expr("labels=='cat' & not meta [ 'hard' ]"))
         "labels == 'cat' and not meta['hard']"
     """
+    return parse_expression(text)
+
+
+def parse_expression(text: str) -> Expr:
+    """Check and read an expression's text (`expr`, the public name, says how)."""
     if not isinstance(text, str):
         raise InvalidTypeError(f"Expected an expression's text as str. Got {type(text).__name__}.")
     if len(text) > MAX_TEXT:

@@ -99,7 +99,7 @@ def _count_rows(tmp: str, runs: int, n: int) -> list[Row]:
 
 
 def _typed_array(path: str, tensor: str) -> str:
-    """The typed zarr array ``compact()`` made of ``tensor`` (``tensors/<name>/<id>``), relative to ``path``."""
+    """The typed zarr array ``compact()`` made of ``tensor`` (``tensors/<name>/<id>``), under ``path``."""
     import glob
     import json
     import os
@@ -135,7 +135,7 @@ def _relabel_rows(tmp: str, runs: int, n: int) -> list[Row]:
 
 @suite("select")
 def select(opts: Any) -> list[Row]:
-    """Selecting by value: filter(expr) vs filter(fn), count_values vs zarr + np.unique, relabel beside images."""
+    """Selecting by value: filter(expr) vs filter(fn), count_values vs zarr + np.unique, relabel in place."""
     quick = bool(getattr(opts, "quick", False))
     runs = max(1, int(getattr(opts, "runs", 3)))
     with scratch_dir("lc-bench-select-") as tmp:

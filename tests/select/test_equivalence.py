@@ -381,8 +381,10 @@ def test_images_are_refused_by_name() -> None:
 
 
 EVERY_NAMES = st.sampled_from(
-    "labels score count flag categories boxes scores caption meta emb polygons masks keypoints segmask images".split()
-    + ["nope"]
+    [
+        *("labels", "score", "count", "flag", "categories", "boxes", "scores", "caption", "meta", "emb"),
+        *("polygons", "masks", "keypoints", "segmask", "images", "nope"),
+    ]
 )
 
 

@@ -91,4 +91,5 @@ def test_a_filter_labels_view_stays_on_its_version() -> None:
     view = ds.filter_labels("labels == 'b'")
     ds.labels[0] = np.uint32([1, 1, 1])
     assert [v.tolist() for v in view.labels.numpy(aslist=True)] == [[1], [1]]
-    assert [v.tolist() for v in ds.filter_labels("labels == 'b'").labels.numpy(aslist=True)] == [[1, 1, 1], [1]]
+    again = ds.filter_labels("labels == 'b'")
+    assert [v.tolist() for v in again.labels.numpy(aslist=True)] == [[1, 1, 1], [1]]

@@ -7,7 +7,6 @@ import os
 import re
 import sys
 import textwrap
-import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
 from lakecompute.viz import contact_sheet
 from tests.helpers import make_numbers, make_out
-from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
+from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 
@@ -208,6 +207,29 @@ def _replaced(tmp: Path) -> Any:
     return pickle.loads(blob)
 
 
+def _replaced_copy(tmp: Path) -> Any:
+    import pickle
+    import shutil
+
+    src = _numbers(tmp)
+    shutil.copytree(tmp / "src", tmp / "copy")
+    src.x[0] = -1
+    lc.load(str(tmp / "copy")).x[0] = -2  # the same version number, other content
+    blob = pickle.dumps(lc.load(str(tmp / "src")))
+    shutil.rmtree(tmp / "src")
+    shutil.move(str(tmp / "copy"), str(tmp / "src"))
+    return pickle.loads(blob)
+
+
+def _tag_of_missing_version(tmp: Path) -> Any:
+    import json
+
+    ds = _numbers(tmp)
+    (tmp / "src" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
+    (tmp / "src" / "refs" / "tags" / "gone.json").write_text(json.dumps({"version": 99, "created": 0.0}))
+    return lc.load(ds.path, version="gone")
+
+
 def _image_depth(tmp: Path) -> Any:
     from tests.test_image_depth import png16
 
@@ -320,16 +342,6 @@ def _worker_died(tmp: Path) -> Any:
         double().eval(list(range(20)), _out(tmp), num_workers=2, checkpoint_interval=5, progressbar=False)
 
 
-LOCK = threading.Lock()
-
-
-@lc.compute
-def reads_lock(sample_in: Any, sample_out: Any) -> None:
-    """Write x, reading a global that has no stable identity."""
-    with LOCK:
-        sample_out.x.append(int(sample_in))
-
-
 @lc.compute
 def drops_odd(sample_in: Any, sample_out: Any) -> None:
     """Relabel even rows only: a filter, which in place would misalign the kept tensors."""
@@ -408,6 +420,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "linked-file": _linked,
     "interrupted-delete": _interrupted_delete,
     "replaced": _replaced,
+    "replaced-copy": _replaced_copy,
     "ingest-overlap": _ingest_overlap,
     "image-depth": _image_depth,
     "ingest-resume-conflict": _ingest_resume_conflict,
@@ -452,9 +465,18 @@ CASES: dict[str, Callable[[Path], Any]] = {
         lc.load(str(t / "src")).checkout("exp", create=True),
     ],
     "bad-ref-name": lambda t: _numbers(t).checkout("a/b", create=True),
+    "bad-version-name": lambda t: lc.load(str(_numbers(t).path), version="²"),
+    "checkout-version": lambda t: _numbers(t).checkout(2),  # type: ignore[arg-type]
+    "ref-names-missing-version": _tag_of_missing_version,
     "merge-conflict": _merge_conflict,
     "delete-current-branch": _delete_current_branch,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
+    "expression-syntax": lambda t: _ds(t).filter("__import__('os').system('x')"),
+    "expression-unknown-tensor": lambda t: _ds(t).filter("lables == 'cat'"),
+    "expression-class-name": lambda t: _ds(t).filter(lc.col("labels") == "cow"),
+    "expression-types": lambda t: _ds(t).filter("labels > 'cat'"),
+    "expression-too-deep": lambda t: lc.expr("(" * 10_000 + "x" + ")" * 10_000),
+    "filter-labels-per-row": lambda t: _ds(t).filter_labels("x > 0"),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),
     # -- evals ---------------------------------------------------------------------------------
@@ -495,9 +517,6 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "factory-eval": lambda t: double.eval(list(range(5)), _out(t)),
     "rng-bound": lambda t: with_rng(rng=1),
     "seed": lambda t: double().eval(list(range(5)), _out(t), seed=-1),
-    "fingerprint-global": lambda t: reads_lock().eval(
-        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
-    ),
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
@@ -513,9 +532,6 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "eval-commit-conflict": _eval_conflict,
     "eval-unfinished": _eval_unfinished,
     "eval-resume-conflict": _eval_resume_conflict,
-    "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(
-        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
-    ),
     "fingerprint-stream": lambda t: double().eval(
         (i for i in range(5)), _out(t), checkpoint_interval=2, progressbar=False
     ),

@@ -139,10 +139,7 @@ def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
     """What the versions an eval commits record of it: its functions, a fingerprint of their code and
     arguments, and what it read (None where they cannot be fingerprinted)."""
     origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions]}
-    try:
-        origin["code"] = fingerprint_code(pipeline)
-    except FingerprintError:
-        origin["code"] = None
+    origin["code"] = fingerprint_code(pipeline)
     try:
         # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
         # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
@@ -191,8 +188,8 @@ def _fingerprint(
     """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted.
 
     An input without an identity (a torch dataset, a generator) warns at the call that the eval is not
-    recorded (a rerun appends its outputs again); functions that cannot be fingerprinted (a model object
-    bound as an argument, an augmentation pipeline) leave it unrecorded quietly, as they always did.
+    recorded (a rerun appends its outputs again); a value the functions bind that cannot be fingerprinted
+    (a model object bound as an argument) is identified by its type, and `fingerprint_eval` warns.
     """
     try:
         identity = source.identity()
@@ -209,7 +206,7 @@ def _fingerprint(
         # The input is the version the eval started from; and its tensors are not part of the
         # identity, so that the eval that filled a new column is the same eval once it holds data
         # (a completed in-place eval is recognised only right after itself: nothing changed since).
-        identity = {**identity, "version": None, "tensors": None}
+        identity = {**identity, "version": None, "digest": None, "tensors": None}
     output = {
         "id": out.id,  # the dataset, not its path: one made again at the path has no records
         "in_place": in_place,

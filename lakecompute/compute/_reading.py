@@ -3,8 +3,8 @@
 A worker placed on a device (`placed`) reads for a model on a GPU: it decodes its images in helper
 processes (`start_decoding_helpers`) and stacks its batches in page-locked memory
 (`lakecompute.schedulers.pinned_staging`), so that the thread running the model keeps its GIL and its
-host-to-device copies are only queued. With ``decode_on_device`` its readers decode JPEG images on the
-GPU instead (`decode_device`, `lakecompute.htypes.decoding_on`).
+host-to-device copies are only queued. With ``decode_on_device`` its reads decode JPEG images on the
+GPU instead (`decode_device`, `lakecompute.compute.DatasetSource.decode_on`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lakecompute.compute._job import Job, Task
 from lakecompute.compute._options import EvalOptions
 from lakecompute.compute._overlap import ReadAhead, Stages
 from lakecompute.errors import InvalidArgumentError, warn
-from lakecompute.htypes import decode_in_processes, decoding_on
+from lakecompute.htypes import decode_in_processes
 from lakecompute.schedulers import pinned_staging, take_next_task, usable_cpus, worker_device
 
 __all__ = [
@@ -119,11 +119,8 @@ def readers(job: Job) -> int:
 def read_samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
     """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size), read
     now; the pairs and rows of dataset input are made as they are taken."""
-    device = decode_device(job)
-    if device is None:
-        return _read(job, task, start, stop)
-    with decoding_on(device):
-        return _read(job, task, start, stop)
+    job.source.decode_on(decode_device(job))
+    return _read(job, task, start, stop)
 
 
 def _read(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:

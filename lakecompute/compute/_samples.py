@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
+from lakecompute.compute._deferred import Deferred, DeferredSample, resolved
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.htypes import is_tensor, stack_samples
 from lakecompute.schedulers import worker_device
@@ -86,6 +87,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
     _value: Any = _tuplegetter(0, "the value")
     _meta: TensorMeta | None = _tuplegetter(1, "the tensor the value was read from, if known")
 
+    def held(self) -> Any:
+        """The value as held: a `Deferred` for a tensor not read yet (the function has not asked)."""
+        return self._value
+
     @property
     def htype(self) -> str | None:
         """The htype of the tensor the value was read from (None: not read from a dataset's tensor)."""
@@ -109,6 +114,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         v = self._value
         if v.__class__ is np.ndarray:  # the common case first: called once per tensor per sample
             return v
+        if isinstance(v, Deferred):  # a tensor read when first used
+            v = v.get()
+            if v.__class__ is np.ndarray:
+                return v
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, list):
@@ -133,21 +142,23 @@ class InputValue(tuple):  # type: ignore[type-arg]
         import torch
 
         device = worker_device()
-        v = self._value
+        v = resolved(self._value)
         if not is_tensor(v):
             arr = self.numpy()
             v = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
         return v if str(v.device) == device else v.to(device, non_blocking=True)
 
     def text(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     def data(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self._value))
+        return tuple(np.shape(resolved(self._value)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -168,10 +179,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return True
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputValue, ((self._value, self._meta),))
+        return (InputValue, ((resolved(self._value), self._meta),))
 
     def __repr__(self) -> str:
-        return f"InputValue({self._value!r:.60})"
+        return f"InputValue({resolved(self._value)!r:.60})"
 
 
 #: Values that are never tensors, the usual ones: `InputValue.numpy` asks no more of them (it is called
@@ -189,18 +200,27 @@ def _on_host(value: Any) -> Any:
 
 
 class InputRow:
-    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`."""
+    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`.
 
-    __slots__ = ("_values", "index")
+    Attributes:
+        index: the input's position in ``data_in`` (a batch's: its first input's).
+        row: for dataset input (a view included), the dataset row the input was read from (a batch's: its
+            first input's); for the rows a pipeline's step gives the next, the row of the input they came
+            from; None when ``data_in`` is not a dataset. Over a whole dataset ``row == index``; over
+            ``ds[100:200]``, input 0 is row 100.
+    """
+
+    __slots__ = ("_values", "index", "row")
 
     #: The tensors the values were read from, by name: set on the classes `row_class` makes for rows
     #: read from a dataset (a class attribute: nothing per row).
     _meta: ClassVar[Mapping[str, TensorMeta]] = {}
     _row_meta: ClassVar[RowMeta] = ()
 
-    def __init__(self, values: Mapping[str, Any], index: int) -> None:
+    def __init__(self, values: Mapping[str, Any], index: int, row: int | None = None) -> None:
         self._values = values
         self.index = index
+        self.row = row
 
     def _value(self, name: str) -> InputValue:
         return InputValue((self._values[name], self._meta.get(name)))
@@ -232,20 +252,20 @@ class InputRow:
         return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return {name: resolved(value) for name, value in self._values.items()}
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (dict(self._values), self.index))
-        return (_typed_row, (dict(self._values), self.index, self._row_meta))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
-        return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
+        return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._values)!r})"
 
 
-def _typed_row(values: dict[str, Any], index: int, meta: RowMeta) -> InputRow:
+def _typed_row(values: dict[str, Any], index: int, meta: RowMeta, row: int | None = None) -> InputRow:
     """A row read from a dataset, rebuilt after pickling (its class keeps the tensors' meta)."""
-    return row_class(tuple(values), meta)(values, index)
+    return row_class(tuple(values), meta)(values, index, row)
 
 
 def _meta_attrs(meta: RowMeta) -> dict[str, Any]:
@@ -271,9 +291,9 @@ def _tensor_property(name: str, meta: TensorMeta | None) -> property:
 
 
 class ColumnRow(tuple):  # type: ignore[type-arg]
-    """A row of a block that was read column by column (dataset input): ``(value, ..., index)``.
+    """A row of a block that was read column by column (dataset input): ``(value, ..., index, row)``.
 
-    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``keys()``,
+    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``row``, ``keys()``,
     ``tensors``, ``to_dict()``, pickling as a plain row, with its meta), but is built in C by
     `column_rows` and its tensors are C field accessors: the per-sample cost of a row is a few tuple
     constructions. Each names-set and meta has its subclass (`column_row_class`); ``_names`` are its
@@ -288,6 +308,10 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
     @property
     def index(self) -> int:  # type: ignore[override]  # the input's position, as InputRow.index
         return int(tuple.__getitem__(self, len(self._names)))
+
+    @property
+    def row(self) -> int:  # the dataset row, as InputRow.row
+        return int(tuple.__getitem__(self, len(self._names) + 1))
 
     def _tensor(self, name: object) -> InputValue | None:
         at = self._at.get(name) if isinstance(name, str) else None
@@ -337,11 +361,11 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (self.to_dict(), self.index))
-        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
-        return f"Row(index={self.index}, tensors={sorted(self._names)!r})"
+        return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._names)!r})"
 
 
 _COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
@@ -363,6 +387,7 @@ def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnR
             if _plain_name(n, ColumnRow):
                 attrs[n] = _tuplegetter(k, f"tensor {n!r}")
         attrs["index"] = _tuplegetter(len(names), "the input's position in data_in")
+        attrs["row"] = _tuplegetter(len(names) + 1, "the dataset row the input was read from")
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
             _COLUMN_ROW_CLASSES[(names, meta)] = cls
@@ -375,22 +400,25 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
     or a list's items."""
     if isinstance(column, np.ndarray) and column.ndim == 1:
         return map(column.__getitem__, zip(range(count), itertools.repeat(Ellipsis)))
+    if hasattr(column, "sample"):  # a column read on first use: a deferred value per sample
+        return map(DeferredSample, zip(itertools.repeat(column), range(count)))
     return iter(column)
 
 
 def column_rows(
-    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = ()
+    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = (), rows: Iterable[int] | None = None
 ) -> Iterator[ColumnRow]:
     """The rows ``start .. start + count`` of a block read column by column (each column holds ``count``
-    values; ``meta``: the tensors they were read from), made lazily, in C: a row that user code does not
-    keep is freed at once."""
+    values; ``meta``: the tensors they were read from; ``rows``: the dataset rows they were read from,
+    ``start ..`` by default), made lazily, in C: a row that user code does not keep is freed at once."""
     cls = column_row_class(tuple(columns), meta)
     by_name = {m.name: m for m in meta}
     values = [
         map(InputValue, zip(_per_sample(c, count), itertools.repeat(by_name.get(name))))
         for name, c in columns.items()
     ]
-    return map(cls, zip(*values, range(start, start + count), strict=True))
+    rows = range(start, start + count) if rows is None else rows
+    return map(cls, zip(*values, range(start, start + count), rows, strict=True))
 
 
 def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:

@@ -78,6 +78,8 @@ class _TaskRun:
         self.job = job
         self.task = task
         self.decided = task.decided
+        if task.decided.read is not None:  # what the preflight's functions read: read ahead with each block
+            job.source.expect(task.decided.read)
         self.progress = progress
         self.stages = stages_for(job.token, job.pipeline, job.parent_pid)
         self.writer = TaskWriter(job.grant, task.decided.schema, task.number)
@@ -320,7 +322,8 @@ class _TaskRun:
             stage = failure if isinstance(failure, StageFailure) else None
             raise TaskStop(task_failure(index, function, exc, self.job.parent_pid, stage))
         tb = "".join(traceback.format_exception(exc))
-        self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb))
+        row = self.job.source.row_of(index)
+        self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb, row))
 
     # -- writing ---------------------------------------------------------------------------------
     def drain(self) -> None:
@@ -552,7 +555,7 @@ def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         run.drain()
     except TaskStop as stop_at:
         return TaskResult(task.number, task.start, stop, {}, {}, (), stop_at.failure, decisions, block)
-    return replace(run.result(), decisions=decisions, block=block)
+    return replace(run.result(), decisions=decisions, block=block, read=job.source.used_tensors())
 
 
 def _replay(

@@ -9,6 +9,7 @@ for the same version number wins; on a local disk that is ``os.link`` of a finis
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -17,7 +18,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
@@ -128,6 +129,28 @@ class Backend(ABC):
         """A filesystem path for ``key`` when the backend is a local disk, else None."""
         return None
 
+    def place(self) -> tuple[str, ...]:
+        """Where the dataset's bytes are, resolved: the store (its kind, and for S3 the endpoint and
+        bucket), then the parts of the path in it (a local path with its symbolic links followed), so
+        that two locations are one exactly when their places are, and one is inside the other when its
+        place starts with the other's."""
+        return ("url", *self.spec.url.split("/"))
+
+    def overlap(self, other: Backend) -> Literal["same", "inside", "contains"] | None:
+        """How this location lies to ``other``'s: the same place, inside it, containing it, or apart.
+
+        Writing one never touches the other only when they are apart: a copy, an overwrite or a delete
+        of a location that is, contains or is inside a dataset's would remove that dataset's files.
+        """
+        mine, theirs = self.place(), other.place()
+        if mine == theirs:
+            return "same"
+        if mine[: len(theirs)] == theirs:
+            return "inside"
+        if theirs[: len(mine)] == mine:
+            return "contains"
+        return None
+
 
 def check_key(key: str) -> str:
     """``key`` if it is a relative path of plain names (no ``..``, ``.``, empty parts or absolute path).
@@ -187,6 +210,19 @@ class LocalBackend(Backend):
     def local_path(self, key: str) -> str | None:
         return str(self._p(key))
 
+    def place(self) -> tuple[str, ...]:
+        return ("file", *Path(os.path.realpath(self.root)).parts)
+
+    def overlap(self, other: Backend) -> Literal["same", "inside", "contains"] | None:
+        """As `Backend.overlap`, with the real paths (links followed), and beyond them the folders
+        themselves: a bind mount or another name of one folder is the same folder."""
+        found = super().overlap(other)
+        if found is not None or not isinstance(other, LocalBackend):
+            return found
+        if _same_folder_among(self.root, other.root):
+            return "same" if _same_folder_among(other.root, self.root, ancestors=False) else "inside"
+        return "contains" if _same_folder_among(other.root, self.root) else None
+
     def _refuse_links(self, key: str) -> None:
         if self._linked(key):
             raise DatasetCorruptError(
@@ -197,11 +233,20 @@ class LocalBackend(Backend):
             )
 
     def read(self, key: str) -> bytes | None:
-        self._refuse_links(key)
+        # The folders are checked (remembered once plain); the file itself is opened without following
+        # a link, which saves a system call per read (a history's log reads a file per version).
+        self._refuse_links(key.rpartition("/")[0])
         try:
-            return self._p(key).read_bytes()
+            fd = os.open(os.path.join(self._root_text, check_key(key)), os.O_RDONLY | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self._refuse_links(key)
+            raise
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                return fh.read()
         except IsADirectoryError:
             raise DatasetCorruptError(
                 self.url,
@@ -289,6 +334,23 @@ _MEMORY: dict[str, dict[str, Buffer]] = {}
 _MEMORY_LOCK = threading.Lock()
 
 
+def _same_folder_among(path: Path, folder: Path, ancestors: bool = True) -> bool:
+    """Whether ``folder`` (an existing one) is ``path`` or, with ``ancestors``, one of the folders above
+    it, by what they are on disk (device and inode), not by their names."""
+    try:
+        target = os.stat(folder)
+    except OSError:
+        return False
+    for candidate in [path, *(path.parents if ancestors else ())]:
+        try:
+            found = os.stat(candidate)
+        except OSError:
+            continue  # not there (yet): a name, not a folder
+        if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+            return True
+    return False
+
+
 class MemoryBackend(Backend):
     """A dataset held in this process (``mem://name``), for tests and scratch work."""
 
@@ -303,6 +365,9 @@ class MemoryBackend(Backend):
 
     def zarr_store(self) -> Store:
         return self._store
+
+    def place(self) -> tuple[str, ...]:
+        return ("mem", *self.name.split("/"))
 
     def read(self, key: str) -> bytes | None:
         value = self._files.get(check_key(key))

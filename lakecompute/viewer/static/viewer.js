@@ -61,6 +61,7 @@ function showError(err, where) {
 }
 
 function clear(node) { node.replaceChildren(); return node; }
+function fill(node, ...children) { node.replaceChildren(...children.filter((c) => c !== null && c !== undefined)); }
 const main = () => document.getElementById("main");
 const versionParam = () => state.version;
 
@@ -200,7 +201,8 @@ async function gridPage(info) {
 // -- the sample page -------------------------------------------------------------------------------
 function valueText(entry) {
   if (entry.missing) return "(no sample at this row)";
-  const shown = JSON.stringify(entry.value, null, Array.isArray(entry.value) && entry.value.length > 16 ? 0 : 1);
+  const nested = entry.value !== null && typeof entry.value === "object" && !Array.isArray(entry.value);
+  const shown = JSON.stringify(entry.value, null, nested ? 1 : 0);
   const names = entry.names ? `  ${JSON.stringify(entry.names)}` : "";
   return (shown === undefined ? "" : shown) + names + (entry.truncated ? `  … (first values of shape ${JSON.stringify(entry.shape)})` : "");
 }
@@ -352,7 +354,7 @@ async function diffPage() {
       el("figcaption", {}, el("a", { href: link(`/sample/${r.index}`, { version: data.b }), text: `row ${r.index}` }))));
     const more = data.replaced.total > data.replaced.offset + pairs.length
       ? el("a", { href: link("/diff", { a: data.a, b: data.b, page: state.page + 1 }), text: "more replaced rows →" }) : null;
-    main().replaceChildren(form, el("pre", { class: "diff-text", text: data.text }), countsTable(data),
+    fill(main(), form, el("pre", { class: "diff-text", text: data.text }), countsTable(data),
       el("h3", { text: `Replaced rows (${data.replaced.total}), v${data.a} | v${data.b}` }),
       el("div", { class: "pairs", id: "pairs" }, ...pairs), more);
   } catch (err) {

@@ -1,0 +1,125 @@
+"""What the viewer's tests share: a small detection dataset with history, and a raw HTTP client.
+
+The dataset (`make_scene`): 24 PNG images of 48x48 (flat grey, so that overlays are easy to find), a
+class label per image, one box per image with its class (``categories``, per object), masks, keypoints,
+polygons, a caption, a json value and a float score. Its history: the data commit tagged ``v1.0``, then a
+branch ``experiment`` where an eval flipped every image in place, then on main one row's label replaced.
+
+`fetch` sends a request exactly as written (no normalisation of ``..`` or of %-escapes), so the tests
+see what the server does with hostile paths.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+import lakecompute as lc
+
+N = 24
+SIZE = 48
+CLASSES = ["cat", "dog", "bird"]
+#: Row 0's box, in pixels (xyxy): its left edge is at x = 6.
+BOX = (6.0, 8.0, 30.0, 40.0)
+GREY = 128
+
+
+@lc.compute
+def flip_images(sample_in: Any, sample_out: Any) -> None:
+    """The eval the history's branch runs in place: every image flipped upside down."""
+    sample_out.images.append(np.flip(sample_in.images.numpy(), axis=0))
+
+
+def _image(i: int) -> np.ndarray:
+    img = np.full((SIZE, SIZE, 3), GREY, np.uint8)
+    img[: SIZE // 2, :, 0] = 10 * i % 256  # the top half's red tells the rows (and a flip) apart
+    return img
+
+
+def _row(i: int) -> dict[str, Any]:
+    x1, y1, x2, y2 = BOX
+    box = np.array([[x1 + i % 5, y1, x2, y2]], np.float32)
+    mask = np.zeros((SIZE, SIZE, 1), bool)
+    mask[36:44, 36:44] = True
+    return {
+        "images": _image(i),
+        "labels": i % 3,
+        "boxes": box,
+        "categories": [i % 3],
+        "masks": mask,
+        "keypoints": np.array([[[40, 10, 2], [44, 14, 2]]], np.float32),
+        "polygons": [[[20, 20, 28, 20, 24, 28]]],
+        "caption": f"row {i}",
+        "meta": {"i": i, "odd": bool(i % 2)},
+        "score": np.float32(i / N),
+    }
+
+
+def make_scene(path: str, storage_options: dict[str, Any] | None = None) -> lc.Dataset:
+    """The dataset of the module docstring at ``path``, on main."""
+    ds = lc.empty(path, overwrite=True, storage_options=storage_options)
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("labels", htype="class_label", class_names=CLASSES)
+        ds.create_tensor("boxes", htype="bbox", format="xyxy")
+        ds.create_tensor("categories", htype="class_label", class_names=CLASSES)
+        ds.create_tensor("masks", htype="binary_mask")
+        ds.create_tensor("keypoints", htype="keypoints", skeleton=[[1, 2]])
+        ds.create_tensor("polygons", htype="polygon")
+        ds.create_tensor("caption", htype="text")
+        ds.create_tensor("meta", htype="json")
+        ds.create_tensor("score", dtype="float32")
+    with ds:
+        for i in range(N):
+            ds.append(_row(i))
+    ds.tag("v1.0")
+    ds.checkout("experiment", create=True)
+    flip_images().eval(ds, num_workers=0, skip_ok=True, progressbar=False)
+    ds.checkout("main")
+    ds.labels[5] = 0
+    return ds
+
+
+@dataclass(frozen=True)
+class Response:
+    """What the server answered."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def fetch(base: str, target: str, method: str = "GET", headers: dict[str, str] | None = None) -> Response:
+    """Send ``method target`` (sent as written) to the server at URL ``base``."""
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    try:
+        conn.putrequest(method, target, skip_host=headers is not None and "Host" in headers)
+        for name, value in (headers or {}).items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        reply = conn.getresponse()
+        return Response(reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read())
+    finally:
+        conn.close()
+
+
+def get_json(base: str, target: str) -> Any:
+    """``GET target``, which must answer 200 with JSON."""
+    reply = fetch(base, target)
+    assert reply.status == 200, (target, reply.status, reply.body[:300])
+    assert reply.headers["content-type"] == "application/json; charset=utf-8"
+    return reply.json()
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it comes back from JSON (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value))

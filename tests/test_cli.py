@@ -20,7 +20,7 @@ from tests.helpers import run_cli
 
 SUBCOMMANDS = [
     "info", "log", "restore", "diff", "ingest-classification", "ingest-coco", "ingest-yolo", "compact",
-    "vacuum", "show", "demo"
+    "vacuum", "show", "view", "demo"
 ]  # fmt: skip
 
 

@@ -187,6 +187,13 @@ class _Handler(BaseHTTPRequestHandler):
         reply = _json({"error": "MethodNotAllowed", "message": message, "status": 405}, 405)
         self._send(Reply(405, reply.body, reply.media, headers={"Allow": self.ALLOWED}))
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # http.server's own refusals (a request line too long, bad syntax) as JSON, with the same headers
+        # as every other answer.
+        self.close_connection = True
+        text = message or HTTPStatus(code).phrase
+        self._send(_json({"error": HTTPStatus(code).phrase, "message": text, "status": code}, code))
+
     def _answer(self) -> Reply:
         refused = self.server.check_host(self.headers.get("Host"))
         if refused is not None:

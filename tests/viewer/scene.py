@@ -1,6 +1,6 @@
 """What the viewer's tests share: a small detection dataset with history, and a raw HTTP client.
 
-The dataset (`make_scene`): 24 PNG images of 48x48 (flat grey, so that overlays are easy to find), a
+The dataset (`make_scene`): 24 PNG images of 48x48 (a gradient with a shape of the row's class), a
 class label per image, one box per image with its class (``categories``, per object), masks, keypoints,
 polygons, a caption, a json value and a float score. Its history: the data commit tagged ``v1.0``, then a
 branch ``experiment`` where an eval flipped every image in place, then on main one row's label replaced.
@@ -26,7 +26,6 @@ SIZE = 48
 CLASSES = ["cat", "dog", "bird"]
 #: Row 0's box, in pixels (xyxy): its left edge is at x = 6.
 BOX = (6.0, 8.0, 30.0, 40.0)
-GREY = 128
 
 
 @lc.compute
@@ -36,8 +35,19 @@ def flip_images(sample_in: Any, sample_out: Any) -> None:
 
 
 def _image(i: int) -> np.ndarray:
-    img = np.full((SIZE, SIZE, 3), GREY, np.uint8)
-    img[: SIZE // 2, :, 0] = 10 * i % 256  # the top half's red tells the rows (and a flip) apart
+    """A dusk gradient (top to bottom, so a flip shows) with a shape of the row's class in its box."""
+    y = np.linspace(0.0, 1.0, SIZE)[:, None, None]
+    img = np.broadcast_to(np.array([30, 40, 80]) + y * np.array([90, 70, 40]), (SIZE, SIZE, 3)).astype(np.uint8)
+    img = img.copy()
+    yy, xx = np.mgrid[:SIZE, :SIZE]
+    x1, y1, x2, y2 = BOX[0] + i % 5 + 4, BOX[1] + 4, BOX[2] - 4, BOX[3] - 4
+    cx, cy, r = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) / 2
+    inside = [
+        (xx - cx) ** 2 + (yy - cy) ** 2 <= r**2,  # cat: a disc
+        (xx >= x1) & (xx <= x2) & (yy >= y1) & (yy <= y2),  # dog: a square
+        (yy >= y1) & (yy <= y2) & (np.abs(xx - cx) <= (yy - y1) / 2),  # bird: a triangle
+    ][i % 3]
+    img[inside] = (200, 180 - 5 * i, 60 + 6 * i)
     return img
 
 

@@ -199,8 +199,16 @@ async function gridPage(info) {
 }
 
 // -- the sample page -------------------------------------------------------------------------------
+function leaves(value) { return Array.isArray(value) ? value.flat(Infinity) : [value]; }
+
 function valueText(entry) {
   if (entry.missing) return "(no sample at this row)";
+  const all = entry.shape ? leaves(entry.value) : [];
+  if (all.length > 64) { // a mask or a long array: its shape and what it holds, not every number
+    const trues = all.every((v) => typeof v === "boolean") ? `, ${all.filter((v) => v).length} true` : "";
+    return `array of shape ${JSON.stringify(entry.shape)}${trues}${entry.truncated ? " (first values only)" : ""}: ` +
+      `${JSON.stringify(all.slice(0, 16))}…`;
+  }
   const nested = entry.value !== null && typeof entry.value === "object" && !Array.isArray(entry.value);
   const shown = JSON.stringify(entry.value, null, nested ? 1 : 0);
   const names = entry.names ? `  ${JSON.stringify(entry.names)}` : "";

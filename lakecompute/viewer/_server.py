@@ -164,6 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     server: ViewerServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm the second waits for the client's
+    # delayed ACK of the first (40 ms a response on Linux: a page of 48 thumbnails took 2.3 s).
+    disable_nagle_algorithm = True
     server_version = "lakecompute-viewer"
     sys_version = ""
     ALLOWED: ClassVar[str] = "GET, HEAD"

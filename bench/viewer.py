@@ -1,4 +1,4 @@
-"""The viewer (issue 42): the first page of a 100,000-image dataset is served as fast as that of a 100-image one.
+"""The viewer (issue 42): the first page of a 100,000-image dataset is served as fast as a 100-image one's.
 
 A page of the grid is what the browser asks for when it opens the viewer: ``/api/info``, ``/api/samples``
 (48 rows with their captions) and the 48 thumbnails, rendered from the stored chunks with their boxes drawn.
@@ -111,7 +111,8 @@ def viewer_suite(options: Any) -> list[Row]:
         at_large, spread = _median(options.runs, lambda: page_ms(large))
         deep, _ = _median(options.runs, lambda: page_ms(large, large_n // 2))
         counted = counts_ms(large)
-    note = f"{PAGE} thumbnails + info + samples, fresh server each run; runs {', '.join(f'{v:.0f}' for v in spread)} ms"
+    runs = ", ".join(f"{v:.0f}" for v in spread)
+    note = f"{PAGE} thumbnails + info + samples, fresh server each run; runs {runs} ms"
     rows = [
         Row(
             f"first page, {large_n:,} images",
@@ -132,5 +133,7 @@ def viewer_suite(options: Any) -> list[Row]:
         ),
     ]
     if counted is not None:
-        rows.append(Row(f"sidebar counts of labels, {large_n:,} rows", counted, None, "ms", note="one column pass"))
+        rows.append(
+            Row(f"sidebar counts of labels, {large_n:,} rows", counted, None, "ms", note="one column pass")
+        )
     return rows

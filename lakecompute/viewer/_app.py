@@ -272,7 +272,12 @@ class ViewerApp:
             "text": str(d),
             "diff": d.to_dict(),
             "counts": {name: _counts(t.to_dict()) for name, t in d.tensors.items()},
-            "replaced": {"total": sum(b - a for a, b in ranges), "offset": offset, "limit": limit, "rows": rows},
+            "replaced": {
+                "total": sum(b - a for a, b in ranges),
+                "offset": offset,
+                "limit": limit,
+                "rows": rows,
+            },
             "errors": errors + old_errors,
         }
 
@@ -335,7 +340,9 @@ def _rows_of(ranges: list[tuple[int, int]], offset: int, limit: int) -> Iterator
 
 def _counts(diff: dict[str, Any]) -> dict[str, int]:
     """Rows appended, replaced and removed, from a `TensorDiff` as plain values."""
-    span = lambda r: 0 if r is None else r[1] - r[0]  # noqa: E731
+    def span(rows: list[int] | None) -> int:
+        return 0 if rows is None else rows[1] - rows[0]
+
     return {
         "appended": span(diff["appended"]),
         "replaced": sum(b - a for a, b in diff["replaced"]),

@@ -1,4 +1,5 @@
-"""Starting and stopping the viewer: `serve` (``lakecompute view``, ``ds.view()``) and its handle, `Viewer`."""
+"""Starting and stopping the viewer: `serve` (behind ``lakecompute view`` and ``ds.view()``) and its handle,
+`Viewer`."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def is_loopback(host: str) -> bool:
 def in_notebook() -> bool:
     """Whether this runs in a Jupyter kernel (IPython with a kernel; IPython is never imported here)."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and hasattr(shell, "kernel")
 
 
@@ -81,7 +82,9 @@ class Viewer:
 
     def iframe(self, height: int = 760) -> str:
         """The viewer as an inline frame (what a notebook shows)."""
-        return f'<iframe src="{self.url}" width="100%" height="{height}" style="border:1px solid #ddd"></iframe>'
+        return (
+            f'<iframe src="{self.url}" width="100%" height="{height}" style="border:1px solid #ddd"></iframe>'
+        )
 
 
 def _default_version(version: int | str | None, branch: str | None) -> int | str | None:
@@ -147,5 +150,5 @@ def serve(
     if notebook:
         from IPython.display import HTML, display  # in a notebook, IPython is there
 
-        display(HTML(viewer.iframe()))
+        display(HTML(viewer.iframe()))  # type: ignore[no-untyped-call]  # IPython's display is untyped
     return viewer

@@ -63,18 +63,20 @@ def parse_query(raw: str, allowed: Collection[str]) -> Params:
             f"Expected a query string of at most {MAX_QUERY} bytes. Got {len(raw)}; ask for less."
         )
     try:
-        pairs = urllib.parse.parse_qsl(raw, keep_blank_values=True, errors="strict", max_num_fields=MAX_FIELDS)
+        pairs = urllib.parse.parse_qsl(
+            raw, keep_blank_values=True, errors="strict", max_num_fields=MAX_FIELDS
+        )
     except UnicodeDecodeError:
-        raise InvalidArgumentError("The query string is not UTF-8 text once its %-escapes are decoded.") from None
+        raise InvalidArgumentError(
+            "The query string is not UTF-8 text once its %-escapes are decoded."
+        ) from None
     except ValueError:  # max_num_fields
         raise InvalidArgumentError(f"Expected at most {MAX_FIELDS} query parameters. Got more.") from None
     values: dict[str, str] = {}
     for name, value in pairs:
         if name not in allowed:
             known = ", ".join(sorted(allowed)) or "none"
-            raise InvalidArgumentError(
-                f"Unknown query parameter {_shown(name)}. This page takes: {known}."
-            )
+            raise InvalidArgumentError(f"Unknown query parameter {_shown(name)}. This page takes: {known}.")
         if name in values:
             raise InvalidArgumentError(f"Query parameter {name!r} is given twice; give it once.")
         if "\x00" in value:

@@ -61,6 +61,10 @@ def _plain(value: Any) -> Any:
 def value_clause(tensor: str, value: Any, per_object: bool) -> str:
     """The expression text that keeps the rows whose ``tensor`` holds ``value`` (a sidebar toggle)."""
     name = tensor if tensor.isidentifier() else f"`{tensor}`"
-    literal = repr(value) if not isinstance(value, str) else "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    literal = (
+        repr(value)
+        if not isinstance(value, str)
+        else "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    )
     clause = f"{name} == {literal}"
     return f"any({clause})" if per_object else clause

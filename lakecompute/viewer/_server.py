@@ -139,7 +139,11 @@ API: Final[tuple[tuple[re.Pattern[str], frozenset[str], Route], ...]] = (
         frozenset({"version", "expr"}),
         lambda app, p, m: _json(app.sample(p, int(m.group(1)))),
     ),
-    (re.compile(r"/api/count"), frozenset({"version", "expr", "tensor"}), lambda app, p, m: _json(app.count(p))),
+    (
+        re.compile(r"/api/count"),
+        frozenset({"version", "expr", "tensor"}),
+        lambda app, p, m: _json(app.count(p)),
+    ),
     (re.compile(r"/api/log"), frozenset({"version"}), lambda app, p, m: _json(app.log(p))),
     (
         re.compile(r"/api/diff"),
@@ -225,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body:
             self.wfile.write(reply.body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  # http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:  # http.server's signature
         if self.server.verbose:
             sys.stderr.write(f"lakecompute view: {self.address_string()} {format % args}\n")
 
@@ -243,7 +247,9 @@ class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True  # a request in progress never keeps the process alive
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], app: ViewerApp, loopback: bool, verbose: bool = False) -> None:
+    def __init__(
+        self, address: tuple[str, int], app: ViewerApp, loopback: bool, verbose: bool = False
+    ) -> None:
         self.app = app
         self.loopback = loopback
         self.verbose = verbose
@@ -280,7 +286,9 @@ class ViewerServer(ThreadingHTTPServer):
             match = pattern.fullmatch(path)
             if match is not None:
                 return answer(self.app, parse_query(query, allowed), match)
-        return _json({"error": "NotFound", "message": f"Nothing is served at {path!r:.200}.", "status": 404}, 404)
+        return _json(
+            {"error": "NotFound", "message": f"Nothing is served at {path!r:.200}.", "status": 404}, 404
+        )
 
     def report(self, exc: Exception) -> None:
         """Print an unexpected error's traceback on stderr (the request was answered 500)."""
@@ -291,5 +299,6 @@ class ViewerServer(ThreadingHTTPServer):
     def url(self) -> str:
         """The server's address as a URL (``http://127.0.0.1:PORT/``)."""
         host, port = self.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else str(host)
+        text = host.decode() if isinstance(host, bytes) else str(host)
+        shown = f"[{text}]" if ":" in text else text
         return f"http://{shown}:{port}/"

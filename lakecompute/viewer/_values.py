@@ -25,17 +25,13 @@ MAX_VALUES: Final = 4096
 
 def jsonable(value: Any) -> Any:
     """``value`` with numpy types and non-finite floats made plain for strict JSON."""
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return jsonable(value.item())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (np.ndarray, np.generic)):
+        value = value.tolist()  # numbers, or nested lists of them
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
-    if isinstance(value, complex):
+    if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)):
         return repr(value)
     return value
 

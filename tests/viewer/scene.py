@@ -21,6 +21,14 @@ import numpy as np
 
 import lakecompute as lc
 
+#: The screenshots docs/viewer.md shows (docs/images/...), by the page the browser tests take them of.
+SCREENSHOTS = {
+    "grid": "viewer-grid.png",
+    "sample": "viewer-sample.png",
+    "versions": "viewer-versions.png",
+    "diff": "viewer-diff.png",
+}
+
 N = 24
 SIZE = 48
 CLASSES = ["cat", "dog", "bird"]
@@ -37,7 +45,9 @@ def flip_images(sample_in: Any, sample_out: Any) -> None:
 def _image(i: int) -> np.ndarray:
     """A dusk gradient (top to bottom, so a flip shows) with a shape of the row's class in its box."""
     y = np.linspace(0.0, 1.0, SIZE)[:, None, None]
-    img = np.broadcast_to(np.array([30, 40, 80]) + y * np.array([90, 70, 40]), (SIZE, SIZE, 3)).astype(np.uint8)
+    img = np.broadcast_to(np.array([30, 40, 80]) + y * np.array([90, 70, 40]), (SIZE, SIZE, 3)).astype(
+        np.uint8
+    )
     img = img.copy()
     yy, xx = np.mgrid[:SIZE, :SIZE]
     x1, y1, x2, y2 = BOX[0] + i % 5 + 4, BOX[1] + 4, BOX[2] - 4, BOX[3] - 4

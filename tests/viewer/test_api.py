@@ -13,7 +13,7 @@ from PIL import Image
 import lakecompute as lc
 from lakecompute.viewer import Viewer, serve
 from lakecompute.viz import target_tensors
-from tests.viewer.scene import BOX, CLASSES, N, SIZE, as_json, fetch, get_json, make_scene
+from tests.viewer.scene import BOX, CLASSES, SIZE, N, as_json, fetch, get_json, make_scene
 
 needs_selecting = pytest.mark.skipif(
     not callable(getattr(lc.Dataset, "count_values", None)),
@@ -38,7 +38,10 @@ def test_info_is_what_python_says(scene: lc.Dataset, viewer: Viewer) -> None:
     for name, t in ds.tensors.items():
         got = info["tensors"][name]
         assert (got["htype"], got["dtype"], got["length"]) == (t.htype, str(t.dtype), len(t))
-        assert (got["sample_compression"], got["chunk_compression"]) == (t.sample_compression, t.chunk_compression)
+        assert (got["sample_compression"], got["chunk_compression"]) == (
+            t.sample_compression,
+            t.chunk_compression,
+        )
         assert got["info"] == as_json(dict(t.info))
     assert (info["images"], info["image"], info["labels"]) == (["images"], "images", ["labels", "categories"])
     assert info["targets"] == target_tensors(ds, "images") == ["masks", "polygons", "boxes", "keypoints"]
@@ -62,7 +65,12 @@ def test_samples_pages_are_the_rows_with_their_class_names(scene: lc.Dataset, vi
         i = r["index"]
         assert r["captions"]["labels"] == [CLASSES[int(ds.labels[i].numpy())]]
         assert r["captions"]["categories"] == [CLASSES[int(c)] for c in ds.categories[i].numpy()]
-    assert [r["index"] for r in get_json(viewer.url, "/api/samples?offset=20&limit=10")["rows"]] == [20, 21, 22, 23]
+    assert [r["index"] for r in get_json(viewer.url, "/api/samples?offset=20&limit=10")["rows"]] == [
+        20,
+        21,
+        22,
+        23,
+    ]
     assert get_json(viewer.url, "/api/samples?offset=1000")["rows"] == []
     assert len(get_json(viewer.url, "/api/samples")["rows"]) == N  # the default page holds 48
 
@@ -92,19 +100,26 @@ def test_sample_is_every_tensor_as_python_reads_it(scene: lc.Dataset, viewer: Vi
     t = data["tensors"]
     assert t["caption"]["value"] == ds.caption[7].text() == "row 7"
     assert t["meta"]["value"] == ds.meta[7].data() == {"i": 7, "odd": True}
-    assert t["polygons"]["value"] == [[part.tolist() for part in obj] for obj in ds.polygons[7].numpy(aslist=True)]
+    assert t["polygons"]["value"] == [
+        [part.tolist() for part in obj] for obj in ds.polygons[7].numpy(aslist=True)
+    ]
     assert t["boxes"]["value"] == ds.boxes[7].numpy().tolist()
     assert t["score"]["value"] == pytest.approx(float(ds.score[7].numpy()))
     assert (t["labels"]["value"], t["labels"]["names"]) == (int(ds.labels[7].numpy()), ["dog"])
     assert t["categories"]["names"] == ["dog"]
     assert t["keypoints"]["value"] == ds.keypoints[7].numpy().tolist()
     assert (t["masks"]["shape"], t["masks"]["value"]) == ([SIZE, SIZE, 1], ds.masks[7].numpy().tolist())
-    assert (t["images"]["image"], t["images"]["shape"], t["images"]["htype"]) == (True, [SIZE, SIZE, 3], "image")
+    assert (t["images"]["image"], t["images"]["shape"], t["images"]["htype"]) == (
+        True,
+        [SIZE, SIZE, 3],
+        "image",
+    )
     stored = fetch(viewer.url, t["images"]["url"])
     assert (stored.status, stored.headers["content-type"]) == (200, "image/png")
     assert stored.body == ds.images[7].tobytes()  # the stored file, byte for byte
     drawn = _png(fetch(viewer.url, t["images"]["overlay_url"]).body)
-    assert drawn.shape == (SIZE, SIZE, 3) and not np.array_equal(drawn, ds.images[7].numpy())
+    assert drawn.shape == (SIZE, SIZE, 3)
+    assert not np.array_equal(drawn, ds.images[7].numpy())
     first, last = get_json(viewer.url, "/api/sample/0"), get_json(viewer.url, f"/api/sample/{N - 1}")
     assert (first["prev"], first["next"], last["prev"], last["next"]) == (None, 1, N - 2, None)
 
@@ -147,7 +162,9 @@ def test_diff_is_python_diff_with_replaced_rows_on_both_sides(scene: lc.Dataset,
     old, new = _png(fetch(viewer.url, rows[1]["old"]).body), _png(fetch(viewer.url, rows[1]["new"]).body)
     np.testing.assert_array_equal(old[::-1, 2], new[:, 2])  # flipped (column 2 is clear of targets)
     assert not np.array_equal(old[:, 2], new[:, 2])
-    assert get_json(viewer.url, "/api/diff?a=main&b=experiment&offset=22")["replaced"]["rows"][0]["index"] == 22
+    assert (
+        get_json(viewer.url, "/api/diff?a=main&b=experiment&offset=22")["replaced"]["rows"][0]["index"] == 22
+    )
 
 
 def test_diff_without_a_is_what_the_version_changed(scene: lc.Dataset, viewer: Viewer) -> None:
@@ -215,7 +232,8 @@ def test_a_dataset_replaced_at_its_path_is_not_mixed_with_the_old(own_scene: lc.
         old = get_json(v.url, "/api/samples?limit=2")
         make_scene(own_scene.path)  # overwrite: a new dataset, the same version numbers
         new = get_json(v.url, "/api/info")
-        assert new["id"] != old["id"] and new["version"] == old["version"]
+        assert new["id"] != old["id"]
+        assert new["version"] == old["version"]
         reply = fetch(v.url, old["rows"][1]["thumb"])
         assert (reply.status, reply.json()["error"]) == (404, "DatasetReplacedError")
         assert get_json(v.url, "/api/samples?limit=1")["id"] == new["id"]

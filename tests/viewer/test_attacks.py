@@ -37,7 +37,9 @@ def test_every_method_but_get_and_head_is_refused(scene: lc.Dataset, viewer: Vie
         reply = fetch(viewer.url, target, method)
         assert reply.status == 405, (method, target)
         assert reply.headers["allow"] == "GET, HEAD"
-        assert reply.json()["message"] == f"The viewer is read-only: {method} is not allowed; use GET or HEAD."
+        assert (
+            reply.json()["message"] == f"The viewer is read-only: {method} is not allowed; use GET or HEAD."
+        )
     assert _tree_digest(scene.path) == before
     assert get_json(viewer.url, "/api/info")["length"] == len(scene)  # and it goes on serving
 
@@ -56,8 +58,8 @@ def test_every_answer_forbids_requests_elsewhere(viewer: Viewer) -> None:
     for target in ["/", "/static/viewer.js", "/api/info", "/api/nowhere", "/api/samples?limit=0"]:
         headers = fetch(viewer.url, target).headers
         policy = headers["content-security-policy"]
-        assert "default-src 'none'" in policy and "connect-src 'self'" in policy
-        assert "img-src 'self' data:" in policy and "script-src 'self'" in policy
+        for rule in ("default-src 'none'", "connect-src 'self'", "img-src 'self' data:", "script-src 'self'"):
+            assert rule in policy
         assert headers["x-content-type-options"] == "nosniff"
         assert "access-control-allow-origin" not in headers
 
@@ -76,10 +78,14 @@ def test_other_hosts_warn(scene: lc.Dataset) -> None:
     with v:
         assert v.server.server_address[0] == "0.0.0.0"
         port = v.server.server_address[1]
-        assert fetch(f"http://127.0.0.1:{port}/", "/api/info", headers={"Host": f"box.lan:{port}"}).status == 200
+        assert (
+            fetch(f"http://127.0.0.1:{port}/", "/api/info", headers={"Host": f"box.lan:{port}"}).status == 200
+        )
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1", "127.0.0.1:1", "", "localhost.evil:{port}"])
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "127.0.0.1", "127.0.0.1:1", "", "localhost.evil:{port}"]
+)
 def test_a_host_header_that_is_not_loopback_is_refused(viewer: Viewer, host: str) -> None:
     """A request naming the server by another name (a page that rebound its domain to 127.0.0.1) gets a
     400, not the data; localhost and 127.0.0.1 with the port are served."""
@@ -121,7 +127,8 @@ def test_nothing_outside_the_page_is_served(scene: lc.Dataset, viewer: Viewer, t
     reply = fetch(viewer.url, target)
     assert reply.status == 404, target
     assert reply.json()["error"] == "NotFound"
-    assert SECRET.encode() not in reply.body and b"[project]" not in reply.body
+    assert SECRET.encode() not in reply.body
+    assert b"[project]" not in reply.body
 
 
 @pytest.mark.parametrize(
@@ -148,7 +155,9 @@ def test_traversal_in_a_version_is_refused(viewer: Viewer, query: str) -> None:
 def test_traversal_in_a_tensor_is_a_missing_tensor(scene: lc.Dataset, viewer: Viewer, tensor: str) -> None:
     """A tensor parameter is a name looked up among the tensors, never a path."""
     info = get_json(viewer.url, "/api/info")
-    reply = fetch(viewer.url, f"/api/thumb?id={info['id']}&version={info['version']}&tensor={quote(tensor)}&row=0")
+    reply = fetch(
+        viewer.url, f"/api/thumb?id={info['id']}&version={info['version']}&tensor={quote(tensor)}&row=0"
+    )
     assert (reply.status, reply.json()["error"]) == (404, "TensorDoesNotExistError")
 
 
@@ -158,13 +167,16 @@ ABSURD = [
     ("/api/samples?offset=-1", "'offset': expected a whole number from 0 to"),
     ("/api/samples?offset=1e3", "Got '1e3'"),
     ("/api/samples?offset=abc", "Got 'abc'"),
-    ("/api/samples?offset=" + quote("１２"), "Got '１２'"),
+    ("/api/samples?offset=" + quote("\uff11\uff12"), "Got '\uff11\uff12'"),
     ("/api/samples?offset=1_0", "Got '1_0'"),
     ("/api/samples?offset=+3", "Got ' 3'"),
     ("/api/samples?offset=%203", "Got ' 3'"),
     ("/api/samples?offset=" + "9" * 40, "expected a whole number"),
     ("/api/samples?offset=1&offset=2", "'offset' is given twice"),
-    ("/api/samples?ofset=1", "Unknown query parameter 'ofset'. This page takes: expr, limit, offset, version."),
+    (
+        "/api/samples?ofset=1",
+        "Unknown query parameter 'ofset'. This page takes: expr, limit, offset, version.",
+    ),
     ("/api/samples?offset=%ff", "not UTF-8"),
     ("/api/samples?expr=%00", "NUL"),
     ("/api/samples?" + "&".join(f"x{i}=1" for i in range(40)), "at most 16 query parameters"),
@@ -197,7 +209,9 @@ def test_a_request_line_too_long_is_refused_as_json(viewer: Viewer) -> None:
     assert get_json(viewer.url, "/api/info")["length"] > 0
 
 
-@pytest.mark.parametrize("target", ["/api/sample/24", "/api/sample/999999999999999", "/api/sample/0000000000000001000"])
+@pytest.mark.parametrize(
+    "target", ["/api/sample/24", "/api/sample/999999999999999", "/api/sample/0000000000000001000"]
+)
 def test_rows_past_the_end_are_a_404(viewer: Viewer, target: str) -> None:
     """A row past the end is a 404 naming the number of rows (a path of 16 digits or more: no route)."""
     reply = fetch(viewer.url, target)

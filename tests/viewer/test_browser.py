@@ -2,7 +2,8 @@
 
 Playwright's own browser download does not work everywhere (nor offline), so the tests launch the system's
 Chromium (``apt-get install chromium``; `.ci/run` installs it) by its path. They are marked ``browser``
-and skip, saying why, where the browser or Playwright's Python client is missing.
+and skip, saying why, where the browser or Playwright's Python client is missing; with
+``LAKECOMPUTE_REQUIRE_BROWSER=1`` (`.ci/run` sets it) they fail there instead.
 
 Every page a test opens has its requests recorded: none may go anywhere but the viewer on 127.0.0.1.
 The tests save screenshots of the pages; with ``LAKECOMPUTE_SCREENSHOTS=docs/images`` they write the ones
@@ -24,7 +25,7 @@ from PIL import Image
 
 import lakecompute as lc
 from lakecompute.viewer import Viewer, serve
-from tests.viewer.scene import BOX, CLASSES, N
+from tests.viewer.scene import BOX, CLASSES, SCREENSHOTS, N
 from tests.viewer.test_attacks import _damage_chunks
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -38,18 +39,19 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: The screenshots docs/viewer.md shows, by the page they are of.
-SCREENSHOTS = {
-    "grid": "viewer-grid.png",
-    "sample": "viewer-sample.png",
-    "versions": "viewer-versions.png",
-    "diff": "viewer-diff.png",
-}
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser lane needs playwright (dev extra)")
+REQUIRED = bool(os.environ.get("LAKECOMPUTE_REQUIRE_BROWSER"))
+if REQUIRED:
+    from playwright import sync_api
+else:
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the browser lane needs playwright (dev extra)"
+    )
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and not REQUIRED, reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    ),
 ]
 needs_selecting = pytest.mark.skipif(
     not callable(getattr(lc.Dataset, "count_values", None)),
@@ -82,7 +84,7 @@ def page(browser: Any, viewer: Viewer, requests_made: list[str]) -> Iterator[Any
     context.close()
     origin = viewer.url.rstrip("/")
     assert requests_made, "the page made no request at all"
-    assert [u for u in requests_made if not (u.startswith(origin + "/") or u.startswith("data:"))] == []
+    assert [u for u in requests_made if not (u.startswith((origin + "/", "data:")))] == []
 
 
 def _open(page: Any, url: str) -> None:
@@ -120,7 +122,7 @@ def test_grid_shows_every_row_with_its_thumbnail(page: Any, viewer: Viewer, tmp_
     _open(page, viewer.url)
     assert page.locator("#grid figure.cell").count() == N
     assert _all_loaded(page, "#grid figure.cell img") == N
-    assert page.locator("#summary").inner_text() == f"rows 1–{N} of {N} · page 1 of 1"
+    assert page.locator("#summary").inner_text() == f"rows 1\u2013{N} of {N} \u00b7 page 1 of 1"
     first = page.locator('#grid figure.cell[data-index="1"] figcaption').inner_text()
     assert first == f"1 · {CLASSES[1]}, {CLASSES[1]}"  # labels, then the box's category
     assert _shot(page, "grid", tmp_path).stat().st_size < 400_000
@@ -188,7 +190,9 @@ def test_diff_page_shows_replaced_rows_old_and_new(page: Any, viewer: Viewer, tm
     assert _all_loaded(page, "#pairs figure.pair img") == 2 * N
     old = page.locator('#pairs figure.pair[data-index="0"] img').nth(0).get_attribute("src")
     new = page.locator('#pairs figure.pair[data-index="0"] img').nth(1).get_attribute("src")
-    assert old is not None and new is not None and old != new
+    assert old is not None
+    assert new is not None
+    assert old != new
     _shot(page, "diff", tmp_path)
 
 
@@ -198,7 +202,8 @@ def test_no_request_leaves_the_machine(page: Any, viewer: Viewer, requests_made:
     for path in ["", "sample/1", "versions", "diff?a=main&b=experiment"]:
         _open(page, viewer.url + path)
         page.wait_for_load_state("networkidle")
-    assert any("/api/thumb?" in u for u in requests_made) and any("/api/image?" in u for u in requests_made)
+    assert any("/api/thumb?" in u for u in requests_made)
+    assert any("/api/image?" in u for u in requests_made)
 
 
 @pytest.fixture
@@ -240,7 +245,10 @@ def test_an_expression_filters_the_grid_and_its_url_reproduces_it(page: Any, vie
     page.wait_for_selector("body[data-ready]")
 
     def shown() -> list[int]:
-        return [int(i) for i in page.locator("#grid figure.cell").evaluate_all("cs => cs.map(c => c.dataset.index)")]
+        return [
+            int(i)
+            for i in page.locator("#grid figure.cell").evaluate_all("cs => cs.map(c => c.dataset.index)")
+        ]
 
     assert shown() == kept
     page.reload()

@@ -47,12 +47,14 @@ def test_view_returns_a_handle_that_stops(scene: lc.Dataset) -> None:
     """ds.view() serves the version the handle reads; .stop() frees the port."""
     v = scene.view(open_browser=False)
     try:
-        assert v.running and v.url.startswith("http://127.0.0.1:")
+        assert v.running
+        assert v.url.startswith("http://127.0.0.1:")
         assert get_json(v.url, "/api/info")["version"] == scene.version
         assert repr(v) == f"Viewer(url={v.url!r}, serving)"
     finally:
         v.stop()
-    assert not v.running and _refused(v.url)
+    assert not v.running
+    assert _refused(v.url)
     assert repr(v) == f"Viewer(url={v.url!r}, stopped)"
 
 
@@ -70,9 +72,9 @@ def test_view_of_a_branch_or_a_version_shows_it(scene: lc.Dataset) -> None:
 
 def test_serve_refuses_bad_arguments(scene: lc.Dataset, tmp_path: Path) -> None:
     """Both a version and a branch, a port out of range, a taken port and a missing dataset are errors."""
-    with pytest.raises(lc.InvalidArgumentError, match="either version= .* or branch= .* not both"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"either version= .* or branch= .* not both"):
         serve(scene.path, version=2, branch="main", open_browser=False)
-    with pytest.raises(lc.InvalidArgumentError, match="a port from 0 to 65535. Got 70000"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"a port from 0 to 65535\. Got 70000"):
         serve(scene.path, port=70000, open_browser=False)
     with serve(scene.path, open_browser=False) as v, pytest.raises(OSError):
         serve(scene.path, port=v.server.server_address[1], open_browser=False)
@@ -119,7 +121,8 @@ def test_view_in_a_notebook_is_an_inline_frame(scene: lc.Dataset, tmp_path: Path
         os.environ.update(old)
     (shown,) = [o for o in nb.cells[0].outputs if o.output_type == "display_data"]
     frame = shown["data"]["text/html"]
-    assert frame.startswith('<iframe src="http://127.0.0.1:') and 'width="100%"' in frame
+    assert frame.startswith('<iframe src="http://127.0.0.1:')
+    assert 'width="100%"' in frame
     assert nb.cells[1].outputs[0]["data"]["text/plain"] == str(len(scene))
     assert nb.cells[2].outputs[0]["data"]["text/plain"] == "False"
     assert not opened.exists()
@@ -190,4 +193,5 @@ def test_cli_view_errors(scene: lc.Dataset, tmp_path: Path, args: list[str], cod
         timeout=100,
     )
     assert out.returncode == code
-    assert message in out.stderr and "Traceback" not in out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr

@@ -47,7 +47,12 @@ def test_server_memory_is_bounded_while_paging_through_everything(tmp_path: Path
     _noise(tmp_path / "ds")
     stored = sum(f.stat().st_size for f in (tmp_path / "ds").rglob("*") if f.is_file())
     assert stored > 2.5 * (CACHE_BYTES + THUMB_CACHE)
-    command = [sys.executable, str(ROOT / "tests/viewer/memory_server.py"), str(tmp_path / "ds"), str(THUMB_CACHE)]
+    command = [
+        sys.executable,
+        str(ROOT / "tests/viewer/memory_server.py"),
+        str(tmp_path / "ds"),
+        str(THUMB_CACHE),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as server:
         try:

@@ -23,11 +23,24 @@ def test_the_wheel_ships_the_page_and_the_installed_viewer_loads_it(tmp_path: Pa
     """pip builds a wheel that holds every asset, byte for byte; imported from the unpacked wheel, the
     viewer serves them."""
     source = tmp_path / "source"  # a copy: building leaves build/ and *.egg-info beside the sources
-    shutil.copytree(ROOT / "lakecompute", source / "lakecompute", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "lakecompute", source / "lakecompute", ignore=shutil.ignore_patterns("__pycache__")
+    )
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
         capture_output=True,
         text=True,
         timeout=280,
@@ -47,6 +60,10 @@ def test_the_wheel_ships_the_page_and_the_installed_viewer_loads_it(tmp_path: Pa
         "print(sorted((k, len(v)) for k, v in s.load_assets().items()))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "installed")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(sorted((n, (ROOT / "lakecompute/viewer/static" / n).stat().st_size) for n in ASSETS))
+    assert out.stdout.strip() == str(
+        sorted((n, (ROOT / "lakecompute/viewer/static" / n).stat().st_size) for n in ASSETS)
+    )

@@ -488,15 +488,28 @@ class EvalConflictError(LakeComputeError, RuntimeError):
         checkpoint_version: the version its last checkpoint produced.
         version: the version ``data_out`` has now.
         label: the unfinished eval's functions.
+
+    ``message`` replaces the message, for a caller that says it in its own terms.
     """
 
-    def __init__(self, path: str, done: int, checkpoint_version: int, version: int, label: str = "") -> None:
+    def __init__(
+        self,
+        path: str,
+        done: int,
+        checkpoint_version: int,
+        version: int,
+        label: str = "",
+        *,
+        message: str | None = None,
+    ) -> None:
         self.path = path
         self.done = done
         self.checkpoint_version = checkpoint_version
         self.version = version
         self.label = label
-        if version != checkpoint_version:
+        if message is not None:
+            pass  # said by the caller in its own terms (an ingest, which takes no rerun=True)
+        elif version != checkpoint_version:
             message = (
                 f"Cannot resume this eval into {path!r}: an earlier run committed its first {done} inputs "
                 f"(version {checkpoint_version}), but the dataset was changed since (now version {version}), "

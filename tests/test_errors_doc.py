@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image as PILImage
 
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
@@ -208,6 +209,49 @@ def _replaced(tmp: Path) -> Any:
     return pickle.loads(blob)
 
 
+def _image_depth(tmp: Path) -> Any:
+    from tests.test_image_depth import png16
+
+    (tmp / "scope.png").write_bytes(png16(np.full((4, 5, 3), 4095, np.uint16)))
+    ds = lc.empty(str(tmp / "ds"))
+    ds.create_tensor("images", htype="image", sample_compression="png")
+    ds.images.append(lc.read(tmp / "scope.png"))
+
+
+def _ingest_resume_conflict(tmp: Path) -> Any:
+    folder = tmp / "files" / "a"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        PILImage.fromarray(np.full((4, 4, 3), i, np.uint8)).save(folder / f"{i}.png")
+    (folder / "3.png").write_bytes(b"broken")
+    with pytest.raises(lc.InvalidSampleError):
+        lc.ingest_classification(tmp / "files", tmp / "ds", checkpoint_interval=1, progressbar=False)
+    (folder / "3.png").unlink()
+    (folder / "0.png").rename(folder / "00.png")  # another list of files
+    lc.ingest_classification(tmp / "files", tmp / "ds", checkpoint_interval=1, resume=True, progressbar=False)
+
+
+def _augment_objects(tmp: Path) -> Any:
+    albumentations = pytest.importorskip("albumentations")
+    ds = lc.empty(str(tmp / "ds"))
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("boxes", htype="bbox", format="xywh")
+        ds.create_tensor("categories", htype="class_label", class_names=["a", "b"])
+    boxes = [[1, 1, 2, 2], [3, 3, 2, 2], [5, 5, 2, 2]]
+    ds.extend(
+        {
+            "images": [np.zeros((8, 8, 3), np.uint8)] * 2,
+            "boxes": [boxes] * 2,
+            "categories": [[0, 1, 1], [0, 1]],
+        }
+    )
+    flip = albumentations.Compose(
+        [albumentations.HorizontalFlip()], bbox_params=albumentations.BboxParams(format="coco")
+    )
+    lc.vision.augment(flip, ds[1], np.random.default_rng(0), boxes="boxes", objects=["categories"])
+
+
 def _ingest_overlap(tmp: Path) -> Any:
     from lakecompute.demo import write_image_folder
 
@@ -366,6 +410,9 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "interrupted-delete": _interrupted_delete,
     "replaced": _replaced,
     "ingest-overlap": _ingest_overlap,
+    "image-depth": _image_depth,
+    "ingest-resume-conflict": _ingest_resume_conflict,
+    "augment-objects": _augment_objects,
     "bad-tensor-name": lambda t: _out(t).create_tensor("bad name!"),
     "tensor-name-too-long": lambda t: _out(t).create_tensor("x" * 300),
     "tensor-exists": lambda t: _out(t).create_tensor("x"),

@@ -230,13 +230,25 @@ class _Samples(_Reading):
         return random_split(cast("Dataset | DatasetView", self), fractions, seed)
 
     def export_coco(
-        self, annotations: str | os.PathLike[str], images: str | os.PathLike[str] | None = None
+        self,
+        annotations: str | os.PathLike[str],
+        images: str | os.PathLike[str] | None = None,
+        *,
+        image_format: str | None = None,
+        progressbar: bool = True,
     ) -> Any:
-        """Write the samples as a COCO annotations JSON, and their image files into ``images``
-        (see `lakecompute.vision.export_coco`); returns the COCO dict."""
+        """Write the samples as a COCO annotations JSON, and their image files into ``images``, as they
+        are stored unless ``image_format`` says otherwise (see `lakecompute.vision.export_coco`); returns
+        the COCO dict."""
         from lakecompute.vision import export_coco
 
-        return export_coco(cast("Dataset | DatasetView", self), annotations, images)
+        return export_coco(
+            cast("Dataset | DatasetView", self),
+            annotations,
+            images,
+            image_format=image_format,
+            progressbar=progressbar,
+        )
 
     def export_yolo(
         self,
@@ -245,13 +257,24 @@ class _Samples(_Reading):
         *,
         task: Literal["pose"] | None = None,
         flip_idx: Sequence[int] | None = None,
+        image_format: str | None = None,
+        progressbar: bool = True,
     ) -> Any:
         """Write the samples as a YOLO folder: data.yaml, images/, labels/ (see
-        `lakecompute.vision.export_yolo`; ``task="pose"`` writes boxes with keypoints); returns what was
-        written and left out (a `YoloExport`)."""
+        `lakecompute.vision.export_yolo`; ``task="pose"`` writes boxes with keypoints; images as they are
+        stored unless ``image_format`` says otherwise); returns what was written and left out (a
+        `YoloExport`)."""
         from lakecompute.vision import export_yolo
 
-        return export_yolo(cast("Dataset | DatasetView", self), folder, split, task=task, flip_idx=flip_idx)
+        return export_yolo(
+            cast("Dataset | DatasetView", self),
+            folder,
+            split,
+            task=task,
+            flip_idx=flip_idx,
+            image_format=image_format,
+            progressbar=progressbar,
+        )
 
     # -- display ---------------------------------------------------------------------------------
     def summary_table(self) -> str:

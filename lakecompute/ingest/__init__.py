@@ -21,15 +21,19 @@ Example:
 
 from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
 from lakecompute.ingest._files import (
+    AS_STORED,
     EXTENSION_FORMATS,
     FORMAT_EXTENSIONS,
     IMAGE_EXTENSIONS,
+    SKIPPED_IMAGE_EXTENSIONS,
     ImageFile,
     PathLike,
+    ReadOptions,
     image_files,
     load_for_ingest,
     read,
     skip_advice,
+    skipped_images,
 )
 from lakecompute.ingest._numpy import from_numpy
 from lakecompute.ingest._options import IngestKwargs, IngestOptions
@@ -44,14 +48,17 @@ from lakecompute.ingest._plan import (
 from lakecompute.ingest._run import run_ingest
 
 __all__ = [
+    "AS_STORED",
     "EXTENSION_FORMATS",
     "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
+    "SKIPPED_IMAGE_EXTENSIONS",
     "ImageFile",
     "IngestKwargs",
     "IngestOptions",
     "IngestPlan",
     "PathLike",
+    "ReadOptions",
     "check_compression",
     "from_numpy",
     "image_files",
@@ -65,5 +72,6 @@ __all__ = [
     "refuse_overlap",
     "run_ingest",
     "skip_advice",
+    "skipped_images",
     "target_mode",
 ]

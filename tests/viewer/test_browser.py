@@ -255,3 +255,34 @@ def test_an_expression_filters_the_grid_and_its_url_reproduces_it(page: Any, vie
     page.wait_for_selector("body[data-ready]")
     assert shown() == kept
     assert page.locator("#expr").input_value() == expr
+
+
+@needs_selecting
+def test_sidebar_counts_and_toggles_write_the_expression(page: Any, viewer: Viewer, tmp_path: Path) -> None:
+    """The sidebar shows each label tensor's counts; ticking values or-s them into the expression (in
+    the URL), and the grid shows the rows Python keeps for it; unticking takes a value out again."""
+    ds = lc.load(viewer.server.app.source.path)
+    _open(page, viewer.url)
+    page.wait_for_selector('ul.counts[data-tensor="labels"] li')
+    counts = page.locator('ul.counts[data-tensor="labels"] li').evaluate_all(
+        "lis => lis.map(li => [li.querySelector('label').textContent.trim(),"
+        " Number(li.querySelector('.n').textContent)])"
+    )
+    assert dict(counts) == ds.count_values("labels")
+    _shot(page, "grid", tmp_path)
+
+    def tick(value: str, on: bool) -> str:
+        box = page.locator(f'ul.counts[data-tensor="labels"] input[data-clause="labels == \'{value}\'"]')
+        with page.expect_navigation():
+            box.set_checked(on)
+        page.wait_for_selector("body[data-ready]")
+        expr = page.locator("#expr").input_value()
+        shown = page.locator("#grid figure.cell").evaluate_all("cs => cs.map(c => Number(c.dataset.index))")
+        kept = ds.filter(expr).positions if expr else range(len(ds))
+        assert shown == [int(p) for p in kept]
+        return expr
+
+    assert tick("dog", True) == "labels == 'dog'"
+    assert tick("bird", True) == "(labels == 'dog' or labels == 'bird')"
+    assert tick("dog", False) == "labels == 'bird'"
+    assert tick("bird", False) == ""

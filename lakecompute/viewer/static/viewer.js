@@ -86,12 +86,25 @@ async function header(info) {
 }
 
 // -- the grid and its sidebar ----------------------------------------------------------------------
-function clausesIn(expr, clauses) { return clauses.filter((c) => expr.includes(c)); }
+// Where `text` stands in `expr` as a whole clause (not the tail of a longer name: "labels == 'a'" is not
+// in "xlabels == 'a'"), or -1.
+function findClause(expr, text) {
+  for (let at = expr.indexOf(text); at >= 0; at = expr.indexOf(text, at + 1)) {
+    if (at === 0 || !/[A-Za-z0-9_`]/.test(expr[at - 1])) return at;
+  }
+  return -1;
+}
+function clausesIn(expr, clauses) { return clauses.filter((c) => findClause(expr, c) >= 0); }
 function group(selected) { return selected.length === 1 ? selected[0] : `(${selected.join(" or ")})`; }
 
 function withoutGroup(expr, g) {
   if (expr === g) return "";
-  for (const candidate of [` and ${g}`, `${g} and `]) if (expr.includes(candidate)) return expr.replace(candidate, "");
+  for (const candidate of [` and ${g}`, `${g} and `]) {
+    const at = findClause(expr, candidate.startsWith(" ") ? g : candidate);
+    if (at < 0) continue;
+    const start = candidate.startsWith(" ") ? at - 5 : at;
+    if (expr.slice(start, start + candidate.length) === candidate) return expr.slice(0, start) + expr.slice(start + candidate.length);
+  }
   return expr;
 }
 
@@ -110,7 +123,7 @@ async function countsOf(tensor, box) {
     const list = el("ul", { class: "counts", "data-tensor": tensor });
     data.counts.forEach(([value, n], k) => {
       const clause = data.clauses[k];
-      const on = state.expr.includes(clause);
+      const on = findClause(state.expr, clause) >= 0;
       const input = el("input", { type: "checkbox", checked: on, "data-clause": clause });
       input.addEventListener("change", () => {
         const expr = toggled(state.expr, data.clauses, clause, input.checked);

@@ -340,6 +340,7 @@ def _rows_of(ranges: list[tuple[int, int]], offset: int, limit: int) -> Iterator
 
 def _counts(diff: dict[str, Any]) -> dict[str, int]:
     """Rows appended, replaced and removed, from a `TensorDiff` as plain values."""
+
     def span(rows: list[int] | None) -> int:
         return 0 if rows is None else rows[1] - rows[0]
 

@@ -145,8 +145,9 @@ def serve(
         )
     viewer = Viewer(server, url)
     notebook = in_notebook()
-    if parse_flag("open_browser", not notebook if open_browser is None else open_browser):
-        webbrowser.open(url)
+    opening = parse_flag("open_browser", not notebook if open_browser is None else open_browser)
+    if opening and not webbrowser.open(url):
+        warn(f"No web browser was found to open the viewer: open {url} yourself.")
     if notebook:
         from IPython.display import HTML, display  # in a notebook, IPython is there
 

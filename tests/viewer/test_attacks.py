@@ -263,3 +263,23 @@ def test_damaged_labels_leave_the_grid_without_their_captions(own_scene: lc.Data
         assert [r["index"] for r in data["rows"]] == [0, 1, 2, 3]
         assert [(e["tensor"], e["error"]) for e in data["errors"]] == [("labels", "DatasetCorruptError")]
         assert all("labels" not in r["captions"] and r["captions"]["categories"] for r in data["rows"])
+
+
+def test_a_chunk_linked_outside_the_dataset_is_not_served(own_scene: lc.Dataset) -> None:
+    """An image chunk replaced by a symbolic link to a file outside the dataset: the thumbnail and the
+    image are refused as damaged data, and nothing of the file reaches the answer."""
+    ds = lc.load(own_scene.path)
+    secret = Path(own_scene.path).parent / "secret.txt"
+    secret.write_text(SECRET * 1000)
+    (frag,) = dataset_core(ds).txn.head.tensors["images"].fragments
+    chunk = Path(ds.path) / f"segments/{frag.seg}/data/c/{frag.off // DATA_CHUNK}"
+    chunk.unlink()
+    chunk.symlink_to(secret)
+    with serve(ds.path, open_browser=False) as v:
+        row = get_json(v.url, "/api/samples?limit=1")["rows"][0]
+        sample = get_json(v.url, "/api/sample/0")["tensors"]["images"]
+        for target in (row["thumb"], sample["url"], sample["overlay_url"]):
+            reply = fetch(v.url, target)
+            assert reply.status == 500
+            assert reply.json()["error"] == "DatasetCorruptError"
+            assert SECRET.encode() not in reply.body

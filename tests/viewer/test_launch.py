@@ -195,3 +195,25 @@ def test_cli_view_errors(scene: lc.Dataset, tmp_path: Path, args: list[str], cod
     assert out.returncode == code
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_view_without_a_browser_says_where_it_is(scene: lc.Dataset, tmp_path: Path) -> None:
+    """Where no browser can be started, ds.view() warns with the URL to open instead."""
+    failing = tmp_path / "no-browser.sh"
+    failing.write_text("#!/bin/sh\nexit 1\n")
+    failing.chmod(0o755)
+    env = {**_env(), "BROWSER": f"{failing} %s"}
+    code = (
+        "import warnings, lakecompute as lc\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    v = lc.load({scene.path!r}).view()\n"
+        "v.stop()\n"
+        "print(v.url)\n"
+        "print(*[str(w.message) for w in caught], sep='\\n')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, out.stderr
+    url, message = out.stdout.strip().splitlines()
+    assert message == f"No web browser was found to open the viewer: open {url} yourself."

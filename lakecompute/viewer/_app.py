@@ -244,7 +244,8 @@ class ViewerApp:
         ``b``'s parent)."""
         offset = params.number("offset", 0)
         limit = params.number("limit", PAGE_SIZE, 1, MAX_LIMIT)
-        newer = self.source.open(params.version("b") or params.version())
+        b = params.version("b")
+        newer = self.source.open(params.version() if b is None else b)  # b=0 is a version
         with self.source.reading(newer) as ds:
             d = ds.diff(params.version("a"))  # without a: what this version's own commit changed
             ranges = _merged([r for t in d.tensors.values() for r in t.replaced])

@@ -237,3 +237,10 @@ def test_a_dataset_replaced_at_its_path_is_not_mixed_with_the_old(own_scene: lc.
         reply = fetch(v.url, old["rows"][1]["thumb"])
         assert (reply.status, reply.json()["error"]) == (404, "DatasetReplacedError")
         assert get_json(v.url, "/api/samples?limit=1")["id"] == new["id"]
+
+
+def test_diff_to_version_zero(scene: lc.Dataset, viewer: Viewer) -> None:
+    """b=0 names version 0 (not "no b"): the diff from the data's version back to the empty start."""
+    data = get_json(viewer.url, "/api/diff?a=2&b=0")
+    assert (data["a"], data["b"]) == (2, 0)
+    assert data["diff"] == as_json(lc.load(scene.path, read_only=True).diff(2, 0).to_dict())

@@ -14,12 +14,15 @@ from __future__ import annotations
 import http.client
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
 import lakecompute as lc
+from lakecompute.storage import DATA_CHUNK
+from lakecompute.testing.internals import dataset_core
 
 #: The screenshots docs/viewer.md shows (docs/images/...), by the page the browser tests take them of.
 SCREENSHOTS = {
@@ -143,3 +146,11 @@ def get_json(base: str, target: str) -> Any:
 def as_json(value: Any) -> Any:
     """``value`` as it comes back from JSON (tuples become lists, keys strings)."""
     return json.loads(json.dumps(value))
+
+
+def damage_chunks(ds: lc.Dataset, tensor: str) -> None:
+    """Truncate every stored chunk that holds ``tensor``'s samples in ``ds``'s version."""
+    for frag in dataset_core(ds).txn.head.tensors[tensor].fragments:
+        for c in range(frag.off // DATA_CHUNK, (frag.off + max(frag.nbytes, 1) - 1) // DATA_CHUNK + 1):
+            chunk = Path(ds.path) / f"segments/{frag.seg}/data/c/{c}"
+            chunk.write_bytes(chunk.read_bytes()[:-3])

@@ -15,7 +15,7 @@ import lakecompute as lc
 from lakecompute.storage import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
 from lakecompute.viewer import Viewer, serve
-from tests.viewer.scene import fetch, get_json
+from tests.viewer.scene import damage_chunks, fetch, get_json
 
 SECRET = "the-secret-file-content"
 
@@ -225,19 +225,11 @@ def test_unknown_versions_are_a_404(viewer: Viewer) -> None:
     assert fetch(viewer.url, "/api/info?version=999").status == 404
 
 
-def _damage_chunks(ds: lc.Dataset, tensor: str) -> None:
-    """Truncate every stored chunk that holds ``tensor``'s samples in ``ds``'s version."""
-    for frag in dataset_core(ds).txn.head.tensors[tensor].fragments:
-        for c in range(frag.off // DATA_CHUNK, (frag.off + max(frag.nbytes, 1) - 1) // DATA_CHUNK + 1):
-            chunk = Path(ds.path) / f"segments/{frag.seg}/data/c/{c}"
-            chunk.write_bytes(chunk.read_bytes()[:-3])
-
-
 def test_damaged_images_answer_with_the_error_and_serving_goes_on(own_scene: lc.Dataset) -> None:
     """Damaged image chunks: a thumbnail or image is a 500 whose body is DatasetCorruptError's message,
     the sample page shows the message in place of the image, and every other route still answers."""
     ds = lc.load(own_scene.path)
-    _damage_chunks(ds, "images")
+    damage_chunks(ds, "images")
     with serve(ds.path, open_browser=False) as v:
         rows = get_json(v.url, "/api/samples?limit=3")["rows"]
         reply = fetch(v.url, rows[0]["thumb"])
@@ -257,7 +249,7 @@ def test_damaged_labels_leave_the_grid_without_their_captions(own_scene: lc.Data
     """Damaged label chunks: a page of samples still comes, with the error's message and without the
     damaged tensor's captions."""
     ds = lc.load(own_scene.path)
-    _damage_chunks(ds, "labels")
+    damage_chunks(ds, "labels")
     with serve(ds.path, open_browser=False) as v:
         data = get_json(v.url, "/api/samples?limit=4")
         assert [r["index"] for r in data["rows"]] == [0, 1, 2, 3]

@@ -25,8 +25,7 @@ from PIL import Image
 
 import lakecompute as lc
 from lakecompute.viewer import Viewer, serve
-from tests.viewer.scene import BOX, CLASSES, SCREENSHOTS, N
-from tests.viewer.test_attacks import _damage_chunks
+from tests.viewer.scene import BOX, CLASSES, SCREENSHOTS, N, damage_chunks
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: Chromium's flags for a test: no sandbox (containers), no GPU, and none of its own traffic.
@@ -210,8 +209,8 @@ def test_no_request_leaves_the_machine(page: Any, viewer: Viewer, requests_made:
 def damaged(own_scene: lc.Dataset) -> Iterator[Viewer]:
     """A viewer on a scene whose image and label chunks are damaged."""
     ds = lc.load(own_scene.path)
-    _damage_chunks(ds, "images")
-    _damage_chunks(ds, "labels")
+    damage_chunks(ds, "images")
+    damage_chunks(ds, "labels")
     with serve(ds.path, open_browser=False) as v:
         yield v
 

@@ -431,7 +431,10 @@ class TransformError(LakeComputeError):
     The original exception is ``__cause__``.
 
     Attributes:
-        index: the position of the failing sample in ``data_in``.
+        index: the position of the failing sample in ``data_in`` (``data_in[index]``).
+        row: for dataset input (a view included), the dataset row that sample was read from
+            (``ds[row]``); equal to ``index`` over a whole dataset, not over a view (``ds[100:200]``:
+            index 5 is row 105). None for input that is not a dataset.
         sample: the failing input sample (``None`` if it could not be brought back from a worker).
         function: the name of the compute function that failed.
         step: the failing step of the pipeline, ``(position, name)`` (``(0, name)`` for a single
@@ -449,8 +452,10 @@ class TransformError(LakeComputeError):
         function: str | None,
         step: tuple[int, str] | None = None,
         step_input: Any = None,
+        row: int | None = None,
     ) -> None:
         self.index = index
+        self.row = row
         self.sample = sample
         self.function = function
         self.step = step

@@ -7,7 +7,6 @@ import os
 import re
 import sys
 import textwrap
-import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from lakecompute.testing.internals import dataset_core
 from lakecompute.viewer import parse_query
 from lakecompute.viz import contact_sheet
 from tests.helpers import make_numbers, make_out
-from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
+from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 
@@ -321,16 +320,6 @@ def _worker_died(tmp: Path) -> Any:
         double().eval(list(range(20)), _out(tmp), num_workers=2, checkpoint_interval=5, progressbar=False)
 
 
-LOCK = threading.Lock()
-
-
-@lc.compute
-def reads_lock(sample_in: Any, sample_out: Any) -> None:
-    """Write x, reading a global that has no stable identity."""
-    with LOCK:
-        sample_out.x.append(int(sample_in))
-
-
 @lc.compute
 def drops_odd(sample_in: Any, sample_out: Any) -> None:
     """Relabel even rows only: a filter, which in place would misalign the kept tensors."""
@@ -497,9 +486,6 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "factory-eval": lambda t: double.eval(list(range(5)), _out(t)),
     "rng-bound": lambda t: with_rng(rng=1),
     "seed": lambda t: double().eval(list(range(5)), _out(t), seed=-1),
-    "fingerprint-global": lambda t: reads_lock().eval(
-        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
-    ),
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
@@ -515,9 +501,6 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "eval-commit-conflict": _eval_conflict,
     "eval-unfinished": _eval_unfinished,
     "eval-resume-conflict": _eval_resume_conflict,
-    "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(
-        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
-    ),
     "fingerprint-stream": lambda t: double().eval(
         (i for i in range(5)), _out(t), checkpoint_interval=2, progressbar=False
     ),

@@ -21,7 +21,7 @@ import numpy as np
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
-from lakecompute.datasets._lifecycle import PathLike, empty, is_dataset, load
+from lakecompute.datasets._lifecycle import PathLike, check_apart, empty, is_dataset, load
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import DatasetExistsError, InvalidArgumentError, InvalidTypeError, warn
@@ -249,8 +249,7 @@ def _copy_destination(
     """The dataset a copy writes into, and the record of an earlier run of the same copy there (finished
     or to resume), if any."""
     backend = open_backend(dest, storage_options)
-    if backend.spec.url == base_dataset(plan.base).location.url:
-        raise InvalidArgumentError(f"Cannot copy {backend.url!r} onto itself. Choose another destination.")
+    check_apart(backend, base_dataset(plan.base), "copy")
     if is_dataset(backend) and not overwrite:
         out = load(dest, storage_options=storage_options)
         record = plan.progress_in(out)

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-from lakecompute.datasets._core import HasCore, core_of
+from lakecompute.datasets._core import HasCore
 from lakecompute.datasets._index import compose
 from lakecompute.datasets._info import DatasetInfo
+from lakecompute.datasets._taken import TakenAt
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
@@ -303,12 +304,15 @@ class _Samples(_Reading):
         raise NotImplementedError
 
 
-class DatasetView(_Samples):
-    """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``)."""
+class DatasetView(TakenAt, _Samples):
+    """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``).
+
+    It reads the version its dataset's handle read when it was taken, whatever the handle does later (a
+    checkout, a write, a restore): take it again (``ds[2:10]``) to see them (see `TakenAt`).
+    """
 
     def __init__(self, ds: Dataset, positions: range | np.ndarray) -> None:
-        self._ds = ds
-        self._core = core_of(ds)
+        self._take(ds)
         self._pos = positions
 
     def _base_ds(self) -> Dataset:
@@ -382,12 +386,12 @@ class DatasetView(_Samples):
         return dataset_html(self._ds, self.positions)
 
 
-class Row(_Reading):
-    """One sample of a dataset: ``ds[3].images.numpy()``, ``ds[3]["labels"]``."""
+class Row(TakenAt, _Reading):
+    """One sample of a dataset: ``ds[3].images.numpy()``, ``ds[3]["labels"]`` (of the version its handle
+    read when the row was taken, like a view)."""
 
     def __init__(self, ds: Dataset, position: int) -> None:
-        self._ds = ds
-        self._core = core_of(ds)
+        self._take(ds)
         self._pos = position
 
     def _base_ds(self) -> Dataset:

@@ -109,23 +109,49 @@ class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
 class DatasetReplacedError(DatasetNotFoundError):
     """Raised when the dataset something refers to (a pickled handle, a view, a loader state, a handle
     being reloaded) is no longer at its path: the path was overwritten, or deleted and created again, and
-    holds another dataset (another ``ds.id``) whose version numbers would otherwise be taken for its own.
+    holds another dataset (another ``ds.id``) whose version numbers would otherwise be taken for its own;
+    or the folder was replaced by a copy of the dataset (the same id) whose history diverged, so that the
+    version referred to holds other content there (another content digest).
 
     Attributes:
         path: the location.
         expected_id: the id of the dataset referred to.
         found_id: the id of the dataset there now.
+        expected_digest: the content digest of the version referred to ("" when the ids differ).
+        found_digest: the content digest of that version there now ("" when the ids differ).
     """
 
-    def __init__(self, path: str, expected_id: str, found_id: str, what: str = "this handle") -> None:
+    def __init__(
+        self,
+        path: str,
+        expected_id: str,
+        found_id: str,
+        what: str = "this handle",
+        *,
+        version: int | None = None,
+        expected_digest: str = "",
+        found_digest: str = "",
+    ) -> None:
         self.path = path
         self.expected_id = expected_id
         self.found_id = found_id
+        self.expected_digest = expected_digest
+        self.found_digest = found_digest
+        if expected_digest:
+            why = (
+                f"its version {version} holds other content there (content digest {found_digest[:16]}..., "
+                f"expected {expected_digest[:16]}...): the folder was replaced by a copy of the dataset "
+                "whose history diverged from it"
+            )
+        else:
+            why = (
+                f"expected dataset id {expected_id!r}, found {found_id!r} (the path was overwritten, or "
+                "deleted and created again)"
+            )
         LakeComputeError.__init__(
             self,
-            f"The dataset at {path!r} is not the one {what} refers to: expected dataset id {expected_id!r}, "
-            f"found {found_id!r} (the path was overwritten, or deleted and created again). Open the dataset "
-            "there now with lc.load(path).",
+            f"The dataset at {path!r} is not the one {what} refers to: {why}. Open the dataset there now "
+            "with lc.load(path).",
         )
 
 

@@ -48,9 +48,11 @@ def run_info(args: argparse.Namespace) -> int:
 
 def _version_arg(text: str | None) -> int | str | None:
     """A version given on the command line: a number, or a tag or branch name."""
+    from lakecompute.storage import is_version_number
+
     if text is None:
         return None
-    return int(text) if text.isdigit() else text
+    return int(text) if is_version_number(text) else text
 
 
 def _spans(numbers: list[int]) -> str:
@@ -68,7 +70,7 @@ def run_log(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path, read_only=True, branch=args.branch)
-    entries = ds.log(all_branches=args.graph)
+    entries = ds.log(all_branches=args.graph, evals=args.evals)
     if args.graph:
         for line in graph_lines(entries):
             print(line)
@@ -77,8 +79,17 @@ def run_log(args: argparse.Namespace) -> int:
     for entry in entries:
         counts = ", ".join(f"{k}={v}" for k, v in entry["samples"].items()) or "no tensors"
         refs = _refs_text(entry)
-        print(f"{entry['version']:>7}  {_when(entry['time'])}  {entry['message']:<40}  {counts}{refs}")
+        message = entry["message"] + _folded_text(entry)
+        print(f"{entry['version']:>7}  {_when(entry['time'])}  {message:<40}  {counts}{refs}")
     return 0
+
+
+def _folded_text(entry: dict[str, Any]) -> str:
+    """``" (+3 checkpoints: 4-6)"``: the checkpoint versions folded into an eval's entry (``--evals``)."""
+    folded = entry.get("eval", {}).get("checkpoints", [])
+    if not folded:
+        return ""
+    return f" (+{len(folded)} checkpoint{'s' if len(folded) > 1 else ''}: {_spans(folded)})"
 
 
 def _when(seconds: float) -> str:

@@ -185,12 +185,14 @@ _VERSION_VERBS = (
         "list a dataset's committed versions",
         "List the committed versions of a branch (default: main), oldest first: number, time, message, "
         "samples per tensor, and the branches and tags at each. With --graph, every branch's history, "
-        "newest first, a lane per branch, with each version's parents.",
+        "newest first, a lane per branch, with each version's parents. With --evals, the versions an eval "
+        "committed at its checkpoints fold into the line of the version that finished it.",
         run_log,
         (
             _path(),
             _branch("the branch whose history to list (default: main)"),
             Arg(("--graph",), "every branch, as a graph of lanes and parents", flag=True),
+            Arg(("--evals",), "one line per eval: its checkpoint versions folded into it", flag=True),
         ),
     ),
     Verb(

@@ -207,11 +207,13 @@ class DatasetSource(Source):
             [pos.start, pos.stop, pos.step] if isinstance(pos, range) else fingerprint_value(pos, "data_in")
         )
         # The dataset's id, not its path: a dataset made again at the same path reaches the same version
-        # numbers with other content, and a copy of the folder elsewhere is the same data.
+        # numbers with other content, and a copy of the folder elsewhere is the same data. The content
+        # digest: a copy whose history diverged holds other content under the same id and version.
         return {
             "kind": "dataset",
             "id": self.snap.dataset_id,
             "version": self.snap.version,
+            "digest": self.snap.digest,
             "positions": where,
             "pad": self.pad,
             "tensors": list(self.snap.tensors),
@@ -219,7 +221,13 @@ class DatasetSource(Source):
 
     def describe(self) -> dict[str, Any]:
         snap = self.snap
-        return {"kind": "dataset", "id": snap.dataset_id, "version": snap.version, "path": snap.url}
+        return {
+            "kind": "dataset",
+            "id": snap.dataset_id,
+            "version": snap.version,
+            "digest": snap.digest,
+            "path": snap.url,
+        }
 
 
 class SequenceSource(Source):

@@ -66,6 +66,7 @@ class CopyPlan:
             "dataset": core_of(self.base).dataset_id,
             "path": self.base.location.url,
             "version": self.base.version,
+            "digest": self.base.digest,
             "rows": _rows_key(self.positions),
             "tensors": list(self.names),
         }

@@ -42,6 +42,8 @@ class Snapshot:
         fork_safe: whether a forked child can still use the store (False for object stores).
         shared_between_processes: whether other processes can open it (False for ``mem://``).
         dataset_id: the dataset's id (`Dataset.id`): opening refuses another dataset made at ``url``.
+        digest: the version's content digest (`Dataset.digest`): opening refuses a copy of the dataset
+            at ``url`` whose version ``version`` holds other content (its history diverged).
         verdicts: how the process that made it reads the layouts of arrays it decided so far, adopted
             by `open` where they hold (same zarr and codecs), so that a worker does not probe them again.
     """
@@ -55,6 +57,7 @@ class Snapshot:
     shared_between_processes: bool
     dataset_id: str = ""
     verdicts: LayoutVerdicts = field(default_factory=LayoutVerdicts, hash=False, compare=False)
+    digest: str = ""
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -79,11 +82,14 @@ class Snapshot:
                 `lakecompute.storage.CACHE_BYTES`); loaders keep more.
 
         Raises:
-            DatasetReplacedError: another dataset was made at the location since the snapshot was taken.
+            DatasetReplacedError: another dataset was made at the location since the snapshot was taken,
+                or the folder was replaced by a copy whose version holds other content.
         """
         adopt_layout_verdicts(self.verdicts)
         backend = open_backend(self.url, self.storage_options)
-        manifest = read_manifest_of(backend, self.version, self.dataset_id, "the data being read")
+        manifest = read_manifest_of(
+            backend, self.version, self.dataset_id, "the data being read", digest=self.digest
+        )
         ds = Dataset(backend, manifest, read_only=True, pinned=True)
         if cache_bytes is not None:
             core_of(ds).cache.max_bytes = cache_bytes
@@ -115,4 +121,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         backend.shared_between_processes,
         core.dataset_id,
         layout_verdicts(),
+        digest=core.txn.base.digest,
     )

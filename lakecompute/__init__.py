@@ -15,6 +15,7 @@ from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorDiff, 
 from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
 from lakecompute.schedulers import worker_device
+from lakecompute.select import Expr, col, expr
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __all__ = [
     "Dataset",
     "DatasetView",
     "EvalResult",
+    "Expr",
     "FailedSample",
     "ImageFile",
     "Pipeline",
@@ -33,6 +35,7 @@ __all__ = [
     "TensorView",
     "VersionDiff",
     "__version__",
+    "col",
     "compose",
     "compute",
     "copy",
@@ -40,6 +43,7 @@ __all__ = [
     "delete",
     "empty",
     "exists",
+    "expr",
     "from_numpy",
     "ingest_classification",
     "ingest_coco",

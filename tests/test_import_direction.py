@@ -23,13 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lakecompute"
 
-#: The layers a dataset handle's verbs hand over to: ``ds.filter`` (compute), ``ds.batches`` and
+#: The layers a dataset handle's verbs hand over to: ``ds.filter`` (compute, select), ``ds.batches`` and
 #: ``ds.pytorch`` (loaders), ``view.export_coco`` (vision), the notebook view (viz), ``ds.view()`` (the
 #: viewer). These are the only upward imports the layers contract may ignore, and only from the dataset
 #: layer.
 HANDLE_VERBS = {
     "lakecompute.compute",
     "lakecompute.loaders",
+    "lakecompute.select",
     "lakecompute.vision",
     "lakecompute.viz",
     "lakecompute.viewer",

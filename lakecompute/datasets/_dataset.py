@@ -25,7 +25,7 @@ from lakecompute.datasets._info import DatasetInfo, parse_info
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._vcs import VersionControl
-from lakecompute.datasets._views import DatasetView, Row, _Samples
+from lakecompute.datasets._views import DatasetView, Row, _Samples, column_list
 from lakecompute.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -154,6 +154,10 @@ class Dataset(_Samples, VersionControl):
         if isinstance(key, str):
             self._core.state(key)
             return Tensor(self, key)
+        columns = column_list(key)
+        if columns is not None:  # a column view: ds[["labels", "boxes"]]
+            shortest = min(self._core.length(name) for name in columns)  # each name checked
+            return DatasetView(self, range(shortest), columns)
         pos = parse_index(key, len(self))
         if isinstance(pos, int):
             return Row(self, pos)

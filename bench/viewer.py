@@ -8,7 +8,7 @@ and a box each, built through the public API; the baseline is the same page of a
 ratio near 1 says the first page costs the same whatever the dataset's size (the target: within 2x).
 
 Also shown, without a target: a page deep in the large dataset (rows 50,000 on), and the sidebar's counts
-of the label tensor (one pass over a column: grows with the rows) where this tree has them.
+of the label tensor (one pass over a column: grows with the rows).
 """
 
 from __future__ import annotations
@@ -75,13 +75,10 @@ def page_ms(path: str, offset: int = 0) -> float:
     return seconds * 1e3
 
 
-def counts_ms(path: str) -> float | None:
-    """Milliseconds of the sidebar's counts of ``labels`` on a fresh viewer (None: no counts here)."""
-    import lakecompute as lc
+def counts_ms(path: str) -> float:
+    """Milliseconds of the sidebar's counts of ``labels`` on a fresh viewer."""
     from lakecompute.viewer import serve
 
-    if not callable(getattr(lc.Dataset, "count_values", None)):
-        return None
     with serve(path, open_browser=False) as viewer:
         parts = urlsplit(viewer.url)
         conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=120)

@@ -117,7 +117,6 @@ class ViewerApp:
                 "targets": target_tensors(ds, image) if image else [],
                 "branches": ds.branches,
                 "tags": ds.tags,
-                "selecting": _select.available(ds),
                 "page_size": PAGE_SIZE,
             }
 
@@ -191,7 +190,7 @@ class ViewerApp:
                 "expr": expr,
                 "per_object": per_object,
                 "counts": [[jsonable(value), n] for value, n in counts],
-                "clauses": [_select.value_clause(tensor, value, per_object) for value, _ in counts],
+                "clauses": [_select.value_clause(tensor, value) for value, _ in counts],
             }
 
     def log(self, params: Params) -> dict[str, Any]:

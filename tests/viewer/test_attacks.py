@@ -275,3 +275,32 @@ def test_a_chunk_linked_outside_the_dataset_is_not_served(own_scene: lc.Dataset)
             assert reply.status == 500
             assert reply.json()["error"] == "DatasetCorruptError"
             assert SECRET.encode() not in reply.body
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "__import__('os').system('touch pwned')",
+        "labels.__class__",
+        "open('/etc/passwd')",
+        "labels == 'cat'; import os",
+        "labels == ",
+        "nosuchtensor == 1",
+        "(" * 500 + "labels == 'cat'" + ")" * 500,
+    ],
+)
+def test_hostile_expressions_are_parsed_and_refused(scene: lc.Dataset, viewer: Viewer, expr: str) -> None:
+    """An expression in a URL is parsed by the library, never run: text that is not the language, or
+    names what is not there, is a 400 with the parser's message (ExpressionError), and nothing happens."""
+    before = _tree_digest(scene.path)
+    for route in ("/api/samples", "/api/sample/0", "/api/count?tensor=labels&"):
+        sep = "" if route.endswith("&") else "?"
+        reply = fetch(viewer.url, f"{route}{sep}expr={quote(expr)}")
+        assert reply.status == 400, (route, reply.body[:200])
+        body = reply.json()
+        assert body["error"] == "ExpressionError"
+        with pytest.raises(lc.ExpressionError) as python:
+            scene.filter(expr.strip())  # the URL's text is taken stripped
+        assert body["message"] == str(python.value)
+    assert _tree_digest(scene.path) == before
+    assert not Path("pwned").exists()

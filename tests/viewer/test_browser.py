@@ -52,10 +52,6 @@ pytestmark = [
         not CHROMIUM.exists() and not REQUIRED, reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
     ),
 ]
-needs_selecting = pytest.mark.skipif(
-    not callable(getattr(lc.Dataset, "count_values", None)),
-    reason="selecting by value (API.md §7, issue 41) is not in this tree yet",
-)
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +227,6 @@ def test_damaged_data_shows_the_library_message(browser: Any, damaged: Viewer) -
         page.close()
 
 
-@needs_selecting
 def test_an_expression_filters_the_grid_and_its_url_reproduces_it(page: Any, viewer: Viewer) -> None:
     """Typing an expression shows exactly the rows Python keeps; the URL holds it, and reloading shows
     the same rows."""
@@ -256,7 +251,6 @@ def test_an_expression_filters_the_grid_and_its_url_reproduces_it(page: Any, vie
     assert page.locator("#expr").input_value() == expr
 
 
-@needs_selecting
 def test_sidebar_counts_and_toggles_write_the_expression(page: Any, viewer: Viewer, tmp_path: Path) -> None:
     """The sidebar shows each label tensor's counts; ticking values or-s them into the expression (in
     the URL), and the grid shows the rows Python keeps for it; unticking takes a value out again."""

@@ -150,11 +150,6 @@ function sidebar(info) {
   });
   expr.addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); } });
   const aside = el("aside", {}, form);
-  if (!info.selecting) {
-    expr.disabled = true;
-    aside.append(el("p", { class: "muted", text: "Selecting by value is not available in this lakecompute." }));
-    return aside;
-  }
   for (const tensor of info.labels) {
     const box = el("div", {}, el("p", { class: "muted", text: "counting…" }));
     aside.append(el("h3", { text: tensor }), box);

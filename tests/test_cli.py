@@ -20,7 +20,7 @@ from tests.helpers import run_cli
 
 SUBCOMMANDS = [
     "info", "log", "restore", "diff", "ingest-classification", "ingest-coco", "ingest-yolo", "compact",
-    "vacuum", "filter", "count", "show", "demo"
+    "vacuum", "filter", "count", "show", "view", "demo"
 ]  # fmt: skip
 
 
@@ -119,6 +119,9 @@ USER_ERRORS = [
     (["show", "{ds}", "--rows", "99", "--cols", "99"], 1, "at most 1024 images. Got --cols x --rows = 9801"),
     (["show", "{ds}", "-o", "{tmp}/grid.txt"], 1, "-o takes an image file name"),
     (["show", "{ds}", "-o", "{tmp}/no/such/folder/grid.png"], 1, "No such file or directory"),
+    (["view", "{missing}", "--no-browser"], 1, "No lakecompute dataset at"),
+    (["view", "{ds}", "--no-browser", "--branch", "nope"], 1, "has no branch or tag 'nope'"),
+    (["view", "{ds}", "--port", "70000"], 2, "--port: expected a port from 0 to 65535, got '70000'"),
     (["demo", "--samples", "0"], 2, "--samples: expected an integer >= 1, got '0'"),
     (["demo", "--output-dir", "{file}"], 1, "File exists"),
 ]  # fmt: skip

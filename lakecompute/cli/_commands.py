@@ -24,6 +24,7 @@ __all__ = [
     "run_restore",
     "run_show",
     "run_vacuum",
+    "run_view",
     "version_arg",
 ]
 
@@ -305,6 +306,34 @@ def run_show(args: argparse.Namespace) -> int:
     )
     sheet.save(args.output)
     print(f"Wrote {args.output} ({sheet.width}x{sheet.height}).")
+    return 0
+
+
+def run_view(args: argparse.Namespace) -> int:
+    import warnings
+
+    from lakecompute.errors import LakeComputeWarning
+    from lakecompute.viewer import serve
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LakeComputeWarning)
+        viewer = serve(
+            args.path,
+            version=version_arg(args.version),
+            branch=args.branch,
+            host=args.host,
+            port=args.port,
+            open_browser=not args.no_browser,
+            expr=args.expr,
+            verbose=args.verbose,
+        )
+    for warning in caught:
+        print(f"lakecompute: warning: {warning.message}", file=sys.stderr)
+    print(f"Serving {args.path} at {viewer.url} (read-only; Ctrl-C stops it).", flush=True)
+    try:
+        viewer.wait()
+    except KeyboardInterrupt:
+        print("Stopped.")
     return 0
 
 

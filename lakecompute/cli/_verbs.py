@@ -23,6 +23,7 @@ from lakecompute.cli._commands import (
     run_restore,
     run_show,
     run_vacuum,
+    run_view,
 )
 from lakecompute.cli._select import run_count, run_filter
 
@@ -35,6 +36,7 @@ _EPILOG = """examples:
   lakecompute filter ./animals-lc "labels == 'cat'" --save ./cats
   lakecompute count ./coco-lc categories
   lakecompute show ./animals-lc --tensor images --rows 2 --cols 6 -o grid.png
+  lakecompute view ./animals-lc
   lakecompute log ./animals-lc --graph
   lakecompute diff ./animals-lc main experiment
   lakecompute restore ./animals-lc 3
@@ -60,6 +62,13 @@ def _positive(text: str) -> int:
 
 def _non_negative(text: str) -> int:
     return _integer(text, 0)
+
+
+def _port(text: str) -> int:
+    value = _integer(text, 0)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -321,6 +330,30 @@ _LOOK_VERBS = (
             Arg(
                 ("--objects",), "draw only the objects this per-object expression keeps ('filter --objects')"
             ),
+        ),
+    ),
+    Verb(
+        "view",
+        "browse a dataset, its versions and diffs in the browser (a local, read-only server)",
+        "Serve a page on this machine that shows the dataset: a grid of thumbnails with boxes, masks, "
+        "polygons and keypoints drawn over them, each label tensor's counts and an expression box, a "
+        "page per sample, the versions graph, and the diff of two versions (docs/viewer.md). It binds "
+        "127.0.0.1 (only this machine) unless --host says otherwise, answers GET only, and serves until "
+        "Ctrl-C.",
+        run_view,
+        (
+            _path("the dataset (a folder, or s3://...)"),
+            Arg(("--version",), "show this version (a number or a tag) unless a page names another"),
+            _branch("or the newest version of this branch (default: main)"),
+            Arg(("--port",), "the port (default: 0, any free one)", parse=_port, default=0),
+            Arg(
+                ("--host",),
+                "the address to bind (default: 127.0.0.1); another lets other machines read the dataset",
+                default="127.0.0.1",
+            ),
+            Arg(("--expr",), "an expression the first page opens with (e.g. \"labels == 'cat'\")"),
+            Arg(("--no-browser",), "do not open the browser; print the URL only", flag=True),
+            Arg(("--verbose",), "log every request on stderr", flag=True),
         ),
     ),
     Verb(

@@ -47,7 +47,7 @@ from lakecompute.storage import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from lakecompute.viewer import Viewer
 
 __all__ = ["Dataset"]
 
@@ -428,6 +428,43 @@ class Dataset(_Samples, VersionControl):
         from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
 
         return dataset_html(self)
+
+    def view(
+        self,
+        expr: str | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        open_browser: bool | None = None,
+    ) -> Viewer:
+        """Open this dataset in the viewer (docs/viewer.md): the version this handle reads, or its
+        branch's newest version. In a notebook the viewer shows in an inline frame; in a script it opens
+        the browser (unless ``open_browser=False``). Call ``.stop()`` on the returned handle to stop it,
+        or ``.wait()`` to serve until Ctrl-C (a script's last line).
+
+        Args:
+            expr: an expression (API.md §7) the first page opens with.
+            host: the address to bind; other than loopback warns (anyone who can reach it reads the data).
+            port: the port (0: any free one).
+            open_browser: open the browser (default: yes, unless in a notebook).
+
+        Returns:
+            The running `lakecompute.viewer.Viewer`, with ``.url``, ``.stop()`` and ``.wait()``.
+        """
+        from lakecompute.viewer import serve  # the viewer sits above the dataset layer
+
+        spec = self.location
+        branch = self.branch
+        return serve(
+            spec.url,
+            version=self.version if branch is None else None,
+            branch=branch,
+            storage_options=dict(spec.storage_options) or None,
+            host=host,
+            port=port,
+            open_browser=open_browser,
+            expr=expr,
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as where it lives and the version it reads, reopened on unpickling (in another process

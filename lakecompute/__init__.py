@@ -15,6 +15,7 @@ from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorView
 from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
 from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
 from lakecompute.schedulers import worker_device
+from lakecompute.select import Expr, col, expr
 from lakecompute.table import TensorDiff, VersionDiff
 from lakecompute.vision import ingest_coco, ingest_yolo
 
@@ -25,6 +26,7 @@ __all__ = [
     "Dataset",
     "DatasetView",
     "EvalResult",
+    "Expr",
     "FailedSample",
     "ImageFile",
     "Pipeline",
@@ -34,6 +36,7 @@ __all__ = [
     "TensorView",
     "VersionDiff",
     "__version__",
+    "col",
     "compose",
     "compute",
     "copy",
@@ -41,6 +44,7 @@ __all__ = [
     "delete",
     "empty",
     "exists",
+    "expr",
     "from_numpy",
     "ingest_classification",
     "ingest_coco",

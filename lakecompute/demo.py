@@ -169,6 +169,7 @@ def run_demo(
         f"\nLook inside:  lakecompute info {dst_path}\n"
         f"              lakecompute log {dst_path}\n"
         f"              lakecompute show {dst_path} --tensor images --rows 2 --cols 6 -o grid.png\n"
+        f"              lakecompute view {dst_path}      (in the browser: samples, versions, diffs)\n"
         f"In Python:    lc.load({dst_path!r})"
     )
     return paths

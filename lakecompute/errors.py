@@ -19,6 +19,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetReplacedError",
     "EvalConflictError",
+    "ExpressionError",
     "FingerprintError",
     "ForkInTaskError",
     "InvalidArgumentError",
@@ -79,6 +80,38 @@ def warn(message: str) -> None:
 
 class InvalidArgumentError(LakeComputeError, ValueError):
     """Raised when an argument has an unusable value (an unknown htype, a bad tensor name, ...)."""
+
+
+class ExpressionError(InvalidArgumentError):
+    """Raised when an expression (``lc.col(...)``, ``lc.expr(text)``, ``ds.filter(text)``) cannot be parsed,
+    or does not fit the tensors it names (an unknown tensor or class name, values compared with a type
+    they do not compare with).
+
+    Attributes:
+        text: the expression's text: as given to ``lc.expr``, else ``str(expr)``.
+        position: where in ``text`` the problem is (0-based character offset), or None where it is the
+            expression as a whole.
+        detail: what is wrong, without the position.
+    """
+
+    def __init__(self, detail: str, text: str = "", position: int | None = None) -> None:
+        detail = detail.rstrip(".")
+        self.detail = detail
+        self.text = text
+        self.position = position
+        if position is None:
+            where = f" (in {_quoted(text)})" if text else ""
+            super().__init__(f"Expression error: {detail}{where}.")
+        else:
+            super().__init__(
+                f"Expression error at position {position}: {detail} (in {_quoted(text)}, here: "
+                f"{_quoted(text[position : position + 24], 24)})."
+            )
+
+
+def _quoted(text: str, limit: int = 120) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 class InvalidTypeError(LakeComputeError, TypeError):

@@ -30,12 +30,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_CELLS",
+    "class_label_tensors",
     "contact_sheet",
     "dataset_html",
     "draw_targets",
     "image_tensors",
     "sample_indices",
     "target_tensors",
+    "to_pil",
 ]
 
 MAX_CELLS = 1024
@@ -87,7 +89,8 @@ def _check_image_tensor(ds: Any, tensor: str) -> None:
         )
 
 
-def _class_label_tensors(ds: Any) -> list[str]:
+def class_label_tensors(ds: Any) -> list[str]:
+    """The names of the tensors of ``ds`` of a class_label htype (their values index class names)."""
     return [name for name, t in ds.tensors.items() if _declared(t).labels]
 
 
@@ -95,7 +98,7 @@ def _resolve_labels(ds: Any, label_tensor: str | None) -> str | None:
     """The class_label tensor to caption with: ``"auto"`` picks ``labels`` or the first one there is."""
     if label_tensor is None:
         return None
-    choices = _class_label_tensors(ds)
+    choices = class_label_tensors(ds)
     if label_tensor == _AUTO:
         return "labels" if "labels" in choices else (choices[0] if choices else None)
     tensors = ds.tensors
@@ -204,8 +207,12 @@ def _choose(ds: Any, n: int, indices: Sequence[int] | str, count: int, labels: s
     return [int(i) for i in indices]
 
 
-def _to_pil(arr: np.ndarray) -> Image.Image:
-    """An RGB Pillow image of an HxW or HxWxC uint8 sample."""
+def to_pil(arr: np.ndarray) -> Image.Image:
+    """An RGB Pillow image of an HxW or HxWxC uint8 sample.
+
+    Raises:
+        InvalidArgumentError: the array is not shaped as an image.
+    """
     from PIL import Image
 
     if arr.ndim == 3 and arr.shape[2] == 1:
@@ -290,7 +297,7 @@ def contact_sheet(
         draw.text((4, 2), title, fill=(0, 0, 0))
     overlays = target_tensors(ds, tensor) if targets else []
     for k, (i, caption) in enumerate(zip(chosen, _captions(ds, chosen, labels), strict=True)):
-        img = draw_targets(ds, i, _to_pil(np.asarray(t[i].numpy())), overlays)
+        img = draw_targets(ds, i, to_pil(np.asarray(t[i].numpy())), overlays)
         img.thumbnail((cell - 4, cell - 4))
         x, y = (k % cols) * cell, top + (k // cols) * (cell + _CAPTION)
         sheet.paste(img, (x + (cell - img.width) // 2, y + (cell - img.height) // 2))
@@ -300,7 +307,7 @@ def contact_sheet(
 
 # -- boxes, masks and keypoints over images ----------------------------------------------------------
 
-_DRAWN: tuple[Target, ...] = ("class_mask", "mask", "boxes", "keypoints")  # in this order, masks first
+_DRAWN: tuple[Target, ...] = ("class_mask", "mask", "polygons", "boxes", "keypoints")  # masks first
 _PALETTE = (
     (230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
     (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (0, 128, 128),
@@ -308,8 +315,9 @@ _PALETTE = (
 
 
 def target_tensors(ds: Any, tensor: str = "images") -> list[str]:
-    """The tensors of ``ds`` drawn over the images of ``tensor``: its boxes, masks and keypoints (those of
-    htype ``bbox``, ``binary_mask``, ``segment_mask``, ``keypoints`` with a sample per image)."""
+    """The tensors of ``ds`` drawn over the images of ``tensor``: its boxes, masks, polygons and keypoints
+    (those of htype ``bbox``, ``binary_mask``, ``segment_mask``, ``polygon``, ``keypoints`` with a sample
+    per image)."""
     n = len(ds[tensor])
     found = [(name, _declared(t).target) for name, t in ds.tensors.items()]
     ordered = sorted(((n, t) for n, t in found if t in _DRAWN), key=lambda nt: _DRAWN.index(nt[1]))
@@ -318,7 +326,7 @@ def target_tensors(ds: Any, tensor: str = "images") -> list[str]:
 
 def _box_classes(ds: Any, i: int, k: int) -> tuple[np.ndarray | None, list[str]]:
     """Per-box class ids of sample ``i`` (a class_label tensor with ``k`` values there), and their names."""
-    for name in sorted(_class_label_tensors(ds), key=lambda n: n not in ("categories", "labels")):
+    for name in sorted(class_label_tensors(ds), key=lambda n: n not in ("categories", "labels")):
         if i < len(ds[name]):
             values = np.asarray(ds[name][i].numpy()).reshape(-1)
             if values.size == k:
@@ -363,6 +371,28 @@ def _draw_boxes(ds: Any, i: int, name: str, img: Image.Image) -> None:
             draw.text((x1 + 2, y1 + 1), names[c], fill=_colour(c))
 
 
+def _draw_polygons(ds: Any, i: int, name: str, img: Image.Image) -> None:
+    from PIL import ImageDraw
+
+    from lakecompute.vision import polygon_points
+
+    objects = ds[name][i].numpy(aslist=True)
+    info = ds.tensors[name].info
+    classes, names = _box_classes(ds, i, len(objects))
+    draw = ImageDraw.Draw(img)
+    width = max(1, round(max(img.size) / 128))
+    for j, parts in enumerate(objects):
+        c = int(classes[j]) if classes is not None else j
+        for part in parts:
+            points = polygon_points(part, info, False, (img.height, img.width))
+            if len(points) >= 2:
+                xy = [(float(x), float(y)) for x, y in points]
+                draw.line([*xy, xy[0]], fill=_colour(c), width=width)
+        if classes is not None and 0 <= c < len(names) and parts:
+            x, y = polygon_points(parts[0], info, False, (img.height, img.width))[0]
+            draw.text((float(x) + 2, float(y) + 1), names[c], fill=_colour(c))
+
+
 def _draw_keypoints(ds: Any, i: int, name: str, img: Image.Image) -> None:
     from PIL import ImageDraw
 
@@ -382,9 +412,10 @@ def _draw_keypoints(ds: Any, i: int, name: str, img: Image.Image) -> None:
 
 
 def draw_targets(ds: Any, i: int, img: Image.Image, tensors: Sequence[str]) -> Image.Image:
-    """Sample ``i``'s boxes, masks and keypoints (the ``tensors``, see `target_tensors`) drawn over
-    ``img``: masks as coloured tints, boxes as outlines coloured (and named) by class when a class_label
-    tensor has one label per box, keypoints as dots joined by the tensor's ``skeleton``.
+    """Sample ``i``'s boxes, masks, polygons and keypoints (the ``tensors``, see `target_tensors`) drawn
+    over ``img``: masks as coloured tints, boxes as outlines coloured (and named) by class when a
+    class_label tensor has one label per box, polygons as outlines coloured so too, keypoints as dots
+    joined by the tensor's ``skeleton``.
 
     Returns:
         A new RGB image; ``img`` is not changed.
@@ -400,6 +431,8 @@ def draw_targets(ds: Any, i: int, img: Image.Image, tensors: Sequence[str]) -> I
     for name in tensors:
         if targets[name] == "boxes":
             _draw_boxes(ds, i, name, out)
+        elif targets[name] == "polygons":
+            _draw_polygons(ds, i, name, out)
         elif targets[name] == "keypoints":
             _draw_keypoints(ds, i, name, out)
     return out
@@ -440,7 +473,7 @@ def _table(ds: Any, length: int | None) -> str:
 
 def _class_names(ds: Any) -> str:
     parts = []
-    for name in _class_label_tensors(ds):
+    for name in class_label_tensors(ds):
         names = list(ds.tensors[name].info.get("class_names") or [])
         shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
         parts.append(f"<div>{_esc(name)}: {_esc(shown)}</div>")
@@ -459,7 +492,7 @@ def _strip(ds: Any, tensor: str, positions: Positions, count: int, size: int) ->
     figures = []
     overlays = target_tensors(ds, tensor)
     for i, caption in zip(chosen, _captions(ds, chosen, _resolve_labels(ds, _AUTO)), strict=True):
-        img = draw_targets(ds, i, _to_pil(np.asarray(ds[tensor][i].numpy())), overlays)
+        img = draw_targets(ds, i, to_pil(np.asarray(ds[tensor][i].numpy())), overlays)
         img.thumbnail((size, size))
         scale = size / max(img.width, img.height)  # small images are shown larger, pixels kept sharp
         width, height = round(img.width * scale), round(img.height * scale)

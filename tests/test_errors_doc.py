@@ -18,6 +18,7 @@ from PIL import Image as PILImage
 
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
+from lakecompute.viewer import parse_query
 from lakecompute.viz import contact_sheet
 from tests.helpers import make_numbers, make_out
 from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double
@@ -471,8 +472,15 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "merge-conflict": _merge_conflict,
     "delete-current-branch": _delete_current_branch,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
+    "expression-syntax": lambda t: _ds(t).filter("__import__('os').system('x')"),
+    "expression-unknown-tensor": lambda t: _ds(t).filter("lables == 'cat'"),
+    "expression-class-name": lambda t: _ds(t).filter(lc.col("labels") == "cow"),
+    "expression-types": lambda t: _ds(t).filter("labels > 'cat'"),
+    "expression-too-deep": lambda t: lc.expr("(" * 10_000 + "x" + ")" * 10_000),
+    "filter-labels-per-row": lambda t: _ds(t).filter_labels("x > 0"),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),
+    "viewer-parameter": lambda t: parse_query("limit=1000000000", {"limit"}).number("limit", 48, 1, 500),
     # -- evals ---------------------------------------------------------------------------------
     "transform-error": lambda t: fails_on_three().eval(list(range(10)), _out(t), progressbar=False),
     "eval-unknown-tensor": lambda t: writes_unknown().eval(list(range(5)), _out(t), progressbar=False),

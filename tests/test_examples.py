@@ -43,6 +43,12 @@ EXPECTED = {
         "process 0 of 1: 256 embeddings at version 6, column (256, 512)",
         "1 commit made it visible: eval Embed (in place)",
     ],
+    "10_select.py": [
+        "objects per class: {'diamond': 29, 'box': 27} (56 annotations in the JSON)",
+        "18 of 24 images have a diamond and another object",
+        "pycocotools reads 9 annotations of 8 images",
+        "where filter_labels(boxes[2] * boxes[3] > 800) | sort(len(boxes), descending=True)",
+    ],
 }
 
 

@@ -23,10 +23,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lakecompute"
 
-#: The layers a dataset handle's verbs hand over to: ``ds.filter`` (compute), ``ds.batches`` and
-#: ``ds.pytorch`` (loaders), ``view.export_coco`` (vision), the notebook view (viz). These are the only
-#: upward imports the layers contract may ignore, and only from the dataset layer.
-HANDLE_VERBS = {"lakecompute.compute", "lakecompute.loaders", "lakecompute.vision", "lakecompute.viz"}
+#: The layers a dataset handle's verbs hand over to: ``ds.filter`` (compute, select), ``ds.batches`` and
+#: ``ds.pytorch`` (loaders), ``view.export_coco`` (vision), the notebook view (viz), ``ds.view()`` (the
+#: viewer). These are the only upward imports the layers contract may ignore, and only from the dataset
+#: layer.
+HANDLE_VERBS = {
+    "lakecompute.compute",
+    "lakecompute.loaders",
+    "lakecompute.select",
+    "lakecompute.vision",
+    "lakecompute.viz",
+    "lakecompute.viewer",
+}
 
 #: The modules that sit above the facade and may import ``lakecompute`` itself: the command line, the
 #: demo and the test helpers (the facade, ``lakecompute/__init__.py``, is the package).

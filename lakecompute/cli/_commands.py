@@ -24,13 +24,15 @@ __all__ = [
     "run_restore",
     "run_show",
     "run_vacuum",
+    "run_view",
+    "version_arg",
 ]
 
 
 def run_info(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
-    version = _version_arg(args.version)
+    version = version_arg(args.version)
     try:
         ds = lc.load(args.path, read_only=True, version=version, branch=args.branch)
     except lc.DatasetNotFoundError:
@@ -42,10 +44,14 @@ def run_info(args: argparse.Namespace) -> int:
             f"{_spans(versions)}. 'lakecompute log {args.path}' lists them."
         ) from None
     print(ds.summary_table())
+    from lakecompute.cli._select import class_histograms  # after the table: it reads the label columns
+
+    for line in class_histograms(ds):
+        print(line)
     return 0
 
 
-def _version_arg(text: str | None) -> int | str | None:
+def version_arg(text: str | None) -> int | str | None:
     """A version given on the command line: a number, or a tag or branch name."""
     from lakecompute.table import is_version_number
 
@@ -151,7 +157,7 @@ def run_restore(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path, branch=args.branch)
-    old = _version_arg(args.version)
+    old = version_arg(args.version)
     new = ds.restore(old)  # type: ignore[arg-type]  # a number or a name, never None here
     print(f"Restored {args.path} on branch {ds.branch!r} to the content of {old!r}: version {new}.")
     return 0
@@ -163,7 +169,7 @@ def run_diff(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path, read_only=True)
-    result = ds.diff(_version_arg(args.a), _version_arg(args.b))
+    result = ds.diff(version_arg(args.a), version_arg(args.b))
     print(json.dumps(result.to_dict(), indent=2) if args.json else str(result))
     return 0
 
@@ -275,10 +281,11 @@ def _size(nbytes: int) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     import lakecompute as lc
+    from lakecompute.cli._select import selected
     from lakecompute.viz import contact_sheet
 
     _check_image_file_name(args.output)
-    ds = lc.load(args.path, read_only=True)
+    ds = selected(lc.load(args.path, read_only=True), args.where, args.objects)
     indices: list[int] | Literal["spread"] = "spread"
     if args.indices:
         try:
@@ -299,6 +306,34 @@ def run_show(args: argparse.Namespace) -> int:
     )
     sheet.save(args.output)
     print(f"Wrote {args.output} ({sheet.width}x{sheet.height}).")
+    return 0
+
+
+def run_view(args: argparse.Namespace) -> int:
+    import warnings
+
+    from lakecompute.errors import LakeComputeWarning
+    from lakecompute.viewer import serve
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LakeComputeWarning)
+        viewer = serve(
+            args.path,
+            version=version_arg(args.version),
+            branch=args.branch,
+            host=args.host,
+            port=args.port,
+            open_browser=not args.no_browser,
+            expr=args.expr,
+            verbose=args.verbose,
+        )
+    for warning in caught:
+        print(f"lakecompute: warning: {warning.message}", file=sys.stderr)
+    print(f"Serving {args.path} at {viewer.url} (read-only; Ctrl-C stops it).", flush=True)
+    try:
+        viewer.wait()
+    except KeyboardInterrupt:
+        print("Stopped.")
     return 0
 
 

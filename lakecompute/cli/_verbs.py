@@ -23,7 +23,9 @@ from lakecompute.cli._commands import (
     run_restore,
     run_show,
     run_vacuum,
+    run_view,
 )
+from lakecompute.cli._select import run_count, run_filter
 
 __all__ = ["INGEST_OPTIONS", "VERBS", "Arg", "Verb", "build_parser"]
 
@@ -31,7 +33,10 @@ _EPILOG = """examples:
   lakecompute demo
   lakecompute ingest-classification ./animals ./animals-lc
   lakecompute info ./animals-lc
+  lakecompute filter ./animals-lc "labels == 'cat'" --save ./cats
+  lakecompute count ./coco-lc categories
   lakecompute show ./animals-lc --tensor images --rows 2 --cols 6 -o grid.png
+  lakecompute view ./animals-lc
   lakecompute log ./animals-lc --graph
   lakecompute diff ./animals-lc main experiment
   lakecompute restore ./animals-lc 3
@@ -57,6 +62,13 @@ def _positive(text: str) -> int:
 
 def _non_negative(text: str) -> int:
     return _integer(text, 0)
+
+
+def _port(text: str) -> int:
+    value = _integer(text, 0)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -314,6 +326,34 @@ _LOOK_VERBS = (
             Arg(("--indices",), "comma-separated sample indices (default: rows*cols spread out)", default=""),
             Arg(("-o", "--output"), "the PNG file to write (default: grid.png)", default="grid.png"),
             Arg(("--no-targets",), "do not draw boxes, masks and keypoints over the images", flag=True),
+            Arg(("--where",), "show only the rows this expression keeps (see 'filter')"),
+            Arg(
+                ("--objects",), "draw only the objects this per-object expression keeps ('filter --objects')"
+            ),
+        ),
+    ),
+    Verb(
+        "view",
+        "browse a dataset, its versions and diffs in the browser (a local, read-only server)",
+        "Serve a page on this machine that shows the dataset: a grid of thumbnails with boxes, masks, "
+        "polygons and keypoints drawn over them, each label tensor's counts and an expression box, a "
+        "page per sample, the versions graph, and the diff of two versions (docs/viewer.md). It binds "
+        "127.0.0.1 (only this machine) unless --host says otherwise, answers GET only, and serves until "
+        "Ctrl-C.",
+        run_view,
+        (
+            _path("the dataset (a folder, or s3://...)"),
+            Arg(("--version",), "show this version (a number or a tag) unless a page names another"),
+            _branch("or the newest version of this branch (default: main)"),
+            Arg(("--port",), "the port (default: 0, any free one)", parse=_port, default=0),
+            Arg(
+                ("--host",),
+                "the address to bind (default: 127.0.0.1); another lets other machines read the dataset",
+                default="127.0.0.1",
+            ),
+            Arg(("--expr",), "an expression the first page opens with (e.g. \"labels == 'cat'\")"),
+            Arg(("--no-browser",), "do not open the browser; print the URL only", flag=True),
+            Arg(("--verbose",), "log every request on stderr", flag=True),
         ),
     ),
     Verb(
@@ -331,8 +371,45 @@ _LOOK_VERBS = (
     ),
 )
 
+_SELECT_VERBS = (
+    Verb(
+        "filter",
+        "the rows an expression keeps (and save them as a dataset)",
+        "Print how many rows the expression keeps and which (read by column: only the tensors it names), "
+        "e.g. \"labels == 'cat' and score > 0.5\"; with --save, write them as a new dataset at DEST, "
+        "which records the expression and the version it was evaluated on. See docs/selecting.md.",
+        run_filter,
+        (
+            _path(),
+            Arg(("expr",), "the expression, e.g. \"labels == 'cat'\""),
+            Arg(
+                ("--objects",),
+                "keep the objects the expression holds for (filter_labels), not rows",
+                flag=True,
+            ),
+            Arg(("--save",), "write the selection as a new dataset at DEST"),
+            Arg(("--overwrite",), "replace a dataset already at DEST", flag=True),
+            Arg(("--version",), "evaluate on an older committed version, by number or tag"),
+            Arg(("--no-progress",), "hide the progress bar of --save", flag=True),
+        ),
+    ),
+    Verb(
+        "count",
+        "a table of how often each value of a tensor occurs",
+        "Print each value of TENSOR (or an expression such as len(boxes)) with its count and share, most "
+        "frequent first; per-object labels count every object, class labels every class name.",
+        run_count,
+        (
+            _path(),
+            Arg(("tensor",), "the tensor (or expression) to count"),
+            Arg(("--where",), "count only the rows this expression keeps"),
+            Arg(("--version",), "count an older committed version, by number or tag"),
+        ),
+    ),
+)
+
 #: Every subcommand, in the order ``lakecompute --help`` lists them.
-VERBS: tuple[Verb, ...] = (*_VERSION_VERBS, *_INGEST_VERBS, *_STORAGE_VERBS, *_LOOK_VERBS)
+VERBS: tuple[Verb, ...] = (*_VERSION_VERBS, *_INGEST_VERBS, *_STORAGE_VERBS, *_SELECT_VERBS, *_LOOK_VERBS)
 
 
 # -- the parser -------------------------------------------------------------------------------------

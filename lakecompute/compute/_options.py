@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from lakecompute.errors import InvalidTypeError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.parsing import Devices, DevicesLike, parse_count, parse_devices, parse_flag, parse_keywords
 from lakecompute.schedulers import Ray
 
@@ -50,9 +50,22 @@ class EvalKwargs(TypedDict, total=False):
     """``"cuda"`` (every visible GPU) or GPU indices such as ``[0, 1]``: one device per worker, round robin,
     set before user code imports torch; ``lc.worker_device()`` names it inside the functions. Default
     None (no placement)."""
+    decode_on_device: bool
+    """Decode the input's JPEG images on each worker's GPU (nvJPEG, one batched call per block read) in
+    worker processes placed on one (``devices=``, or Ray tasks with ``num_gpus``): they arrive as torch
+    uint8 tensors on ``lc.worker_device()``, shaped as ``numpy()`` shapes them. Other images, and workers
+    that cannot (no nvJPEG, a decode the device refuses), decode on the CPU. Default False."""
 
 
-_FLAGS = ("progressbar", "skip_ok", "check_lengths", "pad_data_in", "ignore_errors", "rerun")
+_FLAGS = (
+    "progressbar",
+    "skip_ok",
+    "check_lengths",
+    "pad_data_in",
+    "ignore_errors",
+    "rerun",
+    "decode_on_device",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +86,7 @@ class EvalOptions:
             the plan resolves it before workers see it).
         rerun: write again even when an identical eval already completed into ``data_out``.
         devices: ``"cuda"``, GPU indices, or None: the devices workers are placed on, one each.
+        decode_on_device: JPEG images of the input are decoded on each worker's GPU.
     """
 
     num_workers: int = 0
@@ -87,6 +101,7 @@ class EvalOptions:
     seed: int | None = None
     rerun: bool = False
     devices: Devices = None
+    decode_on_device: bool = False
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> EvalOptions:
@@ -113,15 +128,36 @@ class EvalOptions:
         checked["batch_size"] = parse_count("batch_size", options.get("batch_size"), 1, optional=True)
         checked["seed"] = parse_count("seed", options.get("seed"), optional=True)
         checked["devices"] = parse_devices("devices", options.get("devices"))
-        return cls(**checked)
+        parsed = cls(**checked)
+        parsed.check_decode_on_device()
+        return parsed
+
+    def check_decode_on_device(self) -> None:
+        """Refuse ``decode_on_device=True`` where no worker is given a GPU to decode on.
+
+        Raises:
+            InvalidArgumentError: neither ``devices=`` nor a Ray scheduler with ``num_gpus``.
+        """
+        if not self.decode_on_device or self.devices is not None:
+            return
+        if isinstance(self.scheduler, Ray) and self.scheduler.num_gpus:
+            return
+        raise InvalidArgumentError(
+            "decode_on_device=True decodes JPEG images on the GPU each worker is placed on, but no worker "
+            "is placed on one (devices=None). Pass devices='cuda' (or GPU indices) with num_workers >= 1, "
+            "or lc.schedulers.Ray(num_gpus=...); or leave decode_on_device False to decode on the CPU."
+        )
 
     def identity(self) -> dict[str, Any]:
         """The options that change what an eval writes (part of its fingerprint).
 
         The scheduler, the worker count, the devices, the progress bar and the checkpoint interval do
         not: a rerun with other values is the same eval, which is what lets it resume with more workers.
+        ``decode_on_device`` does, when set: nvJPEG's pixels differ from the CPU decoder's by a level or
+        two, so a run that resumes with the other decoder would mix them (left out when False, so that
+        every eval recorded before the option keeps its fingerprint).
         """
-        return {
+        out: dict[str, Any] = {
             "skip_ok": self.skip_ok,
             "check_lengths": self.check_lengths,
             "pad_data_in": self.pad_data_in,
@@ -129,6 +165,9 @@ class EvalOptions:
             "batch_size": self.batch_size,
             "seed": self.seed,
         }
+        if self.decode_on_device:
+            out["decode_on_device"] = True
+        return out
 
 
 def draw_seed() -> int:

@@ -108,7 +108,9 @@ class ReadAhead(Generic[T]):
         ranges: the blocks' input ranges, in order.
         threads: reader threads (and so blocks read ahead at most); 0 reads each block in the task's
             own thread when it is taken (no overlap: for input already in memory).
-        stages: where the seconds spent reading are added.
+        stages: where the seconds spent reading are added (see `adopt`).
+        then: called once, on a reader thread, when every block has been read or is being read: the
+            readers have nothing left to do (the worker starts on its next task's blocks then).
     """
 
     def __init__(
@@ -117,10 +119,12 @@ class ReadAhead(Generic[T]):
         ranges: Sequence[tuple[int, int]],
         threads: int,
         stages: Stages,
+        then: Callable[[], None] | None = None,
     ) -> None:
         self._read = read
         self._ranges = ranges
         self._stages = stages
+        self._then = then
         # One block alone gains nothing from a thread: it is read when taken.
         self._ahead = min(threads, MAX_READERS) if len(ranges) > 1 else 0
         self._cond = threading.Condition()
@@ -158,7 +162,8 @@ class ReadAhead(Generic[T]):
                 while not self._closed and self._taken + self._ahead <= self._next < len(ranges):
                     self._cond.wait()
                 if self._closed or self._next >= len(ranges):
-                    return
+                    then, self._then = (self._then, None) if not self._closed else (None, None)
+                    break
                 k = self._next
                 self._next += 1
             t0 = time.perf_counter()
@@ -171,6 +176,15 @@ class ReadAhead(Generic[T]):
                 self._done[k] = outcome
                 self._stages.read += seconds
                 self._cond.notify_all()
+        if then is not None:
+            then()
+
+    def adopt(self, stages: Stages) -> None:
+        """Add the seconds spent reading so far to ``stages``, and the seconds from now on (a task taking
+        over the blocks read ahead for it before it started)."""
+        with self._cond:
+            stages.read += self._stages.read
+            self._stages = stages
 
     def close(self) -> None:
         """Start no more reads (a read in progress ends on its own; its block is dropped)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
 from lakecompute.compute._inputs import Source, estimate_bytes, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
+from lakecompute.compute._reading import check_decode_on_device
 from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset, evals_of
 from lakecompute.errors import (
     EvalConflictError,
@@ -111,6 +112,7 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     out, in_place = _target(data_in, data_out)
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
+    check_decode_on_device(source, options)
     fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
     label = _label(pipeline)
     unfinished = _unfinished(out)

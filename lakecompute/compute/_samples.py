@@ -19,8 +19,10 @@ from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
+from lakecompute.compute._deferred import Deferred, DeferredSample, resolved
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
-from lakecompute.htypes import stack_samples
+from lakecompute.htypes import is_tensor, stack_samples
+from lakecompute.schedulers import worker_device
 
 #: The accessor ``namedtuple`` gives its fields (C on CPython): ``_tuplegetter(k, doc)`` reads item ``k``
 #: of a tuple without a Python frame. Taken from a namedtuple's field, as namedtuple itself makes them.
@@ -72,8 +74,8 @@ def tensor_meta(ds: Any, names: Iterable[str]) -> RowMeta:
 
 
 class InputValue(tuple):  # type: ignore[type-arg]
-    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.text()``, ``.data()``, ``.shape``, and,
-    for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
+    """One tensor's value in a ``sample_in`` row: ``.numpy()``, ``.torch()``, ``.text()``, ``.data()``,
+    ``.shape``, and, for a value read from a dataset, the tensor's ``.name``, ``.htype`` and ``.info``.
 
     Made as ``InputValue((value, meta))``: a pair built by tuple's own constructor (one per tensor per
     sample, so no Python ``__init__``; ``meta`` is the tensor's `TensorMeta`, shared, or None). It is not
@@ -84,6 +86,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
     __slots__ = ()
     _value: Any = _tuplegetter(0, "the value")
     _meta: TensorMeta | None = _tuplegetter(1, "the tensor the value was read from, if known")
+
+    def held(self) -> Any:
+        """The value as held: a `Deferred` for a tensor not read yet (the function has not asked)."""
+        return self._value
 
     @property
     def htype(self) -> str | None:
@@ -108,23 +114,51 @@ class InputValue(tuple):  # type: ignore[type-arg]
         v = self._value
         if v.__class__ is np.ndarray:  # the common case first: called once per tensor per sample
             return v
-        if aslist and isinstance(v, list):
-            return v
+        if isinstance(v, Deferred):  # a tensor read when first used
+            v = v.get()
+            if v.__class__ is np.ndarray:
+                return v
         if isinstance(v, np.ndarray):
             return v
         if isinstance(v, list):
-            return stack_samples(v, self.name)
+            if v and v[0].__class__ not in _HOST_TYPES and is_tensor(v[0]):
+                v = _on_host(v)  # images of several shapes decoded on a GPU (decode_on_device)
+            return v if aslist else stack_samples(v, self.name)
+        if v.__class__ not in _HOST_TYPES and is_tensor(v):
+            return _on_host(v)  # a batch decoded on a GPU (decode_on_device): copied back
         return np.asarray(v)
 
+    def torch(self) -> Any:
+        """The value as a torch tensor on this worker's device (``lc.worker_device()``; "cpu" without
+        ``devices=``): a batch's images as one uint8 tensor, BxHxWxC as ``numpy()`` gives them.
+
+        With ``eval(decode_on_device=True)``, JPEG images decoded on the GPU are that tensor already (no
+        copy). Otherwise it is ``numpy()``'s array: shared on the CPU, copied to a GPU without waiting
+        (``non_blocking``; from page-locked memory when the worker stacked the batch there).
+
+        Raises:
+            RaggedShapeError: samples of several shapes (``numpy(aslist=True)`` gives them as a list).
+        """
+        import torch
+
+        device = worker_device()
+        v = resolved(self._value)
+        if not is_tensor(v):
+            arr = self.numpy()
+            v = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
+        return v if str(v.device) == device else v.to(device, non_blocking=True)
+
     def text(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     def data(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self._value))
+        return tuple(np.shape(resolved(self._value)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -145,10 +179,24 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return True
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputValue, ((self._value, self._meta),))
+        return (InputValue, ((resolved(self._value), self._meta),))
 
     def __repr__(self) -> str:
-        return f"InputValue({self._value!r:.60})"
+        return f"InputValue({resolved(self._value)!r:.60})"
+
+
+#: Values that are never tensors, the usual ones: `InputValue.numpy` asks no more of them (it is called
+#: once per tensor per sample).
+_HOST_TYPES = frozenset(
+    {np.ndarray, int, float, bool, str, bytes, np.int64, np.int32, np.float32, np.float64, np.bool_}
+)
+
+
+def _on_host(value: Any) -> Any:
+    """A tensor (or a list of them) on a GPU, as numpy arrays on the host."""
+    if isinstance(value, list):
+        return [v.cpu().numpy() for v in value]
+    return value.cpu().numpy()
 
 
 class InputRow:
@@ -204,12 +252,12 @@ class InputRow:
         return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return {name: resolved(value) for name, value in self._values.items()}
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (dict(self._values), self.index, self.row))
-        return (_typed_row, (dict(self._values), self.index, self._row_meta, self.row))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._values)!r})"
@@ -352,6 +400,8 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
     or a list's items."""
     if isinstance(column, np.ndarray) and column.ndim == 1:
         return map(column.__getitem__, zip(range(count), itertools.repeat(Ellipsis)))
+    if hasattr(column, "sample"):  # a column read on first use: a deferred value per sample
+        return map(DeferredSample, zip(itertools.repeat(column), range(count)))
     return iter(column)
 
 

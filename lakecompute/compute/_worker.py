@@ -46,7 +46,7 @@ from lakecompute.compute._job import (
 )
 from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind, quick_switches
 from lakecompute.compute._plan import BLOCK_BYTES, block_size
-from lakecompute.compute._reading import read_samples, readers, start_decoding_helpers
+from lakecompute.compute._reading import read_ahead, read_samples, start_decoding_helpers
 from lakecompute.compute._runner import (
     StageFailure,
     absorb_return,
@@ -78,6 +78,8 @@ class _TaskRun:
         self.job = job
         self.task = task
         self.decided = task.decided
+        if task.decided.read is not None:  # what the preflight's functions read: read ahead with each block
+            job.source.expect(task.decided.read)
         self.progress = progress
         self.stages = stages_for(job.token, job.pipeline, job.parent_pid)
         self.writer = TaskWriter(job.grant, task.decided.schema, task.number)
@@ -146,10 +148,7 @@ class _TaskRun:
     def blocks(self) -> ReadAhead[Iterable[tuple[int, Any]]]:
         """The task's inputs, a block at a time, as ``(index, sample_in)`` pairs, read ahead of their use
         on reader threads (see `readers`); the rows of a block read ahead are made as they are run."""
-        task, job, block = self.task, self.job, self.decided.block
-        ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
-        threads = readers(job) if self.overlap else 0
-        return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, self.seconds)
+        return read_ahead(self.job, self.task, self.seconds, self.overlap)
 
     # -- running ---------------------------------------------------------------------------------
     def _call_one(self, sample: Any, index: int, before: list[int]) -> None:
@@ -556,7 +555,7 @@ def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         run.drain()
     except TaskStop as stop_at:
         return TaskResult(task.number, task.start, stop, {}, {}, (), stop_at.failure, decisions, block)
-    return replace(run.result(), decisions=decisions, block=block)
+    return replace(run.result(), decisions=decisions, block=block, read=job.source.used_tensors())
 
 
 def _replay(

@@ -24,13 +24,14 @@ from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._lifecycle import dataset, delete, empty, exists, like, load
 from lakecompute.datasets._maintenance import compact, vacuum
+from lakecompute.datasets._objects import ObjectGroup, ObjectSelection
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
 from lakecompute.datasets._save import copy
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorView
-from lakecompute.datasets._views import DatasetView, Row, base_dataset
+from lakecompute.datasets._views import DatasetView, Row, base_dataset, column_list, view_rows
 
 __all__ = [
     "Checkout",
@@ -45,6 +46,8 @@ __all__ = [
     "EvalRecord",
     "EvalWrite",
     "FailedSample",
+    "ObjectGroup",
+    "ObjectSelection",
     "OutputSchema",
     "Row",
     "RowReader",
@@ -58,6 +61,7 @@ __all__ = [
     "TensorView",
     "base_dataset",
     "checkout_of",
+    "column_list",
     "compact",
     "copy",
     "core_of",
@@ -73,5 +77,6 @@ __all__ = [
     "read_columns",
     "snapshot",
     "vacuum",
+    "view_rows",
     "written_in_place",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from lakecompute.datasets._info import DatasetInfo, parse_info
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._transaction import block_message
 from lakecompute.datasets._vcs import VersionControl
-from lakecompute.datasets._views import DatasetView, Row, _Samples
+from lakecompute.datasets._views import DatasetView, Row, _Samples, column_list
 from lakecompute.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -34,6 +34,9 @@ from lakecompute.errors import (
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
 from lakecompute.storage import Backend, BackendSpec, open_backend
 from lakecompute.table import DEFAULT_BRANCH, Manifest, Table, TensorState
+
+if TYPE_CHECKING:
+    from lakecompute.viewer import Viewer
 
 __all__ = ["Dataset"]
 
@@ -139,6 +142,10 @@ class Dataset(_Samples, VersionControl):
         if isinstance(key, str):
             self._core.state(key)
             return Tensor(self, key)
+        columns = column_list(key)
+        if columns is not None:  # a column view: ds[["labels", "boxes"]]
+            shortest = min(self._core.length(name) for name in columns)  # each name checked
+            return DatasetView(self, range(shortest), columns)
         pos = parse_index(key, len(self))
         if isinstance(pos, int):
             return Row(self, pos)
@@ -352,6 +359,43 @@ class Dataset(_Samples, VersionControl):
         from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
 
         return dataset_html(self)
+
+    def view(
+        self,
+        expr: str | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        open_browser: bool | None = None,
+    ) -> Viewer:
+        """Open this dataset in the viewer (docs/viewer.md): the version this handle reads, or its
+        branch's newest version. In a notebook the viewer shows in an inline frame; in a script it opens
+        the browser (unless ``open_browser=False``). Call ``.stop()`` on the returned handle to stop it,
+        or ``.wait()`` to serve until Ctrl-C (a script's last line).
+
+        Args:
+            expr: an expression (API.md §7) the first page opens with.
+            host: the address to bind; other than loopback warns (anyone who can reach it reads the data).
+            port: the port (0: any free one).
+            open_browser: open the browser (default: yes, unless in a notebook).
+
+        Returns:
+            The running `lakecompute.viewer.Viewer`, with ``.url``, ``.stop()`` and ``.wait()``.
+        """
+        from lakecompute.viewer import serve  # the viewer sits above the dataset layer
+
+        spec = self.location
+        branch = self.branch
+        return serve(
+            spec.url,
+            version=self.version if branch is None else None,
+            branch=branch,
+            storage_options=dict(spec.storage_options) or None,
+            host=host,
+            port=port,
+            open_browser=open_browser,
+            expr=expr,
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as where it lives and the version it reads, reopened on unpickling (in another process

@@ -9,6 +9,7 @@ codecs are split by family (``_generic``, ``_image``, ``_labels``, ``_text``, ``
 
 from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
 from lakecompute.htypes._decoding import decode_in_processes, decode_many, decoding_processes
+from lakecompute.htypes._device import decoding_on, is_tensor, stack_on_device
 from lakecompute.htypes._registry import (
     CODECS,
     codec_registry,
@@ -53,15 +54,18 @@ __all__ = [
     "decode_in_processes",
     "decode_many",
     "decode_sample",
+    "decoding_on",
     "decoding_processes",
     "encode_batch",
     "encode_ragged",
     "encode_sample",
     "htype_declaration",
+    "is_tensor",
     "parse_htype",
     "parse_htype_info",
     "parse_tensor_name",
     "parse_tensor_spec",
+    "stack_on_device",
     "stack_samples",
     "stacked",
     "stacked_list",

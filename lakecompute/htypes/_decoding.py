@@ -34,6 +34,7 @@ import multiprocess.util
 import numpy as np
 
 from lakecompute.errors import LakeComputeError, LakeComputeWarning, WorkerDiedError
+from lakecompute.htypes._device import decode_on_device
 from lakecompute.htypes._registry import decode_sample
 from lakecompute.schedulers import ProgressFn, Service
 from lakecompute.sharedmem import SharedBatch, remove_leftovers, share_batch
@@ -86,8 +87,17 @@ def decoding_processes() -> int:
 def decode_many(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) -> list[Any]:
     """The values of ``blobs`` (each a stored blob and its shape) of tensor ``spec``, in order; a blob
     that does not decode gives its error (``ValueError`` or `LakeComputeError`) in its place, for the
-    caller to report with its position. Decoded in the helper processes when there are any and the
-    samples are worth sending (`SENT_HTYPES`, at least `MIN_SENT`), else here."""
+    caller to report with its position. Decoded on the GPU where this thread reads for one
+    (`lakecompute.htypes.decoding_on`: JPEG images, as torch tensors there), else in the helper processes
+    when there are any and the samples are worth sending (`SENT_HTYPES`, at least `MIN_SENT`), else here."""
+    on_device = decode_on_device(spec, blobs, _decode_on_host)
+    if on_device is not None:
+        return on_device
+    return _decode_on_host(spec, blobs)
+
+
+def _decode_on_host(spec: TensorSpec, blobs: Sequence[tuple[Any, tuple[int, ...]]]) -> list[Any]:
+    """`decode_many` on the host: in the helper processes, or here."""
     pool, helpers = _pool, _helpers  # another thread may stop them meanwhile: this call keeps its own
     if pool is None or spec.htype not in SENT_HTYPES or len(blobs) < MIN_SENT:
         return _decode_here(spec, blobs)

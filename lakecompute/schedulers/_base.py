@@ -10,7 +10,7 @@ import os
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from types import TracebackType
-from typing import ClassVar, Generic, TypeAlias, TypeVar
+from typing import Any, ClassVar, Generic, TypeAlias, TypeVar
 
 from lakecompute.errors import ForkInTaskError, InvalidArgumentError
 from lakecompute.parsing import parse_count
@@ -28,6 +28,7 @@ __all__ = [
     "describe_task",
     "parse_max_in_flight",
     "parse_num_workers",
+    "take_next_task",
     "usable_cpus",
     "worker_device",
     "worker_id",
@@ -519,3 +520,23 @@ def _set_process_device(value: str) -> None:
     """Set the device of the whole process (a worker process at start-up, a Ray task)."""
     global _process_device
     _process_device = value
+
+
+#: How the running task takes this worker's next task early (set by a processed worker; None elsewhere).
+_lookahead: Callable[[], Any] | None = None
+
+
+def take_next_task() -> Any | None:
+    """In a worker process of the processed scheduler, while a task runs: the task this worker runs next,
+    taken from the queue now, so that the running task can start on it (read its first blocks); it runs
+    here after the running one, whatever the running one does. None where there is none to take at once:
+    nothing queued, another worker waiting for the queue (it gets the task: nothing is taken from an idle
+    worker), the run ending, not a processed worker. Asked again, the same task."""
+    take = _lookahead
+    return None if take is None else take()
+
+
+def _set_lookahead(take: Callable[[], Any] | None) -> None:
+    """Set how `take_next_task` takes the next task in this process (a processed worker's loop)."""
+    global _lookahead
+    _lookahead = take

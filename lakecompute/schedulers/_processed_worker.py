@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import queue
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 
 from lakecompute.schedulers._base import (
     TaskFn,
+    _set_lookahead,
     _set_process_device,
     _set_process_worker_id,
     call_task,
@@ -144,16 +146,24 @@ def _lead_own_group() -> bool:
 
 
 def _serve(index: int, fn: TaskFn[Any, Any], tasks: Any, send: Callable[[tuple[Any, ...]], None]) -> None:
-    """Run tasks from the queue until a None says to stop."""
+    """Run tasks from the queue until a None says to stop (a task may take its successor early:
+    `lakecompute.schedulers.take_next_task`)."""
+    early = _Early(tasks)
+    _set_lookahead(early.take)
     while True:
-        item = tasks.get()
+        item = early.pop()
+        if item is _NOTHING:
+            item = tasks.get()
+            item = None if item is None else (*item, _NOTHING)
         if item is None:
             return
-        position, data = item
+        position, data, loaded = item
         send(("started", index, position))
         progress = _Progress(send, index)
         try:
-            task = load_task(data, position)
+            task = load_task(data, position) if loaded is _NOTHING else loaded
+            if isinstance(task, _LoadFailed):
+                raise task.exc
             value = call_task(fn, task, progress)
         except BaseException as exc:
             progress.flush()
@@ -166,6 +176,55 @@ def _serve(index: int, fn: TaskFn[Any, Any], tasks: Any, send: Callable[[tuple[A
             send(("error", index, position, pickle_exception(unsendable_result(task, exc, "worker process"))))
             continue
         send(("done", index, position, result))
+
+
+#: No item (distinct from None, the queue's stop signal).
+_NOTHING: Any = object()
+
+
+class _LoadFailed:
+    """A task taken early that did not unpickle: its error is raised when its turn comes, as if taken then."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class _Early:
+    """The next item of the queue, taken while a task runs (`take`, on the task's threads) and run next
+    (`pop`, by the worker's loop).
+
+    Taken only when it can be at once: the queue's read lock is held by any worker blocked in ``get`` (an
+    idle one), and then nothing is taken, so a busy worker never takes a task an idle worker would run.
+    """
+
+    def __init__(self, tasks: Any) -> None:
+        self._tasks = tasks
+        self._lock = threading.Lock()
+        self._item: Any = _NOTHING
+
+    def take(self) -> Any | None:
+        with self._lock:
+            if self._item is _NOTHING:
+                try:
+                    item = self._tasks.get(block=False)
+                except queue.Empty:
+                    return None
+                if item is not None:
+                    position, data = item
+                    try:
+                        loaded: Any = load_task(data, position)
+                    except BaseException as exc:  # raised when the task's turn comes
+                        loaded = _LoadFailed(exc)
+                    item = (position, data, loaded)
+                self._item = item
+            item = self._item
+        return None if item is None or isinstance(item[2], _LoadFailed) else item[2]
+
+    def pop(self) -> Any:
+        """The item taken early (a task, or None: stop), once; `_NOTHING` if none was."""
+        with self._lock:
+            item, self._item = self._item, _NOTHING
+        return item
 
 
 class _Progress:

@@ -29,6 +29,7 @@ __all__ = [
     "HTYPES",
     "NOT_NUMERIC_DTYPES",
     "HType",
+    "ObjectAxis",
     "Target",
     "htype_declaration",
     "parse_htype",
@@ -50,6 +51,20 @@ def _empty_sample(dtype: np.dtype[Any], ndim: int) -> Any:
 
 def _same_info(tensor: str, info: dict[str, Any]) -> dict[str, Any]:
     return info
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectAxis:
+    """Where a sample lists objects, one entry per object (a box, its class label, its score, a mask's
+    channel, its keypoints, its polygons): what ``ds.filter_labels`` keeps or drops together, aligned by
+    object, and what ``len()`` of a value counts."""
+
+    rank: int | None
+    """The rank of the samples that list objects (a ``(k, 4)`` box sample: 2; a ``(k,)`` label sample: 1;
+    a lower rank is one value per image); None: every sample lists objects (polygons)."""
+    axis: Literal[0, -1] = 0
+    """The objects' axis: the first (boxes, labels, keypoints, polygons) or the last (a ``H x W x K``
+    mask)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +116,17 @@ class HType:
     """The samples are images (the notebook view shows them, the exports write them as image files)."""
     target: Target | None = None
     """What a detection or segmentation sample marks on its image (the notebook view draws it there)."""
+
+    objects: ObjectAxis | None = None
+    """Where its samples list objects, for tensors of the rank it names (None: never; see `ObjectAxis`)."""
+
+    def object_axis(self, ndim: int | None) -> int | None:
+        """The axis that lists objects in samples of rank ``ndim`` (0 or -1), or None where those samples
+        are one value per image (a scalar label, an ``H x W`` mask, an embedding)."""
+        objects = self.objects
+        if objects is None or ndim is None or (objects.rank is not None and ndim != objects.rank):
+            return None
+        return objects.axis
 
     @property
     def numeric(self) -> bool:
@@ -184,6 +210,7 @@ _DECLARATIONS: Final = (
         dtypes="biufc",
         ragged=True,
         with_sample_compression="image",
+        objects=ObjectAxis(1),  # a 1-D sample holds one number per object (scores, ids, areas, iscrowd)
     ),
     HType(
         "image",
@@ -202,6 +229,7 @@ _DECLARATIONS: Final = (
         class_names="always",
         labels=True,
         ragged=True,
+        objects=ObjectAxis(1),  # (k,): a class per object; a scalar labels the whole sample
     ),
     HType(
         "embedding",
@@ -221,6 +249,7 @@ _DECLARATIONS: Final = (
         checked_info=("format", "normalized"),
         pad=lambda dtype, ndim: np.zeros((0, 4), dtype),  # no boxes: a sample the tensor stores again
         target="boxes",
+        objects=ObjectAxis(2),
     ),
     HType(
         "binary_mask",
@@ -230,6 +259,7 @@ _DECLARATIONS: Final = (
         dtype_rule="must have dtype bool",
         blob=True,  # as bits (np.packbits: 8 pixels a byte, then the chunk compression shrinks them)
         target="mask",
+        objects=ObjectAxis(3, -1),  # H x W x K: a channel per object; H x W is one mask
     ),
     HType(
         "segment_mask",
@@ -248,6 +278,7 @@ _DECLARATIONS: Final = (
         parse_info=_parse_keypoint_info,
         checked_info=("keypoint_names",),
         target="keypoints",
+        objects=ObjectAxis(3),  # (k, K, 3); a (K, 3) sample is one object's
     ),
     HType(
         "polygon",
@@ -258,6 +289,7 @@ _DECLARATIONS: Final = (
         pad=lambda dtype, ndim: [],
         stacks=False,
         target="polygons",
+        objects=ObjectAxis(None),
     ),
 )
 

@@ -16,6 +16,7 @@ torchvision is installed with the torch it is made for (``pip install torch torc
 from lakecompute.boxes import BoxLayout
 from lakecompute.vision._augment import Albumentations, augment
 from lakecompute.vision._coco import coco_image, export_coco, ingest_coco
+from lakecompute.vision._common import polygon_points
 from lakecompute.vision._detection import DetectionCollate
 from lakecompute.vision._torchvision import TorchVision
 from lakecompute.vision._yolo import ingest_yolo, yolo_image
@@ -34,5 +35,6 @@ __all__ = [
     "ingest_coco",
     "ingest_yolo",
     "merge_parts",
+    "polygon_points",
     "yolo_image",
 ]

@@ -137,3 +137,80 @@ def test_gpu_batches_arrive_pinned_and_whole(tmp_path: Path) -> None:
     pinned = again.pinned.numpy()
     assert pinned[-128:].all(), pinned.tolist()
     assert not cuda_initialised()
+
+
+def _jpeg_dataset(path: Path, n: int) -> lc.Dataset:
+    """``n`` photo-like 40x56 RGB JPEGs and as many greyscale 24x20 JPEGs, with columns for what the workers
+    write back."""
+    from PIL import Image
+
+    ds = lc.empty(str(path), overwrite=True)
+    ds.create_tensor("images", htype="image", sample_compression="jpeg")
+    ds.create_tensor("gray", htype="image", sample_compression="jpeg")
+    rng = np.random.default_rng(1)
+    for _ in range(n):
+        small = Image.fromarray(rng.integers(0, 256, (5, 7, 3), dtype=np.uint8))
+        ds.images.append(np.asarray(small.resize((56, 40), Image.BICUBIC)))
+        ds.gray.append(np.asarray(small.convert("L").resize((20, 24), Image.BICUBIC)))
+    ds.create_tensor("pixels", dtype="uint8")
+    ds.create_tensor("gray_pixels", dtype="uint8")
+    ds.create_tensor("where", htype="text")
+    return ds
+
+
+@lc.compute
+class DecodedWhere:
+    """Writes back the pixels the function got (copied to the host) and where the batch was."""
+
+    def __call__(self, batch: Any, sample_out: Any) -> None:
+        images, gray = batch.images.data(), batch.gray.data()
+        same = batch.images.torch() is images  # no copy: it is on the worker's device already
+        sample_out.pixels.extend(images.cpu().numpy())
+        sample_out.gray_pixels.extend(gray.cpu().numpy())
+        where = f"{type(images).__name__} {images.device} {tuple(images.shape[1:])} {images.dtype} {same}"
+        sample_out.where.extend([where] * len(images))
+
+
+@pytest.mark.timeout(300)
+def test_gpu_decode_on_device_matches_the_cpu_decode(tmp_path: Path) -> None:
+    """With decode_on_device=True, JPEG batches arrive as uint8 tensors on the worker's GPU, BxHxWxC (HxW for
+    greyscale) as numpy() gives them, and within nvJPEG's documented tolerance of the CPU decode (the mean
+    absolute difference per image under 2 levels, torchvision's own test of decode_jpeg on CUDA)."""
+    ds = _jpeg_dataset(tmp_path / "jpegs", 300)
+    DecodedWhere().eval(ds, num_workers=GPUS, devices="cuda", batch_size=32, skip_ok=True,
+                        decode_on_device=True, progressbar=False)  # fmt: skip
+    again = lc.load(ds.path)
+    assert {str(w) for w in again.where.numpy(aslist=True)} == {"Tensor cuda:0 (40, 56, 3) torch.uint8 True"}
+    for stored, decoded in (("images", "pixels"), ("gray", "gray_pixels")):
+        cpu = again[stored].numpy().astype(np.float32)
+        gpu = again[decoded].numpy().astype(np.float32)
+        assert gpu.shape == cpu.shape
+        per_image = np.abs(gpu - cpu).reshape(len(cpu), -1).mean(axis=1)
+        assert per_image.max() < 2, (stored, per_image.max())
+    assert not cuda_initialised()
+
+
+@lc.compute
+class Mean:
+    def __call__(self, batch: Any, sample_out: Any) -> None:
+        sample_out.means.extend(batch.img.torch().float().mean(dim=(1, 2, 3)).cpu().numpy())
+
+
+@pytest.mark.timeout(300)
+def test_gpu_a_damaged_jpeg_decoded_on_device_is_the_same_corrupt_dataset(tmp_path: Path) -> None:
+    """A stored JPEG whose chunk passes its checksum but which does not decode: with decode_on_device=True the
+    same DatasetCorruptError (tensor, samples, chunk) as decoding on the CPU."""
+    from tests.storage.test_integrity_paths import _undecodable_png
+
+    damaged = _undecodable_png(tmp_path / "ds", compression="jpeg")
+    ds = lc.load(str(damaged.path))
+    errors = []
+    for on_device in (False, True):
+        out = lc.empty(str(tmp_path / f"out-{on_device}"), overwrite=True)
+        out.create_tensor("means", dtype="float32")
+        with pytest.raises(lc.DatasetCorruptError) as info:
+            Mean().eval(ds, out, num_workers=GPUS, devices="cuda", batch_size=8, decode_on_device=on_device,
+                        progressbar=False)  # fmt: skip
+        errors.append(str(info.value))
+    assert "'img'" in errors[0]
+    assert errors[1] == errors[0]

@@ -116,6 +116,22 @@ def test_read_ahead_is_bounded(tmp_path: Path) -> None:
     assert 4 < max(leads) <= 8, leads
 
 
+@pytest.mark.timeout(180)
+def test_a_workers_next_task_is_read_before_it_starts(tmp_path: Path) -> None:
+    """One worker, several tasks: once a task's blocks are all read, its readers take the worker's next task
+    and start reading its first block, so every input's read starts before the input before it has run, a
+    task's first input included. Before, each task began by reading its first block after the task before it
+    had ended (inputs 34, 67 and 100 here): the function waited for it. Event order in one run."""
+    out = _out(tmp_path)
+    slow_model(seconds=0.02).eval(SlowDecode(1 + 128, 0.001), out, num_workers=1, progressbar=False)
+    rows = out.t.numpy()
+    assert rows[:, 0].tolist() == list(range(129))  # order and exactly once
+    later = rows[1:]  # the first input is the preflight's, read when it runs
+    pairs = zip(later[1:, 0], later[1:, 1], later[:-1, 4], strict=True)
+    late = [int(i) for i, read_start, previous_ran in pairs if read_start > previous_ran]
+    assert late == [], late
+
+
 # The preflight reads its whole range (the first 64 inputs) before the tasks: failing reads lie past it.
 
 

@@ -66,11 +66,12 @@ def _huge_sample(path: Path) -> Damaged:
     return Damaged(path, "h", f"segments/{frag.seg}/data/c/{last}", 1)
 
 
-def _undecodable_png(path: Path) -> Damaged:
-    """img: 20 PNG images in two commits (two fragments: compact() rewrites them); image 3's bytes are
-    overwritten through zarr, so its chunk passes its checksum but the PNG does not decode."""
+def _undecodable_png(path: Path, compression: str = "png") -> Damaged:
+    """img: 20 PNG (or ``compression``) images in two commits (two fragments: compact() rewrites them);
+    image 3's first bytes are overwritten through zarr, so its chunk passes its checksum but the image
+    does not decode."""
     ds = lc.empty(str(path), overwrite=True)
-    ds.create_tensor("img", htype="image", sample_compression="png")
+    ds.create_tensor("img", htype="image", sample_compression=compression)
     ds.img.extend([np.full((5, 6, 3), i, np.uint8) for i in range(10)])
     ds = lc.load(str(path))  # another handle writes to another slot: a second fragment
     ds.img.extend([np.full((5, 6, 3), i, np.uint8) for i in range(10, 20)])

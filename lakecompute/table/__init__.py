@@ -85,6 +85,7 @@ from lakecompute.table._schema import (
     MAX_DEPTH,
     InvalidField,
     check_depth,
+    check_nesting,
 )
 from lakecompute.table._segments import (
     ARRAY_RULES,
@@ -167,6 +168,7 @@ __all__ = [
     "branch_head",
     "branch_key",
     "check_depth",
+    "check_nesting",
     "check_still_there",
     "checked_codecs",
     "commit_manifest",

@@ -1,161 +1,50 @@
-"""The versioned table format: manifests, segments and fragments, refs, commits, leases and history.
+"""The versioned table format: one home for a dataset's versions, refs and the data they name.
 
-The dataset layer above asks this package for what it needs; the storage layer below holds the bytes.
+A dataset is a zarr v3 group whose data lives in write-once *segments* (and the typed arrays
+``compact()`` writes), and whose versions are small JSON *manifests* naming, per tensor, the runs of
+stored samples (*fragments*) that form it. Branches and tags are small refs; a commit stores the next
+manifest under a free number and moves its branch there in one atomic step. Writers hold *leases* on the
+segments they write, so that *vacuum* never removes what a live writer may still commit.
+
+The layers above use this package through a narrow API:
+
+- `Table`: one dataset location's versions, refs, history, diff and merge content, the one commit call,
+  and the operations on a whole dataset (create, delete, vacuum);
+- `Writer` and `SlotGrant`: the storage side of a write transaction (a writer's lease, the slots of its
+  own segments, an eval's tasks' slots in other processes);
+- the values they trade in (`Manifest`, `TensorState`, `Fragment`, `VersionHeader`, `BranchRef`,
+  `TagRef`, `VersionDiff`) and what reads and writes samples' runs (`Locator`, `SampleBuffer`,
+  `SlotWriter`).
+
+The storage key layout is spelled in one module, ``_keys.py``; the bytes under the keys are
+`lakecompute.storage`'s (backends, checked reads, the chunk cache). Every backend passes the same
+conformance suite, `lakecompute.testing.table.TableTests`.
 """
 
-from lakecompute.table._compact import (
-    typed_chunks,
-)
-from lakecompute.table._diff import (
-    TensorDiff,
-    VersionDiff,
-)
-from lakecompute.table._fragments import (
-    SampleBuffer,
-    append_fragment,
-    write_fragment,
-)
-from lakecompute.table._header import (
-    Stored,
-    VersionHeader,
-)
-from lakecompute.table._keys import (
-    LEASES,
-    MARKER,
-    SEGMENTS,
-    TENSORS,
-    TYPED_PREFIX,
-    VERSIONS,
-    branch_key,
-    segment_key,
-    tag_key,
-    typed_array_key,
-    version_key,
-)
-from lakecompute.table._leases import (
-    IDLE_SECONDS,
-    LEASE_MARGIN_SECONDS,
-    LEASE_SECONDS,
-    RENEW_SECONDS,
-    Lease,
-    LiveLeases,
-    let_go_released,
-    read_leases,
-)
-from lakecompute.table._locate import (
-    Located,
-    Locator,
-    Run,
-    located_error,
-    undecodable_error,
-)
-from lakecompute.table._manifest import (
-    Fragment,
-    Manifest,
-    TensorState,
-    new_dataset_id,
-)
-from lakecompute.table._reads import (
-    forget_manifests,
-    read_header,
-    read_manifest,
-)
-from lakecompute.table._refs import (
-    DEFAULT_BRANCH,
-    LEGACY_LINE,
-    BranchRef,
-    TagRef,
-    advance,
-    create_branch,
-    create_tag,
-    ensure_main,
-    is_version_number,
-    list_branches,
-    list_lines,
-    list_tags,
-    moved_to,
-    new_line_id,
-    parse_ref_name,
-    parse_version_name,
-    read_branch,
-    read_tag,
-    write_line_hint,
-)
-from lakecompute.table._schema import (
-    MAX_DEPTH,
-    InvalidField,
-    check_depth,
-    check_nesting,
-)
-from lakecompute.table._segments import (
-    ARRAY_RULES,
-    DATA_CHUNK,
-    INDEX_CHUNK,
-    MAX_SLOTS,
-    STREAM_SEGMENT,
-    OpenSegment,
-    SlotWriter,
-    checked_codecs,
-    create_segment,
-    create_typed_array,
-    new_segment_id,
-    segment_time,
-)
-from lakecompute.table._stored import (
-    whole_bytes,
-)
-from lakecompute.table._table import (
-    Table,
-)
-from lakecompute.table._versions import (
-    branch_head,
-    check_still_there,
-    commit_manifest,
-    commit_version,
-    dataset_id_of,
-    is_committed,
-    latest_version,
-    list_versions,
-    read_manifest_of,
-)
-from lakecompute.table._writer import (
-    SlotGrant,
-    Writer,
-)
+from lakecompute.table._diff import TensorDiff, VersionDiff
+from lakecompute.table._fragments import SampleBuffer, append_fragment
+from lakecompute.table._header import VersionHeader
+from lakecompute.table._leases import Lease
+from lakecompute.table._locate import Locator, Run, undecodable_error
+from lakecompute.table._manifest import Fragment, Manifest, TensorState
+from lakecompute.table._reads import forget_manifests
+from lakecompute.table._refs import DEFAULT_BRANCH, BranchRef, TagRef, is_version_number, parse_ref_name
+from lakecompute.table._schema import check_nesting
+from lakecompute.table._segments import SlotWriter
+from lakecompute.table._table import Table
+from lakecompute.table._writer import SlotGrant, Writer
 
 __all__ = [
-    "ARRAY_RULES",
-    "DATA_CHUNK",
     "DEFAULT_BRANCH",
-    "IDLE_SECONDS",
-    "INDEX_CHUNK",
-    "LEASES",
-    "LEASE_MARGIN_SECONDS",
-    "LEASE_SECONDS",
-    "LEGACY_LINE",
-    "MARKER",
-    "MAX_DEPTH",
-    "MAX_SLOTS",
-    "RENEW_SECONDS",
-    "SEGMENTS",
-    "STREAM_SEGMENT",
-    "TENSORS",
-    "TYPED_PREFIX",
-    "VERSIONS",
     "BranchRef",
     "Fragment",
-    "InvalidField",
     "Lease",
-    "LiveLeases",
-    "Located",
     "Locator",
     "Manifest",
-    "OpenSegment",
     "Run",
     "SampleBuffer",
     "SlotGrant",
     "SlotWriter",
-    "Stored",
     "Table",
     "TagRef",
     "TensorDiff",
@@ -163,52 +52,10 @@ __all__ = [
     "VersionDiff",
     "VersionHeader",
     "Writer",
-    "advance",
     "append_fragment",
-    "branch_head",
-    "branch_key",
-    "check_depth",
     "check_nesting",
-    "check_still_there",
-    "checked_codecs",
-    "commit_manifest",
-    "commit_version",
-    "create_branch",
-    "create_segment",
-    "create_tag",
-    "create_typed_array",
-    "dataset_id_of",
-    "ensure_main",
     "forget_manifests",
-    "is_committed",
     "is_version_number",
-    "latest_version",
-    "let_go_released",
-    "list_branches",
-    "list_lines",
-    "list_tags",
-    "list_versions",
-    "located_error",
-    "moved_to",
-    "new_dataset_id",
-    "new_line_id",
-    "new_segment_id",
     "parse_ref_name",
-    "parse_version_name",
-    "read_branch",
-    "read_header",
-    "read_leases",
-    "read_manifest",
-    "read_manifest_of",
-    "read_tag",
-    "segment_key",
-    "segment_time",
-    "tag_key",
-    "typed_array_key",
-    "typed_chunks",
     "undecodable_error",
-    "version_key",
-    "whole_bytes",
-    "write_fragment",
-    "write_line_hint",
 ]

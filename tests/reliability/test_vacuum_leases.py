@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.table import IDLE_SECONDS
+from lakecompute.table._leases import IDLE_SECONDS
 from lakecompute.testing.internals import dataset_core
 from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer

@@ -14,7 +14,8 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import chunk_key
-from lakecompute.table import DATA_CHUNK, segment_key
+from lakecompute.table._keys import segment_key
+from lakecompute.table._segments import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
 
 

@@ -17,7 +17,8 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.table import DATA_CHUNK, INDEX_CHUNK, Fragment
+from lakecompute.table import Fragment
+from lakecompute.table._segments import DATA_CHUNK, INDEX_CHUNK
 from lakecompute.testing.internals import dataset_core
 
 

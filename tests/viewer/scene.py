@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 import lakecompute as lc
-from lakecompute.table import DATA_CHUNK
+from lakecompute.table._segments import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
 
 #: The screenshots docs/viewer.md shows (docs/images/...), by the page the browser tests take them of.

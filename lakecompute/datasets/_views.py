@@ -11,6 +11,7 @@ import numpy as np
 from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import compose
 from lakecompute.datasets._info import DatasetInfo
+from lakecompute.datasets._tables import TableVerbs
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
@@ -50,8 +51,9 @@ class _Reading(HasCore):
         raise NotImplementedError
 
 
-class _Samples(_Reading):
-    """What datasets and views share beyond reading: feeding a training loop (`lakecompute.loaders`)."""
+class _Samples(_Reading, TableVerbs):
+    """What datasets and views share beyond reading: feeding a training loop (`lakecompute.loaders`),
+    and the exports as tables (`TableVerbs`)."""
 
     # -- training (lakecompute.loaders) ----------------------------------------------------------
     def batches(

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute import compute
+from lakecompute.compute import Transform, compute
 from lakecompute.datasets import delete, empty, exists, load
 from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
 from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice, without_skip_advice
@@ -17,7 +18,7 @@ from lakecompute.ingest._plan import plan_for_ingest, target_mode
 if TYPE_CHECKING:
     from lakecompute.datasets import Dataset
 
-__all__ = ["run_ingest"]
+__all__ = ["Skipped", "fill_dataset", "run_ingest"]
 
 
 def run_ingest(
@@ -44,6 +45,55 @@ def run_ingest(
     """
     compression = plan_for_ingest(paths, options.image_compression).compression
     function = compute(image_fn)(mode=target_mode(paths), compression=compression, **fn_kwargs)
+
+    def failed(err: TransformError) -> Exception:
+        cause = err.__cause__ or err
+        path = paths[err.index] if err.index is not None else src
+        if isinstance(cause, InvalidSampleError):
+            # Raised as the caller's error, naming the sample's file once: a reader's message names the
+            # input it read (an annotations or label file, the image), the dataset's checks name none.
+            source = cause.source or (path if path in cause.detail else "")
+            named = "" if source else f"the sample of {path!r}: "
+            return InvalidSampleError(cause.tensor, named + with_skip_advice(cause.detail), source=source or path)
+        return unreadable(path, cause, "images")
+
+    return fill_dataset(
+        dest,
+        lambda ds: setup(ds, compression),
+        function,
+        items,
+        Skipped("images", lambda i: paths[i], src),
+        failed,
+        options,
+    )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """How an ingest's warning names what ``skip_errors=True`` skipped: ``what`` (``"images"``, ``"rows"``)
+    of ``src``, each by ``name_of(index)`` (its file, its row)."""
+
+    what: str
+    name_of: Callable[[int], str]
+    src: str
+
+
+def fill_dataset(
+    dest: PathLike,
+    setup: Callable[[Dataset], None],
+    function: Transform,
+    data_in: Any,
+    skipped: Skipped,
+    failed: Callable[[TransformError], Exception],
+    options: IngestOptions,
+) -> Dataset:
+    """Create the dataset at ``dest`` (or open it to resume), make its tensors (``setup``, one commit)
+    and fill it with an eval of ``function`` over ``data_in``: what every ingest shares.
+
+    On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
+    ``resume``), and a sample's failure is raised as ``failed(err)`` says. With ``skip_errors`` what
+    failed is listed in a `LakeComputeWarning` (`Skipped`), each with the reason it failed.
+    """
     where = options.storage_options
     resuming = options.resume and exists(dest, storage_options=where)
     if resuming:
@@ -55,11 +105,11 @@ def run_ingest(
     try:
         if not resuming:
             with ds:
-                setup(ds, compression)
+                setup(ds)
         result = function.eval(
-            items,
+            data_in,
             ds,
-            num_workers=options.workers_for(len(items)),
+            num_workers=options.workers_for(len(data_in)),
             scheduler=options.scheduler,
             progressbar=options.progressbar,
             ignore_errors=options.skip_errors,
@@ -68,31 +118,21 @@ def run_ingest(
     except TransformError as err:
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
-        cause = err.__cause__ or err
-        path = paths[err.index] if err.index is not None else src
-        if isinstance(cause, InvalidSampleError):
-            # Raised as the caller's error, naming the sample's file once: a reader's message names the
-            # input it read (an annotations or label file, the image), the dataset's checks name none.
-            source = cause.source or (path if path in cause.detail else "")
-            named = "" if source else f"the sample of {path!r}: "
-            raise InvalidSampleError(
-                cause.tensor, named + with_skip_advice(cause.detail), source=source or path
-            ) from err
-        raise unreadable(path, cause, "images") from err
+        raise failed(err) from err
     except BaseException:
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
-        reasons = [_reason(paths[f.index], f.message) for f in result.failed]
+        reasons = [_reason(skipped.name_of(f.index), f.message) for f in result.failed]
         shown = "\n  ".join(reasons[:20]) + (
             f"\n  ... and {len(reasons) - 20} more" if len(reasons) > 20 else ""
         )
         warnings.warn(
-            f"Skipped {len(reasons)} of {len(items)} images in {src!r} (skip_errors=True), each for the "
-            f"reason given:\n  {shown}",
+            f"Skipped {len(reasons)} of {len(data_in)} {skipped.what} in {skipped.src!r} (skip_errors=True), "
+            f"each for the reason given:\n  {shown}",
             LakeComputeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return ds
 

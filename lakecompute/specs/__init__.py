@@ -2,7 +2,7 @@
 
 A tensor's name, htype, dtype and compressions (`TensorSpec`), the names lakecompute accepts for each,
 and the declaration of every htype (`HType`, in the table `HTYPES`): its dtypes, storage, class names,
-info and pad value. Storage records specs in manifests and checks them when it reads one, so this package
+info, pad value and Arrow column (`ArrowMapping`). Storage records specs in manifests and checks them when it reads one, so this package
 sits below storage and imports nothing but `lakecompute.errors` and `lakecompute.boxes`: how samples are
 checked, encoded and decoded (`lakecompute.htypes`, `lakecompute.compression`) sits above storage.
 `lakecompute.htypes` and `lakecompute.compression` re-export these names where they were defined before.
@@ -12,6 +12,8 @@ from lakecompute.specs._htypes import (
     CLASS_NAMED_HTYPES,
     HTYPES,
     NOT_NUMERIC_DTYPES,
+    ArrowColumn,
+    ArrowMapping,
     HType,
     Target,
     htype_declaration,
@@ -40,6 +42,8 @@ __all__ = [
     "MAX_TENSOR_NAME",
     "NOT_NUMERIC_DTYPES",
     "SAMPLE_COMPRESSIONS",
+    "ArrowColumn",
+    "ArrowMapping",
     "ChunkCompression",
     "Encoded",
     "HType",

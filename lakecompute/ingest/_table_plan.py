@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+import numpy as np
+
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
 from lakecompute.ingest._plan import plan_for_ingest, target_mode
 from lakecompute.localfiles import Folder
 from lakecompute.specs import HTYPES, parse_htype
-from lakecompute.tables import Bad, CellReader, ColumnLayout, ImageBytes, TableInput, image_format
+from lakecompute.tables import Bad, CellReader, ColumnLayout, ImageBytes, TableInput, image_format, pyarrow
 
 __all__ = ["ColumnPlan", "plan_columns"]
 
 Convert = Literal["as_is", "path"]
 
-#: Arrow and pandas types a column may not silently become (a JSON text of them would not read back).
-_REFUSED: Final = ("timestamp", "date", "time", "duration", "decimal", "interval", "binary", "period")
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,18 @@ class ColumnPlan:
         """
         if isinstance(cell, Bad):
             raise InvalidArgumentError(cell.reason)
-        if self.convert == "path" or (self.create.get("htype") == "image" and isinstance(cell, str)):
-            return self._image_file(cell)
-        return cell
+        if self.create.get("htype") != "image":
+            return cell
+        if self.convert == "path" or isinstance(cell, str):
+            cell = self._image_file(cell)
+        if not isinstance(cell, ImageBytes):
+            return cell
+        # Decoded here, in the row's own call, so that an image that does not decode fails its row: kept
+        # as its bytes where they are the tensor's format, else the pixels (decoded once, encoded again).
+        try:
+            return cell.check() if cell.format == self.create.get("sample_compression") else cell.numpy()
+        except InvalidSampleError as exc:
+            raise InvalidArgumentError(exc.detail) from exc
 
     def _image_file(self, name: Any) -> ImageBytes:
         if self.folder is None:
@@ -81,6 +90,20 @@ def _kind_of(table: TableInput, name: str) -> str:
         return str(schema.field(name).type)
     frame = getattr(table, "frame", None)
     return str(frame[name].dtype) if frame is not None else "values"
+
+
+def _not_json(table: TableInput, name: str) -> bool:
+    """Whether the column holds values no JSON text reads back as (times, decimals, raw bytes)."""
+    schema = getattr(table, "schema", None)
+    if schema is not None:
+        pa = pyarrow()
+        t, dtype = pa.types, schema.field(name).type
+        return bool(
+            t.is_temporal(dtype) or t.is_decimal(dtype) or t.is_binary(dtype) or t.is_large_binary(dtype)
+            or t.is_interval(dtype) or t.is_null(dtype)
+        )  # fmt: skip
+    frame = getattr(table, "frame", None)
+    return frame is not None and frame[name].dtype.kind in "mMOV" and frame[name].dtype.kind != "O"
 
 
 def _refuse(name: str, holds: str, htype: str, rule: str) -> InvalidArgumentError:
@@ -171,8 +194,8 @@ def _plan_one(ctx: _Context, reader: CellReader, spec: Any) -> tuple[CellReader,
     name, layout = reader.name, reader.layout
     if spec is None:
         if layout is None:
-            holds = _kind_of(ctx.table, name)
-            if any(word in holds for word in _REFUSED):
+            if _not_json(ctx.table, name):
+                holds = _kind_of(ctx.table, name)
                 raise _refuse(name, holds, "json", "its values are not JSON; convert the column first")
             return CellReader(name, "value"), ColumnPlan(name, {"htype": "json"})
         args = _tensor_args(layout, reader.recorded)
@@ -205,7 +228,22 @@ def _typed_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
     if "dtype" not in args and declared.numeric and declared.dtype is None and layout is not None:
         if layout.dtype is not None:
             args = args | {"dtype": layout.dtype}
-    return reader, ColumnPlan(name, args)
+    return _with_pad_dims(reader, declared.pad), ColumnPlan(name, args)
+
+
+def _with_pad_dims(reader: CellReader, pad: Any) -> CellReader:
+    """A reader of nested lists whose trailing extents the htype fixes (a box is 4 numbers), so that an
+    empty cell is a sample of none of them, ``(0, 4)``, not ``(0, 0)``."""
+    layout = reader.layout
+    if reader.kind != "numbers" or layout is None or reader.recorded or not layout.dims:
+        return reader
+    trailing = np.shape(pad(np.dtype(layout.dtype or "float32"), len(layout.dims)))[1:]
+    if not trailing or len(trailing) >= len(layout.dims):
+        return reader
+    dims = layout.dims[: len(layout.dims) - len(trailing)] + tuple(
+        d if d is not None else int(t) for d, t in zip(layout.dims[-len(trailing) :], trailing, strict=True)
+    )
+    return replace(reader, layout=replace(layout, dims=dims))
 
 
 def plan_columns(

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakecompute.compute import compute
-from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TransformError
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError, LakeComputeWarning, TransformError
 from lakecompute.ingest._files import PathLike, without_skip_advice
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import refuse_overlap
@@ -86,7 +87,9 @@ def _ingest_table(
     options: IngestOptions,
 ) -> Dataset:
     """Plan the table's columns, create the dataset and fill it (what every table ingest shares)."""
-    if images_folder is not None:
+    for path in getattr(table, "paths", None) or ([src] if os.path.isfile(src) else []):
+        refuse_overlap(path, dest, "input file")  # overwrite=True there would delete the input
+    if images_folder is not None and _holds(dest, os.fspath(images_folder)):
         refuse_overlap(os.fspath(images_folder), dest, "images folder")
     plans = plan_columns(table, htypes, options.image_compression, images_folder)
     table.strict = False  # a bad cell reaches table_row, which fails (or skips) its row by it
@@ -95,6 +98,16 @@ def _ingest_table(
     function = compute(table_row)(columns=plans)
     skipped = Skipped("rows", lambda i: f"row {i}", src)
     return fill_dataset(dest, _setup(plans), function, table, skipped, _failed(src), options)
+
+
+def _holds(dest: PathLike, folder: str) -> bool:
+    """Whether the local destination is ``folder`` or a folder above it (a dataset inside the images
+    folder is fine; one that would replace it is not)."""
+    text = os.fspath(dest)
+    if "://" in text and not text.startswith("file://"):
+        return False
+    d, f = os.path.realpath(text.removeprefix("file://")), os.path.realpath(folder)
+    return f == d or f.startswith(d.rstrip(os.sep) + os.sep)
 
 
 def from_arrow(
@@ -235,26 +248,51 @@ def from_csv(
     """
     parsed = IngestOptions.parse("from_csv", options, image_compression, progressbar)
     src = os.fspath(path)
-    table = _read_csv(src, delimiter)
+    table = _read_csv(src, delimiter, parsed.skip_errors)
     folder = images_folder if images_folder is not None else os.path.dirname(os.path.abspath(src))
     return _ingest_table(ArrowInput(table, columns), dest, src, htypes, folder, parsed)
 
 
-def _read_csv(path: str, delimiter: str) -> Any:
-    """The CSV file as an Arrow table (every column's type inferred by pyarrow).
+def _read_csv(path: str, delimiter: str, skip_errors: bool) -> Any:
+    """The CSV file as an Arrow table (every column's type inferred by pyarrow); rows with more or fewer
+    fields than the header are refused, naming their line, or with ``skip_errors`` left out and listed.
 
     Raises:
-        InvalidArgumentError: no such file, or a row that does not fit the header (naming it).
+        InvalidArgumentError: no such file, a ragged row, or text that is not CSV (naming the line).
     """
-    pa = pyarrow()
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise InvalidArgumentError(f"delimiter must be one character. Got {delimiter!r}.")
     if not os.path.isfile(path):
         raise InvalidArgumentError(f"No CSV file at {path!r}.")
+    ragged: list[Any] = []
+    table = _parse_csv(path, delimiter, ragged, threads=True)
+    if ragged and any(r.number is None for r in ragged):
+        ragged.clear()  # parsed in parallel, rows have no numbers: again, in one thread, to name them
+        table = _parse_csv(path, delimiter, ragged, threads=False)
+    lines = [f"line {r.number}: {r.actual_columns} fields, the header has {r.expected_columns}" for r in ragged]
+    if lines and not skip_errors:
+        raise InvalidArgumentError(
+            f"Cannot read the CSV file {path!r}: {lines[0]} ({ragged[0].text[:120]!r}). Every row needs as "
+            "many fields as the header; fix the row, or pass skip_errors=True to skip such rows."
+        )
+    if lines:
+        shown = "\n  ".join(lines[:20]) + (f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else "")
+        warnings.warn(
+            f"Skipped {len(lines)} rows of {path!r} (skip_errors=True):\n  {shown}", LakeComputeWarning, stacklevel=3
+        )
+    return table
+
+
+def _parse_csv(path: str, delimiter: str, ragged: list[Any], threads: bool) -> Any:
+    pa = pyarrow()
+
+    def invalid(row: Any) -> str:
+        ragged.append(row)
+        return "skip"
+
+    options = pa.csv.ParseOptions(delimiter=delimiter, invalid_row_handler=invalid)
     try:
-        return pa.csv.read_csv(path, parse_options=pa.csv.ParseOptions(delimiter=delimiter))
+        return pa.csv.read_csv(path, parse_options=options, read_options=pa.csv.ReadOptions(use_threads=threads))
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise InvalidArgumentError(
-            f"Cannot read the CSV file {path!r}: {reason}. Every row needs as many fields as the header."
-        ) from exc
+        raise InvalidArgumentError(f"Cannot read the CSV file {path!r}: {reason}.") from exc

@@ -111,7 +111,11 @@ def _frame(rows: TableRows, group: list[Part]) -> Any:
         if parts and all(isinstance(p, np.ndarray) for p in parts):
             data[layout.name] = np.concatenate(parts)
         else:
-            data[layout.name] = pd.Series([c for p in parts for c in p], dtype=object)
+            cells = [c for p in parts for c in p]
+            column = np.empty(len(cells), dtype=object)
+            for i, cell in enumerate(cells):  # one by one: an array cell must not be broadcast
+                column[i] = cell
+            data[layout.name] = column
     start = group[0].start if group else 0
     stop = group[-1].stop if group else 0
     frame = pd.DataFrame(data, index=pd.RangeIndex(start, stop))

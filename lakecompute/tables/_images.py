@@ -7,6 +7,7 @@ from typing import Any, Final
 import numpy as np
 
 from lakecompute.compression import decode_image, image_shape_from_bytes
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError
 
 __all__ = ["ImageBytes", "image_format"]
 
@@ -70,29 +71,49 @@ class ImageBytes:
         """The shape ``numpy()`` gives: the one the table recorded, else read from the header.
 
         Raises:
-            InvalidArgumentError: the bytes are not a readable 8-bit image.
+            InvalidSampleError: the bytes are not a readable 8-bit image.
         """
         if self._shape is None:
-            self._shape = _fitted(image_shape_from_bytes(self.data), self._dims)
+            try:
+                self._shape = _fitted(image_shape_from_bytes(self.data), self._dims)
+            except InvalidArgumentError as exc:
+                raise self._unreadable(exc) from exc
         return self._shape
 
     def numpy(self) -> np.ndarray:
         """The pixels, uint8, of `shape`.
 
         Raises:
-            InvalidArgumentError: the bytes are not a readable 8-bit image, or not of `shape`.
+            InvalidSampleError: the bytes are not a readable 8-bit image, or not of `shape` (the tensor it
+                is written to names itself).
         """
-        return decode_image(self.data, self.shape)
+        try:
+            return decode_image(self.data, self.shape)
+        except InvalidArgumentError as exc:
+            raise self._unreadable(exc) from exc
+
+    def _unreadable(self, exc: InvalidArgumentError) -> InvalidSampleError:
+        what = f"the image {self.path!r}" if self.path else f"the image bytes ({len(self.data)} bytes)"
+        return InvalidSampleError("", f"cannot read {what}: {exc}")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
         return arr.astype(dtype) if dtype is not None else arr
 
+    def check(self) -> ImageBytes:
+        """Decode the bytes once (and drop the pixels): bytes that do not decode must not be stored.
+
+        Raises:
+            InvalidSampleError: the bytes are not a readable 8-bit image of `shape`.
+        """
+        if not self._checked:
+            self.numpy()
+            self._checked = True
+        return self
+
     def _lakecompute_blob(self) -> tuple[str, bytes, tuple[int, ...]]:
         """``(format, bytes, shape)`` for storing the bytes as they are (see ``htypes`` image codec)."""
-        if not self._checked:
-            self.numpy()  # bytes that do not decode must not be stored
-            self._checked = True
+        self.check()
         return self.format, self.data, self.shape
 
     def __reduce__(self) -> tuple[Any, ...]:

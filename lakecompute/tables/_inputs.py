@@ -115,6 +115,7 @@ def _check_footer(path: str, meta: Any, size: int) -> list[int]:
         DatasetCorruptError: the footer claims what the file does not have.
     """
     counts = []
+    data_end = size - 8 - int(meta.serialized_size)  # the footer and its length and magic follow the data
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         rows = int(group.num_rows)
@@ -122,8 +123,8 @@ def _check_footer(path: str, meta: Any, size: int) -> list[int]:
             chunk = group.column(c)
             start = min(o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o is not None)
             end = start + int(chunk.total_compressed_size)
-            if start < 4 or end > size or chunk.total_compressed_size < 0 or chunk.num_values < 0:
-                raise _footer(path, f"row group {g}, column {c} claims bytes {start}..{end} of {size}")
+            if start < 4 or end > data_end or chunk.total_compressed_size < 0 or chunk.num_values < 0:
+                raise _footer(path, f"row group {g}, column {c} claims bytes {start}..{end} of {data_end}")
             if rows > 0 and chunk.num_values == 0 and chunk.total_compressed_size == 0:
                 raise _footer(path, f"row group {g} claims {rows} rows, column {c} holds no values")
         if rows < 0:

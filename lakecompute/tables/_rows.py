@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Part", "TableRows"]
 
-_FIRST_PART = 64  # rows read before the bytes per row are known
+_FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a large image)
 
 
 @dataclass(frozen=True)

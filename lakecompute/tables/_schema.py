@@ -33,7 +33,9 @@ def export_schema(layouts: Sequence[ColumnLayout]) -> Any:
     """The Arrow schema of an export: a field per tensor with its layout in the field's metadata, and
     the Hugging Face features of them all in the schema's (so ``datasets`` reads the columns typed)."""
     pa = pyarrow()
-    fields = [pa.field(lay.name, arrow_type(lay), nullable=False, metadata=lay.metadata()) for lay in layouts]
+    # Nullable (though no cell is null): Hugging Face `datasets` takes a field's feature from the metadata
+    # only when the field is what the feature makes, and its fields are nullable.
+    fields = [pa.field(lay.name, arrow_type(lay), metadata=lay.metadata()) for lay in layouts]
     features = {lay.name: hf_feature(lay) for lay in layouts}
     meta = {
         HF_KEY: json.dumps({"info": {"features": features}}).encode(),
@@ -95,8 +97,9 @@ def _is_image_struct(dtype: Any) -> bool:
         return False
     names = {dtype.field(i).name: dtype.field(i).type for i in range(dtype.num_fields)}
     blob, path = names.get("bytes"), names.get("path")
-    binary = blob is None or pa.types.is_binary(blob) or pa.types.is_large_binary(blob)
-    text = path is None or pa.types.is_string(path) or pa.types.is_large_string(path)
+    t = pa.types
+    binary = blob is None or t.is_binary(blob) or t.is_large_binary(blob) or t.is_null(blob)
+    text = path is None or t.is_string(path) or t.is_large_string(path) or t.is_null(path)
     return (blob is not None or path is not None) and binary and text
 
 

@@ -1,0 +1,149 @@
+"""Exports of datasets and views as tables: ``to_arrow``, ``to_arrow_reader``, ``to_pandas``, ``to_parquet``
+and ``to_hf``, each read back with the library that reads it."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakecompute as lc
+from tests.tables.conftest import NAMES, image, make_photos
+
+
+def test_to_arrow_types_each_htype_by_its_mapping(photos: lc.Dataset) -> None:
+    """Images are Hugging Face's {bytes, path} struct of the stored PNG bytes, class labels int64 with
+    the names in the features, boxes lists of 4, an embedding a fixed-size list, text and json strings."""
+    table = photos.to_arrow()
+    schema = table.schema
+    assert schema.names == ["images", "labels", "boxes", "emb", "caption", "meta"]
+    assert schema.field("images").type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    assert schema.field("labels").type == pa.int64()
+    assert schema.field("boxes").type == pa.list_(pa.list_(pa.float32(), 4))
+    assert schema.field("emb").type == pa.list_(pa.float32(), 4)
+    assert schema.field("caption").type == pa.string() == schema.field("meta").type
+    cells = table.column("images").to_pylist()
+    assert [c["bytes"] for c in cells] == [photos.images[i].tobytes() for i in range(len(photos))]
+    assert {c["path"] for c in cells} == {None}
+    assert table.column("labels").to_pylist() == [i % 3 for i in range(12)]
+    assert table.column("boxes").to_pylist()[2] == [[2.0] * 4, [2.0] * 4]
+    assert table.column("caption").to_pylist()[3] == "photo 3 é"
+    assert [json.loads(m) for m in table.column("meta").to_pylist()][1] == {"i": 1, "tags": ["x"]}
+    features = json.loads(schema.metadata[b"huggingface"])["info"]["features"]
+    assert features["images"] == {"_type": "Image"}
+    assert features["labels"] == {"names": NAMES, "_type": "ClassLabel"}
+    layout = json.loads(schema.field("boxes").metadata[b"lakecompute"])
+    assert (layout["htype"], layout["info"]["format"], layout["dims"]) == ("bbox", "xywh", [None, 4])
+
+
+def test_a_view_exports_its_rows_in_its_order(photos: lc.Dataset) -> None:
+    view = photos[[7, 2, 9]]
+    table = view.to_arrow(["labels", "caption"])
+    assert table.schema.names == ["labels", "caption"]
+    assert table.column("caption").to_pylist() == ["photo 7 é", "photo 2 é", "photo 9 é"]
+    frame = photos[5:1:-2].to_pandas("emb")
+    assert [v.tolist() for v in frame["emb"]] == [[5.0, 6.0, 7.0, 8.0], [3.0, 4.0, 5.0, 6.0]]
+
+
+def test_the_reader_streams_batches_bounded_by_rows_and_bytes(photos: lc.Dataset) -> None:
+    """Batches of at most batch_size rows; with a byte budget below one image, a row each; in order."""
+    reader = photos.to_arrow_reader(batch_size=5)
+    assert isinstance(reader, pa.RecordBatchReader)
+    sizes = [len(b) for b in reader]
+    assert sizes == [5, 5, 2]
+    small = list(photos.to_arrow_reader(batch_size=5, tensors="images", max_bytes=1))
+    assert [len(b) for b in small] == [1] * 12
+    got = [c["bytes"] for b in small for c in b.column(0).to_pylist()]
+    assert got == [photos.images[i].tobytes() for i in range(12)]
+
+
+def test_to_pandas_gives_what_the_dataset_reads(photos: lc.Dataset) -> None:
+    frame = photos.to_pandas()
+    assert list(frame.columns) == ["images", "labels", "boxes", "emb", "caption", "meta"]
+    assert frame["labels"].dtype == np.uint32
+    assert frame["labels"].tolist() == [i % 3 for i in range(12)]
+    assert frame["boxes"][2].shape == (2, 4) and frame["boxes"][0].shape == (0, 4)
+    assert frame["meta"][3] == {"i": 3, "tags": ["x"]}
+    assert frame["images"][4]["bytes"] == photos.images[4].tobytes()
+    batches = list(photos.to_pandas(["caption"], batched=True, batch_size=5))
+    assert [len(b) for b in batches] == [5, 5, 2]
+    assert batches[1]["caption"].tolist()[0] == "photo 5 é"
+    assert list(batches[2].index) == [10, 11]
+
+
+def test_to_parquet_writes_a_file_others_read(photos: lc.Dataset, tmp_path: Path) -> None:
+    """The file holds the schema of to_arrow, a row group per batch; a binary file object works too."""
+    path = tmp_path / "out.parquet"
+    photos.to_parquet(path, row_group_size=5)
+    parquet = pq.ParquetFile(path)
+    assert parquet.metadata.num_row_groups == 3
+    table = parquet.read()
+    assert table.equals(photos.to_arrow())
+    assert table.schema.field("labels").metadata == photos.to_arrow().schema.field("labels").metadata
+    buffer = io.BytesIO()
+    photos[:3].to_parquet(buffer)
+    assert pq.read_table(io.BytesIO(buffer.getvalue())).column("caption").to_pylist()[2] == "photo 2 é"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_raw_images_are_written_as_png_and_come_back_as_arrays(tmp_path: Path) -> None:
+    ds = lc.empty(str(tmp_path / "raw"), overwrite=True)
+    ds.create_tensor("im", htype="image")
+    ds.im.extend([np.zeros((3, 4, 1), np.uint8), np.full((3, 4, 1), 9, np.uint8)])
+    cell = ds.to_arrow().column("im").to_pylist()[1]
+    assert cell["bytes"].startswith(b"\x89PNG")
+    back = lc.from_arrow(ds.to_arrow(), str(tmp_path / "back"), progressbar=False)
+    assert back.im.sample_compression is None
+    assert np.array_equal(back.im.numpy(), ds.im.numpy()) and back.im.numpy().shape == (2, 3, 4, 1)
+
+
+def test_to_hf_is_a_typed_datasets_dataset(photos: lc.Dataset) -> None:
+    datasets = pytest.importorskip("datasets")
+    hf = photos[:4].to_hf()
+    assert isinstance(hf, datasets.Dataset) and len(hf) == 4
+    assert hf.features["images"] == datasets.Image()
+    assert hf.features["labels"] == datasets.ClassLabel(names=NAMES)
+    assert hf[1]["labels"] == 1
+    assert np.array_equal(np.asarray(hf[3]["images"]), image(3))
+    assert photos[:4].to_hf()._fingerprint == hf._fingerprint  # the same rows: the same fingerprint
+
+
+def test_exports_refuse_what_is_not_one_table(tmp_path: Path) -> None:
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("a")
+    ds.create_tensor("b")
+    ds.a.extend([1, 2, 3])
+    ds.b.extend([1, 2])
+    with pytest.raises(lc.InvalidArgumentError, match=r"differ in length .*\(ds\[:2\]\)"):
+        ds.to_arrow()
+    assert ds[:2].to_arrow().num_rows == 2
+    with pytest.raises(lc.TensorDoesNotExistError, match="'c'"):
+        ds.to_pandas(["a", "c"])
+    with ds:
+        ds.a.append(4)
+        with pytest.raises(lc.InvalidArgumentError, match="uncommitted changes"):
+            ds.to_parquet(tmp_path / "x.parquet")
+    assert not (tmp_path / "x.parquet").exists()
+    with pytest.raises(lc.InvalidArgumentError, match="local file"):
+        ds[:2].to_parquet("s3://bucket/x.parquet")
+
+
+def test_an_empty_dataset_exports_its_columns(tmp_path: Path) -> None:
+    ds = make_photos(str(tmp_path / "ds"), n=0)
+    table = ds.to_arrow()
+    assert (table.num_rows, table.schema.names[:2]) == (0, ["images", "labels"])
+    back = lc.from_arrow(table, str(tmp_path / "back"), progressbar=False)
+    assert list(back.tensors) == list(ds.tensors) and back.labels.info.class_names == NAMES
+
+
+def test_import_lakecompute_loads_neither_pyarrow_nor_pandas() -> None:
+    code = "import sys, lakecompute; print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
+from lakecompute.errors import InvalidArgumentError
 from lakecompute.tables._arrow import pyarrow
 from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._layout import ColumnLayout
@@ -56,10 +57,45 @@ _NULL: Final = Bad("the value is null (missing)")
 
 
 def read_cells(reader: CellReader, array: Any) -> list[Any]:
-    """One value (or `Bad`) per row of ``array`` (a pyarrow Array or ChunkedArray) as ``reader`` says."""
+    """One value (or `Bad`) per row of ``array`` (a pyarrow Array or ChunkedArray) as ``reader`` says.
+
+    Raises:
+        InvalidArgumentError: a column of numbers, images or polygons whose buffers cannot be read at all
+            (naming the column); a value of another column that cannot be read is a `Bad` of its row.
+    """
     pa = pyarrow()
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
+    try:
+        return _read(reader, array)
+    except (pa.ArrowException, UnicodeDecodeError, ValueError, TypeError, OverflowError, IndexError) as exc:
+        if reader.kind in ("text", "path", "json", "value"):
+            return [_one(reader, array, i) for i in range(len(array))]
+        raise InvalidArgumentError(
+            f"Column {reader.name!r}: its values cannot be read as {reader.kind} ({type(exc).__name__}: "
+            f"{str(exc)[:200]})."
+        ) from exc
+
+
+def _one(reader: CellReader, array: Any, i: int) -> Any:
+    """Row ``i`` alone, read as Python (a damaged value, invalid UTF-8 say, is a `Bad`)."""
+    try:
+        value = array[i].as_py()
+    except (UnicodeDecodeError, ValueError, TypeError, OverflowError, IndexError) as exc:
+        return Bad(f"the value cannot be read ({type(exc).__name__}: {str(exc)[:120]})")
+    return _plain(reader, [value])[0]
+
+
+def _plain(reader: CellReader, values: list[Any]) -> list[Any]:
+    if reader.kind == "json":
+        return [_NULL if v is None else _json(v) for v in values]
+    if reader.kind in ("text", "path"):
+        return [v if isinstance(v, str) else _NULL if v is None else Bad("expected a string") for v in values]
+    return values
+
+
+def _read(reader: CellReader, array: Any) -> list[Any]:
+    pa = pyarrow()
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     if reader.kind == "numbers":
@@ -70,15 +106,12 @@ def read_cells(reader: CellReader, array: Any) -> list[Any]:
         return _polygons(reader.layout, array)
     if reader.kind == "image":
         return _images(reader.layout, array)
-    values = array.to_pylist()
-    if reader.kind == "json":
-        return [_NULL if v is None else _json(v) for v in values]
-    if reader.kind in ("text", "path"):
-        return [v if isinstance(v, str) else _NULL if v is None else Bad("expected a string") for v in values]
-    return values
+    return _plain(reader, array.to_pylist())
 
 
-def _json(text: str) -> Any:
+def _json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text  # a column of values (not of JSON text) said to be json: the values themselves
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:

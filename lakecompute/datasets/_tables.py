@@ -18,6 +18,7 @@ __all__ = ["TableVerbs"]
 
 _ROWS: Final = 4096  # lakecompute.tables.BATCH_ROWS, said here too so that the signature shows it
 _BYTES: Final = 64 << 20  # lakecompute.tables.BATCH_BYTES
+_READER_BYTES: Final = 16 << 20  # lakecompute.tables.READER_BYTES
 
 
 class TableVerbs:
@@ -50,11 +51,16 @@ class TableVerbs:
         return to_arrow(self._table_data(), tensors)
 
     def to_arrow_reader(
-        self, batch_size: int = _ROWS, tensors: str | Sequence[str] | None = None, *, max_bytes: int = _BYTES
+        self,
+        batch_size: int = _ROWS,
+        tensors: str | Sequence[str] | None = None,
+        *,
+        max_bytes: int = _READER_BYTES,
     ) -> Any:
         """The rows as a ``pyarrow.RecordBatchReader`` that reads them as it is consumed, in batches of at
         most ``batch_size`` rows and about ``max_bytes`` bytes of samples (what DuckDB, Polars and
-        ``pyarrow.dataset`` take as a stream; memory stays a few batches whatever the dataset's size).
+        ``pyarrow.dataset`` take as a stream). Memory stays about four batches and the 32 MiB chunk cache,
+        whatever the dataset's size.
 
         Raises:
             InvalidArgumentError: as `to_arrow`, or a ``batch_size`` or ``max_bytes`` below 1.
@@ -89,7 +95,8 @@ class TableVerbs:
     ) -> None:
         """Write the rows as a Parquet file: the schema of `to_arrow` (so that Hugging Face
         ``datasets.Dataset.from_parquet`` reads typed features, and pandas, DuckDB, Polars and Ray Data
-        read it as it is), a row group per ``row_group_size`` rows or ``row_group_bytes`` bytes, streamed.
+        read it as it is), a row group per ``row_group_size`` rows or ``row_group_bytes`` bytes, streamed:
+        memory stays about two row groups and the 32 MiB chunk cache, whatever the dataset's size.
 
         A path is written atomically: into a temporary file beside it, renamed into place at the end, so
         that a failure or a kill leaves the previous file (or none), never part of one. A binary file

@@ -15,6 +15,7 @@ from lakecompute.tables._cells import Bad, CellReader, read_cells
 from lakecompute.tables._export import (
     BATCH_BYTES,
     BATCH_ROWS,
+    READER_BYTES,
     to_arrow,
     to_arrow_reader,
     to_hf,
@@ -43,6 +44,7 @@ __all__ = [
     "FrameInput",
     "ImageBytes",
     "ParquetInput",
+    "READER_BYTES",
     "TableInput",
     "image_format",
     "pandas",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH_BYTES",
     "BATCH_ROWS",
+    "READER_BYTES",
     "to_arrow",
     "to_arrow_reader",
     "to_hf",
@@ -41,37 +42,47 @@ __all__ = [
 BATCH_ROWS: Final = 4096
 """Rows of a record batch (and of a Parquet row group) unless the caller says otherwise."""
 BATCH_BYTES: Final = 64 << 20
-"""About the most bytes of samples one batch (one row group) holds: an export's memory is a few of
-these, whatever the dataset's size."""
+"""About the most bytes of samples one Parquet row group holds: ``to_parquet``'s memory is the chunk
+cache (32 MiB) and about two of these, whatever the dataset's size (docs/tables.md)."""
+READER_BYTES: Final = 16 << 20
+"""About the most bytes of samples one batch of ``to_arrow_reader`` holds: its memory is the chunk cache
+and about four of these (the batch the consumer holds, the next one read and joined)."""
 
-def _batch(rows: TableRows, schema: Any, group: list[Part]) -> Any:
-    """One record batch of a group of parts (each column encoded once, over the whole group)."""
+def _part_batch(rows: TableRows, schema: Any, part: Part) -> Any:
+    """One part as a record batch; the part's values are let go as soon as they are encoded, so that
+    a group's samples and their Arrow copy never both take its whole budget."""
     pa = pyarrow()
     columns = []
     for layout in rows.layouts:
-        values: list[Any] = []
-        stacked = [p.values[layout.name] for p in group]
-        if all(isinstance(v, np.ndarray) for v in stacked) and len({v.shape[1:] for v in stacked}) == 1:
-            block: Any = np.concatenate(stacked) if len(stacked) > 1 else stacked[0]
-        else:
-            for v in stacked:
-                values.extend(v)
-            block = values
-        shapes = rows.shapes[layout.name][group[0].start : group[-1].stop]
-        columns.append(encode_column(layout, block, shapes))
+        shapes = rows.shapes[layout.name][part.start : part.stop]
+        columns.append(encode_column(layout, part.values.pop(layout.name), shapes))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _group_batches(rows: TableRows, schema: Any, group: list[Part]) -> list[Any]:
+    """A group of parts as record batches (one row group, one batch of the reader), the parts let go."""
+    batches = []
+    while group:
+        batches.append(_part_batch(rows, schema, group.pop(0)))
+    return batches
 
 
 def _record_batches(rows: TableRows, schema: Any, batch_size: int, max_bytes: int) -> Iterator[Any]:
     for group in rows.parts(batch_size, max_bytes):
-        yield _batch(rows, schema, group)
+        yield _joined(_group_batches(rows, schema, group))
+
+
+def _joined(batches: list[Any]) -> Any:
+    """The batches as one (this frame holds the parts only while they are joined: nothing here keeps
+    them, or the result, while the consumer works and the next group is read)."""
+    return batches[0] if len(batches) == 1 else pyarrow().concat_batches(batches)
 
 
 def to_arrow_reader(
     data: Dataset | DatasetView,
     batch_size: int = BATCH_ROWS,
     tensors: str | Sequence[str] | None = None,
-    max_bytes: int = BATCH_BYTES,
+    max_bytes: int = READER_BYTES,
 ) -> Any:
     """The rows as a ``pyarrow.RecordBatchReader``, read as it is consumed (see ``Dataset.to_arrow_reader``)."""
     pa = pyarrow()
@@ -165,8 +176,10 @@ def _write_parquet(rows: TableRows, sink: Any, row_group_size: int, max_bytes: i
     schema = export_schema(rows.layouts)
     with pa.parquet.ParquetWriter(sink, schema, **_writer_options(rows.layouts)) as writer:
         for group in rows.parts(row_group_size, max_bytes):
-            batch = _batch(rows, schema, group)
-            writer.write_table(pa.Table.from_batches([batch], schema), row_group_size=len(batch) or 1)
+            # The group's parts as one row group, without joining them into one batch first.
+            table = pa.Table.from_batches(_group_batches(rows, schema, group), schema)
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+            del table
 
 
 def to_parquet(

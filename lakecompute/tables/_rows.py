@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["Part", "TableRows"]
 
 _FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a large image)
+# A group is read in parts of at most 1/_PIECES of its bytes: reading a part briefly holds its chunks
+# and their copies too, and a part that is the whole group would double the memory a group takes.
+_PIECES = 8
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,8 @@ class TableRows:
             group: list[Part] = []
             rows = nbytes = 0
             while at < len(self) and rows < max_rows and nbytes < max_bytes:
-                step = min(max_rows - rows, _FIRST_PART if not per_row else int((max_bytes - nbytes) / per_row))
+                room = min(max_bytes - nbytes, max(1, max_bytes // _PIECES))
+                step = min(max_rows - rows, _FIRST_PART if not per_row else int(room / per_row))
                 part = self.part(at, at + max(1, step))
                 group.append(part)
                 at, rows, nbytes = part.stop, rows + part.stop - part.start, nbytes + part.nbytes

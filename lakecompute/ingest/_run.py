@@ -54,7 +54,9 @@ def run_ingest(
             # input it read (an annotations or label file, the image), the dataset's checks name none.
             source = cause.source or (path if path in cause.detail else "")
             named = "" if source else f"the sample of {path!r}: "
-            return InvalidSampleError(cause.tensor, named + with_skip_advice(cause.detail), source=source or path)
+            return InvalidSampleError(
+                cause.tensor, named + with_skip_advice(cause.detail), source=source or path
+            )
         return unreadable(path, cause, "images")
 
     return fill_dataset(

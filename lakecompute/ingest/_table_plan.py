@@ -27,7 +27,6 @@ __all__ = ["ColumnPlan", "plan_columns"]
 Convert = Literal["as_is", "path"]
 
 
-
 @dataclass(frozen=True)
 class ColumnPlan:
     """One column of the table as one tensor.
@@ -79,7 +78,9 @@ class ColumnPlan:
             with open(path, "rb") as f:
                 data = f.read()
         except OSError as exc:
-            raise InvalidArgumentError(f"cannot read the image file {path!r} ({exc.strerror or exc})") from exc
+            raise InvalidArgumentError(
+                f"cannot read the image file {path!r} ({exc.strerror or exc})"
+            ) from exc
         return ImageBytes(data, name, None, self.dims)
 
 
@@ -158,7 +159,9 @@ def _image_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
         if ctx.folder is None:
             raise _refuse(name, "image paths", "image", "pass images_folder= to say where the files are")
         files = [p for p in (_confined(ctx.folder, p) for p in paths[:1_000_000]) if p]
-        compression = args.get("sample_compression") or plan_for_ingest(files, ctx.image_compression).compression
+        compression = (
+            args.get("sample_compression") or plan_for_ingest(files, ctx.image_compression).compression
+        )
         dims: tuple[int | None, ...] = (None, None) if target_mode(files) == "L" else (None, None, 3)
         plan = ColumnPlan(name, args | {"sample_compression": compression}, "path", ctx.folder, dims)
         return CellReader(name, "path"), plan
@@ -169,7 +172,9 @@ def _image_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
     first = ctx.table.first_cell(name)
     fmt = image_format(first.data) if isinstance(first, ImageBytes) else "png"
     auto = fmt if fmt in ("png", "jpeg", "webp") else "png"
-    compression = args.get("sample_compression", auto if ctx.image_compression == "auto" else ctx.image_compression)
+    compression = args.get(
+        "sample_compression", auto if ctx.image_compression == "auto" else ctx.image_compression
+    )
     grey = isinstance(first, ImageBytes) and _is_grey(first)
     dims = (None, None) if grey else (None, None, 3)
     image_reader = CellReader(name, "image", ColumnLayout(name, "image", "uint8", dims=dims))
@@ -213,7 +218,9 @@ def _typed_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
     declared = HTYPES[htype]
     holds = _kind_of(ctx.table, name)
     if declared.labels and reader.kind == "text" and "class_names" not in args:
-        args = args | {"class_names": sorted({c for c in ctx.table.column_values(name) if isinstance(c, str)})}
+        args = args | {
+            "class_names": sorted({c for c in ctx.table.column_values(name) if isinstance(c, str)})
+        }
     elif declared.labels and layout is not None and layout.class_names and "class_names" not in args:
         args = args | {"class_names": layout.class_names}
     if htype == "text" and reader.kind not in ("text", "path"):
@@ -222,12 +229,12 @@ def _typed_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
         reader = CellReader(name, "json", ColumnLayout(name, "json", "json"))
     if declared.arrow.column == "polygons" and reader.kind != "polygons":
         reader = CellReader(name, "polygons", ColumnLayout(name, htype, args.get("dtype", declared.dtype)))
-    if declared.numeric and declared.arrow.column == "numbers" and reader.kind not in ("numbers", "value"):
-        if not (declared.labels and reader.kind == "text"):
-            raise _refuse(name, holds, htype, f"a {htype} tensor takes numbers")
-    if "dtype" not in args and declared.numeric and declared.dtype is None and layout is not None:
-        if layout.dtype is not None:
-            args = args | {"dtype": layout.dtype}
+    numbers = declared.numeric and declared.arrow.column == "numbers"
+    names = declared.labels and reader.kind == "text"
+    if numbers and reader.kind not in ("numbers", "value") and not names:
+        raise _refuse(name, holds, htype, f"a {htype} tensor takes numbers")
+    if "dtype" not in args and declared.numeric and declared.dtype is None and layout and layout.dtype:
+        args = args | {"dtype": layout.dtype}
     return _with_pad_dims(reader, declared.pad), ColumnPlan(name, args)
 
 
@@ -262,7 +269,9 @@ def plan_columns(
     given = dict(htypes or {})
     unknown = [c for c in given if c not in table.readers]
     if unknown:
-        raise InvalidArgumentError(f"htypes names column(s) {unknown!r} the table does not have: {table.columns!r}.")
+        raise InvalidArgumentError(
+            f"htypes names column(s) {unknown!r} the table does not have: {table.columns!r}."
+        )
     folder = Folder.of(os.fspath(images_folder)) if images_folder is not None else None
     ctx = _Context(table, image_compression, folder)
     readers, plans = {}, []
@@ -272,4 +281,3 @@ def plan_columns(
         plans.append(plan)
     table.readers = readers
     return tuple(plans)
-

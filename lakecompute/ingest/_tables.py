@@ -244,7 +244,8 @@ def from_csv(
     Example:
         >>> with open("labels.csv", "w") as f:
         ...     _ = f.write("file,label\\na.png,cat\\n")
-        >>> lc.from_csv("labels.csv", "./x", htypes={"file": "image", "label": "class_label"})  # doctest: +SKIP
+        >>> htypes = {"file": "image", "label": "class_label"}
+        >>> lc.from_csv("labels.csv", "./x", htypes=htypes)  # doctest: +SKIP
     """
     parsed = IngestOptions.parse("from_csv", options, image_compression, progressbar)
     src = os.fspath(path)
@@ -269,7 +270,9 @@ def _read_csv(path: str, delimiter: str, skip_errors: bool) -> Any:
     if ragged and any(r.number is None for r in ragged):
         ragged.clear()  # parsed in parallel, rows have no numbers: again, in one thread, to name them
         table = _parse_csv(path, delimiter, ragged, threads=False)
-    lines = [f"line {r.number}: {r.actual_columns} fields, the header has {r.expected_columns}" for r in ragged]
+    lines = [
+        f"line {r.number}: {r.actual_columns} fields, the header has {r.expected_columns}" for r in ragged
+    ]
     if lines and not skip_errors:
         raise InvalidArgumentError(
             f"Cannot read the CSV file {path!r}: {lines[0]} ({ragged[0].text[:120]!r}). Every row needs as "
@@ -278,7 +281,9 @@ def _read_csv(path: str, delimiter: str, skip_errors: bool) -> Any:
     if lines:
         shown = "\n  ".join(lines[:20]) + (f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else "")
         warnings.warn(
-            f"Skipped {len(lines)} rows of {path!r} (skip_errors=True):\n  {shown}", LakeComputeWarning, stacklevel=3
+            f"Skipped {len(lines)} rows of {path!r} (skip_errors=True):\n  {shown}",
+            LakeComputeWarning,
+            stacklevel=3,
         )
     return table
 
@@ -292,7 +297,9 @@ def _parse_csv(path: str, delimiter: str, ragged: list[Any], threads: bool) -> A
 
     options = pa.csv.ParseOptions(delimiter=delimiter, invalid_row_handler=invalid)
     try:
-        return pa.csv.read_csv(path, parse_options=options, read_options=pa.csv.ReadOptions(use_threads=threads))
+        return pa.csv.read_csv(
+            path, parse_options=options, read_options=pa.csv.ReadOptions(use_threads=threads)
+        )
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise InvalidArgumentError(f"Cannot read the CSV file {path!r}: {reason}.") from exc

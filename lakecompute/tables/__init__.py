@@ -37,6 +37,7 @@ from lakecompute.tables._schema import schema_readers
 __all__ = [
     "BATCH_BYTES",
     "BATCH_ROWS",
+    "READER_BYTES",
     "ArrowInput",
     "Bad",
     "CellReader",
@@ -44,7 +45,6 @@ __all__ = [
     "FrameInput",
     "ImageBytes",
     "ParquetInput",
-    "READER_BYTES",
     "TableInput",
     "image_format",
     "pandas",

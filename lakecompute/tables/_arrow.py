@@ -25,10 +25,11 @@ def pyarrow() -> ModuleType:
         import pyarrow as pa
         import pyarrow.compute
         import pyarrow.csv
-        import pyarrow.parquet  # noqa: F401  # loaded for pa.parquet.*
+        import pyarrow.parquet  # loaded for pa.parquet.*
     except ImportError as exc:
         raise InvalidArgumentError(f"Tables need pyarrow, which is not installed. {_EXTRA}") from exc
-    return pa
+    module: ModuleType = pa
+    return module
 
 
 def pandas() -> ModuleType:
@@ -41,7 +42,8 @@ def pandas() -> ModuleType:
         import pandas as pd
     except ImportError as exc:
         raise InvalidArgumentError(f"DataFrames need pandas, which is not installed. {_EXTRA}") from exc
-    return pd
+    module: ModuleType = pd
+    return module
 
 
 def damaged_file(path: str, exc: BaseException, what: str = "Parquet") -> DatasetCorruptError:

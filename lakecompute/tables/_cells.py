@@ -196,7 +196,7 @@ def _shapes(levels: _Levels, dims: tuple[int | None, ...], n: int) -> tuple[np.n
     for k in range(rank):
         agree, first = _row_extent(levels.lengths[k], levels.owners[k], n)
         ragged |= ~agree
-        fill = dims[k] if dims[k] is not None else 0  # a dimension behind an empty one
+        fill = dims[k] or 0  # a dimension behind an empty one: its fixed extent, if the layout knows it
         shapes[:, k] = np.where(first >= 0, first, fill)
     return shapes, ragged
 

@@ -154,8 +154,9 @@ ENCODERS: Final[Mapping[ArrowColumn, Encoder]] = MappingProxyType(
 _missing = {d.arrow.column for d in HTYPES.values()} - set(ENCODERS)
 if _missing:  # pragma: no cover - a declaration names a column kind nobody writes
     raise InvalidArgumentError(
-        f"Expected an Arrow encoder for every column kind an htype declares. Got none for {sorted(_missing)}: "
-        "add it to lakecompute/tables/_encode.py (see docs/how-it-works.md, 'Adding an htype')."
+        "Expected an Arrow encoder for every column kind an htype declares. Got none for "
+        f"{sorted(_missing)}: add it to lakecompute/tables/_encode.py (see docs/how-it-works.md, "
+        "'Adding an htype')."
     )
 
 

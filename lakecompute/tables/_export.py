@@ -48,6 +48,7 @@ READER_BYTES: Final = 16 << 20
 """About the most bytes of samples one batch of ``to_arrow_reader`` holds: its memory is the chunk cache
 and about four of these (the batch the consumer holds, the next one read and joined)."""
 
+
 def _part_batch(rows: TableRows, schema: Any, part: Part) -> Any:
     """One part as a record batch; the part's values are let go as soon as they are encoded, so that
     a group's samples and their Arrow copy never both take its whole budget."""
@@ -84,7 +85,7 @@ def to_arrow_reader(
     tensors: str | Sequence[str] | None = None,
     max_bytes: int = READER_BYTES,
 ) -> Any:
-    """The rows as a ``pyarrow.RecordBatchReader``, read as it is consumed (see ``Dataset.to_arrow_reader``)."""
+    """The rows as a ``pyarrow.RecordBatchReader``, read as it is consumed (``Dataset.to_arrow_reader``)."""
     pa = pyarrow()
     rows = TableRows(data, tensors)
     schema = export_schema(rows.layouts)
@@ -163,7 +164,7 @@ def _writer_options(layouts: Sequence[ColumnLayout]) -> dict[str, Any]:
     dictionary of PNG/JPEG bytes costs time and saves nothing), the rest zstd."""
     images = [lay.name for lay in layouts if lay.mapping.column == "image"]
     others = [lay.name for lay in layouts if lay.mapping.column != "image"]
-    compression = {name: "none" for name in images} | {name: "zstd" for name in others}
+    compression = dict.fromkeys(images, "none") | dict.fromkeys(others, "zstd")
     return {
         "compression": compression,
         "use_dictionary": others,
@@ -221,10 +222,14 @@ def to_hf(data: Dataset | DatasetView, tensors: str | Sequence[str] | None = Non
             "to_hf needs Hugging Face datasets, which is not installed: pip install datasets."
         ) from exc
     rows = TableRows(data, tensors)
-    table = pyarrow().RecordBatchReader.from_batches(
-        export_schema(rows.layouts),
-        _record_batches(rows, export_schema(rows.layouts), BATCH_ROWS, BATCH_BYTES),
-    ).read_all()
+    table = (
+        pyarrow()
+        .RecordBatchReader.from_batches(
+            export_schema(rows.layouts),
+            _record_batches(rows, export_schema(rows.layouts), BATCH_ROWS, BATCH_BYTES),
+        )
+        .read_all()
+    )
     features = datasets.Features.from_arrow_schema(table.schema)
     # The content's identity: the dataset's id and version, the rows and the tensors (so that an eval
     # over the result is recognised when it runs again, as for any datasets.Dataset).

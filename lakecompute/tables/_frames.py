@@ -75,17 +75,22 @@ def _object_reader(name: str, series: Any) -> CellReader:
     return CellReader(name, "value")
 
 
+def _category_reader(name: str, dtype: Any) -> CellReader:
+    """A pandas category of strings: a class_label tensor whose class names are the categories."""
+    categories = list(dtype.categories)
+    if all(isinstance(c, str) for c in categories):
+        layout = ColumnLayout(name, "class_label", "uint32", info={"class_names": categories})
+        return CellReader(name, "value", layout)
+    return CellReader(name, "value")
+
+
 def _reader(name: str, series: Any, layout: ColumnLayout | None) -> CellReader:
     pd = pandas()
     if layout is not None:
         return CellReader(name, _KINDS.get(layout.mapping.column, "polygons"), layout, recorded=True)
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        categories = list(dtype.categories)
-        if all(isinstance(c, str) for c in categories):
-            layout = ColumnLayout(name, "class_label", "uint32", info={"class_names": categories})
-            return CellReader(name, "value", layout)
-        return CellReader(name, "value")
+        return _category_reader(name, dtype)
     if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
         numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))  # pandas' nullable Int64: int64
         return CellReader(name, "numbers", ColumnLayout(name, "generic", numpy_dtype.name))
@@ -172,8 +177,8 @@ def _hash_value(h: Any, value: Any, where: str) -> None:
             _hash_value(h, item, where)
     else:
         raise FingerprintError(
-            f"{where} holds a {type(value).__name__}, whose content lakecompute cannot digest, so an eval over "
-            "the DataFrame cannot be recorded."
+            f"{where} holds a {type(value).__name__}, whose content lakecompute cannot digest, so an eval "
+            "over the DataFrame cannot be recorded."
         )
 
 

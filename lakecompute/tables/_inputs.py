@@ -261,10 +261,12 @@ def _size(path: str) -> int:
 
 
 def read_parquet(path_or_paths: Any, columns: Sequence[str] | None = None) -> ParquetInput:
-    """A Parquet file (or several of one schema) as the lazy ``data_in`` of an eval (see ``lc.read_parquet``)."""
+    """A Parquet file (or several of one schema) as the lazy ``data_in`` of an eval (``lc.read_parquet``)."""
     if isinstance(path_or_paths, (str, os.PathLike)):
         paths = [os.fspath(path_or_paths)]
-    elif isinstance(path_or_paths, Sequence) and all(isinstance(p, (str, os.PathLike)) for p in path_or_paths):
+    elif isinstance(path_or_paths, Sequence) and all(
+        isinstance(p, (str, os.PathLike)) for p in path_or_paths
+    ):
         paths = [os.fspath(p) for p in path_or_paths]
     else:
         raise InvalidTypeError(f"read_parquet takes a path or a list of paths. Got {path_or_paths!r:.80}.")

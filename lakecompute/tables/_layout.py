@@ -125,8 +125,8 @@ def _bad(name: str, why: str) -> InvalidArgumentError:
 
 def _parse(name: str, obj: dict[str, Any]) -> ColumnLayout:
     htype = obj.get("htype")
-    if htype not in HTYPES:
-        raise _bad(name, f"unknown htype {htype!r}")
+    if not isinstance(htype, str) or htype not in HTYPES:
+        raise _bad(name, f"unknown htype {htype!r:.80}")
     dtype = obj.get("dtype")
     declared = HTYPES[htype]
     try:
@@ -139,9 +139,10 @@ def _parse(name: str, obj: dict[str, Any]) -> ColumnLayout:
     except (InvalidArgumentError, TypeError) as exc:
         raise _bad(name, str(exc)) from exc
     info, dims, shaped = obj.get("info"), obj.get("dims"), obj.get("shaped")
-    good_dims = isinstance(dims, list) and len(dims) <= _MAX_RANK
-    if not good_dims or not all(d is None or (type(d) is int and d >= 0) for d in dims):
-        raise _bad(name, f"dims must be a list of extents >= 0 or null, got {str(dims)[:80]}")
+    if not isinstance(dims, list) or len(dims) > _MAX_RANK:
+        raise _bad(name, f"dims must be a list of at most {_MAX_RANK} extents, got {str(dims)[:80]}")
+    if not all(d is None or (type(d) is int and d >= 0) for d in dims):
+        raise _bad(name, f"dims must be extents >= 0 or null, got {str(dims)[:80]}")
     if not isinstance(info, dict) or not isinstance(shaped, bool):
         raise _bad(name, "info must be an object and shaped a boolean")
     return ColumnLayout(name, htype, dtype, sample, chunk, info, tuple(dims), shaped)
@@ -195,30 +196,38 @@ def arrow_type(layout: ColumnLayout) -> Any:
     return nested(value, layout.dims)
 
 
+def _same_struct(got: Any, want: Any) -> bool:
+    t = pyarrow().types
+    if not t.is_struct(got):
+        return False
+    names = {got.field(i).name: got.field(i).type for i in range(got.num_fields)}
+    wanted = [want.field(i) for i in range(want.num_fields)]
+    return all(f.name in names and same_type(names[f.name], f.type) for f in wanted)
+
+
+def _same_list(got: Any, want: Any) -> bool:
+    t = pyarrow().types
+    if t.is_fixed_size_list(want):
+        fixed = t.is_fixed_size_list(got) and got.list_size == want.list_size
+        return fixed and same_type(got.value_type, want.value_type)
+    listy = t.is_list(got) or t.is_large_list(got) or t.is_list_view(got) or t.is_large_list_view(got)
+    return listy and same_type(got.value_type, want.value_type)
+
+
 def same_type(got: Any, want: Any) -> bool:
     """Whether a column of type ``got`` can be read as ``want``: equal, up to the large and view
     variants of strings, binaries and lists that other writers (Polars) choose."""
-    pa = pyarrow()
-    t = pa.types
+    t = pyarrow().types
     if got == want:
         return True
     if t.is_struct(want):
-        if not t.is_struct(got):
-            return False
-        names = {got.field(i).name: got.field(i).type for i in range(got.num_fields)}
-        wanted = [want.field(i) for i in range(want.num_fields)]
-        return all(f.name in names and same_type(names[f.name], f.type) for f in wanted)
-    if t.is_fixed_size_list(want):
-        return t.is_fixed_size_list(got) and got.list_size == want.list_size and same_type(
-            got.value_type, want.value_type
-        )
-    if t.is_list(want):
-        listy = t.is_list(got) or t.is_large_list(got) or t.is_list_view(got) or t.is_large_list_view(got)
-        return listy and same_type(got.value_type, want.value_type)
+        return _same_struct(got, want)
+    if t.is_fixed_size_list(want) or t.is_list(want):
+        return _same_list(got, want)
     if t.is_string(want):
-        return t.is_large_string(got) or t.is_string_view(got)
+        return bool(t.is_large_string(got) or t.is_string_view(got))
     if t.is_binary(want):
-        return t.is_large_binary(got) or t.is_binary_view(got)
+        return bool(t.is_large_binary(got) or t.is_binary_view(got))
     return False
 
 

@@ -135,7 +135,9 @@ def _feature_reader(field: Any, feature: Any) -> CellReader | None:
 
 
 def _with_names(layout: ColumnLayout, names: list[str]) -> ColumnLayout:
-    return ColumnLayout(layout.name, layout.htype, layout.dtype, info={"class_names": names}, dims=layout.dims)
+    return ColumnLayout(
+        layout.name, layout.htype, layout.dtype, info={"class_names": names}, dims=layout.dims
+    )
 
 
 def _type_reader(field: Any) -> CellReader:

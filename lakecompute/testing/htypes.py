@@ -295,7 +295,7 @@ class HTypeTests:
             assert declared.arrow.column != "text" or str(field.type) == "string", f"{case}: {field.type}"
             again = lc.from_arrow(table, "mem://htype-tests-arrow-back", overwrite=True, progressbar=False)
             _check_same_tensor(ds, again, f"{case}")
-            for i, s in enumerate(samples):
+            for i in range(len(samples)):
                 assert_same_sample(read_sample(again["t"], i), read_sample(ds["t"], i), where=f"{case} [{i}]")
                 if dataset_core(ds).state("t").spec.kind == "bytes" and declared.arrow.column != "polygons":
                     assert again["t"][i].tobytes() == ds["t"][i].tobytes(), f"{case} [{i}]: stored bytes"

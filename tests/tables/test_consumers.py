@@ -50,14 +50,16 @@ def test_hugging_face_reads_typed_features_with_no_options(photos: lc.Dataset, p
 
 def test_duckdb_group_by_over_the_file_equals_our_counts(photos: lc.Dataset, photos_parquet: Path) -> None:
     duckdb = pytest.importorskip("duckdb")
-    rows = duckdb.sql(f"select labels, count(*) from read_parquet('{photos_parquet}') group by labels").fetchall()
+    rows = duckdb.sql(
+        f"select labels, count(*) from read_parquet('{photos_parquet}') group by labels"
+    ).fetchall()
     assert dict(rows) == _label_counts(photos)
 
 
 def test_duckdb_queries_the_stream(photos: lc.Dataset) -> None:
     """DuckDB over to_arrow_reader: a query that reads the stream once, batch by batch."""
     duckdb = pytest.importorskip("duckdb")
-    reader = photos.to_arrow_reader(batch_size=4, tensors=["labels", "caption"])
+    reader = photos.to_arrow_reader(batch_size=4, tensors=["labels", "caption"])  # noqa: F841 (DuckDB reads it by name)
     rows = duckdb.sql("select labels, count(*) from reader group by labels").fetchall()
     assert dict(rows) == _label_counts(photos)
 
@@ -66,7 +68,9 @@ def test_polars_reads_the_file(photos: lc.Dataset, photos_parquet: Path) -> None
     pl = pytest.importorskip("polars")
     frame = pl.read_parquet(photos_parquet)
     counts = frame.group_by("labels").len()
-    assert dict(zip(counts["labels"].to_list(), counts["len"].to_list(), strict=True)) == _label_counts(photos)
+    assert dict(zip(counts["labels"].to_list(), counts["len"].to_list(), strict=True)) == _label_counts(
+        photos
+    )
     assert frame["emb"][3].to_list() == [3.0, 4.0, 5.0, 6.0]
     assert frame["images"][1]["bytes"] == photos.images[1].tobytes()
 

@@ -54,7 +54,8 @@ def _content(path: Path) -> list[Any]:
 
 def test_read_parquet_is_lazy_picklable_and_knows_its_length(tmp_path: Path) -> None:
     source = lc.read_parquet(_write(tmp_path / "t.parquet", _table()), columns=["name", "i"])
-    assert len(source) == N and source.columns == ["name", "i"]
+    assert len(source) == N
+    assert source.columns == ["name", "i"]
     again = pickle.loads(pickle.dumps(source))
     assert len(pickle.dumps(source)) < 4096  # the footer's facts travel, not the rows
     assert again.read_rows(9, 11) == [{"name": "row 9", "i": 9}, {"name": "row 10", "i": 10}]
@@ -79,13 +80,14 @@ def test_outputs_are_those_of_the_rows_as_a_list(tmp_path: Path, workers: int) -
 
 PARENT = """
 import sys
+from pathlib import Path
 import pyarrow as pa
 import lakecompute as lc
 from tests.tables.test_data_in import _content, _out, scaled
 
-path, out, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-scaled().eval(lc.read_parquet(path), _out(__import__("pathlib").Path(out)), num_workers=workers, progressbar=False)
-print(pa.default_memory_pool().max_memory(), _content(__import__("pathlib").Path(out))[0][-1])
+path, out, workers = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+scaled().eval(lc.read_parquet(path), _out(out), num_workers=workers, progressbar=False)
+print(pa.default_memory_pool().max_memory(), _content(out)[0][-1])
 """
 
 
@@ -115,9 +117,12 @@ def test_the_identical_rerun_is_a_noop_and_new_content_runs(tmp_path: Path) -> N
     first = scaled().eval(lc.read_parquet(path), out, progressbar=False)
     with pytest.warns(lc.LakeComputeWarning, match="already completed"):
         again = scaled().eval(lc.read_parquet(path), out, progressbar=False)
-    assert again.version == first.version and len(lc.load(str(tmp_path / "out")).y) == N
+    assert again.version == first.version
+    assert len(lc.load(str(tmp_path / "out")).y) == N
     inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
-    assert inputs["kind"] == "parquet" and inputs["paths"] == [str(path)] and len(inputs["sha256"][0]) == 64
+    assert inputs["kind"] == "parquet"
+    assert inputs["paths"] == [str(path)]
+    assert len(inputs["sha256"][0]) == 64
     for data in (_table(), _table().to_pandas()):
         scaled().eval(data, out, progressbar=False)
         with pytest.warns(lc.LakeComputeWarning, match="already completed"):
@@ -150,7 +155,9 @@ def test_a_failed_checkpointed_eval_resumes(tmp_path: Path, monkeypatch: pytest.
         scaled().eval(lc.read_parquet(path), out, checkpoint_interval=10, num_workers=2, progressbar=False)
     assert len(lc.load(str(tmp_path / "out")).y) == 20
     monkeypatch.delenv("LC_TEST_TABLE_FAIL_AT")
-    result = scaled().eval(lc.read_parquet(path), out, checkpoint_interval=10, num_workers=2, progressbar=False)
+    result = scaled().eval(
+        lc.read_parquet(path), out, checkpoint_interval=10, num_workers=2, progressbar=False
+    )
     assert result.resumed_from == 20
     assert _content(tmp_path / "out")[0] == [3 * i for i in range(N)]
 
@@ -176,4 +183,5 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     with pytest.raises(lc.InvalidArgumentError, match="other columns"):
         lc.read_parquet([path, other])
     both = lc.read_parquet([path, path])
-    assert len(both) == 2 * N and both.read_rows(N - 1, N + 1)[1]["i"] == 0
+    assert len(both) == 2 * N
+    assert both.read_rows(N - 1, N + 1)[1]["i"] == 0

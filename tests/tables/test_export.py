@@ -69,7 +69,8 @@ def test_to_pandas_gives_what_the_dataset_reads(photos: lc.Dataset) -> None:
     assert list(frame.columns) == ["images", "labels", "boxes", "emb", "caption", "meta"]
     assert frame["labels"].dtype == np.uint32
     assert frame["labels"].tolist() == [i % 3 for i in range(12)]
-    assert frame["boxes"][2].shape == (2, 4) and frame["boxes"][0].shape == (0, 4)
+    assert frame["boxes"][2].shape == (2, 4)
+    assert frame["boxes"][0].shape == (0, 4)
     assert frame["meta"][3] == {"i": 3, "tags": ["x"]}
     assert frame["images"][4]["bytes"] == photos.images[4].tobytes()
     batches = list(photos.to_pandas(["caption"], batched=True, batch_size=5))
@@ -101,18 +102,31 @@ def test_raw_images_are_written_as_png_and_come_back_as_arrays(tmp_path: Path) -
     assert cell["bytes"].startswith(b"\x89PNG")
     back = lc.from_arrow(ds.to_arrow(), str(tmp_path / "back"), progressbar=False)
     assert back.im.sample_compression is None
-    assert np.array_equal(back.im.numpy(), ds.im.numpy()) and back.im.numpy().shape == (2, 3, 4, 1)
+    assert np.array_equal(back.im.numpy(), ds.im.numpy())
+    assert back.im.numpy().shape == (2, 3, 4, 1)
 
 
 def test_to_hf_is_a_typed_datasets_dataset(photos: lc.Dataset) -> None:
     datasets = pytest.importorskip("datasets")
     hf = photos[:4].to_hf()
-    assert isinstance(hf, datasets.Dataset) and len(hf) == 4
+    assert isinstance(hf, datasets.Dataset)
+    assert len(hf) == 4
     assert hf.features["images"] == datasets.Image()
     assert hf.features["labels"] == datasets.ClassLabel(names=NAMES)
     assert hf[1]["labels"] == 1
     assert np.array_equal(np.asarray(hf[3]["images"]), image(3))
-    assert photos[:4].to_hf()._fingerprint == hf._fingerprint  # the same rows: the same fingerprint
+    # The same rows make a dataset of the same fingerprint: an eval over it is recognised when run again.
+    out = lc.empty(str(photos.path) + "-out", overwrite=True)
+    out.create_tensor("labels", dtype="int64")
+    keep_labels().eval(hf, out, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        keep_labels().eval(photos[:4].to_hf(), out, progressbar=False)
+    assert out.labels.numpy().tolist() == [0, 1, 2, 0]
+
+
+@lc.compute
+def keep_labels(row: dict[str, object], out: object) -> None:
+    out.labels.append(row["labels"])  # type: ignore[attr-defined]
 
 
 def test_exports_refuse_what_is_not_one_table(tmp_path: Path) -> None:
@@ -140,7 +154,8 @@ def test_an_empty_dataset_exports_its_columns(tmp_path: Path) -> None:
     table = ds.to_arrow()
     assert (table.num_rows, table.schema.names[:2]) == (0, ["images", "labels"])
     back = lc.from_arrow(table, str(tmp_path / "back"), progressbar=False)
-    assert list(back.tensors) == list(ds.tensors) and back.labels.info.class_names == NAMES
+    assert list(back.tensors) == list(ds.tensors)
+    assert back.labels.info.class_names == NAMES
 
 
 def test_import_lakecompute_loads_neither_pyarrow_nor_pandas() -> None:

@@ -18,9 +18,7 @@ import lakecompute as lc
 from lakecompute.specs import HTYPES
 from tests.tables.conftest import make_photos
 
-SETTINGS = settings(
-    max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck)
-)
+SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +96,9 @@ def test_any_csv_text_becomes_a_dataset_or_an_error(tmp_path: Path) -> None:
         path = tmp_path / f"c{next(counter)}.csv"
         path.write_text(text)
         _outcome(
-            lambda: lc.from_csv(path, "mem://hostile-csv", overwrite=True, progressbar=False, skip_errors=skip)
+            lambda: lc.from_csv(
+                path, "mem://hostile-csv", overwrite=True, progressbar=False, skip_errors=skip
+            )
         )
 
     run()
@@ -129,7 +129,9 @@ _LAYOUTS = st.fixed_dictionaries(
     {
         "format": st.just(1),
         "htype": st.sampled_from([*HTYPES, "video"]),
-        "dtype": st.sampled_from([None, "int16", "uint32", "float32", "bool", "complex64", "str", "json", "x"]),
+        "dtype": st.sampled_from(
+            [None, "int16", "uint32", "float32", "bool", "complex64", "str", "json", "x"]
+        ),
         "sample_compression": st.sampled_from([None, "png", "webp", "zip"]),
         "chunk_compression": st.sampled_from([None, "zstd"]),
         "info": st.sampled_from([{}, {"class_names": ["a"]}, {"format": "xywh"}, {"format": 3}, []]),
@@ -144,7 +146,11 @@ def test_any_arrow_table_with_any_metadata_becomes_a_dataset_or_an_error() -> No
     none), read as data_in and ingested: a result or a LakeComputeError."""
 
     @SETTINGS
-    @given(arrow_columns(), st.one_of(st.none(), _LAYOUTS), st.sampled_from([None, "Image", "ClassLabel", "Json"]))
+    @given(
+        arrow_columns(),
+        st.one_of(st.none(), _LAYOUTS),
+        st.sampled_from([None, "Image", "ClassLabel", "Json"]),
+    )
     def run(column: Any, layout: Any, feature: Any) -> None:
         if column is None:
             return
@@ -177,6 +183,9 @@ def test_numbers_columns_decode_exactly_or_name_the_rule() -> None:
 
     reader = CellReader("m", "numbers", ColumnLayout("m", "generic", "int64", dims=(None, None)))
     cells = read_cells(reader, pa.array([[[1, 2], [3, 4]], [[1], [2, 3]], [[1, None]], None, []]))
-    assert cells[0].tolist() == [[1, 2], [3, 4]] and cells[0].dtype == np.int64
-    assert "not an array" in cells[1].reason and "null" in cells[2].reason and "null" in cells[3].reason
+    assert cells[0].tolist() == [[1, 2], [3, 4]]
+    assert cells[0].dtype == np.int64
+    assert "not an array" in cells[1].reason
+    assert "null" in cells[2].reason
+    assert "null" in cells[3].reason
     assert cells[4].shape == (0, 0)

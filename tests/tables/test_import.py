@@ -16,7 +16,7 @@ from PIL import Image
 
 import lakecompute as lc
 from tests.dataset.conftest import snapshot
-from tests.tables.conftest import NAMES, image, make_photos
+from tests.tables.conftest import NAMES, image
 
 
 def _png(arr: np.ndarray) -> bytes:
@@ -45,7 +45,8 @@ def test_our_parquet_file_comes_back_exactly_on_two_workers(
 ) -> None:
     back = lc.from_parquet(photos_parquet, str(tmp_path / "back"), num_workers=2, progressbar=False)
     _same(photos, back)
-    assert back.boxes.info.format == "xywh" and back.labels.info.class_names == NAMES
+    assert back.boxes.info.format == "xywh"
+    assert back.labels.info.class_names == NAMES
 
 
 def test_arrow_and_pandas_round_trips_are_exact(photos: lc.Dataset, tmp_path: Path) -> None:
@@ -68,16 +69,22 @@ def test_hugging_face_parquet_is_read_by_its_features(tmp_path: Path) -> None:
             "score": datasets.Sequence(datasets.Value("float32")),
         }
     )
-    rows = {"img": [{"bytes": b, "path": None} for b in blobs], "label": [0, 2, 1, 1, 0], "score": [[0.5]] * 5}
+    rows = {
+        "img": [{"bytes": b, "path": None} for b in blobs],
+        "label": [0, 2, 1, 1, 0],
+        "score": [[0.5]] * 5,
+    }
     hf = datasets.Dataset.from_dict(rows, features=features)
     path = tmp_path / "hf.parquet"
     hf.to_parquet(str(path))
     ds = lc.from_parquet(path, str(tmp_path / "ds"), progressbar=False)
     assert (ds.img.htype, ds.img.sample_compression) == ("image", "png")
     assert [ds.img[i].tobytes() for i in range(5)] == blobs
-    assert ds.label.htype == "class_label" and ds.label.info.class_names == NAMES
+    assert ds.label.htype == "class_label"
+    assert ds.label.info.class_names == NAMES
     assert ds.label.numpy().tolist() == [0, 2, 1, 1, 0]
-    assert ds.score.dtype == np.float32 and ds.score[0].numpy().tolist() == [0.5]
+    assert ds.score.dtype == np.float32
+    assert ds.score[0].numpy().tolist() == [0.5]
 
 
 def _image_folder(root: Path, n: int = 6) -> list[bytes]:
@@ -121,8 +128,12 @@ def test_image_paths_stay_in_the_folder(tmp_path: Path, bad: str) -> None:
     bad = str(tmp_path / "outside.png") if bad == "ABSOLUTE" else bad
     table = pa.table({"file": ["sub/0.png", bad, "sub/2.png"]})
     dest = str(tmp_path / "ds")
-    with pytest.raises(lc.InvalidArgumentError, match=r"Column 'file', row 1: .*(outside the folder|absolute)"):
-        lc.from_arrow(table, dest, htypes={"file": "image"}, images_folder=tmp_path / "imgs", progressbar=False)
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"Column 'file', row 1: .*(outside the folder|absolute)"
+    ):
+        lc.from_arrow(
+            table, dest, htypes={"file": "image"}, images_folder=tmp_path / "imgs", progressbar=False
+        )
     assert not lc.exists(dest)
     with pytest.warns(lc.LakeComputeWarning, match=r"Skipped 1 of 3 rows .*\n  row 1: Column 'file'"):
         ds = lc.from_arrow(
@@ -149,11 +160,12 @@ def test_rows_that_break_a_rule_are_named_or_skipped(tmp_path: Path) -> None:
     with pytest.warns(lc.LakeComputeWarning, match=r"Skipped 3 of 4 rows") as caught:
         ds = lc.from_arrow(table, str(tmp_path / "a"), skip_errors=True, progressbar=False)
     assert [w for w in caught if "row 2: Column 'n'" in str(w.message)]
-    assert ds.n.numpy().tolist() == [1] and ds.img[0].tobytes() == good
+    assert ds.n.numpy().tolist() == [1]
+    assert ds.img[0].tobytes() == good
     labels = pa.table({"y": pa.array([0, 7], pa.int64())})
+    named = {"y": {"htype": "class_label", "class_names": NAMES}}
     with pytest.raises(lc.InvalidArgumentError, match=r"Column 'y', row 1: class index 7 is out of range"):
-        lc.from_arrow(labels, str(tmp_path / "b"), htypes={"y": {"htype": "class_label", "class_names": NAMES}},
-                      progressbar=False)  # fmt: skip
+        lc.from_arrow(labels, str(tmp_path / "b"), htypes=named, progressbar=False)
     assert not lc.exists(str(tmp_path / "b"))
 
 
@@ -170,7 +182,9 @@ def test_metadata_that_lies_is_refused(photos: lc.Dataset, tmp_path: Path) -> No
     with pytest.raises(lc.InvalidArgumentError, match=r"Column 'images': .*image tensor .* holds string"):
         lc.from_arrow(lying, str(tmp_path / "b"), progressbar=False)
     garbage = pa.schema([pa.field("images", pa.string(), metadata={"lakecompute": "{not json"})])
-    with pytest.raises(lc.InvalidArgumentError, match=r"Column 'images': its lakecompute metadata is not valid"):
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"Column 'images': its lakecompute metadata is not valid"
+    ):
         lc.from_arrow(lying.cast(garbage), str(tmp_path / "c"), progressbar=False)
     assert not any(lc.exists(str(tmp_path / d)) for d in "abc")
 
@@ -199,11 +213,15 @@ def test_pandas_columns_become_what_pandas_users_expect(tmp_path: Path) -> None:
         index=[10, 20, 30],
     )
     ds = lc.from_pandas(frame, str(tmp_path / "ds"), progressbar=False)
-    assert ds.kind.htype == "class_label" and ds.kind.info.class_names == ["cat", "dog"]
+    assert ds.kind.htype == "class_label"
+    assert ds.kind.info.class_names == ["cat", "dog"]
     assert ds.kind.numpy().tolist() == [1, 0, 1]
-    assert ds.x.dtype == np.float32 and np.isnan(ds.x[1].numpy())
-    assert ds.note.htype == "text" and ds.vec.numpy().shape == (3, 2)
-    assert ds.extra.htype == "json" and ds.extra[2].data() == {"k": [3]}
+    assert ds.x.dtype == np.float32
+    assert np.isnan(ds.x[1].numpy())
+    assert ds.note.htype == "text"
+    assert ds.vec.numpy().shape == (3, 2)
+    assert ds.extra.htype == "json"
+    assert ds.extra[2].data() == {"k": [3]}
 
 
 def test_htypes_take_create_tensor_arguments(tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +59,9 @@ def _visible(folder: Path) -> list[str]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kill_after", [0, 1, 3, GROUPS, None])
-def test_to_parquet_killed_leaves_the_previous_file_or_the_new_one(tmp_path: Path, kill_after: int | None) -> None:
+def test_to_parquet_killed_leaves_the_previous_file_or_the_new_one(
+    tmp_path: Path, kill_after: int | None
+) -> None:
     """Killed before its first row group, between two, after the last (before the rename): the target
     holds the previous file, byte for byte, and nothing else is visible. Not killed: the new file, whole;
     and the next export removes what the killed one left behind."""
@@ -156,4 +157,6 @@ def test_exporting_images_many_times_the_budget_keeps_memory_bounded(tmp_path: P
     size = target.stat().st_size
     assert size > 100 << 20
     assert pq.ParquetFile(target).metadata.num_row_groups >= size // (2 * BUDGET)
-    assert peak - before < BOUND, f"peak RSS grew by {(peak - before) / 2**20:.0f} MiB for {size / 2**20:.0f} MiB"
+    assert peak - before < BOUND, (
+        f"peak RSS grew by {(peak - before) / 2**20:.0f} MiB for {size / 2**20:.0f} MiB"
+    )

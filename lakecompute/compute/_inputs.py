@@ -301,8 +301,9 @@ class TableSource(Source):
     row, a dict of column name -> value, read by range where the task runs (a Parquet file by row group,
     in the worker). Recorded by a digest of the table's content, taken once per eval."""
 
-    #: Reading a Parquet row group releases the GIL; the input keeps one open file per process.
-    parallel_reads = 1
+    #: Reading a Parquet row group, and decoding an ingest's images to check them (`TableInput.check_images`),
+    #: release the GIL: several blocks are read at once, ahead of the function.
+    parallel_reads = 4
 
     def __init__(self, table: TableInput) -> None:
         self.table = table

@@ -93,6 +93,7 @@ def _ingest_table(
         refuse_overlap(os.fspath(images_folder), dest, "images folder")
     plans = plan_columns(table, htypes, options.image_compression, images_folder)
     table.strict = False  # a bad cell reaches table_row, which fails (or skips) its row by it
+    table.check_images = True  # images are decoded (checked) as the rows are read, ahead of table_row
     if not plans:
         raise InvalidArgumentError(f"The table {src!r} has no columns to ingest.")
     function = compute(table_row)(columns=plans)

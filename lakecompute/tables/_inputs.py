@@ -18,10 +18,11 @@ from typing import Any, Final
 
 import numpy as np
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
 from lakecompute.tables._arrow import damaged_file, pyarrow, reading_file
 from lakecompute.tables._cells import Bad, CellReader, read_cells
 from lakecompute.tables._frames import frame_cells, frame_readers
+from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._schema import schema_readers
 
 __all__ = ["ArrowInput", "FrameInput", "ParquetInput", "TableInput", "read_parquet", "table_input"]
@@ -40,6 +41,10 @@ class TableInput:
     strict: bool = True
     """Whether `read_rows` raises at a cell that breaks its column's rule (an eval's ``data_in``), or
     hands it over as a `Bad` (the table ingests, which skip or refuse the row by it)."""
+    check_images: bool = False
+    """Whether `read_rows` decodes every encoded image once (`ImageBytes.check`), in the thread that
+    reads the rows: an ingest's images are checked there, beside the eval's function and writer (Pillow
+    decodes without the GIL), and one that does not decode is a `Bad` of its row."""
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -61,6 +66,9 @@ class TableInput:
                 the row and the rule); without, such a cell is a `Bad` in its row.
         """
         cells = self.column_cells(start, stop)
+        if self.check_images:
+            for values in cells.values():
+                _check_images(values)
         names = list(cells)
         rows = [dict(zip(names, values, strict=True)) for values in zip(*cells.values(), strict=True)]
         if not names:
@@ -94,6 +102,16 @@ class TableInput:
     def describe(self) -> dict[str, Any]:
         """What an eval record keeps of the input (small JSON)."""
         raise NotImplementedError
+
+
+def _check_images(values: list[Any]) -> None:
+    """Decode each encoded image of ``values`` once; one that does not decode becomes a `Bad`."""
+    for i, value in enumerate(values):
+        if isinstance(value, ImageBytes):
+            try:
+                value.check()
+            except InvalidSampleError as exc:
+                values[i] = Bad(exc.detail)
 
 
 # -- Parquet ------------------------------------------------------------------------------------------------

@@ -279,7 +279,33 @@ def _size(path: str) -> int:
 
 
 def read_parquet(path_or_paths: Any, columns: Sequence[str] | None = None) -> ParquetInput:
-    """A Parquet file (or several of one schema) as the lazy ``data_in`` of an eval (``lc.read_parquet``)."""
+    """A Parquet file (or several files of one schema) as the ``data_in`` of an eval, read lazily.
+
+    Only the files' footers are read here (and checked against the files' sizes); each worker opens the
+    files itself and reads the row groups its rows lie in. Each row reaches the function as a dict of
+    column name -> value, read by the column's recorded layout, Hugging Face feature or type (numbers as
+    numpy values, lists of numbers as arrays, images as `ImageBytes`). The eval records the input by a
+    digest of the files' bytes, so the same eval again is a no-op, and a file rewritten since is new
+    input, whatever its path, size and time say.
+
+    Args:
+        path_or_paths: a local Parquet file, or a list of them (their rows one after another).
+        columns: the columns each row holds, in order (all by default).
+
+    Returns:
+        A `ParquetInput`: ``len()`` rows, picklable (it travels as its paths and footers' facts).
+
+    Raises:
+        InvalidArgumentError: no such file, files of different columns, an unknown column.
+        DatasetCorruptError: a file that is not Parquet, is truncated, or whose footer does not fit it.
+
+    Example:
+        >>> import pyarrow as pa, pyarrow.parquet as pq
+        >>> pq.write_table(pa.table({"x": [1, 2, 3]}), "three.parquet")
+        >>> rows = lc.read_parquet("three.parquet")
+        >>> len(rows), rows.read_rows(1, 3)
+        (3, [{'x': np.int64(2)}, {'x': np.int64(3)}])
+    """
     if isinstance(path_or_paths, (str, os.PathLike)):
         paths = [os.fspath(path_or_paths)]
     elif isinstance(path_or_paths, Sequence) and all(

@@ -71,16 +71,16 @@ def _hf_dataset(table: Any) -> Any:
 def _writes(ds: Any, table: Any, root: str, runs: int, hf: Any) -> dict[str, list[float]]:
     import pyarrow.parquet as pq
 
-    from lakecompute.tables._export import _writer_options
-    from lakecompute.tables._rows import TableRows
+    from lakecompute.tables import parquet_options
 
-    options = _writer_options(TableRows(ds, None).layouts)
+    options = parquet_options(ds)
     times: dict[str, list[float]] = {"ours": [], "floor": [], "hf": []}
+    ours, floor, peer = (os.path.join(root, f"{name}.parquet") for name in ("ours", "floor", "hf"))
     for _ in range(runs):
-        times["ours"].append(_timed(lambda: ds.to_parquet(os.path.join(root, "ours.parquet"))))
-        times["floor"].append(_timed(lambda: pq.write_table(table, os.path.join(root, "floor.parquet"), **options)))
+        times["ours"].append(_timed(lambda: ds.to_parquet(ours)))
+        times["floor"].append(_timed(lambda: pq.write_table(table, floor, **options)))
         if hf is not None:
-            times["hf"].append(_timed(lambda: hf.to_parquet(os.path.join(root, "hf.parquet"))))
+            times["hf"].append(_timed(lambda: hf.to_parquet(peer)))
     return times
 
 
@@ -88,25 +88,23 @@ def _reads(path: str, root: str, runs: int, hf: bool) -> dict[str, list[float]]:
     import lakecompute as lc
 
     times: dict[str, list[float]] = {"ours": [], "ours0": [], "hf": []}
-    for i in range(runs):
-        dest = os.path.join(root, f"back{i}")
+    dest, cache = os.path.join(root, "back"), os.path.join(root, "hf-cache")
+
+    def hf_read() -> None:
+        import datasets
+
+        out = datasets.Dataset.from_parquet(path, cache_dir=cache)
+        out.cast_column("images", datasets.Image())
+
+    for _ in range(runs):
         times["ours"].append(_timed(lambda: lc.from_parquet(path, dest, progressbar=False)))
         times["ours0"].append(
             _timed(lambda: lc.from_parquet(path, dest + "-0", num_workers=0, progressbar=False))
         )
         if hf:
-            import datasets
-
-            cache = os.path.join(root, f"hf-cache{i}")  # a fresh cache each run: nothing read from the last
-
-            def hf_read() -> None:
-                out = datasets.Dataset.from_parquet(path, cache_dir=cache)
-                out.cast_column("images", datasets.Image())
-
             times["hf"].append(_timed(hf_read))
-            shutil.rmtree(cache, ignore_errors=True)
-        for d in (dest, dest + "-0"):
-            shutil.rmtree(d, ignore_errors=True)
+        for folder in (dest, dest + "-0", cache):  # each run starts fresh: nothing read from the last
+            shutil.rmtree(folder, ignore_errors=True)
     return times
 
 
@@ -128,7 +126,8 @@ def tables(opts: Any) -> list[Row]:
         size = os.path.getsize(path) / 1e6
         read = _reads(path, root, runs, missing is None)
     ours, floor, peer = _med(written["ours"]), _med(written["floor"]), _med(written["hf"])
-    assert ours is not None and floor is not None
+    assert ours is not None
+    assert floor is not None
     note = f"{n:,} PNG images + labels, {size:.0f} MB file, median of {runs}"
     rows = [
         Row("to_parquet vs the floor", ours, floor, "s", "<= 1.3x the floor", ours <= 1.3 * floor,
@@ -138,11 +137,22 @@ def tables(opts: Any) -> list[Row]:
         rows.append(Row("to_parquet vs HF datasets", ours, peer, "s", "ahead", ours < peer,
                         "datasets.Dataset.to_parquet", note))  # fmt: skip
     back, back0, hf_back = _med(read["ours"]), _med(read["ours0"]), _med(read["hf"])
-    assert back is not None and back0 is not None
+    assert back is not None
+    assert back0 is not None
     workers = f"{min(8, os.cpu_count() or 1)} workers (the default)"
     if hf_back is not None:
-        rows.append(Row(f"from_parquet vs HF ({workers})", back, hf_back, "s", "ahead", back < hf_back,
-                        "Dataset.from_parquet + cast to Image()", note + "; ours decodes every image"))
+        rows.append(
+            Row(
+                f"from_parquet vs HF ({workers})",
+                back,
+                hf_back,
+                "s",
+                "ahead",
+                back < hf_back,
+                "Dataset.from_parquet + cast to Image()",
+                note + "; ours decodes every image",
+            )
+        )
         rows.append(Row("from_parquet vs HF (0 workers)", back0, hf_back, "s", "", None,
                         "Dataset.from_parquet + cast to Image()", note))  # fmt: skip
     else:

@@ -11,11 +11,13 @@ pyarrow and pandas are imported when a table is first used: ``import lakecompute
 """
 
 from lakecompute.tables._arrow import pandas, pyarrow
-from lakecompute.tables._cells import Bad, CellReader, read_cells
+from lakecompute.tables._cells import COLUMN_CELLS, Bad, CellReader, read_cells
+from lakecompute.tables._encode import ENCODERS
 from lakecompute.tables._export import (
     BATCH_BYTES,
     BATCH_ROWS,
     READER_BYTES,
+    parquet_options,
     to_arrow,
     to_arrow_reader,
     to_hf,
@@ -37,6 +39,8 @@ from lakecompute.tables._schema import schema_readers
 __all__ = [
     "BATCH_BYTES",
     "BATCH_ROWS",
+    "COLUMN_CELLS",
+    "ENCODERS",
     "READER_BYTES",
     "ArrowInput",
     "Bad",
@@ -48,6 +52,7 @@ __all__ = [
     "TableInput",
     "image_format",
     "pandas",
+    "parquet_options",
     "pyarrow",
     "read_cells",
     "read_parquet",

@@ -9,17 +9,20 @@ refused. Nothing here trusts the data: every length comes from the column's own 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
+from lakecompute.specs import HTYPES, ArrowColumn
 from lakecompute.tables._arrow import pyarrow
 from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._layout import ColumnLayout
 
-__all__ = ["Bad", "CellKind", "CellReader", "read_cells"]
+__all__ = ["COLUMN_CELLS", "Bad", "CellKind", "CellReader", "read_cells"]
 
 CellKind = Literal["numbers", "image", "text", "json", "polygons", "path", "value"]
 """What a column's cells are read as: numbers (arrays of the layout's dtype and shape), images
@@ -54,6 +57,18 @@ class CellReader:
 
 
 _NULL: Final = Bad("the value is null (missing)")
+
+COLUMN_CELLS: Final[Mapping[ArrowColumn, CellKind]] = MappingProxyType(
+    {"numbers": "numbers", "image": "image", "text": "text", "json": "json", "polygons": "polygons"}
+)
+"""How the cells of each column kind an htype may declare are read."""
+
+_unread = {d.arrow.column for d in HTYPES.values()} - set(COLUMN_CELLS)
+if _unread:  # pragma: no cover - a declaration names a column kind nobody reads
+    raise InvalidArgumentError(
+        f"Expected a cell reader for every column kind an htype declares. Got none for {sorted(_unread)}: "
+        "add it to lakecompute/tables/_cells.py (see docs/how-it-works.md, 'Adding an htype')."
+    )
 
 
 def read_cells(reader: CellReader, array: Any) -> list[Any]:

@@ -32,6 +32,7 @@ __all__ = [
     "BATCH_BYTES",
     "BATCH_ROWS",
     "READER_BYTES",
+    "parquet_options",
     "to_arrow",
     "to_arrow_reader",
     "to_hf",
@@ -157,6 +158,14 @@ def to_pandas(
 
 
 # -- Parquet ---------------------------------------------------------------------------------------------
+
+
+def parquet_options(
+    data: Dataset | DatasetView, tensors: str | Sequence[str] | None = None
+) -> dict[str, Any]:
+    """The ``pyarrow.parquet.ParquetWriter`` options `to_parquet` writes the rows of ``data`` with (what
+    the benchmark's floor writes with too)."""
+    return _writer_options(TableRows(data, tensors).layouts)
 
 
 def _writer_options(layouts: Sequence[ColumnLayout]) -> dict[str, Any]:

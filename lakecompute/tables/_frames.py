@@ -18,7 +18,7 @@ import numpy as np
 
 from lakecompute.errors import FingerprintError, InvalidArgumentError
 from lakecompute.tables._arrow import pandas
-from lakecompute.tables._cells import Bad, CellKind, CellReader
+from lakecompute.tables._cells import COLUMN_CELLS, Bad, CellReader
 from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._layout import META_KEY, ColumnLayout
 
@@ -43,8 +43,6 @@ def _recorded(frame: Any) -> dict[str, ColumnLayout]:
             out[entry["name"]] = ColumnLayout.from_metadata(entry["name"], json.dumps(raw).encode())
     return out
 
-
-_KINDS: Final[dict[str, CellKind]] = {"numbers": "numbers", "image": "image", "text": "text", "json": "json"}
 
 
 def _first(series: Any) -> Any:
@@ -87,7 +85,7 @@ def _category_reader(name: str, dtype: Any) -> CellReader:
 def _reader(name: str, series: Any, layout: ColumnLayout | None) -> CellReader:
     pd = pandas()
     if layout is not None:
-        return CellReader(name, _KINDS.get(layout.mapping.column, "polygons"), layout, recorded=True)
+        return CellReader(name, COLUMN_CELLS[layout.mapping.column], layout, recorded=True)
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         return _category_reader(name, dtype)

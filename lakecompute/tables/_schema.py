@@ -16,7 +16,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.tables._arrow import pyarrow
-from lakecompute.tables._cells import CellKind, CellReader
+from lakecompute.tables._cells import COLUMN_CELLS, CellReader
 from lakecompute.tables._layout import (
     HF_KEY,
     META_KEY,
@@ -73,8 +73,7 @@ def _layout_reader(field: Any) -> CellReader | None:
     if not same_type(field.type, want):
         said = f"lakecompute metadata says it is a {layout.htype} tensor stored as {want}"
         raise _lies(field.name, said, field.type)
-    kinds: dict[str, CellKind] = {"numbers": "numbers", "image": "image", "text": "text", "json": "json"}
-    return CellReader(field.name, kinds.get(layout.mapping.column, "polygons"), layout, recorded=True)
+    return CellReader(field.name, COLUMN_CELLS[layout.mapping.column], layout, recorded=True)
 
 
 def _numbers_layout(name: str, dtype: Any, htype: str = "generic") -> ColumnLayout | None:

@@ -162,3 +162,17 @@ def test_import_lakecompute_loads_neither_pyarrow_nor_pandas() -> None:
     code = "import sys, lakecompute; print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_htype_cannot_be_declared_without_its_arrow_mapping() -> None:
+    """``arrow`` is a required field of the declaration, and every declared column kind has its encoder
+    and its cell reader in lakecompute.tables."""
+    from lakecompute.specs import HTYPES, ArrowMapping, HType
+    from lakecompute.tables import COLUMN_CELLS, ENCODERS
+
+    with pytest.raises(TypeError, match="arrow"):
+        HType("video", "uint8")  # type: ignore[call-arg]
+    assert HType("video", "uint8", arrow=ArrowMapping("numbers")).arrow.column == "numbers"
+    kinds = {d.arrow.column for d in HTYPES.values()}
+    assert kinds <= set(ENCODERS)
+    assert kinds <= set(COLUMN_CELLS)

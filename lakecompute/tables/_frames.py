@@ -44,7 +44,6 @@ def _recorded(frame: Any) -> dict[str, ColumnLayout]:
     return out
 
 
-
 def _first(series: Any) -> Any:
     """The column's first value that is not missing (None when every value is)."""
     for value in series:

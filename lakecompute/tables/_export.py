@@ -101,10 +101,16 @@ def to_arrow(data: Dataset | DatasetView, tensors: str | Sequence[str] | None = 
 # -- pandas ---------------------------------------------------------------------------------------------
 
 
-def _cells(layout: ColumnLayout, values: Any) -> Any:
+def _cells(layout: ColumnLayout, values: Any, shapes: np.ndarray) -> Any:
     """A block of a tensor's values as the cells of a DataFrame column: numbers as the dataset reads
-    them (a typed column for scalars), images as ``{bytes, path}``, text as str, json as its value."""
+    them (a typed column for scalars), images as ``{bytes, path}`` (and ``shape`` where the layout
+    needs it, as in the Arrow struct), text as str, json as its value."""
     column = layout.mapping.column
+    if column == "image" and layout.shaped:
+        return [
+            {"bytes": b, "path": None, "shape": tuple(s)}
+            for b, s in zip(values, shapes.tolist(), strict=True)
+        ]
     if column == "image":
         return [{"bytes": b, "path": None} for b in values]
     if column == "text":
@@ -120,7 +126,8 @@ def _frame(rows: TableRows, group: list[Part]) -> Any:
     pd = pandas()
     data: dict[str, Any] = {}
     for layout in rows.layouts:
-        parts = [_cells(layout, p.values[layout.name]) for p in group]
+        shapes = rows.shapes[layout.name]
+        parts = [_cells(layout, p.values[layout.name], shapes[p.start : p.stop]) for p in group]
         if parts and all(isinstance(p, np.ndarray) for p in parts):
             data[layout.name] = np.concatenate(parts)
         else:

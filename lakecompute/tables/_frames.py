@@ -120,9 +120,11 @@ def frame_readers(frame: Any, columns: Sequence[str] | None) -> dict[str, CellRe
 
 def _image_cell(value: Any, dims: tuple[int | None, ...]) -> Any:
     if isinstance(value, dict):
-        data, path = value.get("bytes"), value.get("path")
+        data, path, shape = value.get("bytes"), value.get("path"), value.get("shape")
+        exact = isinstance(shape, tuple) and len(shape) == len(dims) and all(type(d) is int for d in shape)
         if isinstance(data, (bytes, bytearray)):
-            return ImageBytes(bytes(data), path if isinstance(path, str) else None, None, dims)
+            name = path if isinstance(path, str) else None
+            return ImageBytes(bytes(data), name, shape if exact else None, dims)
         if isinstance(path, str):
             return path
     if isinstance(value, (bytes, bytearray)):

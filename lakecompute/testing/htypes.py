@@ -280,7 +280,7 @@ class HTypeTests:
     def test_samples_round_trip_through_arrow(self, htype: str) -> None:
         """``lc.from_arrow(ds.to_arrow())`` is the dataset again: the tensor's htype, dtype, compressions
         and info, the Arrow column its htype declares, and every sample exactly (an encoded one, even a
-        JPEG, as the same stored bytes)."""
+        JPEG, as the same stored bytes); and so is ``lc.from_pandas(ds.to_pandas())``."""
         pytest.importorskip("pyarrow")
         declared = htype_declaration(htype)
 
@@ -293,12 +293,20 @@ class HTypeTests:
             table = ds.to_arrow()
             field = table.schema.field("t")
             assert declared.arrow.column != "text" or str(field.type) == "string", f"{case}: {field.type}"
-            again = lc.from_arrow(table, "mem://htype-tests-arrow-back", overwrite=True, progressbar=False)
-            _check_same_tensor(ds, again, f"{case}")
-            for i in range(len(samples)):
-                assert_same_sample(read_sample(again["t"], i), read_sample(ds["t"], i), where=f"{case} [{i}]")
-                if dataset_core(ds).state("t").spec.kind == "bytes" and declared.arrow.column != "polygons":
-                    assert again["t"][i].tobytes() == ds["t"][i].tobytes(), f"{case} [{i}]: stored bytes"
+            arrow = lc.from_arrow(table, "mem://htype-tests-arrow-back", overwrite=True, progressbar=False)
+            frame = lc.from_pandas(
+                ds.to_pandas(), "mem://htype-tests-pandas", overwrite=True, progressbar=False
+            )
+            for again, way in ((arrow, "arrow"), (frame, "pandas")):
+                _check_same_tensor(ds, again, f"{case} {way}")
+                for i in range(len(samples)):
+                    where = f"{case} {way} [{i}]"
+                    assert_same_sample(read_sample(again["t"], i), read_sample(ds["t"], i), where=where)
+                    if (
+                        dataset_core(ds).state("t").spec.kind == "bytes"
+                        and declared.arrow.column != "polygons"
+                    ):
+                        assert again["t"][i].tobytes() == ds["t"][i].tobytes(), f"{where}: stored bytes"
 
         run()
 

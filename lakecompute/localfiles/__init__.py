@@ -33,9 +33,19 @@ Example:
 
 from __future__ import annotations
 
-from lakecompute.localfiles._atomic import atomic_file, write_atomic
+from lakecompute.localfiles._atomic import atomic_file, atomic_path, write_atomic
 from lakecompute.localfiles._confine import Folder, confine, inside
 from lakecompute.localfiles._export import FolderExport
 from lakecompute.localfiles._listing import LISTING, Watch
 
-__all__ = ["LISTING", "Folder", "FolderExport", "Watch", "atomic_file", "confine", "inside", "write_atomic"]
+__all__ = [
+    "LISTING",
+    "Folder",
+    "FolderExport",
+    "Watch",
+    "atomic_file",
+    "atomic_path",
+    "confine",
+    "inside",
+    "write_atomic",
+]

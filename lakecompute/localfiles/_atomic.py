@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from lakecompute.errors import StorageError
 
-__all__ = ["alive", "atomic_file", "storage_error", "write_atomic", "write_fd"]
+__all__ = ["alive", "atomic_file", "atomic_path", "storage_error", "write_atomic", "write_fd"]
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -40,6 +40,33 @@ def atomic_file(path: str) -> Iterator[BinaryIO]:
         StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
             keeps what it held before.
     """
+    with _replacing(path) as (fd, _), os.fdopen(fd, "wb") as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """`atomic_file` for a writer that opens files by name (pyarrow's native Parquet writer): the block
+    writes the temporary file whose name it is given, which is then flushed to disk and renamed over
+    ``path``; an exception in the block (or a kill) leaves ``path`` as it was.
+
+    Raises:
+        StorageError: the file cannot be written; ``path`` keeps what it held before.
+    """
+    with _replacing(path) as (fd, tmp):
+        try:
+            yield tmp
+            os.fsync(fd)  # the same file the writer wrote by name: on disk before the rename
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _replacing(path: str) -> Iterator[tuple[int, str]]:
+    """A new temporary file beside ``path`` (its descriptor and name), renamed over ``path`` when the
+    block ends without an exception (the block writes it and flushes it to disk), removed otherwise."""
     folder, name = os.path.split(os.path.abspath(path))
     prefix = f".{name[:100]}."
     tmp = None
@@ -47,10 +74,7 @@ def atomic_file(path: str) -> Iterator[BinaryIO]:
         _remove_abandoned_partials(folder, prefix)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{prefix}{os.getpid()}.", suffix=".partial")
         os.fchmod(fd, _FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
+        yield fd, tmp
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:

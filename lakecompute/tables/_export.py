@@ -4,7 +4,8 @@
 Every export reads the rows in blocks (`TableRows`) and turns each into columns by the htype's mapping
 (`lakecompute.tables._encode`); images travel as their stored encoded bytes, never decoded. A Parquet
 file is written a row group per block into a temporary file beside the target and renamed into place
-(`lakecompute.localfiles.atomic_file`): a failure or a kill leaves the previous file, or none.
+(`lakecompute.localfiles.atomic_path`): a failure or a kill leaves the previous file, or none. The next
+group is read and encoded on a thread while one is written (`ahead`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
-from lakecompute.localfiles import atomic_file
+from lakecompute.localfiles import atomic_path
+from lakecompute.tables._ahead import Flusher, ahead
 from lakecompute.tables._arrow import pandas, pyarrow
 from lakecompute.tables._encode import encode_column
 from lakecompute.tables._layout import META_KEY, ColumnLayout
@@ -70,8 +72,8 @@ def _group_batches(rows: TableRows, schema: Any, group: list[Part]) -> list[Any]
 
 
 def _record_batches(rows: TableRows, schema: Any, batch_size: int, max_bytes: int) -> Iterator[Any]:
-    for group in rows.parts(batch_size, max_bytes):
-        yield _joined(_group_batches(rows, schema, group))
+    """The record batches of the rows, each read and encoded on a thread while the one before is used."""
+    return ahead(_joined(_group_batches(rows, schema, group)) for group in rows.parts(batch_size, max_bytes))
 
 
 def _joined(batches: list[Any]) -> Any:
@@ -191,12 +193,23 @@ def _writer_options(layouts: Sequence[ColumnLayout]) -> dict[str, Any]:
 def _write_parquet(rows: TableRows, sink: Any, row_group_size: int, max_bytes: int) -> None:
     pa = pyarrow()
     schema = export_schema(rows.layouts)
-    with pa.parquet.ParquetWriter(sink, schema, **_writer_options(rows.layouts)) as writer:
-        for group in rows.parts(row_group_size, max_bytes):
-            # The group's parts as one row group, without joining them into one batch first.
-            table = pa.Table.from_batches(_group_batches(rows, schema, group), schema)
-            writer.write_table(table, row_group_size=max(1, table.num_rows))
-            del table
+    flusher = Flusher(sink) if isinstance(sink, str) else None
+    # Each group's parts as one row group (a table of them, not joined into one batch first), the next
+    # one read and encoded on a thread while this one is written.
+    groups = ahead(
+        pa.Table.from_batches(_group_batches(rows, schema, group), schema)
+        for group in rows.parts(row_group_size, max_bytes)
+    )
+    try:
+        with pa.parquet.ParquetWriter(sink, schema, **_writer_options(rows.layouts)) as writer:
+            for table in groups:
+                writer.write_table(table, row_group_size=max(1, table.num_rows))
+                del table
+                if flusher is not None:
+                    flusher.soon()  # on disk while the next group is written
+    finally:
+        if flusher is not None:
+            flusher.close()
 
 
 def to_parquet(
@@ -215,8 +228,8 @@ def to_parquet(
                 f"to_parquet writes a local file; got {path!r}. Write it locally and upload it, or pass "
                 "an open binary file object."
             )
-        with atomic_file(path) as f:
-            _write_parquet(rows, f, row_group_size, row_group_bytes)
+        with atomic_path(path) as temporary:  # written by pyarrow's own file, by name
+            _write_parquet(rows, temporary, row_group_size, row_group_bytes)
         return
     if not hasattr(path_or_file, "write"):
         raise InvalidTypeError(

@@ -176,3 +176,25 @@ def test_an_htype_cannot_be_declared_without_its_arrow_mapping() -> None:
     kinds = {d.arrow.column for d in HTYPES.values()}
     assert kinds <= set(ENCODERS)
     assert kinds <= set(COLUMN_CELLS)
+
+
+def test_a_damaged_dataset_fails_the_export_and_keeps_the_previous_file(tmp_path: Path) -> None:
+    """A chunk damaged on disk is found while a later row group is read (on the export's reading thread):
+    to_parquet raises DatasetCorruptError, the previous file stays, no temporary file is left."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("images", htype="image", sample_compression="png")
+    noise = [np.random.default_rng(i).integers(0, 256, (64, 64, 3), dtype=np.uint8) for i in range(200)]
+    ds.images.extend(noise)
+    chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"), key=lambda p: int(p.name))
+    last = chunks[-1]
+    data = bytearray(last.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    last.write_bytes(bytes(data))
+    target = tmp_path / "out" / "images.parquet"
+    target.parent.mkdir()
+    target.write_bytes(b"the previous export")
+    with pytest.raises(lc.DatasetCorruptError, match="images"):
+        lc.load(str(tmp_path / "ds")).to_parquet(target, row_group_bytes=64 << 10)
+    assert target.read_bytes() == b"the previous export"
+    assert [p.name for p in target.parent.iterdir()] == ["images.parquet"]
+    assert len(chunks) >= 3  # the damage is in a row group after the first few are written

@@ -88,23 +88,22 @@ def _reads(path: str, root: str, runs: int, hf: bool) -> dict[str, list[float]]:
     import lakecompute as lc
 
     times: dict[str, list[float]] = {"ours": [], "ours0": [], "hf": []}
-    dest, cache = os.path.join(root, "back"), os.path.join(root, "hf-cache")
 
-    def hf_read() -> None:
+    def hf_read(cache: str) -> None:
         import datasets
 
         out = datasets.Dataset.from_parquet(path, cache_dir=cache)
         out.cast_column("images", datasets.Image())
 
-    for _ in range(runs):
-        times["ours"].append(_timed(lambda: lc.from_parquet(path, dest, progressbar=False)))
+    for i in range(runs):  # each run into new folders: nothing is read from the run before
+        dest, dest0, cache = (os.path.join(root, f"{name}{i}") for name in ("back", "back-0-", "hf-cache"))
+        times["ours"].append(_timed(lambda: lc.from_parquet(path, dest, progressbar=False)))  # noqa: B023
         times["ours0"].append(
-            _timed(lambda: lc.from_parquet(path, dest + "-0", num_workers=0, progressbar=False))
+            _timed(lambda: lc.from_parquet(path, dest0, num_workers=0, progressbar=False))  # noqa: B023
         )
         if hf:
-            times["hf"].append(_timed(hf_read))
-        for folder in (dest, dest + "-0", cache):  # each run starts fresh: nothing read from the last
-            shutil.rmtree(folder, ignore_errors=True)
+            times["hf"].append(_timed(lambda: hf_read(cache)))  # noqa: B023
+        shutil.rmtree(cache, ignore_errors=True)
     return times
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from io import BytesIO
 from typing import Any, Final
 
 import numpy as np
@@ -101,14 +102,26 @@ class ImageBytes:
         return arr.astype(dtype) if dtype is not None else arr
 
     def check(self) -> ImageBytes:
-        """Decode the bytes once (and drop the pixels): bytes that do not decode must not be stored.
+        """Decode the bytes once, into Pillow's own buffer (as the folder ingests check their files; no
+        array is made): bytes that do not decode must not be stored.
 
         Raises:
             InvalidSampleError: the bytes are not a readable 8-bit image of `shape`.
         """
-        if not self._checked:
-            self.numpy()
-            self._checked = True
+        if self._checked:
+            return self
+        from PIL import Image
+
+        height, width = self.shape[:2]
+        try:
+            with Image.open(BytesIO(self.data)) as image:
+                image.load()
+                size = image.size
+        except Exception as exc:  # Pillow raises OSError, ValueError or SyntaxError for broken data
+            raise self._unreadable(InvalidArgumentError(f"Cannot decode the image data ({exc}).")) from exc
+        if size != (width, height):
+            raise self._unreadable(InvalidArgumentError(f"it is {size[1]}x{size[0]}, not {self.shape}"))
+        self._checked = True
         return self
 
     def _lakecompute_blob(self) -> tuple[str, bytes, tuple[int, ...]]:

@@ -1,7 +1,8 @@
 """The Deep Lake tutorial "Data Processing Using Parallel Computing", with lakecompute.
 
 Flip a dataset into a new one, flip another in place, chain flip and resize with lc.compose,
-and find the input that broke a transform with lc.TransformError.
+and find the input that broke a transform with lc.TransformError: in a list by its index, in a view
+of a dataset by its index in the view or its row in the dataset (either works).
 """
 
 from pathlib import Path
@@ -32,6 +33,15 @@ def resize(sample_in, sample_out, new_size):
 
 
 @lc.compute
+def flip_nonblank(sample_in, sample_out):
+    # Refuses blank images: sample_in.index is the position in data_in, sample_in.row the dataset row.
+    image = sample_in.images.numpy()
+    if not image.any():
+        raise ValueError(f"blank image at dataset row {sample_in.row}")
+    sample_out.append({"labels": sample_in.labels.numpy(), "images": np.flip(image, axis=0)})
+
+
+@lc.compute
 def load_file(sample_in, sample_out):
     # sample_in is a file path here: data_in can be any list.
     path = Path(sample_in)
@@ -45,6 +55,7 @@ def main():
     ds = in_place()
     pipeline(ds_mnist)
     recover(ds)
+    recover_view(ds_mnist)
 
 
 def make_mnist():
@@ -104,6 +115,27 @@ def recover(ds):
         del files[failed_idx]  # remove the problematic sample and run again
     load_file().eval(files, out, num_workers=2)
     print(f"after removing it: {len(out)} samples")
+
+
+def recover_view(ds_mnist):
+    # 5. The same recipe over a view of a dataset: two blank images at rows 70 and 120 of ds_mnist[50:150].
+    blank = np.zeros((28, 28), np.uint8)
+    with ds_mnist:
+        ds_mnist.images[70] = blank
+        ds_mnist.images[120] = blank
+    rows = list(range(50, 150))
+    out = lc.like("./mnist_nonblank", ds_mnist, overwrite=True)
+    removed = []
+    while True:
+        try:
+            flip_nonblank().eval(ds_mnist[rows], out, num_workers=2)
+            break
+        except lc.TransformError as e:
+            # e.index is the position in the view (data_in), e.row the dataset row: rows[e.index] == e.row.
+            print(f"view: failed on data_in[{e.index}] (dataset row {e.row}): {e.__cause__!r}")
+            rows.remove(e.row)  # by dataset row; `del rows[e.index]` removes the same one
+            removed.append(e.row)
+    print(f"after removing rows {removed}: {len(out)} samples")
 
 
 if __name__ == "__main__":

@@ -42,13 +42,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHUNK_COMPRESSIONS",
+    "JPEG_QUALITY",
     "PNG_LEVEL",
     "SAMPLE_COMPRESSIONS",
     "ChunkCompression",
     "SampleCompression",
+    "check_kept_bytes",
     "decode_image",
     "decoded_mode",
+    "eight_bits",
     "encode_image",
+    "encoded_format",
+    "image_depth",
     "image_shape_from_bytes",
     "parse_chunk_compression",
     "parse_sample_compression",
@@ -60,7 +65,8 @@ __all__ = [
 #: few percent more bytes; encoding, not storage, limits image ingestion, so speed wins (measured per
 #: level by ``python -m bench png-levels``; docs/performance.md has the table).
 PNG_LEVEL: Final = 1
-_JPEG_QUALITY: Final = 90
+#: The JPEG quality images are encoded at (stored, or exported with image_format='jpeg').
+JPEG_QUALITY: Final = 90
 # Lossless so that a round trip is exact; quality (the effort, for lossless) 0 and method 0 are the
 # fastest settings. exact=True keeps the RGB values under fully transparent pixels, which libwebp
 # would otherwise rewrite to compress better, breaking exact RGBA round trips.
@@ -142,7 +148,7 @@ def encode_image(array: np.ndarray, compression: str, *, tensor: str = "images")
         if name == "png":
             image.save(buffer, format="PNG", compress_level=PNG_LEVEL)
         elif name == "jpeg":
-            image.save(buffer, format="JPEG", quality=_JPEG_QUALITY)
+            image.save(buffer, format="JPEG", quality=JPEG_QUALITY)
         else:
             # WebP has no greyscale: Pillow would convert anyway; doing it here keeps that explicit.
             # decode_image() turns it back into one channel, exactly, when given the stored shape.
@@ -159,7 +165,9 @@ def encode_image(array: np.ndarray, compression: str, *, tensor: str = "images")
     return buffer.getvalue()
 
 
-def decode_image(data: bytes | memoryview, shape: tuple[int, ...] | None = None) -> np.ndarray:
+def decode_image(
+    data: bytes | memoryview, shape: tuple[int, ...] | None = None, *, convert_depth: bool = False
+) -> np.ndarray:
     """Decode an image into a writeable uint8 array.
 
     Args:
@@ -168,13 +176,15 @@ def decode_image(data: bytes | memoryview, shape: tuple[int, ...] | None = None)
             shape: HxWx1 for an encoded HxWx1 array, and greyscale, RGB or RGBA as asked (WebP stores
             greyscale as RGB and may drop an opaque alpha channel; both are restored). Without it, the
             shape follows the file: HxW for greyscale, HxWx3 for RGB, HxWx4 with alpha.
+        convert_depth: read an image of 16 bits per channel as 8 bits, keeping each value's high byte
+            (``v >> 8``), instead of refusing it (see `image_depth`).
 
     Returns:
         The pixels, uint8, of shape ``shape`` if given.
 
     Raises:
-        InvalidArgumentError: if the data is not a readable image, has more than 8 bits per channel,
-            or its size does not match ``shape``.
+        InvalidArgumentError: if the data is not a readable image, has more than 8 bits per channel
+            (unless ``convert_depth``; the message names the depth), or its size does not match ``shape``.
 
     Example:
         >>> blob = encode_image(np.full((2, 3), 7, dtype=np.uint8), "png")
@@ -183,8 +193,9 @@ def decode_image(data: bytes | memoryview, shape: tuple[int, ...] | None = None)
     """
     image = _open(data)
     if shape is None:
-        mode = decoded_mode(image)
+        mode = decoded_mode(image, convert_depth=convert_depth)
     else:
+        decoded_mode(image, convert_depth=convert_depth)  # the depth check: before the pixels are loaded
         mode = _mode_for_shape(shape)
         width, height = image.size
         if (height, width) != tuple(shape[:2]):
@@ -193,6 +204,7 @@ def decode_image(data: bytes | memoryview, shape: tuple[int, ...] | None = None)
                 "The stored shape and image bytes disagree; the dataset may be damaged."
             )
     try:
+        image = eight_bits(image)
         if image.mode != mode:
             # Converting greyscale stored as RGB (WebP) back to "L" is exact: Pillow's weights sum to 1
             # in fixed point, so R=G=B=v gives v. An opaque RGB image gains alpha 255.
@@ -232,6 +244,22 @@ def image_shape_from_bytes(data: bytes | memoryview) -> tuple[int, ...]:
     return (height, width) if mode == "L" else (height, width, len(mode))
 
 
+def check_kept_bytes(data: bytes | memoryview, tensor: str) -> None:
+    """Refuse encoded image bytes about to be stored as they are whose depth is more than 8 bits per
+    channel: decoded, they would read cut to 8 bits. A PNG says its bit depth in its first chunk (byte
+    24), so the common case costs one byte read; JPEG and WebP files that decode are 8 bits per channel.
+
+    Raises:
+        InvalidSampleError: a PNG of 16 bits per channel (the message names the depth).
+    """
+    if bytes(data[:8]) != b"\x89PNG\r\n\x1a\n" or len(data) < 25 or data[24] <= 8:
+        return
+    try:
+        decoded_mode(_open(data))
+    except InvalidArgumentError as exc:
+        raise InvalidSampleError(tensor, str(exc)) from exc
+
+
 def _check_image(array: object, tensor: str) -> str:
     """Return the Pillow mode ``array`` encodes as, or raise InvalidSampleError."""
     expected = "Expected a uint8 array of shape HxW or HxWxC with C in (1, 3, 4)"
@@ -259,17 +287,29 @@ def _check_image(array: object, tensor: str) -> str:
     return mode
 
 
+def encoded_format(data: bytes | memoryview) -> str | None:
+    """The sample compression (``"png"``, ``"jpeg"``, ``"webp"``) whose file ``data`` is, from its first
+    bytes; None for anything else.
+
+    Example:
+        >>> encoded_format(encode_image(np.zeros((2, 2), np.uint8), "webp"))
+        'webp'
+    """
+    head = bytes(data[:12])
+    if head.startswith(b"\x89PNG"):
+        return "png"
+    if head.startswith(b"\xff\xd8"):
+        return "jpeg"
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
 def _open(data: bytes | memoryview) -> Image.Image:
     """Open ``data`` lazily with Pillow, wrapping its errors in InvalidArgumentError."""
     # Telling Pillow the format skips trying other plugins first: ~15% faster for small PNGs.
-    head = bytes(data[:12])
-    formats: tuple[str, ...] | None = None
-    if head.startswith(b"\x89PNG"):
-        formats = ("PNG",)
-    elif head.startswith(b"\xff\xd8"):
-        formats = ("JPEG",)
-    elif head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        formats = ("WEBP",)
+    known = encoded_format(data)
+    formats = (known.upper(),) if known is not None else None
     buffer = BytesIO(data)
     try:
         return Image.open(buffer, formats=formats)
@@ -281,18 +321,98 @@ def _open(data: bytes | memoryview) -> Image.Image:
         ) from exc
 
 
-def decoded_mode(image: Image.Image) -> str:
-    """Return the 8-bit mode (L, RGB or RGBA) decode_image turns ``image`` into."""
+def decoded_mode(image: Image.Image, *, convert_depth: bool = False) -> str:
+    """Return the 8-bit mode (L, RGB or RGBA) decode_image turns ``image`` into, refusing an image of more
+    than 8 bits per channel (`image_depth`; call it before the pixels are loaded, while the header is at
+    hand) unless ``convert_depth`` (16 bits: each value's high byte is kept).
+
+    Raises:
+        InvalidArgumentError: more than 8 bits per channel (the message names the depth), or a mode with
+            no 8-bit form.
+    """
+    bits, what = image_depth(image)
+    if bits > 8 and not (convert_depth and bits == 16):
+        raise InvalidArgumentError(_depth_message(image, bits, what, convert_depth))
     if image.mode == "P":
         return "RGBA" if "transparency" in image.info else "RGB"
-    mode = _DECODED_MODES.get(image.mode)
+    mode = "L" if image.mode in _WIDE_GREY else _DECODED_MODES.get(image.mode)
     if mode is None:
-        # 16-bit and float images (I;16, I, F) have no lossless uint8 form; refuse rather than clip.
         raise InvalidArgumentError(
             f"Expected an 8-bit image (greyscale, RGB or RGBA). Got Pillow mode {image.mode!r}. "
             "Convert it to 8 bits per channel before storing it."
         )
     return mode
+
+
+def eight_bits(image: Image.Image) -> Image.Image:
+    """``image`` with 16-bit greyscale values cut to their high byte (``v >> 8``, what ``convert_depth``
+    asks for; Pillow's own conversion would clip them to 255), any other image as it is."""
+    if image.mode not in _WIDE_GREY:
+        return image
+    return Image.fromarray((np.asarray(image, dtype=np.uint16) >> 8).astype(np.uint8))
+
+
+#: Pillow's 16-bit greyscale modes (one per byte order), read as uint16 values.
+_WIDE_GREY: Final = frozenset({"I;16", "I;16B", "I;16L", "I;16N"})
+#: Bits per value of Pillow's modes wider than 8 bits: 16-bit greyscale, 32-bit integer and float.
+_WIDE_MODES: Final[dict[str, int]] = {**dict.fromkeys(_WIDE_GREY, 16), "I": 32, "F": 32}
+#: A stored layout (PNG raw mode, Pillow mode, TIFF photometric) -> what its channels are, for messages.
+_LAYOUTS: Final[dict[str, tuple[str, int]]] = {
+    "I": ("greyscale", 1), "L": ("greyscale", 1), "F": ("greyscale", 1), "LA": ("greyscale and alpha", 2),
+    "RGB": ("RGB", 3), "RGBA": ("RGBA", 4),
+}  # fmt: skip
+
+
+def image_depth(image: Image.Image) -> tuple[int, str]:
+    """The bits per channel ``image`` stores, and what it is (``"a PNG of 16 bits per channel (RGB, 48
+    bits a pixel)"``), read from its header: call it before the pixels are loaded.
+
+    Pillow's mode alone does not tell: it opens a 16-bit-per-channel colour PNG (48-bit RGB, 64-bit RGBA,
+    32-bit grey and alpha) as 8-bit RGB or RGBA, keeping each value's high byte, so a 12-bit microscopy
+    image saved that way would read almost black. The PNG's raw mode and a TIFF's BitsPerSample say the
+    depth stored. Palette, 1-, 2- and 4-bit images are 8 bits or fewer: they read exactly.
+
+    Example:
+        >>> image_depth(Image.open(BytesIO(encode_image(np.zeros((2, 2, 3), np.uint8), "png"))))
+        (8, 'a PNG of 8 bits per channel (RGB, 24 bits a pixel)')
+    """
+    bits = _WIDE_MODES.get(image.mode, 8)
+    layout = image.mode
+    tiles = getattr(image, "tile", None)  # an opened file's decoding plan: gone once loaded
+    raw = tiles[0][3] if tiles else None
+    if isinstance(raw, tuple) and raw:
+        raw = raw[0]  # TIFF and raw decoders: (rawmode, ...)
+    if image.format == "PNG" and isinstance(raw, str) and ";16" in raw:
+        bits, layout = 16, raw.split(";")[0]  # RGB;16B, RGBA;16B, LA;16B, I;16B
+    elif image.format == "TIFF":
+        per_sample = getattr(image, "tag_v2", {}).get(258) or (bits,)
+        bits = max(int(b) for b in (per_sample if isinstance(per_sample, tuple) else (per_sample,)))
+    name, channels = _LAYOUTS.get(layout.split(";")[0], (layout, len(image.getbands())))
+    fmt = image.format or "n image"
+    return bits, f"a {fmt} of {bits} bits per channel ({name}, {bits * channels} bits a pixel)"
+
+
+def _depth_message(image: Image.Image, bits: int, what: str, convert_depth: bool) -> str:
+    """Why an image of ``bits`` per channel is refused, and the ways out."""
+    if bits == 16:
+        ways = (
+            "Convert it to 8 bits yourself (scaled to the range your values use: a 12-bit image saved "
+            "in 16 bits would read almost black), or ask for the conversion (convert_depth=True: "
+            "lc.read(path, convert_depth=True), or the ingest's convert_depth=True), which keeps each "
+            "value's high byte. To keep all 16 bits, read the file with a library that keeps them "
+            "(OpenCV's IMREAD_UNCHANGED, imageio, tifffile) and store the uint16 array in a tensor "
+            "without sample_compression."
+        )
+    else:
+        ways = (
+            "No 8-bit conversion is defined for it: convert it to 8 bits per channel yourself, or store "
+            "the array in a tensor without sample_compression."
+        )
+    done = " even with convert_depth=True (which converts 16 bits only)" if convert_depth else ""
+    return (
+        f"Expected an image of at most 8 bits per channel (greyscale, RGB or RGBA). Got {what}, "
+        f"which Pillow opens as mode {image.mode!r}: it is refused{done} rather than cut to 8 bits. {ways}"
+    )
 
 
 def _mode_for_shape(shape: tuple[int, ...]) -> str:

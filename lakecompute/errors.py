@@ -431,7 +431,10 @@ class TransformError(LakeComputeError):
     The original exception is ``__cause__``.
 
     Attributes:
-        index: the position of the failing sample in ``data_in``.
+        index: the position of the failing sample in ``data_in`` (``data_in[index]``).
+        row: for dataset input (a view included), the dataset row that sample was read from
+            (``ds[row]``); equal to ``index`` over a whole dataset, not over a view (``ds[100:200]``:
+            index 5 is row 105). None for input that is not a dataset.
         sample: the failing input sample (``None`` if it could not be brought back from a worker).
         function: the name of the compute function that failed.
         step: the failing step of the pipeline, ``(position, name)`` (``(0, name)`` for a single
@@ -449,8 +452,10 @@ class TransformError(LakeComputeError):
         function: str | None,
         step: tuple[int, str] | None = None,
         step_input: Any = None,
+        row: int | None = None,
     ) -> None:
         self.index = index
+        self.row = row
         self.sample = sample
         self.function = function
         self.step = step
@@ -488,15 +493,28 @@ class EvalConflictError(LakeComputeError, RuntimeError):
         checkpoint_version: the version its last checkpoint produced.
         version: the version ``data_out`` has now.
         label: the unfinished eval's functions.
+
+    ``message`` replaces the message, for a caller that says it in its own terms.
     """
 
-    def __init__(self, path: str, done: int, checkpoint_version: int, version: int, label: str = "") -> None:
+    def __init__(
+        self,
+        path: str,
+        done: int,
+        checkpoint_version: int,
+        version: int,
+        label: str = "",
+        *,
+        message: str | None = None,
+    ) -> None:
         self.path = path
         self.done = done
         self.checkpoint_version = checkpoint_version
         self.version = version
         self.label = label
-        if version != checkpoint_version:
+        if message is not None:
+            pass  # said by the caller in its own terms (an ingest, which takes no rerun=True)
+        elif version != checkpoint_version:
             message = (
                 f"Cannot resume this eval into {path!r}: an earlier run committed its first {done} inputs "
                 f"(version {checkpoint_version}), but the dataset was changed since (now version {version}), "

@@ -171,7 +171,7 @@ def test_cli_info_missing_dataset_exits_1(capsys: pytest.CaptureFixture[str], tm
 
 def test_cli_info_missing_version(capsys: pytest.CaptureFixture[str], shapes: str) -> None:
     """``info --version N`` for a version that is not there says so and lists the versions there are."""
-    lc.load(shapes).vacuum(keep_versions=1)  # only the latest version is left
+    lc.load(shapes).vacuum(keep_versions=1, progressbar=False)  # only the latest version is left
     latest = lc.load(shapes).version
     code, out, err = run_cli(capsys, "info", shapes, "--version", "0")
     assert (code, out) == (1, "")

@@ -7,7 +7,6 @@ import os
 import re
 import sys
 import textwrap
-import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,12 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image as PILImage
 
 import lakecompute as lc
 from lakecompute.testing.internals import dataset_core
 from lakecompute.viz import contact_sheet
 from tests.helpers import make_numbers, make_out
-from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double, double_with
+from tests.reliability.reliability_helpers import FAIL_AT, KILL_AT, double
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "errors.md"
 
@@ -207,6 +207,49 @@ def _replaced(tmp: Path) -> Any:
     return pickle.loads(blob)
 
 
+def _image_depth(tmp: Path) -> Any:
+    from tests.test_image_depth import png16
+
+    (tmp / "scope.png").write_bytes(png16(np.full((4, 5, 3), 4095, np.uint16)))
+    ds = lc.empty(str(tmp / "ds"))
+    ds.create_tensor("images", htype="image", sample_compression="png")
+    ds.images.append(lc.read(tmp / "scope.png"))
+
+
+def _ingest_resume_conflict(tmp: Path) -> Any:
+    folder = tmp / "files" / "a"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        PILImage.fromarray(np.full((4, 4, 3), i, np.uint8)).save(folder / f"{i}.png")
+    (folder / "3.png").write_bytes(b"broken")
+    with pytest.raises(lc.InvalidSampleError):
+        lc.ingest_classification(tmp / "files", tmp / "ds", checkpoint_interval=1, progressbar=False)
+    (folder / "3.png").unlink()
+    (folder / "0.png").rename(folder / "00.png")  # another list of files
+    lc.ingest_classification(tmp / "files", tmp / "ds", checkpoint_interval=1, resume=True, progressbar=False)
+
+
+def _augment_objects(tmp: Path) -> Any:
+    albumentations = pytest.importorskip("albumentations")
+    ds = lc.empty(str(tmp / "ds"))
+    with ds:
+        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("boxes", htype="bbox", format="xywh")
+        ds.create_tensor("categories", htype="class_label", class_names=["a", "b"])
+    boxes = [[1, 1, 2, 2], [3, 3, 2, 2], [5, 5, 2, 2]]
+    ds.extend(
+        {
+            "images": [np.zeros((8, 8, 3), np.uint8)] * 2,
+            "boxes": [boxes] * 2,
+            "categories": [[0, 1, 1], [0, 1]],
+        }
+    )
+    flip = albumentations.Compose(
+        [albumentations.HorizontalFlip()], bbox_params=albumentations.BboxParams(format="coco")
+    )
+    lc.vision.augment(flip, ds[1], np.random.default_rng(0), boxes="boxes", objects=["categories"])
+
+
 def _ingest_overlap(tmp: Path) -> Any:
     from lakecompute.demo import write_image_folder
 
@@ -274,16 +317,6 @@ def _worker_died(tmp: Path) -> Any:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(KILL_AT, "3")
         double().eval(list(range(20)), _out(tmp), num_workers=2, checkpoint_interval=5, progressbar=False)
-
-
-LOCK = threading.Lock()
-
-
-@lc.compute
-def reads_lock(sample_in: Any, sample_out: Any) -> None:
-    """Write x, reading a global that has no stable identity."""
-    with LOCK:
-        sample_out.x.append(int(sample_in))
 
 
 @lc.compute
@@ -365,6 +398,9 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "interrupted-delete": _interrupted_delete,
     "replaced": _replaced,
     "ingest-overlap": _ingest_overlap,
+    "image-depth": _image_depth,
+    "ingest-resume-conflict": _ingest_resume_conflict,
+    "augment-objects": _augment_objects,
     "bad-tensor-name": lambda t: _out(t).create_tensor("bad name!"),
     "tensor-name-too-long": lambda t: _out(t).create_tensor("x" * 300),
     "tensor-exists": lambda t: _out(t).create_tensor("x"),
@@ -448,9 +484,6 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "factory-eval": lambda t: double.eval(list(range(5)), _out(t)),
     "rng-bound": lambda t: with_rng(rng=1),
     "seed": lambda t: double().eval(list(range(5)), _out(t), seed=-1),
-    "fingerprint-global": lambda t: reads_lock().eval(
-        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
-    ),
     "mem-processed": lambda t: double().eval(list(range(5)), _mem_out(), num_workers=2, progressbar=False),
     "data-in-str": lambda t: double().eval("abc", _out(t), progressbar=False),
     "data-in-scalar": lambda t: double().eval(np.array(5), _out(t), progressbar=False),
@@ -466,9 +499,6 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "eval-commit-conflict": _eval_conflict,
     "eval-unfinished": _eval_unfinished,
     "eval-resume-conflict": _eval_resume_conflict,
-    "fingerprint-argument": lambda t: double_with(extra=threading.Lock()).eval(
-        list(range(5)), _out(t), checkpoint_interval=2, progressbar=False
-    ),
     "fingerprint-stream": lambda t: double().eval(
         (i for i in range(5)), _out(t), checkpoint_interval=2, progressbar=False
     ),

@@ -16,7 +16,14 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 # What each example must print: evidence that it did its job, not just that it exited 0.
 EXPECTED = {
-    "01_tutorial.py": ["flipped: 100 samples", "failed on data_in[3]", "after removing it: 30 samples"],
+    "01_tutorial.py": [
+        "flipped: 100 samples",
+        "failed on data_in[3]",
+        "after removing it: 30 samples",
+        "view: failed on data_in[20] (dataset row 70)",
+        "view: failed on data_in[69] (dataset row 120)",
+        "after removing rows [70, 120]: 98 samples",
+    ],
     "02_ingest_and_augment.py": ["(180, 48, 48, 3)", "wrote augmented.png"],
     "03_embeddings.py": ["outputs={'images': 0, 'labels': 0, 'embedding': 200}", "embedding (200, 512)"],
     "04_tokenize.py": ["tokenized 500 documents; the rerun did nothing (still version 6)", "seq_len=64"],

@@ -174,6 +174,8 @@ def _run_ingest(args: argparse.Namespace, ingest: Callable[..., Any], *paths: st
             overwrite=args.overwrite,
             checkpoint_interval=args.checkpoint_interval,
             resume=args.resume,
+            convert_depth=args.convert_depth,
+            exif_transpose=args.exif_transpose,
             **extra,
         )
     for w in caught:
@@ -218,7 +220,7 @@ def run_compact(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path)
-    version = ds.compact()
+    version = ds.compact(progressbar=not args.no_progress)
     print(f"Compacted {args.path}: version {version}.")
     return 0
 
@@ -237,7 +239,9 @@ def run_vacuum(args: argparse.Namespace) -> int:
 
     ds = lc.load(args.path)
     before = _folder_bytes(args.path)
-    removed = ds.vacuum(grace_seconds=args.grace_seconds, keep_versions=args.keep_versions)
+    removed = ds.vacuum(
+        grace_seconds=args.grace_seconds, keep_versions=args.keep_versions, progressbar=not args.no_progress
+    )
     after = _folder_bytes(args.path)
     if not any(removed.values()):
         print(f"Vacuumed {args.path}: nothing to remove.")

@@ -151,6 +151,12 @@ INGEST_OPTIONS: tuple[Arg, ...] = (
         default=0,
     ),
     Arg(("--resume",), "continue the checkpointed, unfinished ingest at DEST", flag=True),
+    Arg(
+        ("--convert-depth",),
+        "store images of 16 bits per channel at 8 bits (each value's high byte) instead of refusing them",
+        flag=True,
+    ),
+    Arg(("--exif-transpose",), "turn images upright as their EXIF orientation says", flag=True),
 )
 
 _VERSION_VERBS = (
@@ -210,8 +216,9 @@ _INGEST_VERBS = (
     Verb(
         "ingest-classification",
         "turn a folder of class sub-folders of images into a dataset",
-        "Read SRC/<class>/**/*.{jpg,jpeg,png,webp,bmp} into a dataset at DEST with tensors 'images' and "
-        "'labels' (class names from the sub-folder names, sorted); files are decoded in parallel.",
+        "Read SRC/<class>/**/*.{jpg,jpeg,png,webp,bmp,tif,tiff,ppm,pgm} into a dataset at DEST with "
+        "tensors 'images' and 'labels' (class names from the sub-folder names, sorted); files are decoded "
+        "in parallel.",
         run_ingest_classification,
         (Arg(("src",), "the folder of class sub-folders"), _DEST, *INGEST_OPTIONS),
     ),
@@ -255,7 +262,7 @@ _STORAGE_VERBS = (
         "rewrite a dataset's storage for fast reading (content unchanged)",
         "Rewrite every tensor into one contiguous run and commit it as a new version.",
         run_compact,
-        (_path(),),
+        (_path(), Arg(("--no-progress",), "hide the progress bar", flag=True)),
     ),
     Verb(
         "vacuum",
@@ -278,6 +285,7 @@ _STORAGE_VERBS = (
                 "(default: keep all)",
                 parse=_positive,
             ),
+            Arg(("--no-progress",), "hide the progress bar", flag=True),
         ),
     ),
 )

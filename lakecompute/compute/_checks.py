@@ -59,6 +59,16 @@ def alignment_error(function: str, written: Mapping[str, int], expected: Mapping
     replaced = sorted(k for k, v in expected.items() if v)
     kept = sorted(k for k, v in expected.items() if not v)
     written = {k: v for k, v in written.items() if v or expected[k]}
+    if not replaced:  # the first inputs wrote nothing: every tensor keeps its content
+        return StageFailure(
+            function,
+            InvalidArgumentError(
+                f"in place with skip_ok=True, the eval's first inputs wrote nothing, so tensors {kept} keep "
+                f"their content, and every input must write nothing; this input gave {dict(written)}, which "
+                "would leave the rows before it without a value. Write a tensor for every input (its value "
+                "as read, where nothing changes), or write into a new dataset (data_out=lc.like(path, ds))."
+            ),
+        )
     return StageFailure(
         function,
         InvalidArgumentError(

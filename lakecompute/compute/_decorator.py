@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, overload
 
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, LakeComputeError, TransformError
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -52,9 +52,16 @@ class Transform:
         from lakecompute.compute._engine import run_eval
         from lakecompute.compute._options import EvalOptions
 
-        parsed = EvalOptions.parse(dict(options))
         try:
-            return run_eval(self._stages(), data_in, data_out, parsed)
+            parsed = EvalOptions.parse(dict(options))
+            stages = self._stages()
+        except LakeComputeError as exc:
+            from lakecompute.compute._distributed import refuse_on_every_rank
+
+            refuse_on_every_rank(exc)  # in a torch.distributed job the other ranks raise too, not wait
+            raise
+        try:
+            return run_eval(stages, data_in, data_out, parsed)
         except TransformError as err:
             # Raised again from here: the traceback shows the user's call and this frame, not the
             # engine's internals (the worker's full traceback is in err.remote_traceback).

@@ -4,10 +4,10 @@ In a job that initialised ``torch.distributed`` (torchrun, Accelerate, Lightning
 ``eval`` is a collective call, like a ``torch.distributed`` collective: every rank calls it, at the same
 point, with the same arguments. Then:
 
-- **rank 0 plans and commits**: it checks that the ranks called the same eval (function names, input,
-  output), plans it (a completed eval is a no-op everywhere; an interrupted one resumes), runs the
-  preflight, and applies every result in input order, checkpoints and commits, exactly as an eval on
-  one machine does (the ordering loop is the same code);
+- **rank 0 plans and commits**: it checks that the ranks called the same eval (function names, the input
+  by a digest of its content, the output by its id), plans it (a completed eval is a no-op everywhere; an
+  interrupted one resumes), runs the preflight, and applies every result in input order, checkpoints and
+  commits, exactly as an eval on one machine does (the ordering loop is the same code);
 - **every rank runs tasks**: rank 0 hands tasks out as ranks have room (`RanksScheduler`); each rank
   runs them on its own workers (``num_workers``, ``devices``: a rank takes its share of this machine's
   GPUs, by ``LOCAL_RANK``), writes their outputs into the slots rank 0 reserved, and sends back only
@@ -32,11 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from lakecompute.compute._fingerprint import fingerprint_value
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source, make_source
 from lakecompute.compute._job import Job, Task, TaskResult, forget_job
 from lakecompute.compute._worker import run_task
 from lakecompute.datasets import Dataset, DatasetView, base_dataset
-from lakecompute.errors import InvalidArgumentError
+from lakecompute.errors import FingerprintError, InvalidArgumentError, LakeComputeError
 from lakecompute.schedulers import (
     PickledError,
     RankChannel,
@@ -45,6 +46,7 @@ from lakecompute.schedulers import (
     RemoteInbox,
     Scheduler,
     capacity_of,
+    job_ranks,
     pickle_exception,
     portable_exception,
     rank_timeout,
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from lakecompute.compute._engine import EvalResult
     from lakecompute.compute._options import EvalOptions
 
-__all__ = ["Coordinator", "run_ranked"]
+__all__ = ["Coordinator", "refuse_on_every_rank", "run_ranked"]
 
 # The n-th eval this process calls: the same on every rank, which call evals in the same order.
 _CALLS = itertools.count()
@@ -72,8 +74,12 @@ class _View:
 
     Attributes:
         label: the functions' names.
-        data: what the input is: a dataset's location, a sequence's length, or a stream.
-        out: the output dataset's location (None in place).
+        data: what the input is: its kind, type and length, and a digest of what identifies its content
+            (a dataset's id, version and rows; a list's values; a Hugging Face dataset's fingerprint), so
+            that ranks holding different lists of one length are told apart. None for a stream (only
+            rank 0's is read: its items travel with the tasks) and an input without an identity (a torch
+            Dataset: compared by type and length alone).
+        out: the output dataset's id (None in place).
         pending: the caller's handles of the input or output have uncommitted changes.
         capacity: how many tasks this rank takes at once.
         workers: this rank's worker count.
@@ -95,16 +101,41 @@ class _View:
         return replace(self, scheduler=None, source=None)
 
 
+def _channel(ranks: Ranks) -> RankChannel:
+    """The channel of this process's next eval (the same on every rank: they call evals in one order)."""
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return RankChannel(ranks.store, f"lakecompute/{restart}/eval/{next(_CALLS)}")
+
+
 def run_ranked(
     ranks: Ranks, pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions, run: RunFn
 ) -> EvalResult:
     """Run one eval called on every rank of a distributed job (see the module documentation)."""
-    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    channel = RankChannel(ranks.store, f"lakecompute/{restart}/eval/{next(_CALLS)}")
+    channel = _channel(ranks)
     view = _view(ranks, pipeline, data_in, data_out, options)
     if ranks.rank == 0:
         return _coordinate(ranks, channel, view, (pipeline, data_in, data_out, options), run)
     return _serve(ranks, channel, view, pipeline, data_in, data_out)
+
+
+def refuse_on_every_rank(exc: BaseException) -> None:
+    """In a distributed job, share a refusal made before this rank could join its eval (its options are
+    wrong, say): rank 0 publishes it as the eval's plan, another rank joins with it as its error, which
+    rank 0 raises and publishes. So every rank raises at once, none waits for a rank that already left,
+    and the eval's number is used up on every rank alike (the next eval meets the next one). Outside a
+    job (or where the job's store cannot be reached), nothing."""
+    try:
+        ranks = job_ranks()
+    except LakeComputeError:
+        return
+    if ranks is None:
+        return
+    channel = _channel(ranks)
+    error = pickle_exception(exc)
+    if ranks.rank == 0:
+        channel.put("plan", ("error", error))
+    else:
+        channel.put(f"join/{ranks.rank}", _View("", ("refused",), None, False, error=error))
 
 
 def _view(ranks: Ranks, pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> _View:
@@ -113,15 +144,11 @@ def _view(ranks: Ranks, pipeline: Pipeline, data_in: Any, data_out: Any, options
     label = " → ".join(f.name for f in pipeline.functions)
     handles = [d for d in (data_in, data_out) if isinstance(d, (Dataset, DatasetView))]
     pending = any(not base_dataset(d).read_only and base_dataset(d).has_pending_changes for d in handles)
-    out = data_out.path if isinstance(data_out, Dataset) else None
-    if isinstance(data_in, (Dataset, DatasetView)):
-        data: tuple[Any, ...] = ("dataset", base_dataset(data_in).path, len(data_in))
-    else:
-        length = len(data_in) if hasattr(data_in, "__len__") else None
-        data = ("sequence", length) if length is not None else ("stream",)
-    view = _View(label, data, out, pending)
+    out = data_out.id if isinstance(data_out, Dataset) else None
+    view = _View(label, (type(data_in).__qualname__,), out, pending)
     try:
         source = make_source(data_in, options.pad_data_in, data_out is None)
+        view.data = _input_digest(data_in, source)
         url = (data_out if isinstance(data_out, Dataset) else data_in).location.url
         share = (ranks.local_rank, ranks.local_world)
         view.scheduler = scheduler_for(options, url, source, share)
@@ -133,6 +160,25 @@ def _view(ranks: Ranks, pipeline: Pipeline, data_in: Any, data_out: Any, options
     return view
 
 
+def _input_digest(data_in: Any, source: Source) -> tuple[Any, ...]:
+    """What a rank's input is (see `_View.data`): (type, length, kind, digest of its identity)."""
+    kind = source.describe().get("kind")
+    try:
+        digest: str | None = fingerprint_value(source.identity(), "data_in")
+    except FingerprintError:
+        digest = None
+    return (type(data_in).__qualname__, source.length, kind, digest)
+
+
+def _described(data: tuple[Any, ...]) -> str:
+    if len(data) < 4:
+        return repr(data)
+    kind, length, _, digest = data
+    size = "a stream" if length is None else f"{length} rows"
+    content = f", content digest {digest[:12]}" if digest else ", no identity to compare"
+    return f"a {kind} ({size}{content})"
+
+
 def _check(own: _View, views: dict[int, _View]) -> None:
     """Refuse ranks that called another eval, or that failed to prepare (raising their error here)."""
     if own.error is not None:
@@ -140,13 +186,15 @@ def _check(own: _View, views: dict[int, _View]) -> None:
     for rank, view in views.items():
         if view.error is not None:
             raise rebuild_exception(view.error)
-        for what in ("label", "data", "out"):
+        for what, name, show in (("label", "the functions", repr), ("data", "data_in", _described),
+                                 ("out", "data_out (by id)", repr)):  # fmt: skip
             theirs, ours = getattr(view, what), getattr(own, what)
             if theirs != ours:
                 raise InvalidArgumentError(
-                    f"Rank {rank} called eval with {what} {theirs!r}, rank 0 with {ours!r}. In a "
-                    "torch.distributed job every rank calls the same eval with the same arguments (it is "
-                    "split among them)."
+                    f"Rank {rank} called eval with {name} {show(theirs)}, rank 0 with {show(ours)}. In a "
+                    "torch.distributed job every rank calls the same eval with the same arguments and the "
+                    "same input, value for value (it is split among them: each rank reads its part from "
+                    "its own copy). Give every rank the same data_in and data_out."
                 )
         if view.pending:
             raise InvalidArgumentError(

@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -90,7 +90,8 @@ class EvalResult:
     Attributes:
         inputs: input samples processed (skipped failures included).
         outputs: samples written, per tensor.
-        failed: samples skipped with ``ignore_errors=True``, in input order.
+        failed: samples skipped with ``ignore_errors=True``, in input order (``failed_indices``: their
+            positions in ``data_in``; ``failed_rows``: their dataset rows, for dataset input).
         seconds: wall time.
         version: the version of ``data_out`` that holds the result.
         resumed_from: inputs already done by an earlier, interrupted run of the same eval, which this
@@ -116,6 +117,11 @@ class EvalResult:
     @property
     def failed_indices(self) -> list[int]:
         return [f.index for f in self.failed]
+
+    @property
+    def failed_rows(self) -> list[int | None]:
+        """The dataset rows of the skipped samples (dataset input; None for other input)."""
+        return [f.row for f in self.failed]
 
     def __repr__(self) -> str:
         extra = f", resumed_from={self.resumed_from}" if self.resumed_from else ""
@@ -163,15 +169,8 @@ def _run_eval(
     try:
         prepared = _prepare(plan, write, token)
         if prepared is None:  # no input at all
-            return EvalResult(
-                0,
-                dict.fromkeys(write.schema.names, 0),
-                [],
-                time.perf_counter() - t0,
-                plan.out.version,
-                0,
-                plan.seed,
-            )
+            nothing = dict.fromkeys(write.schema.names, 0)
+            return EvalResult(0, nothing, [], time.perf_counter() - t0, plan.out.version, 0, plan.seed)
         if ranked is not None:
             sched = ranked.scheduler(prepared[0])
         return _OrderedRun(plan, write, *prepared, t0).run(sched)
@@ -189,14 +188,10 @@ def _already_done(plan: EvalPlan, t0: float) -> EvalResult:
         f"This eval ({plan.label}) already completed into {plan.out.path!r} at version {record.version}; "
         "nothing was written again. Pass rerun=True to write its outputs once more."
     )
+    # Nothing was resumed (resumed_from 0): the eval had completed.
+    elapsed = time.perf_counter() - t0
     return EvalResult(
-        record.done,
-        dict(record.outputs),
-        list(record.failed),
-        time.perf_counter() - t0,
-        plan.out.version,
-        0,  # nothing was resumed: the eval had completed
-        record.seed,
+        record.done, dict(record.outputs), list(record.failed), elapsed, plan.out.version, 0, record.seed
     )
 
 
@@ -379,6 +374,8 @@ class _OrderedRun:
                 bar.close()
         if self.failure is not None:
             raise self.error()
+        if self.decided is not None and self.decided.aligned:  # kept tensors hold rows: the whole lines up
+            self.write.check_aligned(self.done)
         version = self.write.commit(self.progress())
         outcome = EvalResult(
             self.done,
@@ -515,14 +512,18 @@ class _OrderedRun:
             opts = self.plan.options
             kept = f"{device_oom_advice(failure.index, opts.batch_size, self.plan.source.length)} {kept}"
         last = len(self.plan.pipeline.functions) - 1  # what no step is blamed for, its outputs did
-        sample = _sample_for(self.plan.source, self.in_flight, failure.index)
-        return _transform_error(failure, sample, kept, last if failure.step is None else failure.step)
+        sample, row = _sample_for(self.plan.source, self.in_flight, failure.index), self.plan.source.row_of
+        return _transform_error(failure, sample, kept, last if failure.step is None else failure.step, row)
 
 
-def _transform_error(failure: TaskFailure, sample: Any, kept: str, step: int) -> TransformError:
-    """The TransformError for a failed sample: short, with the user's own frame, then what to do (the
-    advice and what was kept), the cause last."""
-    err = failure_error(failure.function, failure.index, failure.exc, sample, step, failure.step_input)
+def _transform_error(
+    failure: TaskFailure, sample: Any, kept: str, step: int, row_of: Callable[[int], int | None]
+) -> TransformError:
+    """The TransformError for a failed sample (naming its dataset row, ``row_of`` its index, for dataset
+    input): short, with the user's own frame, then what to do (the advice and what was kept), the cause
+    last."""
+    index = failure.index
+    err = failure_error(failure.function, index, failure.exc, sample, step, failure.step_input, row_of(index))
     err.args = (f"{err.args[0]}\n{failure.where}{kept}",)
     err.remote_traceback = failure.traceback  # type: ignore[attr-defined]  # the full traceback, kept for debugging
     failure.exc.__traceback__ = None  # printed as one line above the TransformError, not a second block

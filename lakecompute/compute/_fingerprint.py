@@ -7,9 +7,15 @@ positions for datasets; content for plain sequences), the output tensors and the
 what is written. It is how a rerun finds the checkpoints of an interrupted run, and how an identical
 completed eval is recognised and not written twice.
 
-A value that has no stable identity raises `FingerprintError` naming it (an argument, a captured
-variable, a global): a random key would silently defeat resume, which is worse than an error. Library
-code (the standard library, installed packages, lakecompute) is identified by its qualified name only.
+Everything a function binds is covered: its bound arguments, its parameters' defaults (positional and
+keyword-only: ``def f(sample_in, sample_out, s=i)`` in a loop makes a different eval for each ``i``),
+the variables it captured in a closure, the object a bound method is bound to, a class's attributes and
+the globals it reads. A value with no stable identity (a model object, a lock) inside the functions is
+identified by its type alone, and the eval warns once, naming it and ``rerun=True`` (an eval that
+differs from an earlier one only in that value counts as the same eval); a random key would silently
+defeat resume and the no-op rerun. An *input* without an identity raises `FingerprintError` (the eval
+is not recorded). Library code (the standard library, installed packages, lakecompute) is identified by
+its qualified name only.
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ import struct
 import sys
 import sysconfig
 import types
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakecompute.errors import FingerprintError
+from lakecompute.errors import FingerprintError, warn
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
@@ -57,11 +64,23 @@ def _is_library(obj: Any) -> bool:
 
 
 class _Hasher:
-    """Feeds a canonical byte form of values into a sha256, raising FingerprintError on the unknown."""
+    """Feeds a canonical byte form of values into a sha256.
 
-    def __init__(self) -> None:
+    A value with no stable identity raises FingerprintError, or, when ``lenient`` (what functions bind),
+    is fed as its type's name and listed in ``uncovered`` (what -> type name), shared with sub-hashers.
+    """
+
+    def __init__(self, lenient: bool = False, uncovered: dict[str, str] | None = None) -> None:
         self._h = hashlib.sha256()
         self._code_seen: set[int] = set()
+        self.lenient = lenient
+        self.uncovered: dict[str, str] = {} if uncovered is None else uncovered
+
+    def _sub(self, value: Any, what: str) -> str:
+        """The digest of ``value`` alone (a dict's or set's item, sorted by it), as leniently as this."""
+        h = _Hasher(self.lenient, self.uncovered)
+        h.value(value, what)
+        return h.digest()
 
     def digest(self) -> str:
         return self._h.hexdigest()[:32]
@@ -107,10 +126,10 @@ class _Hasher:
         if isinstance(value, range):
             self._text(b"r", f"{value.start}:{value.stop}:{value.step}")
         elif isinstance(value, dict):
-            items = sorted((repr(k), _sub(v, f"{what}[{k!r}]")) for k, v in value.items())
+            items = sorted((repr(k), self._sub(v, f"{what}[{k!r}]")) for k, v in value.items())
             self._text(b"d", repr(items))
         elif isinstance(value, (set, frozenset)):
-            self._text(b"s", repr(sorted(_sub(v, what) for v in value)))
+            self._text(b"s", repr(sorted(self._sub(v, what) for v in value)))
         else:
             self._text(b"l" + type(value).__name__.encode(), str(len(value)))
             stacked = _homogeneous(value)
@@ -144,6 +163,15 @@ class _Hasher:
         if inspect.isroutine(value) or inspect.isclass(value) or isinstance(value, np.ufunc):
             self.code(value, what)  # instances are values, never code: a model object is not its class
             return
+        self._unknown(value, what)
+
+    def _unknown(self, value: Any, what: str) -> None:
+        """A value with no stable identity: by its type's name (listed in ``uncovered``) when lenient."""
+        kind = type(value)
+        if self.lenient:
+            self._text(b"u", f"{kind.__module__}.{kind.__qualname__}")
+            self.uncovered.setdefault(what, kind.__name__)
+            return
         raise FingerprintError(
             f"Cannot fingerprint {what} of type {type(value).__name__}: it has no stable identity, so a "
             "rerun could not be recognised as the same eval. Pass plain values (numbers, strings, lists, "
@@ -159,10 +187,44 @@ class _Hasher:
         if _is_library(obj) or id(obj) in self._code_seen:
             return  # library code by name; user code once (it may refer to itself)
         self._code_seen.add(id(obj))
-        self._text(b"S", _source(obj, name))
+        if inspect.ismethod(obj):  # a bound method: the object it is bound to is an argument of it
+            self.value(obj.__self__, f"the object {name} is bound to")
+            obj = obj.__func__
+        try:
+            self._text(b"S", _source(obj, name))
+        except FingerprintError:
+            if not self.lenient:
+                raise
+            self._text(b"u", name)
+            self.uncovered.setdefault(f"the code of {name}", "source not available")
         for function in _functions_of(obj):
+            self._defaults(function, name)
             self._closure(function, name)
             self._globals(function, name)
+        if inspect.isclass(obj):
+            self._class_attributes(obj, name)
+
+    def _defaults(self, function: types.FunctionType, name: str) -> None:
+        """The defaults of its parameters: the loop idiom ``def f(sample_in, sample_out, s=i)`` binds
+        ``i`` there, with the same source for every ``i``."""
+        code = function.__code__
+        defaults = function.__defaults__ or ()
+        params = code.co_varnames[: code.co_argcount]
+        bound = dict(zip(params[len(params) - len(defaults) :], defaults, strict=True))
+        bound.update(function.__kwdefaults__ or {})
+        for param in sorted(bound):
+            self._text(b"D", param)
+            self.value(bound[param], f"the default of {param!r} in {name}")
+
+    def _class_attributes(self, cls: type, name: str) -> None:
+        """A class's own attributes other than its functions (``class C: scale = i`` in a loop)."""
+        for attr, value in sorted(vars(cls).items()):
+            if attr.startswith("__") or isinstance(value, (staticmethod, classmethod, property)):
+                continue  # dunders are the class machinery; methods and properties are code (below)
+            if inspect.isfunction(value):
+                continue
+            self._text(b"A", attr)
+            self.value(value, f"attribute {attr!r} of {name}")
 
     def _closure(self, function: types.FunctionType, name: str) -> None:
         for var, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=False):
@@ -208,12 +270,6 @@ def _homogeneous(items: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
     return stacked if stacked.dtype.kind != "O" else None
 
 
-def _sub(value: Any, what: str) -> str:
-    h = _Hasher()
-    h.value(value, what)
-    return h.digest()
-
-
 def _source(obj: Any, name: str) -> str:
     try:
         return inspect.getsource(obj)
@@ -243,11 +299,13 @@ def _functions_of(obj: Any) -> list[types.FunctionType]:
         return [obj]
     if not inspect.isclass(obj):
         return []
-    out = []
+    out: list[types.FunctionType] = []
     for attr in vars(obj).values():
-        target = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
-        if inspect.isfunction(target):
-            out.append(target)
+        if isinstance(attr, property):
+            targets = [attr.fget, attr.fset, attr.fdel]
+        else:
+            targets = [attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr]
+        out.extend(t for t in targets if inspect.isfunction(t))
     return out
 
 
@@ -265,28 +323,43 @@ def fingerprint_value(value: Any, what: str) -> str:
     Raises:
         FingerprintError: the value has no stable identity (named by ``what``).
     """
-    return _sub(value, what)
+    return _Hasher()._sub(value, what)
 
 
 def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> str:
     """The fingerprint of an eval: functions (and what they read), arguments, input and output.
 
+    A value the functions bind that has no stable identity is identified by its type alone, with one
+    `LakeComputeWarning` naming every such value and ``rerun=True``.
+
     Raises:
-        FingerprintError: something the eval depends on cannot be fingerprinted (named in the message).
+        FingerprintError: the input or output cannot be fingerprinted (named in the message).
     """
     h = _Hasher()
     _functions(h, pipeline)
     h.value(input_identity, "data_in")
     h.value(output, "data_out")
+    if h.uncovered:
+        _warn_uncovered(pipeline, h.uncovered)
     return h.digest()
+
+
+def _warn_uncovered(pipeline: Pipeline, uncovered: Mapping[str, str]) -> None:
+    named = "; ".join(f"{what} (a {kind})" for what, kind in uncovered.items())
+    names = " → ".join(f.name for f in pipeline.functions)
+    warn(
+        f"The eval of {names} cannot fingerprint {named}: no stable identity, so it is identified by its "
+        "type alone, and an eval into the same output that differs only in it counts as the same eval (a "
+        "completed one is not run again, an interrupted one resumes). Pass rerun=True to run it anyway, "
+        "or give the type a __lakecompute_fingerprint__() method returning what identifies the value."
+    )
 
 
 def fingerprint_code(pipeline: Pipeline) -> str:
     """The fingerprint of a pipeline's functions alone: their code, what they read, their arguments (the
     lineage a version records: which code made it, whatever its input).
 
-    Raises:
-        FingerprintError: something the functions depend on cannot be fingerprinted.
+    A value with no stable identity is identified by its type (quietly: the eval's fingerprint warns).
     """
     h = _Hasher()
     _functions(h, pipeline)
@@ -294,6 +367,15 @@ def fingerprint_code(pipeline: Pipeline) -> str:
 
 
 def _functions(h: _Hasher, pipeline: Pipeline) -> None:
+    """Feed the functions, leniently: what they bind that has no identity is named in ``h.uncovered``."""
+    h.lenient = True
+    try:
+        _feed_functions(h, pipeline)
+    finally:
+        h.lenient = False
+
+
+def _feed_functions(h: _Hasher, pipeline: Pipeline) -> None:
     for f in pipeline.functions:
         h.code(f.func, f.name)
         for i, a in enumerate(f.args):

@@ -62,6 +62,11 @@ class Source:
         """The input sample at ``index``, as users see it (for errors)."""
         raise NotImplementedError
 
+    def row_of(self, index: int) -> int | None:
+        """The dataset row input ``index`` is read from (a view's position -> its dataset's row); None for
+        input that is not a dataset."""
+        return None
+
     def identity(self) -> dict[str, Any]:
         """What identifies this input for resuming (dataset id and version, or content).
 
@@ -166,9 +171,9 @@ class DatasetSource(Source):
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         meta = self.meta()
         if batch:
-            return [row_class(tuple(columns), meta)(columns, start)]
+            return [row_class(tuple(columns), meta)(columns, start, self.row_of(start))]
         # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
-        return column_rows(columns, start, stop - start, meta)
+        return column_rows(columns, start, stop - start, meta, self._rows(start, stop))
 
     def read_batches(self, start: int, stop: int, size: int, staging: Staging | None = None) -> list[Any]:
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
@@ -178,9 +183,21 @@ class DatasetSource(Source):
         columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
         row = row_class(tuple(columns), self.meta())
         return [
-            row({name: _batch_part(column, b - start, size, staging) for name, column in columns.items()}, b)
+            row(
+                {name: _batch_part(column, b - start, size, staging) for name, column in columns.items()},
+                b,
+                self.row_of(b),
+            )
             for b in range(start, stop, size)
         ]
+
+    def row_of(self, index: int) -> int:
+        return int(self.snap.positions[index])
+
+    def _rows(self, start: int, stop: int) -> Iterable[int]:
+        """The dataset rows of inputs ``start..stop``, as Python ints."""
+        rows = self.snap.positions[start:stop]
+        return rows.tolist() if isinstance(rows, np.ndarray) else rows
 
     def sample(self, index: int) -> Any:
         (row,) = self.read_samples(index, index + 1, batch=False)

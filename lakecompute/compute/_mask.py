@@ -168,7 +168,8 @@ class _MaskRun:
             sample = self.job.source.sample(failure.failed_at)
         except Exception:
             sample = None  # the error itself matters more than a sample we cannot re-read
-        err = failure_error(self.job.name, failure.failed_at, failure.exc, sample, 0, sample)
+        row = self.job.source.row_of(failure.failed_at)
+        err = failure_error(self.job.name, failure.failed_at, failure.exc, sample, 0, sample, row)
         err.remote_traceback = failure.traceback  # type: ignore[attr-defined]  # the full traceback
         return err
 

@@ -137,10 +137,7 @@ def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
     """What the versions an eval commits record of it: its functions, a fingerprint of their code and
     arguments, and what it read (None where they cannot be fingerprinted)."""
     origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions]}
-    try:
-        origin["code"] = fingerprint_code(pipeline)
-    except FingerprintError:
-        origin["code"] = None
+    origin["code"] = fingerprint_code(pipeline)
     try:
         # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
         # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
@@ -189,8 +186,8 @@ def _fingerprint(
     """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted.
 
     An input without an identity (a torch dataset, a generator) warns at the call that the eval is not
-    recorded (a rerun appends its outputs again); functions that cannot be fingerprinted (a model object
-    bound as an argument, an augmentation pipeline) leave it unrecorded quietly, as they always did.
+    recorded (a rerun appends its outputs again); a value the functions bind that cannot be fingerprinted
+    (a model object bound as an argument) is identified by its type, and `fingerprint_eval` warns.
     """
     try:
         identity = source.identity()

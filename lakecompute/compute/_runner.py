@@ -176,7 +176,9 @@ def call_stage(
         raise StageFailure(stage.name, exc, stage.number, sample) from exc
 
 
-def rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> list[InputRow]:
+def rows_of(
+    out: SampleOut, index: int, function: str, check_lengths: bool, row: int | None = None
+) -> list[InputRow]:
     """A stage's outputs as rows: the next stage's ``sample_in`` objects."""
     items = {k: v for k, v in out.items().items() if v}
     if not items:
@@ -193,8 +195,8 @@ def rows_of(out: SampleOut, index: int, function: str, check_lengths: bool) -> l
                 ),
             )
         n = min(counts.values())
-    row = row_class(tuple(items))
-    return [row({k: v[j] for k, v in items.items()}, index) for j in range(n)]
+    cls = row_class(tuple(items))
+    return [cls({k: v[j] for k, v in items.items()}, index, row) for j in range(n)]
 
 
 def run_sample(
@@ -214,12 +216,13 @@ def run_sample(
     """
     current = [sample]
     last = len(stages) - 1
+    row = sample.row if isinstance(sample, SAMPLE_ROWS) else None  # the dataset row, for later steps' rows
     for stage in stages:
         out = final if stage.number == last else SampleOut(None)
         for j, s in enumerate(current):
             call_stage(stage, s, out, seed, (*prefix, index, stage.number, j), batched and stage.number == 0)
         if stage.number != last:
-            current = rows_of(out, index, stage.name, check_lengths)
+            current = rows_of(out, index, stage.name, check_lengths, row)
             if not current:
                 return
 
@@ -231,16 +234,20 @@ def failure_error(
     sample: Any = None,
     step: int | None = None,
     step_input: Any = None,
+    row: int | None = None,
 ) -> TransformError:
-    """The TransformError for user code that raised ``exc`` on ``data_in[index]``, in pipeline step
-    ``step`` (given ``step_input``; the first step's is ``sample``)."""
+    """The TransformError for user code that raised ``exc`` on ``data_in[index]`` (read from dataset row
+    ``row``, for dataset input), in pipeline step ``step`` (given ``step_input``; the first step's is
+    ``sample``)."""
+    where = f"data_in[{index}]" if row is None else f"data_in[{index}] (dataset row {row})"
     err = TransformError(
-        f"Transform {function!r} failed on data_in[{index}]: {type(exc).__name__}: {exc}",
+        f"Transform {function!r} failed on {where}: {type(exc).__name__}: {exc}",
         index,
         sample,
         function,
         None if step is None else (step, function),
         sample if step == 0 else step_input,
+        row,
     )
     err.__cause__ = exc
     return err

@@ -152,18 +152,27 @@ class InputValue(tuple):  # type: ignore[type-arg]
 
 
 class InputRow:
-    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`."""
+    """A ``sample_in`` row: attribute or item access by tensor name gives an `InputValue`.
 
-    __slots__ = ("_values", "index")
+    Attributes:
+        index: the input's position in ``data_in`` (a batch's: its first input's).
+        row: for dataset input (a view included), the dataset row the input was read from (a batch's: its
+            first input's); for the rows a pipeline's step gives the next, the row of the input they came
+            from; None when ``data_in`` is not a dataset. Over a whole dataset ``row == index``; over
+            ``ds[100:200]``, input 0 is row 100.
+    """
+
+    __slots__ = ("_values", "index", "row")
 
     #: The tensors the values were read from, by name: set on the classes `row_class` makes for rows
     #: read from a dataset (a class attribute: nothing per row).
     _meta: ClassVar[Mapping[str, TensorMeta]] = {}
     _row_meta: ClassVar[RowMeta] = ()
 
-    def __init__(self, values: Mapping[str, Any], index: int) -> None:
+    def __init__(self, values: Mapping[str, Any], index: int, row: int | None = None) -> None:
         self._values = values
         self.index = index
+        self.row = row
 
     def _value(self, name: str) -> InputValue:
         return InputValue((self._values[name], self._meta.get(name)))
@@ -199,16 +208,16 @@ class InputRow:
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (dict(self._values), self.index))
-        return (_typed_row, (dict(self._values), self.index, self._row_meta))
+            return (InputRow, (dict(self._values), self.index, self.row))
+        return (_typed_row, (dict(self._values), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
-        return f"Row(index={self.index}, tensors={sorted(self._values)!r})"
+        return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._values)!r})"
 
 
-def _typed_row(values: dict[str, Any], index: int, meta: RowMeta) -> InputRow:
+def _typed_row(values: dict[str, Any], index: int, meta: RowMeta, row: int | None = None) -> InputRow:
     """A row read from a dataset, rebuilt after pickling (its class keeps the tensors' meta)."""
-    return row_class(tuple(values), meta)(values, index)
+    return row_class(tuple(values), meta)(values, index, row)
 
 
 def _meta_attrs(meta: RowMeta) -> dict[str, Any]:
@@ -234,9 +243,9 @@ def _tensor_property(name: str, meta: TensorMeta | None) -> property:
 
 
 class ColumnRow(tuple):  # type: ignore[type-arg]
-    """A row of a block that was read column by column (dataset input): ``(value, ..., index)``.
+    """A row of a block that was read column by column (dataset input): ``(value, ..., index, row)``.
 
-    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``keys()``,
+    Behaves as an `InputRow` (attribute and item access by tensor name, ``index``, ``row``, ``keys()``,
     ``tensors``, ``to_dict()``, pickling as a plain row, with its meta), but is built in C by
     `column_rows` and its tensors are C field accessors: the per-sample cost of a row is a few tuple
     constructions. Each names-set and meta has its subclass (`column_row_class`); ``_names`` are its
@@ -251,6 +260,10 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
     @property
     def index(self) -> int:  # type: ignore[override]  # the input's position, as InputRow.index
         return int(tuple.__getitem__(self, len(self._names)))
+
+    @property
+    def row(self) -> int:  # the dataset row, as InputRow.row
+        return int(tuple.__getitem__(self, len(self._names) + 1))
 
     def _tensor(self, name: object) -> InputValue | None:
         at = self._at.get(name) if isinstance(name, str) else None
@@ -300,11 +313,11 @@ class ColumnRow(tuple):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (self.to_dict(), self.index))
-        return (_typed_row, (self.to_dict(), self.index, self._row_meta))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
-        return f"Row(index={self.index}, tensors={sorted(self._names)!r})"
+        return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._names)!r})"
 
 
 _COLUMN_ROW_CLASSES: dict[tuple[tuple[str, ...], RowMeta], type[ColumnRow]] = {}
@@ -326,6 +339,7 @@ def column_row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[ColumnR
             if _plain_name(n, ColumnRow):
                 attrs[n] = _tuplegetter(k, f"tensor {n!r}")
         attrs["index"] = _tuplegetter(len(names), "the input's position in data_in")
+        attrs["row"] = _tuplegetter(len(names) + 1, "the dataset row the input was read from")
         cls = type("InputRow", (ColumnRow,), attrs)
         if len(_COLUMN_ROW_CLASSES) < 256:
             _COLUMN_ROW_CLASSES[(names, meta)] = cls
@@ -342,18 +356,19 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
 
 
 def column_rows(
-    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = ()
+    columns: Mapping[str, Any], start: int, count: int, meta: RowMeta = (), rows: Iterable[int] | None = None
 ) -> Iterator[ColumnRow]:
     """The rows ``start .. start + count`` of a block read column by column (each column holds ``count``
-    values; ``meta``: the tensors they were read from), made lazily, in C: a row that user code does not
-    keep is freed at once."""
+    values; ``meta``: the tensors they were read from; ``rows``: the dataset rows they were read from,
+    ``start ..`` by default), made lazily, in C: a row that user code does not keep is freed at once."""
     cls = column_row_class(tuple(columns), meta)
     by_name = {m.name: m for m in meta}
     values = [
         map(InputValue, zip(_per_sample(c, count), itertools.repeat(by_name.get(name))))
         for name, c in columns.items()
     ]
-    return map(cls, zip(*values, range(start, start + count), strict=True))
+    rows = range(start, start + count) if rows is None else rows
+    return map(cls, zip(*values, range(start, start + count), rows, strict=True))
 
 
 def row_class(names: tuple[str, ...], meta: RowMeta = ()) -> type[InputRow]:

@@ -323,7 +323,8 @@ class _TaskRun:
             stage = failure if isinstance(failure, StageFailure) else None
             raise TaskStop(task_failure(index, function, exc, self.job.parent_pid, stage))
         tb = "".join(traceback.format_exception(exc))
-        self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb))
+        row = self.job.source.row_of(index)
+        self.failed.append(FailedSample(index, function, type(exc).__name__, str(exc), tb, row))
 
     # -- writing ---------------------------------------------------------------------------------
     def drain(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecompute.storage import Fragment, Manifest, TensorState
@@ -99,7 +99,10 @@ class TensorDiff:
         spec: the fields of its spec that changed (``"dtype"``, ``"htype"``, ...).
         info: the keys of its info that changed (``"class_names"``, ...).
         created: it is not in ``a``.
-        deleted: it is not in ``b``.
+        deleted: a tensor of this name in ``a`` is not in ``b``: this tensor was deleted, or another took
+            its name (one created anew, or one renamed to it: then ``renamed_from`` says which).
+        deleted_rows: with ``deleted``, how many rows the deleted tensor held.
+        rows: how many rows it holds in ``b`` (None for a tensor not in ``b``).
     """
 
     name: str
@@ -111,6 +114,8 @@ class TensorDiff:
     info: tuple[str, ...] = ()
     created: bool = False
     deleted: bool = False
+    deleted_rows: int | None = None
+    rows: int | None = None
 
     @property
     def changed(self) -> bool:
@@ -130,19 +135,32 @@ class TensorDiff:
             "info": list(self.info),
             "created": self.created,
             "deleted": self.deleted,
+            "deleted_rows": self.deleted_rows,
+            "rows": self.rows,
         }
 
     def describe(self) -> str:
         """One line: what changed."""
         rows = f" with {self.appended[1]} rows" if self.appended else ""
+        gone = f"deleted ({self.deleted_rows or 0} rows)"
         if self.created and self.deleted:
-            return f"deleted, and created anew{rows}"
+            return f"{gone}, and created anew{rows}"
         if self.created:
             return f"created{rows}"
-        if self.deleted:
-            return "deleted"
+        if self.deleted and not self.renamed_from:
+            return gone
+        return "; ".join(self._parts()) or "unchanged"
+
+    def _parts(self) -> list[str]:
+        """What changed in a tensor of both versions, part by part."""
         parts = []
-        if self.renamed_from:
+        if self.renamed_from and self.deleted:  # a rename onto the name of a deleted tensor: both said
+            old, new = self.renamed_from, self.name
+            parts.append(
+                f"{old!r} renamed to {new!r} ({self.rows or 0} rows), the old {new!r} "
+                f"({self.deleted_rows or 0} rows) deleted"
+            )
+        elif self.renamed_from:
             parts.append(f"renamed from {self.renamed_from!r}")
         if self.appended:
             parts.append(f"rows {self.appended[0]}:{self.appended[1]} appended")
@@ -156,7 +174,7 @@ class TensorDiff:
             parts.append(f"{', '.join(self.spec)} changed")
         if self.info:
             parts.append(f"info {', '.join(self.info)} changed")
-        return "; ".join(parts) or "unchanged"
+        return parts
 
 
 def diff_tensor(old: TensorState, new: TensorState) -> TensorDiff:
@@ -173,6 +191,7 @@ def diff_tensor(old: TensorState, new: TensorState) -> TensorDiff:
         renamed_from=old.spec.name if old.spec.name != new.spec.name else None,
         spec=tuple(k for k in spec if k != "name"),
         info=info,
+        rows=lb,
     )
 
 
@@ -292,18 +311,32 @@ def diff_manifests(path: str, a: Manifest, b: Manifest) -> VersionDiff:
         before = old.get(key)
         if before is None:
             rows = (0, state.length) if state.length else None
-            out[state.spec.name] = TensorDiff(state.spec.name, appended=rows, created=True)
+            out[state.spec.name] = TensorDiff(state.spec.name, appended=rows, created=True, rows=state.length)
         elif before != state:
             d = diff_tensor(before, state)
             if d.changed:
                 out[state.spec.name] = d
     for key, state in old.items():
         if key not in new:
-            name = state.spec.name
-            rows = (0, state.length) if state.length else None
-            again = out.get(name)  # deleted, and a new tensor created under its name
-            appended = again.appended if again is not None and again.created else None
-            out[name] = TensorDiff(
-                name, appended=appended, removed=rows, created=again is not None, deleted=True
-            )
+            out[state.spec.name] = _deleted(state, out.get(state.spec.name))
     return VersionDiff(path, a.version, b.version, out, _info_diff(a.info, b.info))
+
+
+def _deleted(state: TensorState, taken: TensorDiff | None) -> TensorDiff:
+    """The diff of tensor ``state`` of ``a``, absent from ``b``; ``taken`` is how the tensor now under its
+    name in ``b`` changed, if one is: created anew there, or renamed to it (the rename is kept: "y renamed
+    to x, the old x deleted", never "x deleted and created anew" with y lost)."""
+    name, length = state.spec.name, state.length
+    if taken is not None and taken.renamed_from is not None:
+        return replace(taken, deleted=True, deleted_rows=length)
+    rows = (0, length) if length else None
+    created = taken is not None and taken.created
+    return TensorDiff(
+        name,
+        appended=taken.appended if created and taken is not None else None,
+        removed=rows,
+        created=created,
+        deleted=True,
+        deleted_rows=length,
+        rows=taken.rows if created and taken is not None else None,
+    )

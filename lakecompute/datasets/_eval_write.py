@@ -29,7 +29,7 @@ from zarr.abc.store import Store
 from lakecompute.datasets._records import EvalProgress, EvalRecord
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession, rank_of
-from lakecompute.errors import LakeComputeError
+from lakecompute.errors import LakeComputeError, TransformError
 from lakecompute.htypes import Encoded, TensorSpec
 from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, OpenSegment, SlotWriter, open_backend
 
@@ -114,9 +114,16 @@ class OutputSchema:
 
 
 def written_in_place(names: tuple[str, ...], decisions: Decisions, *, replace_all: bool) -> tuple[str, ...]:
-    """In place, the tensors an eval replaces: all of them (``replace_all``, or when the first outputs
-    wrote nothing), else those its first outputs wrote; the others keep their content."""
-    return names if replace_all or not decisions.written else decisions.written
+    """In place, the tensors an eval replaces: all of them with ``replace_all`` (``skip_ok=False``: the
+    outputs are the dataset's new rows, however many), else those the first input that wrote anything
+    wrote, and none when the first inputs wrote nothing; the others keep their content.
+
+    With ``skip_ok`` the set is the whole eval's: while a kept tensor holds rows, every later input must
+    write exactly these tensors, once each (`Decided.aligned`), which the workers check per input and
+    `EvalWrite.check_aligned` at the end; an eval that writes nothing keeps every tensor (Hugging Face's
+    ``map(lambda x: None)`` keeps the data too).
+    """
+    return names if replace_all else decisions.written
 
 
 # -- where workers write ---------------------------------------------------------------------------
@@ -306,6 +313,27 @@ class EvalWrite:
                 self._txn.set_ndim(name, decisions.ndims.get(name))
                 self._txn.set_fragments(name, tuple(parked.get(name, ())))
         return self.schema
+
+    def check_aligned(self, inputs: int) -> None:
+        """In place, while kept tensors hold rows: check that every replaced tensor got one value for each
+        of the eval's ``inputs``, so that its rows line up with the kept ones (the workers check each
+        input; this checks the whole, before the final commit).
+
+        Raises:
+            TransformError: a replaced tensor has another length (nothing is committed).
+        """
+        lengths = {n: self._txn.length(n) for n in self.written} if self.in_place else {}
+        wrong = {n: k for n, k in lengths.items() if k != inputs}
+        if wrong:
+            raise TransformError(
+                f"In place, the tensors {sorted(wrong)} got {wrong} values for {inputs} inputs, while "
+                f"{sorted(self.kept())} keep theirs: their rows would not line up. Nothing was committed. "
+                "Write each tensor once for every input, or write into a new dataset "
+                "(data_out=lc.like(path, ds)).",
+                None,
+                None,
+                self.label,
+            )
 
     def kept(self) -> dict[str, int]:
         """In place: the tensors the eval does not write, with their lengths."""

@@ -3,9 +3,10 @@
 What ``ds.info`` and ``ds.<tensor>.info`` return is a deep copy of what the version holds: changing a
 list read from it (``info.class_names.sort()``) changes that copy only, never the dataset. The
 dataset changes only through an explicit call on the info object — ``info[key] = value``,
-``info.update(...)``, ``del info[key]`` — which commits like any write (or joins the ``with`` block),
-after the same checks a version's manifest gets when it is read back (JSON values, nesting depth,
-the htype's own rules).
+``info.key = value`` (Deep Lake 3's spelling), ``info.update(...)``, ``del info[key]`` — which commits
+like any write (or joins the ``with`` block), after the same checks a version's manifest gets when it is
+read back (JSON values, nesting depth, the htype's own rules). No assignment on an info object is ever
+dropped: one that cannot be a key (``info.update = ...``, a name the dict itself uses) raises.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ _MISSING = object()
 class _Info(dict[str, Any]):
     """A dict of JSON values that is the caller's own copy, whose changes commit through ``write``.
 
-    Reads are plain dict reads (and attributes: ``info.class_names``). ``[key] = value``, ``update``,
-    ``del``, ``pop``, ``setdefault`` and ``|=`` commit the change (one commit per call) and refresh this
-    copy from what was committed; with no ``write`` (a view's info) they raise `ReadOnlyError`.
+    Reads are plain dict reads (and attributes: ``info.class_names``). ``[key] = value``, ``.key = value``,
+    ``update``, ``del`` (of an item or an attribute), ``pop``, ``setdefault`` and ``|=`` commit the change
+    (one commit per call) and refresh this copy from what was committed; with no ``write`` (a view's
+    info) they raise `ReadOnlyError`.
     """
 
     _what = "Info"
@@ -49,6 +51,32 @@ class _Info(dict[str, Any]):
             return self[name]
         except KeyError:
             raise AttributeError(f"{self._what} has no {name!r}; it has {sorted(self)!r}.") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # ``info.key = value`` is a key, committed like ``info[key] = value``: as an instance attribute
+        # (what a dict subclass would make of it) it would change nothing stored and vanish unseen.
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+            return
+        self._check_attribute_key(name)
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        if name.startswith("_"):
+            object.__delattr__(self, name)
+            return
+        self._check_attribute_key(name)
+        try:
+            del self[name]
+        except KeyError:
+            raise AttributeError(f"{self._what} has no {name!r}; it has {sorted(self)!r}.") from None
+
+    def _check_attribute_key(self, name: str) -> None:
+        if hasattr(type(self), name):
+            raise InvalidArgumentError(
+                f"info.{name} names the info's own {name}() method, not a key, so it cannot be set or "
+                f"deleted as an attribute. Use info[{name!r}] = value (or del info[{name!r}])."
+            )
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled or deep-copied, it is a plain dict of its values: the copy has no dataset to write to.
@@ -116,9 +144,9 @@ class _Info(dict[str, Any]):
 class DatasetInfo(_Info):
     """A dataset's own metadata (``ds.info``): JSON values by key, read like a dict or by attribute.
 
-    It is the caller's own copy. Setting a key (``ds.info["source"] = "COCO"``), ``update(...)`` and
-    ``del`` write a new version of the dataset (or join its ``with`` block). A view's info is its
-    dataset's, read-only.
+    It is the caller's own copy. Setting a key (``ds.info["source"] = "COCO"``, or ``ds.info.source =
+    "COCO"``), ``update(...)`` and ``del`` write a new version of the dataset (or join its ``with`` block).
+    A view's info is its dataset's, read-only.
     """
 
     _what = "Dataset info"
@@ -130,9 +158,10 @@ class TensorInfo(_Info):
     (``info.class_names``).
 
     It is the caller's own copy: sorting ``info.class_names`` changes nothing stored. ``info[key] = value``,
-    ``info.update(...)`` and ``del info[key]`` commit, like ``ds.info``; class names change only this way
-    (``ds.labels.info.update(class_names=[...])``: distinct names, at least as many as before, so every
-    stored label still names a class). A view's tensor info is read-only.
+    ``info.key = value``, ``info.update(...)`` and ``del info[key]`` commit, like ``ds.info``; class names
+    change only this way (``ds.labels.info.class_names = [...]`` or ``ds.labels.info.update(class_names=
+    [...])``: distinct names, at least as many as before, so every stored label still names a class). A
+    view's tensor info is read-only.
     """
 
     _what = "Tensor info"

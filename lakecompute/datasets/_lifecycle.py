@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any, Literal
 
+from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._history import read_committed, resolve
@@ -41,7 +42,7 @@ from lakecompute.storage import (
     read_manifest,
 )
 
-__all__ = ["dataset", "delete", "empty", "exists", "is_dataset", "like", "load"]
+__all__ = ["check_apart", "dataset", "delete", "empty", "exists", "is_dataset", "like", "load"]
 
 PathLike = str | os.PathLike[str]
 # The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
@@ -259,12 +260,59 @@ def like(
     """Create an empty dataset with the same tensors as ``source`` (names, htypes, dtypes,
     compressions, class names) and no samples."""
     src = base_dataset(source)
+    check_apart(open_backend(path, storage_options), src, "make a dataset like")
     out = empty(path, overwrite=overwrite, storage_options=storage_options)
     with out:
         for name, tensor in src.tensors.items():
             out.create_tensor_like(name, tensor)
         out.commit(f"create tensors like {src.path}")
     return out
+
+
+def check_apart(dest: Backend, source: Dataset, verb: str) -> None:
+    """Refuse a destination that is ``source``'s location, is inside it or contains it (resolved: links
+    followed, one folder under two names is one), or that holds the same dataset (its id): writing there
+    (an overwrite clears it first) would remove the source's own files. Checked before anything is
+    deleted, by every call that writes a dataset made from another (``lc.copy``, ``view.save``,
+    ``lc.like``).
+
+    Raises:
+        InvalidArgumentError: naming both locations, how they overlap, and what to do.
+    """
+    origin = core_of(source).backend
+    relation = dest.overlap(origin)
+    if relation is not None:
+        how = {"same": "is", "inside": "is inside", "contains": "contains"}[relation]
+        there, here = _resolved(dest), _resolved(origin)
+        raise InvalidArgumentError(
+            f"Cannot {verb} {source.path!r} at {dest.url!r}: the destination {how} the source "
+            f"({there if there == here else f'{there} and {here}'}), so writing it would remove the source's "
+            "files. Choose a destination outside the source (and not a folder that holds it)."
+        )
+    held = _marker_id(dest)
+    if held is not None and held == source.id:
+        raise InvalidArgumentError(
+            f"Cannot {verb} {source.path!r} at {dest.url!r}: the destination holds the same dataset (id "
+            f"{held}), the source itself under another name or a copy of its folder (cp -r). If it is a "
+            f"copy you mean to replace, delete it first: lc.delete({dest.url!r})."
+        )
+
+
+def _resolved(backend: Backend) -> str:
+    """A location as it resolves: a local folder's real path, else its URL."""
+    local = backend.local_path("")
+    return os.path.realpath(local) if local is not None else backend.spec.url
+
+
+def _marker_id(backend: Backend) -> str | None:
+    """The dataset id a dataset's marker names, or None (nothing there, not a dataset, an old marker)."""
+    raw = backend.read("zarr.json") if _state(backend) == "dataset" else None
+    try:
+        mark = json.loads(raw or b"{}").get("attributes", {}).get(_MARK, {})
+    except (ValueError, AttributeError, RecursionError):
+        return None
+    found = mark.get("dataset_id") if isinstance(mark, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, Any] | None = None) -> None:

@@ -15,7 +15,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,7 +25,8 @@ from lakecompute.datasets._history import collectable
 from lakecompute.datasets._records import parse_records
 from lakecompute.datasets._session import WriteSession
 from lakecompute.htypes import Encoded
-from lakecompute.parsing import parse_count
+from lakecompute.parsing import parse_count, parse_flag
+from lakecompute.progress import progress_bar
 from lakecompute.storage import (
     DATA_CHUNK,
     INDEX_CHUNK,
@@ -64,7 +65,7 @@ _WRITE_BYTES = 64 << 20  # compact reads and writes at most about this much at a
 _SEGMENT_NAME = re.compile(r"^\d+-\d+-[0-9a-f]+$")  # see new_segment_id()
 
 
-def compact(ds: Dataset) -> int:
+def compact(ds: Dataset, progressbar: bool = True) -> int:
     """Rewrite every tensor into one contiguous fragment; content is unchanged. Returns the version.
 
     A tensor of fixed-shape numeric samples becomes one typed ``(n, *shape)`` zarr array under
@@ -72,27 +73,31 @@ def compact(ds: Dataset) -> int:
     1-D sample per document) become one typed stream, the samples' values back to back in a fresh
     segment's ``data`` array (see `_write_stream`); others (encoded images, text, json) become
     one run in a fresh segment. Committed through the dataset's write transaction, as message
-    ``compact`` (or as part of the enclosing ``with ds:`` block).
+    ``compact`` (or as part of the enclosing ``with ds:`` block). With ``progressbar``, a tqdm bar counts
+    the samples rewritten (of every tensor that is not compact already).
     """
+    progressbar = parse_flag("progressbar", progressbar)
     core = core_of(ds)
     with core.write("compact"):
         txn = core.txn
-        for name in list(txn.head.tensors):
-            state = txn.state(name)
-            if state.fragments and not _is_compact(core, state):
-                txn.set_fragments(name, _compacted(core, state))
+        states = [txn.state(name) for name in list(txn.head.tensors)]
+        todo = [s for s in states if s.fragments and not _is_compact(core, s)]
+        total = sum(s.length for s in todo)
+        with progress_bar(total, "compact", enabled=progressbar) as bar:
+            for state in todo:
+                txn.set_fragments(state.spec.name, _compacted(core, state, bar))
     return core.version
 
 
-def _compacted(core: DatasetCore, state: TensorState) -> list[Fragment]:
-    """The fragments of ``state`` rewritten as one run."""
+def _compacted(core: DatasetCore, state: TensorState, bar: Any) -> list[Fragment]:
+    """The fragments of ``state`` rewritten as one run (``bar`` counts the samples)."""
     name = state.spec.name
     reader = core.reader(name)
     shapes = {f.shape for f in state.fragments}
     if state.spec.kind == "array" and None not in shapes and len(shapes) == 1 and state.spec.dtype:
-        return [_write_typed(core, reader, state)]
+        return [_write_typed(core, reader, state, bar)]
     if state.spec.kind == "array" and state.spec.dtype:
-        return [_write_stream(core, reader, state)]
+        return [_write_stream(core, reader, state, bar)]
     session = WriteSession(core.txn.slots.new_slot)
     schema = core.txn.schema(name)
     if state.spec.kind == "bytes" or None in shapes or len(shapes) > 1:
@@ -110,6 +115,7 @@ def _compacted(core: DatasetCore, state: TensorState) -> list[Fragment]:
             else:
                 session.add(schema, [Encoded(np.asarray(v), None, np.shape(v)) for v in values])
         frags.extend(session.flush(schema))
+        bar.update(stop - start)
     return frags
 
 
@@ -127,7 +133,7 @@ def _is_compact(core: DatasetCore, state: TensorState) -> bool:
     return f.shape is None and data.attrs.get("lakecompute") == STREAM_SEGMENT
 
 
-def _write_stream(core: DatasetCore, reader: ColumnReader, state: TensorState) -> Fragment:
+def _write_stream(core: DatasetCore, reader: ColumnReader, state: TensorState, bar: Any) -> Fragment:
     """Copy numeric samples of varying shapes into a new *typed stream* segment; returns its fragment.
 
     The segment's ``data`` array has the tensor's dtype (not bytes) and exactly as many values as the
@@ -164,10 +170,11 @@ def _write_stream(core: DatasetCore, reader: ColumnReader, state: TensorState) -
         flat = np.concatenate([np.asarray(v, dtype=dtype).reshape(-1) for v in values])
         data[pos : pos + flat.size] = flat
         pos += flat.size
+        bar.update(len(values))
     return Fragment(seg, 0, total, n, dtype.name, None, 0, ndim, 0, n)
 
 
-def _write_typed(core: DatasetCore, reader: ColumnReader, state: TensorState) -> Fragment:
+def _write_typed(core: DatasetCore, reader: ColumnReader, state: TensorState, bar: Any) -> Fragment:
     """Copy a fixed-shape numeric tensor into a new typed zarr array; returns its fragment."""
     shape = state.fragments[0].shape
     assert shape is not None
@@ -192,6 +199,7 @@ def _write_typed(core: DatasetCore, reader: ColumnReader, state: TensorState) ->
     for start in range(0, n, step):
         stop = min(n, start + step)
         arr[start:stop] = np.asarray(reader.read_range(start, stop))
+        bar.update(stop - start)
     return Fragment(TYPED_PREFIX + path, 0, n * sample_bytes, n, dtype.name, shape, None, len(shape), 0, n)
 
 
@@ -235,7 +243,9 @@ def _referenced(manifests: list[Manifest], url: str) -> dict[str, list[tuple[str
     return out
 
 
-def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
+def vacuum(
+    ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None = None, progressbar: bool = True
+) -> dict[str, int]:
     """Delete stored data no kept version references and no live writer may still commit.
 
     Only the dataset's own storage is walked, through its backend: a symbolic link inside a local
@@ -258,11 +268,13 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
             by lakecompute versions before leases is protected by this alone), and so are versions of
             deleted branches committed more recently.
         keep_versions: keep only this many newest versions of each branch (None keeps all).
+        progressbar: show a progress bar of the stored segments and typed arrays looked at.
 
     Returns:
         Counts of removed ``versions``, ``segments`` and ``chunks``.
     """
     keep_versions = parse_count("keep_versions", keep_versions, 1, optional=True)
+    progressbar = parse_flag("progressbar", progressbar)
     ds.check_writable()
     backend = core_of(ds).backend
     let_go_released(backend.url)  # this process's writers that committed: they start new segments next
@@ -278,12 +290,33 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
         backend.delete(version_key(v))
         removed["versions"] += 1
     _drop_dead_lines(backend, lines, manifests)
-    needed = _referenced(manifests, ds.path)
+    with progress_bar(
+        len(stored.typed) + len(stored.segments), "vacuum", unit="array", enabled=progressbar
+    ) as bar:
+        _remove_unneeded(backend, stored, removable, _referenced(manifests, ds.path), removed, bar)
+    for key in leases.expired:
+        backend.delete(key)  # its writer can no longer commit (see Lease.check)
+    _sweep_temp_files(backend, removable, max(grace_seconds, TEMP_FILE_SECONDS))
+    return removed
+
+
+def _remove_unneeded(
+    backend: Backend,
+    stored: _Stored,
+    removable: _Removable,
+    needed: dict[str, list[tuple[str, int, int]]],
+    removed: dict[str, int],
+    bar: Any,
+) -> None:
+    """Remove the typed arrays and segments no kept version needs, and the chunks of needed segments
+    outside what is needed (counting them in ``removed``; ``bar`` counts the arrays looked at)."""
     for path in stored.typed:
         if removable(path.rsplit("/", 1)[-1]) and TYPED_PREFIX + path not in needed:
             backend.delete_tree(path)
             removed["segments"] += 1
+        bar.update(1)
     for seg in stored.segments:
+        bar.update(1)
         if not removable(seg):
             continue
         if seg not in needed:
@@ -291,10 +324,6 @@ def vacuum(ds: Dataset, grace_seconds: float = 3600.0, keep_versions: int | None
             removed["segments"] += 1
         else:
             removed["chunks"] += _vacuum_chunks(backend, seg, needed[seg])
-    for key in leases.expired:
-        backend.delete(key)  # its writer can no longer commit (see Lease.check)
-    _sweep_temp_files(backend, removable, max(grace_seconds, TEMP_FILE_SECONDS))
-    return removed
 
 
 def _drop_dead_lines(backend: Backend, lines: list[str], kept: list[Manifest]) -> None:

@@ -47,6 +47,8 @@ class FailedSample:
         error_type: the exception's type name.
         message: the exception's message.
         traceback: the formatted traceback from where it ran.
+        row: for dataset input (a view included), the dataset row it was read from; None otherwise (and
+            in records written before rows were kept).
     """
 
     index: int
@@ -54,17 +56,22 @@ class FailedSample:
     error_type: str
     message: str
     traceback: str
+    row: int | None = None
 
     def to_json(self) -> list[Any]:
-        return [self.index, self.function, self.error_type, self.message, self.traceback[-_MAX_TRACEBACK:]]
+        tb = self.traceback[-_MAX_TRACEBACK:]
+        fields = [self.index, self.function, self.error_type, self.message, tb]
+        return fields if self.row is None else [*fields, self.row]
 
     @classmethod
     def from_json(cls, row: Any) -> FailedSample:
-        index, function, error_type, message, tb = row
-        return cls(int(index), str(function), str(error_type), str(message), str(tb))
+        index, function, error_type, message, tb, *rest = row
+        at = int(rest[0]) if rest and rest[0] is not None else None
+        return cls(int(index), str(function), str(error_type), str(message), str(tb), at)
 
     def __repr__(self) -> str:
-        return f"FailedSample(index={self.index}, {self.error_type}: {self.message!s:.80})"
+        at = "" if self.row is None else f", row={self.row}"
+        return f"FailedSample(index={self.index}{at}, {self.error_type}: {self.message!s:.80})"
 
 
 @dataclass(frozen=True, slots=True)

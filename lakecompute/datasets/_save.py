@@ -21,12 +21,13 @@ import numpy as np
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
-from lakecompute.datasets._lifecycle import PathLike, empty, is_dataset, load
+from lakecompute.datasets._lifecycle import PathLike, check_apart, empty, is_dataset, load
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import DatasetExistsError, InvalidArgumentError, InvalidTypeError, warn
 from lakecompute.htypes import Encoded
 from lakecompute.parsing import parse_count, parse_flag
+from lakecompute.progress import progress_bar
 from lakecompute.storage import open_backend
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class CopyPlan:
         self._base_version = resume.base_version if resume is not None else txn.base.version
         src = core_of(self.base)
         readers = {name: src.reader(name) for name in self.names}
-        bar = _bar(len(self), start, self.label, progressbar)
+        bar = progress_bar(len(self), self.label, unit="row", enabled=progressbar, initial=start)
         since = 0
         block = min(_BLOCK, checkpoint_interval)
         try:
@@ -139,16 +140,14 @@ class CopyPlan:
                 if since >= checkpoint_interval or b == len(self):
                     self._commit(txn, b)
                     since = 0
-                if bar is not None:
-                    bar.update(b - a)
+                bar.update(b - a)
             if start >= len(self):
                 self._commit(txn, len(self))  # nothing to copy: the record says it is done
         except BaseException:
             txn.rollback()  # the checkpoints stay
             raise
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
 
     def _commit(self, txn: Transaction, done: int) -> None:
         complete = done == len(self)
@@ -186,14 +185,6 @@ def _rows_key(positions: range | np.ndarray) -> str:
         return f"range({positions.start}, {positions.stop}, {positions.step})"
     digest = hashlib.sha256(np.ascontiguousarray(positions, dtype=np.int64).tobytes()).hexdigest()
     return f"rows:{len(positions)}:{digest[:32]}"
-
-
-def _bar(total: int, start: int, label: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=start, desc=label, unit="row", dynamic_ncols=True)
 
 
 def copy(
@@ -258,8 +249,7 @@ def _copy_destination(
     """The dataset a copy writes into, and the record of an earlier run of the same copy there (finished
     or to resume), if any."""
     backend = open_backend(dest, storage_options)
-    if backend.spec.url == base_dataset(plan.base).location.url:
-        raise InvalidArgumentError(f"Cannot copy {backend.url!r} onto itself. Choose another destination.")
+    check_apart(backend, base_dataset(plan.base), "copy")
     if is_dataset(backend) and not overwrite:
         out = load(dest, storage_options=storage_options)
         record = plan.progress_in(out)

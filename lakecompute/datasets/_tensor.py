@@ -11,6 +11,7 @@ import numpy as np
 from lakecompute.datasets._core import HasCore, core_of
 from lakecompute.datasets._index import Positions, compose, parse_index
 from lakecompute.datasets._info import TensorInfo, parse_tensor_info
+from lakecompute.datasets._taken import TakenAt
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
 from lakecompute.htypes import stack_samples
 from lakecompute.storage import Fragment
@@ -136,12 +137,12 @@ class _Readable(HasCore):
         return list(values)
 
 
-class TensorView(_Readable):
-    """A read-only selection of a tensor: one sample (``ds.images[3]``) or several (``ds.images[2:9]``)."""
+class TensorView(TakenAt, _Readable):  # type: ignore[override]  # _Readable's `_ds`: TakenAt's, read-only
+    """A read-only selection of a tensor: one sample (``ds.images[3]``) or several (``ds.images[2:9]``),
+    of the version its dataset's handle read when it was taken (like a view: see `TakenAt`)."""
 
     def __init__(self, ds: Dataset, name: str, positions: Positions) -> None:
-        self._ds = ds
-        self._core = core_of(ds)
+        self._take(ds)
         self.name = name
         self._pos = positions
 

@@ -173,14 +173,20 @@ class VersionControl:
 
         return merge(self._handle(), source, conflict_resolution)
 
-    def compact(self) -> int:
-        """Rewrite every tensor into one fragment (content unchanged); returns the new version."""
+    def compact(self, progressbar: bool = True) -> int:
+        """Rewrite every tensor into one fragment (content unchanged), with a progress bar of the samples
+        rewritten; returns the new version."""
         from lakecompute.datasets._maintenance import compact
 
-        return compact(self._handle())
+        return compact(self._handle(), progressbar=progressbar)
 
-    def vacuum(self, grace_seconds: float = 3600.0, keep_versions: int | None = None) -> dict[str, int]:
-        """Remove stored data that no version references (see `lakecompute.datasets.vacuum`)."""
+    def vacuum(
+        self, grace_seconds: float = 3600.0, keep_versions: int | None = None, progressbar: bool = True
+    ) -> dict[str, int]:
+        """Remove stored data that no version references (see `lakecompute.datasets.vacuum`), with a
+        progress bar of the stored arrays looked at."""
         from lakecompute.datasets._maintenance import vacuum
 
-        return vacuum(self._handle(), grace_seconds=grace_seconds, keep_versions=keep_versions)
+        return vacuum(
+            self._handle(), grace_seconds=grace_seconds, keep_versions=keep_versions, progressbar=progressbar
+        )

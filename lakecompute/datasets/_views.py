@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-from lakecompute.datasets._core import HasCore, core_of
+from lakecompute.datasets._core import HasCore
 from lakecompute.datasets._index import compose
 from lakecompute.datasets._info import DatasetInfo
 from lakecompute.datasets._tables import TableVerbs
+from lakecompute.datasets._taken import TakenAt
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
@@ -232,13 +233,25 @@ class _Samples(_Reading, TableVerbs):
         return random_split(cast("Dataset | DatasetView", self), fractions, seed)
 
     def export_coco(
-        self, annotations: str | os.PathLike[str], images: str | os.PathLike[str] | None = None
+        self,
+        annotations: str | os.PathLike[str],
+        images: str | os.PathLike[str] | None = None,
+        *,
+        image_format: str | None = None,
+        progressbar: bool = True,
     ) -> Any:
-        """Write the samples as a COCO annotations JSON, and their image files into ``images``
-        (see `lakecompute.vision.export_coco`); returns the COCO dict."""
+        """Write the samples as a COCO annotations JSON, and their image files into ``images``, as they
+        are stored unless ``image_format`` says otherwise (see `lakecompute.vision.export_coco`); returns
+        the COCO dict."""
         from lakecompute.vision import export_coco
 
-        return export_coco(cast("Dataset | DatasetView", self), annotations, images)
+        return export_coco(
+            cast("Dataset | DatasetView", self),
+            annotations,
+            images,
+            image_format=image_format,
+            progressbar=progressbar,
+        )
 
     def export_yolo(
         self,
@@ -247,13 +260,24 @@ class _Samples(_Reading, TableVerbs):
         *,
         task: Literal["pose"] | None = None,
         flip_idx: Sequence[int] | None = None,
+        image_format: str | None = None,
+        progressbar: bool = True,
     ) -> Any:
         """Write the samples as a YOLO folder: data.yaml, images/, labels/ (see
-        `lakecompute.vision.export_yolo`; ``task="pose"`` writes boxes with keypoints); returns what was
-        written and left out (a `YoloExport`)."""
+        `lakecompute.vision.export_yolo`; ``task="pose"`` writes boxes with keypoints; images as they are
+        stored unless ``image_format`` says otherwise); returns what was written and left out (a
+        `YoloExport`)."""
         from lakecompute.vision import export_yolo
 
-        return export_yolo(cast("Dataset | DatasetView", self), folder, split, task=task, flip_idx=flip_idx)
+        return export_yolo(
+            cast("Dataset | DatasetView", self),
+            folder,
+            split,
+            task=task,
+            flip_idx=flip_idx,
+            image_format=image_format,
+            progressbar=progressbar,
+        )
 
     # -- display ---------------------------------------------------------------------------------
     def summary_table(self) -> str:
@@ -282,12 +306,15 @@ class _Samples(_Reading, TableVerbs):
         raise NotImplementedError
 
 
-class DatasetView(_Samples):
-    """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``)."""
+class DatasetView(TakenAt, _Samples):
+    """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``).
+
+    It reads the version its dataset's handle read when it was taken, whatever the handle does later (a
+    checkout, a write, a restore): take it again (``ds[2:10]``) to see them (see `TakenAt`).
+    """
 
     def __init__(self, ds: Dataset, positions: range | np.ndarray) -> None:
-        self._ds = ds
-        self._core = core_of(ds)
+        self._take(ds)
         self._pos = positions
 
     def _base_ds(self) -> Dataset:
@@ -361,12 +388,12 @@ class DatasetView(_Samples):
         return dataset_html(self._ds, self.positions)
 
 
-class Row(_Reading):
-    """One sample of a dataset: ``ds[3].images.numpy()``, ``ds[3]["labels"]``."""
+class Row(TakenAt, _Reading):
+    """One sample of a dataset: ``ds[3].images.numpy()``, ``ds[3]["labels"]`` (of the version its handle
+    read when the row was taken, like a view)."""
 
     def __init__(self, ds: Dataset, position: int) -> None:
-        self._ds = ds
-        self._core = core_of(ds)
+        self._take(ds)
         self._pos = position
 
     def _base_ds(self) -> Dataset:

@@ -26,6 +26,7 @@ class ImageCodec(HTypeCodec):
             # A lazily read file (lc.read) whose encoding already matches: store its bytes as they are.
             fmt, data, shape = blob_in()
             if fmt == rules.spec.sample_compression:
+                compression.check_kept_bytes(data, rules.name)  # a 16-bit PNG would read cut to 8 bits
                 return Encoded(None, data, tuple(shape))
         return super().encode(rules, value)
 

@@ -23,15 +23,19 @@ Example:
 
 from lakecompute.ingest._classification import ingest_classification, ingest_image, plan_classification
 from lakecompute.ingest._files import (
+    AS_STORED,
     EXTENSION_FORMATS,
     FORMAT_EXTENSIONS,
     IMAGE_EXTENSIONS,
+    SKIPPED_IMAGE_EXTENSIONS,
     ImageFile,
     PathLike,
+    ReadOptions,
     image_files,
     load_for_ingest,
     read,
     skip_advice,
+    skipped_images,
 )
 from lakecompute.ingest._numpy import from_numpy
 from lakecompute.ingest._options import IngestKwargs, IngestOptions
@@ -47,14 +51,17 @@ from lakecompute.ingest._run import Skipped, fill_dataset, run_ingest
 from lakecompute.ingest._tables import from_arrow, from_csv, from_pandas, from_parquet, table_row
 
 __all__ = [
+    "AS_STORED",
     "EXTENSION_FORMATS",
     "FORMAT_EXTENSIONS",
     "IMAGE_EXTENSIONS",
+    "SKIPPED_IMAGE_EXTENSIONS",
     "ImageFile",
     "IngestKwargs",
     "IngestOptions",
     "IngestPlan",
     "PathLike",
+    "ReadOptions",
     "Skipped",
     "check_compression",
     "fill_dataset",
@@ -75,5 +82,6 @@ __all__ = [
     "run_ingest",
     "skip_advice",
     "table_row",
+    "skipped_images",
     "target_mode",
 ]

@@ -12,7 +12,15 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.ingest._files import IMAGE_EXTENSIONS, PathLike, image_files, load_for_ingest
+from lakecompute.ingest._files import (
+    AS_STORED,
+    IMAGE_EXTENSIONS,
+    PathLike,
+    ReadOptions,
+    image_files,
+    load_for_ingest,
+    skipped_images,
+)
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import (
     IngestPlan,
@@ -31,21 +39,25 @@ if TYPE_CHECKING:
 __all__ = ["ingest_classification", "ingest_image", "plan_classification"]
 
 
-def _scan(src: str) -> tuple[list[str], list[tuple[str, int]]]:
-    """Class names (sorted folder names) and ``(path, label)`` for every image, in sorted order."""
+def _scan(src: str, say_skipped: bool = True) -> tuple[list[str], list[tuple[str, int]]]:
+    """Class names (sorted folder names) and ``(path, label)`` for every image, in sorted order; image
+    files of endings not read are named in a warning (``say_skipped``)."""
     if not os.path.isdir(src):
         raise InvalidArgumentError(
             f"Expected a folder of class sub-folders at {src!r}. Got "
             + ("a file." if os.path.exists(src) else "nothing: the path does not exist.")
         )
     classes: list[tuple[str, list[str]]] = []
+    skipped: list[str] = []
     for entry in sorted(os.scandir(src), key=lambda e: e.name):
         if entry.name.startswith(".") or not entry.is_dir():
             continue
         # Images in sub-sub-folders belong to the class too.
-        files = [os.path.join(entry.path, f) for f in image_files(entry.path)]
+        files = [os.path.join(entry.path, f) for f in image_files(entry.path, skipped)]
         if files:
             classes.append((entry.name, files))
+    if say_skipped:
+        skipped_images(skipped, "ingest_classification", src)
     if not classes:
         raise InvalidArgumentError(
             f"Found no images in class sub-folders of {src!r}. Expected a layout like {src}/cat/1.jpg, "
@@ -66,15 +78,21 @@ def plan_classification(
         >>> lc.ingest.plan_classification("./animals").summary()  # doctest: +SKIP
         'Images stored as jpeg: 280 of 300 files kept as they are, 20 converted (png: 12, bmp: 8).'
     """
-    _, items = _scan(os.fspath(src_folder))
+    _, items = _scan(os.fspath(src_folder), say_skipped=False)
     return plan_images([p for p, _ in items], check_compression(image_compression))
 
 
-def ingest_image(sample_in: tuple[str, int], sample_out: Any, mode: str, compression: str | None) -> None:
+def ingest_image(
+    sample_in: tuple[str, int],
+    sample_out: Any,
+    mode: str,
+    compression: str | None,
+    reading: ReadOptions = AS_STORED,
+) -> None:
     """The compute function of `ingest_classification`: one ``(path, label)`` in, its image and label
     out (named for what progress bars and ``ds.log()`` show: ``eval ingest_image``)."""
     path, label = sample_in
-    sample_out.images.append(load_for_ingest(path, mode, compression))
+    sample_out.images.append(load_for_ingest(path, mode, compression, reading))
     sample_out.labels.append(label)
 
 
@@ -94,7 +112,9 @@ def ingest_classification(
     ```
 
     Class names are the sub-folder names, sorted; samples follow sorted paths, so the result is the
-    same on every run. Files ending in .jpg, .jpeg, .png, .webp or .bmp (any case) are read; other
+    same on every run. Files ending in .jpg, .jpeg, .png, .webp, .bmp, .tif, .tiff, .ppm or .pgm (any
+    case; torchvision's ``ImageFolder``'s endings) are read; image files of other endings (.gif, .heic,
+    camera raw, ...) are skipped with a warning naming them; other
     files and hidden entries are ignored. Images keep their sizes. They are stored as RGB (HxWx3;
     transparency is dropped, greyscale repeated) unless every image is greyscale, in which case they
     are stored as HxW: a tensor's samples share one rank. A file already in the stored format (and

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict
 
+from lakecompute.ingest._files import ReadOptions
 from lakecompute.ingest._plan import check_compression
 from lakecompute.parsing import parse_count, parse_flag, parse_keywords
 
@@ -40,6 +41,14 @@ class IngestKwargs(TypedDict, total=False):
     resume: bool
     """Continue the unfinished ingest at ``dest`` (made by the same call with ``checkpoint_interval``)
     after its last checkpoint; start anew if there is none (default False)."""
+    convert_depth: bool
+    """Store images of 16 bits per channel (16-bit PNGs of any mode) at 8 bits, keeping each value's high
+    byte, instead of refusing them, naming their depth (default False)."""
+    exif_transpose: bool
+    """Turn each image upright as its EXIF orientation says, as viewers, browsers and OpenCV show it
+    (default False: the pixels as stored, as Pillow and torchvision's ``ImageFolder`` read them). A turned
+    file is encoded again in the stored format (a JPEG loses a little). Annotations (COCO, YOLO) are taken
+    as they are: use it when they were drawn on the upright image (``docs/ingest.md``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,8 @@ class IngestOptions:
         storage_options: passed to the object store for ``s3://`` destinations.
         checkpoint_interval: commit every this many files (0: once, at the end).
         resume: continue the unfinished ingest at the destination instead of starting anew.
+        convert_depth: store images of 16 bits per channel at 8 bits instead of refusing them.
+        exif_transpose: turn images upright as their EXIF orientation says.
     """
 
     image_compression: str | None = "auto"
@@ -67,6 +78,13 @@ class IngestOptions:
     storage_options: dict[str, Any] | None = field(default=None, hash=False)
     checkpoint_interval: int = 0
     resume: bool = False
+    convert_depth: bool = False
+    exif_transpose: bool = False
+
+    @property
+    def reading(self) -> ReadOptions:
+        """How the image files are read (`ReadOptions`)."""
+        return ReadOptions(self.convert_depth, self.exif_transpose)
 
     @classmethod
     def parse(
@@ -85,7 +103,7 @@ class IngestOptions:
         """
         parse_keywords(call, options, IngestKwargs.__optional_keys__)
         checked: dict[str, Any] = dict(options)
-        for name in ("skip_errors", "overwrite", "resume"):
+        for name in ("skip_errors", "overwrite", "resume", "convert_depth", "exif_transpose"):
             if name in options:
                 checked[name] = parse_flag(name, options[name])
         checked["num_workers"] = parse_count("num_workers", options.get("num_workers"), optional=True)

@@ -117,16 +117,18 @@ def refuse_overlap(src: str, dest: PathLike, what: str = "source folder") -> Non
         )
 
 
-def target_mode(paths: Sequence[str]) -> Literal["L", "RGB"]:
-    """``L`` when every readable file is greyscale, else ``RGB``: a tensor's samples share one rank."""
+def target_mode(paths: Sequence[str], convert_depth: bool = False) -> Literal["L", "RGB"]:
+    """``L`` when every readable file is greyscale, else ``RGB``: a tensor's samples share one rank (with
+    ``convert_depth``, 16-bit greyscale counts as greyscale; without, such files are refused anyway)."""
     from PIL import Image
 
+    grey = {"L", "1", "I;16", "I;16B", "I;16L", "I;16N"} if convert_depth else {"L", "1"}
     for path in paths:
         try:
             with Image.open(path) as image:  # reads the header only
                 mode = image.mode
         except Exception:
             continue  # an unreadable file is reported, by name, by the worker that decodes it
-        if mode not in ("L", "1"):
+        if mode not in grey:
             return "RGB"
     return "L"

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from lakecompute.compute import Transform, compute
 from lakecompute.datasets import delete, empty, exists, load
-from lakecompute.errors import InvalidSampleError, LakeComputeWarning, TransformError
-from lakecompute.ingest._files import PathLike, unreadable, with_skip_advice, without_skip_advice
+from lakecompute.errors import EvalConflictError, InvalidSampleError, LakeComputeWarning, TransformError
+from lakecompute.ingest._files import AS_STORED, PathLike, unreadable, with_skip_advice, without_skip_advice
 from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import plan_for_ingest, target_mode
 
 if TYPE_CHECKING:
+    from lakecompute.compute import ComputeFunction
     from lakecompute.datasets import Dataset
 
 __all__ = ["Skipped", "fill_dataset", "run_ingest"]
@@ -36,15 +37,15 @@ def run_ingest(
     (``paths[i]`` names the file of ``items[i]`` in errors and warnings).
 
     Every image ingest stores its images the same way: the compression `plan_for_ingest` chooses for
-    the files (or the one the caller asked for) and the pixel mode `target_mode` gives them, bound into
-    ``image_fn`` with ``fn_kwargs`` as ``compute(image_fn)(mode=..., compression=..., **fn_kwargs)``.
+    the files (or the one the caller asked for) and the pixel mode `target_mode` gives them, read as the
+    options say (``reading``, a `ReadOptions`, given only when not the default), bound into ``image_fn``
+    with ``fn_kwargs`` as ``compute(image_fn)(mode=..., compression=..., reading=..., **fn_kwargs)``.
 
     On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
     ``resume``); a file that cannot be read raises `InvalidSampleError` naming it. With ``skip_errors``
     the files that failed are listed in a `LakeComputeWarning`, each with the reason it failed.
     """
-    compression = plan_for_ingest(paths, options.image_compression).compression
-    function = compute(image_fn)(mode=target_mode(paths), compression=compression, **fn_kwargs)
+    function, compression = _function(image_fn, paths, options, fn_kwargs)
 
     def failed(err: TransformError) -> Exception:
         cause = err.__cause__ or err
@@ -78,6 +79,8 @@ class Skipped:
     what: str
     name_of: Callable[[int], str]
     src: str
+    inputs: str = "the files and annotations"
+    """What the ingest reads, for the message that refuses to resume after it changed."""
 
 
 def fill_dataset(
@@ -121,6 +124,8 @@ def fill_dataset(
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
         raise failed(err) from err
+    except EvalConflictError as err:
+        raise _cannot_resume(err, skipped) from err  # only when resuming: nothing to delete
     except BaseException:
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
@@ -131,12 +136,46 @@ def fill_dataset(
             f"\n  ... and {len(reasons) - 20} more" if len(reasons) > 20 else ""
         )
         warnings.warn(
-            f"Skipped {len(reasons)} of {len(data_in)} {skipped.what} in {skipped.src!r} (skip_errors=True), "
-            f"each for the reason given:\n  {shown}",
+            f"Skipped {len(reasons)} of {len(data_in)} {skipped.what} in {skipped.src!r} "
+            f"(skip_errors=True), each for the reason given:\n  {shown}",
             LakeComputeWarning,
             stacklevel=4,
         )
     return ds
+
+
+def _function(
+    image_fn: Callable[..., None], paths: Sequence[str], options: IngestOptions, fn_kwargs: dict[str, Any]
+) -> tuple[ComputeFunction, str | None]:
+    """The ingest's compute function, with what it needs bound, and the images' stored compression."""
+    compression = plan_for_ingest(paths, options.image_compression).compression
+    mode = target_mode(paths, options.convert_depth)
+    if options.reading != AS_STORED:
+        # Bound only when asked for: an ingest with the default reading keeps the fingerprint it had
+        # before the option existed (its checkpoints resume), and image functions need not take it.
+        fn_kwargs = {**fn_kwargs, "reading": options.reading}
+    return compute(image_fn)(mode=mode, compression=compression, **fn_kwargs), compression
+
+
+def _cannot_resume(err: EvalConflictError, skipped: Skipped) -> EvalConflictError:
+    """The eval's refusal to resume, in an ingest's terms: what the ingest takes to start over (an ingest
+    takes no ``rerun=True``)."""
+    if err.version != err.checkpoint_version:
+        why = (
+            f"the dataset was changed since its last checkpoint (version {err.checkpoint_version}, now "
+            f"{err.version})"
+        )
+    else:
+        why = f"{skipped.inputs} or the options changed since it began"  # as the eval's record says
+    return EvalConflictError(
+        err.path, err.done, err.checkpoint_version, err.version, err.label,
+        message=(
+            f"Cannot resume the ingest into {err.path!r}: it holds the first {err.done} {skipped.what} of an "
+            f"unfinished ingest ({err.label}), and {why}, so the rest would not match them. Pass "
+            f"overwrite=True instead of resume=True to ingest everything anew, or put {skipped.inputs} back "
+            "as they were and resume."
+        ),
+    )  # fmt: skip
 
 
 def _reason(path: str, message: str) -> str:

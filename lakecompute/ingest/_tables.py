@@ -97,7 +97,7 @@ def _ingest_table(
     if not plans:
         raise InvalidArgumentError(f"The table {src!r} has no columns to ingest.")
     function = compute(table_row)(columns=plans)
-    skipped = Skipped("rows", lambda i: f"row {i}", src)
+    skipped = Skipped("rows", lambda i: f"row {i}", src, inputs="the table")
     return fill_dataset(dest, _setup(plans), function, table, skipped, _failed(src), options)
 
 

@@ -30,6 +30,7 @@ import torch.utils.data
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._loader import LoaderSpec, StepReader, WorkerFailure, int64_labels
+from lakecompute.loaders._options import LoaderOptions
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._state import LoaderCursor, Position
 from lakecompute.schedulers import pickle_exception, reseed_globals
@@ -111,8 +112,18 @@ class TorchBatches(torch.utils.data.IterableDataset):  # type: ignore[type-arg] 
         return self.cursor.steps * (self._processes or _accelerate_processes())[0]
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next pass epoch ``epoch`` (Accelerate calls it on the dataset before every pass)."""
+        """Make the next pass epoch ``epoch`` (Accelerate calls it on the dataset before every pass).
+
+        Called by Accelerate's loader, it also refuses here, in every process, what the pass would refuse:
+        dispatching, only process 0 reads, while the others wait for its batch in a collective, so a
+        refusal made when process 0 reads would leave them waiting for ever.
+        """
         self.cursor.set_epoch(epoch)
+        kind = _accelerate_caller(inspect.currentframe())
+        if kind is not None:
+            count, index = self._processes or _accelerate_processes()
+            if count > 1:
+                _check_layout(self.cursor.resolved(), _Layout(kind, count, index), self._saved_by)
 
     def state_dict(self) -> dict[str, Any]:
         """The loader's state (`LoaderCursor.state_dict`); in a worker, with how far that worker got."""
@@ -247,9 +258,12 @@ def _resumed_at(done: int, layout: _Layout | None) -> int:
     return done - done % layout.world_size
 
 
-def _check_layout(plan: IndexPlan, layout: _Layout | None, saved_by: int | None = None) -> None:
-    """Refuse a plan sharded for another number of processes than Accelerate runs, and, dispatching, a
-    state saved by a process that never reads."""
+def _check_layout(
+    plan: IndexPlan | LoaderOptions, layout: _Layout | None, saved_by: int | None = None
+) -> None:
+    """Refuse a plan (or resolved options) sharded for another number of processes than Accelerate runs,
+    and, dispatching, a state saved by a process that never reads. Every process refuses alike (each
+    loaded the same state), so that none is left waiting for the one that refused."""
     if layout is None:
         return
     if (plan.world_size, plan.rank) != (layout.world_size, layout.rank):
@@ -258,7 +272,7 @@ def _check_layout(plan: IndexPlan, layout: _Layout | None, saved_by: int | None 
             f"process {layout.rank} of {layout.world_size}. Leave rank and world_size unset in "
             "ds.pytorch() (they are read from torch.distributed), or iterate the loader without prepare()."
         )
-    if layout.kind == "dispatch" and layout.rank == 0 and saved_by not in (None, 0):
+    if layout.kind == "dispatch" and saved_by not in (None, 0):
         raise InvalidArgumentError(
             f"The loader state loaded here was saved by process {saved_by}, which reads nothing while "
             "Accelerate dispatches batches from process 0, so it does not say where training was. "
@@ -280,6 +294,19 @@ def _accelerate_processes() -> tuple[int, int]:
         return 1, 0
     state = PartialState()
     return int(state.num_processes), int(state.process_index)
+
+
+def _accelerate_caller(frame: Any) -> Literal["dispatch", "shard"] | None:
+    """Which of Accelerate's loaders called the frame ``frame``'s function (`TorchBatches.set_epoch`):
+    its dispatcher, the shard of an iterable dataset (``dispatch_batches=False``), or neither."""
+    if "accelerate" not in sys.modules or frame is None or frame.f_back is None:
+        return None
+    from accelerate.data_loader import DataLoaderDispatcher
+
+    caller = frame.f_back.f_locals.get("self")
+    if isinstance(caller, DataLoaderDispatcher):
+        return "dispatch"
+    return "shard" if _in_accelerate_shard(frame) else None
 
 
 def _in_accelerate_shard(frame: Any) -> bool:

@@ -17,7 +17,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from zarr.abc.store import Store
 from zarr.core.buffer import Buffer, default_buffer_prototype
@@ -128,6 +128,28 @@ class Backend(ABC):
         """A filesystem path for ``key`` when the backend is a local disk, else None."""
         return None
 
+    def place(self) -> tuple[str, ...]:
+        """Where the dataset's bytes are, resolved: the store (its kind, and for S3 the endpoint and
+        bucket), then the parts of the path in it (a local path with its symbolic links followed), so
+        that two locations are one exactly when their places are, and one is inside the other when its
+        place starts with the other's."""
+        return ("url", *self.spec.url.split("/"))
+
+    def overlap(self, other: Backend) -> Literal["same", "inside", "contains"] | None:
+        """How this location lies to ``other``'s: the same place, inside it, containing it, or apart.
+
+        Writing one never touches the other only when they are apart: a copy, an overwrite or a delete
+        of a location that is, contains or is inside a dataset's would remove that dataset's files.
+        """
+        mine, theirs = self.place(), other.place()
+        if mine == theirs:
+            return "same"
+        if mine[: len(theirs)] == theirs:
+            return "inside"
+        if theirs[: len(mine)] == mine:
+            return "contains"
+        return None
+
 
 def check_key(key: str) -> str:
     """``key`` if it is a relative path of plain names (no ``..``, ``.``, empty parts or absolute path).
@@ -186,6 +208,19 @@ class LocalBackend(Backend):
 
     def local_path(self, key: str) -> str | None:
         return str(self._p(key))
+
+    def place(self) -> tuple[str, ...]:
+        return ("file", *Path(os.path.realpath(self.root)).parts)
+
+    def overlap(self, other: Backend) -> Literal["same", "inside", "contains"] | None:
+        """As `Backend.overlap`, with the real paths (links followed), and beyond them the folders
+        themselves: a bind mount or another name of one folder is the same folder."""
+        found = super().overlap(other)
+        if found is not None or not isinstance(other, LocalBackend):
+            return found
+        if _same_folder_among(self.root, other.root):
+            return "same" if _same_folder_among(other.root, self.root, ancestors=False) else "inside"
+        return "contains" if _same_folder_among(other.root, self.root) else None
 
     def _refuse_links(self, key: str) -> None:
         if self._linked(key):
@@ -289,6 +324,23 @@ _MEMORY: dict[str, dict[str, Buffer]] = {}
 _MEMORY_LOCK = threading.Lock()
 
 
+def _same_folder_among(path: Path, folder: Path, ancestors: bool = True) -> bool:
+    """Whether ``folder`` (an existing one) is ``path`` or, with ``ancestors``, one of the folders above
+    it, by what they are on disk (device and inode), not by their names."""
+    try:
+        target = os.stat(folder)
+    except OSError:
+        return False
+    for candidate in [path, *(path.parents if ancestors else ())]:
+        try:
+            found = os.stat(candidate)
+        except OSError:
+            continue  # not there (yet): a name, not a folder
+        if (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino):
+            return True
+    return False
+
+
 class MemoryBackend(Backend):
     """A dataset held in this process (``mem://name``), for tests and scratch work."""
 
@@ -303,6 +355,9 @@ class MemoryBackend(Backend):
 
     def zarr_store(self) -> Store:
         return self._store
+
+    def place(self) -> tuple[str, ...]:
+        return ("mem", *self.name.split("/"))
 
     def read(self, key: str) -> bytes | None:
         value = self._files.get(check_key(key))

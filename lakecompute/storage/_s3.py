@@ -133,6 +133,10 @@ class S3Backend(Backend):
         self._client = self._make_client(probe=False)
         self._zarr: Store | None = None
 
+    def place(self) -> tuple[str, ...]:
+        endpoint = (self.endpoint or "aws").rstrip("/")
+        return ("s3", endpoint, self.bucket, *(self.prefix.split("/") if self.prefix else ()))
+
     # -- clients -----------------------------------------------------------------------------------
 
     @property

@@ -21,7 +21,7 @@ from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.specs import HTYPES
 from lakecompute.vision._common import require
-from lakecompute.vision._targets import Moved, Targets, read_targets, seeded, write_back
+from lakecompute.vision._targets import Moved, Targets, check_objects, read_targets, seeded, write_back
 from lakecompute.vision._torchvision import TorchVision
 
 __all__ = ["Albumentations", "augment"]
@@ -259,7 +259,8 @@ def augment(
             albumentations pipeline without ``bbox_params`` or ``keypoint_params`` (format ``"xy"``); a
             layout said by the pipeline (``BboxParams.format``, ``TorchVision(box_format=...)``) other
             than the bbox tensor's; boxes whose layout nobody says (a row not read from a dataset, and
-            a torchvision pipeline without ``box_format``).
+            a torchvision pipeline without ``box_format``); an ``objects`` column that is not one entry
+            per box (naming the column and the row).
 
     Example:
         >>> import albumentations as A  # doctest: +SKIP
@@ -272,6 +273,7 @@ def augment(
     pipeline = _pipeline(transform)
     layout = pipeline.layout(_tensor_layout(sample_in, boxes), boxes) if boxes else None
     targets = read_targets(sample_in, image, boxes, masks, keypoints)
+    check_objects(sample_in, objects, targets.count, str(boxes or masks))
     seed = int(rng.integers(_SEED_RANGE))
     with seeded():
         moved = pipeline.apply(targets, seed, layout)

@@ -14,6 +14,9 @@ One sample per image holds its annotations as ragged columns (one row per annota
 | ``masks`` | binary_mask | ``H x W x k``, every annotation rasterised by pycocotools (``masks=True``) |
 | ``keypoints`` | keypoints (float64) | ``(k, K, 3)``, when categories name keypoints |
 | ``num_keypoints`` | generic int64 | ``(k,)``, likewise |
+
+``masks`` is made only when the file has segmentations (a box-only file gets none); in a file that has
+some, an annotation without one gets an empty channel, so that there is one channel per box.
 """
 
 from __future__ import annotations
@@ -30,19 +33,23 @@ import numpy as np
 from lakecompute.boxes import BoxLayout
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.ingest import (
+    AS_STORED,
     IngestOptions,
     PathLike,
+    ReadOptions,
     load_for_ingest,
     refuse_overlap,
     run_ingest,
 )
 from lakecompute.localfiles import FolderExport, write_atomic
+from lakecompute.parsing import parse_flag
+from lakecompute.progress import progress_bar
 from lakecompute.specs import htype_declaration
 from lakecompute.vision._coco_annotations import AnnotationRules, annotation_columns, check_canvas
 from lakecompute.vision._coco_checks import CocoCategories, CocoDocument, parse_document
 from lakecompute.vision._common import (
+    ImageFiles,
     encode_mask,
-    image_bytes,
     image_size,
     plain,
     polygon_points,
@@ -116,14 +123,20 @@ def _masks(anns: Sequence[Any], height: int, width: int) -> np.ndarray:
 
 
 def coco_image(
-    sample_in: bytes, sample_out: Any, mode: str, compression: str | None, rules: AnnotationRules, masks: bool
+    sample_in: bytes,
+    sample_out: Any,
+    mode: str,
+    compression: str | None,
+    rules: AnnotationRules,
+    masks: bool,
+    reading: ReadOptions = AS_STORED,
 ) -> None:
     """The compute function of `ingest_coco`: one image with its annotations in (the JSON text of its
     path, image entry and annotations), one sample out. Every annotation is checked (`AnnotationRules`)
     and every size it declares is checked against the decoded image before its masks are allocated."""
     path, image, anns = json.loads(sample_in)
     checked = annotation_columns(anns, image, rules)
-    pixels = load_for_ingest(path, mode, compression)
+    pixels = load_for_ingest(path, mode, compression, reading)
     height, width = int(pixels.shape[0]), int(pixels.shape[1])
     check_canvas(checked, image, height, width)
     row: dict[str, Any] = {
@@ -186,7 +199,10 @@ def ingest_coco(
         dest: where to create the dataset.
         image_compression: as for `lakecompute.ingest_classification`.
         masks: also store every annotation rasterised as a ``binary_mask`` channel (``masks``; needs
-            pycocotools). False skips that work: polygons and RLE are kept either way.
+            pycocotools), when the file has segmentations: a box-only file gets no ``masks`` tensor, and
+            an annotation without a segmentation in a file that has some gets an empty channel (one
+            channel per box, as augmentations need). False skips that work: polygons and RLE are kept
+            either way.
         progressbar: show a progress bar.
         **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`), by keyword.
 
@@ -211,13 +227,16 @@ def ingest_coco(
         >>> ds.boxes[0].numpy()  # doctest: +SKIP
     """
     parsed = IngestOptions.parse("ingest_coco", options, image_compression, progressbar)
-    if masks:
-        require("pycocotools.mask", "ingest_coco(masks=True)")
     images_dir, where = os.fspath(images), os.fspath(annotations)
     refuse_overlap(where, dest, what="annotations file")
     refuse_overlap(images_dir, dest)
     coco = _read_json(where)
     document = parse_document(coco, images_dir, where)
+    # A box-only file has nothing to rasterise: a channel of zeros per box would be all it stored (a
+    # 574-box aerial image read 3.26 GB of them).
+    masks = parse_flag("masks", masks) and _has_segmentations(document)
+    if masks:
+        require("pycocotools.mask", "ingest_coco(masks=True)")
     cats = document.categories
     items, paths = _items(document)
     _check_files(paths, images_dir)
@@ -230,6 +249,15 @@ def ingest_coco(
 
     rules = document.rules(where)
     return run_ingest(dest, setup, coco_image, items, paths, images_dir, parsed, rules=rules, masks=masks)
+
+
+def _has_segmentations(document: CocoDocument) -> bool:
+    """Whether any annotation of the file has a segmentation (polygons or RLE)."""
+    return any(
+        isinstance(ann, dict) and bool(ann.get("segmentation"))
+        for anns in document.annotations.values()
+        for ann in anns
+    )
 
 
 def _check_files(paths: Sequence[str], images_dir: str) -> None:
@@ -255,13 +283,29 @@ class _Columns:
         self.data = data
         self.names = set(data.tensors)
 
-    def get(self, name: str) -> list[Any] | None:
+    def get(self, name: str) -> Any:
         if name not in self.names:
             return None
         tensor = self.data.tensors[name]
+        if name == "masks":
+            return _OneAtATime(tensor)  # H x W x k bools per image: never all of them at once
         if not htype_declaration(tensor.htype).numeric:
             return list(tensor.data())  # text or json values
         return list(tensor.numpy(aslist=True))
+
+
+class _OneAtATime:
+    """A tensor's samples by index, read when asked for, the last one kept (an export asks for each
+    sample's masks once per annotation)."""
+
+    def __init__(self, tensor: Any) -> None:
+        self._tensor = tensor
+        self._last: tuple[int, Any] | None = None
+
+    def __getitem__(self, i: int) -> Any:
+        if self._last is None or self._last[0] != i:
+            self._last = (i, self._tensor[i].numpy())
+        return self._last[1]
 
 
 def _categories(data: Dataset | DatasetView, points: tuple[list[str], list[Any]] | None) -> list[Any]:
@@ -277,16 +321,20 @@ def _categories(data: Dataset | DatasetView, points: tuple[list[str], list[Any]]
 
 
 def _segmentation(j: int, row: _ImageRow, cols: dict[str, Any]) -> Any:
+    """Annotation ``j``'s segmentation: its RLE, its polygons, or its mask when not empty; None for an
+    annotation with none (a box-only one, whose mask channel, if any, is empty): the export then writes no
+    ``segmentation`` for it, as the file it came from had none."""
     i = row.index
-    rles, polygons, masks = _at(cols["rles"], i), _at(cols["polygons"], i), _at(cols["masks"], i)
+    rles, polygons = _at(cols["rles"], i), _at(cols["polygons"], i)
     if rles is not None and rles[j] is not None:
         return rles[j]
     if polygons is not None and len(polygons[j]):
         info = cols["polygon_info"]
         return [plain(polygon_points(part, info, False, row.canvas)) for part in polygons[j]]
-    if masks is not None:
+    masks = _at(cols["masks"], i)
+    if masks is not None and masks[:, :, j].any():
         return encode_mask(masks[:, :, j])
-    return []
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,7 +359,9 @@ def _annotations(row: _ImageRow, cols: dict[str, Any], ids: list[int], next_id: 
         ann["bbox"] = plain(boxes[j])
         ann["area"] = _area(cols, i, j, boxes[j])
         ann["iscrowd"] = int(cols["iscrowd"][i][j]) if cols["iscrowd"] is not None else 0
-        ann["segmentation"] = _segmentation(j, row, cols)
+        segmentation = _segmentation(j, row, cols)
+        if segmentation is not None:
+            ann["segmentation"] = segmentation
         if cols["keypoints"] is not None and int(cols["categories"][i][j]) in cols["point_classes"]:
             ann["keypoints"] = plain(cols["keypoints"][i][j])
             visible = int((np.asarray(cols["keypoints"][i][j])[:, 2] > 0).sum())
@@ -333,7 +383,12 @@ def _area(cols: dict[str, Any], i: int, j: int, box: np.ndarray) -> Any:
 
 
 def export_coco(
-    data: Dataset | DatasetView, annotations: PathLike, images: PathLike | None = None
+    data: Dataset | DatasetView,
+    annotations: PathLike,
+    images: PathLike | None = None,
+    *,
+    image_format: str | None = None,
+    progressbar: bool = True,
 ) -> dict[str, Any]:
     """Write ``data`` as a COCO annotations JSON (and its images into a folder).
 
@@ -356,18 +411,27 @@ def export_coco(
     Other files in ``images`` — another annotations file's images, your own — are left alone
     (``docs/detection.md``, "Exporting again into a folder").
 
+    Images keep their stored bytes: a file stored in the format its name says is written byte for byte,
+    one stored in another format (a JPEG converted to PNG at ingest) is written as its stored bytes under
+    the name with that format's ending (``a.jpg`` -> ``a.png``, in the written ``file_name`` too, and said
+    in one `LakeComputeWarning`); nothing is encoded again unless ``image_format`` asks for it, and an
+    encoding that loses detail (JPEG) is warned about (`lakecompute.vision._common.ImageFiles`).
+
     Args:
         data: a dataset or view.
         annotations: the JSON file to write.
-        images: a folder to write the image files to (by ``file_name``); None writes none. A stored
-            file whose format is the name's is written byte for byte.
+        images: a folder to write the image files to (by ``file_name``); None writes none.
+        image_format: None (each image in the format it is stored in), or ``"png"``, ``"jpeg"``,
+            ``"webp"`` or ``"bmp"``: every image in that format, encoded when stored otherwise.
+        progressbar: show a progress bar of the images written.
 
     Returns:
         The COCO dict that was written.
 
     Raises:
         InvalidArgumentError: a tensor export needs is missing, or a ``file_name`` leaves ``images``,
-            repeats another sample's, or has no image file ending (the sample named).
+            repeats another sample's, or has no image file ending (the sample named); an image the
+            ``image_format`` cannot hold (RGBA as JPEG).
         StorageError: a file cannot be written (the path named); the previous export is kept.
     """
     cols = _Columns(data)
@@ -386,32 +450,40 @@ def export_coco(
         points = (list(kinfo.get("keypoint_names") or []), list(kinfo.get("skeleton") or []))
     categories = _categories(data, points)
     read["point_classes"] = {k for k, c in enumerate(categories) if c.get("keypoints")}
-    if images is None:
-        return _write(data, read, categories, None, os.fspath(annotations))
-    # The files of one annotations file are one export: another annotations file may share the folder.
-    scope = os.path.relpath(os.path.realpath(annotations), os.path.realpath(images)).replace(os.sep, "/")
-    with FolderExport(os.fspath(images), scope=scope) as out:
-        return _write(data, read, categories, out, os.fspath(annotations))
+    files = ImageFiles("export_coco", data.tensors["images"].sample_compression, image_format)
+    with progress_bar(len(data), "export_coco", unit="image", enabled=progressbar) as bar:
+        if images is None:
+            return _write(data, read, categories, _Out(None, files, bar), os.fspath(annotations))
+        # The files of one annotations file are one export: another annotations file may share the folder.
+        scope = os.path.relpath(os.path.realpath(annotations), os.path.realpath(images)).replace(os.sep, "/")
+        with FolderExport(os.fspath(images), scope=scope) as out:
+            return _write(data, read, categories, _Out(out, files, bar), os.fspath(annotations))
+
+
+@dataclass(frozen=True, slots=True)
+class _Out:
+    """Where an export's images go: the folder (None: no image files), how each is written, the bar."""
+
+    folder: FolderExport | None
+    files: ImageFiles
+    bar: Any
 
 
 def _write(
-    data: Dataset | DatasetView,
-    cols: dict[str, Any],
-    categories: list[Any],
-    images: FolderExport | None,
-    annotations: str,
+    data: Dataset | DatasetView, cols: dict[str, Any], categories: list[Any], out: _Out, annotations: str
 ) -> dict[str, Any]:
-    """Build the COCO document (staging each image in ``images``), then write it last."""
-    coco = _document(data, cols, [int(c["id"]) for c in categories], images)
+    """Build the COCO document (staging each image in the folder), then write it last."""
+    coco = _document(data, cols, [int(c["id"]) for c in categories], out)
     coco["categories"] = categories
     for key in _DATASET_KEYS:
         if f"coco_{key}" in data.info:
             coco[key] = data.info[f"coco_{key}"]
     text = json.dumps(coco).encode("utf-8")
-    if images is None:
+    if out.folder is None:
         write_atomic(annotations, text)
     else:
-        images.commit(annotations, text)
+        out.folder.commit(annotations, text)
+        out.files.warn()
     return coco
 
 
@@ -433,21 +505,21 @@ _READ = (
 )
 
 
-def _document(
-    data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], images: FolderExport | None
-) -> dict[str, Any]:
+def _document(data: Dataset | DatasetView, cols: dict[str, Any], ids: list[int], out: _Out) -> dict[str, Any]:
     out_images: list[Any] = []
     out_anns: list[Any] = []
-    compression = data.tensors["images"].sample_compression
     for i in range(len(data)):
         image = data.tensors["images"][i]
         canvas = image_size(image)
         image_id = int(cols["image_id"][i]) if cols["image_id"] is not None else i + 1
-        name = str(cols["file_name"][i]) if cols["file_name"] is not None else f"{image_id}.png"
+        given = cols["file_name"]
+        name = str(given[i]) if given is not None else out.files.default_name(str(image_id))
+        if out.folder is not None:
+            what = sample_name(i, name)
+            name, blob = out.files.file(image, name, what)
+            out.folder.write(name, blob, what=what)
         out_images.append({"id": image_id, "file_name": name, "height": canvas[0], "width": canvas[1]})
         row = _ImageRow(i, image_id, canvas)
         out_anns.extend(_annotations(row, cols, ids, len(out_anns) + 1))
-        if images is not None:
-            what = sample_name(i, name)
-            images.write(name, image_bytes(image, compression, name, what), what=what)
+        out.bar.update(1)
     return {"images": out_images, "annotations": out_anns}

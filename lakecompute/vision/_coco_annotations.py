@@ -405,11 +405,18 @@ def check_canvas(checked: CheckedAnnotations, entry: Mapping[str, Any], height: 
     image = checked.image
     declared = (entry.get("height", height), entry.get("width", width))
     if declared != (height, width):
+        # Declared turned: the file is likely a photo whose EXIF orientation says to show it turned, and
+        # the annotations were drawn on it shown that way (as browsers and OpenCV show it).
+        turned = (
+            " The sizes are the file's turned: if its EXIF orientation turns it, pass exif_transpose=True."
+            if declared == (width, height)
+            else ""
+        )
         raise InvalidSampleError(
             "images",
             f"image {image.image_id!r} ({image.file_name!r}) in {image.where!r} declares {declared[0]} x "
             f"{declared[1]} (height x width), but the file is {height} x {width}: its annotations would not "
-            f"fit it. {skip_advice('Fix the entry (or the file)', _SKIPPED)}",
+            f"fit it.{turned} {skip_advice('Fix the entry (or the file)', _SKIPPED)}",
             source=image.where,
         )
     for rle in checked.rles:

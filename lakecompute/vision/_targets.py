@@ -19,7 +19,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
 
-__all__ = ["Moved", "Targets", "kept", "read_targets", "seeded", "write_back"]
+__all__ = ["Moved", "Targets", "check_objects", "kept", "read_targets", "seeded", "write_back"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,30 @@ def read_targets(
         k = m.shape[2] if k is None else k
     kp = _keypoints(sample_in, keypoints, k) if keypoints else None
     return Targets(img, b, m, kp, k)
+
+
+def check_objects(sample_in: Any, objects: Sequence[str], count: int | None, by: str) -> None:
+    """Refuse an ``objects`` column whose first axis is not one entry per object (``count``, from the
+    tensor ``by``): kept in step with the boxes, its entries would go to the wrong objects.
+
+    Raises:
+        InvalidArgumentError: naming the column, the row (``sample_in.index``, when it has one), the
+            entries and the objects.
+    """
+    if count is None:
+        return
+    row = getattr(sample_in, "index", None)
+    where = f" in row {row}" if isinstance(row, (int, np.integer)) else ""
+    for name in objects:
+        values = _array(sample_in, name)
+        entries = len(values) if values.ndim else None
+        if entries != count:
+            got = "a single value" if entries is None else f"{entries} entries"
+            raise InvalidArgumentError(
+                f"augment: objects column {name!r} has {got}{where}, but {by!r} has {count} objects. "
+                f"Expected one entry per object (its first axis), kept in step with {by!r}: fix the row, "
+                "or leave the column out of objects=."
+            )
 
 
 def _keypoints(sample_in: Any, name: str, count: int | None) -> np.ndarray:

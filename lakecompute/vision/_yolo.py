@@ -23,8 +23,10 @@ import numpy as np
 
 from lakecompute.errors import InvalidSampleError
 from lakecompute.ingest import (
+    AS_STORED,
     IngestOptions,
     PathLike,
+    ReadOptions,
     load_for_ingest,
     refuse_overlap,
     run_ingest,
@@ -128,6 +130,7 @@ def yolo_image(
     n_classes: int,
     polygons: bool,
     pose: PoseLayout | None = None,
+    reading: ReadOptions = AS_STORED,
 ) -> None:
     """The compute function of `ingest_yolo`: one image and its label file in, one sample out."""
     image_path, label_path, rel = sample_in
@@ -135,7 +138,7 @@ def yolo_image(
         _parse_line(tokens, n_classes, f"{label_path} line {n}", pose)
         for n, tokens in enumerate(_lines(label_path), start=1)
     ]
-    image = load_for_ingest(image_path, mode, compression)
+    image = load_for_ingest(image_path, mode, compression, reading)
     row: dict[str, Any] = {
         "images": image,
         "file_name": rel,

@@ -21,9 +21,10 @@ from lakecompute.ingest import (
     PathLike,
 )
 from lakecompute.localfiles import FolderExport, Watch, confine
+from lakecompute.progress import progress_bar
 from lakecompute.specs import htype_declaration
 from lakecompute.vision._common import (
-    image_bytes,
+    ImageFiles,
     image_size,
     polygon_points,
     require,
@@ -73,6 +74,11 @@ class YoloExport:
     keypoints_outside: int = 0
     """With ``task="pose"``: labelled keypoints that lay off the image, written as ``0 0 0`` (not
     labelled), since a pose row holds coordinates in 0..1 only."""
+    renamed: tuple[tuple[str, str], ...] = ()
+    """``(file_name, written as)`` of each image written under a name with another ending: stored in
+    another format than its name said (written as its stored bytes), or encoded as ``image_format``."""
+    reencoded: int = 0
+    """Images encoded as JPEG (``image_format="jpeg"``) from pixels stored otherwise: lossy."""
 
 
 def _label_tensor(data: Dataset | DatasetView) -> str:
@@ -329,6 +335,8 @@ def export_yolo(
     *,
     task: Literal["pose"] | None = None,
     flip_idx: Sequence[int] | None = None,
+    image_format: str | None = None,
+    progressbar: bool = True,
 ) -> YoloExport:
     """Write ``data`` as a YOLO dataset folder: ``data.yaml``, ``images/[split/]``, ``labels/[split/]``.
 
@@ -349,6 +357,11 @@ def export_yolo(
       an object with nothing left on the image is left out.
     * crowd regions (``iscrowd`` 1) are left out: YOLO has no "ignore this region" row, and a crowd
       region trained as an object teaches the wrong thing (ultralytics' own COCO converter skips them).
+
+    Images keep their stored bytes, as `lakecompute.vision.export_coco` writes them: one stored in another
+    format than its name says is written as its stored bytes under the name with that format's ending
+    (`YoloExport.renamed`; its label file keeps the name's stem), and nothing is encoded again unless
+    ``image_format`` asks for it (a JPEG encoding is warned about: lossy).
 
     Files are written whole: every image and label file is staged in a hidden folder inside ``folder``,
     moved into place when all are written, and ``data.yaml`` is written last, so an export that fails
@@ -372,6 +385,9 @@ def export_yolo(
         flip_idx: with ``task="pose"``, the keypoint a horizontal flip turns each keypoint into (a
             permutation); by default the keypoints tensor's ``info.flip_idx`` (an `ingest_yolo`'s), else
             from the keypoint names (``left_*`` <-> ``right_*``), else each keypoint its own.
+        image_format: None (each image in the format it is stored in), or ``"png"``, ``"jpeg"``,
+            ``"webp"`` or ``"bmp"``: every image in that format, encoded when stored otherwise.
+        progressbar: show a progress bar of the images written.
 
     Returns:
         What was written and what was left out (`YoloExport`).
@@ -407,27 +423,41 @@ def export_yolo(
         f"ultralytics would read as images of {'split ' + repr(sub) if sub else 'the dataset'}",
     )
     replaces: tuple[str, ...] | Literal["all"] = (sub, "") if sub else "all"
-    with FolderExport(root, scope=sub, replaces=replaces, watch=watch, about=about) as out:
+    files = ImageFiles("export_yolo", reader.tensors["images"].sample_compression, image_format)
+    bar = progress_bar(len(data), "export_yolo", unit="image", enabled=progressbar)
+    with bar, FolderExport(root, scope=sub, replaces=replaces, watch=watch, about=about) as out:
         config = _config(root, sub, reader.names, keys, _earlier_splits(out, sub, about))
-        counts = _write_files(data, reader, out, images, labels)
+        counts = _write_files(data, reader, out, (images, labels), files, bar)
         out.commit(os.path.join(root, "data.yaml"), yaml.safe_dump(config, sort_keys=False).encode())
-    return YoloExport(root, os.path.join(root, "data.yaml"), *(int(c) for c in counts))
+    files.warn()
+    images_n, objects, segments, crowd, outside, clipped, lost = (int(c) for c in counts)
+    return YoloExport(
+        root, os.path.join(root, "data.yaml"), images_n, objects, segments, crowd, outside, clipped,
+        keypoints_outside=lost, renamed=tuple(files.renamed), reencoded=len(files.reencoded),
+    )  # fmt: skip
 
 
 def _write_files(
-    data: Dataset | DatasetView, reader: _Reader, out: FolderExport, images: str, labels: str
+    data: Dataset | DatasetView,
+    reader: _Reader,
+    out: FolderExport,
+    folders: tuple[str, str],
+    files: ImageFiles,
+    bar: Any,
 ) -> np.ndarray:
-    """Stage every image and its label file; the counts `YoloExport` reports."""
-    compression = reader.tensors["images"].sample_compression
+    """Stage every image (in ``folders[0]``) and its label file (in ``folders[1]``); the counts
+    `YoloExport` reports."""
+    images, labels = folders
     counts = np.zeros(7, dtype=np.int64)
     for i in range(len(data)):
         image = reader.tensors["images"][i]
-        name = reader.file_names[i] if reader.file_names is not None else f"{i:06d}.png"
+        name = reader.file_names[i] if reader.file_names is not None else files.default_name(f"{i:06d}")
         what = sample_name(i, name)
-        pixels = image_bytes(image, compression, name, what)
-        out.write(name, pixels, what=what, under=images)
+        name, blob = files.file(image, name, what)
+        out.write(name, blob, what=what, under=images)
         objects = reader.objects(i, image_size(image))
         text = objects.lines().encode()
         out.write(_label_name(name), text, what=f"the label file of {what}", under=labels)
         counts += objects.counts()
+        bar.update(1)
     return counts

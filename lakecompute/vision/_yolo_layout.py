@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.ingest import IMAGE_EXTENSIONS
+from lakecompute.ingest import IMAGE_EXTENSIONS, skipped_images
 from lakecompute.localfiles import Folder, inside
 from lakecompute.vision._common import image_files, require
 from lakecompute.vision._yolo_pose import PoseLayout
@@ -248,7 +248,9 @@ def _split_source(root: Folder, path: str, value: str, what: str) -> _Source:
 
 def _folder_source(root: Folder, folder: str) -> _Source:
     """Every image under ``folder`` (any depth, hidden entries skipped), each confined to ``root``."""
-    names = image_files(folder) if os.path.isdir(folder) else []
+    skipped: list[str] = []
+    names = image_files(folder, skipped) if os.path.isdir(folder) else []
+    skipped_images(skipped, "ingest_yolo", folder)
     rel = os.path.relpath(folder, root.real)
     images = [
         (os.path.join(folder, n), root.confine(os.path.join(rel, n), what=f"image file {n!r}")) for n in names

@@ -141,7 +141,9 @@ def test_transform_error_attributes(scheduler: Sched, tmp_path: Path, kind: str)
     assert _value(err.sample) == bad
     assert type(err.__cause__) is BadPixelError
     assert str(err.__cause__) == "pixel 13 is bad"
-    assert str(err).startswith("Transform 'fail_at' failed on data_in[13]: BadPixelError: pixel 13 is bad")
+    where = "data_in[13] (dataset row 13)" if kind == "dataset" else "data_in[13]"
+    assert err.row == (bad if kind == "dataset" else None)
+    assert str(err).startswith(f"Transform 'fail_at' failed on {where}: BadPixelError: pixel 13 is bad")
     _assert_no_workers_left()
 
 

@@ -91,9 +91,9 @@ def test_global_read_by_the_function_is_part_of_the_eval(
     assert lc.load(str(tmp_path / "out")).y.numpy().tolist() == [100, 101, 102, 200, 201, 202]
 
 
-def test_unfingerprintable_eval_runs_each_time(tmp_path: Path) -> None:
-    """An eval whose function cannot be fingerprinted keeps no record, so a rerun writes again (quietly:
-    only an input without an identity warns)."""
+def test_unfingerprintable_eval_is_recorded_by_type_and_warns(tmp_path: Path) -> None:
+    """An eval whose function captures a value without identity (a lock) warns naming it; it is recorded
+    with the value known by its type, so the same eval again is a no-op and rerun=True writes again."""
     out = _out(tmp_path)
     lock = threading.Lock()
 
@@ -102,8 +102,15 @@ def test_unfingerprintable_eval_runs_each_time(tmp_path: Path) -> None:
         with lock:
             sample_out.y.append(int(sample_in))
 
-    with_lock().eval(list(range(3)), out, progressbar=False)
-    with_lock().eval(list(range(3)), out, progressbar=False)
+    with pytest.warns(
+        lc.LakeComputeWarning, match=r"cannot fingerprint variable 'lock' captured by .*rerun=True"
+    ):
+        with_lock().eval(list(range(3)), out, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning) as seen:
+        with_lock().eval(list(range(3)), out, progressbar=False)
+    assert ["cannot fingerprint" in str(w.message) for w in seen] == [True, False]  # then "already completed"
+    with pytest.warns(lc.LakeComputeWarning, match="cannot fingerprint variable 'lock'"):
+        with_lock().eval(list(range(3)), out, rerun=True, progressbar=False)
     assert lc.load(str(tmp_path / "out")).y.numpy().tolist() == [0, 1, 2, 0, 1, 2]
 
 

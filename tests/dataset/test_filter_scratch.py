@@ -123,7 +123,8 @@ def test_filter_failure_names_the_first_failing_row(scheduler: Sched, tmp_path: 
     assert err.function == "fails_on_multiples_of_seven"
     assert type(err.__cause__) is ArithmeticError
     assert str(err).startswith(
-        "Transform 'fails_on_multiples_of_seven' failed on data_in[7]: ArithmeticError: 7 is a multiple of 7"
+        "Transform 'fails_on_multiples_of_seven' failed on data_in[7] (dataset row 7): "
+        "ArithmeticError: 7 is a multiple of 7"
     )
     assert lc.load(str(tmp_path / "src")).version == version
 

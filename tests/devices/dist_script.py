@@ -3,7 +3,10 @@
 Usage: dist_script.py MODE OUT N [--workers W] [--interval K] [--sleep S] [--kill-at I --marker PATH]
 
 MODE ``column`` adds a column in place to a dataset of N rows that rank 0 creates; MODE ``list`` writes
-a list of N numbers into OUT; MODE ``mismatch`` is ``list`` with rank 1 given one input more. Rank 1
+a list of N numbers into OUT; MODE ``mismatch`` is ``list`` with rank 1 given one input more, MODE
+``samelength`` with rank 1 given N other numbers (a list of the same length, another content); MODE
+``badoption`` first calls an eval whose options rank 1 alone gets wrong (``num_workers=-1``), printing
+what each rank raised, then runs ``list``. Rank 1
 SIGKILLs itself on input I the first time (no marker file yet); each input takes S seconds (so that
 both ranks get tasks). Each rank prints its result as JSON.
 """
@@ -45,7 +48,7 @@ def double_batch(batch: Any, sample_out: Any) -> None:
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["column", "list", "mismatch"])
+    parser.add_argument("mode", choices=["column", "list", "mismatch", "samelength", "badoption"])
     parser.add_argument("out")
     parser.add_argument("n", type=int)
     parser.add_argument("--workers", type=int, default=0)
@@ -81,12 +84,18 @@ def main() -> None:
         options["batch_size"] = args.batch
     if args.interval:
         options["checkpoint_interval"] = args.interval
+    if args.mode == "badoption":
+        try:
+            fn.eval(list(range(args.n)), ds, **{**options, "num_workers": -1 if rank == 1 else 0})
+        except lc.LakeComputeError as exc:
+            _emit({"rank": rank, "refused": type(exc).__name__, "message": str(exc)})
     try:
         if args.mode == "column":
             result = fn.eval(ds, skip_ok=True, **options)
         else:
             n = args.n + 1 if args.mode == "mismatch" and rank == 1 else args.n
-            result = fn.eval(list(range(n)), ds, **options)
+            shift = 1000 if args.mode == "samelength" and rank == 1 else 0
+            result = fn.eval([i + shift for i in range(n)], ds, **options)
     except lc.LakeComputeError as exc:
         _emit({"rank": rank, "error": type(exc).__name__, "message": str(exc)})
         dist.destroy_process_group()

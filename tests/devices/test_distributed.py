@@ -21,10 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("dist_script.py")
 
 
-def torchrun(*args: str, timeout: float = 240) -> tuple[int, list[dict[str, Any]], str]:
-    """Run dist_script.py on two local ranks; its exit code, the JSON lines the ranks printed (by rank), and
-    what it wrote to stderr."""
-    env = {**os.environ, "PYTHONPATH": _pythonpath(), "OMP_NUM_THREADS": "1"}
+def torchrun(
+    *args: str, timeout: float = 240, env: dict[str, str] | None = None
+) -> tuple[int, list[dict[str, Any]], str]:
+    """Run dist_script.py on two local ranks (with ``env`` added to the environment); its exit code, the JSON
+    lines the ranks printed (by rank), and what it wrote to stderr."""
+    env = {**os.environ, "PYTHONPATH": _pythonpath(), "OMP_NUM_THREADS": "1", **(env or {})}
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     proc = subprocess.run(
         [*launch, str(SCRIPT), *args],
@@ -101,10 +103,42 @@ def test_ranks_calling_different_evals_are_refused(tmp_path: Path) -> None:
     assert code == 0, err
     assert [r.get("error") for r in results] == ["InvalidArgumentError"] * 2
     assert results[0]["message"] == results[1]["message"]
-    assert (
-        "Rank 1 called eval with data ('sequence', 17), rank 0 with ('sequence', 16)" in results[0]["message"]
-    )
+    assert "Rank 1 called eval with data_in a list (17 rows" in results[0]["message"]
+    assert "rank 0 with a list (16 rows" in results[0]["message"]
     assert len(lc.load(path).y) == 0
+
+
+@pytest.mark.timeout(300)
+def test_ranks_with_other_lists_of_one_length_are_refused(tmp_path: Path) -> None:
+    """Ranks whose lists have the same length but other values are told apart by a digest of their content:
+    both refuse with the same InvalidArgumentError naming data_in, and nothing is written (they used to
+    both succeed, the output mixing rank 1's values under rank 0's record)."""
+    path = str(tmp_path / "out")
+    code, results, err = torchrun("samelength", path, "16")
+    assert code == 0, err
+    assert [r.get("error") for r in results] == ["InvalidArgumentError"] * 2, results
+    assert results[0]["message"] == results[1]["message"]
+    message = results[0]["message"]
+    assert "Rank 1 called eval with data_in a list (16 rows, content digest" in message
+    assert "same input, value for value" in message
+    assert len(lc.load(path).y) == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_rank_refusing_its_options_refuses_on_every_rank(tmp_path: Path) -> None:
+    """Rank 1 alone passes a bad option: both ranks raise its InvalidArgumentError at once (rank 0 used to
+    wait for rank 1 until the timeout), and the next eval, called alike on both, runs: the ranks stay in
+    step."""
+    path = str(tmp_path / "out")
+    code, lines, err = torchrun("badoption", path, "16", env={"LAKECOMPUTE_DISTRIBUTED_TIMEOUT": "60"})
+    assert code == 0, err
+    refused = [line for line in lines if "refused" in line]
+    assert [r["refused"] for r in refused] == ["InvalidArgumentError"] * 2, lines
+    assert refused[0]["message"] == refused[1]["message"]
+    assert "num_workers" in refused[0]["message"]
+    results = [line for line in lines if "inputs" in line]
+    assert [r["inputs"] for r in results] == [16, 16]
+    np.testing.assert_array_equal(lc.load(path).y.numpy(), 2 * np.arange(16))
 
 
 @pytest.mark.timeout(400)

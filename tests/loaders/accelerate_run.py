@@ -5,10 +5,11 @@ process, or two under ``torchrun``).
 ``OUT/PHASE-rank<r>.json``, the (epoch, idx) of every batch it trained on, and every process that reads
 appends the idx of every batch it reads to ``OUT/PHASE-reads.txt`` (a spy transform). PHASE ``full``
 trains 2 epochs; ``stop`` saves the state (``accelerator.save_state``) after STOP batches of epoch 0 and
-stops; ``resume`` loads it and trains to the end of epoch 1. DISPATCH is ``default`` (Accelerate's
-defaults: it dispatches an iterable loader's batches from rank 0), ``stale`` (the same, with process 1's
-loader state saved last, which the resumed loader refuses) or ``off`` (``dispatch_batches=False``: every
-rank iterates and keeps its own); WORKERS the loader's ``num_workers``.
+stops; ``resume`` loads it and trains to the end of epoch 1; ``oneworld`` shards the loader by hand for one
+process (``rank=0, world_size=1``) and writes what each process raised instead of its batches. DISPATCH is
+``default`` (Accelerate's defaults: it dispatches an iterable loader's batches from rank 0), ``stale``
+(the same, with process 1's loader state saved last, which the resumed loader refuses) or ``off``
+(``dispatch_batches=False``: every rank iterates and keeps its own); WORKERS the loader's ``num_workers``.
 
 The loader goes through ``accelerator.prepare()``, in Accelerate's stateful mode, which is how
 ``save_state`` / ``load_state`` checkpoint a prepared loader.
@@ -62,18 +63,28 @@ def train(path: str, out: Path, phase: str, dispatch: str, workers: int) -> None
     )
     accelerator = Accelerator(cpu=True, dataloader_config=config)
     spy = ReadSpy(str(out / f"{phase}-reads.txt"))
+    sharding = {"rank": 0, "world_size": 1} if phase == "oneworld" else {}
     loader: Any = lc.load(path, read_only=True).pytorch(
-        3, tensors="idx", shuffle=True, seed=5, num_workers=workers, transform=spy
+        3, tensors="idx", shuffle=True, seed=5, num_workers=workers, transform=spy, **sharding
     )
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     state_dir = out / "state"
-    if phase == "resume":
-        accelerator.load_state(str(state_dir))
     seen: list[tuple[int, list[int]]] = []
-    run(accelerator, model, optimizer, loader, phase, dispatch, state_dir, seen)
-    (out / f"{phase}-rank{accelerator.process_index}.json").write_text(json.dumps(seen))
+    if phase == "oneworld":  # each process says what it raised, then meets the other (or hangs)
+        outcome: Any = seen
+        try:
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            run(accelerator, model, optimizer, loader, phase, dispatch, state_dir, seen)
+        except lc.LakeComputeError as exc:
+            outcome = {"error": type(exc).__name__, "message": str(exc)}
+        (out / f"{phase}-rank{accelerator.process_index}.json").write_text(json.dumps(outcome))
+    else:
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        if phase == "resume":
+            accelerator.load_state(str(state_dir))
+        run(accelerator, model, optimizer, loader, phase, dispatch, state_dir, seen)
+        (out / f"{phase}-rank{accelerator.process_index}.json").write_text(json.dumps(seen))
     accelerator.wait_for_everyone()
     accelerator.end_training()
     # Leave without the interpreter's finalization: gloo's worker threads can abort the process there

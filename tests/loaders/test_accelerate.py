@@ -47,7 +47,7 @@ def _run(
         env=env,
         capture_output=True,
         text=True,
-        timeout=500,
+        timeout=120 if phase == "oneworld" else 500,
         check=False,
     )
 
@@ -134,3 +134,21 @@ def test_dispatched_loader_refuses_a_state_saved_by_another_process(tmp_path: Pa
     assert resumed.returncode != 0
     assert "InvalidArgumentError: The loader state loaded here was saved by process 1" in resumed.stderr
     assert "torch.save(loader.state_dict(), os.path.join(checkpoint, 'dl_state_dict.bin'))" in resumed.stderr
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("dispatch", "workers"), [("default", 0), ("default", 2), ("off", 0)])
+def test_a_loader_sharded_by_hand_for_one_process_refuses_on_every_process(
+    tmp_path: Path, dispatch: str, workers: int
+) -> None:
+    """``ds.pytorch(rank=0, world_size=1)`` prepared under two processes: both processes raise the same
+    InvalidArgumentError (each naming its own place) and then meet again; dispatching, process 0 used to
+    refuse while process 1 waited for its batch in a collective until it was killed."""
+    path = _dataset(tmp_path)
+    proc = _run(tmp_path, path, "oneworld", 2, dispatch, workers)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    for rank in (0, 1):
+        outcome = json.loads((tmp_path / f"oneworld-rank{rank}.json").read_text())
+        assert outcome["error"] == "InvalidArgumentError"
+        assert f"sharded for rank 0 of 1, but Accelerate runs it as process {rank} of 2" in outcome["message"]
+    assert _reads(tmp_path, "oneworld") == []  # refused before anything was read

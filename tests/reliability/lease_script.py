@@ -61,7 +61,7 @@ def vacuum_loop(stop: str, urls: list[str]) -> None:
     count = 0
     while not os.path.exists(stop):
         for url in urls:
-            _load(url).vacuum(grace_seconds=0)
+            _load(url).vacuum(grace_seconds=0, progressbar=False)  # stderr is a pipe nobody reads
             count += 1
         Path(f"{stop}.count.tmp").write_text(str(count))
         os.replace(f"{stop}.count.tmp", f"{stop}.count")  # whole, for the test that waits on it
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "write":
         write(argv[1], int(argv[2]), int(argv[3]))
     elif argv[0] == "vacuum":
-        print(json.dumps(_load(argv[1]).vacuum(grace_seconds=0)), flush=True)
+        print(json.dumps(_load(argv[1]).vacuum(grace_seconds=0, progressbar=False)), flush=True)
     elif argv[0] == "vacuum-loop":
         vacuum_loop(argv[1], argv[2:])
     else:

@@ -13,12 +13,16 @@ EXPORTS = ["coco", "yolo"]
 
 
 def boxes_dataset(
-    path: Path, names: list[str], shade: int = 0, classes: tuple[str, ...] = ("cat", "dog")
+    path: Path,
+    names: list[str],
+    shade: int = 0,
+    classes: tuple[str, ...] = ("cat", "dog"),
+    sample_compression: str | None = "png",
 ) -> lc.Dataset:
     """Images named ``names`` (pixels ``shade + i``) with one xyxy box and label each."""
     ds = lc.empty(str(path), overwrite=True)
     with ds:
-        ds.create_tensor("images", htype="image", sample_compression="png")
+        ds.create_tensor("images", htype="image", sample_compression=sample_compression)
         ds.create_tensor("file_name", htype="text")
         ds.create_tensor("boxes", htype="bbox", format="xyxy")
         ds.create_tensor("categories", htype="class_label", class_names=list(classes))

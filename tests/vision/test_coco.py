@@ -101,8 +101,7 @@ def test_export_coco_converts_other_box_formats(tmp_path: Path) -> None:
     )
     coco = ds.export_coco(tmp_path / "out.json", tmp_path / "images")
     assert coco["annotations"] == [
-        {"id": 1, "image_id": 1, "category_id": 2, "bbox": [10, 7.5, 20, 5], "area": 100, "iscrowd": 0,
-         "segmentation": []}
+        {"id": 1, "image_id": 1, "category_id": 2, "bbox": [10, 7.5, 20, 5], "area": 100, "iscrowd": 0}
     ]  # fmt: skip
     assert coco["categories"] == [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
     assert coco["images"] == [{"id": 1, "file_name": "1.png", "height": 20, "width": 40}]

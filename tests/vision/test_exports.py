@@ -267,8 +267,8 @@ def test_export_files_are_readable_like_files_open_makes(tmp_path: Path) -> None
 
 
 def test_export_refuses_an_image_its_file_name_cannot_hold(tmp_path: Path) -> None:
-    """An RGBA image named .jpg (JPEG has no alpha) or a name without an image ending is refused naming
-    the sample, not a raw Pillow error, and nothing is written."""
+    """An RGBA image asked for as JPEG (JPEG has no alpha) or a name without an image ending is refused
+    naming the sample, not a raw Pillow error, and nothing is written."""
     ds = lc.empty(str(tmp_path / "ds"))
     with ds:
         ds.create_tensor("images", htype="image", sample_compression="png")
@@ -278,7 +278,7 @@ def test_export_refuses_an_image_its_file_name_cannot_hold(tmp_path: Path) -> No
     blank = {"boxes": np.zeros((0, 4)), "categories": np.zeros(0, np.int64)}
     ds.append({"images": np.zeros((4, 4, 4), np.uint8), "file_name": "a.jpg", **blank})
     with pytest.raises(lc.InvalidArgumentError, match=r"file_name of sample 0 \('a.jpg'\): the image cannot"):
-        ds.export_coco(tmp_path / "out" / "a.json", tmp_path / "out" / "images")
+        ds.export_coco(tmp_path / "out" / "a.json", tmp_path / "out" / "images", image_format="jpeg")
     ds.file_name[0] = "a.txt"
     with pytest.raises(lc.InvalidArgumentError, match=r"file_name of sample 0 \('a.txt'\) does not end in"):
         ds.export_yolo(tmp_path / "yolo")

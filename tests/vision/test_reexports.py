@@ -170,9 +170,10 @@ def test_export_refuses_names_that_differ_only_in_case(kind: str, names: list[st
 
 
 def test_export_yolo_refuses_label_files_that_differ_only_in_case(tmp_path: Path) -> None:
-    """'a.png' and 'A.jpg' have the label files 'a.txt' and 'A.txt', one file on a case-insensitive
-    filesystem: refused, naming both samples' label files."""
-    ds = boxes_dataset(tmp_path / "ds", ["a.png", "A.jpg"])
+    """'a.png' and 'A.bmp' have the label files 'a.txt' and 'A.txt', one file on a case-insensitive
+    filesystem: refused, naming both samples' label files. (Images stored as arrays keep both names: a PNG
+    tensor would write 'A.bmp' as its stored PNG, 'A.png', refused as the image 'a.png' first.)"""
+    ds = boxes_dataset(tmp_path / "ds", ["a.png", "A.bmp"], sample_compression=None)
     with pytest.raises(
         lc.InvalidArgumentError,
         match=r"the label file of file_name of sample 1 .*label file of file_name of sample 0",

@@ -81,7 +81,7 @@ __all__ = [
     "refuse_overlap",
     "run_ingest",
     "skip_advice",
-    "table_row",
     "skipped_images",
+    "table_row",
     "target_mode",
 ]

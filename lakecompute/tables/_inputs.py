@@ -366,7 +366,7 @@ class FrameInput(TableInput):
 
     def __init__(self, frame: Any, columns: Sequence[str] | None = None) -> None:
         self.readers = frame_readers(frame, columns)
-        self.frame = frame[self.columns]
+        self.frame = frame if columns is None else frame[self.columns]  # a selection copies: only if asked
 
     def __len__(self) -> int:
         return len(self.frame)

@@ -6,13 +6,20 @@ is built through the public API: one extend, then commits that touch only metada
 row replaced every tenth commit, so the tensors end up in a couple of hundred fragments, as a dataset edited
 over time is. On its final version the suite times, median of several runs each:
 
-* ``restore`` of a version half the history back (one new version, no data copied);
+* ``restore`` of a version half the history back (one new version, no data copied), and the same with
+  nothing remembered of earlier reads (the version read from storage with its chain of deltas);
 * ``checkout(name, create=True)`` (one ref created);
 * ``diff`` between an early version and the newest (two manifests compared fragment by fragment);
-* a fast-forward ``merge`` of a branch one commit ahead (one move of the branch).
+* a fast-forward ``merge`` of a branch one commit ahead (one move of the branch);
+* ``log()`` of the newest version (every version it descends from).
 
 Each runs at two sizes, 100,000 and 1,000,000 rows (10,000 and 100,000 with ``--quick``); the baseline
 column is the smaller size, so a ratio near 1 says the time does not grow with the rows.
+
+**History at scale** (issue 39). ``EDITS`` single-row commits (``ds.x[i] = v`` at random rows, each its
+own version) on a dataset of 1,000,000 rows: the bytes of metadata they add (everything stored outside the
+segments and typed arrays: manifests, refs, hints), and the same operations as above timed on its newest
+version, where every tensor is a couple of thousand fragments.
 
 **Saved views.** ``view.save(dest)`` of a scattered 10% of ``N_IMAGES`` 64x64 JPEG images against the floor:
 a plain loop that copies the same encoded bytes between the same kind of storage — reads each stored chunk
@@ -23,6 +30,7 @@ encoded image bytes copied.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -36,6 +44,9 @@ ROWS = (100_000, 1_000_000)
 VERSIONS = 1_000
 N_IMAGES = 20_000
 LIMIT_MS = 50.0
+LOG_LIMIT_MS = 100.0
+EDITS = 1_000
+EDITS_LIMIT_MB = 2.0
 
 
 def build_history(path: str, rows: int, versions: int) -> Any:
@@ -60,16 +71,40 @@ def _median_ms(runs: int, fn: Callable[[int], float]) -> float:
     return statistics.median(fn(i) for i in range(runs)) * 1e3
 
 
-def _history_times(path: str, rows: int, versions: int, runs: int) -> dict[str, float]:
-    """Milliseconds per operation on a fresh fixture of ``rows`` rows and ``versions`` versions."""
-    import lakecompute as lc
+def _history_times(path: str, rows: int, versions: int, runs: int, fixture: Any = None) -> dict[str, float]:
+    """Milliseconds per operation on a fresh fixture of ``rows`` rows and ``versions`` versions (or on the
+    dataset ``fixture`` built at ``path``)."""
 
-    ds = build_history(path, rows, versions)
+    ds = build_history(path, rows, versions) if fixture is None else fixture
     head = ds.version
+    versions = versions or head
+
+    def log(i: int) -> float:
+        t0 = time.perf_counter()
+        entries = ds.log()
+        seconds = time.perf_counter() - t0
+        assert len(entries) >= versions
+        return seconds
+
+    return {"log()": _median_ms(runs, log), **_ref_times(path, ds, head, runs)}
+
+
+def _ref_times(path: str, ds: Any, head: int, runs: int) -> dict[str, float]:
+    """Milliseconds per restore, branch, diff and fast-forward merge on ``ds`` (at version ``head``)."""
+    import lakecompute as lc
 
     def restore(i: int) -> float:
         t0 = time.perf_counter()
         ds.restore(head // 2 + i)
+        return time.perf_counter() - t0
+
+    def restore_cold(i: int) -> float:
+        # Nothing remembered: the version restored is read from storage with its whole chain of deltas.
+        import lakecompute.storage as storage
+
+        getattr(storage, "forget_manifests", lambda: None)()
+        t0 = time.perf_counter()
+        ds.restore(head // 3 + 7 * i)
         return time.perf_counter() - t0
 
     def checkout(i: int) -> float:
@@ -98,10 +133,15 @@ def _history_times(path: str, rows: int, versions: int, runs: int) -> dict[str, 
 
     return {
         "restore": _median_ms(runs, restore),
+        "restore (cold: no manifest remembered)": _median_ms(runs, restore_cold),
         "checkout(create=True)": _median_ms(runs, checkout),
         "diff": _median_ms(runs, diff),
         "merge (fast-forward)": _median_ms(runs, merge),
     }
+
+
+def _limit(op: str) -> float:
+    return LOG_LIMIT_MS if op.startswith("log") else LIMIT_MS
 
 
 def _history_rows(tmp: str, runs: int, quick: bool) -> list[Row]:
@@ -115,13 +155,76 @@ def _history_rows(tmp: str, runs: int, quick: bool) -> list[Row]:
             ms,
             at_small[op],
             "ms",
-            target=f"<= {LIMIT_MS:.0f} ms",
-            ok=ms <= LIMIT_MS,
+            target=f"<= {_limit(op):.0f} ms",
+            ok=ms <= _limit(op),
             baseline_name=f"the same at {small:,} rows",
             note="ratio ~1: does not grow with rows",
         )
         for op, ms in at_large.items()
     ]
+
+
+def metadata_bytes(path: str) -> int:
+    """Bytes stored in a local dataset outside its sample data (segments and typed arrays): manifests, refs,
+    hints, leases, the root marker."""
+    total = 0
+    for dirpath, dirs, files in os.walk(path):
+        rel = os.path.relpath(dirpath, path).split(os.sep)
+        if rel[0] in ("segments", "tensors"):
+            dirs[:] = []
+            continue
+        total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+    return total
+
+
+def build_edits(path: str, rows: int, edits: int) -> tuple[Any, int]:
+    """``rows`` rows in one extend, then ``edits`` single-row commits at random rows; the dataset and the
+    metadata bytes the edits added."""
+    import lakecompute as lc
+
+    ds = lc.empty(path, overwrite=True)
+    with ds:
+        ds.create_tensor("x", dtype="int32")
+        ds.create_tensor("y", dtype="int64")
+    ds.extend({"x": np.arange(rows, dtype=np.int32), "y": np.arange(rows, dtype=np.int64)})
+    before = metadata_bytes(path)
+    rng = np.random.default_rng(1)
+    for i in range(edits):
+        ds.x[int(rng.integers(rows))] = -i
+    return ds, metadata_bytes(path) - before
+
+
+def _edit_rows(tmp: str, runs: int, quick: bool) -> list[Row]:
+    rows = ROWS[-1] // 10 if quick else ROWS[-1]
+    edits = EDITS // 5 if quick else EDITS
+    t0 = time.perf_counter()
+    _ds, added = build_edits(f"{tmp}/edits", rows, edits)
+    build = time.perf_counter() - t0
+    mb = added / 1e6
+    out = [
+        Row(
+            f"metadata of {edits:,} single-row commits, {rows:,} rows",
+            mb,
+            None,
+            "MB",
+            target=f"<= {EDITS_LIMIT_MB:.0f} MB" if not quick else "",
+            ok=mb <= EDITS_LIMIT_MB if not quick else None,
+            note=f"{added / edits:,.0f} bytes per commit; the commits took {build:.1f} s",
+        )
+    ]
+    timed = _history_times(f"{tmp}/edits", rows, 0, max(5, runs), fixture=_ds)
+    out += [
+        Row(
+            f"{op}, after {edits:,} single-row commits",
+            ms,
+            None,
+            "ms",
+            target=f"<= {_limit(op):.0f} ms",
+            ok=ms <= _limit(op),
+        )
+        for op, ms in timed.items()
+    ]
+    return out
 
 
 def _jpegs(path: str, n: int) -> Any:
@@ -210,6 +313,11 @@ def _save_rows(tmp: str, runs: int, quick: bool) -> list[Row]:
 
 @suite("versions")
 def versions(opts: Any) -> list[Row]:
-    """restore, checkout(create), diff, fast-forward merge on 1,000,000 rows, 1,000 versions; view.save."""
+    """log, restore, checkout(create), diff, fast-forward merge on 1,000,000 rows, 1,000 versions; metadata of
+    1,000 single-row commits; view.save."""
     with scratch_dir() as tmp:
-        return _history_rows(tmp, opts.runs, opts.quick) + _save_rows(tmp, opts.runs, opts.quick)
+        return (
+            _history_rows(tmp, opts.runs, opts.quick)
+            + _edit_rows(tmp, opts.runs, opts.quick)
+            + _save_rows(tmp, opts.runs, opts.quick)
+        )

@@ -24,6 +24,7 @@ from lakecompute.ingest import (
     read,
 )
 from lakecompute.schedulers import worker_device
+from lakecompute.select import Expr, col, expr
 from lakecompute.tables import read_parquet
 from lakecompute.vision import ingest_coco, ingest_yolo
 
@@ -34,6 +35,7 @@ __all__ = [
     "Dataset",
     "DatasetView",
     "EvalResult",
+    "Expr",
     "FailedSample",
     "ImageFile",
     "Pipeline",
@@ -43,6 +45,7 @@ __all__ = [
     "TensorView",
     "VersionDiff",
     "__version__",
+    "col",
     "compose",
     "compute",
     "copy",
@@ -50,6 +53,7 @@ __all__ = [
     "delete",
     "empty",
     "exists",
+    "expr",
     "from_arrow",
     "from_csv",
     "from_numpy",

@@ -19,6 +19,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetReplacedError",
     "EvalConflictError",
+    "ExpressionError",
     "FingerprintError",
     "ForkInTaskError",
     "InvalidArgumentError",
@@ -81,6 +82,38 @@ class InvalidArgumentError(LakeComputeError, ValueError):
     """Raised when an argument has an unusable value (an unknown htype, a bad tensor name, ...)."""
 
 
+class ExpressionError(InvalidArgumentError):
+    """Raised when an expression (``lc.col(...)``, ``lc.expr(text)``, ``ds.filter(text)``) cannot be parsed,
+    or does not fit the tensors it names (an unknown tensor or class name, values compared with a type
+    they do not compare with).
+
+    Attributes:
+        text: the expression's text: as given to ``lc.expr``, else ``str(expr)``.
+        position: where in ``text`` the problem is (0-based character offset), or None where it is the
+            expression as a whole.
+        detail: what is wrong, without the position.
+    """
+
+    def __init__(self, detail: str, text: str = "", position: int | None = None) -> None:
+        detail = detail.rstrip(".")
+        self.detail = detail
+        self.text = text
+        self.position = position
+        if position is None:
+            where = f" (in {_quoted(text)})" if text else ""
+            super().__init__(f"Expression error: {detail}{where}.")
+        else:
+            super().__init__(
+                f"Expression error at position {position}: {detail} (in {_quoted(text)}, here: "
+                f"{_quoted(text[position : position + 24], 24)})."
+            )
+
+
+def _quoted(text: str, limit: int = 120) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 class InvalidTypeError(LakeComputeError, TypeError):
     """Raised when an argument has the wrong type."""
 
@@ -109,23 +142,49 @@ class DatasetNotFoundError(LakeComputeError, FileNotFoundError):
 class DatasetReplacedError(DatasetNotFoundError):
     """Raised when the dataset something refers to (a pickled handle, a view, a loader state, a handle
     being reloaded) is no longer at its path: the path was overwritten, or deleted and created again, and
-    holds another dataset (another ``ds.id``) whose version numbers would otherwise be taken for its own.
+    holds another dataset (another ``ds.id``) whose version numbers would otherwise be taken for its own;
+    or the folder was replaced by a copy of the dataset (the same id) whose history diverged, so that the
+    version referred to holds other content there (another content digest).
 
     Attributes:
         path: the location.
         expected_id: the id of the dataset referred to.
         found_id: the id of the dataset there now.
+        expected_digest: the content digest of the version referred to ("" when the ids differ).
+        found_digest: the content digest of that version there now ("" when the ids differ).
     """
 
-    def __init__(self, path: str, expected_id: str, found_id: str, what: str = "this handle") -> None:
+    def __init__(
+        self,
+        path: str,
+        expected_id: str,
+        found_id: str,
+        what: str = "this handle",
+        *,
+        version: int | None = None,
+        expected_digest: str = "",
+        found_digest: str = "",
+    ) -> None:
         self.path = path
         self.expected_id = expected_id
         self.found_id = found_id
+        self.expected_digest = expected_digest
+        self.found_digest = found_digest
+        if expected_digest:
+            why = (
+                f"its version {version} holds other content there (content digest {found_digest[:16]}..., "
+                f"expected {expected_digest[:16]}...): the folder was replaced by a copy of the dataset "
+                "whose history diverged from it"
+            )
+        else:
+            why = (
+                f"expected dataset id {expected_id!r}, found {found_id!r} (the path was overwritten, or "
+                "deleted and created again)"
+            )
         LakeComputeError.__init__(
             self,
-            f"The dataset at {path!r} is not the one {what} refers to: expected dataset id {expected_id!r}, "
-            f"found {found_id!r} (the path was overwritten, or deleted and created again). Open the dataset "
-            "there now with lc.load(path).",
+            f"The dataset at {path!r} is not the one {what} refers to: {why}. Open the dataset there now "
+            "with lc.load(path).",
         )
 
 

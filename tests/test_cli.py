@@ -20,7 +20,7 @@ from tests.helpers import run_cli
 
 SUBCOMMANDS = [
     "info", "log", "restore", "diff", "ingest-classification", "ingest-coco", "ingest-yolo", "compact",
-    "vacuum", "show", "demo"
+    "vacuum", "filter", "count", "show", "demo"
 ]  # fmt: skip
 
 
@@ -96,6 +96,18 @@ USER_ERRORS = [
     (["vacuum", "{missing}"], 1, "No lakecompute dataset at"),
     (["vacuum", "{ds}", "--keep-versions", "0"], 2, "--keep-versions: expected an integer >= 1, got '0'"),
     (["vacuum", "{ds}", "--grace-seconds", "soon"], 2, "--grace-seconds: expected a number of seconds"),
+    (["filter", "{ds}"], 2, "required: expr"),
+    (["filter", "{missing}", "labels == 'circle'"], 1, "No lakecompute dataset at"),
+    (["filter", "{ds}", "lables == 'circle'"], 1, "there is no tensor 'lables'. Did you mean 'labels'?"),
+    (["filter", "{ds}", "__import__('os').system('x')"], 1, "at position 16: unexpected character '.'"),
+    (["filter", "{ds}", "labels > 'circle'"], 1, "class labels compare as names, with ==, != and in"),
+    (["filter", "{ds}", "labels == 'cat'"], 1, "'cat' is not a class name of tensor 'labels'"),
+    (["filter", "{ds}", "labels == 1", "--objects"], 1, "filter_labels keeps or drops objects"),
+    (["filter", "{ds}", "labels == 1", "--save", "{ds}"], 1, "Cannot copy"),
+    (["count", "{ds}"], 2, "required: tensor"),
+    (["count", "{ds}", "images"], 1, "holds images (image), which expressions do not read"),
+    (["count", "{ds}", "labels", "--where", "labels +"], 1, "the expression ends too early"),
+    (["show", "{ds}", "--where", "nope == 1"], 1, "there is no tensor 'nope'"),
     (["show", "{missing}"], 1, "No lakecompute dataset at"),
     (["show", "{ds}", "--tensor", "labels"], 1, "Expected an image tensor. Got --tensor 'labels'"),
     (["show", "{ds}", "--tensor", "pixels"], 1, "Tensor 'pixels' does not exist"),

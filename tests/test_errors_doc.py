@@ -207,6 +207,29 @@ def _replaced(tmp: Path) -> Any:
     return pickle.loads(blob)
 
 
+def _replaced_copy(tmp: Path) -> Any:
+    import pickle
+    import shutil
+
+    src = _numbers(tmp)
+    shutil.copytree(tmp / "src", tmp / "copy")
+    src.x[0] = -1
+    lc.load(str(tmp / "copy")).x[0] = -2  # the same version number, other content
+    blob = pickle.dumps(lc.load(str(tmp / "src")))
+    shutil.rmtree(tmp / "src")
+    shutil.move(str(tmp / "copy"), str(tmp / "src"))
+    return pickle.loads(blob)
+
+
+def _tag_of_missing_version(tmp: Path) -> Any:
+    import json
+
+    ds = _numbers(tmp)
+    (tmp / "src" / "refs" / "tags").mkdir(parents=True, exist_ok=True)
+    (tmp / "src" / "refs" / "tags" / "gone.json").write_text(json.dumps({"version": 99, "created": 0.0}))
+    return lc.load(ds.path, version="gone")
+
+
 def _image_depth(tmp: Path) -> Any:
     from tests.test_image_depth import png16
 
@@ -397,6 +420,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "linked-file": _linked,
     "interrupted-delete": _interrupted_delete,
     "replaced": _replaced,
+    "replaced-copy": _replaced_copy,
     "ingest-overlap": _ingest_overlap,
     "image-depth": _image_depth,
     "ingest-resume-conflict": _ingest_resume_conflict,
@@ -441,9 +465,18 @@ CASES: dict[str, Callable[[Path], Any]] = {
         lc.load(str(t / "src")).checkout("exp", create=True),
     ],
     "bad-ref-name": lambda t: _numbers(t).checkout("a/b", create=True),
+    "bad-version-name": lambda t: lc.load(str(_numbers(t).path), version="²"),
+    "checkout-version": lambda t: _numbers(t).checkout(2),  # type: ignore[arg-type]
+    "ref-names-missing-version": _tag_of_missing_version,
     "merge-conflict": _merge_conflict,
     "delete-current-branch": _delete_current_branch,
     "keep-versions": lambda t: _numbers(t).vacuum(keep_versions=0),
+    "expression-syntax": lambda t: _ds(t).filter("__import__('os').system('x')"),
+    "expression-unknown-tensor": lambda t: _ds(t).filter("lables == 'cat'"),
+    "expression-class-name": lambda t: _ds(t).filter(lc.col("labels") == "cow"),
+    "expression-types": lambda t: _ds(t).filter("labels > 'cat'"),
+    "expression-too-deep": lambda t: lc.expr("(" * 10_000 + "x" + ")" * 10_000),
+    "filter-labels-per-row": lambda t: _ds(t).filter_labels("x > 0"),
     "show-not-image": lambda t: contact_sheet(_ds(t), tensor="labels"),
     "show-labels": lambda t: contact_sheet(_ds(t), tensor="img", label_tensor="t"),
     # -- evals ---------------------------------------------------------------------------------

@@ -50,6 +50,12 @@ EXPECTED = {
         "round trip: 24 rows, same bytes: True, same labels: True",
         "brightness of 24 images; the rerun: True",
     ],
+    "10_select.py": [
+        "objects per class: {'diamond': 29, 'box': 27} (56 annotations in the JSON)",
+        "18 of 24 images have a diamond and another object",
+        "pycocotools reads 9 annotations of 8 images",
+        "where filter_labels(boxes[2] * boxes[3] > 800) | sort(len(boxes), descending=True)",
+    ],
 }
 
 

@@ -24,13 +24,14 @@ __all__ = [
     "run_restore",
     "run_show",
     "run_vacuum",
+    "version_arg",
 ]
 
 
 def run_info(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
-    version = _version_arg(args.version)
+    version = version_arg(args.version)
     try:
         ds = lc.load(args.path, read_only=True, version=version, branch=args.branch)
     except lc.DatasetNotFoundError:
@@ -42,14 +43,20 @@ def run_info(args: argparse.Namespace) -> int:
             f"{_spans(versions)}. 'lakecompute log {args.path}' lists them."
         ) from None
     print(ds.summary_table())
+    from lakecompute.cli._select import class_histograms  # after the table: it reads the label columns
+
+    for line in class_histograms(ds):
+        print(line)
     return 0
 
 
-def _version_arg(text: str | None) -> int | str | None:
+def version_arg(text: str | None) -> int | str | None:
     """A version given on the command line: a number, or a tag or branch name."""
+    from lakecompute.storage import is_version_number
+
     if text is None:
         return None
-    return int(text) if text.isdigit() else text
+    return int(text) if is_version_number(text) else text
 
 
 def _spans(numbers: list[int]) -> str:
@@ -67,7 +74,7 @@ def run_log(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path, read_only=True, branch=args.branch)
-    entries = ds.log(all_branches=args.graph)
+    entries = ds.log(all_branches=args.graph, evals=args.evals)
     if args.graph:
         for line in graph_lines(entries):
             print(line)
@@ -76,8 +83,17 @@ def run_log(args: argparse.Namespace) -> int:
     for entry in entries:
         counts = ", ".join(f"{k}={v}" for k, v in entry["samples"].items()) or "no tensors"
         refs = _refs_text(entry)
-        print(f"{entry['version']:>7}  {_when(entry['time'])}  {entry['message']:<40}  {counts}{refs}")
+        message = entry["message"] + _folded_text(entry)
+        print(f"{entry['version']:>7}  {_when(entry['time'])}  {message:<40}  {counts}{refs}")
     return 0
+
+
+def _folded_text(entry: dict[str, Any]) -> str:
+    """``" (+3 checkpoints: 4-6)"``: the checkpoint versions folded into an eval's entry (``--evals``)."""
+    folded = entry.get("eval", {}).get("checkpoints", [])
+    if not folded:
+        return ""
+    return f" (+{len(folded)} checkpoint{'s' if len(folded) > 1 else ''}: {_spans(folded)})"
 
 
 def _when(seconds: float) -> str:
@@ -140,7 +156,7 @@ def run_restore(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path, branch=args.branch)
-    old = _version_arg(args.version)
+    old = version_arg(args.version)
     new = ds.restore(old)  # type: ignore[arg-type]  # a number or a name, never None here
     print(f"Restored {args.path} on branch {ds.branch!r} to the content of {old!r}: version {new}.")
     return 0
@@ -152,7 +168,7 @@ def run_diff(args: argparse.Namespace) -> int:
     import lakecompute as lc
 
     ds = lc.load(args.path, read_only=True)
-    result = ds.diff(_version_arg(args.a), _version_arg(args.b))
+    result = ds.diff(version_arg(args.a), version_arg(args.b))
     print(json.dumps(result.to_dict(), indent=2) if args.json else str(result))
     return 0
 
@@ -264,10 +280,11 @@ def _size(nbytes: int) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     import lakecompute as lc
+    from lakecompute.cli._select import selected
     from lakecompute.viz import contact_sheet
 
     _check_image_file_name(args.output)
-    ds = lc.load(args.path, read_only=True)
+    ds = selected(lc.load(args.path, read_only=True), args.where, args.objects)
     indices: list[int] | Literal["spread"] = "spread"
     if args.indices:
         try:

@@ -24,6 +24,7 @@ from lakecompute.cli._commands import (
     run_show,
     run_vacuum,
 )
+from lakecompute.cli._select import run_count, run_filter
 
 __all__ = ["INGEST_OPTIONS", "VERBS", "Arg", "Verb", "build_parser"]
 
@@ -31,6 +32,8 @@ _EPILOG = """examples:
   lakecompute demo
   lakecompute ingest-classification ./animals ./animals-lc
   lakecompute info ./animals-lc
+  lakecompute filter ./animals-lc "labels == 'cat'" --save ./cats
+  lakecompute count ./coco-lc categories
   lakecompute show ./animals-lc --tensor images --rows 2 --cols 6 -o grid.png
   lakecompute log ./animals-lc --graph
   lakecompute diff ./animals-lc main experiment
@@ -176,12 +179,14 @@ _VERSION_VERBS = (
         "list a dataset's committed versions",
         "List the committed versions of a branch (default: main), oldest first: number, time, message, "
         "samples per tensor, and the branches and tags at each. With --graph, every branch's history, "
-        "newest first, a lane per branch, with each version's parents.",
+        "newest first, a lane per branch, with each version's parents. With --evals, the versions an eval "
+        "committed at its checkpoints fold into the line of the version that finished it.",
         run_log,
         (
             _path(),
             _branch("the branch whose history to list (default: main)"),
             Arg(("--graph",), "every branch, as a graph of lanes and parents", flag=True),
+            Arg(("--evals",), "one line per eval: its checkpoint versions folded into it", flag=True),
         ),
     ),
     Verb(
@@ -312,6 +317,10 @@ _LOOK_VERBS = (
             Arg(("--indices",), "comma-separated sample indices (default: rows*cols spread out)", default=""),
             Arg(("-o", "--output"), "the PNG file to write (default: grid.png)", default="grid.png"),
             Arg(("--no-targets",), "do not draw boxes, masks and keypoints over the images", flag=True),
+            Arg(("--where",), "show only the rows this expression keeps (see 'filter')"),
+            Arg(
+                ("--objects",), "draw only the objects this per-object expression keeps ('filter --objects')"
+            ),
         ),
     ),
     Verb(
@@ -329,8 +338,45 @@ _LOOK_VERBS = (
     ),
 )
 
+_SELECT_VERBS = (
+    Verb(
+        "filter",
+        "the rows an expression keeps (and save them as a dataset)",
+        "Print how many rows the expression keeps and which (read by column: only the tensors it names), "
+        "e.g. \"labels == 'cat' and score > 0.5\"; with --save, write them as a new dataset at DEST, "
+        "which records the expression and the version it was evaluated on. See docs/selecting.md.",
+        run_filter,
+        (
+            _path(),
+            Arg(("expr",), "the expression, e.g. \"labels == 'cat'\""),
+            Arg(
+                ("--objects",),
+                "keep the objects the expression holds for (filter_labels), not rows",
+                flag=True,
+            ),
+            Arg(("--save",), "write the selection as a new dataset at DEST"),
+            Arg(("--overwrite",), "replace a dataset already at DEST", flag=True),
+            Arg(("--version",), "evaluate on an older committed version, by number or tag"),
+            Arg(("--no-progress",), "hide the progress bar of --save", flag=True),
+        ),
+    ),
+    Verb(
+        "count",
+        "a table of how often each value of a tensor occurs",
+        "Print each value of TENSOR (or an expression such as len(boxes)) with its count and share, most "
+        "frequent first; per-object labels count every object, class labels every class name.",
+        run_count,
+        (
+            _path(),
+            Arg(("tensor",), "the tensor (or expression) to count"),
+            Arg(("--where",), "count only the rows this expression keeps"),
+            Arg(("--version",), "count an older committed version, by number or tag"),
+        ),
+    ),
+)
+
 #: Every subcommand, in the order ``lakecompute --help`` lists them.
-VERBS: tuple[Verb, ...] = (*_VERSION_VERBS, *_INGEST_VERBS, *_STORAGE_VERBS, *_LOOK_VERBS)
+VERBS: tuple[Verb, ...] = (*_VERSION_VERBS, *_INGEST_VERBS, *_STORAGE_VERBS, *_SELECT_VERBS, *_LOOK_VERBS)
 
 
 # -- the parser -------------------------------------------------------------------------------------

@@ -435,7 +435,8 @@ class _OrderedRun:
         assert decider.decisions is not None
         if not decider.decisions.written and self.speculation.tasks and self._scan_on(preflight):
             return
-        self.decided = _decide(self.plan, self.write, self.job, decider.decisions, self.block)
+        decided = _decide(self.plan, self.write, self.job, decider.decisions, self.block)
+        self.decided = replace(decided, read=preflight.read)  # what later tasks read ahead
         verdict = self.speculation.judge(preflight, decider.decisions, self.decided.aligned)
         self.min_task = _min_task(self.plan, decider, verdict.stop)
         self.preflight_stop = verdict.stop

@@ -15,11 +15,20 @@ from typing import Any
 
 import numpy as np
 
+from lakecompute.compute._deferred import Deferred, DeferredPart, LazyColumn, batch_part
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
-from lakecompute.datasets import Dataset, DatasetView, base_dataset, open_columns, read_columns, snapshot
+from lakecompute.compute._samples import SAMPLE_ROWS, RowMeta, column_rows, row_class, tensor_meta
+from lakecompute.datasets import (
+    Dataset,
+    DatasetView,
+    base_dataset,
+    core_of,
+    open_columns,
+    read_columns,
+    snapshot,
+)
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
-from lakecompute.htypes import Staging, stacked_list
+from lakecompute.htypes import Staging
 from lakecompute.storage import layout_verdicts
 from lakecompute.tables import TableInput, table_input
 
@@ -87,6 +96,13 @@ class Source:
         """In a worker, while another runs the preflight: open the input ahead of the first task (nothing
         by default)."""
 
+    def used_tensors(self) -> tuple[str, ...] | None:
+        """The input tensors the functions read so far in this process (dataset input; None otherwise)."""
+        return None
+
+    def expect(self, names: Iterable[str]) -> None:
+        """Read the input tensors ``names`` ahead with every block (dataset input; nothing otherwise)."""
+
 
 class DatasetSource(Source):
     """Dataset or view input: workers open the same committed version and read their range.
@@ -103,7 +119,8 @@ class DatasetSource(Source):
 
     def __init__(self, data_in: Dataset | DatasetView, pad: bool, rows_of_data: bool = False) -> None:
         base = base_dataset(data_in)
-        lengths = {name: len(t) for name, t in base.tensors.items()}
+        shown = data_in.keys() if isinstance(data_in, DatasetView) else list(base.tensors)
+        lengths = {name: len(base.tensors[name]) for name in shown}  # a column view's tensors only
         if rows_of_data:
             lengths = {name: n for name, n in lengths.items() if n}
         if not pad and not isinstance(data_in, DatasetView):
@@ -117,6 +134,9 @@ class DatasetSource(Source):
         self._caller: Dataset | None = base  # the caller's own handle (see prepare_workers)
         self._ds: Dataset | None = None
         self._meta: RowMeta | None = None
+        # The tensors the function has read (in this process, or in the preflight: see `expect`); None
+        # until one is. Those are read ahead with each block; the others only when first used (`LazyColumn`).
+        self._used: frozenset[str] | None = None
         # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
         self._opening = threading.Lock()
 
@@ -166,12 +186,54 @@ class DatasetSource(Source):
             self._meta = tensor_meta(self.dataset(), self.snap.tensors)
         return self._meta
 
-    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+    def used_tensors(self) -> tuple[str, ...] | None:
+        """The tensors the function read so far in this process (None: none yet)."""
+        used = self._used
+        return None if used is None else tuple(n for n in self.snap.tensors if n in used)
+
+    def expect(self, names: Iterable[str]) -> None:
+        """Read the tensors ``names`` ahead with every block (what the preflight's function read)."""
+        self._used = frozenset(names) | (self._used or frozenset())
+
+    def note_used(self, name: str) -> None:
+        """Tensor ``name`` was read on first use: read it ahead with the blocks from now on."""
+        if self._used is None or name not in self._used:
+            self._used = (self._used or frozenset()) | {name}
+
+    def read_column(self, name: str, start: int, stop: int) -> Any:
+        """Tensor ``name`` of inputs ``start..stop`` (a ``filter_labels`` view's kept objects only)."""
         snap = self.snap
-        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        (column,) = read_columns(self.dataset(), (name,), snap.positions[start:stop], self.pad).values()
+        return column if snap.objects is None else snap.kept(name, range(start, stop), column)
+
+    def stored_nbytes(self, name: str, start: int, stop: int) -> int:
+        """About how many bytes tensor ``name`` of inputs ``start..stop`` holds decoded, from the samples'
+        stored shapes (index rows: no sample is read)."""
+        reader = core_of(self.dataset()).reader(name)
+        itemsize = reader.dtype.itemsize if reader.dtype is not None else 1
+        total = 0
+        for p in self.snap.positions[start:stop]:
+            total += int(np.prod(reader.shape_of(int(p)))) * itemsize if int(p) < reader.length else 0
+        return total
+
+    def _columns(self, start: int, stop: int) -> dict[str, Any]:
+        """Inputs ``start..stop``, column by column: the tensors the function reads, and for the others a
+        `LazyColumn`, read if the function asks for it (so an eval that relabels rows beside an image
+        column never decodes an image)."""
+        used = self._used or frozenset()
+        read = [n for n in self.snap.tensors if n in used]
+        columns = dict(zip(read, (self.read_column(n, start, stop) for n in read), strict=True))
+        return {n: columns[n] if n in used else LazyColumn(self, n, start, stop) for n in self.snap.tensors}
+
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+        columns = self._columns(start, stop)
         meta = self.meta()
         if batch:
-            return [row_class(tuple(columns), meta)(columns, start, self.row_of(start))]
+            whole = {
+                n: DeferredPart((c, 0, stop - start, None)) if isinstance(c, LazyColumn) else c
+                for n, c in columns.items()
+            }
+            return [row_class(tuple(columns), meta)(whole, start, self.row_of(start))]
         # Made as they are taken, no dict per sample (and the tensors' meta shared: nothing per sample).
         return column_rows(columns, start, stop - start, meta, self._rows(start, stop))
 
@@ -179,12 +241,11 @@ class DatasetSource(Source):
         # The range is read at once (a few large reads), and each batch holds slices of it: views of the
         # stacked columns, no copies. A column read as a list (images) is stacked per batch here, on the
         # reader's thread, where its samples stack: not by the function's thread when it asks.
-        snap = self.snap
-        columns = read_columns(self.dataset(), snap.tensors, snap.positions[start:stop], self.pad)
+        columns = self._columns(start, stop)
         row = row_class(tuple(columns), self.meta())
         return [
             row(
-                {name: _batch_part(column, b - start, size, staging) for name, column in columns.items()},
+                {name: batch_part(column, b - start, size, staging) for name, column in columns.items()},
                 b,
                 self.row_of(b),
             )
@@ -209,19 +270,28 @@ class DatasetSource(Source):
             [pos.start, pos.stop, pos.step] if isinstance(pos, range) else fingerprint_value(pos, "data_in")
         )
         # The dataset's id, not its path: a dataset made again at the same path reaches the same version
-        # numbers with other content, and a copy of the folder elsewhere is the same data.
+        # numbers with other content, and a copy of the folder elsewhere is the same data. The content
+        # digest: a copy whose history diverged holds other content under the same id and version.
         return {
             "kind": "dataset",
             "id": self.snap.dataset_id,
             "version": self.snap.version,
+            "digest": self.snap.digest,
             "positions": where,
             "pad": self.pad,
             "tensors": list(self.snap.tensors),
+            **({"objects": digest} if (digest := self.snap.objects_digest()) else {}),
         }
 
     def describe(self) -> dict[str, Any]:
         snap = self.snap
-        return {"kind": "dataset", "id": snap.dataset_id, "version": snap.version, "path": snap.url}
+        return {
+            "kind": "dataset",
+            "id": snap.dataset_id,
+            "version": snap.version,
+            "digest": snap.digest,
+            "path": snap.url,
+        }
 
 
 class SequenceSource(Source):
@@ -440,6 +510,15 @@ def estimate_bytes(value: Any) -> int:
         return int(value.nbytes)
     if isinstance(value, (bytes, str)):
         return len(value)
+    if isinstance(value, Deferred):  # a tensor not read yet: from its stored shapes
+        return value.nbytes()
+    return _container_bytes(value)
+
+
+def _container_bytes(value: Any) -> int:
+    """`estimate_bytes` of a row, a dict, a list or tuple (sampled), or something else (64)."""
+    if isinstance(value, SAMPLE_ROWS):  # a row: its values as held (reading none that is deferred)
+        return sum(estimate_bytes(v.held()) for v in value.tensors.values())
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return sum(estimate_bytes(v) for v in to_dict().values())
@@ -518,12 +597,3 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
         "data_in must be a dataset, a sequence (with len and indexing) or an iterable. "
         f"Got {type(data_in).__name__}."
     )
-
-
-def _batch_part(
-    column: np.ndarray | list[Any], at: int, size: int, staging: Staging | None
-) -> np.ndarray | list[Any]:
-    """Inputs ``at..at + size`` of a column read for a batch: a view of a stacked column, or a list's
-    part stacked ahead where its samples stack (`lakecompute.htypes.stacked_list`)."""
-    part = column[at : at + size]
-    return stacked_list(part, staging) if isinstance(part, list) else part

@@ -98,12 +98,15 @@ class Decided:
             the first input wrote, 0 for the others); an input that writes otherwise is checked.
         aligned: every input must write exactly ``expected`` (in place, with tensors kept).
         block: inputs read and processed at once (bounds a worker's memory; see `block_size`).
+        read: the input tensors the preflight's functions read (dataset input), which every task reads
+            ahead with each block; the others are read only if a function asks for them. None: unknown.
     """
 
     schema: OutputSchema
     expected: tuple[int, ...]
     aligned: bool
     block: int = 1
+    read: tuple[str, ...] | None = None
 
 
 def decide_outputs(job: Job, decisions: Decisions, block: int) -> Decided:
@@ -159,6 +162,7 @@ class TaskResult:
     failure: TaskFailure | None = None
     decisions: Decisions | None = None  # the preflight's
     block: int = 0  # the preflight's: inputs per block, from the first input (see `block_size`)
+    read: tuple[str, ...] | None = None  # the preflight's: the input tensors its functions read
     stages: Mapping[str, float] = field(default_factory=dict)  # seconds per stage (see _overlap.Stages)
 
 

@@ -204,7 +204,7 @@ def _fingerprint(
         # The input is the version the eval started from; and its tensors are not part of the
         # identity, so that the eval that filled a new column is the same eval once it holds data
         # (a completed in-place eval is recognised only right after itself: nothing changed since).
-        identity = {**identity, "version": None, "tensors": None}
+        identity = {**identity, "version": None, "digest": None, "tensors": None}
     output = {
         "id": out.id,  # the dataset, not its path: one made again at the path has no records
         "in_place": in_place,

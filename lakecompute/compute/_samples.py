@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
+from lakecompute.compute._deferred import Deferred, DeferredSample, resolved
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.htypes import stack_samples
 
@@ -85,6 +86,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
     _value: Any = _tuplegetter(0, "the value")
     _meta: TensorMeta | None = _tuplegetter(1, "the tensor the value was read from, if known")
 
+    def held(self) -> Any:
+        """The value as held: a `Deferred` for a tensor not read yet (the function has not asked)."""
+        return self._value
+
     @property
     def htype(self) -> str | None:
         """The htype of the tensor the value was read from (None: not read from a dataset's tensor)."""
@@ -108,6 +113,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         v = self._value
         if v.__class__ is np.ndarray:  # the common case first: called once per tensor per sample
             return v
+        if isinstance(v, Deferred):  # a tensor read when first used
+            v = v.get()
+            if v.__class__ is np.ndarray:
+                return v
         if aslist and isinstance(v, list):
             return v
         if isinstance(v, np.ndarray):
@@ -117,14 +126,16 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return np.asarray(v)
 
     def text(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     def data(self) -> Any:
-        return self._value
+        v = self._value
+        return v.get() if isinstance(v, Deferred) else v
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.shape(self._value))
+        return tuple(np.shape(resolved(self._value)))
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         arr = self.numpy()
@@ -145,10 +156,10 @@ class InputValue(tuple):  # type: ignore[type-arg]
         return True
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (InputValue, ((self._value, self._meta),))
+        return (InputValue, ((resolved(self._value), self._meta),))
 
     def __repr__(self) -> str:
-        return f"InputValue({self._value!r:.60})"
+        return f"InputValue({resolved(self._value)!r:.60})"
 
 
 class InputRow:
@@ -204,12 +215,12 @@ class InputRow:
         return {k: self._value(k) for k in self._values}
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self._values)
+        return {name: resolved(value) for name, value in self._values.items()}
 
     def __reduce__(self) -> tuple[Any, ...]:
         if not self._row_meta:
-            return (InputRow, (dict(self._values), self.index, self.row))
-        return (_typed_row, (dict(self._values), self.index, self._row_meta, self.row))
+            return (InputRow, (self.to_dict(), self.index, self.row))
+        return (_typed_row, (self.to_dict(), self.index, self._row_meta, self.row))
 
     def __repr__(self) -> str:
         return f"Row(index={self.index}, row={self.row}, tensors={sorted(self._values)!r})"
@@ -352,6 +363,8 @@ def _per_sample(column: Any, count: int) -> Iterator[Any]:
     or a list's items."""
     if isinstance(column, np.ndarray) and column.ndim == 1:
         return map(column.__getitem__, zip(range(count), itertools.repeat(Ellipsis)))
+    if hasattr(column, "sample"):  # a column read on first use: a deferred value per sample
+        return map(DeferredSample, zip(itertools.repeat(column), range(count)))
     return iter(column)
 
 

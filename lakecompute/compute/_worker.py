@@ -78,6 +78,8 @@ class _TaskRun:
         self.job = job
         self.task = task
         self.decided = task.decided
+        if task.decided.read is not None:  # what the preflight's functions read: read ahead with each block
+            job.source.expect(task.decided.read)
         self.progress = progress
         self.stages = stages_for(job.token, job.pipeline, job.parent_pid)
         self.writer = TaskWriter(job.grant, task.decided.schema, task.number)
@@ -556,7 +558,7 @@ def _run_preflight(job: Job, task: Task, progress: ProgressFn) -> TaskResult:
         run.drain()
     except TaskStop as stop_at:
         return TaskResult(task.number, task.start, stop, {}, {}, (), stop_at.failure, decisions, block)
-    return replace(run.result(), decisions=decisions, block=block)
+    return replace(run.result(), decisions=decisions, block=block, read=job.source.used_tensors())
 
 
 def _replay(

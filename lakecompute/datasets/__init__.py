@@ -25,13 +25,14 @@ from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._lifecycle import dataset, delete, empty, exists, like, load
 from lakecompute.datasets._maintenance import compact, vacuum
+from lakecompute.datasets._objects import ObjectGroup, ObjectSelection
 from lakecompute.datasets._reader import ColumnReader, RowReader, StreamReader
 from lakecompute.datasets._records import EvalProgress, EvalRecord, FailedSample
 from lakecompute.datasets._save import copy
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._snapshot import Snapshot, snapshot
 from lakecompute.datasets._tensor import Tensor, TensorView
-from lakecompute.datasets._views import DatasetView, Row, base_dataset
+from lakecompute.datasets._views import DatasetView, Row, base_dataset, column_list, view_rows
 
 __all__ = [
     "Checkout",
@@ -45,6 +46,8 @@ __all__ = [
     "EvalRecord",
     "EvalWrite",
     "FailedSample",
+    "ObjectGroup",
+    "ObjectSelection",
     "OutputSchema",
     "Row",
     "RowReader",
@@ -60,6 +63,7 @@ __all__ = [
     "VersionDiff",
     "base_dataset",
     "checkout_of",
+    "column_list",
     "compact",
     "copy",
     "core_of",
@@ -76,5 +80,6 @@ __all__ = [
     "resolve",
     "snapshot",
     "vacuum",
+    "view_rows",
     "written_in_place",
 ]

@@ -25,7 +25,7 @@ from lakecompute.datasets._info import DatasetInfo, parse_info
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._tensor import Tensor
 from lakecompute.datasets._vcs import VersionControl
-from lakecompute.datasets._views import DatasetView, Row, _Samples
+from lakecompute.datasets._views import DatasetView, Row, _Samples, column_list
 from lakecompute.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -96,6 +96,19 @@ class Dataset(_Samples, VersionControl):
         return self._core.dataset_id
 
     @property
+    def digest(self) -> str:
+        """A digest of the content of the version this handle reads (its tensors' fragments, specs and
+        info, its eval records and ``ds.info``): 64 hex digits, recorded when the version was committed.
+
+        ``(id, version)`` names a place in one dataset's history; the digest says which content is there.
+        A copy of the folder (``cp -r``) keeps the id, the versions and their digests, so it reads as the
+        same data; once a commit on the copy and one on the original give the same version number other
+        content, their digests differ, and evals, pickled handles, snapshots and loader states tell the
+        two apart. (``lc.copy`` gives a copy its own id.)
+        """
+        return self._core.txn.base.digest
+
+    @property
     def read_only(self) -> bool:
         return self._core.read_only
 
@@ -141,6 +154,10 @@ class Dataset(_Samples, VersionControl):
         if isinstance(key, str):
             self._core.state(key)
             return Tensor(self, key)
+        columns = column_list(key)
+        if columns is not None:  # a column view: ds[["labels", "boxes"]]
+            shortest = min(self._core.length(name) for name in columns)  # each name checked
+            return DatasetView(self, range(shortest), columns)
         pos = parse_index(key, len(self))
         if isinstance(pos, int):
             return Row(self, pos)
@@ -426,7 +443,7 @@ class Dataset(_Samples, VersionControl):
         core = self._core
         where = core.txn.checkout
         args = (spec.url, dict(spec.storage_options), self.version, core.opened_read_only, core.pinned, where)
-        return (_reopen, (*args, core.dataset_id))
+        return (_reopen, (*args, core.dataset_id, core.txn.base.digest))
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
@@ -446,15 +463,17 @@ def _reopen(
     pinned: bool,
     checkout: Checkout | None = None,
     dataset_id: str = "",
+    digest: str = "",
 ) -> Dataset:
     """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`).
 
     Raises:
-        DatasetReplacedError: another dataset was made at ``url`` since the handle was pickled.
+        DatasetReplacedError: another dataset was made at ``url`` since the handle was pickled, or the
+            folder was replaced by a copy whose version holds other content (``digest``).
     """
     backend = open_backend(url, storage_options)
     manifest = (
-        read_manifest_of(backend, version, dataset_id, "the pickled handle")
+        read_manifest_of(backend, version, dataset_id, "the pickled handle", digest=digest)
         if dataset_id
         else read_manifest(backend, version)
     )

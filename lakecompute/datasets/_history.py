@@ -9,13 +9,11 @@ two versions is found by reading a handful of manifests, however long their hist
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from lakecompute.datasets._records import parse_records
 from lakecompute.errors import (
+    DatasetCorruptError,
     DatasetNotFoundError,
     InvalidArgumentError,
-    InvalidTypeError,
     LakeComputeError,
     RefNotFoundError,
 )
@@ -23,17 +21,22 @@ from lakecompute.storage import (
     DEFAULT_BRANCH,
     Backend,
     Manifest,
+    VersionHeader,
     branch_head,
     is_committed,
     latest_version,
     list_branches,
     list_tags,
+    parse_version_name,
     read_branch,
+    read_header,
     read_manifest,
     read_tag,
+    tag_key,
+    version_key,
 )
 
-__all__ = ["VersionLike", "heads", "log_entries", "merge_base", "read_committed", "resolve", "walk"]
+__all__ = ["VersionLike", "collectable", "heads", "merge_base", "read_committed", "resolve", "walk"]
 
 #: A version as users name it: its number, a branch (its head) or a tag.
 VersionLike = int | str
@@ -44,32 +47,32 @@ def resolve(backend: Backend, spec: object, what: str = "version") -> int:
 
     Raises:
         InvalidTypeError: ``spec`` is not an int or a str.
+        InvalidArgumentError: neither a number in ASCII digits nor a valid branch or tag name.
         RefNotFoundError: no branch or tag has that name.
-        DatasetCorruptError: a ref is damaged.
+        DatasetCorruptError: a ref is damaged, or names a version that is not stored.
     """
-    if isinstance(spec, bool) or not isinstance(spec, (int, str)):
-        raise InvalidTypeError(
-            f"Expected {what} as a version number, branch or tag name. "
-            f"Got {type(spec).__name__}: {spec!r:.80}."
-        )
-    if isinstance(spec, int):
-        if spec < 0:
-            raise InvalidArgumentError(f"Expected {what} >= 0. Got {spec}.")
-        return spec
-    if spec.isdigit():
-        return int(spec)  # branch and tag names are never digits only
-    ref = read_branch(backend, spec)
+    name = parse_version_name(spec, what)
+    if isinstance(name, int):
+        return name
+    ref = read_branch(backend, name)
     if ref is not None:
         return branch_head(backend, ref)
-    if spec == DEFAULT_BRANCH:
+    if name == DEFAULT_BRANCH:
         latest = latest_version(backend)
         if latest is not None:
             return latest  # a dataset written before branches: main is its newest version
-    tag = read_tag(backend, spec)
+    tag = read_tag(backend, name)
     if tag is not None:
+        if not backend.exists(version_key(tag.version)):
+            raise DatasetCorruptError(
+                backend.url,
+                tag_key(name),
+                f"the tag names version {tag.version}, which is not stored",
+                "The tag was changed outside lakecompute: delete the file to drop it (ds.delete_tag).",
+            )
         return tag.version
     known = list_branches(backend) + list(list_tags(backend))
-    raise RefNotFoundError(backend.url, spec, "branch or tag", known)
+    raise RefNotFoundError(backend.url, name, "branch or tag", known)
 
 
 def read_committed(backend: Backend, version: int) -> Manifest:
@@ -88,26 +91,27 @@ def read_committed(backend: Backend, version: int) -> Manifest:
     return manifest
 
 
-def walk(backend: Backend, roots: Iterable[int]) -> dict[int, Manifest]:
-    """The versions ``roots`` reach through their parents (all of them: merges have several), by number.
+def walk(backend: Backend, roots: Iterable[int]) -> dict[int, VersionHeader]:
+    """The versions ``roots`` reach through their parents (all of them: merges have several), by number:
+    their headers (no fragment is read).
 
     Versions ``vacuum(keep_versions=...)`` removed are left out, with what only they reached.
 
     Raises:
-        DatasetCorruptError: a manifest is damaged.
+        DatasetCorruptError: a manifest's history fields are damaged.
     """
-    seen: dict[int, Manifest] = {}
+    seen: dict[int, VersionHeader] = {}
     todo = list(roots)
     while todo:
         version = todo.pop()
         if version in seen:
             continue
         try:
-            manifest = read_manifest(backend, version)
+            header = read_header(backend, version)
         except DatasetNotFoundError:
             continue  # vacuumed: the history before it is gone
-        seen[version] = manifest
-        todo.extend(p for p in manifest.parents if p not in seen)
+        seen[version] = header
+        todo.extend(p for p in header.parents if p not in seen)
     return seen
 
 
@@ -137,10 +141,10 @@ def merge_base(backend: Backend, ours: Manifest, theirs: Manifest) -> Manifest:
         InvalidArgumentError: no common ancestor is left (``vacuum(keep_versions=...)`` removed it).
     """
     ro, rt = ours.reach_of(), theirs.reach_of()
-    candidates: list[Manifest] = []
+    candidates: list[VersionHeader] = []
     for version in sorted({min(ro[line], rt[line]) for line in ro.keys() & rt.keys()}, reverse=True):
         try:
-            candidates.append(read_manifest(backend, version))
+            candidates.append(read_header(backend, version))
         except DatasetNotFoundError:
             continue
     best = [c for c in candidates if all(c.descends_from(other) for other in candidates)]
@@ -151,53 +155,7 @@ def merge_base(backend: Backend, ours: Manifest, theirs: Manifest) -> Manifest:
             "(vacuum(keep_versions=...) removed it), so their changes cannot be told apart. Restore one "
             "onto the other with ds.restore() instead."
         )
-    return found
-
-
-def log_entries(backend: Backend, version: int | None, url: str) -> list[dict[str, Any]]:
-    """The log of version ``version`` (None: of every branch and tag): it and every version it descends
-    from, oldest first, with parents, the branch each was committed on, the branches and tags at each,
-    and what produced it.
-
-    Raises:
-        DatasetCorruptError: a manifest, record or ref is damaged.
-    """
-    at_heads: dict[int, list[str]] = {}
-    for name, head in heads(backend).items():
-        at_heads.setdefault(head, []).append(name)
-    tagged: dict[int, list[str]] = {}
-    for name, tag in list_tags(backend).items():
-        tagged.setdefault(tag.version, []).append(name)
-    roots = [version] if version is not None else list(at_heads) + list(tagged)
-    return [
-        entry(m, url, at_heads.get(v, []), tagged.get(v, [])) for v, m in sorted(walk(backend, roots).items())
-    ]
-
-
-def entry(m: Manifest, url: str, branches: list[str], tags: list[str]) -> dict[str, Any]:
-    """One version's log entry (see `lakecompute.Dataset.log`)."""
-    out: dict[str, Any] = {
-        "version": m.version,
-        "time": m.time,
-        "message": m.message,
-        "samples": m.sample_counts(),
-        "parents": list(m.parents),
-        "branch": m.branch or DEFAULT_BRANCH,
-        "branches": sorted(branches),
-        "tags": sorted(tags),
-    }
-    for record in parse_records(m, url).values():
-        if record.version == m.version:
-            out["eval"] = {k: getattr(record, k) for k in ("label", "status", "done", "seed")}
-    if m.origin:
-        out["origin"] = dict(m.origin)
-        if m.origin.get("op") == "eval":
-            lineage = {k: m.origin.get(k) for k in ("functions", "code", "inputs")}
-            out["eval"] = {
-                **out.get("eval", {"label": " → ".join(m.origin.get("functions") or [])}),
-                **lineage,
-            }
-    return out
+    return read_manifest(backend, found.version)
 
 
 def collectable(
@@ -207,9 +165,9 @@ def collectable(
     grace_seconds: float,
     orphan_seconds: float,
     now: float,
-) -> tuple[list[Manifest], list[int]]:
-    """Which of ``versions`` (the manifests stored, listed before this is called) ``vacuum`` keeps, and
-    which it removes.
+) -> tuple[list[VersionHeader], list[int]]:
+    """Which of ``versions`` (the manifests stored, listed before this is called) ``vacuum`` keeps (their
+    headers), and which it removes.
 
     Kept: every version a branch or a tag reaches (with ``keep_versions=n``, only the ``n`` newest of
     each branch's own line of commits, and the tagged ones). Removed besides the versions that limit
@@ -235,11 +193,11 @@ def collectable(
         elif _collect_unreached(backend, version, live, grace_seconds, orphan_seconds, now):
             drop.append(version)
         else:
-            kept.append(read_manifest(backend, version))
+            kept.append(read_header(backend, version))
     return kept, drop
 
 
-def _newest(reached: dict[int, Manifest], roots: list[int], n: int) -> set[int]:
+def _newest(reached: dict[int, VersionHeader], roots: list[int], n: int) -> set[int]:
     """The ``n`` newest versions of each root's own line of commits (following first parents)."""
     out: set[int] = set()
     for root in roots:
@@ -257,12 +215,12 @@ def _collect_unreached(
 ) -> bool:
     """Whether a version no branch or tag reaches may go (see `collectable`)."""
     try:
-        manifest = read_manifest(backend, version)
+        header = read_header(backend, version)
     except LakeComputeError:
         return False  # gone meanwhile, or damaged: not ours to judge here
-    age = now - manifest.time
-    if manifest.line is None:
+    age = now - header.time
+    if header.line is None:
         return False  # committed before branches: reached from main unless keep_versions dropped it
-    if manifest.line not in live:
+    if header.line not in live:
         return age >= grace  # a deleted branch's
-    return not is_committed(backend, manifest) and age >= max(grace, orphan)
+    return not is_committed(backend, header) and age >= max(grace, orphan)

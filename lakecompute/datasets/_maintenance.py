@@ -40,6 +40,7 @@ from lakecompute.storage import (
     Fragment,
     Manifest,
     TensorState,
+    VersionHeader,
     chunk_folder,
     create_typed_array,
     let_go_released,
@@ -48,10 +49,12 @@ from lakecompute.storage import (
     list_versions,
     read_branch,
     read_leases,
+    read_manifest,
     segment_key,
     segment_time,
     typed_array_key,
     version_key,
+    whole_bytes,
 )
 
 if TYPE_CHECKING:
@@ -285,11 +288,13 @@ def vacuum(
     lines = list_lines(backend)
     versions = list_versions(backend)
     removed = {"versions": 0, "segments": 0, "chunks": 0}
-    manifests, drop = collectable(backend, versions, keep_versions, grace_seconds, LEASE_SECONDS, now)
-    for v in drop:
+    headers, drop = collectable(backend, versions, keep_versions, grace_seconds, LEASE_SECONDS, now)
+    manifests = _kept_whole(backend, headers, set(drop))
+    # Newest first: a vacuum killed part-way leaves older versions only, each with the base it is a delta of.
+    for v in sorted(drop, reverse=True):
         backend.delete(version_key(v))
         removed["versions"] += 1
-    _drop_dead_lines(backend, lines, manifests)
+    _drop_dead_lines(backend, lines, headers)
     with progress_bar(
         len(stored.typed) + len(stored.segments), "vacuum", unit="array", enabled=progressbar
     ) as bar:
@@ -326,7 +331,20 @@ def _remove_unneeded(
             removed["chunks"] += _vacuum_chunks(backend, seg, needed[seg])
 
 
-def _drop_dead_lines(backend: Backend, lines: list[str], kept: list[Manifest]) -> None:
+def _kept_whole(backend: Backend, kept: list[VersionHeader], drop: set[int]) -> list[Manifest]:
+    """The kept versions' manifests, read oldest first (a chain of deltas is read once). A kept version
+    stored as the change from a version about to be removed is stored whole first, in place: the same
+    content in another form, so that readers never need what vacuum removes."""
+    out = []
+    for header in sorted(kept, key=lambda h: h.version):
+        manifest = read_manifest(backend, header.version)
+        if header.base is not None and header.base in drop:
+            backend.write(version_key(header.version), whole_bytes(manifest))
+        out.append(manifest)
+    return out
+
+
+def _drop_dead_lines(backend: Backend, lines: list[str], kept: list[VersionHeader]) -> None:
     """Remove the moves of deleted branches: lines (listed before the refs are read) that no branch names
     and no kept version was committed on (their moves tell that those versions were committed).
 

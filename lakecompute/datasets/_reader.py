@@ -145,6 +145,49 @@ class ColumnReader:
             return self._cast(self.locator.fixed(f, first, count))
         return self._values(f, self.locator.indexed(f, first, count))
 
+    def scan(
+        self, start: int, stop: int, values: bool = True
+    ) -> tuple[np.ndarray, np.ndarray | list[Any] | None]:
+        """Samples ``start..stop`` read as a column: their shapes, and (with ``values``) their values in one
+        piece, for evaluating expressions over whole chunks (`lakecompute.select`).
+
+        Returns:
+            ``(shapes, values)``: ``shapes`` is an ``(n, ndim)`` int64 array; ``values`` are, for a tensor
+            of numbers, the items of every sample back to back (one flat array of the tensor's dtype: one
+            read per fragment, nothing per sample), for an encoded tensor (text, json, polygons, masks) a
+            list of the decoded samples, and None without ``values`` (then only index rows are read, no
+            sample's data).
+
+        Raises:
+            DatasetCorruptError: stored data the samples need is missing or damaged.
+        """
+        shapes: list[np.ndarray] = []
+        parts: list[Any] = []
+        try:
+            for loc in self.locator.locate(start, stop) if start < stop else []:
+                f = loc.frag
+                if f.shape is not None:
+                    shape = np.asarray(f.shape, dtype=np.int64)
+                    shapes.append(np.broadcast_to(shape, (loc.length, len(f.shape))))
+                    if values:
+                        parts.append(self._cast(self.locator.fixed(f, loc.first, loc.length)).reshape(-1))
+                    continue
+                shapes.append(self.locator.rows(f)[loc.first : loc.first + loc.length, 1:])
+                if values and self.spec.kind == "bytes":
+                    parts.append(self._values(f, self.locator.indexed(f, loc.first, loc.length)))
+                elif values:
+                    parts.append(self._cast(self.locator.flat(f, loc.first, loc.length)))
+        except DatasetCorruptError as exc:
+            raise self.locator.located(exc, start, stop) from exc
+        ndim = self.frags[0].ndim if self.frags else 0
+        joined = np.concatenate(shapes) if shapes else np.empty((0, ndim), dtype=np.int64)
+        if not values:
+            return joined, None
+        if self.spec.kind == "bytes":
+            return joined, [v for part in parts for v in part]
+        empty = np.empty(0, dtype=self.dtype or np.float64)
+        return joined, np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else empty)
+
     def read_encoded(self, start: int, stop: int) -> list[Encoded]:
         """Samples ``start..stop`` of a ``bytes`` kind tensor as stored: encoded blobs with their shapes
         (for copying them elsewhere without re-encoding).

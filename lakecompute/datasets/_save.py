@@ -60,18 +60,29 @@ class CopyPlan:
                 "them first (leave the `with` block or call ds.commit())."
             )
         n = len(self.base)
-        self.positions: range | np.ndarray = data.positions if isinstance(data, DatasetView) else range(n)
-        self.names = tuple(core_of(self.base).names())
+        view = data if isinstance(data, DatasetView) else None
+        self.positions: range | np.ndarray = view.positions if view is not None else range(n)
+        self.names = tuple(view.keys() if view is not None else core_of(self.base).names())
+        #: The objects the view keeps of each row (filter_labels): those tensors are re-encoded.
+        self.objects = view.kept_objects if view is not None else None
         self.identity = {
             "dataset": core_of(self.base).dataset_id,
             "path": self.base.location.url,
             "version": self.base.version,
+            "digest": self.base.digest,
             "rows": _rows_key(self.positions),
             "tensors": list(self.names),
         }
+        if view is not None and view.selected_by:
+            # How the view was selected, with the version above that it was evaluated on (ds.log()).
+            self.identity["query"] = list(view.selected_by)
+        if self.objects is not None:
+            self.identity["objects"] = self.objects.describe()
         blob = json.dumps(self.identity, sort_keys=True).encode()
         self.key = "copy-" + hashlib.sha256(blob).hexdigest()[:40]
         self.label = f"copy of {self.base.path} v{self.base.version}"
+        if view is not None and view.selected_by:  # what the log shows: the selection and where it was made
+            self.label += f" where {' | '.join(view.selected_by)}"
         self._base_version = 0
 
     def __len__(self) -> int:
@@ -94,11 +105,11 @@ class CopyPlan:
         if any(len(t) for t in out.tensors.values()) or out.eval_records():
             raise DatasetExistsError(out.path)
         theirs = dict(out.tensors)
-        mine = self.base.tensors
-        if theirs and _specs(out) != _specs(self.base):
+        mine = {name: self.base.tensors[name] for name in self.names}  # a column view's tensors only
+        if theirs and _specs(out) != _specs(self.base, self.names):
             raise InvalidArgumentError(
                 f"Cannot copy into {out.path!r}: its tensors {_specs(out)!r} differ from the source's "
-                f"{_specs(self.base)!r}. Copy into a new path, or pass overwrite=True."
+                f"{_specs(self.base, self.names)!r}. Copy into a new path, or pass overwrite=True."
             )
         with out:
             for name, tensor in mine.items():
@@ -135,7 +146,12 @@ class CopyPlan:
                 b = min(len(self), a + block)
                 rows = np.asarray(self.positions[a:b], dtype=np.int64)
                 for name, reader in readers.items():
-                    txn.write(name, _stored(txn, name, reader, rows))
+                    objects = self.objects
+                    if objects is None or objects.group(name) is None:
+                        txn.write(name, _stored(txn, name, reader, rows))
+                    else:  # some of the objects left out: the samples are stored anew
+                        kept = objects.samples(name, range(a, b), reader.read_at(rows, stack="fragments"))
+                        txn.write(name, txn.encode_many(name, kept))
                 since += b - a
                 if since >= checkpoint_interval or b == len(self):
                     self._commit(txn, b)
@@ -164,11 +180,15 @@ class CopyPlan:
         txn.commit(f"{self.label}{what}", record, {"op": "copy", "inputs": self.identity})
 
 
-def _specs(ds: Dataset) -> list[tuple[str, str, str | None, str | None]]:
-    """Each tensor's name, htype, dtype and sample compression: what a copy's rows must fit."""
+def _specs(
+    ds: Dataset, names: tuple[str, ...] | None = None
+) -> list[tuple[str, str, str | None, str | None]]:
+    """Each tensor's name, htype, dtype and sample compression (of ``names`` only, when given): what a
+    copy's rows must fit."""
     return [
         (n, t.htype, None if t.dtype is None else str(t.dtype), t.sample_compression)
         for n, t in ds.tensors.items()
+        if names is None or n in names
     ]
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._objects import ObjectSelection
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import (
@@ -42,8 +43,12 @@ class Snapshot:
         fork_safe: whether a forked child can still use the store (False for object stores).
         shared_between_processes: whether other processes can open it (False for ``mem://``).
         dataset_id: the dataset's id (`Dataset.id`): opening refuses another dataset made at ``url``.
+        digest: the version's content digest (`Dataset.digest`): opening refuses a copy of the dataset
+            at ``url`` whose version ``version`` holds other content (its history diverged).
         verdicts: how the process that made it reads the layouts of arrays it decided so far, adopted
             by `open` where they hold (same zarr and codecs), so that a worker does not probe them again.
+        objects: the objects a view keeps of each of its rows (``filter_labels``), aligned with
+            ``positions``; readers hand out a group's tensors with those objects only (`objects_of`).
     """
 
     url: str
@@ -55,6 +60,8 @@ class Snapshot:
     shared_between_processes: bool
     dataset_id: str = ""
     verdicts: LayoutVerdicts = field(default_factory=LayoutVerdicts, hash=False, compare=False)
+    digest: str = ""
+    objects: ObjectSelection | None = field(default=None, hash=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -71,6 +78,22 @@ class Snapshot:
         flat = np.ascontiguousarray(pos, dtype="<i8")
         return f"{len(flat)} rows #{hashlib.sha256(flat.tobytes()).hexdigest()[:16]}"
 
+    def objects_digest(self) -> str | None:
+        """A digest of the objects the view keeps (equal exactly when they are), or None: all of them."""
+        if self.objects is None:
+            return None
+        digest = hashlib.sha256()
+        for group in self.objects.groups:
+            digest.update(repr(group.tensors).encode())
+            digest.update(np.ascontiguousarray(group.offsets, dtype="<i8").tobytes())
+            digest.update(np.packbits(group.keep).tobytes())
+        return digest.hexdigest()[:32]
+
+    def kept(self, name: str, rows: range | np.ndarray, values: Any) -> Any:
+        """Samples ``values`` of tensor ``name`` at rows ``rows`` of the view (indices into ``positions``),
+        holding only the objects the view keeps (`ObjectSelection.samples`)."""
+        return values if self.objects is None else self.objects.samples(name, rows, values)
+
     def open(self, cache_bytes: int | None = None) -> Dataset:
         """Open this version read-only: a new handle with its own store client.
 
@@ -79,11 +102,14 @@ class Snapshot:
                 `lakecompute.storage.CACHE_BYTES`); loaders keep more.
 
         Raises:
-            DatasetReplacedError: another dataset was made at the location since the snapshot was taken.
+            DatasetReplacedError: another dataset was made at the location since the snapshot was taken,
+                or the folder was replaced by a copy whose version holds other content.
         """
         adopt_layout_verdicts(self.verdicts)
         backend = open_backend(self.url, self.storage_options)
-        manifest = read_manifest_of(backend, self.version, self.dataset_id, "the data being read")
+        manifest = read_manifest_of(
+            backend, self.version, self.dataset_id, "the data being read", digest=self.digest
+        )
         ds = Dataset(backend, manifest, read_only=True, pinned=True)
         if cache_bytes is not None:
             core_of(ds).cache.max_bytes = cache_bytes
@@ -110,9 +136,11 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         dict(base.location.storage_options),
         base.version,
         positions,
-        tuple(core.names()),
+        tuple(data.keys() if isinstance(data, DatasetView) else core.names()),
         backend.fork_safe,
         backend.shared_between_processes,
         core.dataset_id,
         layout_verdicts(),
+        digest=core.txn.base.digest,
+        objects=data.kept_objects if isinstance(data, DatasetView) else None,
     )

@@ -18,6 +18,7 @@ from lakecompute.storage import Fragment
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
+    from lakecompute.datasets._objects import ObjectSelection
     from lakecompute.datasets._reader import ColumnReader
     from lakecompute.loaders import TokenBlocks
 
@@ -61,14 +62,22 @@ class _Readable(HasCore):
     def _positions(self) -> Positions:
         raise NotImplementedError
 
+    def _objects(self) -> ObjectSelection | None:
+        """The objects a view keeps (``filter_labels``), aligned with this selection's samples."""
+        return None
+
     def _values(self) -> list[Any] | np.ndarray | Any:
         reader = self._reader()
         pos = self._positions()
+        objects = self._objects()
         if isinstance(pos, int):
-            return reader.read_one(pos)
+            value = reader.read_one(pos)
+            return value if objects is None else objects.sample(self.name, 0, value)
         if isinstance(pos, range) and pos.step == 1:
-            return reader.read_range(pos.start, pos.stop) if len(pos) else []
-        return list(reader.read_at(np.asarray(pos, dtype=np.int64), stack="fragments"))
+            values = reader.read_range(pos.start, pos.stop) if len(pos) else []
+        else:
+            values = list(reader.read_at(np.asarray(pos, dtype=np.int64), stack="fragments"))
+        return values if objects is None else objects.samples(self.name, range(len(pos)), values)
 
     def numpy(self, aslist: bool = False) -> Any:
         """The samples as a numpy array (one sample, or stacked), or a list with ``aslist=True``.
@@ -118,6 +127,12 @@ class _Readable(HasCore):
         """
         spec = self._core.state(self.name).spec
         pos = self._positions()
+        objects = self._objects()
+        if objects is not None and objects.group(self.name) is not None:
+            raise InvalidTypeError(
+                f"tobytes() gives a sample as stored, with all its objects, and this view keeps some of the "
+                f"objects of tensor {self.name!r} (filter_labels): read its values with .numpy()."
+            )
         if not isinstance(pos, int) or spec.kind != "bytes":
             raise InvalidTypeError(
                 f"tobytes() gives the stored bytes of one sample of an encoded tensor (an image with a "
@@ -141,17 +156,24 @@ class TensorView(TakenAt, _Readable):  # type: ignore[override]  # _Readable's `
     """A read-only selection of a tensor: one sample (``ds.images[3]``) or several (``ds.images[2:9]``),
     of the version its dataset's handle read when it was taken (like a view: see `TakenAt`)."""
 
-    def __init__(self, ds: Dataset, name: str, positions: Positions) -> None:
+    def __init__(
+        self, ds: Dataset, name: str, positions: Positions, objects: ObjectSelection | None = None
+    ) -> None:
         self._take(ds)
         self.name = name
         self._pos = positions
+        # Only a selection that filters this tensor's objects is kept: the others leave it as stored.
+        self._kept = objects if objects is not None and objects.group(name) is not None else None
 
     def _positions(self) -> Positions:
         return self._pos
 
+    def _objects(self) -> ObjectSelection | None:
+        return self._kept
+
     def __reduce__(self) -> tuple[Any, ...]:
         # The dataset travels as where it lives (Dataset.__reduce__); the core is its reopened handle's.
-        return (TensorView, (self._ds, self.name, self._pos))
+        return (TensorView, (self._ds, self.name, self._pos, self._kept))
 
     def __len__(self) -> int:
         if isinstance(self._pos, int):
@@ -161,13 +183,18 @@ class TensorView(TakenAt, _Readable):  # type: ignore[override]  # _Readable's `
     def __getitem__(self, key: Any) -> TensorView:
         if isinstance(self._pos, int):
             raise InvalidTypeError(f"Cannot index a single sample of {self.name!r}; index .numpy() instead.")
-        return TensorView(self._ds, self.name, compose(self._pos, key, f"tensor {self.name!r}"))
+        what = f"tensor {self.name!r}"
+        inner = parse_index(key, len(self._pos), what)
+        kept = None if self._kept is None else self._kept.take([inner] if isinstance(inner, int) else inner)
+        return TensorView(self._ds, self.name, compose(self._pos, inner, what), kept)
 
     def __iter__(self) -> Iterator[TensorView]:
         if isinstance(self._pos, int):
             raise InvalidTypeError(f"Cannot iterate over a single sample of {self.name!r}.")
-        for p in self._pos:
-            yield TensorView(self._ds, self.name, int(p))
+        for i, p in enumerate(self._pos):
+            yield TensorView(
+                self._ds, self.name, int(p), None if self._kept is None else self._kept.take([i])
+            )
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ReadOnlyError(
@@ -203,12 +230,28 @@ class TensorView(TakenAt, _Readable):  # type: ignore[override]  # _Readable's `
         """The sample's shape, or (count, *shape) with None where samples differ."""
         reader = self._reader()
         if isinstance(self._pos, int):
-            return reader.shape_of(self._pos)
-        if isinstance(self._pos, range) and self._pos.step == 1:
+            shapes = [reader.shape_of(self._pos)]
+        elif isinstance(self._pos, range) and self._pos.step == 1:
             shapes = reader.shapes(self._pos.start, self._pos.stop)
         else:
             shapes = [reader.shape_of(int(p)) for p in self._pos]
-        return (len(shapes), *_merge_shapes(shapes))
+        if self._kept is not None:  # the view keeps some of each sample's objects
+            shapes = self._kept_shapes(shapes)
+        return shapes[0] if isinstance(self._pos, int) else (len(shapes), *_merge_shapes(shapes))
+
+    def _kept_shapes(self, shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        assert self._kept is not None
+        group = self._kept.group(self.name)
+        assert group is not None
+        axis = group.axis(self.name)
+        counts = group.kept_counts().tolist()
+        out = []
+        for shape, count in zip(shapes, counts, strict=True):
+            dims = list(shape)
+            if dims:
+                dims[axis if axis is not None else 0] = count
+            out.append(tuple(dims))
+        return out
 
     @property
     def dtype(self) -> np.dtype[Any] | None:

@@ -296,7 +296,7 @@ class Transaction:
         # dataset this handle built on may have been replaced at its path (its numbers are free there).
         self.lease.check()
         check_still_there(self.backend, dataset_id)
-        committed = commit_version(self.backend, build, base.version + 1)
+        committed = commit_version(self.backend, build, base.version + 1, base)
         if committed is None:
             found = moved_to(self.backend, ref.line, base.version) or base.version
             raise CommitConflictError(self.backend.url, base.version, found)

@@ -28,7 +28,7 @@ class VersionControl:
         return cast("Dataset", self)
 
     # -- history and maintenance -----------------------------------------------------------------
-    def log(self, all_branches: bool = False) -> list[dict[str, Any]]:
+    def log(self, all_branches: bool = False, evals: bool = False) -> list[dict[str, Any]]:
         """The history of the version this handle reads, oldest first: it and every version it descends
         from (through every parent of a merge); with ``all_branches=True``, every version any branch or
         tag reaches (``lakecompute log PATH --graph`` draws it).
@@ -40,14 +40,23 @@ class VersionControl:
         version an eval committed ``"eval"``: its functions (``label``), ``status`` (``"running"`` at a
         checkpoint, ``"done"``), inputs ``done``, the ``seed`` its ``rng`` generators came from (pass it
         to ``eval(seed=)`` to reproduce the run), and its lineage: ``functions``, ``code`` (a fingerprint
-        of their code and arguments) and ``inputs`` (what it read: a dataset's location and version).
+        of their code and arguments), ``inputs`` (what it read: a dataset's location, version and content
+        digest) and ``fingerprint`` (the eval's: the same for its checkpoints, its resumed runs and its end).
+
+        With ``evals=True``, the versions an eval committed at its checkpoints fold into one entry: that of
+        the version that finished it (or of its newest checkpoint), with ``eval["checkpoints"]`` listing
+        the versions folded into it (``lakecompute log PATH --evals``).
+
+        The log reads each version's header only (no tensor's fragments): its cost grows with the versions
+        it lists, not with the data or the fragments behind them.
         """
-        from lakecompute.datasets._history import log_entries
+        from lakecompute.datasets._log import log_entries
         from lakecompute.parsing import parse_flag
 
         every = parse_flag("all_branches", all_branches)
+        fold = parse_flag("evals", evals)
         ds = self._handle()
-        return log_entries(core_of(ds).backend, None if every else ds.version, ds.path)
+        return log_entries(core_of(ds).backend, None if every else ds.version, ds.path, evals=fold)
 
     def reload(self) -> None:
         """Move this handle to the newest committed version of its branch (drops uncommitted changes); a

@@ -14,7 +14,13 @@ from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._diff import VersionDiff, diff_manifests
 from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.datasets._history import read_committed, resolve
-from lakecompute.errors import InvalidArgumentError, ReadOnlyError, RefExistsError, RefNotFoundError
+from lakecompute.errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    ReadOnlyError,
+    RefExistsError,
+    RefNotFoundError,
+)
 from lakecompute.storage import (
     DEFAULT_BRANCH,
     BranchRef,
@@ -24,6 +30,7 @@ from lakecompute.storage import (
     create_branch,
     create_tag,
     ensure_main,
+    is_version_number,
     latest_version,
     list_branches,
     list_tags,
@@ -67,7 +74,7 @@ def checkout(ds: Dataset, name: object, create: bool) -> None:
         ReadOnlyError: ``create`` on a handle opened read-only.
     """
     core = core_of(ds)
-    name = parse_ref_name("branch", name)
+    name = parse_ref_name("branch", name) if create else _branch_name(name, core.path)
     _no_pending(core, "switching branches")
     backend = core.backend
     if not create:
@@ -83,6 +90,27 @@ def checkout(ds: Dataset, name: object, create: bool) -> None:
     if not create_branch(backend, ref):
         raise RefExistsError(core.path, name, "branch")
     core.move(Checkout(name, ref), core.txn.base)
+
+
+def _branch_name(name: object, path: str) -> str:
+    """The branch ``checkout`` is asked to switch to; a version number (Deep Lake's ``ds.checkout(2)``) is
+    refused with the way to open that version.
+
+    Raises:
+        InvalidTypeError: a number, or another non-str.
+        InvalidArgumentError: an invalid name (digits only included).
+    """
+    number = name if isinstance(name, int) and not isinstance(name, bool) else None
+    if isinstance(name, str) and is_version_number(name):
+        number = int(name)
+    if number is not None:
+        error = InvalidTypeError if isinstance(name, int) else InvalidArgumentError
+        raise error(
+            f"ds.checkout() takes a branch name. Got version {name!r}: to read version {number}, open it "
+            f"with lc.load(path, version={number}) (read-only; ds.checkout(name, create=True) on it starts "
+            f"a branch there). Path: {path!r}."
+        )
+    return parse_ref_name("branch", name)
 
 
 def delete_branch(ds: Dataset, name: object) -> None:

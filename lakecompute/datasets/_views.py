@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
 from lakecompute.datasets._core import HasCore
-from lakecompute.datasets._index import compose
+from lakecompute.datasets._index import compose, parse_index
 from lakecompute.datasets._info import DatasetInfo
+from lakecompute.datasets._selecting import Selecting
 from lakecompute.datasets._tables import TableVerbs
 from lakecompute.datasets._taken import TakenAt
 from lakecompute.datasets._tensor import TensorView
-from lakecompute.errors import InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
     import ray.data
 
     from lakecompute.datasets._dataset import Dataset
+    from lakecompute.datasets._objects import ObjectSelection
     from lakecompute.loaders import Batches, LakeDataLoader, LoaderKwargs, TorchLoaderKwargs
 
-__all__ = ["DatasetView", "Row", "base_dataset"]
+__all__ = ["DatasetView", "Row", "base_dataset", "column_list", "view_rows"]
 
 
 class _Reading(HasCore):
@@ -52,9 +54,9 @@ class _Reading(HasCore):
         raise NotImplementedError
 
 
-class _Samples(_Reading, TableVerbs):
+class _Samples(_Reading, Selecting, TableVerbs):
     """What datasets and views share beyond reading: feeding a training loop (`lakecompute.loaders`),
-    and the exports as tables (`TableVerbs`)."""
+    selecting by value (`Selecting`), and the exports as tables (`TableVerbs`)."""
 
     # -- training (lakecompute.loaders) ----------------------------------------------------------
     def batches(
@@ -168,23 +170,40 @@ class _Samples(_Reading, TableVerbs):
     # -- everyday verbs -----------------------------------------------------------------------------
     def filter(
         self,
-        fn_or_mask: Callable[[Any], Any] | Sequence[bool] | np.ndarray,
+        fn_or_mask: Any,
         *,
         num_workers: int = 0,
         scheduler: str = "processed",
         progressbar: bool = True,
     ) -> DatasetView:
-        """The samples a function or a boolean mask keeps, as a read-only view (in the dataset's order).
+        """The samples an expression, a function or a boolean mask keeps, as a read-only view (in the
+        dataset's order).
+
+        An expression (``lc.col("labels") == "cat"``, or its text ``"labels == 'cat' and score > 0.5"``;
+        see docs/selecting.md) is evaluated column by column, reading only the tensors it names, in whole
+        chunks: a label filter never reads an image. A condition on per-object values keeps a row where
+        any of its objects meets it. The view's ``selected_by`` records the expression.
 
         A function gets each row (``row.labels.numpy()``) and returns true to keep it; it runs like an
         eval (``num_workers`` processes, ``scheduler``, a progress bar), so it must be picklable for
-        workers. A mask has one bool per sample.
+        workers, and reads only the tensors it uses. A mask has one bool per sample.
+
+        Raises:
+            ExpressionError: an expression that does not parse or fit the tensors, naming the position.
 
         Example:
             >>> ds = lc.from_numpy("mem://filter-doc", {"x": [3, 8, 1, 9]}, overwrite=True)
+            >>> ds.filter(lc.col("x") > 2).x.numpy().tolist()
+            [3, 8, 9]
+            >>> ds.filter("x > 2 and x % 3 == 0").x.numpy().tolist()
+            [3, 9]
             >>> ds.filter(lambda row: row.x.numpy() > 2, progressbar=False).x.numpy().tolist()
             [3, 8, 9]
         """
+        from lakecompute.select import Expr, filter_view
+
+        if isinstance(fn_or_mask, (str, Expr)):
+            return filter_view(cast("Dataset | DatasetView", self), fn_or_mask)
         from lakecompute.datasets._verbs import filter_samples
 
         options = {"num_workers": num_workers, "scheduler": scheduler, "progressbar": progressbar}
@@ -307,22 +326,50 @@ class _Samples(_Reading, TableVerbs):
 
 
 class DatasetView(TakenAt, _Samples):
-    """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``).
+    """A read-only selection of a dataset's samples (``ds[2:10]``, ``ds[[3, 1]]``, ``ds[mask]``,
+    ``ds.filter(...)``), of its tensors (``ds[["labels", "boxes"]]``), and of its rows' objects
+    (``ds.filter_labels(...)``).
 
     It reads the version its dataset's handle read when it was taken, whatever the handle does later (a
     checkout, a write, a restore): take it again (``ds[2:10]``) to see them (see `TakenAt`).
     """
 
-    def __init__(self, ds: Dataset, positions: range | np.ndarray) -> None:
+    def __init__(
+        self,
+        ds: Dataset,
+        positions: range | np.ndarray,
+        columns: tuple[str, ...] | None = None,
+        objects: ObjectSelection | None = None,
+        query: tuple[str, ...] = (),
+    ) -> None:
         self._take(ds)
         self._pos = positions
+        self._columns = columns
+        self._objects = objects
+        self._query = query
 
     def _base_ds(self) -> Dataset:
         return self._ds
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The dataset travels as where it lives (Dataset.__reduce__); the core is its reopened handle's.
-        return (DatasetView, (self._ds, self._pos))
+        return (DatasetView, (self._ds, self._pos, self._columns, self._objects, self._query))
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        """The tensors this view shows (``ds[["labels", "boxes"]]``), or None: all of them."""
+        return self._columns
+
+    @property
+    def kept_objects(self) -> ObjectSelection | None:
+        """Which objects of each row the view keeps (``filter_labels``), or None: all of them."""
+        return self._objects
+
+    @property
+    def selected_by(self) -> tuple[str, ...]:
+        """How the view was selected, step by step (``("filter(labels == 'cat')", "sort(score)")``): what
+        a saved view records with the version it was evaluated on."""
+        return self._query
 
     @property
     def info(self) -> DatasetInfo:
@@ -348,23 +395,45 @@ class DatasetView(TakenAt, _Samples):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._core.names()}
+        return {name: TensorView(self._ds, name, self._pos, self._objects) for name in self.keys()}
+
+    def keys(self) -> list[str]:
+        """The names of the tensors the view shows, in the dataset's order."""
+        names = self._core.names()
+        return names if self._columns is None else [n for n in names if n in self._columns]
 
     def __len__(self) -> int:
         return len(self._pos)
 
     def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
-            self._core.state(key)
-            return TensorView(self._ds, key, self._pos)
-        pos = compose(self._pos, key)
+            self._check_shown(key)
+            return TensorView(self._ds, key, self._pos, self._objects)
+        columns = column_list(key)
+        if columns is not None:
+            for name in columns:
+                self._check_shown(name)
+            return DatasetView(self._ds, self._pos, columns, self._objects, self._query)
+        inner = parse_index(key, len(self._pos), "a view")
+        pos = compose(self._pos, inner)
+        objects = (
+            None
+            if self._objects is None
+            else self._objects.take([inner] if isinstance(inner, int) else inner)
+        )
         if isinstance(pos, int):
-            return Row(self._ds, pos)
-        return DatasetView(self._ds, pos)
+            return Row(self._ds, pos, self._columns, objects)
+        return DatasetView(self._ds, pos, self._columns, objects, self._query)
+
+    def _check_shown(self, name: str) -> None:
+        self._core.state(name)
+        if self._columns is not None and name not in self._columns:
+            raise TensorDoesNotExistError(name, list(self._columns))
 
     def __iter__(self) -> Iterator[Row]:
-        for p in self._pos:
-            yield Row(self._ds, int(p))
+        objects = self._objects
+        for i, p in enumerate(self._pos):
+            yield Row(self._ds, int(p), self._columns, None if objects is None else objects.take([i]))
 
     def _refuse(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError(
@@ -380,7 +449,9 @@ class DatasetView(TakenAt, _Samples):
             self._refuse()
 
     def __repr__(self) -> str:
-        return f"DatasetView(path={self.path!r}, version={self.version}, samples={len(self)})"
+        shown = "" if self._columns is None else f", tensors={list(self._columns)!r}"
+        how = "" if not self._query else f", selected_by={' | '.join(self._query)!r}"
+        return f"DatasetView(path={self.path!r}, version={self.version}, samples={len(self)}{shown}{how})"
 
     def _repr_html_(self) -> str:
         from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
@@ -392,15 +463,23 @@ class Row(TakenAt, _Reading):
     """One sample of a dataset: ``ds[3].images.numpy()``, ``ds[3]["labels"]`` (of the version its handle
     read when the row was taken, like a view)."""
 
-    def __init__(self, ds: Dataset, position: int) -> None:
+    def __init__(
+        self,
+        ds: Dataset,
+        position: int,
+        columns: tuple[str, ...] | None = None,
+        objects: ObjectSelection | None = None,
+    ) -> None:
         self._take(ds)
         self._pos = position
+        self._columns = columns
+        self._objects = objects  # of this one row (a view's filter_labels)
 
     def _base_ds(self) -> Dataset:
         return self._ds
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Row, (self._ds, self._pos))  # reopened with its dataset, like a view
+        return (Row, (self._ds, self._pos, self._columns, self._objects))  # reopened with its dataset
 
     @property
     def index(self) -> int:
@@ -408,20 +487,26 @@ class Row(TakenAt, _Reading):
 
     @property
     def tensors(self) -> dict[str, TensorView]:
-        return {name: TensorView(self._ds, name, self._pos) for name in self._core.names()}
+        return {name: TensorView(self._ds, name, self._pos, self._objects) for name in self.keys()}
 
     def __getitem__(self, key: Any) -> Any:
         if not isinstance(key, str):
             raise InvalidTypeError(f"A row is indexed by tensor name. Got {type(key).__name__}: {key!r}.")
         self._core.state(key)
-        return TensorView(self._ds, key, self._pos)
+        if self._columns is not None and key not in self._columns:
+            raise TensorDoesNotExistError(key, list(self._columns))
+        return TensorView(self._ds, key, self._pos, self._objects)
 
     def keys(self) -> list[str]:
-        return self._core.names()
+        names = self._core.names()
+        return names if self._columns is None else [n for n in names if n in self._columns]
 
     def to_dict(self) -> dict[str, Any]:
         """The row's values by tensor name (arrays, or str/values for text/json)."""
-        return {name: self._core.reader(name).read_one(self._pos) for name in self._core.names()}
+        out = {name: self._core.reader(name).read_one(self._pos) for name in self.keys()}
+        if self._objects is not None:
+            out = {name: self._objects.sample(name, 0, value) for name, value in out.items()}
+        return out
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):
@@ -436,3 +521,38 @@ class Row(TakenAt, _Reading):
 def base_dataset(data: Dataset | DatasetView | Row) -> Dataset:
     """The dataset a view or row reads from (a dataset is its own)."""
     return data._base_ds()
+
+
+def column_list(key: Any) -> tuple[str, ...] | None:
+    """The tensor names of a column view's key (``ds[["labels", "boxes"]]``), or None for another key.
+
+    Raises:
+        InvalidArgumentError: an empty list, or a name given twice.
+    """
+    if not isinstance(key, (list, tuple)) or not key or not all(isinstance(k, str) for k in key):
+        return None
+    if len(set(key)) != len(key):
+        raise InvalidArgumentError(f"A column view names each tensor once. Got {list(key)!r}.")
+    return tuple(key)
+
+
+def view_rows(
+    data: Dataset | DatasetView,
+    rows: np.ndarray,
+    step: str | None = None,
+    objects: ObjectSelection | None = None,
+) -> DatasetView:
+    """The view of rows ``rows`` of ``data`` (indices into it, in the order given), showing what ``data``
+    shows, its ``selected_by`` followed by ``step``; ``objects`` (for those rows) in place of ``data``'s
+    own."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if isinstance(data, DatasetView):
+        positions = np.asarray(data.positions, dtype=np.int64)[rows]
+        kept = (
+            objects
+            if objects is not None
+            else (None if data.kept_objects is None else data.kept_objects.take(rows))
+        )
+        query = data.selected_by + ((step,) if step else ())
+        return DatasetView(base_dataset(data), positions, data.columns, kept, query)
+    return DatasetView(data, rows, None, objects, (step,) if step else ())

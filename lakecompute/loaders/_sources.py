@@ -71,19 +71,28 @@ class RowSource:
 
 class _RowBatches:
     def __init__(self, snapshot: Snapshot, tensors: Sequence[str]) -> None:
+        self._snapshot = snapshot
         self._positions = snapshot.positions
         ds = snapshot.open(LOADER_CACHE_BYTES)
         self.reader = RowReader(ds, tensors)
         #: The tensors' htypes and infos, which a transform's ``sample_in`` values answer.
         self.meta = tensor_meta(ds, tensors)
 
+    def _kept(self, batch: dict[str, Any], rows: range | np.ndarray) -> dict[str, Any]:
+        """The batch holding only the objects a ``filter_labels`` view keeps."""
+        snap = self._snapshot
+        return batch if snap.objects is None else {n: snap.kept(n, rows, v) for n, v in batch.items()}
+
     def read_batch(self, indices: np.ndarray) -> dict[str, Any]:
-        return self.reader.read_rows(_dataset_positions(self._positions, indices))
+        batch = self.reader.read_rows(_dataset_positions(self._positions, indices))
+        return self._kept(batch, indices)
 
     def read_span(self, lo: int, hi: int) -> dict[str, Any]:
         positions = self._positions
         if isinstance(positions, range) and positions.step == 1:  # a run of the dataset: no array made
-            return self.reader.read_span(positions.start + lo, positions.start + hi)
+            return self._kept(
+                self.reader.read_span(positions.start + lo, positions.start + hi), range(lo, hi)
+            )
         return self.read_batch(np.arange(lo, hi, dtype=np.int64))
 
 

@@ -9,9 +9,9 @@ A loader is used for many passes (epochs). `LoaderCursor` is the one home of the
 - ``rank`` and ``world_size`` left None are read from ``torch.distributed`` when a pass starts (late
   sharding: a loader built before the process group exists shards correctly once it does);
 - ``state_dict()`` names the next batch (epoch and step), the options that define the plan, and what
-  is read: the dataset's id and version and the view's selection (a ``random_split`` or ``filter``
-  view's positions, by digest); ``load_state_dict()`` checks them and moves the next pass there in O(1),
-  as ``start_from_step`` does: skipped samples are never read.
+  is read: the dataset's id, version and content digest and the view's selection (a ``random_split`` or
+  ``filter`` view's positions, by digest); ``load_state_dict()`` checks them and moves the next pass
+  there in O(1), as ``start_from_step`` does: skipped samples are never read.
 
 ``rank`` is recorded but not checked: every rank has as many steps, so a state saved on rank 0 (as
 Lightning and Accelerate save it) resumes every rank at the same step.
@@ -57,6 +57,7 @@ def describe_source(source: RowSource | TokenSource) -> dict[str, Any]:
         "url": snap.url,
         "dataset_id": snap.dataset_id,
         "version": snap.version,
+        "digest": snap.digest,
         "length": source.length,
         "selection": snap.selection(),
     }
@@ -228,9 +229,11 @@ class LoaderCursor:
                     f"This loader state has no {part!r} entry. Pass a dict from loader.state_dict()."
                 )
             mine = dict(current[part])
+            defaults: Mapping[str, Any] = _SAVED_BEFORE
             if part == "dataset":
                 mine.pop("url")  # a dataset copied or moved is still the same version
-            diffs = _differences(saved, mine, _SAVED_BEFORE if part == "options" else None)
+                defaults = {"digest": mine["digest"]}  # a state saved before digests: by id and version
+            diffs = _differences(saved, mine, defaults)
             if diffs:
                 raise InvalidArgumentError(
                     f"This loader state was saved with {what}: {', '.join(diffs)}. Resuming would "

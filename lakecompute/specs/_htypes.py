@@ -31,6 +31,7 @@ __all__ = [
     "ArrowColumn",
     "ArrowMapping",
     "HType",
+    "ObjectAxis",
     "Target",
     "htype_declaration",
     "parse_htype",
@@ -79,6 +80,20 @@ def _empty_sample(dtype: np.dtype[Any], ndim: int) -> Any:
 
 def _same_info(tensor: str, info: dict[str, Any]) -> dict[str, Any]:
     return info
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectAxis:
+    """Where a sample lists objects, one entry per object (a box, its class label, its score, a mask's
+    channel, its keypoints, its polygons): what ``ds.filter_labels`` keeps or drops together, aligned by
+    object, and what ``len()`` of a value counts."""
+
+    rank: int | None
+    """The rank of the samples that list objects (a ``(k, 4)`` box sample: 2; a ``(k,)`` label sample: 1;
+    a lower rank is one value per image); None: every sample lists objects (polygons)."""
+    axis: Literal[0, -1] = 0
+    """The objects' axis: the first (boxes, labels, keypoints, polygons) or the last (a ``H x W x K``
+    mask)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +148,17 @@ class HType:
     arrow: ArrowMapping = field(kw_only=True)
     """How its samples are a column of an Arrow table, and the Hugging Face feature that types it: every
     htype declares one (`lakecompute.tables` converts by it, both ways)."""
+
+    objects: ObjectAxis | None = None
+    """Where its samples list objects, for tensors of the rank it names (None: never; see `ObjectAxis`)."""
+
+    def object_axis(self, ndim: int | None) -> int | None:
+        """The axis that lists objects in samples of rank ``ndim`` (0 or -1), or None where those samples
+        are one value per image (a scalar label, an ``H x W`` mask, an embedding)."""
+        objects = self.objects
+        if objects is None or ndim is None or (objects.rank is not None and ndim != objects.rank):
+            return None
+        return objects.axis
 
     @property
     def numeric(self) -> bool:
@@ -217,6 +243,7 @@ _DECLARATIONS: Final = (
         dtypes="biufc",
         ragged=True,
         with_sample_compression="image",
+        objects=ObjectAxis(1),  # a 1-D sample holds one number per object (scores, ids, areas, iscrowd)
         arrow=_NUMBERS,
     ),
     HType(
@@ -237,6 +264,7 @@ _DECLARATIONS: Final = (
         class_names="always",
         labels=True,
         ragged=True,
+        objects=ObjectAxis(1),  # (k,): a class per object; a scalar labels the whole sample
         arrow=ArrowMapping("numbers", cast="int64", class_label=True),
     ),
     HType(
@@ -259,6 +287,7 @@ _DECLARATIONS: Final = (
         checked_info=("format", "normalized"),
         pad=lambda dtype, ndim: np.zeros((0, 4), dtype),  # no boxes: a sample the tensor stores again
         target="boxes",
+        objects=ObjectAxis(2),
         arrow=_NUMBERS,
     ),
     HType(
@@ -269,6 +298,7 @@ _DECLARATIONS: Final = (
         dtype_rule="must have dtype bool",
         blob=True,  # as bits (np.packbits: 8 pixels a byte, then the chunk compression shrinks them)
         target="mask",
+        objects=ObjectAxis(3, -1),  # H x W x K: a channel per object; H x W is one mask
         arrow=_NUMBERS,
     ),
     HType(
@@ -289,6 +319,7 @@ _DECLARATIONS: Final = (
         parse_info=_parse_keypoint_info,
         checked_info=("keypoint_names",),
         target="keypoints",
+        objects=ObjectAxis(3),  # (k, K, 3); a (K, 3) sample is one object's
         arrow=_NUMBERS,
     ),
     HType(
@@ -300,6 +331,7 @@ _DECLARATIONS: Final = (
         pad=lambda dtype, ndim: [],
         stacks=False,
         target="polygons",
+        objects=ObjectAxis(None),
         arrow=ArrowMapping("polygons"),
     ),
 )

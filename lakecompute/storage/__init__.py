@@ -14,6 +14,7 @@ from lakecompute.storage._backend import (
 )
 from lakecompute.storage._cache import CACHE_BYTES, LOADER_CACHE_BYTES, ArrayCache
 from lakecompute.storage._fragments import SampleBuffer, append_fragment, write_fragment
+from lakecompute.storage._header import Stored, VersionHeader
 from lakecompute.storage._leases import (
     IDLE_SECONDS,
     LEASE_MARGIN_SECONDS,
@@ -43,23 +44,25 @@ from lakecompute.storage._manifest import (
     version_key,
 )
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
+from lakecompute.storage._reads import forget_manifests, read_header, read_manifest
 from lakecompute.storage._refs import (
     DEFAULT_BRANCH,
     LEGACY_LINE,
     BranchRef,
     TagRef,
     advance,
-    branch_head,
     branch_key,
     create_branch,
     create_tag,
     ensure_main,
+    is_version_number,
     list_branches,
     list_lines,
     list_tags,
     moved_to,
     new_line_id,
     parse_ref_name,
+    parse_version_name,
     read_branch,
     read_tag,
     tag_key,
@@ -85,7 +88,9 @@ from lakecompute.storage._segments import (
     segment_time,
     typed_array_key,
 )
+from lakecompute.storage._stored import whole_bytes
 from lakecompute.storage._versions import (
+    branch_head,
     check_still_there,
     commit_manifest,
     commit_version,
@@ -93,7 +98,6 @@ from lakecompute.storage._versions import (
     is_committed,
     latest_version,
     list_versions,
-    read_manifest,
     read_manifest_of,
 )
 
@@ -136,8 +140,10 @@ __all__ = [
     "Run",
     "SampleBuffer",
     "SlotWriter",
+    "Stored",
     "TagRef",
     "TensorState",
+    "VersionHeader",
     "adopt_layout_verdicts",
     "advance",
     "append_fragment",
@@ -157,7 +163,9 @@ __all__ = [
     "create_typed_array",
     "dataset_id_of",
     "ensure_main",
+    "forget_manifests",
     "is_committed",
+    "is_version_number",
     "latest_version",
     "layout_verdicts",
     "let_go_released",
@@ -172,7 +180,9 @@ __all__ = [
     "new_segment_id",
     "open_backend",
     "parse_ref_name",
+    "parse_version_name",
     "read_branch",
+    "read_header",
     "read_leases",
     "read_manifest",
     "read_manifest_of",
@@ -183,6 +193,7 @@ __all__ = [
     "typed_array_key",
     "undecodable_error",
     "version_key",
+    "whole_bytes",
     "write_fragment",
     "write_line_hint",
 ]

@@ -332,6 +332,13 @@ class Locator:
             out.append((raw[a:b], tuple(int(x) for x in rows[s, 1:]), f.off + lo + a))
         return out
 
+    def flat(self, f: Fragment, first: int, count: int) -> np.ndarray:
+        """The items of samples ``first .. first + count`` of an indexed fragment of numbers, back to back
+        as one flat array of the fragment's dtype (the caller's own): one read, nothing per sample."""
+        offs = self.offsets(f)
+        lo, hi = int(offs[first]), int(offs[first + count])
+        return self.cache.span(self._data(f), f.off + lo, hi - lo).view(np.dtype(f.dtype))
+
     def indexed_at(self, f: Fragment, samples: np.ndarray) -> list[tuple[np.ndarray, tuple[int, ...], int]]:
         """As `indexed`, for the samples at ``samples`` (any order, repeats), each read on its own
         from chunks decoded once."""

@@ -8,23 +8,18 @@ checked parsing; listing, reading and committing versions on a backend is `lakec
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
 import re
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecompute.errors import (
-    InvalidArgumentError,
-    InvalidTypeError,
     LakeComputeError,
 )
 from lakecompute.specs import NOT_NUMERIC_DTYPES, TensorSpec, parse_tensor_name
-from lakecompute.storage._refs import (
-    LEGACY_LINE,
-    parse_ref_name,
-)
+from lakecompute.storage._header import LINE_ID, Placed, Stored, header_fields, load_json
 from lakecompute.storage._schema import (
     MAX_NDIM,
     InvalidField,
@@ -37,7 +32,6 @@ from lakecompute.storage._schema import (
     check_segment_ref,
     check_shape,
     check_spec,
-    check_str,
     check_str_dict,
     check_uniform,
     nested,
@@ -51,21 +45,19 @@ __all__ = [
     "Fragment",
     "Manifest",
     "TensorState",
+    "check_fits",
+    "content_digest",
+    "evals_of",
     "new_dataset_id",
     "version_key",
 ]
 
 FORMAT = "lakecompute/1"
-# Line ids and tensor ids: 32 hex digits (uuid4().hex).
-_LINE_ID = re.compile(r"[0-9a-f]{32}")
 VERSIONS = "versions"
 """The folder of the version manifests."""
 #: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
 #: ...}``, written last when a dataset is created (the id since datasets have ids).
 MARKER = "lakecompute"
-# A dataset id: 32 lowercase hex digits (a random uuid4), or "legacy-" and 32 for a dataset made before
-# ids (see `dataset_id_of`).
-_DATASET_ID = re.compile(r"(?:legacy-)?[0-9a-f]{32}")
 
 
 def new_dataset_id() -> str:
@@ -173,6 +165,8 @@ class TensorState:
     length: int = field(init=False, compare=False)
     # The entry's JSON text, made on first use: a commit re-encodes only the tensors it changed.
     _text: str | None = field(init=False, default=None, repr=False, compare=False)
+    # The digest of that text: made on first use, or given by the manifest that stored the state.
+    _digest: str | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.fragments, tuple):
@@ -203,6 +197,20 @@ class TensorState:
         assert self._text is not None
         return self._text
 
+    @property
+    def digest(self) -> str:
+        """A digest of the state (its entry's text): 32 hex digits, equal exactly when the states are
+        (the name included). Part of the version's `Manifest.digest`."""
+        if self._digest is None:
+            object.__setattr__(self, "_digest", hashlib.sha256(self.entry_text().encode()).hexdigest()[:32])
+        assert self._digest is not None
+        return self._digest
+
+    def recorded(self, digest: str) -> TensorState:
+        """This state, its digest known from the manifest that stored it (not computed again)."""
+        object.__setattr__(self, "_digest", digest)
+        return self
+
     @classmethod
     def from_json(cls, name: str, obj: object) -> TensorState:
         """Parse a tensor's entry of a manifest.
@@ -220,9 +228,9 @@ class TensorState:
             raise InvalidField("fragments", f"expected a list, got {rows!r:.80}")
         fragments = [nested(f"fragments[{i}]", Fragment.from_json, r) for i, r in enumerate(rows)]
         for i, frag in enumerate(fragments):
-            nested(f"fragments[{i}]", _check_fits, spec, ndim, frag)
+            nested(f"fragments[{i}]", check_fits, spec, ndim, frag)
         tid = obj.get("id")
-        if tid is not None and (not isinstance(tid, str) or not _LINE_ID.fullmatch(tid)):
+        if tid is not None and (not isinstance(tid, str) or not LINE_ID.fullmatch(tid)):
             raise InvalidField("id", f"expected a tensor id of 32 hex digits, got {tid!r:.40}")
         state = cls(spec, dict(info), ndim, tuple(fragments), tid)
         length = obj.get("length")
@@ -235,7 +243,7 @@ def _dumps(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
+def check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
     """A fragment holds samples of its tensor: the tensor's rank, the tensor's kind of storage."""
     if ndim is None or frag.ndim != ndim:
         raise InvalidField("ndim", f"the tensor's samples have {ndim} dimensions, got {frag.ndim}")
@@ -249,7 +257,7 @@ def _check_fits(spec: TensorSpec, ndim: int | None, frag: Fragment) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Manifest:
+class Manifest(Placed):
     """One committed version of a dataset (frozen: a transaction builds the next one).
 
     Attributes:
@@ -271,6 +279,8 @@ class Manifest:
         dataset_id: the id of the dataset this version belongs to: random, made when the dataset was
             created, copied into every later version. ``""`` in a manifest written before datasets had
             ids (`dataset_id_of` derives one for those).
+        stored: how the version is stored (whole, or as a change of its parent), when it was read from
+            storage or committed: what the next commit's choice between the two starts from.
     """
 
     version: int
@@ -286,35 +296,46 @@ class Manifest:
     reach: dict[str, int] = field(default_factory=dict)
     origin: dict[str, Any] = field(default_factory=dict)
     dataset_id: str = ""
+    stored: Stored | None = field(init=False, default=None, repr=False, compare=False)
+    # The content digest, made on first use or given by the stored manifest (see `digest`).
+    _digest: str | None = field(init=False, default=None, repr=False, compare=False)
 
     @property
-    def parents(self) -> tuple[int, ...]:
-        """Every parent: the first is the branch's own previous head, the others were merged in."""
-        return () if self.parent is None else (self.parent, *self.merged)
+    def digest(self) -> str:
+        """A digest of the version's content: its tensors (each by `TensorState.digest`), eval records and
+        info; 64 hex digits. Two versions with the same digest hold the same content, whatever their
+        numbers, histories or datasets: what identifies a version's data (with `dataset_id` and the
+        number) where a copied folder's history may have diverged from the original's. Made when the
+        version is committed and recorded in its manifest."""
+        if self._digest is None:
+            object.__setattr__(self, "_digest", content_digest(self.tensors, self.evals, self.info))
+        assert self._digest is not None
+        return self._digest
 
-    def reach_of(self) -> dict[str, int]:
-        """`reach`, or what it is for a version committed before refs: the versions before it."""
-        return self.reach if self.reach else {self.line or LEGACY_LINE: self.version}
-
-    def descends_from(self, other: Manifest) -> bool:
-        """Whether ``other`` is this version or one of its ancestors (from the manifests alone)."""
-        return self.reach_of().get(other.line or LEGACY_LINE, -1) >= other.version
+    def recorded(self, digest: str | None, stored: Stored | None) -> Manifest:
+        """This manifest, with its digest as recorded (None: made on first use) and how it is stored."""
+        if digest is not None:
+            object.__setattr__(self, "_digest", digest)
+        object.__setattr__(self, "stored", stored)
+        return self
 
     def to_bytes(self) -> bytes:
+        """The manifest stored whole, as plain JSON (format ``lakecompute/1``)."""
         # The same bytes as json.dumps of the whole body (JSON text composes), but each tensor's entry
         # is encoded once per state: a commit costs nothing for the tensors it does not change.
-        fields = {"format": FORMAT, "version": self.version, "parent": self.parent, "time": self.time,
-                  "message": self.message}  # fmt: skip
-        if self.dataset_id:  # absent only in manifests written before datasets had ids
-            fields["dataset_id"] = self.dataset_id
-        head = _dumps(fields)
+        fields = self.history_fields()
+        history = {key: fields.pop(key) for key in self._history()}
+        tail = "".join(f',"{key}":{_dumps(value)}' for key, value in history.items())
+        return f"{_dumps(fields)[:-1]},{self.content_text()}{tail}}}".encode()
+
+    def content_text(self) -> str:
+        """The content as stored whole: ``"tensors":{...},"evals":{...}`` and ``"info"`` when not empty
+        (JSON members, without braces)."""
         tensors = ",".join(t.entry_text() for t in self.tensors.values())
-        tail = f',"evals":{_dumps(self.evals)}'
+        text = f'"tensors":{{{tensors}}},"evals":{_dumps(self.evals)}'
         if self.info:  # absent when empty: manifests without dataset info stay as they were
-            tail += f',"info":{_dumps(self.info)}'
-        for key, value in self._history().items():
-            tail += f',"{key}":{_dumps(value)}'
-        return f'{head[:-1]},"tensors":{{{tensors}}}{tail}}}'.encode()
+            text += f',"info":{_dumps(self.info)}'
+        return text
 
     def _history(self) -> dict[str, Any]:
         """The fields of its place in the history (absent before branches, so older files read alike)."""
@@ -331,102 +352,65 @@ class Manifest:
             out["origin"] = self.origin
         return out
 
+    def history_fields(self) -> dict[str, Any]:
+        """The JSON fields of its place in the history and of who made it, as a stored manifest has them
+        before its content (format, version, parent, time, message, dataset id, digest, branch, ...)."""
+        fields: dict[str, Any] = {"format": FORMAT, "version": self.version, "parent": self.parent,
+                                  "time": self.time, "message": self.message}  # fmt: skip
+        if self.dataset_id:
+            fields["dataset_id"] = self.dataset_id
+        fields["digest"] = self.digest
+        return {**fields, **self._history()}
+
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
-        """Parse and check a manifest (see ``_schema``).
+        """Parse and check a manifest stored whole as plain JSON (format ``lakecompute/1``; see ``_schema``).
 
         Raises:
             InvalidField: the bytes are not JSON, or a value breaks the schema (the field names it).
         """
-        body = _load_json(data)
+        body = load_json(data)
         if body.get("format") != FORMAT:
             raise InvalidField("format", f"expected {FORMAT!r}, got {body.get('format')!r:.40}")
-        version = check_int(body.get("version"), "version")
-        parent = check_optional_int(body.get("parent"), "parent", hi=max(0, version - 1))
-        when = body.get("time", 0.0)
-        if not isinstance(when, (int, float)) or isinstance(when, bool) or not math.isfinite(when):
-            raise InvalidField("time", f"expected a number of seconds, got {when!r:.40}")
-        branch, line = _branch_of(body)
-        return cls(
-            version=version,
-            parent=parent,
-            time=float(when),
-            message=check_str(body.get("message", ""), "message"),
+        return cls.from_json(body)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Manifest:
+        """A whole manifest from its JSON fields (its format checked by the caller).
+
+        Raises:
+            InvalidField: a value breaks the schema.
+        """
+        manifest = cls(
+            **header_fields(body),
             tensors=_tensors(body.get("tensors")),
-            evals=_evals(body.get("evals")),
+            evals=evals_of(body.get("evals")),
             info=check_str_dict(body.get("info") or {}, "info"),
-            branch=branch,
-            line=line,
-            merged=_merged(body.get("parents"), version, parent),
-            reach=_reach(body.get("reach"), version, line),
-            origin=check_str_dict(body.get("origin") or {}, "origin"),
-            dataset_id=_dataset_id(body.get("dataset_id", "")),
         )
+        return manifest.recorded(_digest_field(body.get("digest")), None)
 
     def sample_counts(self) -> dict[str, int]:
         return {k: t.length for k, t in self.tensors.items()}
 
 
-def _branch_of(body: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The ``branch`` and ``line`` fields: both or neither."""
-    branch, line = body.get("branch"), body.get("line")
-    if branch is None and line is None:
-        return None, None
-    try:
-        parse_ref_name("branch", branch)
-    except (InvalidArgumentError, InvalidTypeError):
-        raise InvalidField("branch", f"expected a branch name, got {branch!r:.40}") from None
-    if not isinstance(line, str) or not _LINE_ID.fullmatch(line):
-        raise InvalidField("line", f"expected a line id of 32 hex digits, got {line!r:.40}")
-    return branch, line
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
-def _merged(value: object, version: int, parent: int | None) -> tuple[int, ...]:
-    """The parents after the first: ``parents`` lists the first (``parent``) and at least one more."""
+def _digest_field(value: object) -> str | None:
+    """The recorded content digest: 64 hex digits, or None (a manifest written before digests)."""
     if value is None:
-        return ()
-    if not isinstance(value, list) or len(value) < 2 or len(value) > 64:
-        raise InvalidField("parents", f"expected a list of 2 to 64 versions, got {value!r:.40}")
-    parents = [check_int(p, f"parents[{i}]", hi=max(0, version - 1)) for i, p in enumerate(value)]
-    if parents[0] != parent or len(set(parents)) != len(parents):
-        raise InvalidField(
-            "parents", f"expected distinct versions starting with parent {parent}, got {parents}"
-        )
-    return tuple(parents[1:])
+        return None
+    if not isinstance(value, str) or not _DIGEST.fullmatch(value):
+        raise InvalidField("digest", f"expected 64 hexadecimal digits, got {value!r:.80}")
+    return value
 
 
-def _reach(value: object, version: int, line: str | None) -> dict[str, int]:
-    """Per line, the newest version of it this version descends from: at most this version, and this
-    version itself on its own line."""
-    if value is None:
-        return {}
-    reach = check_str_dict(value, "reach")
-    for key, at in reach.items():
-        if key != LEGACY_LINE and not _LINE_ID.fullmatch(key):
-            raise InvalidField("reach", f"expected line ids as keys, got {key!r:.40}")
-        check_int(at, f"reach.{key}", hi=version)
-    if line is not None and reach.get(line) != version:
-        raise InvalidField("reach", f"expected version {version} on its own line, got {reach.get(line)!r}")
-    return dict(reach)
-
-
-def _dataset_id(value: object) -> str:
-    text = check_str(value, "dataset_id")
-    if text and not _DATASET_ID.fullmatch(text):
-        raise InvalidField("dataset_id", f"expected 32 hexadecimal digits, got {text!r:.60}")
-    return text
-
-
-def _load_json(data: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(data)
-    except RecursionError:
-        raise InvalidField("", "the JSON is nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
-        raise InvalidField("", f"not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidField("", f"expected a JSON object, got {type(body).__name__}")
-    return body
+def content_digest(tensors: dict[str, TensorState], evals: dict[str, Any], info: dict[str, Any]) -> str:
+    """The digest of a version's content (`Manifest.digest`): of each tensor's digest, in order, then of
+    the eval records and the info as compact JSON."""
+    listed = ",".join(f"[{_dumps(name)},{_dumps(t.digest)}]" for name, t in tensors.items())
+    text = f'{{"tensors":[{listed}],"evals":{_dumps(evals)},"info":{_dumps(info)}}}'
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _tensors(value: object) -> dict[str, TensorState]:
@@ -442,7 +426,7 @@ def _tensors(value: object) -> dict[str, TensorState]:
     return out
 
 
-def _evals(value: object) -> dict[str, Any]:
+def evals_of(value: object) -> dict[str, Any]:
     """Eval records: str -> dict (their contents are the dataset layer's to check)."""
     evals = check_str_dict({} if value is None else value, "evals")
     for key, record in evals.items():

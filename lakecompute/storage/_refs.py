@@ -45,18 +45,22 @@ __all__ = [
     "BranchRef",
     "TagRef",
     "advance",
-    "branch_head",
     "branch_key",
     "create_branch",
     "create_tag",
     "ensure_main",
+    "is_version_number",
+    "last_move",
     "list_branches",
     "list_lines",
     "list_tags",
+    "move_key",
     "moved_to",
     "new_line_id",
     "parse_ref_name",
+    "parse_version_name",
     "read_branch",
+    "read_line_hint",
     "read_tag",
     "tag_key",
     "write_line_hint",
@@ -77,8 +81,8 @@ _MOVE: Final = re.compile(r"([0-9]{10})\.json")
 
 
 def parse_ref_name(kind: str, name: object) -> str:
-    """Check a branch or tag name: letters, digits, ``_``, ``-`` and ``.``, not starting with ``-`` or
-    ``.``, at most 128 characters, and not only digits (``"3"`` would read as version 3).
+    """Check a branch or tag name: ASCII letters, digits, ``_``, ``-`` and ``.``, not starting with ``-``
+    or ``.``, at most 128 characters, and not only digits (``"3"`` would read as version 3).
 
     Raises:
         InvalidTypeError: ``name`` is not a str.
@@ -88,8 +92,8 @@ def parse_ref_name(kind: str, name: object) -> str:
         raise InvalidTypeError(f"Expected a {kind} name as str. Got {type(name).__name__}: {name!r:.80}.")
     if not _NAME.fullmatch(name) or ".." in name or name.endswith("."):
         raise InvalidArgumentError(
-            f"Invalid {kind} name {name!r:.80}: use letters, digits, '_', '-' and '.' (not empty, no '/', "
-            "no '..', not starting with '.' or '-'), e.g. 'experiment' or 'v1.0'."
+            f"Invalid {kind} name {name!r:.80}: use ASCII letters, digits, '_', '-' and '.' (not empty, no "
+            "'/', no '..', not starting with '.' or '-'), e.g. 'experiment' or 'v1.0'."
         )
     if len(name) > MAX_REF_NAME:
         raise InvalidArgumentError(
@@ -102,6 +106,39 @@ def parse_ref_name(kind: str, name: object) -> str:
             "Add a letter, e.g. 'v" + name + "'."
         )
     return name
+
+
+def is_version_number(text: str) -> bool:
+    """Whether ``text`` is a version number as users write one: ASCII digits only (superscripts, circled
+    digits and the digits of other scripts are digits to `str.isdigit`, but no version number)."""
+    return text.isascii() and text.isdigit()
+
+
+def parse_version_name(spec: object, what: str = "version") -> int | str:
+    """A version as users name it, checked: its number (an int, or a str of ASCII digits) or a branch or
+    tag name (see `parse_ref_name`); which version a name is is for the refs to say.
+
+    Raises:
+        InvalidTypeError: ``spec`` is not an int or a str.
+        InvalidArgumentError: a negative number, or text that is neither ASCII digits nor a valid name.
+    """
+    if isinstance(spec, bool) or not isinstance(spec, (int, str)):
+        raise InvalidTypeError(
+            f"Expected {what} as a version number, branch or tag name. "
+            f"Got {type(spec).__name__}: {spec!r:.80}."
+        )
+    if isinstance(spec, int):
+        if spec < 0:
+            raise InvalidArgumentError(f"Expected {what} >= 0. Got {spec}.")
+        return spec
+    if is_version_number(spec):
+        return int(spec)
+    if not _NAME.fullmatch(spec) or ".." in spec or spec.endswith(".") or len(spec) > MAX_REF_NAME:
+        raise InvalidArgumentError(
+            f"Invalid {what} {spec!r:.80}: expected a version number in ASCII digits (0-9), or a branch or "
+            "tag name of ASCII letters, digits, '_', '-' and '.', e.g. 3, 'main' or 'v1.0'."
+        )
+    return spec
 
 
 def new_line_id() -> str:
@@ -117,7 +154,8 @@ def tag_key(name: str) -> str:
     return f"refs/tags/{name}.json"
 
 
-def _move_key(line: str, parent: int) -> str:
+def move_key(line: str, parent: int) -> str:
+    """The storage key of the move of line ``line`` after version ``parent``."""
     return f"refs/lines/{line}/{parent:010d}.json"
 
 
@@ -238,7 +276,7 @@ def parse_move(parent: int, data: bytes) -> int:
         InvalidField: not a version number after ``parent``.
     """
     text = data.decode("ascii", errors="replace").strip()
-    if not text.isdigit() or len(text) > 20:
+    if not is_version_number(text) or len(text) > 20:
         raise InvalidField("", f"expected a version number, got {text!r:.40}")
     version = int(text)
     if not parent < version <= MAX_OFFSET:
@@ -253,7 +291,7 @@ def _parse_hint(data: bytes | None) -> int | None:
     if data is None:
         return None
     parts = data.decode("ascii", errors="replace").split()
-    if len(parts) != 2 or parts[0] != parts[1] or not parts[0].isdigit() or len(parts[0]) != 10:
+    if len(parts) != 2 or parts[0] != parts[1] or not is_version_number(parts[0]) or len(parts[0]) != 10:
         return None
     return int(parts[0])
 
@@ -334,34 +372,31 @@ def moved_to(backend: Backend, line: str, parent: int) -> int | None:
     Raises:
         DatasetCorruptError: the move file is damaged.
     """
-    return _read_ref(backend, _move_key(line, parent), functools.partial(parse_move, parent))
+    return _read_ref(backend, move_key(line, parent), functools.partial(parse_move, parent))
 
 
-def _last_move(backend: Backend, ref: BranchRef) -> int:
-    """The head reached by the newest stored move (a listing: when the hint is unusable)."""
+def last_move(backend: Backend, ref: BranchRef) -> tuple[int, str | None]:
+    """The version the newest stored move of branch ``ref``'s line names, and that move's key (a listing:
+    for when the line's hint is unusable); ``(ref.start, None)`` when the line has no move.
+
+    Raises:
+        DatasetCorruptError: the move is damaged.
+    """
     parents = [
         int(m.group(1)) for name in backend.list(f"refs/lines/{ref.line}") if (m := _MOVE.fullmatch(name))
     ]
     parents = [p for p in parents if p >= ref.start]
     if not parents:
-        return ref.start
-    return moved_to(backend, ref.line, max(parents)) or ref.start
+        return ref.start, None
+    newest = max(parents)
+    moved = moved_to(backend, ref.line, newest)
+    return (ref.start, None) if moved is None else (moved, move_key(ref.line, newest))
 
 
-def branch_head(backend: Backend, ref: BranchRef) -> int:
-    """The version branch ``ref`` is at: its start, followed along its moves.
-
-    The hint names a recent head, so a lookup is one or two reads; a missing or torn hint costs one
-    listing of the line's moves.
-
-    Raises:
-        DatasetCorruptError: a move is damaged.
-    """
-    hint = _parse_hint(backend.read(_hint_key(ref.line)))
-    head = hint if hint is not None and hint >= ref.start else _last_move(backend, ref)
-    while (nxt := moved_to(backend, ref.line, head)) is not None:
-        head = nxt
-    return head
+def read_line_hint(backend: Backend, line: str) -> int | None:
+    """The version line ``line``'s hint names (None when it is missing or torn). Only a hint: the caller
+    checks that the version belongs to the line before using it (`lakecompute.storage.branch_head`)."""
+    return _parse_hint(backend.read(_hint_key(line)))
 
 
 # -- changing refs (each change one atomic step) ------------------------------------------------------
@@ -370,7 +405,7 @@ def branch_head(backend: Backend, ref: BranchRef) -> int:
 def advance(backend: Backend, line: str, parent: int, version: int) -> bool:
     """Move line ``line`` from version ``parent`` to ``version``; False if another writer moved it from
     ``parent`` first (nothing is changed then)."""
-    return backend.create_exclusive(_move_key(line, parent), f"{version:010d}".encode())
+    return backend.create_exclusive(move_key(line, parent), f"{version:010d}".encode())
 
 
 def write_line_hint(backend: Backend, line: str, version: int) -> None:

@@ -124,18 +124,18 @@ def check_str(value: object, field: str) -> str:
 
 def check_depth(value: object, field: str, limit: int = MAX_DEPTH) -> None:
     """Refuse lists and dicts nested deeper than ``limit`` (iteratively: no recursion to exhaust)."""
-    stack: list[tuple[object, int]] = [(value, 0)]
+    if not isinstance(value, (dict, list)):
+        return
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(value, 0)]
+    containers = (dict, list)
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
         if depth >= limit:
             raise InvalidField(field, f"nested deeper than {limit} levels")
-        stack.extend((child, depth + 1) for child in children)
+        # Only containers are stacked: a flat object costs one pass over its values.
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, containers):
+                stack.append((child, depth + 1))
 
 
 def check_str_dict(value: object, field: str) -> dict[str, Any]:

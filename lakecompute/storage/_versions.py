@@ -4,7 +4,8 @@ Version numbers are unique across branches: a commit takes the next free number 
 manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then moves its branch
 there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is only a hint that
 saves a directory listing: readers check forward from it, so a stale hint is harmless. The manifest
-document itself is `lakecompute.storage._manifest`.
+document itself is `lakecompute.storage._manifest`, how it is stored (whole or as a delta of its parent)
+``_stored``, and reading it (following deltas, remembering what was read) ``_reads``.
 """
 
 from __future__ import annotations
@@ -23,12 +24,24 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.storage._backend import Backend
+from lakecompute.storage._header import VersionHeader
 from lakecompute.storage._manifest import MARKER, VERSIONS, Fragment, Manifest, version_key
-from lakecompute.storage._refs import advance, moved_to, write_line_hint
-from lakecompute.storage._schema import InvalidField
+from lakecompute.storage._reads import read_header, read_manifest, remember
+from lakecompute.storage._refs import (
+    BranchRef,
+    advance,
+    branch_key,
+    last_move,
+    move_key,
+    moved_to,
+    read_line_hint,
+    write_line_hint,
+)
 from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
+from lakecompute.storage._stored import encode
 
 __all__ = [
+    "branch_head",
     "check_still_there",
     "commit_manifest",
     "commit_version",
@@ -37,7 +50,6 @@ __all__ = [
     "latest_version",
     "list_versions",
     "needed_by_a_version",
-    "read_manifest",
     "read_manifest_of",
 ]
 
@@ -93,35 +105,16 @@ def dataset_id_of(backend: Backend, manifest: Manifest) -> str:
     raise DatasetNotFoundError(backend.url, "It has no committed version.")
 
 
-def read_manifest(backend: Backend, version: int) -> Manifest:
-    """Load a version's manifest.
+def read_manifest_of(
+    backend: Backend, version: int, dataset_id: str, what: str, digest: str = ""
+) -> Manifest:
+    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` and, given its
+    content ``digest``, that it holds that content (what a pickled handle, a snapshot or a state refers to:
+    ``what`` names it in the error). A copy of the folder reads alike; one whose history diverged does not.
 
     Raises:
-        DatasetNotFoundError: the version does not exist.
-        DatasetCorruptError: the manifest exists but cannot be parsed (names the file).
-    """
-    key = version_key(version)
-    data = backend.read(key)
-    if data is None:
-        raise DatasetNotFoundError(backend.url, f"It has no version {version}.")
-    hint = "Open an earlier version with lc.load(path, version=N)." if version > 0 else ""
-    try:
-        manifest = Manifest.from_bytes(data)
-    except InvalidField as exc:
-        raise DatasetCorruptError(backend.url, key, exc.reason, hint, field=exc.field or None) from exc
-    if manifest.version != version:
-        raise DatasetCorruptError(
-            backend.url, key, f"expected version {version}, got {manifest.version}", hint, field="version"
-        )
-    return manifest
-
-
-def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str) -> Manifest:
-    """Load a version's manifest, checking that it belongs to the dataset ``dataset_id`` (what a pickled
-    handle, a snapshot or a state refers to: ``what`` names it in the error).
-
-    Raises:
-        DatasetReplacedError: the location holds another dataset now (the path was remade).
+        DatasetReplacedError: the location holds another dataset now (the path was remade), or a copy
+            whose version ``version`` holds other content.
         DatasetNotFoundError: no dataset there, or it has no such version.
         DatasetCorruptError: the manifest is damaged.
     """
@@ -138,6 +131,16 @@ def read_manifest_of(backend: Backend, version: int, dataset_id: str, what: str)
     found = dataset_id_of(backend, manifest)
     if found != dataset_id:
         raise DatasetReplacedError(backend.url, dataset_id, found, what)
+    if digest and manifest.digest != digest:
+        raise DatasetReplacedError(
+            backend.url,
+            dataset_id,
+            found,
+            what,
+            version=version,
+            expected_digest=digest,
+            found_digest=manifest.digest,
+        )
     return manifest
 
 
@@ -171,7 +174,9 @@ def check_still_there(backend: Backend, dataset_id: str) -> None:
 _NUMBER_TRIES = 10_000
 
 
-def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest:
+def _take_number(
+    backend: Backend, build: Callable[[int], Manifest], first: int, base: Manifest | None
+) -> Manifest:
     """Store the manifest ``build(n)`` under the first free version number ``n`` from ``first`` on; the
     manifest as stored.
 
@@ -184,7 +189,9 @@ def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int)
         candidate = build(version)
         if candidate.line is not None:
             candidate = replace(candidate, reach={**candidate.reach, candidate.line: version})
-        if backend.create_exclusive(version_key(version), candidate.to_bytes()):
+        data, stored = encode(candidate, base)
+        if backend.create_exclusive(version_key(version), data):
+            remember(backend, data, candidate.recorded(None, stored))
             return candidate
         version = max(version + 1, (latest_version(backend) or version) + 1)
     raise LakeComputeError(  # pragma: no cover (10,000 writers committing at once)
@@ -192,17 +199,21 @@ def _take_number(backend: Backend, build: Callable[[int], Manifest], first: int)
     )
 
 
-def commit_version(backend: Backend, build: Callable[[int], Manifest], first: int) -> Manifest | None:
+def commit_version(
+    backend: Backend, build: Callable[[int], Manifest], first: int, base: Manifest | None = None
+) -> Manifest | None:
     """Commit the manifest ``build(n)`` (``n``: its version number, from ``first`` on) on the branch
     of its ``line``, whose head is its ``parent``: the manifest committed (stamped with the time), or
     None if another writer moved the branch from that head first (then nothing of this commit is left).
+    ``base`` is that parent as read or committed: the manifest is stored as its change from it when
+    that is cheaper (``_stored``).
 
     Two steps: the manifest is stored under a free number (`_take_number`), then the branch is moved
     there by creating its move exclusively (``_refs.advance``). The move is the commit: a kill before
     it leaves a manifest no branch reaches (``vacuum`` removes it), never a half-moved branch.
     """
     when = time.time()
-    stored = _take_number(backend, lambda n: replace(build(n), time=when), first)
+    stored = _take_number(backend, lambda n: replace(build(n), time=when), first, base)
     line, parent = stored.line, stored.parent
     assert line is not None
     assert parent is not None
@@ -214,7 +225,73 @@ def commit_version(backend: Backend, build: Callable[[int], Manifest], first: in
     return stored
 
 
-def is_committed(backend: Backend, manifest: Manifest) -> bool:
+def branch_head(backend: Backend, ref: BranchRef) -> int:
+    """The version branch ``ref`` is at: its start, followed along its line's moves.
+
+    The line's hint names a recent head, so a lookup is a few small reads; a missing or torn hint costs
+    one listing of the line's moves. The hint is used only once a move of this line is found to name it
+    (`_moved_here`): a hint naming another branch's version, or a commit that never finished, is ignored.
+    The head found is checked too: stored, and (when a move named it) a descendant of the version the
+    move went from, as every commit and fast-forward is.
+
+    Raises:
+        DatasetCorruptError: the ref or a move names a version that is not stored or not on the branch,
+            or a move is damaged.
+    """
+    hint = read_line_hint(backend, ref.line)
+    if hint is not None and hint > ref.start and _moved_here(backend, ref, hint):
+        head, frm, via = hint, None, None  # checked: nothing to check again unless a move follows
+    else:
+        head, via = last_move(backend, ref)
+        frm = None if via is None else int(via.rsplit("/", 1)[1][: -len(".json")])
+        via = via or branch_key(ref.name)
+    while (nxt := moved_to(backend, ref.line, head)) is not None:
+        head, frm, via = nxt, head, move_key(ref.line, head)
+    if via is not None:
+        _check_head(backend, head, frm, via)
+    return head
+
+
+def _moved_here(backend: Backend, ref: BranchRef, version: int) -> bool:
+    """Whether a move of branch ``ref``'s line names ``version``: the line moved there from the version's
+    parent (a commit on the branch), from the newest version of the line it descends from, or from the
+    branch's start (fast-forwards)."""
+    try:
+        header = read_header(backend, version)
+    except (DatasetNotFoundError, DatasetCorruptError):
+        return False
+    candidates = {header.parent, header.reach_of().get(ref.line), ref.start}
+    return any(
+        p is not None and p < version and moved_to(backend, ref.line, p) == version
+        for p in sorted(c for c in candidates if c is not None)
+    )
+
+
+def _check_head(backend: Backend, head: int, frm: int | None, via: str) -> None:
+    """Refuse a head that ``via`` (the branch's ref file, or the move of its line from version ``frm``)
+    names but that is not stored, or that does not descend from ``frm``.
+
+    Raises:
+        DatasetCorruptError: naming ``via``.
+    """
+    hint = "The ref was changed outside lakecompute: restore it from a backup, or delete the file to drop it."
+    if not backend.exists(version_key(head)):
+        raise DatasetCorruptError(backend.url, via, f"it names version {head}, which is not stored", hint)
+    if frm is None or not backend.exists(version_key(frm)):
+        return  # the branch's start, or a move from a version vacuum(keep_versions=...) removed
+    header, before = read_header(backend, head), read_header(backend, frm)
+    if not header.descends_from(before):
+        where = "before branches" if header.branch is None else f"on branch {header.branch!r}"
+        raise DatasetCorruptError(
+            backend.url,
+            via,
+            f"it moves the branch from version {frm} to version {head}, which is not on the branch "
+            f"(it was committed {where} and does not descend from {frm})",
+            hint,
+        )
+
+
+def is_committed(backend: Backend, manifest: Manifest | VersionHeader) -> bool:
     """Whether ``manifest`` was committed (a branch moved to it), not left by a commit that lost its
     race or was killed before moving its branch.
 
@@ -239,8 +316,10 @@ def commit_manifest(backend: Backend, manifest: Manifest) -> Manifest | None:
     """Publish ``manifest`` as its version, stamped with the time, without a branch (a dataset's first
     version); the manifest committed, or None if that number is taken."""
     manifest = replace(manifest, time=time.time())
-    if not backend.create_exclusive(version_key(manifest.version), manifest.to_bytes()):
+    data, stored = encode(manifest, None)
+    if not backend.create_exclusive(version_key(manifest.version), data):
         return None
+    remember(backend, data, manifest.recorded(None, stored))
     _write_hints(backend, manifest.version)
     return manifest
 

@@ -18,9 +18,14 @@ Example:
 
 from __future__ import annotations
 
-from lakecompute.datasets import Dataset, DatasetCore, DatasetView, Row, Tensor, TensorView, core_of
+import json
+import os
+from typing import Any
 
-__all__ = ["DatasetCore", "dataset_core"]
+from lakecompute.datasets import Dataset, DatasetCore, DatasetView, Row, Tensor, TensorView, core_of
+from lakecompute.storage import open_backend, read_manifest
+
+__all__ = ["DatasetCore", "dataset_core", "whole_manifest"]
 
 
 def dataset_core(data: Dataset | DatasetView | Row | Tensor | TensorView) -> DatasetCore:
@@ -31,3 +36,14 @@ def dataset_core(data: Dataset | DatasetView | Row | Tensor | TensorView) -> Dat
     For tests only: what it returns is internal and changes with the package.
     """
     return core_of(data)
+
+
+def whole_manifest(path: str | os.PathLike[str], version: int) -> dict[str, Any]:
+    """Version ``version`` of the dataset at ``path`` as the JSON of its manifest stored whole (format
+    ``lakecompute/1``: ``tensors`` with their fragments, ``evals``, ``info``, the history fields), however
+    it is stored (a large version may be compressed, or stored as the change from its parent).
+
+    For tests only.
+    """
+    body: dict[str, Any] = json.loads(read_manifest(open_backend(path), version).to_bytes())
+    return body

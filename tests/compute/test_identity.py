@@ -141,8 +141,8 @@ def test_eval_record_names_its_input(tmp_path: Path) -> None:
     plus_one().eval(src, out, progressbar=False)
     inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
     assert inputs == {
-        "kind": "dataset", "id": src.id, "version": 2, "positions": [0, N, 1], "pad": False, "tensors": ["x"],
-        "path": src.path,
+        "kind": "dataset", "id": src.id, "version": 2, "digest": src.digest, "positions": [0, N, 1],
+        "pad": False, "tensors": ["x"], "path": src.path,
     }  # fmt: skip
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.testing.internals import whole_manifest
 from tests.compute.compute_helpers import Sched
 from tests.helpers import make_numbers, make_out
 
@@ -34,9 +35,8 @@ def _manifest_bytes(path: Path, version: int) -> int:
 
 
 def _evals_bytes(path: Path, version: int) -> int:
-    """The bytes of a manifest's eval records (the rest is the tensors' fragments)."""
-    body = json.loads((path / "versions" / f"{version:010d}.json").read_bytes())
-    return len(json.dumps(body["evals"], separators=(",", ":")))
+    """The bytes of a manifest's eval records, stored whole (the rest is the tensors' fragments)."""
+    return len(json.dumps(whole_manifest(path, version)["evals"], separators=(",", ":")))
 
 
 def test_first_of_many_evals_rerun_is_a_noop(scheduler: Sched, tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ def test_a_record_is_kept_whole_only_in_its_own_version(tmp_path: Path) -> None:
     out = make_out(tmp_path / "out", y={"dtype": "int64"})
     result = fails_on_odd().eval(list(range(4000)), out, ignore_errors=True, progressbar=False)
     assert len(result.failed) == 2000
-    assert _manifest_bytes(tmp_path / "out", result.version) > 100_000  # the record, whole, is here
+    assert _evals_bytes(tmp_path / "out", result.version) > 100_000  # the record, whole, is here
     out.y.append(7)  # a later commit
     assert _manifest_bytes(tmp_path / "out", out.version) < 10_000
     shift(by=1).eval([1], out, progressbar=False)  # a later eval

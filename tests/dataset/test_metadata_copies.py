@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 
 import lakecompute as lc
 from lakecompute.testing.detection import write_coco_folder
+from lakecompute.testing.internals import whole_manifest
 
 
 def _stored(path: Path) -> dict[str, Any]:
     """Every piece of metadata of the latest version, read from its manifest file."""
     ds = lc.load(str(path))
-    body = json.loads((path / "versions" / f"{ds.version:010d}.json").read_bytes())
+    body = whole_manifest(path, ds.version)
     return {"info": body.get("info", {}), "tensors": {k: v["info"] for k, v in body["tensors"].items()}}
 
 

@@ -92,8 +92,8 @@ def test_state_dict_is_json_and_resumes_mid_epoch(numbered: lc.Dataset, kind: st
             "num_workers": num_workers,
         },
         "dataset": {
-            "url": numbered.path, "dataset_id": numbered.id, "version": numbered.version, "length": N,
-            "selection": f"rows 0:{N}", "tensors": ["idx"],
+            "url": numbered.path, "dataset_id": numbered.id, "version": numbered.version,
+            "digest": numbered.digest, "length": N, "selection": f"rows 0:{N}", "tensors": ["idx"],
         },
     }  # fmt: skip
     full = _epoch(0, 1, 2, num_workers)

@@ -11,7 +11,8 @@ Usage: ``versions_script.py PATH OP [ARGS ...]`` with OP one of
 - ``restore BRANCH VERSION``: restore VERSION on BRANCH;
 - ``merge BRANCH SOURCE``: merge SOURCE into BRANCH;
 - ``delete-branch NAME``: delete branch NAME;
-- ``save ROWS DEST INTERVAL``: save every ROWS-th row of PATH as a new dataset at DEST, with checkpoints.
+- ``save ROWS DEST INTERVAL``: save every ROWS-th row of PATH as a new dataset at DEST, with checkpoints;
+- ``vacuum KEEP``: ``vacuum(grace_seconds=0, keep_versions=KEEP)``.
 
 Prints ``START`` before the operation and ``DONE <version>`` after it, or ``CONFLICT`` when the commit lost
 to another writer (``lc.CommitConflictError``). Environment:
@@ -133,7 +134,13 @@ OPS: dict[str, Any] = {
     "restore": lambda path, args, options: _on(path, args[0], options).restore(int(args[1])),
     "merge": lambda path, args, options: _on(path, args[0], options).merge(args[1]),
     "delete-branch": _delete_branch,
+    "vacuum": lambda path, args, options: _vacuum(_on(path, None, options), int(args[0])),
 }
+
+
+def _vacuum(ds: lc.Dataset, keep: int) -> int:
+    ds.vacuum(grace_seconds=0, keep_versions=keep)
+    return ds.version
 
 
 def main(argv: list[str]) -> None:

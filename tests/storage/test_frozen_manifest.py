@@ -76,6 +76,7 @@ def test_manifest_bytes_are_the_json_of_the_whole_body(tmp_path: Path) -> None:
             "time": manifest.time,
             "message": manifest.message,
             "dataset_id": manifest.dataset_id,
+            "digest": manifest.digest,
             "tensors": {k: t.to_json() for k, t in manifest.tensors.items()},
             "evals": manifest.evals,
         }

@@ -94,15 +94,16 @@ def test_a_tag_reads_or_is_corrupt(data: bytes) -> None:
     hint=st.binary(max_size=24) | st.integers(0, 30).map(lambda v: f"{v:010d} {v:010d}".encode()),
 )
 def test_a_branch_head_is_found_or_corrupt(move: bytes, hint: bytes) -> None:
-    """Any move and hint bytes give a head at or after the start, or DatasetCorruptError; a move that
-    does not go forward (a loop) is refused, so following moves always ends."""
+    """Any move and hint bytes give a head at or after the start, or DatasetCorruptError naming a ref; a
+    move that does not go forward (a loop) is refused, so following moves always ends. (No version is
+    stored here: a head that a ref names but that is not stored is damage too.)"""
     backend = _backend()
     ref = BranchRef("b", LINE, 5)
     backend.write(f"refs/lines/{LINE}/0000000005.json", move)
     backend.write(f"refs/lines/{LINE}/HEAD", hint)
     head, error = _outcome(lambda: branch_head(backend, ref))
     if error is not None:
-        assert error.file.startswith(f"refs/lines/{LINE}/")
+        assert error.file.startswith(f"refs/lines/{LINE}/") or error.file == "refs/branches/b.json"
     else:
         assert head >= 5
 
@@ -115,12 +116,18 @@ def test_a_move_back_is_refused() -> None:
         moved_to(backend, LINE, 5)
 
 
-def test_a_torn_hint_is_ignored() -> None:
+def test_a_torn_hint_is_ignored(tmp_path: Path) -> None:
     """A hint whose two copies differ (a write cut short) is not used: the moves are listed instead."""
-    backend = _backend()
-    backend.write(f"refs/lines/{LINE}/0000000002.json", b"0000000007")
-    backend.write(f"refs/lines/{LINE}/HEAD", b"0000000009 0000000007")
-    assert branch_head(backend, BranchRef("b", LINE, 2)) == 7
+    ds = lc.empty(str(tmp_path / "ds"))
+    ds.create_tensor("x", dtype="int64")
+    ds.checkout("b", create=True)
+    for i in range(3):
+        ds.x.append(i)
+    backend = open_backend(str(tmp_path / "ds"))
+    ref = read_branch(backend, "b")
+    assert ref is not None
+    backend.write(f"refs/lines/{ref.line}/HEAD", f"{ds.version + 5:010d} {ds.version:010d}".encode())
+    assert branch_head(backend, ref) == ds.version
 
 
 @pytest.fixture(scope="module")

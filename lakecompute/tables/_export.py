@@ -58,8 +58,7 @@ def _part_batch(rows: TableRows, schema: Any, part: Part) -> Any:
     pa = pyarrow()
     columns = []
     for layout in rows.layouts:
-        shapes = rows.shapes[layout.name][part.start : part.stop]
-        columns.append(encode_column(layout, part.values.pop(layout.name), shapes))
+        columns.append(encode_column(layout, part.values.pop(layout.name), part.shapes[layout.name]))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -128,8 +127,7 @@ def _frame(rows: TableRows, group: list[Part]) -> Any:
     pd = pandas()
     data: dict[str, Any] = {}
     for layout in rows.layouts:
-        shapes = rows.shapes[layout.name]
-        parts = [_cells(layout, p.values[layout.name], shapes[p.start : p.stop]) for p in group]
+        parts = [_cells(layout, p.values[layout.name], p.shapes[layout.name]) for p in group]
         if parts and all(isinstance(p, np.ndarray) for p in parts):
             data[layout.name] = np.concatenate(parts)
         else:
@@ -263,7 +261,13 @@ def to_hf(data: Dataset | DatasetView, tensors: str | Sequence[str] | None = Non
     # The content's identity: the dataset's id and version, the rows and the tensors (so that an eval
     # over the result is recognised when it runs again, as for any datasets.Dataset).
     key = json.dumps(
-        [rows.base.id, rows.base.version, _rows_key(rows.positions), [lay.name for lay in rows.layouts]]
+        [
+            rows.base.id,
+            rows.base.version,
+            _rows_key(rows.positions),
+            [lay.name for lay in rows.layouts],
+            rows.objects.describe() if rows.objects is not None else None,
+        ]
     )
     fingerprint = hashlib.sha256(key.encode()).hexdigest()[:32]
     info = datasets.DatasetInfo(features=features)

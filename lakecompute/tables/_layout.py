@@ -234,15 +234,15 @@ def same_type(got: Any, want: Any) -> bool:
 # -- shapes -----------------------------------------------------------------------------------------
 
 
-def numbers_dims(shapes: np.ndarray) -> tuple[tuple[int | None, ...], bool]:
+def numbers_dims(shapes: np.ndarray, ragged: tuple[int, ...] = ()) -> tuple[tuple[int | None, ...], bool]:
     """The ``dims`` and ``shaped`` of a numbers column whose rows have ``shapes`` (n, rank): the extents
-    every row shares, and whether nested lists would lose some row's shape (an empty dimension in front
-    of one whose extent varies: the lists say nothing of it)."""
+    every row shares (but those in ``ragged``), and whether nested lists would lose some row's shape (an
+    empty dimension in front of one whose extent varies: the lists say nothing of it)."""
     n, rank = shapes.shape
     if n == 0:
         return (None,) * rank, False
     same = (shapes == shapes[0]).all(axis=0)
-    dims = tuple(int(shapes[0, k]) if same[k] else None for k in range(rank))
+    dims = tuple(int(shapes[0, k]) if same[k] and k not in ragged else None for k in range(rank))
     shaped = False
     for k in range(1, rank):
         if dims[k] is None and (shapes[:, :k] == 0).any():

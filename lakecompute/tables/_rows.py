@@ -22,7 +22,7 @@ from lakecompute.tables._encode import Block
 from lakecompute.tables._layout import ColumnLayout, numbers_dims
 
 if TYPE_CHECKING:
-    from lakecompute.datasets import ColumnReader, Dataset
+    from lakecompute.datasets import ColumnReader, Dataset, ObjectSelection
 
 __all__ = ["Part", "TableRows"]
 
@@ -39,6 +39,8 @@ class Part:
     start: int
     stop: int
     values: dict[str, Block]
+    shapes: dict[str, np.ndarray]
+    """Each tensor's rows' shapes, ``(rows, rank)``."""
     nbytes: int
 
 
@@ -52,7 +54,9 @@ def _nbytes(values: Block) -> int:
 
 
 class TableRows:
-    """The rows an export writes: a committed dataset's (all of them) or a view's, in its order.
+    """The rows an export writes: a committed dataset's (all of them) or a view's, in its order: the
+    tensors it shows (``ds[["labels", "boxes"]]``), and of per-object tensors the objects it keeps
+    (``filter_labels``).
 
     Args:
         data: the dataset or view.
@@ -71,11 +75,14 @@ class TableRows:
                 "Commit them first (leave the `with` block or call ds.commit())."
             )
         core = core_of(self.base)
-        self.names = _names(core.names(), tensors)
+        view = data if isinstance(data, DatasetView) else None
+        self.names = _names(view.keys() if view is not None else core.names(), tensors)
         self.readers: dict[str, ColumnReader] = {n: core.reader(n) for n in self.names}
+        #: The objects a view keeps of each row (filter_labels), for the tensors of its groups.
+        self.objects: ObjectSelection | None = view.kept_objects if view is not None else None
         lengths = {n: r.length for n, r in self.readers.items()}
-        if isinstance(data, DatasetView):
-            self.positions: range | np.ndarray = data.positions
+        if view is not None:
+            self.positions: range | np.ndarray = view.positions
         else:
             if len(set(lengths.values())) > 1:
                 raise InvalidArgumentError(
@@ -100,11 +107,18 @@ class TableRows:
         every = np.asarray(reader.shapes(0, reader.length), dtype=np.int64).reshape(reader.length, rank)
         return every[np.asarray(self.positions, dtype=np.int64)]
 
+    def _axis(self, name: str) -> int | None:
+        """The objects' axis of a tensor whose objects the view filters, else None."""
+        group = self.objects.group(name) if self.objects is not None else None
+        return group.axis(name) if group is not None else None
+
     def _layout(self, name: str) -> ColumnLayout:
         state = core_of(self.base).state(name)
         spec = state.spec
         shapes = self.shapes[name]
-        dims, shaped = numbers_dims(shapes)
+        axis = self._axis(name)
+        # Objects the view leaves out change a row's count along its objects' axis: not a fixed extent.
+        dims, shaped = numbers_dims(shapes, () if axis is None else (axis % max(1, shapes.shape[1]),))
         if spec.declaration.arrow.column == "image":
             varies = len(dims) == 3 and dims[2] is None
             shaped = spec.sample_compression == "webp" and varies  # WebP cannot say HxWx1 from HxWx3
@@ -149,7 +163,14 @@ class TableRows:
         stop = min(stop, len(self))
         rows = np.asarray(self.positions[start:stop], dtype=np.int64)
         values = {name: self._read(name, rows) for name in self.names}
-        return Part(start, stop, values, sum(_nbytes(v) for v in values.values()))
+        shapes = {name: self.shapes[name][start:stop] for name in self.names}
+        if self.objects is not None:
+            for name in self.names:
+                if self._axis(name) is not None:  # the kept objects of each row, and their shapes
+                    values[name] = self.objects.samples(name, range(start, stop), values[name])
+                    rank = self.shapes[name].shape[1]
+                    shapes[name] = np.asarray([np.shape(v) for v in values[name]], np.int64).reshape(-1, rank)
+        return Part(start, stop, values, shapes, sum(_nbytes(v) for v in values.values()))
 
 
 def _names(known: list[str], tensors: str | Sequence[str] | None) -> list[str]:

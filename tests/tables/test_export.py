@@ -198,3 +198,27 @@ def test_a_damaged_dataset_fails_the_export_and_keeps_the_previous_file(tmp_path
     assert target.read_bytes() == b"the previous export"
     assert [p.name for p in target.parent.iterdir()] == ["images.parquet"]
     assert len(chunks) >= 3  # the damage is in a row group after the first few are written
+
+
+def test_a_column_view_and_kept_objects_export_as_the_view_shows_them(tmp_path: Path) -> None:
+    """``ds[["labels", "boxes"]]`` exports those columns; ``filter_labels`` exports the kept objects only
+    (boxes with their labels), as the view reads them, and they come back so."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("boxes", htype="bbox")
+    ds.create_tensor("categories", htype="class_label", class_names=["car", "bus"])
+    ds.create_tensor("caption", htype="text")
+    boxes = np.array([[0, 0, 2, 2], [1, 1, 3, 3], [2, 2, 4, 4]], np.float32)
+    with ds:
+        ds.append({"boxes": boxes, "categories": ["bus", "car", "car"], "caption": "a"})
+        ds.append({"boxes": boxes[:1], "categories": ["bus"], "caption": "b"})
+    assert ds[["categories", "caption"]].to_arrow().schema.names == ["categories", "caption"]
+    view = ds.filter_labels(lc.col("categories") == "car", only_matches=False)
+    table = view.to_arrow()
+    assert table.column("categories").to_pylist() == [[0, 0], []]
+    assert table.column("boxes").to_pylist()[0] == boxes[1:].tolist()
+    back = lc.from_arrow(table, str(tmp_path / "back"), progressbar=False)
+    assert back.boxes[1].numpy().shape == (0, 4)
+    assert [b.shape for b in back.boxes.numpy(aslist=True)] == [(2, 4), (0, 4)]
+    frame = view.to_pandas()
+    assert frame["categories"][0].tolist() == [0, 0]
+    assert frame["boxes"][1].shape == (0, 4)

@@ -103,7 +103,7 @@ def _writes(ds: Any, table: Any, root: str, runs: int, hf: Any) -> dict[str, lis
     times: dict[str, list[float]] = {"ours": [], "floor": [], "durable": [], "hf": []}
     ours, floor, peer = (os.path.join(root, f"{name}.parquet") for name in ("ours", "floor", "hf"))
     for _ in range(runs):
-        times["ours"].append(_timed(lambda: ds.to_parquet(ours)))
+        times["ours"].append(_timed(lambda: ds.to_parquet(ours, progressbar=False)))
         times["floor"].append(_timed(lambda: pq.write_table(table, floor, **options)))
         times["durable"].append(_timed(lambda: _durable_write(table, floor, options)))
         if hf is not None:

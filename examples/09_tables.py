@@ -40,7 +40,7 @@ skipped = str(caught[0].message).splitlines()[1].strip()
 print(f"ingested {len(ds)} rows, classes {ds.label.info.class_names}; skipped {skipped[:46]}")
 
 # 2. Out: Parquet, queried by DuckDB and read typed by Hugging Face datasets.
-ds.to_parquet("photos.parquet")
+ds.to_parquet("photos.parquet", progressbar=False)
 counts = duckdb.sql("select label, count(*) from 'photos.parquet' group by label order by label").fetchall()
 print("duckdb counts by label:", counts)
 hf = datasets.Dataset.from_parquet("photos.parquet", cache_dir="./hf-cache")

@@ -92,11 +92,13 @@ class TableVerbs:
         *,
         row_group_size: int = _ROWS,
         row_group_bytes: int = _BYTES,
+        progressbar: bool = True,
     ) -> None:
         """Write the rows as a Parquet file: the schema of `to_arrow` (so that Hugging Face
         ``datasets.Dataset.from_parquet`` reads typed features, and pandas, DuckDB, Polars and Ray Data
         read it as it is), a row group per ``row_group_size`` rows or ``row_group_bytes`` bytes, streamed:
-        memory stays about two row groups and the 32 MiB chunk cache, whatever the dataset's size.
+        memory stays about two row groups and the 32 MiB chunk cache, whatever the dataset's size. A
+        progress bar counts the rows written (``progressbar=False``: none).
 
         A path is written atomically: into a temporary file beside it, renamed into place at the end, so
         that a failure or a kill leaves the previous file (or none), never part of one. A binary file
@@ -108,7 +110,7 @@ class TableVerbs:
         """
         from lakecompute.tables import to_parquet
 
-        to_parquet(self._table_data(), path_or_file, tensors, row_group_size, row_group_bytes)
+        to_parquet(self._table_data(), path_or_file, tensors, row_group_size, row_group_bytes, progressbar)
 
     def to_hf(self, tensors: str | Sequence[str] | None = None) -> Any:
         """The rows as a Hugging Face ``datasets.Dataset`` (in memory) with typed features: ``Image()``

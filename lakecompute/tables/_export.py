@@ -20,6 +20,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.localfiles import atomic_path
+from lakecompute.progress import progress_bar
 from lakecompute.tables._ahead import Flusher, ahead
 from lakecompute.tables._arrow import pandas, pyarrow
 from lakecompute.tables._encode import encode_column
@@ -188,7 +189,9 @@ def _writer_options(layouts: Sequence[ColumnLayout]) -> dict[str, Any]:
     }
 
 
-def _write_parquet(rows: TableRows, sink: Any, row_group_size: int, max_bytes: int) -> None:
+def _write_parquet(
+    rows: TableRows, sink: Any, row_group_size: int, max_bytes: int, progressbar: bool
+) -> None:
     pa = pyarrow()
     schema = export_schema(rows.layouts)
     flusher = Flusher(sink) if isinstance(sink, str) else None
@@ -198,14 +201,17 @@ def _write_parquet(rows: TableRows, sink: Any, row_group_size: int, max_bytes: i
         pa.Table.from_batches(_group_batches(rows, schema, group), schema)
         for group in rows.parts(row_group_size, max_bytes)
     )
+    bar = progress_bar(len(rows), "to_parquet", unit="row", enabled=progressbar)
     try:
         with pa.parquet.ParquetWriter(sink, schema, **_writer_options(rows.layouts)) as writer:
             for table in groups:
                 writer.write_table(table, row_group_size=max(1, table.num_rows))
+                bar.update(table.num_rows)
                 del table
                 if flusher is not None:
                     flusher.soon()  # on disk while the next group is written
     finally:
+        bar.close()
         if flusher is not None:
             flusher.close()
 
@@ -216,6 +222,7 @@ def to_parquet(
     tensors: str | Sequence[str] | None = None,
     row_group_size: int = BATCH_ROWS,
     row_group_bytes: int = BATCH_BYTES,
+    progressbar: bool = True,
 ) -> None:
     """Write the rows as a Parquet file (see ``Dataset.to_parquet``)."""
     rows = TableRows(data, tensors)
@@ -227,13 +234,13 @@ def to_parquet(
                 "an open binary file object."
             )
         with atomic_path(path) as temporary:  # written by pyarrow's own file, by name
-            _write_parquet(rows, temporary, row_group_size, row_group_bytes)
+            _write_parquet(rows, temporary, row_group_size, row_group_bytes, progressbar)
         return
     if not hasattr(path_or_file, "write"):
         raise InvalidTypeError(
             f"to_parquet takes a path or a binary file object. Got {type(path_or_file).__name__}."
         )
-    _write_parquet(rows, path_or_file, row_group_size, row_group_bytes)
+    _write_parquet(rows, path_or_file, row_group_size, row_group_bytes, progressbar)
 
 
 # -- Hugging Face ----------------------------------------------------------------------------------------

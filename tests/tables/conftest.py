@@ -52,5 +52,5 @@ def photos(tmp_path: Path) -> lc.Dataset:
 @pytest.fixture
 def photos_parquet(photos: lc.Dataset, tmp_path: Path) -> Path:
     path = tmp_path / "photos.parquet"
-    photos.to_parquet(path)
+    photos.to_parquet(path, progressbar=False)
     return path

@@ -82,14 +82,14 @@ def test_to_pandas_gives_what_the_dataset_reads(photos: lc.Dataset) -> None:
 def test_to_parquet_writes_a_file_others_read(photos: lc.Dataset, tmp_path: Path) -> None:
     """The file holds the schema of to_arrow, a row group per batch; a binary file object works too."""
     path = tmp_path / "out.parquet"
-    photos.to_parquet(path, row_group_size=5)
+    photos.to_parquet(path, row_group_size=5, progressbar=False)
     parquet = pq.ParquetFile(path)
     assert parquet.metadata.num_row_groups == 3
     table = parquet.read()
     assert table.equals(photos.to_arrow())
     assert table.schema.field("labels").metadata == photos.to_arrow().schema.field("labels").metadata
     buffer = io.BytesIO()
-    photos[:3].to_parquet(buffer)
+    photos[:3].to_parquet(buffer, progressbar=False)
     assert pq.read_table(io.BytesIO(buffer.getvalue())).column("caption").to_pylist()[2] == "photo 2 é"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
 
@@ -194,7 +194,7 @@ def test_a_damaged_dataset_fails_the_export_and_keeps_the_previous_file(tmp_path
     target.parent.mkdir()
     target.write_bytes(b"the previous export")
     with pytest.raises(lc.DatasetCorruptError, match="images"):
-        lc.load(str(tmp_path / "ds")).to_parquet(target, row_group_bytes=64 << 10)
+        lc.load(str(tmp_path / "ds")).to_parquet(target, row_group_bytes=64 << 10, progressbar=False)
     assert target.read_bytes() == b"the previous export"
     assert [p.name for p in target.parent.iterdir()] == ["images.parquet"]
     assert len(chunks) >= 3  # the damage is in a row group after the first few are written

@@ -25,7 +25,7 @@ SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_heal
 def parquet_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     root = tmp_path_factory.mktemp("hostile")
     ds = make_photos(str(root / "ds"), n=6)
-    ds.to_parquet(root / "p.parquet", row_group_size=2)
+    ds.to_parquet(root / "p.parquet", row_group_size=2, progressbar=False)
     return (root / "p.parquet").read_bytes()
 
 

@@ -46,7 +46,7 @@ def write_table(self, table, *args, **kwargs):
 pq.ParquetWriter.write_table = write_table
 ds = lc.load(src)
 touch(f"{sync}/started")
-ds.to_parquet(target, row_group_size=3)
+ds.to_parquet(target, row_group_size=3, progressbar=False)
 touch(f"{sync}/done")
 """
 
@@ -97,7 +97,9 @@ def test_to_parquet_killed_leaves_the_previous_file_or_the_new_one(
     assert _visible(out) == ["photos.parquet"]
     left = [p.name for p in out.iterdir() if p.name.endswith(".partial")]
     assert len(left) == (1 if kill_after else len(left))
-    ds.to_parquet(target)  # the next export of the same path removes the killed one's temporary file
+    ds.to_parquet(
+        target, progressbar=False
+    )  # the next export of the same path removes the killed one's temporary file
     assert sorted(p.name for p in out.iterdir()) == ["photos.parquet"]
     assert pq.read_table(target).equals(ds.to_arrow())
 
@@ -110,7 +112,8 @@ import lakecompute as lc
 
 src, target, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ds = lc.load(src)
-ds[:2].to_parquet(target + ".warm", row_group_bytes=budget)  # imports and first reads, outside the measure
+# The imports and first reads, outside the measure:
+ds[:2].to_parquet(target + ".warm", row_group_bytes=budget, progressbar=False)
 
 
 def status(key):
@@ -124,7 +127,7 @@ try:
 except OSError:
     pass
 before = status("VmRSS")
-ds.to_parquet(target, row_group_bytes=budget)
+ds.to_parquet(target, row_group_bytes=budget, progressbar=False)
 print(before, status("VmHWM"))
 """
 

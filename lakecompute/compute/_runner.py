@@ -91,7 +91,9 @@ class StageFailure(Exception):
         self.step_input = step_input
 
 
-def user_failure(function: str, exc: Exception, step: int | None = None, step_input: Any = None) -> StageFailure:
+def user_failure(
+    function: str, exc: Exception, step: int | None = None, step_input: Any = None
+) -> StageFailure:
     """The `StageFailure` for an exception raised inside user code, or ``exc`` itself, raised here, when it
     is damaged storage: an eval's input is read when the function first asks for a tensor (see
     `lakecompute.compute.Deferred`), so a damaged input chunk surfaces inside user code, and it stays the

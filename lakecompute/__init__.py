@@ -13,10 +13,20 @@ from lakecompute.api import copy, dataset, delete, empty, exists, like, load
 from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
 from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorView
 from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
-from lakecompute.ingest import ImageFile, from_numpy, ingest_classification, read
+from lakecompute.ingest import (
+    ImageFile,
+    from_arrow,
+    from_csv,
+    from_numpy,
+    from_pandas,
+    from_parquet,
+    ingest_classification,
+    read,
+)
 from lakecompute.schedulers import worker_device
 from lakecompute.select import Expr, col, expr
 from lakecompute.table import TensorDiff, VersionDiff
+from lakecompute.tables import read_parquet
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"
@@ -45,13 +55,18 @@ __all__ = [
     "empty",
     "exists",
     "expr",
+    "from_arrow",
+    "from_csv",
     "from_numpy",
+    "from_pandas",
+    "from_parquet",
     "ingest_classification",
     "ingest_coco",
     "ingest_yolo",
     "like",
     "load",
     "read",
+    "read_parquet",
     "worker_device",
 ]
 # Every error is public: errors.__all__ is their one list (mypy reads the star import as their export).

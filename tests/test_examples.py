@@ -43,6 +43,13 @@ EXPECTED = {
         "process 0 of 1: 256 embeddings at version 6, column (256, 512)",
         "1 commit made it visible: eval Embed (in place)",
     ],
+    "09_tables.py": [
+        "ingested 24 rows, classes ['bird', 'cat', 'dog']; skipped row 24: Column 'file': the image path",
+        "duckdb counts by label: [(0, 8), (1, 8), (2, 8)]",
+        "HF features: {'file': 'Image', 'label': 'ClassLabel', 'score': 'Value'}",
+        "round trip: 24 rows, same bytes: True, same labels: True",
+        "brightness of 24 images; the rerun: True",
+    ],
     "10_select.py": [
         "objects per class: {'diamond': 29, 'box': 27} (56 annotations in the JSON)",
         "18 of 24 images have a diamond and another object",

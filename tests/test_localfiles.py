@@ -8,7 +8,17 @@ import os
 import pytest
 
 from lakecompute.errors import InvalidArgumentError, StorageError
-from lakecompute.localfiles import LISTING, Folder, FolderExport, Watch, confine, inside, write_atomic
+from lakecompute.localfiles import (
+    LISTING,
+    Folder,
+    FolderExport,
+    Watch,
+    atomic_file,
+    atomic_path,
+    confine,
+    inside,
+    write_atomic,
+)
 
 
 def test_confine_resolves_inside(tmp_path):
@@ -156,3 +166,27 @@ def test_write_atomic_removes_a_killed_writers_temporary_file(tmp_path):
         p.write_bytes(b"half")
     write_atomic(str(tmp_path / "a.json"), b"whole")
     assert sorted(os.listdir(tmp_path)) == sorted(["a.json", live.name, other.name])
+
+
+def test_atomic_file_and_atomic_path_write_in_pieces_whole_or_not_at_all(tmp_path):
+    """The file written in pieces (through a file object, or by name) appears whole at the end; an
+    exception in the block leaves the previous file and no temporary file."""
+    target = tmp_path / "t.bin"
+    target.write_bytes(b"previous")
+    with atomic_file(str(target)) as f:
+        f.write(b"one ")
+        assert target.read_bytes() == b"previous"
+        f.write(b"two")
+    assert target.read_bytes() == b"one two"
+    with atomic_path(str(target)) as name:
+        assert os.path.dirname(name) == str(tmp_path)
+        assert os.path.basename(name).startswith(".t.bin.")
+        with open(name, "wb") as g:
+            g.write(b"by name")
+        assert target.read_bytes() == b"one two"
+    assert target.read_bytes() == b"by name"
+    for writer in (atomic_file, atomic_path):
+        with pytest.raises(RuntimeError), writer(str(target)):
+            raise RuntimeError("the writer failed")
+        assert target.read_bytes() == b"by name"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["t.bin"]

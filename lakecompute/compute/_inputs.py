@@ -30,6 +30,7 @@ from lakecompute.datasets import (
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
 from lakecompute.htypes import Staging, decoding_on, is_tensor
 from lakecompute.storage import layout_verdicts
+from lakecompute.tables import TableInput, table_input
 
 __all__ = [
     "DatasetSource",
@@ -37,6 +38,7 @@ __all__ = [
     "IterableSource",
     "SequenceSource",
     "Source",
+    "TableSource",
     "estimate_bytes",
     "make_source",
 ]
@@ -402,6 +404,38 @@ def _hf_source(data: Any) -> Source | None:
     return None
 
 
+class TableSource(Source):
+    """A table as input (``lc.read_parquet(...)``, an Arrow table, a pandas DataFrame): each sample is a
+    row, a dict of column name -> value, read by range where the task runs (a Parquet file by row group,
+    in the worker). Recorded by a digest of the table's content, taken once per eval."""
+
+    #: Reading a Parquet row group, and decoding an ingest's images to check them (`TableInput.check_images`),
+    #: release the GIL: several blocks are read at once, ahead of the function.
+    parallel_reads = 4
+
+    def __init__(self, table: TableInput) -> None:
+        self.table = table
+        self.length = len(table)
+        self._identity: dict[str, Any] | None = None
+
+    def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
+        rows = self.table.read_rows(start, stop)
+        return [rows] if batch else rows
+
+    def sample(self, index: int) -> Any:
+        return self.table.read_rows(index, index + 1)[0]
+
+    def identity(self) -> dict[str, Any]:
+        # Taken once per eval (this source is the eval's own), never kept from one eval to the next: a
+        # file rewritten since, at the same path, size and time, is another input.
+        if self._identity is None:
+            self._identity = self.table.identity()
+        return self._identity
+
+    def describe(self) -> dict[str, Any]:
+        return self.table.describe()
+
+
 class IterableSource(Source):
     """An iterable without a length: the parent pulls items and sends them with each task.
 
@@ -561,6 +595,9 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     hf = _hf_source(data_in)
     if hf is not None:
         return hf
+    table = data_in if isinstance(data_in, TableInput) else table_input(data_in)
+    if table is not None:
+        return TableSource(table)
     if isinstance(data_in, (str, bytes, dict)):
         raise InvalidTypeError(
             f"data_in must be a dataset, a sequence or an iterable of samples. Got {type(data_in).__name__}; "

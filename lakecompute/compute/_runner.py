@@ -19,7 +19,7 @@ import numpy as np
 
 from lakecompute.compute._options import draw_seed
 from lakecompute.compute._samples import SAMPLE_ROWS, InputRow, RowMeta, SampleOut, row_class
-from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TransformError
+from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, TransformError
 
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import ComputeFunction, Pipeline
@@ -34,6 +34,7 @@ __all__ = [
     "make_rng",
     "rows_of",
     "run_sample",
+    "user_failure",
 ]
 
 
@@ -88,6 +89,18 @@ class StageFailure(Exception):
         self.exc = exc
         self.step = step
         self.step_input = step_input
+
+
+def user_failure(
+    function: str, exc: Exception, step: int | None = None, step_input: Any = None
+) -> StageFailure:
+    """The `StageFailure` for an exception raised inside user code, or ``exc`` itself, raised here, when it
+    is damaged storage: an eval's input is read when the function first asks for a tensor (see
+    `lakecompute.compute.Deferred`), so a damaged input chunk surfaces inside user code, and it stays the
+    `DatasetCorruptError` every read path gives (never a failed sample, not even with ``ignore_errors``)."""
+    if isinstance(exc, DatasetCorruptError):
+        raise exc
+    return StageFailure(function, exc, step, step_input)
 
 
 def make_rng(seed: int, key: Sequence[int]) -> np.random.Generator:
@@ -173,7 +186,7 @@ def call_stage(
         if value is not None and value is not out:
             absorb_return(value, out, out.total() != before, stage.name, batched)
     except Exception as exc:
-        raise StageFailure(stage.name, exc, stage.number, sample) from exc
+        raise user_failure(stage.name, exc, stage.number, sample) from exc
 
 
 def rows_of(

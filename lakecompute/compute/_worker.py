@@ -51,6 +51,7 @@ from lakecompute.compute._runner import (
     StageFailure,
     absorb_return,
     run_sample,
+    user_failure,
 )
 from lakecompute.compute._samples import SampleOut
 from lakecompute.datasets import (
@@ -159,7 +160,7 @@ class _TaskRun:
                 wrote = list(map(len, self.lists)) != before
                 absorb_return(value, self.final, wrote, stage.name, self.job.options.batch_size is not None)
         except Exception as error:
-            raise StageFailure(stage.name, error, 0, sample) from error
+            raise user_failure(stage.name, error, 0, sample) from error
 
     def _call_all(self, sample: Any, index: int, before: list[int]) -> None:
         job = self.job
@@ -223,7 +224,7 @@ class _TaskRun:
                     absorb_return(value, final, list(map(len, lists)) != before, stage.name)
             except Exception as error:
                 before = self._before(t0, t1, rest_target)
-                self._failed(index, StageFailure(stage.name, error, 0, sample), before)  # raises
+                self._failed(index, user_failure(stage.name, error, 0, sample), before)  # raises
             usual = len(l0) == t0 and len(l1) == t1 and (not rest or list(map(len, rest)) == rest_target)
             if usual and every:
                 marks.append(index)  # the common case: nothing else to do

@@ -12,6 +12,7 @@ from lakecompute.datasets._core import HasCore
 from lakecompute.datasets._index import compose, parse_index
 from lakecompute.datasets._info import DatasetInfo
 from lakecompute.datasets._selecting import Selecting
+from lakecompute.datasets._tables import TableVerbs
 from lakecompute.datasets._taken import TakenAt
 from lakecompute.datasets._tensor import TensorView
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError, TensorDoesNotExistError
@@ -53,9 +54,9 @@ class _Reading(HasCore):
         raise NotImplementedError
 
 
-class _Samples(_Reading, Selecting):
+class _Samples(_Reading, Selecting, TableVerbs):
     """What datasets and views share beyond reading: feeding a training loop (`lakecompute.loaders`),
-    selecting by value (`Selecting`)."""
+    selecting by value (`Selecting`), and the exports as tables (`TableVerbs`)."""
 
     # -- training (lakecompute.loaders) ----------------------------------------------------------
     def batches(

@@ -7,6 +7,8 @@
   is the file's own format, its bytes are stored as they are (a JPEG is not re-encoded and loses
   nothing); otherwise it is decoded like an array.
 * `from_numpy` makes a dataset from a dict of arrays.
+* `from_arrow`, `from_pandas`, `from_parquet` and `from_csv` make a dataset of a table (a tensor per
+  column; ``_table_plan`` decides each, ``_tables`` runs them), the inverse of ``ds.to_arrow()``.
 
 The modules, by role: ``_files`` (one image file), ``_plan`` (how images are stored, decided from
 names and headers), ``_options`` (the options every ingest takes), ``_run`` (create, fill with an
@@ -45,7 +47,8 @@ from lakecompute.ingest._plan import (
     refuse_overlap,
     target_mode,
 )
-from lakecompute.ingest._run import run_ingest
+from lakecompute.ingest._run import Skipped, fill_dataset, run_ingest
+from lakecompute.ingest._tables import from_arrow, from_csv, from_pandas, from_parquet, table_row
 
 __all__ = [
     "AS_STORED",
@@ -59,8 +62,14 @@ __all__ = [
     "IngestPlan",
     "PathLike",
     "ReadOptions",
+    "Skipped",
     "check_compression",
+    "fill_dataset",
+    "from_arrow",
+    "from_csv",
     "from_numpy",
+    "from_pandas",
+    "from_parquet",
     "image_files",
     "ingest_classification",
     "ingest_image",
@@ -73,5 +82,6 @@ __all__ = [
     "run_ingest",
     "skip_advice",
     "skipped_images",
+    "table_row",
     "target_mode",
 ]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute import compute
+from lakecompute.compute import Transform, compute
 from lakecompute.datasets import delete, empty, exists, load
 from lakecompute.errors import EvalConflictError, InvalidSampleError, LakeComputeWarning, TransformError
 from lakecompute.ingest._files import AS_STORED, PathLike, unreadable, with_skip_advice, without_skip_advice
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from lakecompute.compute import ComputeFunction
     from lakecompute.datasets import Dataset
 
-__all__ = ["run_ingest"]
+__all__ = ["Skipped", "fill_dataset", "run_ingest"]
 
 
 def run_ingest(
@@ -45,6 +46,59 @@ def run_ingest(
     the files that failed are listed in a `LakeComputeWarning`, each with the reason it failed.
     """
     function, compression = _function(image_fn, paths, options, fn_kwargs)
+
+    def failed(err: TransformError) -> Exception:
+        cause = err.__cause__ or err
+        path = paths[err.index] if err.index is not None else src
+        if isinstance(cause, InvalidSampleError):
+            # Raised as the caller's error, naming the sample's file once: a reader's message names the
+            # input it read (an annotations or label file, the image), the dataset's checks name none.
+            source = cause.source or (path if path in cause.detail else "")
+            named = "" if source else f"the sample of {path!r}: "
+            return InvalidSampleError(
+                cause.tensor, named + with_skip_advice(cause.detail), source=source or path
+            )
+        return unreadable(path, cause, "images")
+
+    return fill_dataset(
+        dest,
+        lambda ds: setup(ds, compression),
+        function,
+        items,
+        Skipped("images", lambda i: paths[i], src),
+        failed,
+        options,
+    )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """How an ingest's warning names what ``skip_errors=True`` skipped: ``what`` (``"images"``, ``"rows"``)
+    of ``src``, each by ``name_of(index)`` (its file, its row)."""
+
+    what: str
+    name_of: Callable[[int], str]
+    src: str
+    inputs: str = "the files and annotations"
+    """What the ingest reads, for the message that refuses to resume after it changed."""
+
+
+def fill_dataset(
+    dest: PathLike,
+    setup: Callable[[Dataset], None],
+    function: Transform,
+    data_in: Any,
+    skipped: Skipped,
+    failed: Callable[[TransformError], Exception],
+    options: IngestOptions,
+) -> Dataset:
+    """Create the dataset at ``dest`` (or open it to resume), make its tensors (``setup``, one commit)
+    and fill it with an eval of ``function`` over ``data_in``: what every ingest shares.
+
+    On a failure nothing is left at ``dest`` (with ``checkpoint_interval``: what was checkpointed, for
+    ``resume``), and a sample's failure is raised as ``failed(err)`` says. With ``skip_errors`` what
+    failed is listed in a `LakeComputeWarning` (`Skipped`), each with the reason it failed.
+    """
     where = options.storage_options
     resuming = options.resume and exists(dest, storage_options=where)
     if resuming:
@@ -56,11 +110,11 @@ def run_ingest(
     try:
         if not resuming:
             with ds:
-                setup(ds, compression)
+                setup(ds)
         result = function.eval(
-            items,
+            data_in,
             ds,
-            num_workers=options.workers_for(len(items)),
+            num_workers=options.workers_for(len(data_in)),
             scheduler=options.scheduler,
             progressbar=options.progressbar,
             ignore_errors=options.skip_errors,
@@ -69,33 +123,23 @@ def run_ingest(
     except TransformError as err:
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
-        cause = err.__cause__ or err
-        path = paths[err.index] if err.index is not None else src
-        if isinstance(cause, InvalidSampleError):
-            # Raised as the caller's error, naming the sample's file once: a reader's message names the
-            # input it read (an annotations or label file, the image), the dataset's checks name none.
-            source = cause.source or (path if path in cause.detail else "")
-            named = "" if source else f"the sample of {path!r}: "
-            raise InvalidSampleError(
-                cause.tensor, named + with_skip_advice(cause.detail), source=source or path
-            ) from err
-        raise unreadable(path, cause, "images") from err
+        raise failed(err) from err
     except EvalConflictError as err:
-        raise _cannot_resume(err) from err  # only when resuming: nothing to delete
+        raise _cannot_resume(err, skipped) from err  # only when resuming: nothing to delete
     except BaseException:
         if discard:
             delete(dest, missing_ok=True, storage_options=where)
         raise
     if result.failed:
-        reasons = [_reason(paths[f.index], f.message) for f in result.failed]
+        reasons = [_reason(skipped.name_of(f.index), f.message) for f in result.failed]
         shown = "\n  ".join(reasons[:20]) + (
             f"\n  ... and {len(reasons) - 20} more" if len(reasons) > 20 else ""
         )
         warnings.warn(
-            f"Skipped {len(reasons)} of {len(items)} images in {src!r} (skip_errors=True), each for the "
-            f"reason given:\n  {shown}",
+            f"Skipped {len(reasons)} of {len(data_in)} {skipped.what} in {skipped.src!r} "
+            f"(skip_errors=True), each for the reason given:\n  {shown}",
             LakeComputeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return ds
 
@@ -113,7 +157,7 @@ def _function(
     return compute(image_fn)(mode=mode, compression=compression, **fn_kwargs), compression
 
 
-def _cannot_resume(err: EvalConflictError) -> EvalConflictError:
+def _cannot_resume(err: EvalConflictError, skipped: Skipped) -> EvalConflictError:
     """The eval's refusal to resume, in an ingest's terms: what the ingest takes to start over (an ingest
     takes no ``rerun=True``)."""
     if err.version != err.checkpoint_version:
@@ -122,14 +166,14 @@ def _cannot_resume(err: EvalConflictError) -> EvalConflictError:
             f"{err.version})"
         )
     else:
-        why = "the files, the annotations or the options changed since it began"
+        why = f"{skipped.inputs} or the options changed since it began"  # as the eval's record says
     return EvalConflictError(
         err.path, err.done, err.checkpoint_version, err.version, err.label,
         message=(
-            f"Cannot resume the ingest into {err.path!r}: it holds the first {err.done} images of an "
+            f"Cannot resume the ingest into {err.path!r}: it holds the first {err.done} {skipped.what} of an "
             f"unfinished ingest ({err.label}), and {why}, so the rest would not match them. Pass "
-            "overwrite=True instead of resume=True to ingest everything anew, or put the files and "
-            "annotations back as they were and resume."
+            f"overwrite=True instead of resume=True to ingest everything anew, or put {skipped.inputs} back "
+            "as they were and resume."
         ),
     )  # fmt: skip
 

@@ -7,7 +7,8 @@ Two rules every reader and writer of plain files (ingests, exports) follows:
   refused unless the result stays inside that folder.
 * **A file written outside a dataset is whole or absent.** `write_atomic` writes a temporary file beside
   the target, flushes it to disk and renames it into place, so a kill or a full disk leaves the previous
-  file (or none), never half of one.
+  file (or none), never half of one; `atomic_file` does the same for a file written in pieces (a Parquet
+  file's row groups).
 * **An export of many files keeps the previous one until it is done.** `FolderExport` writes every file
   to a hidden staging folder inside the target, then moves them into place and writes the index file
   (``annotations.json``, ``data.yaml``) last: an export that fails or is killed while it writes leaves
@@ -32,9 +33,19 @@ Example:
 
 from __future__ import annotations
 
-from lakecompute.localfiles._atomic import write_atomic
+from lakecompute.localfiles._atomic import atomic_file, atomic_path, write_atomic
 from lakecompute.localfiles._confine import Folder, confine, inside
 from lakecompute.localfiles._export import FolderExport
 from lakecompute.localfiles._listing import LISTING, Watch
 
-__all__ = ["LISTING", "Folder", "FolderExport", "Watch", "confine", "inside", "write_atomic"]
+__all__ = [
+    "LISTING",
+    "Folder",
+    "FolderExport",
+    "Watch",
+    "atomic_file",
+    "atomic_path",
+    "confine",
+    "inside",
+    "write_atomic",
+]

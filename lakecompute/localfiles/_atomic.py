@@ -6,15 +6,31 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from lakecompute.errors import StorageError
 
-__all__ = ["alive", "storage_error", "write_atomic", "write_fd"]
+__all__ = ["alive", "atomic_file", "atomic_path", "storage_error", "write_atomic", "write_fd"]
 
 
 def write_atomic(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all: a temporary file in the same folder, flushed to
-    disk, then renamed over ``path``.
+    disk, then renamed over ``path`` (`atomic_file` with one write).
+
+    Raises:
+        StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
+            keeps what it held before.
+    """
+    with atomic_file(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str) -> Iterator[BinaryIO]:
+    """A binary file to write in pieces that appears at ``path`` whole, or not at all: the block writes a
+    temporary file in the same folder, which is flushed to disk and renamed over ``path`` when the block
+    ends; an exception in the block (or a kill) leaves ``path`` as it was.
 
     The temporary file is hidden and named after ``path`` and the writing process
     (``.<name>.<pid>.<random>.partial``); one that a killed process left is removed by the next write of
@@ -24,13 +40,41 @@ def write_atomic(path: str, data: bytes) -> None:
         StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
             keeps what it held before.
     """
+    with _replacing(path) as (fd, _), os.fdopen(fd, "wb") as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str) -> Iterator[str]:
+    """`atomic_file` for a writer that opens files by name (pyarrow's native Parquet writer): the block
+    writes the temporary file whose name it is given, which is then flushed to disk and renamed over
+    ``path``; an exception in the block (or a kill) leaves ``path`` as it was.
+
+    Raises:
+        StorageError: the file cannot be written; ``path`` keeps what it held before.
+    """
+    with _replacing(path) as (fd, tmp):
+        try:
+            yield tmp
+            os.fsync(fd)  # the same file the writer wrote by name: on disk before the rename
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _replacing(path: str) -> Iterator[tuple[int, str]]:
+    """A new temporary file beside ``path`` (its descriptor and name), renamed over ``path`` when the
+    block ends without an exception (the block writes it and flushes it to disk), removed otherwise."""
     folder, name = os.path.split(os.path.abspath(path))
     prefix = f".{name[:100]}."
     tmp = None
     try:
         _remove_abandoned_partials(folder, prefix)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{prefix}{os.getpid()}.", suffix=".partial")
-        write_fd(fd, data)
+        os.fchmod(fd, _FILE_MODE)
+        yield fd, tmp
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:

@@ -2,9 +2,10 @@
 
 A tensor's name, htype, dtype and compressions (`TensorSpec`), the names lakecompute accepts for each,
 and the declaration of every htype (`HType`, in the table `HTYPES`): its dtypes, storage, class names,
-info and pad value. Storage records specs in manifests and checks them when it reads one, so this package
-sits below storage and imports nothing but `lakecompute.errors` and `lakecompute.boxes`: how samples are
-checked, encoded and decoded (`lakecompute.htypes`, `lakecompute.compression`) sits above storage.
+info, pad value and Arrow column (`ArrowMapping`). Storage records specs in manifests and checks them
+when it reads one, so this package sits below storage and imports nothing but `lakecompute.errors` and
+`lakecompute.boxes`: how samples are checked, encoded and decoded (`lakecompute.htypes`,
+`lakecompute.compression`) sits above storage.
 `lakecompute.htypes` and `lakecompute.compression` re-export these names where they were defined before.
 """
 
@@ -12,6 +13,8 @@ from lakecompute.specs._htypes import (
     CLASS_NAMED_HTYPES,
     HTYPES,
     NOT_NUMERIC_DTYPES,
+    ArrowColumn,
+    ArrowMapping,
     HType,
     ObjectAxis,
     Target,
@@ -41,6 +44,8 @@ __all__ = [
     "MAX_TENSOR_NAME",
     "NOT_NUMERIC_DTYPES",
     "SAMPLE_COMPRESSIONS",
+    "ArrowColumn",
+    "ArrowMapping",
     "ChunkCompression",
     "Encoded",
     "HType",

@@ -15,7 +15,7 @@ are encoded; it imports only `lakecompute.errors` and `lakecompute.boxes`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -28,6 +28,8 @@ __all__ = [
     "CLASS_NAMED_HTYPES",
     "HTYPES",
     "NOT_NUMERIC_DTYPES",
+    "ArrowColumn",
+    "ArrowMapping",
     "HType",
     "ObjectAxis",
     "Target",
@@ -41,6 +43,33 @@ class id per pixel, keypoints or polygons."""
 
 InfoParser = Callable[[str, dict[str, Any]], dict[str, Any]]
 """Checks a tensor's info for its htype and fills in the defaults: ``(tensor name, info) -> info``."""
+
+
+ArrowColumn = Literal["numbers", "image", "text", "json", "polygons"]
+"""How a sample is one cell of an Arrow column (`ArrowMapping.column`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArrowMapping:
+    """How the samples of an htype are a column of an Arrow table (Parquet, pandas, Hugging Face
+    ``datasets``), and which Hugging Face feature types it: one declaration that both directions use
+    (``ds.to_arrow()`` and ``lc.from_arrow``, in `lakecompute.tables`), so that a round trip is exact.
+
+    The tensor's own description (htype, dtype, compressions, info, which dimensions are fixed) travels
+    in the field's metadata beside it; see docs/tables.md for each htype's column.
+    """
+
+    column: ArrowColumn
+    """``numbers``: a sample's numbers, a plain value for a scalar, else nested lists (fixed-size where
+    every row has that extent); ``image``: Hugging Face's image struct ``{bytes, path}`` holding the
+    stored encoded bytes; ``text``: a string; ``json``: the sample's JSON text, a string marked json;
+    ``polygons``: lists of objects of polygons of ``(x, y)`` points."""
+    cast: str | None = None
+    """The Arrow value type numbers are written as where it is not the tensor's dtype (class labels are
+    int64, as Hugging Face's ``ClassLabel`` reads them); the field metadata keeps the dtype."""
+    class_label: bool = False
+    """A named tensor's values are Hugging Face ``ClassLabel(names=...)`` of its class names (in a
+    ``Sequence`` for several per sample)."""
 
 
 def _empty_sample(dtype: np.dtype[Any], ndim: int) -> Any:
@@ -116,6 +145,9 @@ class HType:
     """The samples are images (the notebook view shows them, the exports write them as image files)."""
     target: Target | None = None
     """What a detection or segmentation sample marks on its image (the notebook view draws it there)."""
+    arrow: ArrowMapping = field(kw_only=True)
+    """How its samples are a column of an Arrow table, and the Hugging Face feature that types it: every
+    htype declares one (`lakecompute.tables` converts by it, both ways)."""
 
     objects: ObjectAxis | None = None
     """Where its samples list objects, for tensors of the rank it names (None: never; see `ObjectAxis`)."""
@@ -200,6 +232,7 @@ def _parse_keypoint_info(tensor: str, info: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+_NUMBERS: Final = ArrowMapping("numbers")  # the tensor's dtype, nested as its samples' shape
 _COORDINATES: Final = "needs an integer or float dtype for coordinates"
 
 # The htypes, in the order messages list them.
@@ -211,6 +244,7 @@ _DECLARATIONS: Final = (
         ragged=True,
         with_sample_compression="image",
         objects=ObjectAxis(1),  # a 1-D sample holds one number per object (scores, ids, areas, iscrowd)
+        arrow=_NUMBERS,
     ),
     HType(
         "image",
@@ -220,6 +254,7 @@ _DECLARATIONS: Final = (
         dtype_rule="must have dtype uint8",
         with_sample_compression="image",
         image=True,
+        arrow=ArrowMapping("image"),
     ),
     HType(
         "class_label",
@@ -230,15 +265,18 @@ _DECLARATIONS: Final = (
         labels=True,
         ragged=True,
         objects=ObjectAxis(1),  # (k,): a class per object; a scalar labels the whole sample
+        arrow=ArrowMapping("numbers", cast="int64", class_label=True),
     ),
     HType(
         "embedding",
         "float32",
         dtypes="f",
         dtype_rule="needs a float dtype",
+        arrow=_NUMBERS,
     ),
-    HType("text", "str", blob=True, pad=lambda dtype, ndim: ""),  # a str, stored as UTF-8,
-    HType("json", "json", blob=True, pad=lambda dtype, ndim: None),  # any JSON-serialisable value,
+    HType("text", "str", blob=True, pad=lambda dtype, ndim: "", arrow=ArrowMapping("text")),  # UTF-8
+    # Any JSON-serialisable value, stored (and exported) as its JSON text.
+    HType("json", "json", blob=True, pad=lambda dtype, ndim: None, arrow=ArrowMapping("json")),
     HType(
         "bbox",
         "float32",
@@ -250,6 +288,7 @@ _DECLARATIONS: Final = (
         pad=lambda dtype, ndim: np.zeros((0, 4), dtype),  # no boxes: a sample the tensor stores again
         target="boxes",
         objects=ObjectAxis(2),
+        arrow=_NUMBERS,
     ),
     HType(
         "binary_mask",
@@ -260,6 +299,7 @@ _DECLARATIONS: Final = (
         blob=True,  # as bits (np.packbits: 8 pixels a byte, then the chunk compression shrinks them)
         target="mask",
         objects=ObjectAxis(3, -1),  # H x W x K: a channel per object; H x W is one mask
+        arrow=_NUMBERS,
     ),
     HType(
         "segment_mask",
@@ -268,6 +308,7 @@ _DECLARATIONS: Final = (
         dtype_rule="needs an integer dtype (class ids)",
         class_names="optional",
         target="class_mask",
+        arrow=_NUMBERS,
     ),
     HType(
         "keypoints",
@@ -279,6 +320,7 @@ _DECLARATIONS: Final = (
         checked_info=("keypoint_names",),
         target="keypoints",
         objects=ObjectAxis(3),  # (k, K, 3); a (K, 3) sample is one object's
+        arrow=_NUMBERS,
     ),
     HType(
         "polygon",
@@ -290,6 +332,7 @@ _DECLARATIONS: Final = (
         stacks=False,
         target="polygons",
         objects=ObjectAxis(None),
+        arrow=ArrowMapping("polygons"),
     ),
 )
 

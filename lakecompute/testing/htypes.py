@@ -18,7 +18,9 @@ checks that the declaration and the codec agree, that valid samples read back ex
 bytes) whichever way they are written (one by one, as a list, as one stacked array) and after the
 dataset is reopened from disk, that hostile values are refused with an `InvalidSampleError` naming the
 tensor and store nothing, that any near-valid value is stored (and stores again as it reads back) or
-refused so, that damaged blobs fail as library errors, and that the pad value fits the tensor.
+refused so, that damaged blobs fail as library errors, that the pad value fits the tensor, and that its
+samples survive a round trip through an Arrow table (``lc.from_arrow(ds.to_arrow())``) exactly: the
+tensor's declaration, its info and every sample, encoded ones as the same stored bytes.
 """
 
 from __future__ import annotations
@@ -275,6 +277,39 @@ class HTypeTests:
 
         run()
 
+    def test_samples_round_trip_through_arrow(self, htype: str) -> None:
+        """``lc.from_arrow(ds.to_arrow())`` is the dataset again: the tensor's htype, dtype, compressions
+        and info, the Arrow column its htype declares, and every sample exactly (an encoded one, even a
+        JPEG, as the same stored bytes); and so is ``lc.from_pandas(ds.to_pandas())``."""
+        pytest.importorskip("pyarrow")
+        declared = htype_declaration(htype)
+
+        @_settings(max(3, self.examples // 2))
+        @given(st.sampled_from(cases_of(htype)).flatmap(lambda c: st.tuples(st.just(c), c.samples)))
+        def run(drawn: tuple[HTypeCase, list[Any]]) -> None:
+            case, samples = drawn
+            ds = _fresh("mem://htype-tests-arrow")
+            _create(ds, "t", case).extend(samples)
+            table = ds.to_arrow()
+            field = table.schema.field("t")
+            assert declared.arrow.column != "text" or str(field.type) == "string", f"{case}: {field.type}"
+            arrow = lc.from_arrow(table, "mem://htype-tests-arrow-back", overwrite=True, progressbar=False)
+            frame = lc.from_pandas(
+                ds.to_pandas(), "mem://htype-tests-pandas", overwrite=True, progressbar=False
+            )
+            for again, way in ((arrow, "arrow"), (frame, "pandas")):
+                _check_same_tensor(ds, again, f"{case} {way}")
+                for i in range(len(samples)):
+                    where = f"{case} {way} [{i}]"
+                    assert_same_sample(read_sample(again["t"], i), read_sample(ds["t"], i), where=where)
+                    if (
+                        dataset_core(ds).state("t").spec.kind == "bytes"
+                        and declared.arrow.column != "polygons"
+                    ):
+                        assert again["t"][i].tobytes() == ds["t"][i].tobytes(), f"{where}: stored bytes"
+
+        run()
+
     def test_pad_value_fits_the_tensor(self, htype: str) -> None:
         """The declared pad of a tensor holding samples is an empty array of its rank and dtype, or a value
         the tensor stores and reads back as it is."""
@@ -295,6 +330,16 @@ class HTypeTests:
                 assert_same_sample(read_sample(t, len(t) - 1), pad, where=f"{case} pad")
 
         run()
+
+
+def _check_same_tensor(ds: lc.Dataset, again: lc.Dataset, where: str) -> None:
+    """Tensor ``t`` of ``again`` is declared as in ``ds``: htype, dtype, compressions, info, length."""
+    a, b = ds["t"], again["t"]
+    assert list(again.tensors) == ["t"], where
+    assert (b.htype, b.dtype, b.sample_compression) == (a.htype, a.dtype, a.sample_compression), where
+    assert b.chunk_compression == a.chunk_compression, where
+    assert dict(b.info) == dict(a.info), f"{where}: info {dict(b.info)} != {dict(a.info)}"
+    assert len(b) == len(a), where
 
 
 def _refusal(t: Any, values: list[Any]) -> InvalidSampleError | None:

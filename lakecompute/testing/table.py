@@ -27,6 +27,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -353,7 +354,7 @@ class TableTests:
         self.commit(table)
         table.create_tag("t", 1)
         self.raw_set(backend, key, b'{"not": "what lakecompute wrote"')
-        reads = {
+        reads: dict[str, Callable[[], object]] = {
             _version_key(1): lambda: table.manifest(1),
             "refs/branches/main.json": lambda: table.checkout("main"),
             "refs/tags/t.json": lambda: table.resolve("t"),

@@ -72,13 +72,18 @@ PUBLIC_NAMES = [
     "empty",
     "exists",
     "expr",
+    "from_arrow",
+    "from_csv",
     "from_numpy",
+    "from_pandas",
+    "from_parquet",
     "ingest_classification",
     "ingest_coco",
     "ingest_yolo",
     "like",
     "load",
     "read",
+    "read_parquet",
     "worker_device",
 ]
 

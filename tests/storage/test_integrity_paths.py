@@ -129,10 +129,12 @@ def count_values(sample_in: Any, sample_out: Any) -> None:
     sample_out.n.append(sum(np.asarray(v).size for v in sample_in.to_dict().values()))
 
 
-def _eval(ds: lc.Dataset, d: Damaged) -> Any:
+def _eval(ds: lc.Dataset, d: Damaged, **options: Any) -> Any:
+    """An eval reading every tensor: a damaged input is read inside the function (on first use), and
+    is still DatasetCorruptError, not a failed sample, on workers and with ignore_errors too."""
     out = lc.empty(str(d.path.parent / "out"), overwrite=True)
     out.create_tensor("n", dtype="int64")
-    return count_values().eval(ds, out, progressbar=False)
+    return count_values().eval(ds, out, progressbar=False, **options)
 
 
 READS: dict[str, Callable[[lc.Dataset, Damaged], Any]] = {
@@ -140,6 +142,8 @@ READS: dict[str, Callable[[lc.Dataset, Damaged], Any]] = {
     "sample": lambda ds, d: [ds[d.tensor][i].numpy() for i in range(d.length)],
     "view": lambda ds, d: ds[list(range(d.length))[::-1]][d.tensor].numpy(aslist=True),
     "eval": _eval,
+    "eval-ignore-errors": lambda ds, d: _eval(ds, d, ignore_errors=True),
+    "eval-2": lambda ds, d: _eval(ds, d, num_workers=2),
     "batches": lambda ds, d: list(ds.batches(6, tensors=d.tensor)),
     "batches-shuffled": lambda ds, d: list(ds.batches(6, tensors=d.tensor, shuffle=True)),
     "batches-2": lambda ds, d: list(ds.batches(6, tensors=d.tensor, num_workers=2)),

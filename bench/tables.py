@@ -1,0 +1,190 @@
+"""Tables (issue 40): ``to_parquet`` and ``from_parquet`` of W2's 2,000 PNG images, next to the floor and to
+Hugging Face ``datasets``.
+
+The input is W2's (``bench.transforms.photos``): 2,000 RGB photos of 200-320 px encoded as PNG (about
+240 MB), with a label each, stored in a dataset as those PNG bytes. Built once, before any timing.
+
+* **to_parquet**: ``ds.to_parquet(path)`` (the images' stored bytes, read and written a row group at a
+  time, into a temporary file flushed to disk and renamed) against the floor, pyarrow writing a table of
+  the same bytes held in memory with the same writer options (``pq.write_table``); target <= 1.3x the
+  floor. Beside it the floor flushed to disk too (the same durability), and
+  ``datasets.Dataset.to_parquet`` of the same images (an in-memory dataset with an ``Image()`` column of
+  the same bytes); target: ahead.
+* **from_parquet**: ``lc.from_parquet(that file, dest)`` (every image decoded once, to check it, on the
+  default workers; the bytes stored as they are) against ``datasets.Dataset.from_parquet`` plus a
+  ``cast_column("images", Image())`` (which writes its Arrow cache and checks nothing); target: ahead.
+  Beside it, on 0 workers, against what the check alone costs: Pillow decoding every image once.
+
+Runs are interleaved (ours, then the peers, again); the median of ``--runs`` is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench import Row, scratch_dir, suite
+from bench.peers import hf_available
+
+N = 2_000
+_LABELS = [f"class {i}" for i in range(10)]
+
+
+def _inputs(n: int, root: str) -> tuple[Any, Any]:
+    """W2's images as PNG bytes: the dataset that stores them, and the same bytes as an Arrow table."""
+    import pyarrow as pa
+
+    import lakecompute as lc
+    from bench.transforms import _png, photos
+    from lakecompute.tables import ImageBytes
+
+    pics, labels = photos(n)
+    blobs = [_png(p) for p in pics]
+    ds = lc.empty(os.path.join(root, "w2"), overwrite=True)
+    ds.create_tensor("images", htype="image", sample_compression="png")
+    ds.create_tensor("labels", htype="class_label", class_names=_LABELS)
+    with ds:
+        ds.images.extend([ImageBytes(b) for b in blobs])
+        ds.labels.extend(labels.astype("int64"))
+    table = ds.to_arrow()  # the floor's table: the same bytes, in memory
+    assert table.column("images").combine_chunks().field("bytes").to_pylist()[:3] == blobs[:3]
+    return ds, pa.table(table.columns, schema=table.schema)
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _hf_dataset(table: Any) -> Any:
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    return datasets.Dataset(datasets.table.InMemoryTable(table), info=datasets.DatasetInfo(
+        features=datasets.Features.from_arrow_schema(table.schema)
+    ))  # fmt: skip
+
+
+def _durable_write(table: Any, path: str, options: dict[str, Any]) -> None:
+    """The floor with to_parquet's durability: written, then flushed to disk (an atomic export must)."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, path, **options)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _decode_all(blobs: list[bytes]) -> None:
+    """What checking every image costs: Pillow decodes each once (into its buffer, as the ingest does)."""
+    import io
+
+    from PIL import Image
+
+    for blob in blobs:
+        with Image.open(io.BytesIO(blob)) as image:
+            image.load()
+
+
+def _writes(ds: Any, table: Any, root: str, runs: int, hf: Any) -> dict[str, list[float]]:
+    import pyarrow.parquet as pq
+
+    from lakecompute.tables import parquet_options
+
+    options = parquet_options(ds)
+    times: dict[str, list[float]] = {"ours": [], "floor": [], "durable": [], "hf": []}
+    ours, floor, peer = (os.path.join(root, f"{name}.parquet") for name in ("ours", "floor", "hf"))
+    for _ in range(runs):
+        times["ours"].append(_timed(lambda: ds.to_parquet(ours, progressbar=False)))
+        times["floor"].append(_timed(lambda: pq.write_table(table, floor, **options)))
+        times["durable"].append(_timed(lambda: _durable_write(table, floor, options)))
+        if hf is not None:
+            times["hf"].append(_timed(lambda: hf.to_parquet(peer)))
+    return times
+
+
+def _reads(path: str, root: str, runs: int, hf: bool, blobs: list[bytes]) -> dict[str, list[float]]:
+    import lakecompute as lc
+
+    times: dict[str, list[float]] = {"ours": [], "ours0": [], "decode": [], "hf": []}
+
+    def hf_read(cache: str) -> None:
+        import datasets
+
+        out = datasets.Dataset.from_parquet(path, cache_dir=cache)
+        out.cast_column("images", datasets.Image())
+
+    for i in range(runs):  # each run into new folders: nothing is read from the run before
+        dest, dest0, cache = (os.path.join(root, f"{name}{i}") for name in ("back", "back-0-", "hf-cache"))
+        times["ours"].append(_timed(lambda: lc.from_parquet(path, dest, progressbar=False)))  # noqa: B023
+        times["ours0"].append(
+            _timed(lambda: lc.from_parquet(path, dest0, num_workers=0, progressbar=False))  # noqa: B023
+        )
+        times["decode"].append(_timed(lambda: _decode_all(blobs)))
+        if hf:
+            times["hf"].append(_timed(lambda: hf_read(cache)))  # noqa: B023
+        shutil.rmtree(cache, ignore_errors=True)
+    return times
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _write_rows(written: dict[str, list[float]], note: str) -> list[Row]:
+    ours, floor, durable, peer = (_med(written[k]) for k in ("ours", "floor", "durable", "hf"))
+    rows = [
+        Row("to_parquet vs the floor", ours, floor, "s", "<= 1.3x the floor", ours <= 1.3 * floor,
+            "pyarrow writes the same bytes", note),
+        Row("to_parquet vs the floor + fsync", ours, durable, "s", "", None,
+            "the same, flushed to disk", note + "; to_parquet flushes before its rename"),
+    ]  # fmt: skip
+    if written["hf"]:
+        why = note + "; HF neither renames nor flushes"
+        rows.append(Row("to_parquet vs HF datasets", ours, peer, "s", "ahead", ours < peer,
+                        "datasets.Dataset.to_parquet", why))  # fmt: skip
+    return rows
+
+
+def _read_rows(read: dict[str, list[float]], note: str) -> list[Row]:
+    back, back0, decode, hf_back = (_med(read[k]) for k in ("ours", "ours0", "decode", "hf"))
+    workers = f"{min(8, os.cpu_count() or 1)} workers, the default"
+    rows = [
+        Row("from_parquet (0 workers) vs decoding", back0, decode, "s", "", None,
+            "Pillow decodes every image once", note + "; the check every image gets"),
+    ]  # fmt: skip
+    if read["hf"]:
+        rows.append(Row(f"from_parquet vs HF ({workers})", back, hf_back, "s", "ahead", back < hf_back,
+                        "Dataset.from_parquet + cast to Image()",
+                        note + "; ours decodes (checks) every image, HF none"))  # fmt: skip
+        rows.append(Row("from_parquet vs HF (0 workers)", back0, hf_back, "s", "", None,
+                        "Dataset.from_parquet + cast to Image()", note))  # fmt: skip
+    return rows
+
+
+@suite("tables")
+def tables(opts: Any) -> list[Row]:
+    """to_parquet / from_parquet of W2's 2,000 PNG images vs pyarrow's floor and Hugging Face datasets."""
+    n = 300 if opts.quick else N
+    runs = max(1, int(opts.runs))
+    missing = hf_available()
+    with scratch_dir() as root:
+        ds, table = _inputs(n, root)
+        blobs = table.column("images").combine_chunks().field("bytes").to_pylist()
+        hf = _hf_dataset(table) if missing is None else None
+        written = _writes(ds, table, root, runs, hf)
+        path = os.path.join(root, "ours.parquet")
+        size = os.path.getsize(path) / 1e6
+        read = _reads(path, root, runs, missing is None, blobs)
+    note = f"{n:,} PNG images + labels, {size:.0f} MB file, median of {runs}"
+    if missing is not None:
+        note += f"; HF: {missing}"
+    return _write_rows(written, note) + _read_rows(read, note)

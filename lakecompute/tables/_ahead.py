@@ -1,0 +1,109 @@
+"""An export's next group read and encoded on a thread while the current one is written (reading's chunk
+reads, checksums and copies and Parquet's writing release the GIL, so the two overlap), and the file
+flushed to disk as it is written."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any, Final, TypeVar
+
+__all__ = ["Flusher", "ahead"]
+
+T = TypeVar("T")
+
+_END: Final = object()
+_POLL: Final = 0.1  # seconds between the producer's looks at whether the consumer has gone
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _put(ready: queue.Queue[Any], item: Any, gone: threading.Event) -> bool:
+    """Hand ``item`` over (waiting while the consumer holds the one before); False if it has gone."""
+    while not gone.is_set():
+        try:
+            ready.put(item, timeout=_POLL)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _produce(items: Iterator[Any], ready: queue.Queue[Any], gone: threading.Event) -> None:
+    try:
+        for item in items:
+            if not _put(ready, item, gone):
+                return
+            del item
+        _put(ready, _END, gone)
+    except BaseException as exc:  # raised again in the consumer
+        _put(ready, _Failed(exc), gone)
+
+
+def ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, each made on a thread while the consumer works on the one before (one item ahead:
+    memory holds at most the item in use, the next one, and the one being made).
+
+    An exception in the producer is raised in the consumer, in order; a consumer that stops early stops
+    the producer at its next item.
+    """
+    ready: queue.Queue[Any] = queue.Queue(maxsize=1)
+    gone = threading.Event()
+    thread = threading.Thread(target=_produce, args=(items, ready, gone), name="lakecompute-export-ahead")
+    thread.daemon = True
+    thread.start()
+    try:
+        while True:
+            got = ready.get()
+            if got is _END:
+                return
+            if isinstance(got, _Failed):
+                raise got.exc
+            yield got
+            del got
+    finally:
+        gone.set()  # a producer waiting to hand over an item stops at once; one reading, after its item
+        thread.join()
+
+
+class Flusher:
+    """Flushes a file being written to disk on a thread, a row group at a time, while the writer goes
+    on: the file's final flush (before its rename) then waits for its last row group only, not all of it.
+
+    Args:
+        path: the file (opened here a second time, read-only, to flush it).
+    """
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._wanted = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="lakecompute-export-flush", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._closed:
+                return
+            try:
+                os.fdatasync(self._fd)
+            except OSError:
+                return  # the final flush, in the writer's thread, reports it
+
+    def soon(self) -> None:
+        """Flush what was written so far, on the thread (at most one flush is pending)."""
+        self._wanted.set()
+
+    def close(self) -> None:
+        """Stop the thread (after the flush it is doing) and close the second descriptor."""
+        self._closed = True
+        self._wanted.set()
+        self._thread.join()
+        os.close(self._fd)

@@ -1,0 +1,83 @@
+"""pyarrow and pandas, imported when a table verb is first used (``import lakecompute`` never loads them),
+and what their exceptions become: a library error naming the file or column, never a raw pyarrow one."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, LakeComputeError
+
+__all__ = ["damaged_file", "pandas", "pyarrow", "reading_file"]
+
+_EXTRA = "Install it with pip install 'lakecompute[tables]' (pyarrow and pandas)."
+
+
+def pyarrow() -> ModuleType:
+    """The ``pyarrow`` module, with ``pyarrow.parquet``, ``pyarrow.csv`` and ``pyarrow.compute`` loaded.
+
+    Raises:
+        InvalidArgumentError: pyarrow is not installed.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.compute
+        import pyarrow.csv
+        import pyarrow.parquet  # loaded for pa.parquet.*
+    except ImportError as exc:
+        raise InvalidArgumentError(f"Tables need pyarrow, which is not installed. {_EXTRA}") from exc
+    module: ModuleType = pa
+    return module
+
+
+def pandas() -> ModuleType:
+    """The ``pandas`` module.
+
+    Raises:
+        InvalidArgumentError: pandas is not installed.
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise InvalidArgumentError(f"DataFrames need pandas, which is not installed. {_EXTRA}") from exc
+    module: ModuleType = pd
+    return module
+
+
+def damaged_file(path: str, exc: BaseException, what: str = "Parquet") -> DatasetCorruptError:
+    """A table file that cannot be read as what it claims to be: `DatasetCorruptError` naming it."""
+    reason = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    return DatasetCorruptError(
+        path,
+        path,
+        f"not a readable {what} file ({reason})",
+        "The file is truncated, damaged or not of that format; write it again, or read another copy.",
+    )
+
+
+@contextlib.contextmanager
+def reading_file(path: str, what: str = "Parquet") -> Iterator[None]:
+    """Inside the block, pyarrow's errors about the file at ``path`` (and OSError, MemoryError) become
+    `DatasetCorruptError` naming it; library errors pass through.
+
+    Raises:
+        DatasetCorruptError: the file is damaged, truncated, or not of its format.
+        InvalidArgumentError: the file cannot be opened at all (no such file, a folder).
+    """
+    pa = pyarrow()
+    try:
+        yield
+    except LakeComputeError:
+        raise
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise InvalidArgumentError(f"Cannot open the {what} file {path!r} ({exc}).") from exc
+    except (pa.ArrowException, OSError, MemoryError, ValueError, IndexError, TypeError, KeyError) as exc:
+        raise damaged_file(path, exc, what) from exc
+
+
+def arrow_error_types() -> tuple[type[BaseException], ...]:
+    """The exceptions pyarrow raises for data it cannot convert (for ``except`` clauses)."""
+    pa: Any = pyarrow()
+    return (pa.ArrowException, ValueError, TypeError, OverflowError, IndexError)

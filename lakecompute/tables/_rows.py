@@ -1,0 +1,194 @@
+"""The rows of a dataset or view read in blocks for an export: each tensor's values as its reader gives
+them (images, text and json as their stored bytes), a block bounded by rows and by bytes.
+
+A block's byte size is not known before it is read (encoded images vary), so each block is read in
+parts whose row count follows the bytes per row seen so far: memory stays near ``max_bytes`` whatever
+the samples' sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lakecompute.compression import encode_image
+from lakecompute.datasets import DatasetView, base_dataset, core_of
+from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TensorDoesNotExistError
+from lakecompute.parsing import parse_count
+from lakecompute.tables._encode import Block
+from lakecompute.tables._layout import ColumnLayout, numbers_dims
+
+if TYPE_CHECKING:
+    from lakecompute.datasets import ColumnReader, Dataset, ObjectSelection
+
+__all__ = ["Part", "TableRows"]
+
+_FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a large image)
+# A group is read in parts of at most 1/_PIECES of its bytes: reading a part briefly holds its chunks
+# and their copies too, and a part that is the whole group would double the memory a group takes.
+_PIECES = 8
+
+
+@dataclass(frozen=True)
+class Part:
+    """Rows ``start..stop`` of the export (positions in its order), each tensor's values."""
+
+    start: int
+    stop: int
+    values: dict[str, Block]
+    shapes: dict[str, np.ndarray]
+    """Each tensor's rows' shapes, ``(rows, rank)``."""
+    nbytes: int
+
+
+def _nbytes(values: Block) -> int:
+    if isinstance(values, np.ndarray):
+        return int(values.nbytes)
+    total = 0
+    for v in values[:64]:
+        total += v.nbytes if isinstance(v, np.ndarray) else len(v) if isinstance(v, (bytes, str)) else 64
+    return total * len(values) // max(1, min(64, len(values)))
+
+
+class TableRows:
+    """The rows an export writes: a committed dataset's (all of them) or a view's, in its order: the
+    tensors it shows (``ds[["labels", "boxes"]]``), and of per-object tensors the objects it keeps
+    (``filter_labels``).
+
+    Args:
+        data: the dataset or view.
+        tensors: the tensors to export (a name or names); None for all.
+
+    Raises:
+        InvalidArgumentError: uncommitted changes, or a dataset whose tensors differ in length.
+        TensorDoesNotExistError: an unknown name in ``tensors``.
+    """
+
+    def __init__(self, data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> None:
+        self.base = base_dataset(data)
+        if self.base.has_pending_changes:
+            raise InvalidArgumentError(
+                f"Dataset {self.base.path!r} has uncommitted changes, which an export would not hold. "
+                "Commit them first (leave the `with` block or call ds.commit())."
+            )
+        core = core_of(self.base)
+        view = data if isinstance(data, DatasetView) else None
+        self.names = _names(view.keys() if view is not None else core.names(), tensors)
+        self.readers: dict[str, ColumnReader] = {n: core.reader(n) for n in self.names}
+        #: The objects a view keeps of each row (filter_labels), for the tensors of its groups.
+        self.objects: ObjectSelection | None = view.kept_objects if view is not None else None
+        lengths = {n: r.length for n, r in self.readers.items()}
+        if view is not None:
+            self.positions: range | np.ndarray = view.positions
+        else:
+            if len(set(lengths.values())) > 1:
+                raise InvalidArgumentError(
+                    f"The tensors of {self.base.path!r} differ in length ({lengths}), so they are not rows "
+                    f"of one table. Export a view of the rows they all hold (ds[:{min(lengths.values())}])."
+                )
+            self.positions = range(min(lengths.values(), default=0))
+        self.shapes = {n: self._shapes(n) for n in self.names}
+        self.layouts = [self._layout(n) for n in self.names]
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def _shapes(self, name: str) -> np.ndarray:
+        """Each exported row's shape, ``(rows, rank)``, read from the index alone (no sample)."""
+        reader = self.readers[name]
+        state = core_of(self.base).state(name)
+        rank = state.ndim or 0
+        column = reader.spec.declaration.arrow.column
+        if column not in ("numbers", "image") or not len(self.positions):
+            return np.zeros((len(self.positions), rank), dtype=np.int64)
+        every = np.asarray(reader.shapes(0, reader.length), dtype=np.int64).reshape(reader.length, rank)
+        return every[np.asarray(self.positions, dtype=np.int64)]
+
+    def _axis(self, name: str) -> int | None:
+        """The objects' axis of a tensor whose objects the view filters, else None."""
+        group = self.objects.group(name) if self.objects is not None else None
+        return group.axis(name) if group is not None else None
+
+    def _layout(self, name: str) -> ColumnLayout:
+        state = core_of(self.base).state(name)
+        spec = state.spec
+        shapes = self.shapes[name]
+        axis = self._axis(name)
+        # Objects the view leaves out change a row's count along its objects' axis: not a fixed extent.
+        dims, shaped = numbers_dims(shapes, () if axis is None else (axis % max(1, shapes.shape[1]),))
+        if spec.declaration.arrow.column == "image":
+            varies = len(dims) == 3 and dims[2] is None
+            shaped = spec.sample_compression == "webp" and varies  # WebP cannot say HxWx1 from HxWx3
+        elif spec.declaration.arrow.column != "numbers":
+            dims, shaped = (), False
+        return ColumnLayout(
+            name, spec.htype, spec.dtype, spec.sample_compression, spec.chunk_compression,
+            dict(state.info), dims, shaped,
+        )  # fmt: skip
+
+    def _read(self, name: str, rows: np.ndarray) -> Block:
+        reader = self.readers[name]
+        spec = reader.spec
+        column = spec.declaration.arrow.column
+        if column in ("text", "json") or (column == "image" and spec.sample_compression is not None):
+            return [e.blob or b"" for e in reader.read_encoded_at(rows)]  # bytes-kind blobs: never None
+        values = reader.read_at(rows, stack="fragments")
+        if column == "image":  # raw arrays: written as PNG (lossless), which the image struct holds
+            return [_png(name, a, int(p)) for a, p in zip(values, rows, strict=True)]
+        return values
+
+    def parts(self, max_rows: int, max_bytes: int) -> Iterator[list[Part]]:
+        """Groups of parts of at most ``max_rows`` rows and about ``max_bytes`` bytes (at least a row
+        each), in the export's order: one group is one record batch, one Parquet row group."""
+        max_rows = parse_count("batch_size", max_rows, 1)
+        max_bytes = parse_count("max_bytes", max_bytes, 1)
+        at, per_row = 0, 0.0
+        while at < len(self):
+            group: list[Part] = []
+            rows = nbytes = 0
+            while at < len(self) and rows < max_rows and nbytes < max_bytes:
+                room = min(max_bytes - nbytes, max(1, max_bytes // _PIECES))
+                step = min(max_rows - rows, _FIRST_PART if not per_row else int(room / per_row))
+                part = self.part(at, at + max(1, step))
+                group.append(part)
+                at, rows, nbytes = part.stop, rows + part.stop - part.start, nbytes + part.nbytes
+                per_row = max(1.0, nbytes / rows)
+            yield group
+
+    def part(self, start: int, stop: int) -> Part:
+        """Rows ``start..stop`` of the export."""
+        stop = min(stop, len(self))
+        rows = np.asarray(self.positions[start:stop], dtype=np.int64)
+        values = {name: self._read(name, rows) for name in self.names}
+        shapes = {name: self.shapes[name][start:stop] for name in self.names}
+        if self.objects is not None:
+            for name in self.names:
+                if self._axis(name) is not None:  # the kept objects of each row, and their shapes
+                    values[name] = self.objects.samples(name, range(start, stop), values[name])
+                    rank = self.shapes[name].shape[1]
+                    shapes[name] = np.asarray([np.shape(v) for v in values[name]], np.int64).reshape(-1, rank)
+        return Part(start, stop, values, shapes, sum(_nbytes(v) for v in values.values()))
+
+
+def _names(known: list[str], tensors: str | Sequence[str] | None) -> list[str]:
+    if tensors is None:
+        return list(known)
+    names = [tensors] if isinstance(tensors, str) else list(tensors)
+    for n in names:
+        if n not in known:
+            raise TensorDoesNotExistError(n, known)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"tensors names a tensor twice: {names!r}.")
+    return names
+
+
+def _png(name: str, arr: Any, row: int) -> bytes:
+    try:
+        return encode_image(np.asarray(arr), "png", tensor=name)
+    except InvalidSampleError as exc:
+        raise InvalidArgumentError(
+            f"Tensor {name!r}, row {row}: the image cannot be written as PNG for its column ({exc.detail})"
+        ) from exc

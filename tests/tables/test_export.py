@@ -1,0 +1,224 @@
+"""Exports of datasets and views as tables: ``to_arrow``, ``to_arrow_reader``, ``to_pandas``, ``to_parquet``
+and ``to_hf``, each read back with the library that reads it."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakecompute as lc
+from tests.tables.conftest import NAMES, image, make_photos
+
+
+def test_to_arrow_types_each_htype_by_its_mapping(photos: lc.Dataset) -> None:
+    """Images are Hugging Face's {bytes, path} struct of the stored PNG bytes, class labels int64 with
+    the names in the features, boxes lists of 4, an embedding a fixed-size list, text and json strings."""
+    table = photos.to_arrow()
+    schema = table.schema
+    assert schema.names == ["images", "labels", "boxes", "emb", "caption", "meta"]
+    assert schema.field("images").type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    assert schema.field("labels").type == pa.int64()
+    assert schema.field("boxes").type == pa.list_(pa.list_(pa.float32(), 4))
+    assert schema.field("emb").type == pa.list_(pa.float32(), 4)
+    assert schema.field("caption").type == pa.string() == schema.field("meta").type
+    cells = table.column("images").to_pylist()
+    assert [c["bytes"] for c in cells] == [photos.images[i].tobytes() for i in range(len(photos))]
+    assert {c["path"] for c in cells} == {None}
+    assert table.column("labels").to_pylist() == [i % 3 for i in range(12)]
+    assert table.column("boxes").to_pylist()[2] == [[2.0] * 4, [2.0] * 4]
+    assert table.column("caption").to_pylist()[3] == "photo 3 é"
+    assert [json.loads(m) for m in table.column("meta").to_pylist()][1] == {"i": 1, "tags": ["x"]}
+    features = json.loads(schema.metadata[b"huggingface"])["info"]["features"]
+    assert features["images"] == {"_type": "Image"}
+    assert features["labels"] == {"names": NAMES, "_type": "ClassLabel"}
+    layout = json.loads(schema.field("boxes").metadata[b"lakecompute"])
+    assert (layout["htype"], layout["info"]["format"], layout["dims"]) == ("bbox", "xywh", [None, 4])
+
+
+def test_a_view_exports_its_rows_in_its_order(photos: lc.Dataset) -> None:
+    view = photos[[7, 2, 9]]
+    table = view.to_arrow(["labels", "caption"])
+    assert table.schema.names == ["labels", "caption"]
+    assert table.column("caption").to_pylist() == ["photo 7 é", "photo 2 é", "photo 9 é"]
+    frame = photos[5:1:-2].to_pandas("emb")
+    assert [v.tolist() for v in frame["emb"]] == [[5.0, 6.0, 7.0, 8.0], [3.0, 4.0, 5.0, 6.0]]
+
+
+def test_the_reader_streams_batches_bounded_by_rows_and_bytes(photos: lc.Dataset) -> None:
+    """Batches of at most batch_size rows; with a byte budget below one image, a row each; in order."""
+    reader = photos.to_arrow_reader(batch_size=5)
+    assert isinstance(reader, pa.RecordBatchReader)
+    sizes = [len(b) for b in reader]
+    assert sizes == [5, 5, 2]
+    small = list(photos.to_arrow_reader(batch_size=5, tensors="images", max_bytes=1))
+    assert [len(b) for b in small] == [1] * 12
+    got = [c["bytes"] for b in small for c in b.column(0).to_pylist()]
+    assert got == [photos.images[i].tobytes() for i in range(12)]
+
+
+def test_to_pandas_gives_what_the_dataset_reads(photos: lc.Dataset) -> None:
+    frame = photos.to_pandas()
+    assert list(frame.columns) == ["images", "labels", "boxes", "emb", "caption", "meta"]
+    assert frame["labels"].dtype == np.uint32
+    assert frame["labels"].tolist() == [i % 3 for i in range(12)]
+    assert frame["boxes"][2].shape == (2, 4)
+    assert frame["boxes"][0].shape == (0, 4)
+    assert frame["meta"][3] == {"i": 3, "tags": ["x"]}
+    assert frame["images"][4]["bytes"] == photos.images[4].tobytes()
+    batches = list(photos.to_pandas(["caption"], batched=True, batch_size=5))
+    assert [len(b) for b in batches] == [5, 5, 2]
+    assert batches[1]["caption"].tolist()[0] == "photo 5 é"
+    assert list(batches[2].index) == [10, 11]
+
+
+def test_to_parquet_writes_a_file_others_read(photos: lc.Dataset, tmp_path: Path) -> None:
+    """The file holds the schema of to_arrow, a row group per batch; a binary file object works too."""
+    path = tmp_path / "out.parquet"
+    photos.to_parquet(path, row_group_size=5, progressbar=False)
+    parquet = pq.ParquetFile(path)
+    assert parquet.metadata.num_row_groups == 3
+    table = parquet.read()
+    assert table.equals(photos.to_arrow())
+    assert table.schema.field("labels").metadata == photos.to_arrow().schema.field("labels").metadata
+    buffer = io.BytesIO()
+    photos[:3].to_parquet(buffer, progressbar=False)
+    assert pq.read_table(io.BytesIO(buffer.getvalue())).column("caption").to_pylist()[2] == "photo 2 é"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
+def test_raw_images_are_written_as_png_and_come_back_as_arrays(tmp_path: Path) -> None:
+    ds = lc.empty(str(tmp_path / "raw"), overwrite=True)
+    ds.create_tensor("im", htype="image")
+    ds.im.extend([np.zeros((3, 4, 1), np.uint8), np.full((3, 4, 1), 9, np.uint8)])
+    cell = ds.to_arrow().column("im").to_pylist()[1]
+    assert cell["bytes"].startswith(b"\x89PNG")
+    back = lc.from_arrow(ds.to_arrow(), str(tmp_path / "back"), progressbar=False)
+    assert back.im.sample_compression is None
+    assert np.array_equal(back.im.numpy(), ds.im.numpy())
+    assert back.im.numpy().shape == (2, 3, 4, 1)
+
+
+def test_to_hf_is_a_typed_datasets_dataset(photos: lc.Dataset) -> None:
+    datasets = pytest.importorskip("datasets")
+    hf = photos[:4].to_hf()
+    assert isinstance(hf, datasets.Dataset)
+    assert len(hf) == 4
+    assert hf.features["images"] == datasets.Image()
+    assert hf.features["labels"] == datasets.ClassLabel(names=NAMES)
+    assert hf[1]["labels"] == 1
+    assert np.array_equal(np.asarray(hf[3]["images"]), image(3))
+    # The same rows make a dataset of the same fingerprint: an eval over it is recognised when run again.
+    out = lc.empty(str(photos.path) + "-out", overwrite=True)
+    out.create_tensor("labels", dtype="int64")
+    keep_labels().eval(hf, out, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        keep_labels().eval(photos[:4].to_hf(), out, progressbar=False)
+    assert out.labels.numpy().tolist() == [0, 1, 2, 0]
+
+
+@lc.compute
+def keep_labels(row: dict[str, object], out: object) -> None:
+    out.labels.append(row["labels"])  # type: ignore[attr-defined]
+
+
+def test_exports_refuse_what_is_not_one_table(tmp_path: Path) -> None:
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("a")
+    ds.create_tensor("b")
+    ds.a.extend([1, 2, 3])
+    ds.b.extend([1, 2])
+    with pytest.raises(lc.InvalidArgumentError, match=r"differ in length .*\(ds\[:2\]\)"):
+        ds.to_arrow()
+    assert ds[:2].to_arrow().num_rows == 2
+    with pytest.raises(lc.TensorDoesNotExistError, match="'c'"):
+        ds.to_pandas(["a", "c"])
+    with ds:
+        ds.a.append(4)
+        with pytest.raises(lc.InvalidArgumentError, match="uncommitted changes"):
+            ds.to_parquet(tmp_path / "x.parquet")
+    assert not (tmp_path / "x.parquet").exists()
+    with pytest.raises(lc.InvalidArgumentError, match="local file"):
+        ds[:2].to_parquet("s3://bucket/x.parquet")
+
+
+def test_an_empty_dataset_exports_its_columns(tmp_path: Path) -> None:
+    ds = make_photos(str(tmp_path / "ds"), n=0)
+    table = ds.to_arrow()
+    assert (table.num_rows, table.schema.names[:2]) == (0, ["images", "labels"])
+    back = lc.from_arrow(table, str(tmp_path / "back"), progressbar=False)
+    assert list(back.tensors) == list(ds.tensors)
+    assert back.labels.info.class_names == NAMES
+
+
+def test_import_lakecompute_loads_neither_pyarrow_nor_pandas() -> None:
+    code = "import sys, lakecompute; print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_an_htype_cannot_be_declared_without_its_arrow_mapping() -> None:
+    """``arrow`` is a required field of the declaration, and every declared column kind has its encoder
+    and its cell reader in lakecompute.tables."""
+    from lakecompute.specs import HTYPES, ArrowMapping, HType
+    from lakecompute.tables import COLUMN_CELLS, ENCODERS
+
+    with pytest.raises(TypeError, match="arrow"):
+        HType("video", "uint8")  # type: ignore[call-arg]
+    assert HType("video", "uint8", arrow=ArrowMapping("numbers")).arrow.column == "numbers"
+    kinds = {d.arrow.column for d in HTYPES.values()}
+    assert kinds <= set(ENCODERS)
+    assert kinds <= set(COLUMN_CELLS)
+
+
+def test_a_damaged_dataset_fails_the_export_and_keeps_the_previous_file(tmp_path: Path) -> None:
+    """A chunk damaged on disk is found while a later row group is read (on the export's reading thread):
+    to_parquet raises DatasetCorruptError, the previous file stays, no temporary file is left."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("images", htype="image", sample_compression="png")
+    noise = [np.random.default_rng(i).integers(0, 256, (64, 64, 3), dtype=np.uint8) for i in range(200)]
+    ds.images.extend(noise)
+    chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"), key=lambda p: int(p.name))
+    last = chunks[-1]
+    data = bytearray(last.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    last.write_bytes(bytes(data))
+    target = tmp_path / "out" / "images.parquet"
+    target.parent.mkdir()
+    target.write_bytes(b"the previous export")
+    with pytest.raises(lc.DatasetCorruptError, match="images"):
+        lc.load(str(tmp_path / "ds")).to_parquet(target, row_group_bytes=64 << 10, progressbar=False)
+    assert target.read_bytes() == b"the previous export"
+    assert [p.name for p in target.parent.iterdir()] == ["images.parquet"]
+    assert len(chunks) >= 3  # the damage is in a row group after the first few are written
+
+
+def test_a_column_view_and_kept_objects_export_as_the_view_shows_them(tmp_path: Path) -> None:
+    """``ds[["labels", "boxes"]]`` exports those columns; ``filter_labels`` exports the kept objects only
+    (boxes with their labels), as the view reads them, and they come back so."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("boxes", htype="bbox")
+    ds.create_tensor("categories", htype="class_label", class_names=["car", "bus"])
+    ds.create_tensor("caption", htype="text")
+    boxes = np.array([[0, 0, 2, 2], [1, 1, 3, 3], [2, 2, 4, 4]], np.float32)
+    with ds:
+        ds.append({"boxes": boxes, "categories": ["bus", "car", "car"], "caption": "a"})
+        ds.append({"boxes": boxes[:1], "categories": ["bus"], "caption": "b"})
+    assert ds[["categories", "caption"]].to_arrow().schema.names == ["categories", "caption"]
+    view = ds.filter_labels(lc.col("categories") == "car", only_matches=False)
+    table = view.to_arrow()
+    assert table.column("categories").to_pylist() == [[0, 0], []]
+    assert table.column("boxes").to_pylist()[0] == boxes[1:].tolist()
+    back = lc.from_arrow(table, str(tmp_path / "back"), progressbar=False)
+    assert back.boxes[1].numpy().shape == (0, 4)
+    assert [b.shape for b in back.boxes.numpy(aslist=True)] == [(2, 4), (0, 4)]
+    frame = view.to_pandas()
+    assert frame["categories"][0].tolist() == [0, 0]
+    assert frame["boxes"][1].shape == (0, 4)

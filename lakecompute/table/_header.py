@@ -77,7 +77,7 @@ class Stored:
 @dataclass(frozen=True, slots=True)
 class VersionHeader(Placed):
     """What a version's manifest says without its tensors' fragments: its place in the history, and the
-    summary ``ds.log()`` prints (`lakecompute.table.read_header`).
+    summary ``ds.log()`` prints (`lakecompute.table._reads.read_header`).
 
     Attributes:
         version, parent, time, message, branch, line, merged, reach, origin, dataset_id: as in

@@ -18,7 +18,7 @@ ref file; a branch created again under the same name gets a new line, so nothing
 followed again.
 
 Datasets written before branches have no refs: their ``main`` is the newest version
-(`lakecompute.table.latest_version`), each version the child of the one before. The first change of
+(`lakecompute.table._versions.latest_version`), each version the child of the one before. The first change of
 refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at that newest version
 (`ensure_main`); from then on ``main`` moves like any branch.
 """
@@ -374,7 +374,7 @@ def last_move(backend: Backend, ref: BranchRef) -> tuple[int, str | None]:
 
 def read_line_hint(backend: Backend, line: str) -> int | None:
     """The version line ``line``'s hint names (None when it is missing or torn). Only a hint: the caller
-    checks that the version belongs to the line before using it (`lakecompute.table.branch_head`)."""
+    checks that the version belongs to the line before using it (`_versions.branch_head`)."""
     return _parse_hint(backend.read(line_hint_key(line)))
 
 

@@ -30,9 +30,10 @@ __all__ = ["DatasetCore", "dataset_core", "whole_manifest"]
 
 
 def dataset_core(data: Dataset | DatasetView | Row | Tensor | TensorView) -> DatasetCore:
-    """The core of a dataset handle (or of the handle a view, row or tensor belongs to): its backend
-    (``core.backend``), chunk cache (``core.cache``), write transaction (``core.txn``: the committed
-    ``base``, the working ``head``, the writer's ``lease``) and column readers (``core.reader(name)``).
+    """The core of a dataset handle (or of the handle a view, row or tensor belongs to): its table and
+    backend (``core.table``, ``core.backend``), chunk cache (``core.cache``), write transaction
+    (``core.txn``: the committed ``base``, the working ``head``, the writer with its lease,
+    ``txn.writer.lease``) and column readers (``core.reader(name)``).
 
     For tests only: what it returns is internal and changes with the package.
     """

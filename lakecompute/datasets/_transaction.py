@@ -54,7 +54,6 @@ class Transaction:
     ) -> None:
         self.table = table
         self.checkout = checkout
-        self.cache = cache
         self.base = base
         self._on_change = on_change
         self.head = Head(base, self._changed)

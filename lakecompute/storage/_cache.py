@@ -149,7 +149,8 @@ class ArrayCache:
 
         Raises:
             DatasetCorruptError: its metadata is missing, does not parse, or describes an array no
-                lakecompute writer makes (a segment that is not 1-D bytes, chunks over 64 MiB).
+                lakecompute writer makes (chunks over 64 MiB; what the cache's rules refuse, such as a
+                segment array that is not 1-D bytes).
         """
         arr = self._arrays.get(path)
         if arr is None:

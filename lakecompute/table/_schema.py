@@ -71,7 +71,7 @@ T = TypeVar("T")
 class InvalidField(ValueError):
     """A manifest value that breaks the schema.
 
-    Internal to storage and the dataset layer: it is turned into
+    Internal to the table: it is turned into
     `lakecompute.errors.DatasetCorruptError` (which names the file as well) before it reaches users.
 
     Attributes:

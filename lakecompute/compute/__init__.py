@@ -3,6 +3,7 @@ transform on the fly (the loaders)."""
 
 from lakecompute.compute._decorator import ComputeFunction, Pipeline, Transform, as_pipeline, compose, compute
 from lakecompute.compute._engine import EvalResult, FailedSample
+from lakecompute.compute._fingerprint import describe_for_fingerprints
 from lakecompute.compute._mask import filter_mask
 from lakecompute.compute._options import EvalKwargs, EvalOptions
 from lakecompute.compute._runner import SampleRunner
@@ -22,6 +23,7 @@ __all__ = [
     "as_pipeline",
     "compose",
     "compute",
+    "describe_for_fingerprints",
     "filter_mask",
     "tensor_meta",
 ]

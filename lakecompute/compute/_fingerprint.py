@@ -29,7 +29,7 @@ import struct
 import sys
 import sysconfig
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,7 +39,19 @@ from lakecompute.errors import FingerprintError, warn
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
 
-__all__ = ["fingerprint_eval", "fingerprint_job", "fingerprint_value"]
+__all__ = ["describe_for_fingerprints", "fingerprint_eval", "fingerprint_job", "fingerprint_value"]
+
+#: What identifies values of kinds lakecompute does not own (see `describe_for_fingerprints`).
+_DESCRIBERS: list[Callable[[Any], Any]] = []
+
+
+def describe_for_fingerprints(describer: Callable[[Any], Any]) -> None:
+    """Teach fingerprints a kind of value whose type cannot carry ``__lakecompute_fingerprint__`` (a
+    library's class), as ``copyreg`` teaches pickle: ``describer(value)`` returns plain data identifying a
+    value it knows (an albumentations pipeline: ``A.to_dict``), or ``NotImplemented`` for any other.
+    Asked only for values fingerprints could not identify otherwise, in the order registered."""
+    _DESCRIBERS.append(describer)
+
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL"})
 
@@ -166,8 +178,15 @@ class _Hasher:
         self._unknown(value, what)
 
     def _unknown(self, value: Any, what: str) -> None:
-        """A value with no stable identity: by its type's name (listed in ``uncovered``) when lenient."""
+        """A value no registered describer knows has no stable identity: by its type's name (listed in
+        ``uncovered``) when lenient."""
         kind = type(value)
+        for describer in _DESCRIBERS:
+            described = describer(value)
+            if described is not NotImplemented:
+                self._text(b"d", f"{kind.__module__}.{kind.__qualname__}")
+                self.value(described, what)
+                return
         if self.lenient:
             self._text(b"u", f"{kind.__module__}.{kind.__qualname__}")
             self.uncovered.setdefault(what, kind.__name__)

@@ -187,8 +187,9 @@ def _torch_api() -> tuple[Any, Any] | None:
         importlib.import_module("torchvision.io")  # loads torchvision's image ops
 
         decode = torch.ops.image.decode_jpegs_cuda
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch.cuda.is_available() is False in this worker")
+        # Raises where this worker has no usable GPU (a worker placed on one initialises CUDA here, as
+        # its decodes would; the caller's process never runs this: the option is a worker's).
+        torch.empty(0, device="cuda")
     except Exception as exc:
         with _lock:
             first = not _unusable

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.boxes import BoxLayout
+from lakecompute.compute import describe_for_fingerprints
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.specs import HTYPES
 from lakecompute.vision._common import require
@@ -279,3 +280,26 @@ def augment(
         moved = pipeline.apply(targets, seed, layout)
     names = {"image": image, "boxes": boxes, "masks": masks, "keypoints": keypoints}
     return write_back(moved, names, sample_in, objects)
+
+
+def _bare_pipeline(value: Any) -> Any:
+    """What identifies a bare albumentations or torchvision ``v2`` pipeline given to a compute function
+    (as its wrapper, `Albumentations` or `TorchVision`, would say), so that it is fingerprinted by its
+    transforms and parameters; ``NotImplemented`` for anything else, or a pipeline that cannot describe
+    itself (``A.Lambda``: the eval then warns that it is identified by its type alone). Neither library is
+    imported here: a value of one exists only once its program imported it."""
+    albumentations = sys.modules.get("albumentations")
+    if albumentations is not None and isinstance(value, albumentations.core.serialization.Serializable):
+        wrapped: Albumentations | TorchVision = Albumentations(value)
+    else:
+        v2 = sys.modules.get("torchvision.transforms.v2")
+        if v2 is None or not isinstance(value, v2.Transform):
+            return NotImplemented
+        wrapped = TorchVision(value)
+    try:
+        return wrapped.__lakecompute_fingerprint__()
+    except InvalidArgumentError:
+        return NotImplemented
+
+
+describe_for_fingerprints(_bare_pipeline)

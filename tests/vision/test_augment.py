@@ -209,3 +209,27 @@ def test_augment_reads_the_box_layout_from_the_data_in_worker_processes(workers:
         )
     assert isinstance(caught.value.__cause__, lc.InvalidArgumentError)
     assert len(wrong) == 0
+
+
+@lc.compute
+def flipped_by(sample_in: Any, sample_out: Any, rng: np.random.Generator, transform: Any) -> None:
+    """A bare (unwrapped) albumentations pipeline given as an argument."""
+    sample_out.append(lc.vision.augment(transform, sample_in, rng, boxes="boxes", objects=["categories"]))
+
+
+def _flip(p: float) -> Any:
+    return A.Compose([A.HorizontalFlip(p=p)], bbox_params=A.BboxParams(format="coco", label_fields=[]))
+
+
+def test_a_bare_pipeline_is_fingerprinted_by_its_transforms(coco: lc.Dataset, tmp_path: Path) -> None:
+    """A bare albumentations pipeline as an argument is identified by A.to_dict, as its wrapper is: no
+    warning that it cannot be fingerprinted, the same pipeline again is the no-op rerun, and one with
+    another probability is another eval that writes."""
+    out = lc.like(str(tmp_path / "out"), coco, overwrite=True)
+    opts: dict[str, Any] = {"seed": 0, "progressbar": False, "skip_ok": True}
+    first = flipped_by(transform=_flip(1.0)).eval(coco, out, **opts)  # a warning would fail the test
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        again = flipped_by(transform=_flip(1.0)).eval(coco, out, **opts)
+    other = flipped_by(transform=_flip(0.0)).eval(coco, out, **opts)
+    assert again.version == first.version < other.version
+    assert len(out.images) == 2 * len(coco)

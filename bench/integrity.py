@@ -25,7 +25,7 @@ def unverified() -> Iterator[None]:
     from zarr.codecs import ZstdCodec
 
     from lakecompute.storage._checked import CheckedStore
-    from lakecompute.table import _segments
+    from lakecompute.versioned import _segments
 
     saved = (_segments.segment_codecs, _segments.checked_codecs, CheckedStore.get)
 

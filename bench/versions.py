@@ -102,7 +102,7 @@ def _ref_times(path: str, ds: Any, head: int, runs: int) -> dict[str, float]:
         # Nothing remembered: the version restored is read from storage with its whole chain of deltas.
         import importlib
 
-        for home in ("lakecompute.table", "lakecompute.storage"):  # where the tree measured keeps it
+        for home in ("lakecompute.versioned", "lakecompute.storage"):  # where the tree measured keeps it
             getattr(importlib.import_module(home), "forget_manifests", lambda: None)()
         t0 = time.perf_counter()
         ds.restore(head // 3 + 7 * i)

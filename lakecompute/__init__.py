@@ -25,8 +25,8 @@ from lakecompute.ingest import (
 )
 from lakecompute.schedulers import worker_device
 from lakecompute.select import Expr, col, expr
-from lakecompute.table import TensorDiff, VersionDiff
 from lakecompute.tables import read_parquet
+from lakecompute.versioned import TensorDiff, VersionDiff
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"

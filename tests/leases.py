@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lakecompute.storage import open_backend
-from lakecompute.table._keys import LEASES
+from lakecompute.versioned._keys import LEASES
 
 
 def expire_leases(url: str, storage_options: dict[str, Any] | None = None, pid: int | None = None) -> int:

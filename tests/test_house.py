@@ -3,7 +3,7 @@
 Static checks, computed from the source (no import of the code under test, no timing):
 
 - the dataset layer imports few names from the table and storage layers (it had 72, in 21 modules);
-- it spells no storage key (the key layout lives in ``lakecompute/table/_keys.py`` alone);
+- it spells no storage key (the key layout lives in ``lakecompute/versioned/_keys.py`` alone);
 - the write transaction is small (it had 39 methods in seven jobs);
 - the engine reaches eval records through its port (``lakecompute.datasets.evals_of``), never through
   methods of the user's ``Dataset``;
@@ -22,13 +22,13 @@ import lakecompute as lc
 PACKAGE = Path(__file__).resolve().parents[1] / "lakecompute"
 DATASETS = PACKAGE / "datasets"
 
-#: The most names ``datasets/`` may import from ``lakecompute.table`` and ``lakecompute.storage``.
+#: The most names ``datasets/`` may import from ``lakecompute.versioned`` and ``lakecompute.storage``.
 MAX_LOWER_NAMES = 25
 #: The most methods `lakecompute.datasets._transaction.Transaction` may have (``__init__`` aside).
 MAX_TRANSACTION_METHODS = 20
 #: What only the transform engine calls: reached through its port, not on the user's handle.
 ENGINE_ONLY = ("begin_eval", "eval_records", "eval_record", "drop_unfinished")
-#: Names that spell the key layout besides those ``table/_keys.py`` defines: zarr's chunk keys, temp
+#: Names that spell the key layout besides those ``versioned/_keys.py`` defines: zarr's chunk keys, temp
 #: files, and the marker of a typed stream.
 OTHER_KEY_NAMES = {"chunk_key", "chunk_folder", "TEMP_PREFIX", "STREAM_SEGMENT"}
 #: How a key looks as a string: the root document, or a path under one of the layout's folders.
@@ -44,33 +44,33 @@ def _modules(folder: Path) -> dict[Path, ast.Module]:
 
 
 def lower_names(folder: Path) -> set[str]:
-    """The distinct names modules in ``folder`` import from ``lakecompute.table`` or ``lakecompute.storage``
-    (their packages or modules), type-checking imports included."""
+    """The distinct names modules in ``folder`` import from ``lakecompute.versioned`` or
+    ``lakecompute.storage`` (their packages or modules), type-checking imports included."""
     names: set[str] = set()
     for tree in _modules(folder).values():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
-                if node.module.split(".")[:2] in (["lakecompute", "table"], ["lakecompute", "storage"]):
+                if node.module.split(".")[:2] in (["lakecompute", "versioned"], ["lakecompute", "storage"]):
                     names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.Import):
                 names.update(
                     a.name
                     for a in node.names
-                    if a.name.startswith(("lakecompute.table", "lakecompute.storage"))
+                    if a.name.startswith(("lakecompute.versioned", "lakecompute.storage"))
                 )
     return names
 
 
 def key_names() -> set[str]:
-    """Every public name ``lakecompute/table/_keys.py`` defines (its ``__all__``), and the other names
+    """Every public name ``lakecompute/versioned/_keys.py`` defines (its ``__all__``), and the other names
     that spell keys."""
-    tree = _tree(PACKAGE / "table" / "_keys.py")
+    tree = _tree(PACKAGE / "versioned" / "_keys.py")
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             return set(ast.literal_eval(node.value)) | OTHER_KEY_NAMES
-    raise AssertionError("lakecompute/table/_keys.py has no __all__")
+    raise AssertionError("lakecompute/versioned/_keys.py has no __all__")
 
 
 def _is_key_text(text: str) -> bool:
@@ -124,7 +124,7 @@ def test_datasets_spells_no_storage_key() -> None:
 def test_the_key_scan_finds_spellings(tmp_path: Path) -> None:
     """The scan itself works: an import of a key function, its use, and a key string are each found."""
     (tmp_path / "m.py").write_text(
-        "from lakecompute.table import tag_key\n"
+        "from lakecompute.versioned import tag_key\n"
         "backend.delete(tag_key(name))\n"
         "raw = backend.read('zarr.json')\n"
         "backend.delete_tree(f'refs/lines/{line}')\n"
@@ -174,7 +174,7 @@ def test_the_engine_only_methods_are_off_the_users_dataset(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("package", ["table", "storage", "datasets"])
+@pytest.mark.parametrize("package", ["versioned", "storage", "datasets"])
 def test_files_stay_under_600_lines(package: str) -> None:
     """No module of the format's packages, or of the layers on either side of it, passes 600 lines."""
     long = {

@@ -2,7 +2,7 @@
 
 These are the handle's verbs: they check what the user asked against the handle (its branch, its
 pending changes, whether it may write) and hand over to the dataset's table
-(`lakecompute.table.Table`). Each operation that changes the dataset is one atomic step on its
+(`lakecompute.versioned.Table`). Each operation that changes the dataset is one atomic step on its
 metadata: creating or removing one ref, or one commit through the handle's write transaction. None
 copies or reads a sample.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._head import Checkout, checkout_of
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
-from lakecompute.table import DEFAULT_BRANCH, Manifest, VersionDiff, is_version_number, parse_ref_name
+from lakecompute.versioned import DEFAULT_BRANCH, Manifest, VersionDiff, is_version_number, parse_ref_name
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
@@ -173,7 +173,7 @@ def diff(ds: Dataset, a: object, b: object) -> VersionDiff:
 
 
 def merge(ds: Dataset, source: object, conflict_resolution: object = None) -> int:
-    """Merge ``source`` into the branch ``ds`` is on (see `lakecompute.table._merge`); returns the version
+    """Merge ``source`` into the branch ``ds`` is on (see `lakecompute.versioned._merge`); returns the version
     the branch is at afterwards: a fast-forward when the branch has not moved since ``source`` started
     from it, nothing when it holds ``source`` already, else a version with two parents.
 

@@ -20,7 +20,7 @@ from lakecompute.datasets._head import Checkout
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import ReadOnlyError, TensorDoesNotExistError
 from lakecompute.storage import Backend
-from lakecompute.table import Manifest, Table, TensorState
+from lakecompute.versioned import Manifest, Table, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.datasets._reader import ColumnReader
@@ -35,7 +35,7 @@ class DatasetCore:
     the handle. Writes go through `write`, reads of a tensor through `reader`.
 
     Attributes:
-        table: the dataset's versioned table (its versions, refs and commits; `lakecompute.table.Table`).
+        table: the dataset's versioned table (its versions, refs and commits; `lakecompute.versioned.Table`).
         cache: the handle's one chunk cache: every read, and the arrays writes create, go through it.
         txn: the write transaction: the committed version read (``txn.base``), the working copy that
             writes change (``txn.head``), the pending samples, and commits.

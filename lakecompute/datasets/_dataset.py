@@ -33,7 +33,7 @@ from lakecompute.errors import (
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
 from lakecompute.storage import Backend, BackendSpec, open_backend
-from lakecompute.table import DEFAULT_BRANCH, Manifest, Table, TensorState
+from lakecompute.versioned import DEFAULT_BRANCH, Manifest, Table, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.viewer import Viewer

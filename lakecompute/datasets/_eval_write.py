@@ -4,7 +4,7 @@ In the calling process, `EvalWrite` (made by the engine's port, `lakecompute.dat
 the eval's part of the output dataset's write transaction: applying the decisions about ranks and
 dtypes (made once, from the first outputs, before any worker writes, by each tensor's `TensorSchema`),
 the segments its tasks write into, the fragments applied in input order, checkpoints and the final
-commit. In the workers, a `TaskWriter` built from the frozen `lakecompute.table.SlotGrant` and
+commit. In the workers, a `TaskWriter` built from the frozen `lakecompute.versioned.SlotGrant` and
 `OutputSchema` checks, buffers and writes one task's outputs into the slots reserved for that task, and
 hands back only fragment descriptions.
 
@@ -29,7 +29,7 @@ from lakecompute.datasets._session import WriteSession, rank_of
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import TransformError
 from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.table import Fragment, SlotGrant, SlotWriter
+from lakecompute.versioned import Fragment, SlotGrant, SlotWriter
 
 __all__ = [
     "Decisions",

@@ -15,7 +15,7 @@ from lakecompute.datasets._core import core_of
 from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._records import EvalRecord, parse_records, reference_of
 from lakecompute.errors import DatasetNotFoundError, InvalidArgumentError
-from lakecompute.table import Fragment, Manifest
+from lakecompute.versioned import Fragment, Manifest
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset

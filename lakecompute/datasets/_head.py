@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from lakecompute.datasets._schema import TensorSchema
-from lakecompute.table import BranchRef, Fragment, Manifest, Table, TensorState, append_fragment
+from lakecompute.versioned import BranchRef, Fragment, Manifest, Table, TensorState, append_fragment
 
 __all__ = ["Checkout", "Head", "checkout_of"]
 

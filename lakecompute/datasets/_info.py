@@ -18,7 +18,7 @@ from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
 from lakecompute.htypes import CLASS_NAMED_HTYPES, parse_htype_info
-from lakecompute.table import TensorState, check_nesting
+from lakecompute.versioned import TensorState, check_nesting
 
 __all__ = ["DatasetInfo", "InfoWriter", "TensorInfo", "parse_info", "parse_tensor_info"]
 
@@ -177,7 +177,7 @@ def parse_info(values: Mapping[str, Any], what: str) -> dict[str, Any]:
     Raises:
         InvalidTypeError: a key is not a string.
         InvalidArgumentError: a value is not JSON (or NaN / infinity), or lists and dicts are nested
-            deeper than a manifest accepts (`lakecompute.table.check_nesting`).
+            deeper than a manifest accepts (`lakecompute.versioned.check_nesting`).
     """
     for key in values:
         if not isinstance(key, str):

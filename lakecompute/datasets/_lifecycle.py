@@ -21,7 +21,7 @@ from lakecompute.errors import (
     RefNotFoundError,
 )
 from lakecompute.storage import Backend, open_backend
-from lakecompute.table import DEFAULT_BRANCH, Table, parse_ref_name
+from lakecompute.versioned import DEFAULT_BRANCH, Table, parse_ref_name
 
 __all__ = ["check_apart", "dataset", "delete", "empty", "exists", "is_dataset", "like", "load"]
 

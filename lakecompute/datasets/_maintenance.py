@@ -1,9 +1,9 @@
 """Compaction and cleanup of a dataset's stored data (``ds.compact()``, ``ds.vacuum()``).
 
 `compact` reads each tensor through the handle's readers and has the table write it again as one run
-(`lakecompute.table.Writer.write_typed` / ``write_stream``, or one fragment of a fresh segment), in one
+(`lakecompute.versioned.Writer.write_typed` / ``write_stream``, or one fragment of a fresh segment), in one
 commit. `vacuum` checks the caller's arguments and hands over to the table's
-(`lakecompute.table.Table.vacuum`), telling it which fragments eval records keep aside.
+(`lakecompute.versioned.Table.vacuum`), telling it which fragments eval records keep aside.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lakecompute.datasets._session import WriteSession
 from lakecompute.htypes import Encoded
 from lakecompute.parsing import parse_count, parse_flag
 from lakecompute.progress import progress_bar
-from lakecompute.table import Fragment, TensorState
+from lakecompute.versioned import Fragment, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
@@ -34,7 +34,7 @@ def compact(ds: Dataset, progressbar: bool = True) -> int:
     A tensor of fixed-shape numeric samples becomes one typed ``(n, *shape)`` zarr array under
     ``tensors/<name>/`` — readable with plain zarr; numeric samples of varying shapes (token ids, one
     1-D sample per document) become one typed stream, the samples' values back to back in a fresh
-    segment's ``data`` array (see `lakecompute.table.Writer.write_stream`); others (encoded images, text,
+    segment's ``data`` array (see `lakecompute.versioned.Writer.write_stream`); others (encoded images, text,
     json) become one run in a fresh segment. Committed through the dataset's write transaction, as message
     ``compact`` (or as part of the enclosing ``with ds:`` block). With ``progressbar``, a tqdm bar counts
     the samples rewritten (of every tensor that is not compact already).
@@ -91,7 +91,7 @@ def vacuum(
     ``keep_versions=n``, the ``n`` newest of each branch and the tagged ones); a deleted branch's versions
     go once older than ``grace_seconds``; the data only removed versions used goes with them. Every
     writer holds a lease on the data it writes, wherever it runs, and vacuum leaves alone what an
-    unexpired lease names (see `lakecompute.table._vacuum`).
+    unexpired lease names (see `lakecompute.versioned._vacuum`).
 
     Args:
         ds: the dataset (every branch's newest version is always kept).

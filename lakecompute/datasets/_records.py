@@ -7,7 +7,7 @@ skipped when it already completed — and it is part of the version, so it is co
 with the outputs it describes.
 
 A record is kept whole only in the manifest of the version that committed it; every later manifest
-carries a *reference* instead (`lakecompute.table._evals`). A rerun that finds a reference reads the
+carries a *reference* instead (`lakecompute.versioned._evals`). A rerun that finds a reference reads the
 record from its version.
 """
 
@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.parsing import parse_count
-from lakecompute.table import Fragment, Manifest
+from lakecompute.versioned import Fragment, Manifest
 
 __all__ = [
     "MAX_RECORDED_FAILURES",

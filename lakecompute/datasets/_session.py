@@ -11,7 +11,7 @@ import numpy as np
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.errors import InvalidSampleError
 from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.table import Fragment, SampleBuffer, SlotWriter
+from lakecompute.versioned import Fragment, SampleBuffer, SlotWriter
 
 __all__ = ["FLUSH_BYTES", "WriteSession", "rank_of"]
 

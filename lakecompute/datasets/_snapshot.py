@@ -20,7 +20,7 @@ from lakecompute.datasets._objects import ObjectSelection
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts, open_backend
-from lakecompute.table import Table
+from lakecompute.versioned import Table
 
 __all__ = ["Snapshot", "snapshot"]
 

@@ -56,7 +56,7 @@ def _open_at(ds: Dataset, version: int) -> Dataset:
     dataset (`lakecompute.DatasetReplacedError` if the location holds another one now)."""
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.storage import open_backend
-    from lakecompute.table import Table
+    from lakecompute.versioned import Table
 
     location = ds.location
     backend = open_backend(location.url, dict(location.storage_options))

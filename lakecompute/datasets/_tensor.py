@@ -14,7 +14,7 @@ from lakecompute.datasets._info import TensorInfo, parse_tensor_info
 from lakecompute.datasets._taken import TakenAt
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
 from lakecompute.htypes import stack_samples
-from lakecompute.table import Fragment
+from lakecompute.versioned import Fragment
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset

@@ -3,8 +3,8 @@
 A `Transaction` belongs to one dataset handle. It holds the version the handle builds on
 (``base``), the working copy that writes change (``head``, a `lakecompute.datasets._head.Head`), the
 samples buffered but not yet written (its ``session``), and the storage side of its writes (its
-``writer``: the lease and the slots of the handle's own segments, `lakecompute.table.Writer`). Every
-commit goes through it, and through it the table's one commit call (`lakecompute.table.Table.commit`):
+``writer``: the lease and the slots of the handle's own segments, `lakecompute.versioned.Writer`). Every
+commit goes through it, and through it the table's one commit call (`lakecompute.versioned.Table.commit`):
 a write call outside ``with``, a ``with`` block, ``compact``, a restore, a merge, and an eval's
 checkpoints and final commit (through its `lakecompute.datasets._eval_write.EvalWrite`). Rolling back
 is forgetting the head: data is written once into slots nobody else uses, and becomes part of the
@@ -24,7 +24,7 @@ from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._session import WriteSession, rank_of
 from lakecompute.htypes import Encoded
 from lakecompute.storage import ArrayCache
-from lakecompute.table import BranchRef, Manifest, Table
+from lakecompute.versioned import BranchRef, Manifest, Table
 
 __all__ = ["Transaction", "block_message"]
 

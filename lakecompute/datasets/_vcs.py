@@ -2,7 +2,7 @@
 the maintenance that commits (compact, vacuum).
 
 `VersionControl` is a base of `lakecompute.Dataset`; each verb hands over to the module that does
-the work (`_branching`, `_maintenance`, and through them the dataset's `lakecompute.table.Table`),
+the work (`_branching`, `_maintenance`, and through them the dataset's `lakecompute.versioned.Table`),
 imported when it is called.
 """
 
@@ -15,7 +15,7 @@ from lakecompute.datasets._head import checkout_of
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.table import VersionDiff
+    from lakecompute.versioned import VersionDiff
 
 __all__ = ["VersionControl"]
 

@@ -65,7 +65,7 @@ def _has_checksum(arr: zarr.Array[Any]) -> bool:
 class ArrayRules(Protocol):
     """What the format stored above says of its arrays. The cache verifies bytes (every chunk there, its
     checksum, its size); which arrays must have which shape and dtype is the format's to say
-    (`lakecompute.table` gives its rules to the caches it opens)."""
+    (`lakecompute.versioned` gives its rules to the caches it opens)."""
 
     def refuse(self, path: str, arr: zarr.Array[Any]) -> str | None:
         """Why the array at ``path`` is not one the format writes (None: it may be read)."""

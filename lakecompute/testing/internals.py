@@ -24,7 +24,7 @@ from typing import Any
 
 from lakecompute.datasets import Dataset, DatasetCore, DatasetView, Row, Tensor, TensorView, core_of
 from lakecompute.storage import open_backend
-from lakecompute.table import Table
+from lakecompute.versioned import Table
 
 __all__ = ["DatasetCore", "dataset_core", "whole_manifest"]
 

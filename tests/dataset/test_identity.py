@@ -10,9 +10,9 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from lakecompute.table import Manifest
-from lakecompute.table._keys import version_key
-from lakecompute.table._reads import read_manifest
+from lakecompute.versioned import Manifest
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
 
 
 def _as_before_ids(path: str, versions: int) -> None:

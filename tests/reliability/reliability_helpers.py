@@ -21,8 +21,8 @@ import numpy as np
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from lakecompute.table._reads import read_manifest
-from lakecompute.table._versions import is_committed
+from lakecompute.versioned._reads import read_manifest
+from lakecompute.versioned._versions import is_committed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.table._leases import IDLE_SECONDS
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._leases import IDLE_SECONDS
 from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
 from tests.reliability.reliability_helpers import kill_session

@@ -14,9 +14,9 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import chunk_key
-from lakecompute.table._keys import segment_key
-from lakecompute.table._segments import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._keys import segment_key
+from lakecompute.versioned._segments import DATA_CHUNK
 
 
 def chunk_files(ds: lc.Dataset, name: str) -> set[Path]:

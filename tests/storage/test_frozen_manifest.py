@@ -13,9 +13,9 @@ import pytest
 import lakecompute as lc
 from lakecompute.htypes import parse_tensor_spec
 from lakecompute.storage import open_backend
-from lakecompute.table import Manifest, TensorState
-from lakecompute.table._keys import version_key
-from lakecompute.table._reads import read_manifest
+from lakecompute.versioned import Manifest, TensorState
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
 
 
 def _dataset(path: Path) -> lc.Dataset:

@@ -14,8 +14,8 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from lakecompute.table._keys import version_key
-from lakecompute.table._reads import read_header, read_manifest
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_header, read_manifest
 
 HERE = Path(__file__).resolve().parent / "old_format"
 EXPECTED: dict[str, Any] = json.loads((HERE / "expected.json").read_text())

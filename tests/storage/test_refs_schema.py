@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from lakecompute.table import BranchRef
-from lakecompute.table._keys import version_key
-from lakecompute.table._reads import read_manifest
-from lakecompute.table._refs import moved_to, read_branch, read_tag
-from lakecompute.table._versions import branch_head
+from lakecompute.versioned import BranchRef
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
+from lakecompute.versioned._refs import moved_to, read_branch, read_tag
+from lakecompute.versioned._versions import branch_head
 
 LINE = "0123456789abcdef0123456789abcdef"
 json_values = st.recursive(

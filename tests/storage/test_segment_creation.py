@@ -14,8 +14,8 @@ from zarr.storage import LocalStore
 
 import lakecompute as lc
 from lakecompute import compression
-from lakecompute.table import SlotWriter
-from lakecompute.table._segments import OpenSegment, create_segment
+from lakecompute.versioned import SlotWriter
+from lakecompute.versioned._segments import OpenSegment, create_segment
 
 
 def _documents(root: Path) -> dict[str, bytes]:

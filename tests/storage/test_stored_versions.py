@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from lakecompute.table import forget_manifests
-from lakecompute.table._keys import version_key
-from lakecompute.table._reads import read_manifest
+from lakecompute.versioned import forget_manifests
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
 
 ROWS = 5_000
 EDITS = 120

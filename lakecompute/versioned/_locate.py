@@ -23,10 +23,10 @@ import numpy as np
 
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage import ArrayCache, chunk_key
-from lakecompute.table._keys import TYPED_PREFIX, segment_key
-from lakecompute.table._manifest import Fragment, TensorState
-from lakecompute.table._segments import DATA_CHUNK, INDEX_CHUNK
-from lakecompute.table._versions import needed_by_a_version
+from lakecompute.versioned._keys import TYPED_PREFIX, segment_key
+from lakecompute.versioned._manifest import Fragment, TensorState
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK
+from lakecompute.versioned._versions import needed_by_a_version
 
 if TYPE_CHECKING:
     from lakecompute.storage import Backend

@@ -44,7 +44,7 @@ from lakecompute.errors import (
 )
 from lakecompute.specs import parse_tensor_spec
 from lakecompute.storage import Backend
-from lakecompute.table import BranchRef, Manifest, SampleBuffer, Table, TensorState
+from lakecompute.versioned import BranchRef, Manifest, SampleBuffer, Table, TensorState
 
 __all__ = ["TableTests"]
 

@@ -1,4 +1,4 @@
-"""The versioned table passes `lakecompute.testing.table.TableTests` on every backend: a local folder,
+"""The versioned table passes `lakecompute.testing.versioned.TableTests` on every backend: a local folder,
 memory, and S3 (a local moto server). The raw hooks read and write keys without lakecompute's backend
 code: plain files, zarr's own memory store, and boto3 (another S3 client than the backend's obstore)."""
 
@@ -14,7 +14,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from lakecompute.storage import Backend, open_backend
-from lakecompute.testing.table import TableTests
+from lakecompute.testing.versioned import TableTests
 
 
 class TestLocalTable(TableTests):

@@ -32,7 +32,7 @@ from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
 
 from lakecompute.storage import plain_chain, temp_name
-from lakecompute.table._keys import SEGMENTS, TENSORS, segment_key
+from lakecompute.versioned._keys import SEGMENTS, TENSORS, segment_key
 
 if TYPE_CHECKING:
     from lakecompute.storage import ArrayCache

@@ -13,10 +13,10 @@ from typing import Any
 
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage import Backend
-from lakecompute.table._header import VersionHeader
-from lakecompute.table._history import heads, walk
-from lakecompute.table._keys import version_key
-from lakecompute.table._refs import DEFAULT_BRANCH, list_tags
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._history import heads, walk
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._refs import DEFAULT_BRANCH, list_tags
 
 __all__ = ["entry", "log_entries"]
 

@@ -5,7 +5,7 @@ hands out for data): which versions there are and what they hold, the refs, the 
 the operations on a whole dataset (create, delete, vacuum). Every change it makes is one atomic step in
 storage: the creation or the removal of one small file, or a manifest stored under a free number and
 its branch moved there. Like zarr's ``Store``, it is small enough to be tested on every backend
-through raw reads and writes of its keys (`lakecompute.testing.table.TableTests`).
+through raw reads and writes of its keys (`lakecompute.testing.versioned.TableTests`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ from typing import Any
 
 from lakecompute.errors import RefExistsError, RefNotFoundError
 from lakecompute.storage import CACHE_BYTES, ArrayCache, Backend
-from lakecompute.table._commit import commit, fast_forward
-from lakecompute.table._diff import VersionDiff, diff_manifests
-from lakecompute.table._history import read_committed, resolve
-from lakecompute.table._keys import branch_key, tag_key
-from lakecompute.table._leases import Lease
-from lakecompute.table._log import log_entries
-from lakecompute.table._manifest import Manifest
-from lakecompute.table._merge import Resolution, merged_content
-from lakecompute.table._reads import read_manifest
-from lakecompute.table._refs import (
+from lakecompute.versioned._commit import commit, fast_forward
+from lakecompute.versioned._diff import VersionDiff, diff_manifests
+from lakecompute.versioned._history import read_committed, resolve
+from lakecompute.versioned._keys import branch_key, tag_key
+from lakecompute.versioned._leases import Lease
+from lakecompute.versioned._log import log_entries
+from lakecompute.versioned._manifest import Manifest
+from lakecompute.versioned._merge import Resolution, merged_content
+from lakecompute.versioned._reads import read_manifest
+from lakecompute.versioned._refs import (
     DEFAULT_BRANCH,
     BranchRef,
     TagRef,
@@ -38,11 +38,17 @@ from lakecompute.table._refs import (
     read_branch,
     read_tag,
 )
-from lakecompute.table._root import check_is_dataset, create_dataset, delete_dataset, is_dataset, marker_id
-from lakecompute.table._segments import ARRAY_RULES, Compressors
-from lakecompute.table._vacuum import Parked, vacuum
-from lakecompute.table._versions import branch_head, dataset_id_of, latest_version, read_manifest_of
-from lakecompute.table._writer import Writer
+from lakecompute.versioned._root import (
+    check_is_dataset,
+    create_dataset,
+    delete_dataset,
+    is_dataset,
+    marker_id,
+)
+from lakecompute.versioned._segments import ARRAY_RULES, Compressors
+from lakecompute.versioned._vacuum import Parked, vacuum
+from lakecompute.versioned._versions import branch_head, dataset_id_of, latest_version, read_manifest_of
+from lakecompute.versioned._writer import Writer
 
 __all__ = ["Table"]
 
@@ -212,7 +218,7 @@ class Table:
         dataset_id: str = "",
     ) -> Manifest:
         """The one commit call: ``head``'s content as the next version of branch ``ref`` after ``base``;
-        the version committed (see `lakecompute.table._commit.commit` for every argument).
+        the version committed (see `lakecompute.versioned._commit.commit` for every argument).
 
         Raises:
             CommitConflictError: another writer moved the branch first; nothing of this one is kept.
@@ -269,7 +275,7 @@ class Table:
         parked: Parked,
     ) -> dict[str, int]:
         """Remove what no kept version needs and no live writer may still commit (see
-        `lakecompute.table._vacuum.vacuum`); counts of removed ``versions``, ``segments``, ``chunks``."""
+        `lakecompute.versioned._vacuum.vacuum`); counts of removed ``versions``, ``segments``, ``chunks``."""
         return vacuum(self.backend, grace_seconds, keep_versions, progressbar, parked)
 
     # -- a whole dataset -------------------------------------------------------------------------
@@ -278,15 +284,15 @@ class Table:
         return is_dataset(self.backend)
 
     def check_is_dataset(self) -> None:
-        """Refuse a location that holds no whole dataset (`lakecompute.table._root.check_is_dataset`)."""
+        """Refuse a location that holds no whole dataset (`lakecompute.versioned._root.check_is_dataset`)."""
         check_is_dataset(self.backend)
 
     def create(self, overwrite: bool) -> tuple[Manifest, BranchRef]:
-        """A new, empty dataset here: its version 0 and ``main`` (`lakecompute.table._root`)."""
+        """A new, empty dataset here: its version 0 and ``main`` (`lakecompute.versioned._root`)."""
         return create_dataset(self.backend, overwrite)
 
     def delete(self, missing_ok: bool) -> None:
-        """Remove the dataset here, crash-safe (`lakecompute.table._root.delete_dataset`)."""
+        """Remove the dataset here, crash-safe (`lakecompute.versioned._root.delete_dataset`)."""
         delete_dataset(self.backend, missing_ok)
 
     def marker_id(self) -> str | None:

@@ -2,7 +2,7 @@
 
 Everything here reads manifests and refs and changes nothing. Versions are named by number, by a
 branch (its head) or by a tag; `resolve` turns any of them into a committed version. Ancestry is
-known from a manifest alone (`lakecompute.table.Manifest.descends_from`), so the common ancestor of
+known from a manifest alone (`lakecompute.versioned.Manifest.descends_from`), so the common ancestor of
 two versions is found by reading a handful of manifests, however long their histories are.
 """
 
@@ -18,11 +18,11 @@ from lakecompute.errors import (
     RefNotFoundError,
 )
 from lakecompute.storage import Backend
-from lakecompute.table._header import VersionHeader
-from lakecompute.table._keys import tag_key, version_key
-from lakecompute.table._manifest import Manifest
-from lakecompute.table._reads import read_header, read_manifest
-from lakecompute.table._refs import (
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._keys import tag_key, version_key
+from lakecompute.versioned._manifest import Manifest
+from lakecompute.versioned._reads import read_header, read_manifest
+from lakecompute.versioned._refs import (
     DEFAULT_BRANCH,
     list_branches,
     list_tags,
@@ -30,7 +30,7 @@ from lakecompute.table._refs import (
     read_branch,
     read_tag,
 )
-from lakecompute.table._versions import branch_head, is_committed, latest_version
+from lakecompute.versioned._versions import branch_head, is_committed, latest_version
 
 __all__ = ["VersionLike", "collectable", "heads", "merge_base", "read_committed", "resolve", "walk"]
 

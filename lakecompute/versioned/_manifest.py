@@ -3,7 +3,7 @@
 A manifest names, for every tensor, its spec and the ordered list of fragments (runs of samples
 in segments) that form it, and its place in the history: its parents, the branch it was committed on,
 and what produced it. This module holds the document (`Manifest`, `TensorState`, `Fragment`) and its
-checked parsing; listing, reading and committing versions on a backend is `lakecompute.table._versions`.
+checked parsing; listing, reading and committing versions on a backend is `lakecompute.versioned._versions`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.specs import NOT_NUMERIC_DTYPES, TensorSpec, parse_tensor_name
-from lakecompute.table._header import LINE_ID, Placed, Stored, header_fields, load_json
-from lakecompute.table._keys import version_key
-from lakecompute.table._schema import (
+from lakecompute.versioned._header import LINE_ID, Placed, Stored, header_fields, load_json
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._schema import (
     MAX_NDIM,
     InvalidField,
     check_bounds,
@@ -37,7 +37,7 @@ from lakecompute.table._schema import (
     check_uniform,
     nested,
 )
-from lakecompute.table._segments import CAPACITY_INDEX
+from lakecompute.versioned._segments import CAPACITY_INDEX
 
 __all__ = [
     "FORMAT",

@@ -7,7 +7,7 @@ handle is on:
   fast-forward: one atomic step, no new version);
 - when the branch already holds ``source``, nothing happens;
 - otherwise both sides are compared with their newest common ancestor (the *base*), tensor by tensor
-  and row by row (`lakecompute.table._diff`), and the result is committed as a new version with two
+  and row by row (`lakecompute.versioned._diff`), and the result is committed as a new version with two
   parents. Changes to different tensors, or to different rows of one tensor, combine; rows appended on
   both sides are all kept (this branch's first). Changes to the same rows, a tensor deleted on one side
   and changed on the other, created on both, or given different specs or info on each, are conflicts:
@@ -27,11 +27,11 @@ from typing import Any, Literal
 
 from lakecompute.errors import MergeConflictError
 from lakecompute.storage import Backend
-from lakecompute.table._diff import Rows, changed_rows, slice_rows
-from lakecompute.table._evals import as_reference
-from lakecompute.table._fragments import append_fragment
-from lakecompute.table._history import merge_base
-from lakecompute.table._manifest import Fragment, Manifest, TensorState
+from lakecompute.versioned._diff import Rows, changed_rows, slice_rows
+from lakecompute.versioned._evals import as_reference
+from lakecompute.versioned._fragments import append_fragment
+from lakecompute.versioned._history import merge_base
+from lakecompute.versioned._manifest import Fragment, Manifest, TensorState
 
 __all__ = ["Combined", "Resolution", "combine", "merged_content"]
 

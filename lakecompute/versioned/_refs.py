@@ -18,8 +18,8 @@ ref file; a branch created again under the same name gets a new line, so nothing
 followed again.
 
 Datasets written before branches have no refs: their ``main`` is the newest version
-(`lakecompute.table._versions.latest_version`), each version the child of the one before. The first change of
-refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at that newest version
+(`lakecompute.versioned._versions.latest_version`), each version the child of the one before. The first
+change of refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at that newest version
 (`ensure_main`); from then on ``main`` moves like any branch.
 """
 
@@ -37,8 +37,8 @@ from typing import Any, Final, TypeVar
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, StorageError
 from lakecompute.storage import TEMP_PREFIX, Backend
-from lakecompute.table._keys import LINES, branch_key, line_hint_key, line_key, move_key, tag_key
-from lakecompute.table._schema import MAX_OFFSET, InvalidField, check_int
+from lakecompute.versioned._keys import LINES, branch_key, line_hint_key, line_key, move_key, tag_key
+from lakecompute.versioned._schema import MAX_OFFSET, InvalidField, check_int
 
 __all__ = [
     "DEFAULT_BRANCH",

@@ -4,7 +4,7 @@ Version numbers are unique across branches: a commit takes the next free number 
 manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then moves its branch
 there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is only a hint that
 saves a directory listing: readers check forward from it, so a stale hint is harmless. The manifest
-document itself is `lakecompute.table._manifest`, how it is stored (whole or as a delta of its parent)
+document itself is `lakecompute.versioned._manifest`, how it is stored (whole or as a delta of its parent)
 ``_stored``, and reading it (following deltas, remembering what was read) ``_reads``.
 """
 
@@ -24,8 +24,8 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.storage import Backend
-from lakecompute.table._header import VersionHeader
-from lakecompute.table._keys import (
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._keys import (
     MARKER,
     ROOT,
     SEGMENTS,
@@ -36,9 +36,9 @@ from lakecompute.table._keys import (
     move_key,
     version_key,
 )
-from lakecompute.table._manifest import Fragment, Manifest
-from lakecompute.table._reads import read_header, read_manifest, remember
-from lakecompute.table._refs import (
+from lakecompute.versioned._manifest import Fragment, Manifest
+from lakecompute.versioned._reads import read_header, read_manifest, remember
+from lakecompute.versioned._refs import (
     BranchRef,
     advance,
     last_move,
@@ -46,8 +46,8 @@ from lakecompute.table._refs import (
     read_line_hint,
     write_line_hint,
 )
-from lakecompute.table._segments import DATA_CHUNK, INDEX_CHUNK
-from lakecompute.table._stored import encode
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK
+from lakecompute.versioned._stored import encode
 
 __all__ = [
     "branch_head",

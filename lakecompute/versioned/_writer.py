@@ -1,7 +1,7 @@
 """The storage side of a write transaction: a writer's lease, and the slots of its own segments.
 
 Data is written once into slots nobody else uses; it becomes part of the dataset only when a manifest
-that names it is committed (`lakecompute.table.Table.commit`). A `Writer` belongs to one dataset
+that names it is committed (`lakecompute.versioned.Table.commit`). A `Writer` belongs to one dataset
 handle: every segment (and typed array) it makes is covered by its `Lease` before it is created, and it
 writes into a segment only while that lease still covers it. An eval's tasks write into slots of
 segments the writer made for the eval (its `SlotGrant`), from other processes too.
@@ -21,10 +21,10 @@ from zarr.abc.store import Store
 from lakecompute.errors import LakeComputeError
 from lakecompute.specs import TensorSpec
 from lakecompute.storage import ArrayCache, Backend, BackendSpec, open_backend
-from lakecompute.table._compact import Rows, is_compact, write_stream, write_typed
-from lakecompute.table._leases import Lease
-from lakecompute.table._manifest import Fragment, TensorState
-from lakecompute.table._segments import (
+from lakecompute.versioned._compact import Rows, is_compact, write_stream, write_typed
+from lakecompute.versioned._leases import Lease
+from lakecompute.versioned._manifest import Fragment, TensorState
+from lakecompute.versioned._segments import (
     MAX_SLOTS,
     Compressors,
     OpenSegment,
@@ -101,7 +101,7 @@ class Writer:
         self._generation = self.lease.generation
         return seg
 
-    # -- compaction's writes (see `lakecompute.table._compact`) ----------------------------------
+    # -- compaction's writes (see `lakecompute.versioned._compact`) ----------------------------------
     def is_compact(self, state: TensorState) -> bool:
         """Whether tensor ``state`` is stored as compact as `write_typed` or `write_stream` make it."""
         return is_compact(self._cache, state)

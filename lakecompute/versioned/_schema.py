@@ -28,7 +28,7 @@ from lakecompute.specs import (
     parse_tensor_name,
     parse_tensor_spec,
 )
-from lakecompute.table._segments import CAPACITY_BYTES, CAPACITY_INDEX
+from lakecompute.versioned._segments import CAPACITY_BYTES, CAPACITY_INDEX
 
 __all__ = [
     "MAX_DEPTH",

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from lakecompute.errors import DatasetCorruptError, LeaseExpiredError
 from lakecompute.storage import TEMP_PREFIX, Backend
-from lakecompute.table._keys import LEASES, lease_key
+from lakecompute.versioned._keys import LEASES, lease_key
 
 __all__ = [
     "IDLE_SECONDS",

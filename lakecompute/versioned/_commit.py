@@ -15,10 +15,10 @@ from typing import Any
 
 from lakecompute.errors import CommitConflictError, RefNotFoundError
 from lakecompute.storage import Backend
-from lakecompute.table._evals import next_evals
-from lakecompute.table._leases import Lease
-from lakecompute.table._manifest import Manifest
-from lakecompute.table._refs import (
+from lakecompute.versioned._evals import next_evals
+from lakecompute.versioned._leases import Lease
+from lakecompute.versioned._manifest import Manifest
+from lakecompute.versioned._refs import (
     DEFAULT_BRANCH,
     BranchRef,
     advance,
@@ -28,7 +28,7 @@ from lakecompute.table._refs import (
     read_branch,
     write_line_hint,
 )
-from lakecompute.table._versions import (
+from lakecompute.versioned._versions import (
     check_still_there,
     commit_version,
     dataset_id_of,
@@ -63,7 +63,7 @@ def commit(
         message: what the commit did.
         origin: what produced the version (an eval's functions, code and input), if known.
         record: the record of the eval committing (fingerprint -> its JSON), kept whole in this version;
-            earlier records are kept as references (`lakecompute.table._evals`).
+            earlier records are kept as references (`lakecompute.versioned._evals`).
         merged: the further parents of a merge.
         lease: the writer's lease, checked just before the manifest lands (data written under a lapsed
             lease may be gone).

@@ -18,21 +18,21 @@ The layers above use this package through a narrow API:
 
 The storage key layout is spelled in one module, ``_keys.py``; the bytes under the keys are
 `lakecompute.storage`'s (backends, checked reads, the chunk cache). Every backend passes the same
-conformance suite, `lakecompute.testing.table.TableTests`.
+conformance suite, `lakecompute.testing.versioned.TableTests`.
 """
 
-from lakecompute.table._diff import TensorDiff, VersionDiff
-from lakecompute.table._fragments import SampleBuffer, append_fragment
-from lakecompute.table._header import VersionHeader
-from lakecompute.table._leases import Lease
-from lakecompute.table._locate import Locator, Run, undecodable_error
-from lakecompute.table._manifest import Fragment, Manifest, TensorState
-from lakecompute.table._reads import forget_manifests
-from lakecompute.table._refs import DEFAULT_BRANCH, BranchRef, TagRef, is_version_number, parse_ref_name
-from lakecompute.table._schema import check_nesting
-from lakecompute.table._segments import SlotWriter
-from lakecompute.table._table import Table
-from lakecompute.table._writer import SlotGrant, Writer
+from lakecompute.versioned._diff import TensorDiff, VersionDiff
+from lakecompute.versioned._fragments import SampleBuffer, append_fragment
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._leases import Lease
+from lakecompute.versioned._locate import Locator, Run, undecodable_error
+from lakecompute.versioned._manifest import Fragment, Manifest, TensorState
+from lakecompute.versioned._reads import forget_manifests
+from lakecompute.versioned._refs import DEFAULT_BRANCH, BranchRef, TagRef, is_version_number, parse_ref_name
+from lakecompute.versioned._schema import check_nesting
+from lakecompute.versioned._segments import SlotWriter
+from lakecompute.versioned._table import Table
+from lakecompute.versioned._writer import SlotGrant, Writer
 
 __all__ = [
     "DEFAULT_BRANCH",

@@ -1,12 +1,12 @@
-"""Turning buffered samples into fragments (reading them back is `lakecompute.table.Locator`'s)."""
+"""Turning buffered samples into fragments (reading them back is `lakecompute.versioned.Locator`'s)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from lakecompute.specs import Encoded
-from lakecompute.table._manifest import Fragment
-from lakecompute.table._segments import SlotWriter
+from lakecompute.versioned._manifest import Fragment
+from lakecompute.versioned._segments import SlotWriter
 
 __all__ = ["SampleBuffer", "append_fragment", "write_fragment"]
 

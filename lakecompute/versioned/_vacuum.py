@@ -3,7 +3,7 @@
 Data is written once and never changed in place, so crashes and aborted writes leave bytes that
 no version references. `vacuum` removes them — but never bytes a live writer may still commit,
 wherever that writer runs: every writer holds a lease in the dataset's storage on the segments and
-typed arrays it writes (`lakecompute.table.Lease`), and vacuum leaves alone everything an unexpired
+typed arrays it writes (`lakecompute.versioned.Lease`), and vacuum leaves alone everything an unexpired
 lease names, and everything younger than ``grace_seconds`` (which is what protected data before
 leases existed). No process ids are consulted.
 """
@@ -19,9 +19,9 @@ from typing import Any
 
 from lakecompute.progress import progress_bar
 from lakecompute.storage import TEMP_PREFIX, Backend, chunk_folder
-from lakecompute.table._header import VersionHeader
-from lakecompute.table._history import collectable
-from lakecompute.table._keys import (
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._history import collectable
+from lakecompute.versioned._keys import (
     SEGMENTS,
     TENSORS,
     TYPED_PREFIX,
@@ -30,13 +30,13 @@ from lakecompute.table._keys import (
     typed_array_key,
     version_key,
 )
-from lakecompute.table._leases import LEASE_SECONDS, let_go_released, read_leases
-from lakecompute.table._manifest import Fragment, Manifest
-from lakecompute.table._reads import read_manifest
-from lakecompute.table._refs import list_branches, list_lines, read_branch
-from lakecompute.table._segments import DATA_CHUNK, INDEX_CHUNK, segment_time
-from lakecompute.table._stored import whole_bytes
-from lakecompute.table._versions import list_versions
+from lakecompute.versioned._leases import LEASE_SECONDS, let_go_released, read_leases
+from lakecompute.versioned._manifest import Fragment, Manifest
+from lakecompute.versioned._reads import read_manifest
+from lakecompute.versioned._refs import list_branches, list_lines, read_branch
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK, segment_time
+from lakecompute.versioned._stored import whole_bytes
+from lakecompute.versioned._versions import list_versions
 
 __all__ = ["TEMP_FILE_SECONDS", "Parked", "vacuum"]
 

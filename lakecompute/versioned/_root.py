@@ -21,11 +21,11 @@ from lakecompute.errors import (
     InvalidArgumentError,
 )
 from lakecompute.storage import TEMP_PREFIX, Backend
-from lakecompute.table._keys import INCOMPLETE, MARKER, ROOT, VERSIONS
-from lakecompute.table._leases import let_go_released
-from lakecompute.table._manifest import Manifest, new_dataset_id
-from lakecompute.table._refs import BranchRef, ensure_main
-from lakecompute.table._versions import commit_manifest, list_versions
+from lakecompute.versioned._keys import INCOMPLETE, MARKER, ROOT, VERSIONS
+from lakecompute.versioned._leases import let_go_released
+from lakecompute.versioned._manifest import Manifest, new_dataset_id
+from lakecompute.versioned._refs import BranchRef, ensure_main
+from lakecompute.versioned._versions import commit_manifest, list_versions
 
 __all__ = ["check_is_dataset", "create_dataset", "delete_dataset", "is_dataset", "marker_id"]
 

@@ -15,9 +15,9 @@ import numpy as np
 from zarr.abc.store import Store
 
 from lakecompute.storage import ArrayCache
-from lakecompute.table._keys import TYPED_PREFIX, segment_key, typed_array_key
-from lakecompute.table._manifest import Fragment, TensorState
-from lakecompute.table._segments import (
+from lakecompute.versioned._keys import TYPED_PREFIX, segment_key, typed_array_key
+from lakecompute.versioned._manifest import Fragment, TensorState
+from lakecompute.versioned._segments import (
     DATA_CHUNK,
     INDEX_CHUNK,
     STREAM_SEGMENT,

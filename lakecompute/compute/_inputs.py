@@ -28,7 +28,7 @@ from lakecompute.datasets import (
     snapshot,
 )
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
-from lakecompute.htypes import Staging, decoding_on, is_tensor
+from lakecompute.htypes import HostDecode, Staging, decoding_on, is_tensor
 from lakecompute.storage import layout_verdicts
 from lakecompute.tables import TableInput, table_input
 
@@ -103,8 +103,10 @@ class Source:
     def expect(self, names: Iterable[str]) -> None:
         """Read the input tensors ``names`` ahead with every block (dataset input; nothing otherwise)."""
 
-    def decode_on(self, device: str | None) -> None:
-        """Decode the JPEG images this process reads on ``device`` (dataset input; nothing otherwise)."""
+    def read_with(self, device: str | None, host: HostDecode | None, cache_bytes: int) -> None:
+        """Read as this process's budget says (dataset input; nothing otherwise): its JPEG images decoded
+        on ``device``, its images decoded on the host through ``host`` (None: by the reading thread), its
+        chunks cached up to ``cache_bytes``."""
 
 
 class DatasetSource(Source):
@@ -143,6 +145,8 @@ class DatasetSource(Source):
         # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
         self._opening = threading.Lock()
         self._device: str | None = None  # where this process decodes JPEG images (decode_on_device)
+        self._host: HostDecode | None = None  # how it decodes the others (a placed worker's helpers)
+        self._cache_bytes: int | None = None  # the chunk cache of the handle it opens (None: the default)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -181,7 +185,7 @@ class DatasetSource(Source):
         if self._ds is None:
             with self._opening:
                 if self._ds is None:
-                    self._ds = self.snap.open()
+                    self._ds = self.snap.open(self._cache_bytes)
         return self._ds
 
     def meta(self) -> RowMeta:
@@ -204,19 +208,25 @@ class DatasetSource(Source):
         if self._used is None or name not in self._used:
             self._used = (self._used or frozenset()) | {name}
 
-    def decode_on(self, device: str | None) -> None:
-        """Decode the JPEG images this process reads on ``device`` (`lakecompute.htypes.decoding_on`)."""
-        self._device = device
+    def read_with(self, device: str | None, host: HostDecode | None, cache_bytes: int) -> None:
+        """Decode the JPEG images this process reads on ``device``, and the others through ``host``
+        (`lakecompute.htypes.decoding_on`); cache up to ``cache_bytes`` of decoded chunks in the handle it
+        reads through (its size when it is opened, or now)."""
+        self._device, self._host = device, host
+        if cache_bytes != self._cache_bytes:
+            self._cache_bytes = cache_bytes
+            if self._ds is not None:
+                core_of(self._ds).cache.max_bytes = cache_bytes
 
     def read_column(self, name: str, start: int, stop: int) -> Any:
         """Tensor ``name`` of inputs ``start..stop`` (a ``filter_labels`` view's kept objects only), its
-        JPEG images decoded on the GPU with ``decode_on``, on whichever thread reads it (a reader, or the
-        function's when it first asks for a tensor not read ahead)."""
+        images decoded where `read_with` says, on whichever thread reads it (a reader, or the function's
+        when it first asks for a tensor not read ahead)."""
         snap = self.snap
-        if self._device is None:
+        if self._device is None and self._host is None:
             (column,) = read_columns(self.dataset(), (name,), snap.positions[start:stop], self.pad).values()
         else:
-            with decoding_on(self._device):
+            with decoding_on(self._device, self._host):
                 (column,) = read_columns(
                     self.dataset(), (name,), snap.positions[start:stop], self.pad
                 ).values()

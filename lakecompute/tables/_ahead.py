@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final, TypeVar
 
+from lakecompute.threads import start_thread
+
 __all__ = ["Flusher", "ahead"]
 
 T = TypeVar("T")
@@ -54,9 +56,7 @@ def ahead(items: Iterator[T]) -> Iterator[T]:
     """
     ready: queue.Queue[Any] = queue.Queue(maxsize=1)
     gone = threading.Event()
-    thread = threading.Thread(target=_produce, args=(items, ready, gone), name="lakecompute-export-ahead")
-    thread.daemon = True
-    thread.start()
+    thread = start_thread("export-ahead", _produce, items, ready, gone)
     try:
         while True:
             got = ready.get()
@@ -83,8 +83,7 @@ class Flusher:
         self._fd = os.open(path, os.O_RDONLY)
         self._wanted = threading.Event()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="lakecompute-export-flush", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("export-flush", self._run)
 
     def _run(self) -> None:
         while True:

@@ -1,6 +1,7 @@
-"""Images decoded in helper processes (`lakecompute.compute._decoders`: the host decoder a worker placed on
-a GPU gives its reads), so that its GIL is the model's: the same values as decoding here, a sample that does not decode
-reported as itself, a helper that dies replaced by decoding here, nothing left in shared memory."""
+"""Images decoded in helper processes (`lakecompute.compute._decoders`: the host decoder a worker placed
+on a GPU gives its reads), so that its GIL is the model's: the same values as decoding here, a sample
+that does not decode reported as itself, a helper that dies replaced by decoding here, nothing left in
+shared memory."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.compression import encode_image
-from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, LakeComputeWarning
 from lakecompute.compute._decoders import decode_in_processes, decode_with_helpers, decoding_processes
+from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, LakeComputeWarning
 from lakecompute.htypes import decode_many, decoding_on, parse_tensor_spec
 from tests.helpers import wait_until
 from tests.storage.test_integrity_paths import _undecodable_png

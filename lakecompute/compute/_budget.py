@@ -18,7 +18,9 @@ from their own CPUs, as their readers always took their share of their own machi
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 from dataclasses import dataclass, replace
 
 from lakecompute.compute._job import Job
@@ -27,9 +29,11 @@ from lakecompute.perprocess import PerProcess
 from lakecompute.schedulers import usable_cpus
 from lakecompute.storage import CACHE_BYTES
 
-__all__ = ["WorkerBudget", "budget_of", "budgets_here", "derive_budget"]
+__all__ = ["WorkerBudget", "budget_of", "budgets_here", "derive_budget", "map_large_blocks"]
 
 _MiB = 1 << 20
+#: glibc's ``mallopt`` parameter for the size from which blocks are mapped (malloc.h).
+_M_MMAP_THRESHOLD = -3
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,14 @@ class WorkerBudget:
     stream_task_bytes: int = 8 * _MiB
     """Items of a streamed input a task carries (the caller holds them per task in flight; the worker
     for its task): a streamed task's input."""
+    mapped_bytes: int = 1 * _MiB
+    """In a worker process (not the caller's), allocations of at least this many bytes are mapped from
+    the system and handed back when freed (glibc's ``M_MMAP_THRESHOLD``, set once: `map_large_blocks`).
+    With glibc's default, which raises that threshold to the largest block freed so far, blocks
+    allocated by one thread (a reader) and freed by another (the function's, the writer's) stay in
+    each thread's heap: a worker copying 1 MiB images grew its peak resident memory from 98 to 224 MiB
+    over 2,300 samples against this budget's 172; with the threshold fixed it stayed at 64-73 MiB
+    (``tests/compute/test_worker_budget.py``)."""
 
     @property
     def input_blocks(self) -> int:
@@ -155,10 +167,33 @@ def budget_of(job: Job) -> WorkerBudget:
         budget = derive_budget(
             options, job.source.parallel_reads, len(job.schema.names), usable_cpus(), placed
         )
+        if os.getpid() != job.parent_pid:
+            map_large_blocks(budget.mapped_bytes)
         while len(budgets) >= 8:
             del budgets[next(iter(budgets))]
         budgets[job.token] = budget
     return budget
+
+
+#: The threshold this process set (`map_large_blocks`), if it did.
+_MAPPED: PerProcess[list[int]] = PerProcess(list)
+
+
+def map_large_blocks(threshold: int) -> bool:
+    """Have this process's allocator map blocks of at least ``threshold`` bytes from the system and hand
+    them back when freed (glibc's ``mallopt(M_MMAP_THRESHOLD)``), once per process. Returns whether the
+    allocator took it (False where the C library is not glibc: nothing changes there)."""
+    mapped = _MAPPED.get()
+    if mapped:
+        return mapped[0] == threshold
+    mapped.append(-1)
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL(None)
+    if libc.mallopt(_M_MMAP_THRESHOLD, threshold) != 1:  # glibc's mallopt returns 1 on success
+        return False
+    mapped[0] = threshold
+    return True
 
 
 def budgets_here() -> list[WorkerBudget]:

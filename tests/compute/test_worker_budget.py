@@ -83,9 +83,6 @@ def test_a_workers_peak_memory_stays_within_its_budget(tmp_path: Path) -> None:
     assert total == int(back.limit.numpy().min())  # one budget, derived once per eval
     assert N // WORKERS * SIDE * SIDE >= 3 * total  # each worker reads several times its budget
     grown = back.grown.numpy()
-    import os
-    if os.environ.get("SHOW"):
-        print((grown[::32] >> 20).tolist())
     assert int(grown.max()) <= total, (int(grown.max()) >> 20, total >> 20)
     assert int(grown.max()) > 0
     assert (back.threads.numpy() <= back.allowed.numpy()).all()

@@ -37,7 +37,7 @@ import multiprocess.util
 import numpy as np
 
 from lakecompute.errors import LakeComputeWarning, WorkerDiedError
-from lakecompute.htypes import decode_blobs
+from lakecompute.htypes import decode_blobs, decode_on_host_with
 from lakecompute.perprocess import PerProcess
 from lakecompute.schedulers import ProgressFn, Service
 from lakecompute.sharedmem import SharedBatch, remove_leftovers, share_batch
@@ -66,9 +66,10 @@ _helper_specs: dict[bytes, TensorSpec] = {}  # in a helper: the specs of its req
 
 
 def decode_in_processes(helpers: int, min_sent: int = 8, per_request: int = 16) -> None:
-    """Decode the image samples this process's readers send (`decode_with_helpers`) in ``helpers``
-    helper processes from now on (0: here, the default). Started at once, so that the helpers' start
-    overlaps what the caller does next (a model's load); a second call with the same count keeps them.
+    """Decode the image samples this process reads (a worker's readers, or the caller's own reads:
+    `lakecompute.htypes.decode_on_host_with`) in ``helpers`` helper processes from now on (0: here, the
+    default). Started at once, so that the helpers' start overlaps what the caller does next (a model's
+    load); a second call with the same count keeps them.
 
     Args:
         helpers: how many helper processes.
@@ -79,6 +80,7 @@ def decode_in_processes(helpers: int, min_sent: int = 8, per_request: int = 16) 
     state = _HELPERS.get()
     with state.lock:
         state.min_sent, state.per_request = min_sent, per_request
+        decode_on_host_with(decode_with_helpers if helpers > 0 else None)
         if helpers == state.count:
             return
         old, state.service, state.count = state.service, None, 0

@@ -9,7 +9,13 @@ codecs are split by family (``_generic``, ``_image``, ``_labels``, ``_text``, ``
 
 from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
 from lakecompute.htypes._decoding import decode_blobs, decode_many
-from lakecompute.htypes._device import HostDecode, decoding_on, is_tensor, stack_on_device
+from lakecompute.htypes._device import (
+    HostDecode,
+    decode_on_host_with,
+    decoding_on,
+    is_tensor,
+    stack_on_device,
+)
 from lakecompute.htypes._registry import (
     CODECS,
     codec_registry,
@@ -54,6 +60,7 @@ __all__ = [
     "codec_registry",
     "decode_blobs",
     "decode_many",
+    "decode_on_host_with",
     "decode_sample",
     "decoding_on",
     "encode_batch",

@@ -37,6 +37,7 @@ __all__ = [
     "HostDecode",
     "as_stored",
     "decode_on_device",
+    "decode_on_host_with",
     "decoding_device",
     "decoding_on",
     "host_decoder",
@@ -75,9 +76,24 @@ def decoding_on(device: str | None, host: HostDecode | None = None) -> Iterator[
         _state.device, _state.used, _state.host = before
 
 
+#: What this process's reads decode on the host with where their thread was given nothing
+#: (`decode_on_host_with`: the runtime's decoding helpers, `lakecompute.compute.decode_in_processes`).
+_process_host: list[HostDecode] = []
+
+
+def decode_on_host_with(host: HostDecode | None) -> None:
+    """Decode what this process's threads read on the host through ``host`` from now on, where a thread
+    was given no host decoder of its own (`decoding_on`); None: here, the default. The runtime sets it
+    (a process's decoding helpers); this module runs nothing of its own."""
+    _process_host[:] = [] if host is None else [host]
+
+
 def host_decoder() -> HostDecode | None:
-    """What this thread decodes blobs on the host with (`decoding_on`'s ``host``), or None: here."""
+    """What this thread decodes blobs on the host with: `decoding_on`'s ``host``, else this process's
+    (`decode_on_host_with`), else None: here."""
     host: HostDecode | None = getattr(_state, "host", None)
+    if host is None and _process_host:
+        return _process_host[0]
     return host
 
 

@@ -146,6 +146,28 @@ def test_a_helper_that_dies_is_replaced_by_decoding_here() -> None:
     assert _leftovers() == []
 
 
+@pytest.mark.usefixtures("helpers")
+def test_this_processs_own_reads_go_through_its_helpers() -> None:
+    """With helpers started (`lakecompute.compute.decode_in_processes`, as docs/model-columns.md says), the
+    caller's own reads (`decode_many`, outside any worker) are decoded by them: with the helpers killed,
+    its next read warns that it decodes itself, and gives the right values."""
+    blobs = _blobs(_images(16), "png")
+    png = parse_tensor_spec("images", htype="image", sample_compression="png")
+    expected = decode_many(png, blobs)  # through the helpers: they are up and have worked
+    helpers = _helper_pids()
+    assert len(helpers) == 2
+    for pid in helpers:
+        os.kill(pid, signal.SIGKILL)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = decode_many(png, blobs)
+    assert [w.category for w in caught] == [LakeComputeWarning]
+    for a, b in zip(values, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+    decode_in_processes(0)
+    assert decode_many(png, blobs)[0].shape == expected[0].shape  # here, once they are stopped
+
+
 def test_stopping_the_helpers_ends_their_processes() -> None:
     """decode_in_processes(0) (also what this process's exit does) ends every helper and leaves no file
     in shared memory."""

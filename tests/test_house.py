@@ -179,11 +179,13 @@ def test_the_engine_only_methods_are_off_the_users_dataset(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("package", ["versioned", "storage", "datasets"])
-def test_files_stay_under_600_lines(package: str) -> None:
-    """No module of the format's packages, or of the layers on either side of it, passes 600 lines."""
+def test_files_stay_under_600_lines() -> None:
+    """No module of the package passes 600 lines (the table's packages and the layers on either side
+    of it, the engine and the runtime included)."""
     long = {
-        p.name: n for p in (PACKAGE / package).glob("*.py") if (n := len(p.read_text().splitlines())) > 600
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
     }
     assert long == {}
 

@@ -158,13 +158,9 @@ def _run_eval(
     if plan.drop is not None:
         evals_of(plan.out).drop_unfinished(plan.drop)
     write = evals_of(plan.out).begin(
-        plan.fingerprint,
-        label=plan.label,
-        in_place=plan.in_place,
-        resume=plan.resume,
-        job=plan.job or "",
+        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or "",
         origin=plan.origin,
-    )
+    )  # fmt: skip
     token = uuid.uuid4().hex
     try:
         prepared = _prepare(plan, write, token)
@@ -264,8 +260,7 @@ def _tasks(
 ) -> Iterator[Task]:
     """The tasks after the preflight's (and the speculative ones kept: they end at input ``start``), in
     input order (lazily: a stream is read as tasks are handed out), of at least ``min_task`` inputs (see
-    `task_floor`), numbered from ``first``; a streamed task's items within the budget's
-    ``stream_task_bytes``."""
+    `task_floor`), numbered from ``first``; a streamed task's items within the budget's."""
     opts, source = plan.options, plan.source
     size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size, min_task)
     if isinstance(source, IterableSource):

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
-from lakecompute.compute._inputs import Source, estimate_bytes, make_source
+from lakecompute.compute._inputs import Source, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.compute._reading import check_decode_on_device
+from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset, evals_of
 from lakecompute.errors import (
     EvalConflictError,

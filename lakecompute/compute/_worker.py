@@ -32,7 +32,6 @@ from lakecompute.compute._checks import (
     check_values,
     value_owners,
 )
-from lakecompute.compute._inputs import estimate_bytes
 from lakecompute.compute._job import (
     PREFLIGHT_SCAN,
     Job,
@@ -53,7 +52,8 @@ from lakecompute.compute._runner import (
     run_sample,
     user_failure,
 )
-from lakecompute.compute._samples import SampleOut
+from lakecompute.compute._sample_out import SampleOut
+from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.datasets import (
     Decisions,
     FailedSample,

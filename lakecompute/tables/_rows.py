@@ -18,7 +18,7 @@ from lakecompute.compression import encode_image
 from lakecompute.datasets import DatasetView, base_dataset, core_of
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TensorDoesNotExistError
 from lakecompute.parsing import parse_count
-from lakecompute.tables._encode import Block
+from lakecompute.tables._encode import Blobs, Block
 from lakecompute.tables._layout import ColumnLayout, numbers_dims
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Part:
 
 
 def _nbytes(values: Block) -> int:
-    if isinstance(values, np.ndarray):
+    if isinstance(values, (np.ndarray, Blobs)):
         return int(values.nbytes)
     total = 0
     for v in values[:64]:
@@ -134,7 +134,7 @@ class TableRows:
         spec = reader.spec
         column = spec.declaration.arrow.column
         if column in ("text", "json") or (column == "image" and spec.sample_compression is not None):
-            return [e.blob or b"" for e in reader.read_encoded_at(rows)]  # bytes-kind blobs: never None
+            return Blobs(*reader.read_stored_at(rows))  # the stored bytes in one buffer, not decoded
         values = reader.read_at(rows, stack="fragments")
         if column == "image":  # raw arrays: written as PNG (lossless), which the image struct holds
             return [_png(name, a, int(p)) for a, p in zip(values, rows, strict=True)]

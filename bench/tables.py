@@ -56,6 +56,14 @@ def _inputs(n: int, root: str) -> tuple[Any, Any]:
 
 
 def _timed(fn: Callable[[], Any]) -> float:
+    """``fn``'s seconds, settled first as bench/detection.py's runs are: the last run's garbage collected
+    and what earlier runs wrote or deleted flushed (a disk that discards freed blocks does so when its
+    journal commits: the first flush of a run would otherwise wait for whatever the run before it
+    deleted or overwrote; to_parquet and the ingests flush, the floor does not)."""
+    import gc
+
+    gc.collect()
+    os.sync()
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0

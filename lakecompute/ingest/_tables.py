@@ -2,15 +2,17 @@
 
 Each makes a tensor per column (`lakecompute.ingest._table_plan`) and fills them with an eval of
 `table_row` over the table as ``data_in`` (`lakecompute.tables.TableInput`): a Parquet file is read by
-row group in the workers, images are decoded (checked) there, and a row that breaks a rule fails naming
-its column, its row and the rule, or with ``skip_errors=True`` is skipped and listed. A table written by
-``ds.to_arrow()`` (or ``to_parquet``, ``to_pandas``) comes back as the dataset it was, exactly.
+row group where the rows are filled, images are checked there (their files' structure, or with
+``verify=True`` decoded once), and a row that breaks a rule fails naming its column, its row and the
+rule, or with ``skip_errors=True`` is skipped and listed. A table written by ``ds.to_arrow()`` (or
+``to_parquet``, ``to_pandas``) comes back as the dataset it was, exactly.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -94,6 +96,10 @@ def _ingest_table(
         refuse_overlap(path, dest, "input file")  # overwrite=True there would delete the input
     if images_folder is not None and _holds(dest, os.fspath(images_folder)):
         refuse_overlap(os.fspath(images_folder), dest, "images folder")
+    if options.num_workers is None and not verify:
+        # Unverified, a row's check runs at memory speed: workers would cost more than they save (their
+        # start, and every row's bytes sent to them and back), as HF datasets' map runs in one process.
+        options = replace(options, num_workers=0)
     plans = plan_columns(table, htypes, options.image_compression, images_folder, verify)
     table.strict = False  # a bad cell reaches table_row, which fails (or skips) its row by it
     table.check_images = True  # images are checked as the rows are read, ahead of table_row
@@ -123,7 +129,7 @@ def from_arrow(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
-    verify: bool = True,
+    verify: bool = False,
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
@@ -147,14 +153,20 @@ def from_arrow(
             absolute path, a symbolic link out) is refused.
         image_compression: how images without a recorded compression are stored: ``"auto"`` (the
             files' own format, stored as their bytes), ``"png"``, ``"jpeg"``, ``"webp"`` or None.
-        verify: check each image kept as its bytes by decoding it once (True, the default, as the
-            folder ingests do), or (False) by its file's structure only: the header (format, size, an
-            8-bit mode) and the file whole (a PNG's chunk CRCs and IEND, a JPEG's markers up to its
-            scan and its EOI, a WebP's RIFF sizes), without decoding its pixels: several times faster.
-            A sample that passes and still does not decode raises DatasetCorruptError when read.
+        verify: how each image kept as its bytes is checked. False (the default, as Deep Lake 3's
+            ``deeplake.read(verify=False)``): by its file's structure, without decoding its pixels: the
+            header (format, size, an 8-bit mode) and the file whole (a PNG's chunk CRCs and IEND, a
+            JPEG's markers up to its scan and its EOI, a WebP's RIFF sizes), at memory speed, so a
+            truncated or damaged file is refused; a file whole in structure whose compressed pixels do
+            not decode is stored, and raises DatasetCorruptError when read. True: every image is
+            decoded once (as the folder ingests check their files), several times slower, and such
+            a file is refused too.
         progressbar: show a progress bar.
-        **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`): ``num_workers``,
-            ``skip_errors`` (skip and list rows that break a rule), ``overwrite``, ...
+        **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`): ``num_workers``
+            (by default none with ``verify=False``: the checks run at memory speed and worker processes
+            would only add their start and the rows' trip to them; one per CPU, at most 8, with
+            ``verify=True`` from 100 rows), ``skip_errors`` (skip and list rows that break a rule),
+            ``overwrite``, ...
 
     Raises:
         InvalidArgumentError: a column that cannot become the tensor asked for, or a row that breaks its
@@ -185,7 +197,7 @@ def from_pandas(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
-    verify: bool = True,
+    verify: bool = False,
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
@@ -218,7 +230,7 @@ def from_parquet(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
-    verify: bool = True,
+    verify: bool = False,
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
@@ -246,7 +258,7 @@ def from_csv(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
-    verify: bool = True,
+    verify: bool = False,
     delimiter: str = ",",
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakecompute.compute import compute

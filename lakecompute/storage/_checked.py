@@ -92,7 +92,7 @@ def read_chunk_file(file: str, key: str) -> bytes:
         return fh.read()
 
 
-def verify_checksum(data: bytes) -> memoryview:
+def verify_checksum(data: bytes | memoryview) -> memoryview:
     """A chunk's bytes without the crc32c zarr's codec stores after them, once they match it (a view of
     ``data``: slicing a chunk's bytes copies them, and two copies of every chunk read cost more than its
     checksum).
@@ -109,7 +109,9 @@ def verify_checksum(data: bytes) -> memoryview:
     return memoryview(data)[:-4]
 
 
-def decode_chunk(data: bytes | memoryview, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
+def decode_chunk(
+    data: bytes | memoryview, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool
+) -> np.ndarray:
     """A stored chunk of ``size`` items decoded as the direct reader does: checksum, zstd, raw bytes.
 
     A zstd frame that declares its decoded size (zarr's do) is decoded straight into the array returned,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from lakecompute.specs import Encoded
@@ -128,7 +130,7 @@ def _joined(blobs: list[bytes | memoryview]) -> np.ndarray:
     first), else joined (one copy)."""
     first = blobs[0]
     if isinstance(first, memoryview) and all(isinstance(b, memoryview) for b in blobs):
-        whole = np.frombuffer(first.obj, dtype=np.uint8)  # the exporter's buffer, all of it
+        whole = np.frombuffer(cast(Any, first.obj), dtype=np.uint8)  # the exporter's buffer, all of it
         starts = [np.frombuffer(b, dtype=np.uint8).ctypes.data for b in blobs]
         ends = [a + len(b) for a, b in zip(starts, blobs, strict=True)]
         lo = whole.ctypes.data

@@ -172,6 +172,7 @@ def _text(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
 def _polygons(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
     pa = pyarrow()
     objects, parts, points, coords = [], [], [], []
+    sample: Any
     for sample in values:
         objects.append(len(sample))
         for obj in sample:

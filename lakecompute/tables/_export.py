@@ -25,7 +25,7 @@ from lakecompute.tables._ahead import Flusher, ahead
 from lakecompute.tables._arrow import pandas, pyarrow
 from lakecompute.tables._encode import encode_column
 from lakecompute.tables._layout import META_KEY, ColumnLayout
-from lakecompute.tables._rows import Part, TableRows
+from lakecompute.tables._rows import Buffers, Part, TableRows
 from lakecompute.tables._schema import export_schema
 
 if TYPE_CHECKING:
@@ -194,6 +194,9 @@ def _write_parquet(
 ) -> None:
     pa = pyarrow()
     schema = export_schema(rows.layouts)
+    # Each group is let go once written: its blobs' memory is read into again (the group being written,
+    # the next one waiting and the one being read hold about three groups' bytes).
+    rows.buffers = Buffers(4 * max_bytes)
     flusher = Flusher(sink) if isinstance(sink, str) else None
     # Each group's parts as one row group (a table of them, not joined into one batch first), the next
     # one read and encoded on a thread while this one is written.

@@ -196,4 +196,4 @@ def frame_digest(frame: Any) -> str:
             continue
         for v in values:
             _hash_value(h, v, f"Column {name!r}")
-    return h.hexdigest()
+    return str(h.hexdigest())

@@ -126,7 +126,7 @@ def _digest_file(path: str) -> str:
     with reading_file(path), open(path, "rb") as f:
         while chunk := f.read(_BLOCK):
             h.update(chunk)
-    return h.hexdigest()
+    return str(h.hexdigest())
 
 
 def _check_footer(path: str, meta: Any, size: int) -> list[int]:

@@ -8,6 +8,7 @@ the samples' sizes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,12 +25,51 @@ from lakecompute.tables._layout import ColumnLayout, numbers_dims
 if TYPE_CHECKING:
     from lakecompute.datasets import ColumnReader, Dataset, ObjectSelection
 
-__all__ = ["Part", "TableRows"]
+__all__ = ["Buffers", "Part", "TableRows"]
 
 _FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a large image)
 # A group is read in parts of at most 1/_PIECES of its bytes: reading a part briefly holds its chunks
 # and their copies too, and a part that is the whole group would double the memory a group takes.
 _PIECES = 8
+# References to a kept buffer when the pool holds the only one: its list's, and sys.getrefcount's
+# argument's (fewer where an interpreter does not count a borrowed one).
+_POOLED = 2
+_SLACK = 1 << 16
+
+
+class Buffers:
+    """Byte buffers for the blobs an export reads (`ColumnReader.read_stored_at`), handed out again once
+    nothing refers to them: an export reads block after block of the same size, and fresh memory costs
+    more than the bytes' copy (its pages are zeroed as they are first touched).
+
+    A buffer is free when the pool holds the only reference to it: an Arrow array made of it (`Blobs`)
+    holds it until the array is gone, so memory a consumer still sees is never written over. Free
+    buffers beyond ``max_bytes`` in all are let go.
+
+    Args:
+        max_bytes: the most bytes the pool keeps.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._kept: list[np.ndarray] = []
+
+    def _free(self, i: int) -> bool:
+        return sys.getrefcount(self._kept[i]) <= _POOLED
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A uint8 array of at least ``nbytes`` bytes that nothing else refers to."""
+        free = [i for i in range(len(self._kept)) if self._free(i) and self._kept[i].nbytes >= nbytes]
+        if free:
+            return self._kept[min(free, key=lambda i: self._kept[i].nbytes)]
+        buffer = np.empty(nbytes + (nbytes >> 3) + _SLACK, np.uint8)  # room for the next, a little larger
+        while self._kept and sum(b.nbytes for b in self._kept) + buffer.nbytes > self.max_bytes:
+            unused = [i for i in range(len(self._kept)) if self._free(i)]
+            if not unused:
+                return buffer  # every kept one is in use: this one is not kept
+            del self._kept[min(unused, key=lambda i: self._kept[i].nbytes)]
+        self._kept.append(buffer)
+        return buffer
 
 
 @dataclass(frozen=True)
@@ -69,6 +109,8 @@ class TableRows:
 
     def __init__(self, data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> None:
         self.base = base_dataset(data)
+        #: Where blobs are read into (`Buffers`), for an export that lets go of each block it wrote.
+        self.buffers: Buffers | None = None
         if self.base.has_pending_changes:
             raise InvalidArgumentError(
                 f"Dataset {self.base.path!r} has uncommitted changes, which an export would not hold. "
@@ -134,7 +176,8 @@ class TableRows:
         spec = reader.spec
         column = spec.declaration.arrow.column
         if column in ("text", "json") or (column == "image" and spec.sample_compression is not None):
-            return Blobs(*reader.read_stored_at(rows))  # the stored bytes in one buffer, not decoded
+            # The stored bytes in one buffer (the pool's, where the export has one), not decoded.
+            return Blobs(*reader.read_stored_at(rows, None if self.buffers is None else self.buffers.take))
         values = reader.read_at(rows, stack="fragments")
         if column == "image":  # raw arrays: written as PNG (lossless), which the image struct holds
             return [_png(name, a, int(p)) for a, p in zip(values, rows, strict=True)]

@@ -89,37 +89,38 @@ def check_structure(data: bytes | memoryview) -> tuple[int, ...] | None:
     raise InvalidArgumentError("Cannot read the image data: expected PNG, JPEG or WebP bytes.")
 
 
+def _png_chunk(data: memoryview, at: int) -> tuple[bytes, int]:
+    """The kind of the PNG chunk at ``at`` and where it ends (its CRC checked)."""
+    end = len(data)
+    if at + 12 > end:
+        raise _bad(f"it ends inside a chunk header at byte {at}, before its IEND chunk")
+    length = int.from_bytes(data[at : at + 4], "big")
+    kind = bytes(data[at + 4 : at + 8])
+    stop = at + 8 + length
+    if length > 0x7FFFFFFF or stop + 4 > end:
+        raise _bad(f"its {kind!r} chunk at byte {at} claims {length} bytes, past the end of the file")
+    if zlib.crc32(data[at + 4 : stop]) != int.from_bytes(data[stop : stop + 4], "big"):
+        raise _bad(f"the CRC of its {kind!r} chunk at byte {at} does not match")
+    return kind, stop
+
+
 def _png(data: memoryview) -> tuple[int, ...] | None:
-    at, end = len(_PNG), len(data)
-    header: tuple[int, int, int, int] | None = None
+    at = len(_PNG)
+    kind, stop = _png_chunk(data, at)
+    width, height, depth, colour = _ihdr(kind, data[at + 8 : stop])
     palette = transparent = pixels = False
-    while True:
-        if at + 12 > end:
-            raise _bad(f"it ends inside a chunk header at byte {at}, before its IEND chunk")
-        length = int.from_bytes(data[at : at + 4], "big")
-        kind = bytes(data[at + 4 : at + 8])
-        stop = at + 8 + length
-        if length > 0x7FFFFFFF or stop + 4 > end:
-            raise _bad(f"its {kind!r} chunk at byte {at} claims {length} bytes, past the end of the file")
-        crc = zlib.crc32(data[at + 4 : stop])
-        if crc != int.from_bytes(data[stop : stop + 4], "big"):
-            raise _bad(f"the CRC of its {kind!r} chunk at byte {at} does not match")
-        if header is None:
-            header = _ihdr(kind, data[at + 8 : stop])
-        elif kind == b"IHDR":
+    while kind != b"IEND":
+        at = stop + 4
+        kind, stop = _png_chunk(data, at)
+        if kind == b"IHDR":
             raise _bad("it has a second IHDR chunk")
         palette |= kind == b"PLTE"
         transparent |= kind == b"tRNS"
-        if kind == b"IDAT":
-            if header[3] == 3 and not palette:
-                raise _bad("its palette image has no PLTE chunk before its pixels")
-            pixels = True
-        if kind == b"IEND":
-            break
-        at = stop + 4
-    if not pixels or header is None:
+        if kind == b"IDAT" and colour == 3 and not palette:
+            raise _bad("its palette image has no PLTE chunk before its pixels")
+        pixels |= kind == b"IDAT"
+    if not pixels:
         raise _bad("it has no IDAT chunk (no pixels)")
-    width, height, depth, colour = header
     if depth > 8:
         return None  # Pillow's header says the depth in the message that refuses it
     channels = (4 if transparent else 3) if colour == 3 else _PNG_CHANNELS[colour]
@@ -142,9 +143,10 @@ def _ihdr(kind: bytes, body: memoryview) -> tuple[int, int, int, int]:
     return width, height, depth, colour
 
 
-def _jpeg(data: memoryview) -> tuple[int, ...]:
-    at, end = 2, len(data)
-    frame: tuple[int, ...] | None = None
+def _marker(data: memoryview, at: int) -> tuple[int, int]:
+    """The next JPEG marker that has a length, from byte ``at`` (fill bytes and standalone markers
+    passed), and where it is."""
+    end = len(data)
     while True:
         if at + 2 > end or data[at] != 0xFF:
             raise _bad(f"no marker at byte {at}, before its first scan (SOS)")
@@ -153,11 +155,19 @@ def _jpeg(data: memoryview) -> tuple[int, ...]:
         if at + 2 > end:
             raise _bad("it ends inside a marker, before its first scan (SOS)")
         marker = data[at + 1]
-        if marker in _STANDALONE or marker == 0:
-            if marker in (0xD8, 0):
-                raise _bad(f"a misplaced byte 0x{marker:02X} follows 0xFF at byte {at}")
-            at += 2
-            continue
+        if marker in (0xD8, 0):
+            raise _bad(f"a misplaced byte 0x{marker:02X} follows 0xFF at byte {at}")
+        if marker not in _STANDALONE:
+            return marker, at
+        at += 2
+
+
+def _jpeg(data: memoryview) -> tuple[int, ...]:
+    at, end = 2, len(data)
+    frame: tuple[int, ...] | None = None
+    marker = 0
+    while marker != _SOS:
+        marker, at = _marker(data, at)
         if marker == _EOI:
             raise _bad("it ends (EOI) before its first scan (SOS)")
         if at + 4 > end:
@@ -165,13 +175,12 @@ def _jpeg(data: memoryview) -> tuple[int, ...]:
         length = int.from_bytes(data[at + 2 : at + 4], "big")
         if length < 2 or at + 2 + length > end:
             raise _bad(f"marker 0x{marker:02X} at byte {at} claims {length} bytes, past the end of the file")
+        if marker in _SOF and frame is not None:
+            raise _bad("it has a second frame header (SOF)")
         if marker in _SOF:
-            if frame is not None:
-                raise _bad("it has a second frame header (SOF)")
             frame = _sof(marker, data[at + 4 : at + 2 + length])
-        if marker == _SOS:
-            break
-        at += 2 + length
+        if marker != _SOS:
+            at += 2 + length
     if frame is None:
         raise _bad("it has no frame header (SOF) before its first scan")
     tail = bytes(data[max(at, end - 4096) :]).rstrip(b"\x00")

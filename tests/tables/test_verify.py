@@ -82,7 +82,8 @@ def test_a_png_whose_pixels_do_not_decode_is_stored_by_default_and_refused_with_
     with pytest.raises(OSError):
         Image.open(io.BytesIO(bad)).load()
     ds = lc.from_arrow(_table(PNG, bad), str(tmp_path / "lenient"), progressbar=False)
-    assert len(ds) == 2 and ds.img[0].tobytes() == PNG
+    assert len(ds) == 2
+    assert ds.img[0].tobytes() == PNG
     for read in (ds.img[1].numpy, ds.img[1].tobytes):  # a copy of its bytes is checked too
         with pytest.raises(lc.DatasetCorruptError, match=r"a stored sample does not decode"):
             read()

@@ -202,7 +202,7 @@ def _write_parquet(
     # one read and encoded on a thread while this one is written.
     groups = ahead(
         pa.Table.from_batches(_group_batches(rows, schema, group), schema)
-        for group in rows.parts(row_group_size, max_bytes)
+        for group in rows.parts(row_group_size, max_bytes, ramp=True)
     )
     bar = progress_bar(len(rows), "to_parquet", unit="row", enabled=progressbar)
     try:

@@ -31,6 +31,7 @@ _FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a 
 # A group is read in parts of at most 1/_PIECES of its bytes: reading a part briefly holds its chunks
 # and their copies too, and a part that is the whole group would double the memory a group takes.
 _PIECES = 8
+_RAMP = 3  # a ramping export's first group is 1/2**_RAMP of the budget (`TableRows.parts`)
 # References to a kept buffer when the pool holds the only one: its list's, and sys.getrefcount's
 # argument's (fewer where an interpreter does not count a borrowed one).
 _POOLED = 2
@@ -183,23 +184,29 @@ class TableRows:
             return [_png(name, a, int(p)) for a, p in zip(values, rows, strict=True)]
         return values
 
-    def parts(self, max_rows: int, max_bytes: int) -> Iterator[list[Part]]:
+    def parts(self, max_rows: int, max_bytes: int, ramp: bool = False) -> Iterator[list[Part]]:
         """Groups of parts of at most ``max_rows`` rows and about ``max_bytes`` bytes (at least a row
-        each), in the export's order: one group is one record batch, one Parquet row group."""
+        each), in the export's order: one group is one record batch, one Parquet row group.
+
+        With ``ramp`` the first group holds about an eighth of ``max_bytes``, each next one twice the
+        one before, up to ``max_bytes``: a pipeline's writer starts on the first while the rest is read.
+        """
         max_rows = parse_count("batch_size", max_rows, 1)
         max_bytes = parse_count("max_bytes", max_bytes, 1)
         at, per_row = 0, 0.0
+        budget = max(1, max_bytes >> _RAMP) if ramp else max_bytes
         while at < len(self):
             group: list[Part] = []
             rows = nbytes = 0
-            while at < len(self) and rows < max_rows and nbytes < max_bytes:
-                room = min(max_bytes - nbytes, max(1, max_bytes // _PIECES))
+            while at < len(self) and rows < max_rows and nbytes < budget:
+                room = min(budget - nbytes, max(1, max_bytes // _PIECES))
                 step = min(max_rows - rows, _FIRST_PART if not per_row else int(room / per_row))
                 part = self.part(at, at + max(1, step))
                 group.append(part)
                 at, rows, nbytes = part.stop, rows + part.stop - part.start, nbytes + part.nbytes
                 per_row = max(1.0, nbytes / rows)
             yield group
+            budget = min(max_bytes, 2 * budget)
 
     def part(self, start: int, stop: int) -> Part:
         """Rows ``start..stop`` of the export."""

@@ -287,3 +287,18 @@ def test_the_export_buffers_are_handed_out_again_only_when_free() -> None:
     held = [pool.take(1 << 20) for _ in range(5)]  # all in use: each a new one, the last ones not kept
     assert len({id(b) for b in held}) == 5
     assert sum(b.nbytes for b in pool._kept) <= 4 << 20
+
+
+def test_to_parquet_row_groups_ramp_up_to_the_budget(tmp_path: Path) -> None:
+    """The first row group holds about an eighth of row_group_bytes, each next twice the one before, up
+    to the budget: the writer starts at once. The file reads back as the dataset."""
+    ds = _noise_images(tmp_path / "ds", n=120)
+    target = tmp_path / "images.parquet"
+    budget = 1 << 20
+    ds.to_parquet(target, row_group_bytes=budget, progressbar=False)
+    meta = pq.ParquetFile(target).metadata
+    sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+    assert sizes[0] < budget / 4 < sizes[2]
+    assert sizes[0] < sizes[1] < sizes[2]
+    assert all(s < 1.5 * budget for s in sizes)
+    assert pq.read_table(target).equals(ds.to_arrow())

@@ -24,8 +24,8 @@ def unverified() -> Iterator[None]:
     """
     from zarr.codecs import ZstdCodec
 
-    from lakecompute.storage import _segments
     from lakecompute.storage._checked import CheckedStore
+    from lakecompute.versioned import _segments
 
     saved = (_segments.segment_codecs, _segments.checked_codecs, CheckedStore.get)
 

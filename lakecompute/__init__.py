@@ -11,7 +11,7 @@
 from lakecompute import errors
 from lakecompute.api import copy, dataset, delete, empty, exists, like, load
 from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
-from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorDiff, TensorView, VersionDiff
+from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorView
 from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
 from lakecompute.ingest import (
     ImageFile,
@@ -26,6 +26,7 @@ from lakecompute.ingest import (
 from lakecompute.schedulers import worker_device
 from lakecompute.select import Expr, col, expr
 from lakecompute.tables import read_parquet
+from lakecompute.versioned import TensorDiff, VersionDiff
 from lakecompute.vision import ingest_coco, ingest_yolo
 
 __version__ = "0.1.0"

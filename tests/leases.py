@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lakecompute.storage import LEASES, open_backend
+from lakecompute.storage import open_backend
+from lakecompute.versioned._keys import LEASES
 
 
 def expire_leases(url: str, storage_options: dict[str, Any] | None = None, pid: int | None = None) -> int:

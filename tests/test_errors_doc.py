@@ -294,7 +294,7 @@ def _lease_expired(tmp: Path) -> Any:
         ds.x.append(99)
         _ = ds.x.numpy()  # the sample is written under this writer's lease
         # As after a pause: the process was stopped for 100 s, so its lease was not renewed.
-        dataset_core(ds).txn.lease.renewed -= 100
+        dataset_core(ds).txn.writer.lease.renewed -= 100
 
 
 def _eval_conflict(tmp: Path) -> Any:

@@ -38,11 +38,11 @@ ALLOWED = {
         "whether the direct chunk writer is still on after its checked first write; nothing public "
         "shows it (its fallback to zarr is silent)"
     ),
-    "tests/reliability/lease_script.py: lakecompute.storage._leases": (
+    "tests/reliability/lease_script.py: lakecompute.versioned._leases": (
         "the child process shortens the lease timings, which are the lease module's globals, so that a "
         "reliability test sees leases expire in seconds"
     ),
-    "tests/storage/test_integrity.py: lakecompute.storage._segments": (
+    "tests/storage/test_integrity.py: lakecompute.versioned._segments": (
         "segments as lakecompute wrote them before chunks carried checksums are made by patching the "
         "module's codec choice (no public writer makes them any more)"
     ),
@@ -138,9 +138,9 @@ def test_scan_catches_a_private_attribute_from_another_package(tmp_path: Path) -
     assert _attribute_violations(PACKAGE / "compute" / "_engine.py", tree, own=set()) == [
         "compute/_engine.py:2 uses ds._txn"
     ]
-    tree = ast.parse("from lakecompute.storage._segments import MAX_SLOTS\n")
+    tree = ast.parse("from lakecompute.versioned._segments import MAX_SLOTS\n")
     assert _import_violations(PACKAGE / "datasets" / "_x.py", tree) == [
-        "datasets/_x.py:1 imports from private module lakecompute.storage._segments"
+        "datasets/_x.py:1 imports from private module lakecompute.versioned._segments"
     ]
 
 
@@ -267,7 +267,7 @@ def test_scan_catches_private_access_between_dataset_modules_and_from_tests() ->
     ]
     source = (
         "from lakecompute.schedulers import _REGISTRY\n"
-        "import lakecompute.storage._leases as leases\n"
+        "import lakecompute.versioned._leases as leases\n"
         "def test(ds, w, monkeypatch):\n"
         "    assert ds._txn.head and w._data._put._root\n"
         "    monkeypatch.setattr(ds, '_cache', None)\n"
@@ -275,7 +275,7 @@ def test_scan_catches_private_access_between_dataset_modules_and_from_tests() ->
     tree = ast.parse(source)
     assert _test_violations(TESTS / "dataset" / "test_x.py", tree, _test_defined(tree)) == [
         "tests/dataset/test_x.py:1 imports _REGISTRY from lakecompute.schedulers",
-        "tests/dataset/test_x.py:2 imports lakecompute.storage._leases",
+        "tests/dataset/test_x.py:2 imports lakecompute.versioned._leases",
         "tests/dataset/test_x.py:4 uses ds._txn",
         "tests/dataset/test_x.py:4 uses w._data._put._root",
         "tests/dataset/test_x.py:5 uses monkeypatch.setattr(ds, '_cache', None)",

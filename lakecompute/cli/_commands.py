@@ -53,7 +53,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 def version_arg(text: str | None) -> int | str | None:
     """A version given on the command line: a number, or a tag or branch name."""
-    from lakecompute.storage import is_version_number
+    from lakecompute.versioned import is_version_number
 
     if text is None:
         return None

@@ -12,7 +12,7 @@
          ─▶ apply results in input order, checkpoint, commit ─▶ EvalResult
 
 Planning is in ``_plan``, the worker side in ``_worker`` (what a task is: ``_job``); every commit goes
-through the output dataset's write transaction (``Dataset.begin_eval``). Nothing per sample crosses a
+through the output dataset's write transaction (``evals_of(out).begin``). Nothing per sample crosses a
 process boundary: tasks are ranges, results are fragment metadata.
 
 After a failure with ``checkpoint_interval=n`` the tasks entirely before the failing input still
@@ -57,7 +57,7 @@ from lakecompute.compute._plan import (
 from lakecompute.compute._runner import failure_error
 from lakecompute.compute._speculate import Speculation
 from lakecompute.compute._worker import run_task
-from lakecompute.datasets import Decisions, EvalProgress, EvalWrite, FailedSample
+from lakecompute.datasets import Decisions, EvalProgress, EvalWrite, FailedSample, evals_of
 from lakecompute.errors import (
     InvalidArgumentError,
     InvalidSampleError,
@@ -156,8 +156,8 @@ def _run_eval(
     if ranked is not None:  # tasks sized for every rank's workers
         plan = replace(plan, options=replace(plan.options, num_workers=ranked.workers))
     if plan.drop is not None:
-        plan.out.drop_unfinished(plan.drop)
-    write = plan.out.begin_eval(
+        evals_of(plan.out).drop_unfinished(plan.drop)
+    write = evals_of(plan.out).begin(
         plan.fingerprint,
         label=plan.label,
         in_place=plan.in_place,

@@ -34,7 +34,7 @@ from lakecompute.schedulers import portable_exception, reseed_globals
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
     from lakecompute.compute._options import EvalOptions
-    from lakecompute.storage import Fragment
+    from lakecompute.versioned import Fragment
 
 __all__ = [
     "PREFLIGHT_SCAN",

@@ -17,7 +17,7 @@ from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval,
 from lakecompute.compute._inputs import Source, estimate_bytes, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.compute._reading import check_decode_on_device
-from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset
+from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset, evals_of
 from lakecompute.errors import (
     EvalConflictError,
     FingerprintError,
@@ -224,7 +224,9 @@ def _fingerprint(
 
 def _unfinished(out: Dataset) -> EvalRecord | None:
     """The unfinished eval whose kept outputs ``out``'s latest version holds (its checkpoint), if any."""
-    return next((r for r in out.eval_records().values() if not r.complete and r.version == out.version), None)
+    return next(
+        (r for r in evals_of(out).records().values() if not r.complete and r.version == out.version), None
+    )
 
 
 def _continue(out: Dataset, unfinished: EvalRecord, fingerprint: str | None, job: str | None) -> EvalRecord:
@@ -246,7 +248,7 @@ def _earlier_run(
     out: Dataset, fingerprint: str | None, in_place: bool, options: EvalOptions
 ) -> EvalRecord | None:
     """The record of the same eval to skip (completed) or resume (interrupted), if there is one."""
-    record = out.eval_record(fingerprint) if fingerprint is not None else None
+    record = evals_of(out).record(fingerprint) if fingerprint is not None else None
     if record is None:
         return None
     if record.complete:

@@ -11,7 +11,6 @@ above import it from this package, and `lakecompute.api` re-exports it as ``lc.e
 from lakecompute.datasets._columns import open_columns, pad_value, read_columns
 from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
-from lakecompute.datasets._diff import TensorDiff, VersionDiff
 from lakecompute.datasets._eval_write import (
     Decisions,
     EvalWrite,
@@ -20,8 +19,8 @@ from lakecompute.datasets._eval_write import (
     TaskWriter,
     written_in_place,
 )
+from lakecompute.datasets._evals import EvalPort, evals_of
 from lakecompute.datasets._head import Checkout, checkout_of
-from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._info import DatasetInfo, TensorInfo
 from lakecompute.datasets._lifecycle import dataset, delete, empty, exists, like, load
 from lakecompute.datasets._maintenance import compact, vacuum
@@ -42,6 +41,7 @@ __all__ = [
     "DatasetInfo",
     "DatasetView",
     "Decisions",
+    "EvalPort",
     "EvalProgress",
     "EvalRecord",
     "EvalWrite",
@@ -56,11 +56,9 @@ __all__ = [
     "StreamReader",
     "TaskWriter",
     "Tensor",
-    "TensorDiff",
     "TensorInfo",
     "TensorSchema",
     "TensorView",
-    "VersionDiff",
     "base_dataset",
     "checkout_of",
     "column_list",
@@ -70,14 +68,13 @@ __all__ = [
     "dataset",
     "delete",
     "empty",
+    "evals_of",
     "exists",
     "like",
     "load",
     "open_columns",
     "pad_value",
     "read_columns",
-    "read_committed",
-    "resolve",
     "snapshot",
     "vacuum",
     "view_rows",

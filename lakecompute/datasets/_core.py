@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from lakecompute.datasets._head import Checkout
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import ReadOnlyError, TensorDoesNotExistError
-from lakecompute.storage import ArrayCache, Backend, Manifest, TensorState
+from lakecompute.storage import Backend
+from lakecompute.versioned import Manifest, Table, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.datasets._reader import ColumnReader
@@ -34,7 +35,7 @@ class DatasetCore:
     the handle. Writes go through `write`, reads of a tensor through `reader`.
 
     Attributes:
-        backend: where the dataset lives (its path, storage options, how its bytes are stored).
+        table: the dataset's versioned table (its versions, refs and commits; `lakecompute.versioned.Table`).
         cache: the handle's one chunk cache: every read, and the arrays writes create, go through it.
         txn: the write transaction: the committed version read (``txn.base``), the working copy that
             writes change (``txn.head``), the pending samples, and commits.
@@ -45,24 +46,27 @@ class DatasetCore:
 
     def __init__(
         self,
-        backend: Backend,
+        table: Table,
         manifest: Manifest,
         *,
         read_only: bool,
         pinned: bool,
         checkout: Checkout | None,
     ) -> None:
-        self.backend = backend
-        self.cache = ArrayCache(backend.zarr_store(), backend=backend)
+        self.table = table
+        self.cache = table.chunk_cache()
         self.opened_read_only = read_only
         self.read_only = read_only or pinned
         self.pinned = pinned
         self.readers: dict[str, ColumnReader] = {}
-        self.txn = Transaction(
-            backend, self.cache.store, self.cache, manifest, self.forget_reader, None if pinned else checkout
-        )
+        self.txn = Transaction(table, self.cache, manifest, self.forget_reader, None if pinned else checkout)
 
     # -- what the handle reads -------------------------------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        """Where the dataset lives (its path, storage options, how its bytes are stored)."""
+        return self.table.backend
+
     @property
     def path(self) -> str:
         """The location as given when the dataset was opened."""
@@ -84,7 +88,8 @@ class DatasetCore:
         uncommitted changes are dropped, cached chunks kept (stored data never changes)."""
         self.pinned = checkout is None
         self.read_only = self.opened_read_only or self.pinned
-        self.txn.switch(checkout, base)
+        self.txn.checkout = checkout
+        self.txn.reset(base)
 
     @property
     def dataset_id(self) -> str:
@@ -102,7 +107,7 @@ class DatasetCore:
             TensorDoesNotExistError: there is no such tensor (naming the ones there are).
         """
         try:
-            return self.txn.state(name)
+            return self.txn.head.state(name)
         except KeyError:
             raise TensorDoesNotExistError(name, self.names()) from None
 

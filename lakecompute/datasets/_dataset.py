@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.datasets._core import DatasetCore, core_of
-from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._head import Checkout
 from lakecompute.datasets._index import parse_index
 from lakecompute.datasets._info import DatasetInfo, parse_info
-from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._tensor import Tensor
+from lakecompute.datasets._transaction import block_message
 from lakecompute.datasets._vcs import VersionControl
 from lakecompute.datasets._views import DatasetView, Row, _Samples, column_list
 from lakecompute.errors import (
@@ -33,18 +32,8 @@ from lakecompute.errors import (
     TensorExistsError,
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
-from lakecompute.storage import (
-    DEFAULT_BRANCH,
-    Backend,
-    BackendSpec,
-    Manifest,
-    TensorState,
-    list_branches,
-    open_backend,
-    read_branch,
-    read_manifest,
-    read_manifest_of,
-)
+from lakecompute.storage import Backend, BackendSpec, open_backend
+from lakecompute.versioned import DEFAULT_BRANCH, Manifest, Table, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.viewer import Viewer
@@ -64,11 +53,12 @@ class Dataset(_Samples, VersionControl):
         pinned: bool = False,
         checkout: Checkout | None = None,
     ) -> None:
+        table = Table(backend)
         if checkout is None and not pinned:
             # Opened at ``manifest`` as main's head (the refs as they are now: None before branches).
-            checkout = Checkout(DEFAULT_BRANCH, read_branch(backend, DEFAULT_BRANCH))
+            checkout = Checkout(DEFAULT_BRANCH, table.branch(DEFAULT_BRANCH))
         # Everything the handle's tensors, views, readers and maintenance share (see DatasetCore).
-        self._core = DatasetCore(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
+        self._core = DatasetCore(table, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -121,14 +111,12 @@ class Dataset(_Samples, VersionControl):
     @property
     def branches(self) -> list[str]:
         """Every branch of the dataset, sorted (``"main"`` always among them)."""
-        return list_branches(self._core.backend)
+        return self._core.table.branches()
 
     @property
     def tags(self) -> dict[str, int]:
         """Every tag of the dataset: name -> the version it names."""
-        from lakecompute.datasets._versions import tags
-
-        return tags(self)
+        return self._core.table.tags()
 
     def _base_ds(self) -> Dataset:
         return self
@@ -184,7 +172,7 @@ class Dataset(_Samples, VersionControl):
             self.rollback()
             return
         try:
-            txn.commit(txn.block_message())
+            txn.commit(block_message(txn.notes))
         except BaseException:
             self.rollback()  # a failed commit (disk full, conflict) keeps none of the block's writes
             raise
@@ -210,63 +198,6 @@ class Dataset(_Samples, VersionControl):
     def has_pending_changes(self) -> bool:
         """Whether this handle holds writes that are not committed yet (inside ``with``, say)."""
         return self._core.txn.pending
-
-    # -- for the transform engine --------------------------------------------------------------
-    def eval_records(self) -> dict[str, EvalRecord]:
-        """The records of the evals that committed this version, by fingerprint (see ``EvalRecord``);
-        earlier evals are found with `eval_record`.
-
-        Raises:
-            DatasetCorruptError: a record in the version's manifest is malformed.
-        """
-        return self._core.txn.records()
-
-    def eval_record(self, fingerprint: str) -> EvalRecord | None:
-        """The record of eval ``fingerprint`` as this version remembers it (committed here or before).
-
-        Raises:
-            DatasetCorruptError: the record is malformed.
-        """
-        return self._core.txn.find_record(fingerprint)
-
-    def begin_eval(
-        self,
-        fingerprint: str | None,
-        *,
-        label: str,
-        in_place: bool,
-        resume: EvalRecord | None = None,
-        job: str = "",
-        origin: Mapping[str, Any] | None = None,
-    ) -> EvalWrite:
-        """Start an eval's writes into this dataset: its part of the write transaction.
-
-        Pending changes must be committed first (``commit()``), so that the eval's commits hold only
-        its own outputs. ``origin`` is the lineage every version the eval commits records (its
-        functions, the fingerprint of their code, what it read); its commits land on the handle's branch.
-
-        Raises:
-            ReadOnlyError: the dataset was opened read-only or at an old version.
-        """
-        self.check_writable()
-        if self._core.txn.pending:
-            raise InvalidArgumentError(
-                f"Dataset {self.path!r} has uncommitted changes; commit them before starting an eval."
-            )
-        return self._core.txn.begin_eval(
-            fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
-        )
-
-    def drop_unfinished(self, record: EvalRecord) -> int:
-        """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version
-        equal to the one before it began; returns the new version.
-
-        Raises:
-            ReadOnlyError: the dataset was opened read-only or at an old version.
-        """
-        self.check_writable()
-        self._core.txn.restore(record.base_version, f"drop unfinished eval {record.label} (rerun=True)")
-        return self.version
 
     # -- schema --------------------------------------------------------------------------------
     def create_tensor(
@@ -318,7 +249,7 @@ class Dataset(_Samples, VersionControl):
             elif spec.declaration.class_names == "always":
                 meta["class_names"] = []
             info = parse_htype_info(spec, meta)
-            self._core.txn.add_tensor(TensorState(spec, info, tid=uuid.uuid4().hex))
+            self._core.txn.head.add(TensorState(spec, info, tid=uuid.uuid4().hex))
         return Tensor(self, name)
 
     def create_tensor_like(self, name: str, source: Tensor) -> Tensor:
@@ -369,7 +300,7 @@ class Dataset(_Samples, VersionControl):
             info = parse_info(
                 {k: v for k, v in current.items() if k not in deleted} | changes, "Dataset info"
             )
-            self._core.txn.set_info(info)
+            self._core.txn.head.set_info(info)
         return info
 
     def delete_tensor(self, name: str) -> None:
@@ -509,10 +440,11 @@ def _reopen(
             folder was replaced by a copy whose version holds other content (``digest``).
     """
     backend = open_backend(url, storage_options)
+    table = Table(backend)
     manifest = (
-        read_manifest_of(backend, version, dataset_id, "the pickled handle", digest=digest)
+        table.manifest_of(version, dataset_id, "the pickled handle", digest=digest)
         if dataset_id
-        else read_manifest(backend, version)
+        else table.manifest(version)
     )
     return Dataset(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
 

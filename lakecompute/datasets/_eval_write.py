@@ -1,11 +1,12 @@
 """An eval's writes into its output dataset, on both sides of the process boundary.
 
-In the calling process, `EvalWrite` (made by the dataset's transaction) owns the eval's part of
-the write transaction: applying the decisions about ranks and dtypes (made once, from the first outputs,
-before any worker writes, by each tensor's `TensorSchema`), the segments its tasks write into, the
-fragments applied in input order, checkpoints and the final commit. In the workers, a `TaskWriter`
-built from the frozen `SlotGrant` and `OutputSchema` checks, buffers and writes one task's outputs
-into the slots reserved for that task, and hands back only fragment descriptions.
+In the calling process, `EvalWrite` (made by the engine's port, `lakecompute.datasets.evals_of`) owns
+the eval's part of the output dataset's write transaction: applying the decisions about ranks and
+dtypes (made once, from the first outputs, before any worker writes, by each tensor's `TensorSchema`),
+the segments its tasks write into, the fragments applied in input order, checkpoints and the final
+commit. In the workers, a `TaskWriter` built from the frozen `lakecompute.versioned.SlotGrant` and
+`OutputSchema` checks, buffers and writes one task's outputs into the slots reserved for that task, and
+hands back only fragment descriptions.
 
 ::
 
@@ -16,25 +17,19 @@ into the slots reserved for that task, and hands back only fragment descriptions
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from zarr.abc.store import Store
 
 from lakecompute.datasets._records import EvalProgress, EvalRecord
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession, rank_of
-from lakecompute.errors import LakeComputeError, TransformError
+from lakecompute.datasets._transaction import Transaction
+from lakecompute.errors import TransformError
 from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.storage import MAX_SLOTS, BackendSpec, Fragment, OpenSegment, SlotWriter, open_backend
-
-if TYPE_CHECKING:
-    from lakecompute.datasets._transaction import Transaction
+from lakecompute.versioned import Fragment, SlotGrant, SlotWriter
 
 __all__ = [
     "Decisions",
@@ -126,71 +121,11 @@ def written_in_place(names: tuple[str, ...], decisions: Decisions, *, replace_al
     return names if replace_all else decisions.written
 
 
-# -- where workers write ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SlotGrant:
-    """The slots an eval's tasks write into: one segment per chunk codec, a slot per task and tensor.
-
-    Attributes:
-        out: where the output dataset lives (reopened in each worker process).
-        segments: chunk codec -> the eval's segment for tensors stored with it.
-        tensors: the output tensors, in order (a tensor's position numbers its slot within a task).
-    """
-
-    out: BackendSpec
-    segments: Mapping[str, str]
-    tensors: tuple[str, ...]
-
-    def slot(self, task: int, spec: TensorSpec) -> tuple[str, int]:
-        """The segment and slot that tensor ``spec`` of task number ``task`` writes into."""
-        slot = task * len(self.tensors) + self.tensors.index(spec.name)
-        if slot >= MAX_SLOTS:
-            raise LakeComputeError(
-                f"Too many tasks for one eval ({task}); use fewer, larger tasks "
-                "(a larger checkpoint_interval)."
-            )
-        return self.segments[spec.chunk_compression or "none"], slot
-
-
-# Per process: the output store of each location, opened once (remote clients are costly to build, and
-# must be built in the process that uses them: they do not survive a fork).
-_STORES: dict[tuple[int, str, str], Store] = {}
-_STORES_LOCK = threading.Lock()
-
-
-def _store_for(spec: BackendSpec) -> Store:
-    key = (os.getpid(), spec.url, json.dumps(spec.storage_options, sort_keys=True, default=str))
-    with _STORES_LOCK:
-        store = _STORES.get(key)
-        if store is None:
-            for old in [k for k in _STORES if k[0] != key[0]]:
-                del _STORES[old]  # inherited from a parent process: never usable here
-            store = _STORES[key] = open_backend(spec.url, spec.storage_options).zarr_store()
-    return store
-
-
 #: A task's outputs buffered per tensor before they are written out: a few chunks, so that the writer
 #: thread stores every drain's outputs while the function makes the next (a 16 MiB buffer was written
 #: in bursts the function then waited for, and its last one after the task's last sample, with nothing
 #: left to overlap it: W1 at 0 workers 0.50 s against 0.45 s).
 TASK_FLUSH_BYTES = 4 << 20
-
-
-# Per process: the segments tasks write into, opened once for every task and tensor (see `OpenSegment`).
-_SEGMENTS: dict[tuple[int, str, str], OpenSegment] = {}
-
-
-def _segment_for(out: BackendSpec, store: Store, seg: str) -> OpenSegment:
-    key = (os.getpid(), out.url, seg)
-    with _STORES_LOCK:
-        segment = _SEGMENTS.get(key)
-        if segment is None:
-            if len(_SEGMENTS) >= 64:
-                _SEGMENTS.clear()  # segments of evals long finished (or of a parent process)
-            segment = _SEGMENTS[key] = OpenSegment(store, seg)
-    return segment
 
 
 class TaskWriter:
@@ -205,15 +140,13 @@ class TaskWriter:
     def __init__(self, grant: SlotGrant, schema: OutputSchema, task: int) -> None:
         self._grant = grant
         self._task = task
-        self._store = _store_for(grant.out)
+        self._store = grant.open_store()
         self.schemas = dict(schema.tensors)
         self._session = WriteSession(self._slot, TASK_FLUSH_BYTES)
         self._fragments: dict[str, list[Fragment]] = {name: [] for name in schema.tensors}
 
     def _slot(self, spec: TensorSpec) -> SlotWriter:
-        seg, slot = self._grant.slot(self._task, spec)
-        # Tasks write behind their function, on a thread of their own (see `SlotWriter`'s concurrent).
-        return SlotWriter(_segment_for(self._grant.out, self._store, seg), slot, concurrent=False)
+        return self._grant.writer(self._store, self._task, spec)
 
     def encode(self, name: str, value: object) -> Encoded:
         """Check one sample of ``name`` (raises InvalidSampleError; buffers nothing)."""
@@ -245,9 +178,10 @@ class TaskWriter:
 class EvalWrite:
     """One eval's part of its output dataset's write transaction.
 
-    Made by ``Dataset.begin_eval``. For an eval into another dataset the new fragments are appended to
-    the output's tensors; in place, the tensors the eval writes are rebuilt beside the old ones and the
-    others keep their content (their fragments carry over, nothing of them is rewritten).
+    Made by the engine's port (``evals_of(ds).begin(...)``). For an eval into another dataset the new
+    fragments are appended to the output's tensors; in place, the tensors the eval writes are rebuilt
+    beside the old ones and the others keep their content (their fragments carry over, nothing of them
+    is rewritten).
 
     Args:
         txn: the output dataset's transaction.
@@ -304,14 +238,15 @@ class EvalWrite:
             The decided schema the workers check against.
         """
         self.schema = self.schema.decided(decisions)
+        head = self._txn.head
         for name, ndim in decisions.ndims.items():
-            self._txn.set_ndim(name, ndim)
+            head.set_ndim(name, ndim)
         if self.in_place:
             self.written = written_in_place(self.schema.names, decisions, replace_all=replace_all)
             parked = self.resume.parked if self.resume is not None else {}
             for name in self.written:
-                self._txn.set_ndim(name, decisions.ndims.get(name))
-                self._txn.set_fragments(name, tuple(parked.get(name, ())))
+                head.set_ndim(name, decisions.ndims.get(name))
+                head.set_fragments(name, tuple(parked.get(name, ())))
         return self.schema
 
     def check_aligned(self, inputs: int) -> None:
@@ -350,9 +285,7 @@ class EvalWrite:
                 for s in self.schema.tensors.values()
             }
             # Held from here to the final commit (or abort), checkpoints included: workers write meanwhile.
-            self._txn.pin()
-            segments = {codec: self._txn.slots.new_segment(cc) for codec, cc in codecs.items()}
-            self._grant = SlotGrant(self._txn.backend.spec, segments, self.schema.names)
+            self._grant = self._txn.writer.grant(codecs, self.schema.names)
         return self._grant
 
     # -- in input order --------------------------------------------------------------------------
@@ -360,7 +293,7 @@ class EvalWrite:
         """Append a task's fragments (tasks must be applied in input order)."""
         for name, frags in fragments.items():
             for frag in frags:
-                self._txn.add_fragment(name, frag)
+                self._txn.head.append(name, frag)
 
     def checkpoint(self, progress: EvalProgress) -> None:
         """Commit the outputs so far as a checkpoint a rerun resumes from.
@@ -379,13 +312,13 @@ class EvalWrite:
         """The final commit; returns the version that holds the eval's result."""
         suffix = " (in place)" if self.in_place else ""
         if self._grant is not None:
-            self._txn.unpin()  # the workers are done: the final commit releases the lease
+            self._txn.writer.unpin()  # the workers are done: the final commit releases the lease
         self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress), self.origin)
         return self._txn.base.version
 
     def _reopen(self) -> None:
         for name in self.open_dtypes:
-            self._txn.reopen_dtype(name)
+            self._txn.head.reopen_dtype(name)
 
     def abort(self) -> None:
         """Forget everything of the eval not committed yet (checkpoints stay)."""
@@ -396,7 +329,7 @@ class EvalWrite:
             return None
         parked: dict[str, tuple[Fragment, ...]] = {}
         if self.in_place and status == "running":
-            parked = {n: tuple(self._txn.state(n).fragments) for n in self.written}
+            parked = {n: tuple(self._txn.head.state(n).fragments) for n in self.written}
         return EvalRecord(
             fingerprint=self.fingerprint,
             status="done" if status == "done" else "running",

@@ -6,25 +6,13 @@ names the branch a handle's commits move. `lakecompute.datasets._transaction` co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 from lakecompute.datasets._schema import TensorSchema
-from lakecompute.errors import RefNotFoundError
-from lakecompute.storage import (
-    DEFAULT_BRANCH,
-    Backend,
-    BranchRef,
-    Fragment,
-    Manifest,
-    TensorState,
-    append_fragment,
-    latest_version,
-    list_branches,
-    read_branch,
-)
+from lakecompute.versioned import BranchRef, Fragment, Manifest, Table, TensorState, append_fragment
 
 __all__ = ["Checkout", "Head", "checkout_of"]
 
@@ -36,30 +24,22 @@ class Checkout:
     Attributes:
         name: the branch's name.
         ref: its ref as read when the handle got onto it; None for ``main`` of a dataset that had no refs
-            then (written before branches): its first commit writes ``main``'s ref (see
-            `lakecompute.storage.ensure_main`).
+            then (written before branches): its first commit writes ``main``'s ref.
     """
 
     name: str
     ref: BranchRef | None
 
 
-def checkout_of(backend: Backend, name: str) -> tuple[Checkout, int]:
+def checkout_of(table: Table, name: str) -> tuple[Checkout, int]:
     """Branch ``name`` of the dataset, and the version it is at.
 
     Raises:
         RefNotFoundError: there is no such branch.
         DatasetCorruptError: its ref or a move is damaged.
     """
-    from lakecompute.storage import branch_head
-
-    ref = read_branch(backend, name)
-    if ref is not None:
-        return Checkout(name, ref), branch_head(backend, ref)
-    latest = latest_version(backend) if name == DEFAULT_BRANCH else None
-    if latest is None:
-        raise RefNotFoundError(backend.url, name, "branch", list_branches(backend))
-    return Checkout(name, None), latest
+    ref, head = table.checkout(name)
+    return Checkout(name, ref), head
 
 
 class Head:
@@ -72,10 +52,14 @@ class Head:
 
     Args:
         base: the version the head starts from.
+        on_change: called after each update below (but `reopen_dtype`) with the tensor it changed (None:
+            the dataset's info), so the transaction knows it has something to commit and the handle can
+            drop readers built on the old content.
     """
 
-    def __init__(self, base: Manifest) -> None:
+    def __init__(self, base: Manifest, on_change: Callable[[str | None], None] = lambda name: None) -> None:
         self._base = base
+        self._on_change = on_change
         self._states: dict[str, TensorState] = dict(base.tensors)
         # Fragments appended since a tensor's state was last frozen (merged as they come, frozen on read).
         self._drafts: dict[str, list[Fragment]] = {}
@@ -124,12 +108,14 @@ class Head:
     def add(self, state: TensorState) -> None:
         """Add a new tensor (after the others)."""
         self._put(state)
+        self._on_change(state.spec.name)
 
     def drop(self, name: str) -> None:
         self.state(name)
         del self._states[name]
         self._schemas.pop(name, None)
         self.changed.discard(name)
+        self._on_change(name)
 
     def rename(self, old: str, new: str) -> None:
         """Give tensor ``old`` the name ``new``, in its place among the tensors."""
@@ -144,6 +130,13 @@ class Head:
         self._schemas.pop(old, None)
         self.changed.discard(old)
         self.changed.add(new)
+        self._on_change(old)
+        self._on_change(new)
+
+    def set_info(self, info: dict[str, Any]) -> None:
+        """Replace the dataset's own info (``ds.info``)."""
+        self.info = info
+        self._on_change(None)
 
     def append(self, name: str, frag: Fragment) -> None:
         """Append a written run to tensor ``name``, checked by its schema; the first run decides the
@@ -151,12 +144,13 @@ class Head:
         schema = self.schema(name)
         schema.check_fragment(frag)
         if schema.ndim is None:
-            self.set_ndim(name, frag.ndim)
+            self._set_ndim(name, frag.ndim)
         draft = self._drafts.get(name)
         if draft is None:
             draft = self._drafts[name] = list(self._states[name].fragments)
         append_fragment(draft, frag)
         self.changed.add(name)
+        self._on_change(name)
 
     def set_fragments(self, name: str, fragments: list[Fragment] | tuple[Fragment, ...]) -> None:
         """Make ``fragments`` the whole content of tensor ``name`` (merged where contiguous)."""
@@ -164,9 +158,14 @@ class Head:
         for frag in fragments:
             append_fragment(merged, frag)
         self._put(replace(self.state(name), fragments=tuple(merged)))
+        self._on_change(name)
 
     def set_ndim(self, name: str, ndim: int | None) -> None:
         """Record the samples' rank (None: the next samples decide it again)."""
+        self._set_ndim(name, ndim)
+        self._on_change(name)
+
+    def _set_ndim(self, name: str, ndim: int | None) -> None:
         state = self.state(name)
         if state.ndim != ndim:
             self._put(replace(state, ndim=ndim))
@@ -174,6 +173,7 @@ class Head:
     def set_info_of(self, name: str, info: dict[str, Any]) -> None:
         """Make ``info`` tensor ``name``'s info (its samples' schema, class names included, follows)."""
         self._put(replace(self.state(name), info=info))
+        self._on_change(name)
 
     def reopen_dtype(self, name: str) -> None:
         """Let a generic tensor's dtype be decided again, from all its fragments, at the next commit."""

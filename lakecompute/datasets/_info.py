@@ -18,7 +18,7 @@ from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
 from lakecompute.htypes import CLASS_NAMED_HTYPES, parse_htype_info
-from lakecompute.storage import MAX_DEPTH, InvalidField, TensorState, check_depth
+from lakecompute.versioned import TensorState, check_nesting
 
 __all__ = ["DatasetInfo", "InfoWriter", "TensorInfo", "parse_info", "parse_tensor_info"]
 
@@ -177,18 +177,12 @@ def parse_info(values: Mapping[str, Any], what: str) -> dict[str, Any]:
     Raises:
         InvalidTypeError: a key is not a string.
         InvalidArgumentError: a value is not JSON (or NaN / infinity), or lists and dicts are nested
-            deeper than a manifest accepts (`lakecompute.storage.MAX_DEPTH`).
+            deeper than a manifest accepts (`lakecompute.versioned.check_nesting`).
     """
     for key in values:
         if not isinstance(key, str):
             raise InvalidTypeError(f"{what} keys are strings. Got {key!r}.")
-    try:
-        check_depth(dict(values), "info")  # iteratively: before json recurses into it
-    except InvalidField:
-        raise InvalidArgumentError(
-            f"{what} holds values nested deeper than {MAX_DEPTH} levels of lists and dicts, which a version "
-            "cannot store. Flatten the value (or store it as a JSON string)."
-        ) from None
+    check_nesting(dict(values), what)
     try:
         text = json.dumps(dict(values), allow_nan=False)
     except (TypeError, ValueError) as exc:

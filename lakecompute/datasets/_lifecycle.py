@@ -7,146 +7,30 @@ re-exports them as the public surface.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-from typing import Any, Literal
+from typing import Any
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._head import Checkout, checkout_of
-from lakecompute.datasets._history import read_committed, resolve
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import (
-    DatasetCorruptError,
-    DatasetExistsError,
     DatasetNotFoundError,
     InvalidArgumentError,
     InvalidTypeError,
     RefNotFoundError,
 )
-from lakecompute.storage import (
-    DEFAULT_BRANCH,
-    MARKER,
-    TEMP_PREFIX,
-    VERSIONS,
-    Backend,
-    Manifest,
-    commit_manifest,
-    ensure_main,
-    let_go_released,
-    list_versions,
-    new_dataset_id,
-    open_backend,
-    parse_ref_name,
-    read_manifest,
-)
+from lakecompute.storage import Backend, open_backend
+from lakecompute.versioned import DEFAULT_BRANCH, Table, parse_ref_name
 
 __all__ = ["check_apart", "dataset", "delete", "empty", "exists", "is_dataset", "like", "load"]
 
 PathLike = str | os.PathLike[str]
-# The root group's attribute that makes a folder a dataset, and the one that marks a dataset being
-# created or removed: a folder with the second is no dataset, and lc.empty / lc.delete clear it.
-_MARK = MARKER
-_INCOMPLETE = "lakecompute-incomplete"
-_INTERRUPTED = (
-    "A delete or overwrite of the dataset there was interrupted; lc.delete(path) removes what is left "
-    "and lc.empty(path) starts a new one."
-)
-
-_CHECK_PATH = "Check the path: a dataset is the folder that holds its zarr.json and versions/."
-
-_State = Literal["dataset", "damaged", "incomplete", "other", "empty"]
-# What lc.empty / lc.delete say of a location that holds something else: lakecompute never removes it.
-_NOT_OURS = (
-    "lakecompute replaces or removes only a lakecompute dataset (overwrite=True included), never other "
-    "files. Delete them yourself if you mean to, or choose an empty or new folder."
-)
-
-
-def _root_json(attributes: dict[str, Any]) -> bytes:
-    """The root group's zarr.json (plain zarr opens the dataset as a group with these attributes)."""
-    return json.dumps({"zarr_format": 3, "node_type": "group", "attributes": attributes}).encode()
-
-
-def _state(backend: Backend) -> _State:
-    """What is at the location: a dataset (whole, or with a damaged marker), one half created or
-    removed, something else, or nothing."""
-    raw = backend.read("zarr.json")
-    if raw is None:
-        names = backend.list("")
-        if names and all(n.startswith(TEMP_PREFIX) for n in names):
-            # Only the temp file of a first zarr.json write that a kill cut short: a create interrupted.
-            return "incomplete"
-        return "other" if names or _is_file(backend) else "empty"
-    try:
-        attributes = json.loads(raw).get("attributes") or {}
-    except (ValueError, AttributeError, RecursionError):
-        attributes = None
-    if not isinstance(attributes, dict):
-        # An unreadable marker next to committed versions: a damaged dataset, not someone else's folder.
-        return "damaged" if list_versions(backend) else "other"
-    if _MARK in attributes:
-        return "dataset"
-    return "incomplete" if _INCOMPLETE in attributes else "other"
-
-
-def _is_file(backend: Backend) -> bool:
-    """Whether a local location is a file (or anything else that is not a folder)."""
-    local = backend.local_path("")
-    return local is not None and os.path.lexists(local) and not os.path.isdir(local)
-
-
-def _found(backend: Backend) -> str:
-    """What is at a location that holds no dataset, for messages: its first few names."""
-    if _is_file(backend):
-        return "a file, not a folder"
-    names = backend.list("")
-    shown = ", ".join(repr(n) for n in names[:5])
-    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def is_dataset(backend: Backend) -> bool:
     """Whether a whole lakecompute dataset is at the location (its marker written, not half removed)."""
-    return _state(backend) == "dataset"
-
-
-def _damaged_marker(backend: Backend, hint: str) -> DatasetCorruptError:
-    return DatasetCorruptError(
-        backend.url,
-        "zarr.json",
-        "the dataset's root metadata does not parse; its versions are still there",
-        hint,
-    )
-
-
-def _clear(backend: Backend) -> None:
-    """Remove everything at the location, so that a crash at any instant leaves either the dataset
-    whole or no dataset (never one that opens and then fails to read).
-
-    The marker goes first, in one atomic write: from then on nobody opens the folder as a dataset,
-    whatever a crash leaves behind, and lc.empty / lc.delete finish the job. The versions go next,
-    then the data they referenced. The marker itself stays; the caller replaces or removes it.
-    """
-    # This process's writers that committed here stop renewing their lease files now: a renewal after the
-    # delete would bring a leases/ folder back, and the next lc.empty(path) would find the folder taken.
-    let_go_released(backend.url)
-    backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
-    backend.delete_tree(VERSIONS)
-    for name in backend.list(""):
-        if name != "zarr.json":
-            backend.delete_tree(name)
-
-
-def _create(backend: Backend) -> Dataset:
-    """Make an empty dataset: version 0 and the ``main`` branch first, the marker that makes it a
-    dataset last."""
-    backend.write("zarr.json", _root_json({_INCOMPLETE: {"since": time.time()}}))
-    manifest = Manifest(version=0, message="create", dataset_id=new_dataset_id())
-    manifest = commit_manifest(backend, manifest) or manifest
-    main = ensure_main(backend, manifest.version)
-    backend.write("zarr.json", _root_json({_MARK: {"format": 1, "dataset_id": manifest.dataset_id}}))
-    return Dataset(backend, manifest, checkout=Checkout(DEFAULT_BRANCH, main))
+    return Table(backend).is_dataset()
 
 
 def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> bool:
@@ -168,21 +52,8 @@ def empty(path: PathLike, overwrite: bool = False, storage_options: dict[str, An
             what was found).
     """
     backend = open_backend(path, storage_options)
-    state = _state(backend)
-    if state == "dataset" and not overwrite:
-        raise DatasetExistsError(backend.url)
-    if state == "damaged" and not overwrite:
-        raise _damaged_marker(backend, "Pass overwrite=True to replace the dataset, or restore the file.")
-    if state == "other":
-        raise InvalidArgumentError(
-            f"Cannot create a dataset at {backend.url!r}: it holds something other than a lakecompute "
-            f"dataset ({_found(backend)}). {_NOT_OURS}"
-        )
-    if state != "empty":
-        # A half-removed or half-created dataset ("incomplete") is cleared even without overwrite:
-        # whoever started removing it meant it to go.
-        _clear(backend)
-    return _create(backend)
+    manifest, main = Table(backend).create(overwrite)
+    return Dataset(backend, manifest, checkout=Checkout(DEFAULT_BRANCH, main))
 
 
 def load(
@@ -201,7 +72,8 @@ def load(
         DatasetCorruptError: the version's manifest is damaged (the message names the file).
     """
     backend = open_backend(path, storage_options)
-    _check_is_dataset(backend)
+    table = Table(backend)
+    table.check_is_dataset()
     if version is not None:
         if branch is not None:
             raise InvalidArgumentError(
@@ -211,35 +83,18 @@ def load(
             raise InvalidTypeError(
                 f"Expected version as an int or a tag name. Got {type(version).__name__}: {version!r}."
             )
-        manifest = read_committed(backend, resolve(backend, version))
+        manifest = table.committed(table.resolve(version))
         # Pinned: read-only at that version; checkout(name, create=True) starts a branch there (unless
         # the handle was asked to be read-only).
         return Dataset(backend, manifest, read_only=read_only, pinned=True)
     name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
     try:
-        checkout, head = checkout_of(backend, name)
+        checkout, head = checkout_of(table, name)
     except RefNotFoundError:
         if name == DEFAULT_BRANCH:  # a dataset with no main is one with no version at all
             raise DatasetNotFoundError(backend.url, "It has no committed version.") from None
         raise
-    return Dataset(backend, read_manifest(backend, head), read_only=read_only, checkout=checkout)
-
-
-def _check_is_dataset(backend: Backend) -> None:
-    state = _state(backend)
-    if state == "damaged":
-        raise _damaged_marker(
-            backend, "Restore the file from a backup (or copy zarr.json from another dataset)."
-        )
-    if state != "dataset":
-        if state == "other":
-            raise DatasetNotFoundError(
-                backend.url,
-                f"It holds something other than a lakecompute dataset ({_found(backend)}).",
-                hint=_CHECK_PATH,
-            )
-        detail = "The path does not exist." if state == "empty" else _INTERRUPTED
-        raise DatasetNotFoundError(backend.url, detail)
+    return Dataset(backend, table.manifest(head), read_only=read_only, checkout=checkout)
 
 
 def dataset(
@@ -289,7 +144,7 @@ def check_apart(dest: Backend, source: Dataset, verb: str) -> None:
             f"({there if there == here else f'{there} and {here}'}), so writing it would remove the source's "
             "files. Choose a destination outside the source (and not a folder that holds it)."
         )
-    held = _marker_id(dest)
+    held = Table(dest).marker_id()
     if held is not None and held == source.id:
         raise InvalidArgumentError(
             f"Cannot {verb} {source.path!r} at {dest.url!r}: the destination holds the same dataset (id "
@@ -304,17 +159,6 @@ def _resolved(backend: Backend) -> str:
     return os.path.realpath(local) if local is not None else backend.spec.url
 
 
-def _marker_id(backend: Backend) -> str | None:
-    """The dataset id a dataset's marker names, or None (nothing there, not a dataset, an old marker)."""
-    raw = backend.read("zarr.json") if _state(backend) == "dataset" else None
-    try:
-        mark = json.loads(raw or b"{}").get("attributes", {}).get(_MARK, {})
-    except (ValueError, AttributeError, RecursionError):
-        return None
-    found = mark.get("dataset_id") if isinstance(mark, dict) else None
-    return found if isinstance(found, str) else None
-
-
 def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, Any] | None = None) -> None:
     """Delete the dataset at ``path`` and all its versions.
 
@@ -327,18 +171,4 @@ def delete(path: PathLike, missing_ok: bool = False, storage_options: dict[str, 
         DatasetNotFoundError: nothing is there and ``missing_ok`` is False, or something other than a
             lakecompute dataset is there (the message names what was found).
     """
-    backend = open_backend(path, storage_options)
-    state = _state(backend)
-    if state == "other":
-        raise DatasetNotFoundError(
-            backend.url,
-            f"It holds something other than a lakecompute dataset ({_found(backend)}), left as it is.",
-            hint=_NOT_OURS,
-        )
-    # "incomplete": finish what an interrupted delete or overwrite started.
-    if state == "empty":
-        if missing_ok:
-            return
-        raise DatasetNotFoundError(backend.url)
-    _clear(backend)
-    backend.delete_tree("")
+    Table(open_backend(path, storage_options)).delete(missing_ok)

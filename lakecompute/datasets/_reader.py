@@ -3,7 +3,7 @@
 Every read path uses it: tensor reads and views (`ColumnReader.read_range`, `ColumnReader.read_one`),
 eval input (`lakecompute.datasets.read_columns`), loaders (`RowReader`), token blocks
 (`StreamReader`) and ``compact()``. It finds samples through the storage layer's checked
-`lakecompute.storage.Locator` and reads them through the handle's one chunk cache
+`lakecompute.versioned.Locator` and reads them through the handle's one chunk cache
 (`lakecompute.storage.ArrayCache`), so a damaged dataset raises the same
 `lakecompute.errors.DatasetCorruptError` on every path, naming the tensor and the samples. Decoding
 stored bytes into values (images, text, json) happens here, not in storage.
@@ -26,7 +26,7 @@ import numpy as np
 from lakecompute.datasets._core import core_of
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, LakeComputeError
 from lakecompute.htypes import Encoded, decode_many, decode_sample
-from lakecompute.storage import Fragment, Locator, Run, TensorState, undecodable_error
+from lakecompute.versioned import Fragment, Locator, Run, TensorState, undecodable_error
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
@@ -98,7 +98,7 @@ class ColumnReader:
     # -- range access -------------------------------------------------------------------------
     def prepare(self, position: int) -> None:
         """Open what reading sample ``position`` starts with (its arrays, how their chunks are read),
-        reading no chunk (`lakecompute.storage.Locator.prepare`); nothing for a position past the end.
+        reading no chunk (`lakecompute.versioned.Locator.prepare`); nothing for a position past the end.
 
         Raises:
             DatasetCorruptError: what that would find damaged, naming the tensor and the sample.

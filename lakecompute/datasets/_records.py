@@ -6,10 +6,9 @@ manifest of every version it commits: at each checkpoint (``status="running"``) 
 skipped when it already completed — and it is part of the version, so it is committed atomically
 with the outputs it describes.
 
-A record is kept whole only in the manifest of the version that committed it. Every later manifest
-carries a *reference* instead (``{"at": version, "status": ..., "done": ...}``, a few dozen bytes): so
-every eval is remembered, however many came after it, and a record with thousands of failures does not
-make every later manifest large. A rerun that finds a reference reads the record from its version.
+A record is kept whole only in the manifest of the version that committed it; every later manifest
+carries a *reference* instead (`lakecompute.versioned._evals`). A rerun that finds a reference reads the
+record from its version.
 """
 
 from __future__ import annotations
@@ -20,14 +19,13 @@ from typing import Any, Literal
 
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.parsing import parse_count
-from lakecompute.storage import Fragment, Manifest, version_key
+from lakecompute.versioned import Fragment, Manifest
 
 __all__ = [
     "MAX_RECORDED_FAILURES",
     "EvalProgress",
     "EvalRecord",
     "FailedSample",
-    "as_reference",
     "parse_records",
     "reference_of",
 ]
@@ -190,13 +188,6 @@ class EvalRecord:
         )
 
 
-def as_reference(obj: dict[str, Any]) -> dict[str, Any]:
-    """What a later manifest keeps of a record: where it is kept whole, its status and progress."""
-    if "at" in obj:
-        return obj
-    return {"at": obj.get("version", 0), "status": obj.get("status"), "done": obj.get("done", 0)}
-
-
 def reference_of(
     fingerprint: str, obj: dict[str, Any], url: str, manifest: Manifest
 ) -> tuple[int, EvalRecord]:
@@ -213,7 +204,7 @@ def reference_of(
         return at, EvalRecord(fingerprint, status, parse_count("done", obj.get("done", 0)), {}, version=at)
     except (ValueError, TypeError, KeyError) as exc:
         reason = f"eval record reference {fingerprint!r}: {type(exc).__name__}: {exc}"
-        raise DatasetCorruptError(url, version_key(manifest.version), reason) from exc
+        raise DatasetCorruptError(url, manifest.key, reason) from exc
 
 
 def parse_records(manifest: Manifest, url: str) -> dict[str, EvalRecord]:
@@ -230,5 +221,5 @@ def parse_records(manifest: Manifest, url: str) -> dict[str, EvalRecord]:
             out[fp] = EvalRecord.from_json(fp, obj)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             reason = f"eval record {fp!r}: {type(exc).__name__}: {exc}"
-            raise DatasetCorruptError(url, version_key(manifest.version), reason) from exc
+            raise DatasetCorruptError(url, manifest.key, reason) from exc
     return out

@@ -21,6 +21,7 @@ import numpy as np
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._dataset import Dataset
+from lakecompute.datasets._evals import evals_of
 from lakecompute.datasets._lifecycle import PathLike, check_apart, empty, is_dataset, load
 from lakecompute.datasets._records import EvalRecord
 from lakecompute.datasets._views import DatasetView, base_dataset
@@ -92,7 +93,7 @@ class CopyPlan:
     def progress_in(self, out: Dataset) -> EvalRecord | None:
         """The record of this copy in ``out`` when ``out``'s newest version is one of its checkpoints (or
         its end), else None."""
-        record = out.eval_record(self.key)
+        record = evals_of(out).record(self.key)
         return record if record is not None and record.version == out.version else None
 
     def prepare(self, out: Dataset) -> None:
@@ -102,7 +103,7 @@ class CopyPlan:
             DatasetExistsError: ``out`` holds samples or other data (pass ``overwrite=True``).
             InvalidArgumentError: ``out`` has tensors that differ from the source's.
         """
-        if any(len(t) for t in out.tensors.values()) or out.eval_records():
+        if any(len(t) for t in out.tensors.values()) or evals_of(out).records():
             raise DatasetExistsError(out.path)
         theirs = dict(out.tensors)
         mine = {name: self.base.tensors[name] for name in self.names}  # a column view's tensors only

@@ -16,7 +16,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidSampleError
 from lakecompute.htypes import Encoded, TensorRules, TensorSpec, encode_batch, encode_ragged, encode_sample
-from lakecompute.storage import Fragment, TensorState
+from lakecompute.versioned import Fragment, TensorState
 
 __all__ = ["TensorSchema"]
 

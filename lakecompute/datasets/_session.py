@@ -11,7 +11,7 @@ import numpy as np
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.errors import InvalidSampleError
 from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.storage import Fragment, SampleBuffer, SlotWriter, write_fragment
+from lakecompute.versioned import Fragment, SampleBuffer, SlotWriter
 
 __all__ = ["FLUSH_BYTES", "WriteSession", "rank_of"]
 
@@ -161,7 +161,7 @@ class WriteSession:
         if schema.spec.kind == "array":
             dtype = schema.run_dtype(_dtypes(buf))
         indexed = schema.name in self._indexed
-        frag = write_fragment(buf, writer, ndim=schema.ndim, dtype=dtype, prefer_indexed=indexed)
+        frag = buf.write(writer, ndim=schema.ndim, dtype=dtype, prefer_indexed=indexed)
         buf.clear()
         if frag is None:
             return []

@@ -19,13 +19,8 @@ from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._objects import ObjectSelection
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import (
-    LayoutVerdicts,
-    adopt_layout_verdicts,
-    layout_verdicts,
-    open_backend,
-    read_manifest_of,
-)
+from lakecompute.storage import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts, open_backend
+from lakecompute.versioned import Table
 
 __all__ = ["Snapshot", "snapshot"]
 
@@ -107,8 +102,8 @@ class Snapshot:
         """
         adopt_layout_verdicts(self.verdicts)
         backend = open_backend(self.url, self.storage_options)
-        manifest = read_manifest_of(
-            backend, self.version, self.dataset_id, "the data being read", digest=self.digest
+        manifest = Table(backend).manifest_of(
+            self.version, self.dataset_id, "the data being read", digest=self.digest
         )
         ds = Dataset(backend, manifest, read_only=True, pinned=True)
         if cache_bytes is not None:

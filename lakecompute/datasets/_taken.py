@@ -55,9 +55,10 @@ def _open_at(ds: Dataset, version: int) -> Dataset:
     """``ds``'s dataset at ``version``, opened read-only: a handle of its own, checked to be the same
     dataset (`lakecompute.DatasetReplacedError` if the location holds another one now)."""
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.storage import open_backend, read_manifest_of
+    from lakecompute.storage import open_backend
+    from lakecompute.versioned import Table
 
     location = ds.location
     backend = open_backend(location.url, dict(location.storage_options))
-    manifest = read_manifest_of(backend, version, core_of(ds).dataset_id, "the view")
+    manifest = Table(backend).manifest_of(version, core_of(ds).dataset_id, "the view")
     return Dataset(backend, manifest, read_only=True, pinned=True)

@@ -14,7 +14,7 @@ from lakecompute.datasets._info import TensorInfo, parse_tensor_info
 from lakecompute.datasets._taken import TakenAt
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
 from lakecompute.htypes import stack_samples
-from lakecompute.storage import Fragment
+from lakecompute.versioned import Fragment
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
@@ -309,7 +309,7 @@ class Tensor(_Readable):
             state = core.state(self.name)
             merged = {k: v for k, v in state.info.items() if k not in deleted} | changes
             info = parse_tensor_info(state, merged, core.length(self.name))
-            core.txn.set_tensor_info(self.name, info)
+            core.txn.head.set_info_of(self.name, info)
         return info
 
     # -- description -----------------------------------------------------------------------------
@@ -432,14 +432,14 @@ class Tensor(_Readable):
                         f"Assigning {len(values)} values to {len(positions)} samples of {name!r}; "
                         "give one per sample."
                     )
-            session, schema = core.txn.session, core.txn.schema(name)
+            session, schema = core.txn.session, core.txn.head.schema(name)
             encoded = [core.txn.encode(name, v) for v in values]
             fragments = list(state.fragments)
             for p, enc in zip(positions, encoded, strict=True):
                 session.add(schema, enc)
                 (frag,) = session.flush(schema)
                 fragments = _replace_sample(fragments, p, frag)
-            core.txn.set_fragments(name, fragments)
+            core.txn.head.set_fragments(name, fragments)
 
     def __repr__(self) -> str:
         return f"Tensor(name={self.name!r}, htype={self.htype!r}, shape={self.shape}, dtype={self.dtype})"

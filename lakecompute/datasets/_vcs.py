@@ -2,7 +2,8 @@
 the maintenance that commits (compact, vacuum).
 
 `VersionControl` is a base of `lakecompute.Dataset`; each verb hands over to the module that does
-the work (`_versions`, `_history`, `_merge`, `_maintenance`), imported when it is called.
+the work (`_branching`, `_maintenance`, and through them the dataset's `lakecompute.versioned.Table`),
+imported when it is called.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lakecompute.datasets._core import core_of
 from lakecompute.datasets._head import checkout_of
-from lakecompute.storage import read_manifest_of
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
-    from lakecompute.datasets._diff import VersionDiff
+    from lakecompute.versioned import VersionDiff
 
 __all__ = ["VersionControl"]
 
@@ -50,13 +50,12 @@ class VersionControl:
         The log reads each version's header only (no tensor's fragments): its cost grows with the versions
         it lists, not with the data or the fragments behind them.
         """
-        from lakecompute.datasets._log import log_entries
         from lakecompute.parsing import parse_flag
 
         every = parse_flag("all_branches", all_branches)
         fold = parse_flag("evals", evals)
         ds = self._handle()
-        return log_entries(core_of(ds).backend, None if every else ds.version, ds.path, evals=fold)
+        return core_of(ds).table.log(None if every else ds.version, evals=fold)
 
     def reload(self) -> None:
         """Move this handle to the newest committed version of its branch (drops uncommitted changes); a
@@ -72,8 +71,8 @@ class VersionControl:
         if name is None:
             core.txn.reset(core.txn.base)
             return
-        checkout, head = checkout_of(core.backend, name)
-        core.move(checkout, read_manifest_of(core.backend, head, core.dataset_id, "this handle"))
+        checkout, head = checkout_of(core.table, name)
+        core.move(checkout, core.table.manifest_of(head, core.dataset_id, "this handle"))
 
     # -- branches, tags and undo (see docs/versions.md) -----------------------------------------------
     def checkout(self, name: str, create: bool = False) -> None:
@@ -94,7 +93,7 @@ class VersionControl:
             >>> ds.branch, len(ds), len(lc.load("mem://checkout-doc")), ds.branches
             ('experiment', 3, 2, ['experiment', 'main'])
         """
-        from lakecompute.datasets._versions import checkout
+        from lakecompute.datasets._branching import checkout
 
         checkout(self._handle(), name, create)
 
@@ -106,7 +105,7 @@ class VersionControl:
             RefNotFoundError: no such branch.
             InvalidArgumentError: ``"main"``, or the branch this handle is on.
         """
-        from lakecompute.datasets._versions import delete_branch
+        from lakecompute.datasets._branching import delete_branch
 
         delete_branch(self._handle(), name)
 
@@ -118,7 +117,7 @@ class VersionControl:
             RefExistsError: a tag or branch has that name.
             DatasetNotFoundError: no such version.
         """
-        from lakecompute.datasets._versions import tag
+        from lakecompute.datasets._branching import tag
 
         return tag(self._handle(), name, version)
 
@@ -128,7 +127,7 @@ class VersionControl:
         Raises:
             RefNotFoundError: no such tag.
         """
-        from lakecompute.datasets._versions import delete_tag
+        from lakecompute.datasets._branching import delete_tag
 
         delete_tag(self._handle(), name)
 
@@ -142,7 +141,7 @@ class VersionControl:
             InvalidArgumentError: uncommitted changes.
             DatasetNotFoundError: no such version.
         """
-        from lakecompute.datasets._versions import restore
+        from lakecompute.datasets._branching import restore
 
         return restore(self._handle(), version)
 
@@ -159,7 +158,7 @@ class VersionControl:
             RefNotFoundError: a name that is no branch or tag.
             DatasetNotFoundError: no such version.
         """
-        from lakecompute.datasets._versions import diff
+        from lakecompute.datasets._branching import diff
 
         return diff(self._handle(), a, b)
 
@@ -178,7 +177,7 @@ class VersionControl:
             RefNotFoundError: ``source`` names no branch or tag.
             InvalidArgumentError: uncommitted changes, or a bad ``conflict_resolution``.
         """
-        from lakecompute.datasets._merge import merge
+        from lakecompute.datasets._branching import merge
 
         return merge(self._handle(), source, conflict_resolution)
 

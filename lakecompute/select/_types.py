@@ -30,7 +30,7 @@ from lakecompute.select._expr import (
     Unary,
 )
 from lakecompute.select._text import render
-from lakecompute.storage import TensorState
+from lakecompute.versioned import TensorState
 
 __all__ = ["ColumnType", "Kind", "Static", "Typed", "check", "column_type"]
 

@@ -26,7 +26,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 import zarr
@@ -35,14 +35,13 @@ from zarr.abc.store import Store
 from zarr.storage import LocalStore
 
 from lakecompute.errors import DatasetCorruptError
-from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError
+from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError, chunk_folder
 from lakecompute.storage._direct import DirectChunks, StoredChunk
-from lakecompute.storage._segments import SEGMENTS, STREAM_SEGMENT, chunk_folder, segment_key
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
 
-__all__ = ["CACHE_BYTES", "LOADER_CACHE_BYTES", "MAX_CHUNK_BYTES", "ArrayCache"]
+__all__ = ["CACHE_BYTES", "LOADER_CACHE_BYTES", "MAX_CHUNK_BYTES", "ArrayCache", "ArrayRules"]
 
 #: The largest chunk a reader accepts (array metadata asking for more is damaged or hostile).
 MAX_CHUNK_BYTES: Final = 64 << 20
@@ -63,6 +62,19 @@ def _has_checksum(arr: zarr.Array[Any]) -> bool:
     return any(type(c).__name__ == "Crc32cCodec" for c in arr.metadata.codecs)  # type: ignore[union-attr]
 
 
+class ArrayRules(Protocol):
+    """What the format stored above says of its arrays. The cache verifies bytes (every chunk there, its
+    checksum, its size); which arrays must have which shape and dtype is the format's to say
+    (`lakecompute.versioned` gives its rules to the caches it opens)."""
+
+    def refuse(self, path: str, arr: zarr.Array[Any]) -> str | None:
+        """Why the array at ``path`` is not one the format writes (None: it may be read)."""
+
+    def zeros_when_unchecked(self, path: str) -> bool:
+        """Whether the array at ``path``, when its chunks carry no checksum, is one written before
+        checksums whose missing chunks mean zeros."""
+
+
 class ArrayCache:
     """Opened arrays and recently decoded chunks, so sequential reads decode each chunk once.
 
@@ -75,6 +87,7 @@ class ArrayCache:
             read is always kept).
         backend: the dataset's backend, when known: errors then name its location, and a missing
             chunk is recognised as data a ``vacuum()`` removed.
+        rules: what the format says of its arrays (None: any array is read, a missing chunk is damage).
 
     Attributes:
         fetched: chunks fetched and decoded so far (a measure of read amplification).
@@ -82,8 +95,16 @@ class ArrayCache:
             (in this process, through this cache; every read path counts here).
     """
 
-    def __init__(self, store: Store, max_bytes: int = CACHE_BYTES, *, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        max_bytes: int = CACHE_BYTES,
+        *,
+        backend: Backend | None = None,
+        rules: ArrayRules | None = None,
+    ) -> None:
         self.store = store
+        self.rules = rules
         self.backend = backend
         self.url = backend.url if backend is not None else str(store)
         self.max_bytes = max_bytes
@@ -128,7 +149,8 @@ class ArrayCache:
 
         Raises:
             DatasetCorruptError: its metadata is missing, does not parse, or describes an array no
-                lakecompute writer makes (a segment that is not 1-D bytes, chunks over 64 MiB).
+                lakecompute writer makes (chunks over 64 MiB; what the cache's rules refuse, such as a
+                segment array that is not 1-D bytes).
         """
         arr = self._arrays.get(path)
         if arr is None:
@@ -149,20 +171,14 @@ class ArrayCache:
                 key, f"the array's metadata does not parse ({type(exc).__name__}: {exc})"
             ) from exc
         self._check_array(path, key, arr)
-        if path.startswith("tensors/") and not _has_checksum(arr):
-            # A typed array compact() wrote before chunks carried checksums: zarr skipped chunks of
-            # zeros then, so a missing chunk there means zeros.
+        if self.rules is not None and self.rules.zeros_when_unchecked(path) and not _has_checksum(arr):
             arr = zarr.open_array(self.store, path=path, mode="r", zarr_format=3)
         return arr
 
     def _check_array(self, path: str, key: str, arr: zarr.Array[Any]) -> None:
-        # A segment's data array holds bytes — or, in a typed stream that compact() wrote, the values of
-        # numeric samples of varying shapes in their own dtype — and its index holds int64 rows.
-        stream = arr.attrs.get("lakecompute") == STREAM_SEGMENT and arr.dtype.kind in "biuf"
-        expected = {"data": np.uint8, "index": np.int64}.get(path.rsplit("/", 1)[-1])
-        dtype_ok = arr.dtype == expected or (stream and path.endswith("/data"))
-        if path.startswith(f"{SEGMENTS}/") and (expected is None or arr.ndim != 1 or not dtype_ok):
-            raise self.damaged(key, f"expected a 1-D segment array, got {arr.ndim}-D {arr.dtype}")
+        refused = self.rules.refuse(path, arr) if self.rules is not None else None
+        if refused is not None:
+            raise self.damaged(key, refused)
         chunk_bytes = math.prod(int(c) for c in arr.chunks) * arr.dtype.itemsize
         if chunk_bytes > MAX_CHUNK_BYTES:
             raise self.damaged(key, f"chunks of {chunk_bytes} bytes (at most {MAX_CHUNK_BYTES} expected)")
@@ -513,12 +529,13 @@ class ArrayCache:
             out[i] = self.span(path, int(starts[i]), width)
         return out
 
-    def index_rows(self, seg: str, idx: int, total: int, width: int) -> np.ndarray:
-        """The ``(total, width)`` index rows of a fragment (cached: they are small and immutable)."""
-        key = (seg, idx, total, width)
+    def index_rows(self, path: str, idx: int, total: int, width: int) -> np.ndarray:
+        """The ``(total, width)`` rows from entry ``idx`` of the 1-D index array at ``path`` (cached: they
+        are small and immutable)."""
+        key = (path, idx, total, width)
         rows = self._index_rows.get(key)
         if rows is None:
-            flat = self.read_rows(segment_key(seg, "index"), idx, total * width)
+            flat = self.read_rows(path, idx, total * width)
             rows = np.array(flat, dtype=np.int64).reshape(total, width)
             self._index_rows[key] = rows
         return rows

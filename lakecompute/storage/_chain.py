@@ -1,4 +1,5 @@
-"""The codec chain the direct chunk paths handle, parsed once for reads (`_cache`) and writes (`_segments`).
+"""The codec chain the direct chunk paths handle, parsed once for reads (`_cache`) and for writes (the
+table's slot writers, `lakecompute.versioned._segments`).
 
 Both paths bypass zarr's asynchronous machinery for 1-D arrays whose chunks are stored plainly: zarr's
 ``bytes`` serializer in this machine's byte order, then optionally ``zstd``, then optionally ``crc32c``.

@@ -19,6 +19,7 @@ import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 import numpy as np
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.storage import LocalStore, WrapperStore
 
 __all__ = [
@@ -26,11 +27,27 @@ __all__ = [
     "LINKED_CHUNK",
     "CheckedStore",
     "MissingChunkError",
+    "chunk_folder",
+    "chunk_key",
     "decode_chunk",
     "read_chunk_file",
     "verify_checksum",
     "zstd_content_size",
 ]
+
+#: How the arrays lakecompute writes name their chunks: zarr's default for v3 (``c/<i>``).
+_CHUNK_KEYS = DefaultChunkKeyEncoding()
+
+
+def chunk_key(array_key: str, chunk: int) -> str:
+    """The storage key of chunk ``chunk`` of the 1-D array at ``array_key``, as zarr names it."""
+    return f"{array_key}/{_CHUNK_KEYS.encode_chunk_key((chunk,))}"
+
+
+def chunk_folder(array_key: str) -> str:
+    """The folder holding the chunks of the 1-D array at ``array_key`` (named by their numbers)."""
+    return chunk_key(array_key, 0).rsplit("/", 1)[0]
+
 
 # A chunk key of a zarr v3 array: ".../c/<i>[/<j>...]" (not zarr.json, not a v2 ".zarray" probe).
 _CHUNK_KEY: Final = re.compile(r"/c(?:/[0-9]+)+$")

@@ -23,15 +23,17 @@ import os
 from typing import Any
 
 from lakecompute.datasets import Dataset, DatasetCore, DatasetView, Row, Tensor, TensorView, core_of
-from lakecompute.storage import open_backend, read_manifest
+from lakecompute.storage import open_backend
+from lakecompute.versioned import Table
 
 __all__ = ["DatasetCore", "dataset_core", "whole_manifest"]
 
 
 def dataset_core(data: Dataset | DatasetView | Row | Tensor | TensorView) -> DatasetCore:
-    """The core of a dataset handle (or of the handle a view, row or tensor belongs to): its backend
-    (``core.backend``), chunk cache (``core.cache``), write transaction (``core.txn``: the committed
-    ``base``, the working ``head``, the writer's ``lease``) and column readers (``core.reader(name)``).
+    """The core of a dataset handle (or of the handle a view, row or tensor belongs to): its table and
+    backend (``core.table``, ``core.backend``), chunk cache (``core.cache``), write transaction
+    (``core.txn``: the committed ``base``, the working ``head``, the writer with its lease,
+    ``txn.writer.lease``) and column readers (``core.reader(name)``).
 
     For tests only: what it returns is internal and changes with the package.
     """
@@ -45,5 +47,5 @@ def whole_manifest(path: str | os.PathLike[str], version: int) -> dict[str, Any]
 
     For tests only.
     """
-    body: dict[str, Any] = json.loads(read_manifest(open_backend(path), version).to_bytes())
+    body: dict[str, Any] = json.loads(Table(open_backend(path)).manifest(version).to_bytes())
     return body

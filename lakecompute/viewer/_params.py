@@ -20,7 +20,7 @@ from typing import Final
 
 from lakecompute.errors import InvalidArgumentError, LakeComputeError
 from lakecompute.specs import MAX_TENSOR_NAME
-from lakecompute.storage import parse_ref_name
+from lakecompute.versioned import parse_ref_name
 
 __all__ = [
     "MAX_EXPR",

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.datasets import evals_of
 from tests.compute.compute_helpers import Sched
 from tests.helpers import make_numbers, make_out
 
@@ -29,6 +30,7 @@ INTERVAL = 100
 SCRIPT = """
 import os, sys, uuid
 import lakecompute as lc
+from lakecompute.datasets import evals_of
 
 OUT, SCHEDULER, WORKERS, CALLS = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 LIMIT = {limit}
@@ -151,7 +153,7 @@ def test_other_eval_into_an_unfinished_output_is_refused(scheduler: Sched, tmp_p
     assert result.resumed_from == 0
     dropped = lc.load(str(tmp_path / "out"), version=kept + 1)
     assert len(dropped.y) == 0
-    assert dropped.eval_records() == lc.load(str(tmp_path / "out"), version=before).eval_records()
+    assert evals_of(dropped).records() == evals_of(lc.load(str(tmp_path / "out"), version=before)).records()
     assert [e["message"] for e in reloaded.log()][-2:] == [
         "drop unfinished eval double (rerun=True)",
         "eval triple",

@@ -196,7 +196,8 @@ def test_delete_then_empty_in_the_same_process_after_a_lease_renewal(
 ) -> None:
     """A writer of this process that committed (its lease still renewed, as after every commit) does not
     bring the deleted folder back: after a renewal period, nothing is at the path and lc.empty takes it."""
-    from lakecompute.storage import RENEW_SECONDS, Lease
+    from lakecompute.versioned import Lease
+    from lakecompute.versioned._leases import RENEW_SECONDS
 
     other = make_numbers(tmp_path / "other", 10)  # a lease the keeper renews on every pass
     path = str(tmp_path / "gone")

@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.datasets._maintenance import typed_chunks
+from lakecompute.versioned._compact import typed_chunks
 
 
 @pytest.mark.slow

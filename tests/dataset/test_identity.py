@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import Manifest, open_backend, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.versioned import Manifest
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
 
 
 def _as_before_ids(path: str, versions: int) -> None:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
+from lakecompute.datasets import evals_of
 from lakecompute.testing.detection import write_coco_folder
 from lakecompute.testing.internals import whole_manifest
 
@@ -117,7 +118,7 @@ def test_mutating_records_log_and_tensor_listings_changes_nothing(tmp_path: Path
     out.create_tensor("y", dtype="int64")
     _doubled().eval([1, 2, 3], out, progressbar=False)
     ds = lc.load(str(tmp_path / "out"))
-    records, log, tensors = ds.eval_records(), ds.log(), ds.tensors
+    records, log, tensors = evals_of(ds).records(), ds.log(), ds.tensors
     first = {k: copy.deepcopy(v) for k, v in records.items()}
     first_log = copy.deepcopy(log)
     for record in records.values():
@@ -126,7 +127,7 @@ def test_mutating_records_log_and_tensor_listings_changes_nothing(tmp_path: Path
     for entry in log:
         _mutate(entry)
     tensors.clear()
-    assert ds.eval_records() == first
+    assert evals_of(ds).records() == first
     assert ds.log() == first_log
     assert list(ds.tensors) == ["y"]
     assert ds.y.numpy().tolist() == [2, 4, 6]

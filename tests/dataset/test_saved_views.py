@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.datasets import evals_of
 from lakecompute.testing.internals import dataset_core
 from tests.dataset.conftest import make_mixed, snapshot
 from tests.dataset.test_branches import SCRIPT, with_pending
@@ -145,7 +146,7 @@ def test_a_saved_view_resumes_after_sigkill(tmp_path: Path) -> None:
     assert 0 < done < N_JPEG
     assert done % 1000 == 0
     assert stored_bytes(partial, "images", range(done)) == stored_bytes(src, "images", range(done))
-    (record,) = partial.eval_records().values()
+    (record,) = evals_of(partial).records().values()
     assert (record.status, record.done, record.base_version) == ("running", done, 1)  # 1: the tensors
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
-import lakecompute.storage._leases as leases
+import lakecompute.versioned._leases as leases
 from tests.helpers import wait_for_file
 
 

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 import lakecompute as lc
-from lakecompute.storage import is_committed, open_backend, read_manifest
+from lakecompute.storage import open_backend
+from lakecompute.versioned._reads import read_manifest
+from lakecompute.versioned._versions import is_committed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

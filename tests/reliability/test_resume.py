@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.datasets import evals_of
 from lakecompute.testing.internals import dataset_core
 from tests.helpers import make_numbers, make_out
 from tests.reliability.reliability_helpers import (
@@ -153,7 +154,7 @@ def test_unfingerprintable_argument_is_named(tmp_path: Path) -> None:
             list(range(N)), out, checkpoint_interval=INTERVAL, progressbar=False
         )
     np.testing.assert_array_equal(lc.load(str(tmp_path / "out")).x.numpy(), 2 * np.arange(N))
-    assert lc.load(str(tmp_path / "out")).eval_records()  # recorded: a rerun is recognised
+    assert evals_of(lc.load(str(tmp_path / "out"))).records()  # recorded: a rerun is recognised
 
 
 def test_streamed_input_cannot_be_checkpointed(tmp_path: Path) -> None:

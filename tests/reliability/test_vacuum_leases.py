@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import IDLE_SECONDS
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._leases import IDLE_SECONDS
 from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
 from tests.reliability.reliability_helpers import kill_session
@@ -116,7 +116,7 @@ def test_lease_is_released_after_commit_and_rollback(tmp_path: Path) -> None:
     ds = make_numbers(path, 3)
     (committed,) = lease_files(str(path))
     assert committed["ids"]
-    lease = dataset_core(ds).txn.lease
+    lease = dataset_core(ds).txn.writer.lease
     lease.tick()  # released just now: renewed, in case the handle writes again soon
     assert len(lease_files(str(path))) == 1
     lease.released -= IDLE_SECONDS

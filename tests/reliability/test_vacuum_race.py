@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.datasets import evals_of
 from tests.helpers import make_numbers, make_out, wait_until
 from tests.leases import LEASE_SCRIPT, UNSHARE, script_env
 from tests.procs import wait_session_empty
@@ -52,7 +53,7 @@ def test_vacuum_after_killed_in_place_eval_keeps_parked_outputs(tmp_path: Path) 
     finally:
         kill_session(proc.pid)
     ds = lc.load(str(path))
-    (record,) = ds.eval_records().values()
+    (record,) = evals_of(ds).records().values()
     assert (record.status, record.done) == ("running", 40)
     assert sum(len(p) for p in record.parked.values()) >= 1
     np.testing.assert_array_equal(ds.x.numpy(), np.arange(N))  # readers still see the old content

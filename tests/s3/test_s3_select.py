@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK, chunk_key, segment_key
+from lakecompute.storage import chunk_key
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._keys import segment_key
+from lakecompute.versioned._segments import DATA_CHUNK
 
 
 def _image_chunk_keys(ds: lc.Dataset) -> set[str]:

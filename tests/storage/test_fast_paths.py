@@ -9,18 +9,10 @@ import zarr
 from zarr.storage import LocalStore
 
 from lakecompute import compression
-from lakecompute.storage import (
-    TEMP_PREFIX,
-    ArrayCache,
-    Manifest,
-    OpenSegment,
-    SlotWriter,
-    commit_manifest,
-    create_segment,
-    latest_version,
-    open_backend,
-)
-from lakecompute.storage._segments import DATA_CHUNK, SLOT_BYTES
+from lakecompute.storage import TEMP_PREFIX, ArrayCache, open_backend
+from lakecompute.versioned import Manifest, SlotWriter
+from lakecompute.versioned._segments import DATA_CHUNK, SLOT_BYTES, OpenSegment, create_segment
+from lakecompute.versioned._versions import commit_manifest, latest_version
 
 
 @pytest.mark.parametrize("codec", [None, "zstd", "lz4", "gzip"])
@@ -160,7 +152,7 @@ def test_gather_cuts_runs_from_cached_chunks_and_refuses_runs_past_the_end(tmp_p
     """ArrayCache.gather returns the caller's own runs (any order, repeats, across chunks) and refuses
     runs that start before the array or end past it, naming its metadata."""
     from lakecompute.errors import DatasetCorruptError
-    from lakecompute.storage import create_typed_array
+    from lakecompute.versioned._segments import create_typed_array
 
     store = LocalStore(str(tmp_path))
     values = np.arange(3000, dtype=np.int64)

@@ -12,7 +12,10 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.htypes import parse_tensor_spec
-from lakecompute.storage import Manifest, TensorState, open_backend, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.versioned import Manifest, TensorState
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
 
 
 def _dataset(path: Path) -> lc.Dataset:

@@ -17,8 +17,9 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK, INDEX_CHUNK, Fragment
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned import Fragment
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK
 
 _FORK = multiprocessing.get_context("fork")
 N = 3000  # x: 3000 samples of 1 KiB: three chunks of its segment
@@ -173,7 +174,7 @@ def test_integrity_old_segments_without_checksums_still_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Segments written before chunks carried checksums read as before; a missing chunk still raises."""
-    from lakecompute.storage import _segments
+    from lakecompute.versioned import _segments
 
     monkeypatch.setattr(_segments, "checked_codecs", lambda compressors: tuple(compressors))
     monkeypatch.setattr(_segments, "segment_codecs", lambda compressors: tuple(compressors))

@@ -17,8 +17,9 @@ import pytest
 import zarr
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK, INDEX_CHUNK, Fragment
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned import Fragment
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.specs import htype_declaration
-from lakecompute.storage import Fragment, InvalidField
+from lakecompute.versioned import Fragment
+from lakecompute.versioned._schema import InvalidField
 
 KEY = "versions/0000000002.json"
 Body = dict[str, Any]

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import open_backend, read_header, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_header, read_manifest
 
 HERE = Path(__file__).resolve().parent / "old_format"
 EXPECTED: dict[str, Any] = json.loads((HERE / "expected.json").read_text())

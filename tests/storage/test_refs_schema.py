@@ -14,16 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
-from lakecompute.storage import (
-    BranchRef,
-    branch_head,
-    moved_to,
-    open_backend,
-    read_branch,
-    read_manifest,
-    read_tag,
-    version_key,
-)
+from lakecompute.storage import open_backend
+from lakecompute.versioned import BranchRef
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
+from lakecompute.versioned._refs import moved_to, read_branch, read_tag
+from lakecompute.versioned._versions import branch_head
 
 LINE = "0123456789abcdef0123456789abcdef"
 json_values = st.recursive(

@@ -14,7 +14,8 @@ from zarr.storage import LocalStore
 
 import lakecompute as lc
 from lakecompute import compression
-from lakecompute.storage import OpenSegment, SlotWriter, create_segment
+from lakecompute.versioned import SlotWriter
+from lakecompute.versioned._segments import OpenSegment, create_segment
 
 
 def _documents(root: Path) -> dict[str, bytes]:

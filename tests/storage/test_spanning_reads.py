@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._segments import DATA_CHUNK
 
 N = 2_500  # 4 KiB samples: 256 to a 1 MiB chunk, ten chunks
 

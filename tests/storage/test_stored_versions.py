@@ -18,7 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecompute as lc
-from lakecompute.storage import forget_manifests, open_backend, read_manifest, version_key
+from lakecompute.storage import open_backend
+from lakecompute.versioned import forget_manifests
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._reads import read_manifest
 
 ROWS = 5_000
 EDITS = 120

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._segments import DATA_CHUNK
 
 #: The screenshots docs/viewer.md shows (docs/images/...), by the page the browser tests take them of.
 SCREENSHOTS = {

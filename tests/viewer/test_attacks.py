@@ -12,8 +12,8 @@ from urllib.parse import quote
 import pytest
 
 import lakecompute as lc
-from lakecompute.storage import DATA_CHUNK
 from lakecompute.testing.internals import dataset_core
+from lakecompute.versioned._segments import DATA_CHUNK
 from lakecompute.viewer import Viewer, serve
 from tests.viewer.scene import damage_chunks, fetch, get_json
 

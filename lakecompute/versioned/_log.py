@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakecompute.datasets._history import heads, walk
 from lakecompute.errors import DatasetCorruptError
-from lakecompute.storage import DEFAULT_BRANCH, Backend, VersionHeader, list_tags, version_key
+from lakecompute.storage import Backend
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._history import heads, walk
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._refs import DEFAULT_BRANCH, list_tags
 
 __all__ = ["entry", "log_entries"]
 

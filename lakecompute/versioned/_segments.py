@@ -21,6 +21,7 @@ import posixpath
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,35 +30,30 @@ import numpy as np
 import zarr
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
-from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 
-from lakecompute.storage._backend import temp_name
-from lakecompute.storage._chain import plain_chain
+from lakecompute.storage import plain_chain, temp_name
+from lakecompute.versioned._keys import SEGMENTS, TENSORS, segment_key
 
 if TYPE_CHECKING:
-    from lakecompute.storage._cache import ArrayCache
+    from lakecompute.storage import ArrayCache
 
 __all__ = [
+    "ARRAY_RULES",
     "CAPACITY_BYTES",
     "CAPACITY_INDEX",
     "DATA_CHUNK",
     "INDEX_CHUNK",
     "MAX_SLOTS",
-    "SEGMENTS",
     "SLOT_BYTES",
     "SLOT_INDEX",
     "STREAM_SEGMENT",
-    "TENSORS",
+    "Compressors",
     "OpenSegment",
     "SlotWriter",
     "checked_codecs",
-    "chunk_folder",
-    "chunk_key",
     "create_segment",
     "create_typed_array",
     "new_segment_id",
-    "segment_key",
-    "typed_array_key",
 ]
 
 DATA_CHUNK = 1 << 20  # 1 MiB: zarr's fixed cost per chunk is small next to this (STORAGE-NOTES)
@@ -72,38 +68,6 @@ MAX_SLOTS = CAPACITY_BYTES // SLOT_BYTES
 def new_segment_id() -> str:
     """A unique, time-ordered segment name (the time lets cleanup spare young segments)."""
     return f"{int(time.time() * 1000):013d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-SEGMENTS = "segments"
-"""The folder of every segment."""
-
-TENSORS = "tensors"
-"""The folder of the typed arrays ``compact()`` writes, one sub-folder per tensor."""
-
-#: How the arrays lakecompute writes name their chunks: zarr's default for v3 (``c/<i>``).
-_CHUNK_KEYS = DefaultChunkKeyEncoding()
-
-
-def segment_key(seg_id: str, part: str | None = None) -> str:
-    """The storage key of segment ``seg_id``'s folder, or of its ``"data"`` or ``"index"`` array."""
-    folder = f"{SEGMENTS}/{seg_id}"
-    return folder if part is None else f"{folder}/{part}"
-
-
-def typed_array_key(tensor: str, array_id: str | None = None) -> str:
-    """The storage key of ``tensor``'s folder of typed arrays, or of its typed array ``array_id``."""
-    folder = f"{TENSORS}/{tensor}"
-    return folder if array_id is None else f"{folder}/{array_id}"
-
-
-def chunk_key(array_key: str, chunk: int) -> str:
-    """The storage key of chunk ``chunk`` of the 1-D array at ``array_key``, as zarr names it."""
-    return f"{array_key}/{_CHUNK_KEYS.encode_chunk_key((chunk,))}"
-
-
-def chunk_folder(array_key: str) -> str:
-    """The folder holding the chunks of the 1-D array at ``array_key`` (named by their numbers)."""
-    return chunk_key(array_key, 0).rsplit("/", 1)[0]
 
 
 def segment_time(seg_id: str) -> float:
@@ -131,6 +95,37 @@ def segment_codecs(compressors: tuple[Any, ...]) -> tuple[Any, ...]:
 #: values of numeric samples of varying shapes in their own dtype (token ids, say) instead of bytes, and
 #: whose index sizes count those values. ``compact()`` writes them; plain zarr opens them as one array.
 STREAM_SEGMENT = "compacted-stream"
+
+
+#: A chunk compression's zarr codecs (``compression.zarr_compressors``): the table stores chunks with the
+#: codecs the layer above chose, and knows no sample encoding.
+Compressors = Callable[[str | None], tuple[Any, ...]]
+
+
+class _ArrayRules:
+    """The arrays of the table, as every chunk cache opened on a dataset checks them when it opens one
+    (`lakecompute.storage.ArrayRules`)."""
+
+    def refuse(self, path: str, arr: zarr.Array[Any]) -> str | None:
+        if not path.startswith(f"{SEGMENTS}/"):
+            return None
+        # A segment's data array holds bytes — or, in a typed stream that compact() wrote, the values of
+        # numeric samples of varying shapes in their own dtype — and its index holds int64 rows.
+        stream = arr.attrs.get("lakecompute") == STREAM_SEGMENT and arr.dtype.kind in "biuf"
+        expected = {"data": np.uint8, "index": np.int64}.get(path.rsplit("/", 1)[-1])
+        dtype_ok = arr.dtype == expected or (stream and path.endswith("/data"))
+        if expected is None or arr.ndim != 1 or not dtype_ok:
+            return f"expected a 1-D segment array, got {arr.ndim}-D {arr.dtype}"
+        return None
+
+    def zeros_when_unchecked(self, path: str) -> bool:
+        # A typed array compact() wrote before chunks carried checksums: zarr skipped chunks of zeros
+        # then, so a missing chunk there means zeros.
+        return path.startswith(f"{TENSORS}/")
+
+
+#: What the chunk caches of a dataset check of the arrays they open.
+ARRAY_RULES = _ArrayRules()
 
 
 def checked_codecs(compressors: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -2,7 +2,7 @@
 
 Everything here reads manifests and refs and changes nothing. Versions are named by number, by a
 branch (its head) or by a tag; `resolve` turns any of them into a committed version. Ancestry is
-known from a manifest alone (`lakecompute.storage.Manifest.descends_from`), so the common ancestor of
+known from a manifest alone (`lakecompute.versioned.Manifest.descends_from`), so the common ancestor of
 two versions is found by reading a handful of manifests, however long their histories are.
 """
 
@@ -17,24 +17,20 @@ from lakecompute.errors import (
     LakeComputeError,
     RefNotFoundError,
 )
-from lakecompute.storage import (
+from lakecompute.storage import Backend
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._keys import tag_key, version_key
+from lakecompute.versioned._manifest import Manifest
+from lakecompute.versioned._reads import read_header, read_manifest
+from lakecompute.versioned._refs import (
     DEFAULT_BRANCH,
-    Backend,
-    Manifest,
-    VersionHeader,
-    branch_head,
-    is_committed,
-    latest_version,
     list_branches,
     list_tags,
     parse_version_name,
     read_branch,
-    read_header,
-    read_manifest,
     read_tag,
-    tag_key,
-    version_key,
 )
+from lakecompute.versioned._versions import branch_head, is_committed, latest_version
 
 __all__ = ["VersionLike", "collectable", "heads", "merge_base", "read_committed", "resolve", "walk"]
 

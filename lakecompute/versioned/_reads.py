@@ -1,7 +1,7 @@
 """Reading versions: a manifest followed along its deltas to the version stored whole, and remembered.
 
 A version stored as a delta (``_stored``) is read by reading its base, and its base's base, up to a
-version stored whole (at most `lakecompute.storage._stored.MAX_DEPTH` files), then applying the deltas
+version stored whole (at most `lakecompute.versioned._stored.MAX_DEPTH` files), then applying the deltas
 forward; each base's content digest is checked before its delta is applied. Manifests read or committed
 are remembered (a few dozen, per process), keyed by their location, number and stored bytes: a version
 file's bytes never change while it names the same content, so a chain is read once, and the next read
@@ -19,11 +19,12 @@ import threading
 from collections import OrderedDict
 
 from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError
-from lakecompute.storage._backend import Backend
-from lakecompute.storage._header import VersionHeader
-from lakecompute.storage._manifest import Manifest, version_key
-from lakecompute.storage._schema import InvalidField
-from lakecompute.storage._stored import MAX_DEPTH, Decoded, decode, header_of
+from lakecompute.storage import Backend
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._manifest import Manifest
+from lakecompute.versioned._schema import InvalidField
+from lakecompute.versioned._stored import MAX_DEPTH, Decoded, decode, header_of
 
 __all__ = ["forget_manifests", "read_header", "read_manifest", "remember"]
 

@@ -3,7 +3,7 @@
 A manifest names, for every tensor, its spec and the ordered list of fragments (runs of samples
 in segments) that form it, and its place in the history: its parents, the branch it was committed on,
 and what produced it. This module holds the document (`Manifest`, `TensorState`, `Fragment`) and its
-checked parsing; listing, reading and committing versions on a backend is `lakecompute.storage._versions`.
+checked parsing; listing, reading and committing versions on a backend is `lakecompute.versioned._versions`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from lakecompute.errors import (
     LakeComputeError,
 )
 from lakecompute.specs import NOT_NUMERIC_DTYPES, TensorSpec, parse_tensor_name
-from lakecompute.storage._header import LINE_ID, Placed, Stored, header_fields, load_json
-from lakecompute.storage._schema import (
+from lakecompute.versioned._header import LINE_ID, Placed, Stored, header_fields, load_json
+from lakecompute.versioned._keys import version_key
+from lakecompute.versioned._schema import (
     MAX_NDIM,
     InvalidField,
     check_bounds,
@@ -36,12 +37,10 @@ from lakecompute.storage._schema import (
     check_uniform,
     nested,
 )
-from lakecompute.storage._segments import CAPACITY_INDEX
+from lakecompute.versioned._segments import CAPACITY_INDEX
 
 __all__ = [
     "FORMAT",
-    "MARKER",
-    "VERSIONS",
     "Fragment",
     "Manifest",
     "TensorState",
@@ -49,25 +48,14 @@ __all__ = [
     "content_digest",
     "evals_of",
     "new_dataset_id",
-    "version_key",
 ]
 
 FORMAT = "lakecompute/1"
-VERSIONS = "versions"
-"""The folder of the version manifests."""
-#: The root group attribute (in ``zarr.json``) that makes a folder a dataset: ``{"format": 1, "dataset_id":
-#: ...}``, written last when a dataset is created (the id since datasets have ids).
-MARKER = "lakecompute"
 
 
 def new_dataset_id() -> str:
     """A fresh random dataset id (written once, into version 0, when a dataset is created)."""
     return uuid.uuid4().hex
-
-
-def version_key(version: int) -> str:
-    """The storage key of a version's manifest."""
-    return f"{VERSIONS}/{version:010d}.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +299,11 @@ class Manifest(Placed):
             object.__setattr__(self, "_digest", content_digest(self.tensors, self.evals, self.info))
         assert self._digest is not None
         return self._digest
+
+    @property
+    def key(self) -> str:
+        """The storage key of the version's manifest (what errors about its content name)."""
+        return version_key(self.version)
 
     def recorded(self, digest: str | None, stored: Stored | None) -> Manifest:
         """This manifest, with its digest as recorded (None: made on first use) and how it is stored."""

@@ -7,77 +7,61 @@ handle is on:
   fast-forward: one atomic step, no new version);
 - when the branch already holds ``source``, nothing happens;
 - otherwise both sides are compared with their newest common ancestor (the *base*), tensor by tensor
-  and row by row (`lakecompute.datasets._diff`), and the result is committed as a new version with two
+  and row by row (`lakecompute.versioned._diff`), and the result is committed as a new version with two
   parents. Changes to different tensors, or to different rows of one tensor, combine; rows appended on
   both sides are all kept (this branch's first). Changes to the same rows, a tensor deleted on one side
   and changed on the other, created on both, or given different specs or info on each, are conflicts:
   `lakecompute.errors.MergeConflictError` names them and nothing is committed, unless
   ``conflict_resolution`` says which side wins (``"ours"``: this branch, ``"theirs"``: ``source``;
   Deep Lake 3's names).
+
+The handle's verb (``lakecompute.datasets._branching.merge``) decides which of the three it is and
+commits; `merged_content` is the third case's content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from lakecompute.datasets._core import core_of
-from lakecompute.datasets._diff import Rows, changed_rows, slice_rows
-from lakecompute.datasets._history import merge_base, read_committed, resolve
-from lakecompute.datasets._records import as_reference
-from lakecompute.errors import InvalidArgumentError, MergeConflictError
-from lakecompute.storage import Fragment, Manifest, TensorState, append_fragment
+from lakecompute.errors import MergeConflictError
+from lakecompute.storage import Backend
+from lakecompute.versioned._diff import Rows, changed_rows, slice_rows
+from lakecompute.versioned._evals import as_reference
+from lakecompute.versioned._fragments import append_fragment
+from lakecompute.versioned._history import merge_base
+from lakecompute.versioned._manifest import Fragment, Manifest, TensorState
 
-if TYPE_CHECKING:
-    from lakecompute.datasets._dataset import Dataset
-
-__all__ = ["Resolution", "merge"]
+__all__ = ["Combined", "Resolution", "combine", "merged_content"]
 
 Resolution = Literal["ours", "theirs"] | None
 
 
-def merge(ds: Dataset, source: object, conflict_resolution: object = None) -> int:
-    """Merge ``source`` into the branch ``ds`` is on (see the module docstring); returns the version the
-    branch is at afterwards.
+def merged_content(
+    backend: Backend, ours: Manifest, theirs: Manifest, source: str, resolution: Resolution
+) -> tuple[Manifest, dict[str, Any]]:
+    """The content of the version that merges ``theirs`` (named ``source`` by the user) into ``ours``,
+    combined from their newest common ancestor, and its origin (``Manifest.origin``).
 
     Raises:
-        ReadOnlyError: ``ds`` cannot write (read-only, or pinned to a version).
-        InvalidArgumentError: uncommitted changes, a bad ``conflict_resolution``, or no common ancestor.
-        RefNotFoundError: ``source`` names no branch or tag.
-        MergeConflictError: both sides changed the same rows or tensors (nothing is committed).
-        CommitConflictError: another writer moved the branch meanwhile (nothing is committed).
+        MergeConflictError: both sides changed the same rows or tensors (and ``resolution`` is None).
+        InvalidArgumentError: no common ancestor is left.
     """
-    core = core_of(ds)
-    core.check_writable()
-    resolution = _parse_resolution(conflict_resolution)
-    if core.txn.pending:
-        raise InvalidArgumentError(
-            f"Dataset {core.path!r} has uncommitted changes; commit them (or roll them back) before a merge."
-        )
-    ours = core.txn.base
-    theirs = read_committed(core.backend, resolve(core.backend, source, "source"))
-    if ours.descends_from(theirs):
-        return ours.version  # already merged: nothing to do
-    if theirs.descends_from(ours):
-        core.txn.fast_forward(theirs)
-        return theirs.version
-    base = merge_base(core.backend, ours, theirs)
+    base = merge_base(backend, ours, theirs)
     result = combine(base, ours, theirs, resolution)
     if result.row_conflicts or result.tensor_conflicts:
-        raise MergeConflictError(core.path, str(source), result.row_conflicts, result.tensor_conflicts)
+        raise MergeConflictError(backend.url, source, result.row_conflicts, result.tensor_conflicts)
     content = replace(ours, tensors=result.tensors, info=result.info, evals=_evals(ours, theirs))
-    origin = {"op": "merge", "source": str(source), "version": theirs.version, "base": base.version}
+    origin: dict[str, Any] = {
+        "op": "merge",
+        "source": source,
+        "version": theirs.version,
+        "base": base.version,
+    }
     if resolution is not None:
         origin["resolution"] = resolution
-    core.txn.commit_merge(content, f"merge {source} into {core.branch}", theirs, origin)
-    return core.version
-
-
-def _parse_resolution(value: object) -> Resolution:
-    if value is None or value in ("ours", "theirs"):
-        return value
-    raise InvalidArgumentError(f"Expected conflict_resolution None, 'ours' or 'theirs'. Got {value!r:.80}.")
+    return content, origin
 
 
 @dataclass

@@ -18,8 +18,8 @@ ref file; a branch created again under the same name gets a new line, so nothing
 followed again.
 
 Datasets written before branches have no refs: their ``main`` is the newest version
-(`lakecompute.storage.latest_version`), each version the child of the one before. The first change of
-refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at that newest version
+(`lakecompute.versioned._versions.latest_version`), each version the child of the one before. The first
+change of refs (a commit, a new branch) writes ``refs/branches/main.json`` starting at that newest version
 (`ensure_main`); from then on ``main`` moves like any branch.
 """
 
@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, StorageError
-from lakecompute.storage._backend import TEMP_PREFIX, Backend
-from lakecompute.storage._schema import MAX_OFFSET, InvalidField, check_int
+from lakecompute.storage import TEMP_PREFIX, Backend
+from lakecompute.versioned._keys import LINES, branch_key, line_hint_key, line_key, move_key, tag_key
+from lakecompute.versioned._schema import MAX_OFFSET, InvalidField, check_int
 
 __all__ = [
     "DEFAULT_BRANCH",
@@ -45,7 +46,6 @@ __all__ = [
     "BranchRef",
     "TagRef",
     "advance",
-    "branch_key",
     "create_branch",
     "create_tag",
     "ensure_main",
@@ -54,7 +54,6 @@ __all__ = [
     "list_branches",
     "list_lines",
     "list_tags",
-    "move_key",
     "moved_to",
     "new_line_id",
     "parse_ref_name",
@@ -62,7 +61,6 @@ __all__ = [
     "read_branch",
     "read_line_hint",
     "read_tag",
-    "tag_key",
     "write_line_hint",
 ]
 
@@ -144,23 +142,6 @@ def parse_version_name(spec: object, what: str = "version") -> int | str:
 def new_line_id() -> str:
     """A fresh line id: a new branch (or a branch created again under an old name) gets its own."""
     return uuid.uuid4().hex
-
-
-def branch_key(name: str) -> str:
-    return f"refs/branches/{name}.json"
-
-
-def tag_key(name: str) -> str:
-    return f"refs/tags/{name}.json"
-
-
-def move_key(line: str, parent: int) -> str:
-    """The storage key of the move of line ``line`` after version ``parent``."""
-    return f"refs/lines/{line}/{parent:010d}.json"
-
-
-def _hint_key(line: str) -> str:
-    return f"refs/lines/{line}/HEAD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +324,7 @@ def _names(backend: Backend, folder: str) -> list[str]:
 
 def list_branches(backend: Backend) -> list[str]:
     """The branch names, sorted (``main`` included where the dataset predates refs)."""
-    names = _names(backend, "refs/branches")
+    names = _names(backend, branch_key())
     return names if DEFAULT_BRANCH in names else sorted([DEFAULT_BRANCH, *names])
 
 
@@ -354,7 +335,7 @@ def list_tags(backend: Backend) -> dict[str, TagRef]:
         DatasetCorruptError: a tag file is damaged.
     """
     out = {}
-    for name in _names(backend, "refs/tags"):
+    for name in _names(backend, tag_key()):
         tag = read_tag(backend, name)
         if tag is not None:  # removed since the listing
             out[name] = tag
@@ -363,7 +344,7 @@ def list_tags(backend: Backend) -> dict[str, TagRef]:
 
 def list_lines(backend: Backend) -> list[str]:
     """The line ids that have moves or a hint stored (for ``vacuum``)."""
-    return [name for name in backend.list("refs/lines") if _LINE.fullmatch(name)]
+    return [name for name in backend.list(LINES) if _LINE.fullmatch(name)]
 
 
 def moved_to(backend: Backend, line: str, parent: int) -> int | None:
@@ -382,9 +363,7 @@ def last_move(backend: Backend, ref: BranchRef) -> tuple[int, str | None]:
     Raises:
         DatasetCorruptError: the move is damaged.
     """
-    parents = [
-        int(m.group(1)) for name in backend.list(f"refs/lines/{ref.line}") if (m := _MOVE.fullmatch(name))
-    ]
+    parents = [int(m.group(1)) for name in backend.list(line_key(ref.line)) if (m := _MOVE.fullmatch(name))]
     parents = [p for p in parents if p >= ref.start]
     if not parents:
         return ref.start, None
@@ -395,8 +374,8 @@ def last_move(backend: Backend, ref: BranchRef) -> tuple[int, str | None]:
 
 def read_line_hint(backend: Backend, line: str) -> int | None:
     """The version line ``line``'s hint names (None when it is missing or torn). Only a hint: the caller
-    checks that the version belongs to the line before using it (`lakecompute.storage.branch_head`)."""
-    return _parse_hint(backend.read(_hint_key(line)))
+    checks that the version belongs to the line before using it (`_versions.branch_head`)."""
+    return _parse_hint(backend.read(line_hint_key(line)))
 
 
 # -- changing refs (each change one atomic step) ------------------------------------------------------
@@ -411,7 +390,7 @@ def advance(backend: Backend, line: str, parent: int, version: int) -> bool:
 def write_line_hint(backend: Backend, line: str, version: int) -> None:
     """Record ``version`` as line ``line``'s newest head (advisory: readers check it and step on)."""
     try:
-        backend.write_hint(_hint_key(line), f"{version:010d} {version:010d}".encode())
+        backend.write_hint(line_hint_key(line), f"{version:010d} {version:010d}".encode())
     except (OSError, StorageError):
         pass  # the hint saves reads; readers find the head without it
 

@@ -4,7 +4,7 @@ Version numbers are unique across branches: a commit takes the next free number 
 manifest file exclusively (`lakecompute.storage.Backend.create_exclusive`), then moves its branch
 there (`commit_version`; the branch refs are in ``_refs``). ``versions/LATEST`` is only a hint that
 saves a directory listing: readers check forward from it, so a stale hint is harmless. The manifest
-document itself is `lakecompute.storage._manifest`, how it is stored (whole or as a delta of its parent)
+document itself is `lakecompute.versioned._manifest`, how it is stored (whole or as a delta of its parent)
 ``_stored``, and reading it (following deltas, remembering what was read) ``_reads``.
 """
 
@@ -23,22 +23,31 @@ from lakecompute.errors import (
     DatasetReplacedError,
     LakeComputeError,
 )
-from lakecompute.storage._backend import Backend
-from lakecompute.storage._header import VersionHeader
-from lakecompute.storage._manifest import MARKER, VERSIONS, Fragment, Manifest, version_key
-from lakecompute.storage._reads import read_header, read_manifest, remember
-from lakecompute.storage._refs import (
+from lakecompute.storage import Backend
+from lakecompute.versioned._header import VersionHeader
+from lakecompute.versioned._keys import (
+    MARKER,
+    ROOT,
+    SEGMENTS,
+    TENSORS,
+    VERSIONS,
+    VERSIONS_HINT,
+    branch_key,
+    move_key,
+    version_key,
+)
+from lakecompute.versioned._manifest import Fragment, Manifest
+from lakecompute.versioned._reads import read_header, read_manifest, remember
+from lakecompute.versioned._refs import (
     BranchRef,
     advance,
-    branch_key,
     last_move,
-    move_key,
     moved_to,
     read_line_hint,
     write_line_hint,
 )
-from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, SEGMENTS, TENSORS
-from lakecompute.storage._stored import encode
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK
+from lakecompute.versioned._stored import encode
 
 __all__ = [
     "branch_head",
@@ -53,7 +62,7 @@ __all__ = [
     "read_manifest_of",
 ]
 
-_HINT = f"{VERSIONS}/LATEST"
+_HINT = VERSIONS_HINT
 
 
 def list_versions(backend: Backend) -> list[int]:
@@ -154,7 +163,7 @@ def check_still_there(backend: Backend, dataset_id: str) -> None:
         DatasetReplacedError: another dataset is at the location now.
         DatasetNotFoundError: no dataset is there (deleted, or being replaced).
     """
-    raw = backend.read("zarr.json")
+    raw = backend.read(ROOT)
     try:
         attributes = json.loads(raw).get("attributes") if raw is not None else None
         mark = attributes.get(MARKER) if isinstance(attributes, dict) else None

@@ -1,51 +1,25 @@
-"""Branches, tags, restore and diff on a dataset handle (``ds.checkout``, ``ds.tag``, ``ds.restore``, ...).
+"""Branches, tags, restore, diff and merge on a dataset handle (``ds.checkout``, ``ds.tag``, ...).
 
-Each operation that changes the dataset is one atomic step on its metadata: creating or removing one
-ref file (`lakecompute.storage._refs`), or one commit through the handle's write transaction. None
+These are the handle's verbs: they check what the user asked against the handle (its branch, its
+pending changes, whether it may write) and hand over to the dataset's table
+(`lakecompute.versioned.Table`). Each operation that changes the dataset is one atomic step on its
+metadata: creating or removing one ref, or one commit through the handle's write transaction. None
 copies or reads a sample.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from lakecompute.datasets._core import DatasetCore, core_of
-from lakecompute.datasets._diff import VersionDiff, diff_manifests
 from lakecompute.datasets._head import Checkout, checkout_of
-from lakecompute.datasets._history import read_committed, resolve
-from lakecompute.errors import (
-    InvalidArgumentError,
-    InvalidTypeError,
-    ReadOnlyError,
-    RefExistsError,
-    RefNotFoundError,
-)
-from lakecompute.storage import (
-    DEFAULT_BRANCH,
-    BranchRef,
-    Manifest,
-    TagRef,
-    branch_key,
-    create_branch,
-    create_tag,
-    ensure_main,
-    is_version_number,
-    latest_version,
-    list_branches,
-    list_tags,
-    new_line_id,
-    parse_ref_name,
-    read_branch,
-    read_manifest,
-    read_tag,
-    tag_key,
-)
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, ReadOnlyError
+from lakecompute.versioned import DEFAULT_BRANCH, Manifest, VersionDiff, is_version_number, parse_ref_name
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
 
-__all__ = ["checkout", "delete_branch", "delete_tag", "diff", "restore", "tag"]
+__all__ = ["checkout", "delete_branch", "delete_tag", "diff", "merge", "restore", "tag"]
 
 
 def _no_pending(core: DatasetCore, what: str) -> None:
@@ -76,19 +50,13 @@ def checkout(ds: Dataset, name: object, create: bool) -> None:
     core = core_of(ds)
     name = parse_ref_name("branch", name) if create else _branch_name(name, core.path)
     _no_pending(core, "switching branches")
-    backend = core.backend
+    table = core.table
     if not create:
-        where, head = checkout_of(backend, name)
-        core.move(where, read_committed(backend, head))
+        where, head = checkout_of(table, name)
+        core.move(where, table.committed(head))
         return
     _refs_writable(core)
-    if read_tag(backend, name) is not None:
-        raise RefExistsError(core.path, name, "tag")
-    # A dataset written before branches gets main's ref first: from now on main is not "the newest version".
-    ensure_main(backend, latest_version(backend) or 0)
-    ref = BranchRef(name, new_line_id(), core.version, time.time(), core.branch)
-    if not create_branch(backend, ref):
-        raise RefExistsError(core.path, name, "branch")
+    ref = table.create_branch(name, core.version, core.branch)
     core.move(Checkout(name, ref), core.txn.base)
 
 
@@ -133,9 +101,7 @@ def delete_branch(ds: Dataset, name: object) -> None:
             f"Cannot delete branch {name!r} of {core.path!r}: this handle is on it. "
             f"Switch first, e.g. ds.checkout({DEFAULT_BRANCH!r})."
         )
-    if read_branch(core.backend, name) is None:
-        raise RefNotFoundError(core.path, name, "branch", list_branches(core.backend))
-    core.backend.delete(branch_key(name))
+    core.table.delete_branch(name)
 
 
 def tag(ds: Dataset, name: object, version: object) -> int:
@@ -149,23 +115,13 @@ def tag(ds: Dataset, name: object, version: object) -> int:
     core = core_of(ds)
     name = parse_ref_name("tag", name)
     _refs_writable(core)
-    backend = core.backend
     if version is None:
         _no_pending(core, "tagging its version")
         number = core.version
     else:
-        number = resolve(backend, version)
-    read_committed(backend, number)
-    if name in list_branches(backend):
-        raise RefExistsError(core.path, name, "branch")
-    if not create_tag(backend, TagRef(name, number, time.time())):
-        raise RefExistsError(core.path, name, "tag")
+        number = core.table.resolve(version)
+    core.table.create_tag(name, number)
     return number
-
-
-def tags(ds: Dataset) -> dict[str, int]:
-    """Tag name -> version, sorted by name."""
-    return {name: t.version for name, t in list_tags(core_of(ds).backend).items()}
 
 
 def delete_tag(ds: Dataset, name: object) -> None:
@@ -177,9 +133,7 @@ def delete_tag(ds: Dataset, name: object) -> None:
     core = core_of(ds)
     name = parse_ref_name("tag", name)
     _refs_writable(core)
-    if read_tag(core.backend, name) is None:
-        raise RefNotFoundError(core.path, name, "tag", sorted(list_tags(core.backend)))
-    core.backend.delete(tag_key(name))
+    core.table.delete_tag(name)
 
 
 def restore(ds: Dataset, version: object) -> int:
@@ -194,9 +148,9 @@ def restore(ds: Dataset, version: object) -> int:
     core = core_of(ds)
     core.check_writable()
     _no_pending(core, "a restore")
-    number = resolve(core.backend, version)
-    read_committed(core.backend, number)
-    core.txn.restore(number, f"restore version {number}")
+    number = core.table.resolve(version)
+    old = core.table.committed(number)
+    core.txn.commit_content(old, f"restore version {number}", {"op": "restore", "version": number})
     return core.version
 
 
@@ -208,12 +162,48 @@ def diff(ds: Dataset, a: object, b: object) -> VersionDiff:
         RefNotFoundError: a name that is no branch or tag.
         DatasetNotFoundError: no such version.
     """
-    core = core_of(ds)
-    backend = core.backend
-    new = core.txn.base if b is None else read_committed(backend, resolve(backend, b, "b"))
+    table = core_of(ds).table
+    new = core_of(ds).txn.base if b is None else table.committed(table.resolve(b, "b"))
     if a is None:
         parent = new.parent
-        old = read_manifest(backend, parent) if parent is not None else Manifest(version=new.version)
+        old = table.manifest(parent) if parent is not None else Manifest(version=new.version)
     else:
-        old = read_committed(backend, resolve(backend, a, "a"))
-    return diff_manifests(core.path, old, new)
+        old = table.committed(table.resolve(a, "a"))
+    return table.diff(old, new)
+
+
+def merge(ds: Dataset, source: object, conflict_resolution: object = None) -> int:
+    """Merge ``source`` into the branch ``ds`` is on (see `lakecompute.versioned._merge`); returns the version
+    the branch is at afterwards: a fast-forward when the branch has not moved since ``source`` started
+    from it, nothing when it holds ``source`` already, else a version with two parents.
+
+    Raises:
+        ReadOnlyError: ``ds`` cannot write (read-only, or pinned to a version).
+        InvalidArgumentError: uncommitted changes, a bad ``conflict_resolution``, or no common ancestor.
+        RefNotFoundError: ``source`` names no branch or tag.
+        MergeConflictError: both sides changed the same rows or tensors (nothing is committed).
+        CommitConflictError: another writer moved the branch meanwhile (nothing is committed).
+    """
+    core = core_of(ds)
+    core.check_writable()
+    resolution = _parse_resolution(conflict_resolution)
+    if core.txn.pending:
+        raise InvalidArgumentError(
+            f"Dataset {core.path!r} has uncommitted changes; commit them (or roll them back) before a merge."
+        )
+    ours = core.txn.base
+    theirs = core.table.committed(core.table.resolve(source, "source"))
+    if ours.descends_from(theirs):
+        return ours.version  # already merged: nothing to do
+    if theirs.descends_from(ours):
+        core.txn.fast_forward(theirs)
+        return theirs.version
+    content, origin = core.table.merge(ours, theirs, str(source), resolution)
+    core.txn.commit_content(content, f"merge {source} into {core.branch}", origin, merged=(theirs,))
+    return core.version
+
+
+def _parse_resolution(value: object) -> Literal["ours", "theirs"] | None:
+    if value is None or value in ("ours", "theirs"):
+        return value
+    raise InvalidArgumentError(f"Expected conflict_resolution None, 'ours' or 'theirs'. Got {value!r:.80}.")

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 
-from lakecompute.errors import LakeComputeError
+from lakecompute.errors import InvalidArgumentError, LakeComputeError
 from lakecompute.specs import (
     CHUNK_COMPRESSIONS,
     HTYPES,
@@ -28,7 +28,7 @@ from lakecompute.specs import (
     parse_tensor_name,
     parse_tensor_spec,
 )
-from lakecompute.storage._segments import CAPACITY_BYTES, CAPACITY_INDEX
+from lakecompute.versioned._segments import CAPACITY_BYTES, CAPACITY_INDEX
 
 __all__ = [
     "MAX_DEPTH",
@@ -40,6 +40,7 @@ __all__ = [
     "check_info",
     "check_int",
     "check_layout",
+    "check_nesting",
     "check_optional_int",
     "check_segment_ref",
     "check_shape",
@@ -70,7 +71,7 @@ T = TypeVar("T")
 class InvalidField(ValueError):
     """A manifest value that breaks the schema.
 
-    Internal to storage and the dataset layer: it is turned into
+    Internal to the table: it is turned into
     `lakecompute.errors.DatasetCorruptError` (which names the file as well) before it reaches users.
 
     Attributes:
@@ -136,6 +137,22 @@ def check_depth(value: object, field: str, limit: int = MAX_DEPTH) -> None:
         for child in item.values() if isinstance(item, dict) else item:
             if isinstance(child, containers):
                 stack.append((child, depth + 1))
+
+
+def check_nesting(value: object, what: str) -> None:
+    """Refuse metadata (``what``: how the message names it) nested deeper than a manifest accepts
+    (`MAX_DEPTH`), before it is stored.
+
+    Raises:
+        InvalidArgumentError: naming ``what``.
+    """
+    try:
+        check_depth(value, "info")  # iteratively: before json recurses into it
+    except InvalidField:
+        raise InvalidArgumentError(
+            f"{what} holds values nested deeper than {MAX_DEPTH} levels of lists and dicts, which a version "
+            "cannot store. Flatten the value (or store it as a JSON string)."
+        ) from None
 
 
 def check_str_dict(value: object, field: str) -> dict[str, Any]:

@@ -36,11 +36,11 @@ import weakref
 from dataclasses import dataclass
 
 from lakecompute.errors import DatasetCorruptError, LeaseExpiredError
-from lakecompute.storage._backend import TEMP_PREFIX, Backend
+from lakecompute.storage import TEMP_PREFIX, Backend
+from lakecompute.versioned._keys import LEASES, lease_key
 
 __all__ = [
     "IDLE_SECONDS",
-    "LEASES",
     "LEASE_MARGIN_SECONDS",
     "LEASE_SECONDS",
     "RENEW_SECONDS",
@@ -59,8 +59,6 @@ IDLE_SECONDS = 300.0
 #: A writer treats its lease as lapsed this long before a vacuum would: the clocks of the machines that
 #: write and vacuum must agree to within this (minus the moment a commit takes), in seconds.
 LEASE_MARGIN_SECONDS = 30.0
-#: The folder of lease files in a dataset.
-LEASES = "leases"
 
 
 def _window() -> float:
@@ -102,7 +100,7 @@ class Lease:
 
     @property
     def key(self) -> str:
-        return f"{LEASES}/{self.writer}.json"
+        return lease_key(self.writer)
 
     def _own(self) -> None:
         # A forked child inherits this object (and maybe a lock the keeper thread held at fork time);
@@ -338,7 +336,7 @@ def read_leases(backend: Backend, now: float | None = None) -> LiveLeases:
     for name in backend.list(LEASES):
         if name.startswith(TEMP_PREFIX) or not name.endswith(".json"):
             continue
-        key = f"{LEASES}/{name}"
+        key = lease_key(name[: -len(".json")])
         raw = backend.read(key)
         if raw is None:
             continue  # released since it was listed

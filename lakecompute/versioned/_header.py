@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
-from lakecompute.storage._refs import LEGACY_LINE, parse_ref_name
-from lakecompute.storage._schema import (
+from lakecompute.versioned._refs import LEGACY_LINE, parse_ref_name
+from lakecompute.versioned._schema import (
     InvalidField,
     check_int,
     check_optional_int,
@@ -59,7 +59,7 @@ class Placed:
 @dataclass(frozen=True, slots=True)
 class Stored:
     """How a version is stored: whole, or as the change from its parent (see
-    ``lakecompute.storage._stored``), and what the next commit's choice between the two starts from.
+    ``lakecompute.versioned._stored``), and what the next commit's choice between the two starts from.
 
     Attributes:
         depth: changes since the nearest version stored whole (0: this one is).
@@ -77,7 +77,7 @@ class Stored:
 @dataclass(frozen=True, slots=True)
 class VersionHeader(Placed):
     """What a version's manifest says without its tensors' fragments: its place in the history, and the
-    summary ``ds.log()`` prints (`lakecompute.storage.read_header`).
+    summary ``ds.log()`` prints (`lakecompute.versioned._reads.read_header`).
 
     Attributes:
         version, parent, time, message, branch, line, merged, reach, origin, dataset_id: as in

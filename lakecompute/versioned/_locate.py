@@ -22,19 +22,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from lakecompute.errors import DatasetCorruptError
-from lakecompute.storage._cache import ArrayCache
-from lakecompute.storage._manifest import Fragment, TensorState
-from lakecompute.storage._segments import DATA_CHUNK, INDEX_CHUNK, chunk_key, segment_key
-from lakecompute.storage._versions import needed_by_a_version
+from lakecompute.storage import ArrayCache, chunk_key
+from lakecompute.versioned._keys import TYPED_PREFIX, segment_key
+from lakecompute.versioned._manifest import Fragment, TensorState
+from lakecompute.versioned._segments import DATA_CHUNK, INDEX_CHUNK
+from lakecompute.versioned._versions import needed_by_a_version
 
 if TYPE_CHECKING:
-    from lakecompute.storage._backend import Backend
+    from lakecompute.storage import Backend
 
-__all__ = ["TYPED_PREFIX", "Located", "Locator", "Run", "located_error", "undecodable_error"]
-
-#: A fragment whose ``seg`` starts with this names a typed ``(n, *shape)`` zarr array (written by
-#: ``compact()``, readable with plain zarr) instead of a segment; ``off`` is then a row number.
-TYPED_PREFIX = "@"
+__all__ = ["Located", "Locator", "Run", "located_error", "undecodable_error"]
 
 
 def located_error(
@@ -181,7 +178,7 @@ class Locator:
     def rows(self, f: Fragment) -> np.ndarray:
         """The ``[size, *shape]`` index rows of fragment ``f``'s stored run, checked."""
         assert f.idx is not None
-        rows = self.cache.index_rows(f.seg, f.idx, f.total, 1 + f.ndim)
+        rows = self.cache.index_rows(segment_key(f.seg, "index"), f.idx, f.total, 1 + f.ndim)
         if (f.seg, f.idx, f.total) not in self._offsets:
             self._offsets[(f.seg, f.idx, f.total)] = self._checked_offsets(f, rows)
         return rows

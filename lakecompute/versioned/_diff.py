@@ -8,7 +8,7 @@ number of fragments, whatever the number of rows.
 
 This is a comparison of where rows are stored: ``compact()`` stores every row anew, so a diff across a
 compaction lists its rows as replaced (their values are equal). Tensors are matched across versions by
-their id (`lakecompute.storage.TensorState.tid`), so a rename is told from a delete and a create.
+their id (`lakecompute.versioned.TensorState.tid`), so a rename is told from a delete and a create.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lakecompute.storage import Fragment, Manifest, TensorState
+from lakecompute.versioned._manifest import Fragment, Manifest, TensorState
 
 __all__ = [
     "Rows",
@@ -37,7 +37,7 @@ Rows = tuple[int, int]
 def _where(f: Fragment, row: int) -> tuple[str, bool, int, int]:
     """Where row ``row`` of fragment ``f`` is stored, and the step to the next row: ``(segment, indexed,
     address, step)``. Runs written one after another into a slot merge into one fragment
-    (`lakecompute.storage.append_fragment`), so a row is told by its address, not by its fragment."""
+    (`lakecompute.versioned.append_fragment`), so a row is told by its address, not by its fragment."""
     if f.idx is not None:
         step = 1 + f.ndim
         return (f.seg, True, f.idx + (f.k + row) * step, step)

@@ -1,4 +1,4 @@
-"""Turning buffered samples into fragments (reading them back is `lakecompute.storage.Locator`'s)."""
+"""Turning buffered samples into fragments (reading them back is `lakecompute.versioned.Locator`'s)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any, cast
 import numpy as np
 
 from lakecompute.specs import Encoded
-from lakecompute.storage._manifest import Fragment
-from lakecompute.storage._segments import SlotWriter
+from lakecompute.versioned._manifest import Fragment
+from lakecompute.versioned._segments import SlotWriter
 
 __all__ = ["SampleBuffer", "append_fragment", "write_fragment"]
 
@@ -37,6 +37,10 @@ class SampleBuffer:
         self.items = []
         self.count = 0
         self.nbytes = 0
+
+    def write(self, writer: SlotWriter, *, ndim: int, dtype: str, prefer_indexed: bool) -> Fragment | None:
+        """Write the samples into ``writer``'s slot as one fragment (see `write_fragment`)."""
+        return write_fragment(self, writer, ndim=ndim, dtype=dtype, prefer_indexed=prefer_indexed)
 
 
 def write_fragment(

@@ -34,9 +34,9 @@ from typing import Any, Final
 
 from lakecompute.errors import LakeComputeError
 from lakecompute.specs import parse_tensor_name
-from lakecompute.storage._header import Stored, VersionHeader, header_fields, load_json
-from lakecompute.storage._manifest import FORMAT, Fragment, Manifest, TensorState, check_fits, evals_of
-from lakecompute.storage._schema import (
+from lakecompute.versioned._header import Stored, VersionHeader, header_fields, load_json
+from lakecompute.versioned._manifest import FORMAT, Fragment, Manifest, TensorState, check_fits, evals_of
+from lakecompute.versioned._schema import (
     MAX_OFFSET,
     InvalidField,
     check_int,

@@ -55,6 +55,15 @@ class Buffers:
         self.max_bytes = max_bytes
         self._kept: list[np.ndarray] = []
 
+    def __len__(self) -> int:
+        """How many buffers the pool keeps."""
+        return len(self._kept)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the buffers the pool keeps."""
+        return sum(b.nbytes for b in self._kept)
+
     def _free(self, i: int) -> bool:
         return sys.getrefcount(self._kept[i]) <= _POOLED
 
@@ -64,7 +73,7 @@ class Buffers:
         if free:
             return self._kept[min(free, key=lambda i: self._kept[i].nbytes)]
         buffer = np.empty(nbytes + (nbytes >> 3) + _SLACK, np.uint8)  # room for the next, a little larger
-        while self._kept and sum(b.nbytes for b in self._kept) + buffer.nbytes > self.max_bytes:
+        while self._kept and self.nbytes + buffer.nbytes > self.max_bytes:
             unused = [i for i in range(len(self._kept)) if self._free(i)]
             if not unused:
                 return buffer  # every kept one is in use: this one is not kept

@@ -282,11 +282,11 @@ def test_the_export_buffers_are_handed_out_again_only_when_free() -> None:
     assert column.to_pybytes() == b"\x01\x02\x03"
     del column
     assert {id(pool.take(1 << 20)), id(pool.take(1 << 20))} <= ids
-    assert len(pool._kept) == 2
+    assert len(pool) == 2
     assert pool.take(2 << 20).nbytes >= 2 << 20  # larger than any kept: a new one
     held = [pool.take(1 << 20) for _ in range(5)]  # all in use: each a new one, the last ones not kept
     assert len({id(b) for b in held}) == 5
-    assert sum(b.nbytes for b in pool._kept) <= 4 << 20
+    assert pool.nbytes <= 4 << 20
 
 
 def test_to_parquet_row_groups_ramp_up_to_the_budget(tmp_path: Path) -> None:

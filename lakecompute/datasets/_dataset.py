@@ -32,7 +32,7 @@ from lakecompute.errors import (
     TensorExistsError,
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
-from lakecompute.storage import Backend, BackendSpec, open_backend
+from lakecompute.storage import Backend, BackendSpec, CacheSpec, open_backend
 from lakecompute.versioned import DEFAULT_BRANCH, Manifest, Table, TensorState
 
 if TYPE_CHECKING:
@@ -52,13 +52,16 @@ class Dataset(_Samples, VersionControl):
         read_only: bool = False,
         pinned: bool = False,
         checkout: Checkout | None = None,
+        cache: CacheSpec | None = None,
     ) -> None:
         table = Table(backend)
         if checkout is None and not pinned:
             # Opened at ``manifest`` as main's head (the refs as they are now: None before branches).
             checkout = Checkout(DEFAULT_BRANCH, table.branch(DEFAULT_BRANCH))
         # Everything the handle's tensors, views, readers and maintenance share (see DatasetCore).
-        self._core = DatasetCore(table, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
+        self._core = DatasetCore(
+            table, manifest, read_only=read_only, pinned=pinned, checkout=checkout, disk=cache
+        )
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -411,7 +414,7 @@ class Dataset(_Samples, VersionControl):
         core = self._core
         where = core.txn.checkout
         args = (spec.url, dict(spec.storage_options), self.version, core.opened_read_only, core.pinned, where)
-        return (_reopen, (*args, core.dataset_id, core.txn.base.digest))
+        return (_reopen, (*args, core.dataset_id, core.txn.base.digest, core.disk))
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
@@ -432,6 +435,7 @@ def _reopen(
     checkout: Checkout | None = None,
     dataset_id: str = "",
     digest: str = "",
+    cache: CacheSpec | None = None,
 ) -> Dataset:
     """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`).
 
@@ -446,7 +450,7 @@ def _reopen(
         if dataset_id
         else table.manifest(version)
     )
-    return Dataset(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
+    return Dataset(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout, cache=cache)
 
 
 def _as_sequence(name: str, values: Any) -> Any:

@@ -20,7 +20,7 @@ from lakecompute.errors import (
     InvalidTypeError,
     RefNotFoundError,
 )
-from lakecompute.storage import Backend, open_backend
+from lakecompute.storage import Backend, cache_spec, open_backend
 from lakecompute.versioned import DEFAULT_BRANCH, Table, parse_ref_name
 
 __all__ = ["check_apart", "dataset", "delete", "empty", "exists", "is_dataset", "like", "load"]
@@ -62,15 +62,25 @@ def load(
     version: int | str | None = None,
     storage_options: dict[str, Any] | None = None,
     branch: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_size: int | str | None = None,
 ) -> Dataset:
     """Open an existing dataset at the newest version of its ``main`` branch (or of ``branch``), or, read-
     only, at ``version``: a version number or a tag (or a branch name: its newest version).
+
+    A dataset on object storage (``s3://``) is read through a local disk cache of its chunks when
+    ``cache_dir`` is given (or the ``LAKECOMPUTE_CACHE_DIR`` environment variable names one): verified,
+    shared by processes, bounded by ``cache_size`` (bytes or text such as ``"20GB"``; default 20 GB, or
+    ``LAKECOMPUTE_CACHE_SIZE``); loaders made from the handle use it too (docs/cluster.md).
 
     Raises:
         DatasetNotFoundError: no dataset there, or no such version.
         RefNotFoundError: no such branch or tag.
         DatasetCorruptError: the version's manifest is damaged (the message names the file).
+        InvalidTypeError: ``cache_dir`` is not a path, or ``cache_size`` neither bytes nor text.
+        InvalidArgumentError: ``cache_size`` does not parse as a size.
     """
+    cache = cache_spec(cache_dir, cache_size)
     backend = open_backend(path, storage_options)
     table = Table(backend)
     table.check_is_dataset()
@@ -86,7 +96,7 @@ def load(
         manifest = table.committed(table.resolve(version))
         # Pinned: read-only at that version; checkout(name, create=True) starts a branch there (unless
         # the handle was asked to be read-only).
-        return Dataset(backend, manifest, read_only=read_only, pinned=True)
+        return Dataset(backend, manifest, read_only=read_only, pinned=True, cache=cache)
     name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
     try:
         checkout, head = checkout_of(table, name)
@@ -94,7 +104,7 @@ def load(
         if name == DEFAULT_BRANCH:  # a dataset with no main is one with no version at all
             raise DatasetNotFoundError(backend.url, "It has no committed version.") from None
         raise
-    return Dataset(backend, table.manifest(head), read_only=read_only, checkout=checkout)
+    return Dataset(backend, table.manifest(head), read_only=read_only, checkout=checkout, cache=cache)
 
 
 def dataset(

@@ -13,6 +13,7 @@ workers, each worker's batches, the steps' order, resume), chunk-aware reading
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -128,8 +129,12 @@ def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> 
     return torch_loader(LoaderCursor(source, options), _class_labels(source))
 
 
-def _rows(data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> RowSource:
+def _rows(
+    data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions | None = None
+) -> RowSource:
     snap = snapshot(data)
+    if options is not None:
+        snap = dataclasses.replace(snap, cache=options.cache(snap.cache))
     return RowSource(snap, _tensor_names(snap.tensors, tensors))
 
 
@@ -137,14 +142,14 @@ def batches(
     data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
 ) -> Batches:
     """Batches of a dataset or view as dicts of numpy arrays; see `lakecompute.Dataset.batches`."""
-    return make_batches(_rows(data, tensors), options)
+    return make_batches(_rows(data, tensors, options), options)
 
 
 def pytorch(
     data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
 ) -> LakeDataLoader:
     """A torch DataLoader over a dataset or view; see `lakecompute.Dataset.pytorch`."""
-    return make_dataloader(_rows(data, tensors), options)
+    return make_dataloader(_rows(data, tensors, options), options)
 
 
 def to_ray(

@@ -19,21 +19,39 @@ from lakecompute.storage._backend import (
 from lakecompute.storage._cache import CACHE_BYTES, LOADER_CACHE_BYTES, ArrayCache, ArrayRules
 from lakecompute.storage._chain import plain_chain
 from lakecompute.storage._checked import chunk_folder, chunk_key
+from lakecompute.storage._diskcache import (
+    CACHE_DIR_ENV,
+    CACHE_SIZE_ENV,
+    CacheInfo,
+    CachedDataset,
+    CacheSpec,
+    DiskCache,
+    cache_spec,
+)
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
+from lakecompute.storage._remote import RemoteChunks
 
 __all__ = [
     "CACHE_BYTES",
+    "CACHE_DIR_ENV",
+    "CACHE_SIZE_ENV",
     "LOADER_CACHE_BYTES",
     "TEMP_PREFIX",
     "ArrayCache",
     "ArrayRules",
     "Backend",
     "BackendSpec",
+    "CacheInfo",
+    "CacheSpec",
+    "CachedDataset",
+    "DiskCache",
     "LayoutVerdicts",
     "LocalBackend",
+    "RemoteChunks",
     "MemoryBackend",
     "adopt_layout_verdicts",
     "backend_class",
+    "cache_spec",
     "chunk_folder",
     "chunk_key",
     "layout_verdicts",

@@ -5,7 +5,7 @@ disk. `DiskCache` keeps them under ``<cache_dir>/lakecompute-cache/``, one file 
 
 * **Named by what they hold.** An entry is found by its namespace — a digest of the dataset's place (the
   store, bucket and prefix) and its id — and the chunk's key; its header says how many of the chunk's
-  items are known final (its *fill*, `lakecompute.storage.RemoteChunks` explains why that names the
+  items are known final (its *fill*; `lakecompute.storage._remote` explains why that names the
   bytes). A dataset made again at its prefix has another id, two datasets at two prefixes other places:
   neither ever reads the other's entries. Only chunks are kept; refs, manifests and metadata are always
   asked of the store.
@@ -50,11 +50,12 @@ __all__ = [
     "CACHE_DIR_ENV",
     "CACHE_SIZE_ENV",
     "DEFAULT_CACHE_SIZE",
-    "WHOLE",
     "CacheInfo",
     "CacheSpec",
     "CachedDataset",
     "DiskCache",
+    "about_note",
+    "cache_folder",
     "cache_spec",
     "namespace",
 ]
@@ -65,8 +66,6 @@ CACHE_DIR_ENV: Final = "LAKECOMPUTE_CACHE_DIR"
 CACHE_SIZE_ENV: Final = "LAKECOMPUTE_CACHE_SIZE"
 #: The bound on the bytes a cache holds when none is given.
 DEFAULT_CACHE_SIZE: Final = 20 * 10**9
-#: The fill of a chunk of an array written whole before any version names it (compacted arrays).
-WHOLE: Final = 2**64 - 1
 #: The folder inside ``cache_dir`` that holds everything the cache writes (and nothing else).
 ROOT: Final = "lakecompute-cache"
 
@@ -109,18 +108,8 @@ def cache_spec(
         InvalidTypeError: ``cache_dir`` is not a path, or ``cache_size`` not a size.
         InvalidArgumentError: an empty ``cache_dir``, or a size that does not parse.
     """
-    if cache_dir is not None and not isinstance(cache_dir, str | os.PathLike):
-        raise InvalidTypeError(
-            f"Expected cache_dir to be a folder (str or os.PathLike) or None. Got "
-            f"{type(cache_dir).__name__}: {cache_dir!r:.80}."
-        )
     if cache_dir is not None:
-        folder: str | None = os.fspath(cache_dir)  # type: ignore[arg-type]  # str or PathLike, checked above
-        if not isinstance(folder, str) or not folder or "\x00" in folder:
-            raise InvalidArgumentError(
-                f"Expected cache_dir to be a folder's path. Got {cache_dir!r:.80}; pass a path such as "
-                "'~/.cache/lakecompute', or leave it out for no cache."
-            )
+        folder: str | None = cache_folder(cache_dir)
     elif inherit is not None:
         folder = inherit.directory
     else:
@@ -134,6 +123,27 @@ def cache_spec(
     if folder is None or size == 0:
         return None
     return CacheSpec(os.path.abspath(os.path.expanduser(folder)), size)
+
+
+def cache_folder(cache_dir: object) -> str:
+    """``cache_dir`` checked: an absolute path (``~`` expanded).
+
+    Raises:
+        InvalidTypeError: not a str or os.PathLike.
+        InvalidArgumentError: an empty path, or one with a NUL character.
+    """
+    if not isinstance(cache_dir, str | os.PathLike):
+        raise InvalidTypeError(
+            f"Expected cache_dir to be a folder (str or os.PathLike) or None. Got "
+            f"{type(cache_dir).__name__}: {cache_dir!r:.80}."
+        )
+    folder = os.fspath(cache_dir)
+    if not isinstance(folder, str) or not folder or "\x00" in folder:
+        raise InvalidArgumentError(
+            f"Expected cache_dir to be a folder's path. Got {cache_dir!r:.80}; pass a path such as "
+            "'~/.cache/lakecompute', or leave it out for no cache."
+        )
+    return os.path.abspath(os.path.expanduser(folder))
 
 
 def namespace(place: tuple[str, ...], dataset_id: str) -> str:
@@ -320,7 +330,7 @@ class DiskCache:
         Args:
             ns: the dataset's namespace (`namespace`).
             key: the chunk's storage key.
-            fill: items of the chunk known final (`WHOLE` for a chunk written whole).
+            fill: items of the chunk known final (at most 2**64 - 1: a chunk written whole).
             payload: its bytes as stored.
             about: the dataset's location and id, noted once per namespace for ``lakecompute cache info``.
         """

@@ -26,6 +26,7 @@ from lakecompute.storage._diskcache import (
     CachedDataset,
     CacheSpec,
     DiskCache,
+    cache_folder,
     cache_spec,
 )
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
@@ -51,6 +52,7 @@ __all__ = [
     "MemoryBackend",
     "adopt_layout_verdicts",
     "backend_class",
+    "cache_folder",
     "cache_spec",
     "chunk_folder",
     "chunk_key",

@@ -1,0 +1,252 @@
+"""The local disk cache of a dataset on S3 (issue 44): request counts taken at a counting proxy in front
+of the moto server, real files in a real ``cache_dir``, real processes."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lakecompute as lc
+from lakecompute.errors import LakeComputeWarning
+from lakecompute.storage import CacheSpec, DiskCache
+from lakecompute.testing.internals import dataset_core
+from tests.s3.counting_proxy import CountingProxy, start_counting_proxy
+from tests.s3.moto_server import MotoServer
+
+N = 300_000  # int64 values: 3 chunks of 1 MiB (the last one partly filled)
+TEXTS = [f"s{i}" * (i % 3 + 1) for i in range(N)]
+
+
+@pytest.fixture(scope="module")
+def proxy(moto_server: MotoServer) -> Iterator[CountingProxy]:
+    counting = start_counting_proxy(moto_server.endpoint)
+    try:
+        yield counting
+    finally:
+        counting.stop()
+
+
+@pytest.fixture
+def counted(proxy: CountingProxy, storage_options: dict[str, Any]) -> dict[str, Any]:
+    """Storage options through the counting proxy (counts reset)."""
+    proxy.reset()
+    return proxy.storage_options(storage_options)
+
+
+def _make(url: str, options: dict[str, Any], offset: int = 0) -> None:
+    ds = lc.empty(url, storage_options=options, overwrite=True)
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.create_tensor("t", htype="text")
+        ds.x.extend(np.arange(N) + offset)
+        ds.t.extend(TEXTS)
+
+
+def _files(cache_dir: Path) -> list[Path]:
+    return [p for p in (cache_dir / "lakecompute-cache").rglob("*") if p.is_file() and len(p.name) == 38]
+
+
+def _held(cache_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (cache_dir / "lakecompute-cache").rglob("*") if p.is_file() and p.name not in ("lock", "CACHEDIR.TAG", "about.json"))
+
+
+def _epoch(ds: lc.Dataset, **options: Any) -> tuple[np.ndarray, list[str]]:
+    xs, ts = [], []
+    for batch in ds.batches(4096, **options):
+        xs.append(batch["x"])
+        ts.extend(batch["t"]) if "t" in batch else None
+    return np.concatenate(xs), ts
+
+
+def test_the_second_epoch_of_a_dataset_that_fits_makes_no_chunk_get(
+    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/ds"
+    _make(url, storage_options)
+    ds = lc.load(url, storage_options=counted, cache_dir=tmp_path, cache_size="1GB")
+    first = ds.x.numpy()
+    assert (first == np.arange(N)).all()
+    assert ds.t.text() == TEXTS
+    gets = proxy.chunk_gets()
+    assert gets >= 5  # 3 chunks of x, the text's data and index chunks
+    proxy.reset()
+    for epoch in range(2):  # a loader's epochs, shuffled, in this process and in 2 workers
+        xs, _ = _epoch(ds, shuffle=True, epoch=epoch, tensors=["x"], num_workers=2 * epoch)
+        assert sorted(xs.tolist()) == list(range(N))
+    again = lc.load(url, storage_options=counted, cache_dir=tmp_path)
+    assert again.t.text() == TEXTS
+    assert proxy.chunk_gets() == 0
+    info = DiskCache(CacheSpec(str(tmp_path), 10**9)).info()
+    assert info.entries == gets and info.datasets[0].dataset_id == ds.id
+
+
+def test_a_dataset_that_does_not_fit_stays_within_the_bound(
+    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/big"
+    ds = lc.empty(url, storage_options=storage_options)
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.random.default_rng(0).integers(0, 2**62, 8 * 131_072))  # 8 chunks, incompressible
+    bound = 3 * 2**20
+    r = lc.load(url, storage_options=counted, cache_dir=tmp_path, cache_size=bound)
+    most = 0
+    for epoch in range(2):
+        for batch in r.batches(20_000, shuffle=True, epoch=epoch):
+            most = max(most, _held(tmp_path))
+            assert len(batch["x"]) > 0
+    chunk = 2**20 + 200  # a chunk's file: its bytes and a header
+    assert 0 < most <= bound + chunk
+    assert (r.x.numpy() == ds.x.numpy()).all()
+    assert proxy.chunk_gets() > 8  # it did not fit: chunks were fetched again
+
+
+def test_an_old_version_after_a_new_commit_reuses_shared_chunks_and_is_never_stale(
+    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/grow"
+    ds = lc.empty(url, storage_options=storage_options)
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(N))
+    v1 = ds.version
+    assert (lc.load(url, storage_options=counted, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
+    # The same writer appends: the partly filled last chunk is rewritten under the same key.
+    ds.x.extend(np.arange(N, N + 1000))
+    ds.x[5] = -5  # and an in-place rewrite
+    proxy.reset()
+    latest = lc.load(url, storage_options=counted, cache_dir=tmp_path)
+    want = np.arange(N + 1000)
+    want[5] = -5
+    assert (latest.x.numpy() == want).all()
+    # Two chunks shared whole with version 1 are not fetched again: the rewritten last chunk is.
+    fetched = proxy.chunk_gets()
+    assert 1 <= fetched <= 2, fetched
+    proxy.reset()
+    old = lc.load(url, storage_options=counted, cache_dir=tmp_path, version=v1)
+    assert (old.x.numpy() == np.arange(N)).all()
+    assert proxy.chunk_gets() == 0  # the entry of the grown chunk holds what version 1 uses too
+
+
+def test_a_writer_reading_its_own_appends_through_a_warm_cache_sees_them(
+    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/own"
+    ds = lc.empty(url, storage_options=storage_options)
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(1000))
+    w = lc.load(url, storage_options=storage_options, cache_dir=tmp_path)
+    assert w.x.numpy().tolist() == list(range(1000))  # the chunk is cached with 1000 items final
+    with w:
+        w.x.extend(np.arange(1000, 1500))
+        assert w.x[1000:1500].numpy().tolist() == list(range(1000, 1500))  # pending, read in the block
+    assert w.x.numpy().tolist() == list(range(1500))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "swap"])
+def test_a_damaged_cached_file_is_fetched_again_never_served(
+    damage: str,
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
+) -> None:
+    url = f"s3://{bucket}/dmg"
+    _make(url, storage_options)
+    assert (lc.load(url, storage_options=counted, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
+    files = sorted(_files(tmp_path), key=lambda p: p.stat().st_size)
+    assert len(files) == 3
+    victim = files[-1]
+    data = bytearray(victim.read_bytes())
+    if damage == "truncate":
+        victim.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        data[len(data) // 2] ^= 0x10
+        victim.write_bytes(data)
+    else:  # another entry's (whole, valid) file in its place
+        victim.write_bytes(files[0].read_bytes())
+    proxy.reset()
+    assert (lc.load(url, storage_options=counted, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
+    assert proxy.chunk_gets() == 1  # that one chunk, fetched again and kept again
+    proxy.reset()
+    assert (lc.load(url, storage_options=counted, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
+    assert proxy.chunk_gets() == 0
+
+
+def test_two_prefixes_with_the_same_keys_never_share_entries(
+    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    import obstore
+    from obstore.store import S3Store
+
+    a, c = f"s3://{bucket}/a", f"s3://{bucket}/c"
+    _make(a, storage_options)
+    _make(c, storage_options, offset=10**9)
+    store = S3Store(
+        bucket,
+        endpoint=storage_options["endpoint_url"],
+        access_key_id=storage_options["key"],
+        secret_access_key=storage_options["secret"],
+        region=storage_options["region"],
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+    assert (lc.load(a, storage_options=storage_options, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
+    # b: a copy of a (the same keys, the same id), whose x chunks then hold c's values.
+    keys = [m["path"] for batch in obstore.list(store, "a/") for m in batch]
+    for key in keys:
+        obstore.put(store, "b/" + key[2:], obstore.get(store, key).bytes())
+    # Then every chunk of b's segment holds what the same key of c's segment holds (c was written the
+    # same way, with other values of x): b's keys, and its id, are a's.
+    segments_a = sorted({k.split("/")[2] for k in keys if k.startswith("a/segments/")})
+    segments_c = sorted({m["path"].split("/")[2] for batch in obstore.list(store, "c/segments/") for m in batch})
+    for seg_a, seg_c in zip(segments_a, segments_c, strict=True):  # made in the same order
+        for batch in obstore.list(store, f"c/segments/{seg_c}/"):
+            for meta in batch:
+                if "/c/" in meta["path"]:
+                    rest = meta["path"].split("/", 3)[3]
+                    obstore.put(store, f"b/segments/{seg_a}/{rest}", obstore.get(store, meta["path"]).bytes())
+    b = lc.load(f"s3://{bucket}/b", storage_options=storage_options, cache_dir=tmp_path)
+    assert b.id == lc.load(a, storage_options=storage_options).id
+    assert (b.x.numpy() == np.arange(N) + 10**9).all()
+    assert (lc.load(a, storage_options=storage_options, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
+
+
+def test_a_dataset_deleted_and_made_again_at_its_prefix_is_read_afresh(
+    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/again"
+    _make(url, storage_options)
+    first = lc.load(url, storage_options=storage_options, cache_dir=tmp_path)
+    assert (first.x.numpy() == np.arange(N)).all()
+    lc.delete(url, storage_options=storage_options)
+    _make(url, storage_options, offset=7)
+    second = lc.load(url, storage_options=storage_options, cache_dir=tmp_path)
+    assert second.id != first.id
+    assert (second.x.numpy() == np.arange(N) + 7).all()
+    assert second.t.text() == TEXTS
+
+
+def test_an_unwritable_cache_dir_warns_once_and_reads_from_the_store(
+    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/nowrite"
+    _make(url, storage_options)
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder would be")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = lc.load(url, storage_options=storage_options, cache_dir=blocker / "cache")
+        assert (ds.x.numpy() == np.arange(N)).all()
+        assert ds.t.text() == TEXTS
+    ours = [w for w in caught if issubclass(w.category, LakeComputeWarning)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert "not used from now on" in str(ours[0].message) and "Reads go on from the store" in str(ours[0].message)

@@ -272,7 +272,10 @@ class DiskCache:
                 self._discard(path)
                 return None
             with contextlib.suppress(OSError):
-                os.utime(fd)  # used now: the last to be evicted
+                # Used now: the last to be evicted. The time is given: the kernel's own file times
+                # tick in milliseconds, which would leave the order of reads close together to chance.
+                now = time.time_ns()
+                os.utime(fd, ns=(now, now))
             return payload
         finally:
             os.close(fd)

@@ -204,7 +204,9 @@ def parse_size(name: str, value: object) -> int:
         if size < 0:
             raise InvalidArgumentError(f"Expected {name} >= 0. Got {value!r}.")
     else:
-        raise InvalidTypeError(f"Expected {name} to be a number of bytes (an int) or a size {hint}. {_got(value)}")
+        raise InvalidTypeError(
+            f"Expected {name} to be a number of bytes (an int) or a size {hint}. {_got(value)}"
+        )
     if size > MAX_SIZE:
         raise InvalidArgumentError(f"Expected {name} below 8 EiB. Got {value!r:.80}.")
     return size

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from lakecompute.cli._cache import run_cache
 from lakecompute.cli._commands import (
     run_compact,
     run_demo,
@@ -25,7 +26,6 @@ from lakecompute.cli._commands import (
     run_vacuum,
     run_view,
 )
-from lakecompute.cli._cache import run_cache
 from lakecompute.cli._select import run_count, run_filter
 
 __all__ = ["INGEST_OPTIONS", "VERBS", "Arg", "Verb", "build_parser"]

@@ -68,7 +68,9 @@ class DatasetCore:
         backend = table.backend
         if disk is not None and not backend.machine_local and backend.shared_between_processes:
             # Only object stores: a local dataset is on a disk already.
-            self.cache.remote = RemoteChunks(DiskCache.shared(disk), backend, self.dataset_id, self.chunk_fill)
+            self.cache.remote = RemoteChunks(
+                DiskCache.shared(disk), backend, self.dataset_id, self.chunk_fill
+            )
 
     def chunk_fill(self, path: str, c: int, size: int) -> int:
         """What the working copy uses of chunk ``c`` of the array at ``path`` (`ChunkFills`): the
@@ -77,7 +79,11 @@ class DatasetCore:
         head = self.txn.head
         states = tuple(head.state(name) for name in head.tensors)
         known = self._fills
-        if known is None or len(known[0]) != len(states) or any(a is not b for a, b in zip(known[0], states)):
+        if (
+            known is None
+            or len(known[0]) != len(states)
+            or any(a is not b for a, b in zip(known[0], states, strict=True))
+        ):
             known = self._fills = (states, ChunkFills(states))
         return known[1].fill(path, c, size)
 

@@ -19,7 +19,13 @@ from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._objects import ObjectSelection
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import CacheSpec, LayoutVerdicts, adopt_layout_verdicts, layout_verdicts, open_backend
+from lakecompute.storage import (
+    CacheSpec,
+    LayoutVerdicts,
+    adopt_layout_verdicts,
+    layout_verdicts,
+    open_backend,
+)
 from lakecompute.versioned import Table
 
 __all__ = ["Snapshot", "snapshot"]

@@ -285,7 +285,9 @@ class ArrayCache:
         self._count(path, c)
         return values
 
-    def _remote_chunks(self, path: str, arr: zarr.Array[Any], chunks: list[int]) -> dict[int, np.ndarray] | None:
+    def _remote_chunks(
+        self, path: str, arr: zarr.Array[Any], chunks: list[int]
+    ) -> dict[int, np.ndarray] | None:
         """``chunks`` through the disk cache, fetched concurrently where it lacks them (counted); None when
         some of them are not read through it (no disk cache, or not cacheable)."""
         remote = self.remote
@@ -302,7 +304,7 @@ class ArrayCache:
         it is cut out of them. Without a disk cache this does nothing (each is read when first needed)."""
         if self.remote is None:
             return
-        arr, size, _ = self._known(path)
+        arr = self._known(path)[0]
         wanted = [c for c in dict.fromkeys(chunks) if (path, c) not in self._chunks]
         found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
         if not found:

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final, Literal
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 
@@ -219,8 +219,8 @@ class DiskCache:
         spec: the folder and the bound.
     """
 
-    _SHARED: dict[CacheSpec, DiskCache] = {}
-    _SHARED_LOCK = threading.Lock()
+    _SHARED: ClassVar[dict[CacheSpec, DiskCache]] = {}
+    _SHARED_LOCK: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, spec: CacheSpec) -> None:
         self.spec = spec
@@ -268,7 +268,7 @@ class DiskCache:
             payload = self._payload(data, f"{ns}/{key}", need)
             if payload is None:
                 return None
-            if payload is False:
+            if isinstance(payload, bool):
                 self._discard(path)
                 return None
             with contextlib.suppress(OSError):
@@ -280,18 +280,6 @@ class DiskCache:
         finally:
             os.close(fd)
 
-    def holds(self, ns: str, key: str, need: int) -> bool:
-        """Whether an entry of chunk ``key`` holds its first ``need`` items (its header checked; the bytes
-        are checked when read): the chunk is stored, without asking the store."""
-        try:
-            with open(self._path(ns, key), "rb") as f:
-                head = f.read(_HEAD.size + 1024 + _CRC)
-                size = os.fstat(f.fileno()).st_size
-        except OSError:
-            return False
-        parsed = self._header(head, f"{ns}/{key}")
-        return parsed is not None and parsed[0] >= need and parsed[1] + parsed[2] == size
-
     def _header(self, data: bytes, identity: str) -> tuple[int, int, int] | None:
         """``(fill, payload bytes, where the payload starts)`` of an entry whose header is whole and names
         ``identity``; None otherwise."""
@@ -299,13 +287,20 @@ class DiskCache:
             return None
         magic, fill, size, length = _HEAD.unpack_from(data)
         start = _HEAD.size + length + _CRC
-        if magic != _MAGIC or len(data) < start or data[_HEAD.size : _HEAD.size + length] != identity.encode():
+        if (
+            magic != _MAGIC
+            or len(data) < start
+            or data[_HEAD.size : _HEAD.size + length] != identity.encode()
+        ):
             return None
-        if int(google_crc32c.value(data[: start - _CRC])).to_bytes(_CRC, "little") != data[start - _CRC : start]:
+        if (
+            int(google_crc32c.value(data[: start - _CRC])).to_bytes(_CRC, "little")
+            != data[start - _CRC : start]
+        ):
             return None
         return fill, size, start
 
-    def _payload(self, data: bytes, identity: str, need: int) -> bytes | None | bool:
+    def _payload(self, data: bytes, identity: str, need: int) -> bytes | Literal[False] | None:
         """An entry's stored chunk once every check passes; None when it holds too few items (it will be
         replaced), False when it is damaged (truncated, flipped, another entry's)."""
         parsed = self._header(data, identity)

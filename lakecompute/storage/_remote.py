@@ -105,7 +105,9 @@ class RemoteChunks:
         layout = self._layout(path, arr)
         return layout.usable and self.fills(path, c, layout.size) > 0
 
-    def get_many(self, cache: ArrayCache, path: str, arr: zarr.Array[Any], chunks: Iterable[int]) -> dict[int, np.ndarray]:
+    def get_many(
+        self, cache: ArrayCache, path: str, arr: zarr.Array[Any], chunks: Iterable[int]
+    ) -> dict[int, np.ndarray]:
         """Chunks ``chunks`` (each cacheable), decoded and verified: from the disk where an entry holds
         what the version uses, the others fetched concurrently, verified, kept, then decoded.
 

@@ -37,6 +37,7 @@ from lakecompute.versioned._writer import SlotGrant, Writer
 
 __all__ = [
     "DEFAULT_BRANCH",
+    "WHOLE_ARRAY",
     "BranchRef",
     "ChunkFills",
     "Fragment",
@@ -53,7 +54,6 @@ __all__ = [
     "TensorState",
     "VersionDiff",
     "VersionHeader",
-    "WHOLE_ARRAY",
     "Writer",
     "append_fragment",
     "check_nesting",

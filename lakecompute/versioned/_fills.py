@@ -45,7 +45,9 @@ class ChunkFills:
                     continue
                 self._note(segment_key(f.seg, "data"), f.off // SLOT_BYTES, f.off + f.nbytes)
                 if f.idx is not None:
-                    self._note(segment_key(f.seg, "index"), f.idx // SLOT_INDEX, f.idx + f.total * (1 + f.ndim))
+                    self._note(
+                        segment_key(f.seg, "index"), f.idx // SLOT_INDEX, f.idx + f.total * (1 + f.ndim)
+                    )
 
     def _note(self, path: str, slot: int, end: int) -> None:
         slots = self._ends.setdefault(path, {})

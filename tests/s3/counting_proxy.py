@@ -57,7 +57,7 @@ def start_counting_proxy(target: str) -> CountingProxy:
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _forward(self) -> None:
@@ -83,7 +83,7 @@ def start_counting_proxy(target: str) -> CountingProxy:
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815 (http.server's names)
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -3,7 +3,6 @@ of the moto server, real files in a real ``cache_dir``, real processes."""
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,6 @@ import pytest
 import lakecompute as lc
 from lakecompute.errors import LakeComputeWarning
 from lakecompute.storage import CacheSpec, DiskCache
-from lakecompute.testing.internals import dataset_core
 from tests.s3.counting_proxy import CountingProxy, start_counting_proxy
 from tests.s3.moto_server import MotoServer
 
@@ -53,7 +51,11 @@ def _files(cache_dir: Path) -> list[Path]:
 
 
 def _held(cache_dir: Path) -> int:
-    return sum(p.stat().st_size for p in (cache_dir / "lakecompute-cache").rglob("*") if p.is_file() and p.name not in ("lock", "CACHEDIR.TAG", "about.json"))
+    return sum(
+        p.stat().st_size
+        for p in (cache_dir / "lakecompute-cache").rglob("*")
+        if p.is_file() and p.name not in ("lock", "CACHEDIR.TAG", "about.json")
+    )
 
 
 def _epoch(ds: lc.Dataset, **options: Any) -> tuple[np.ndarray, list[str]]:
@@ -65,7 +67,11 @@ def _epoch(ds: lc.Dataset, **options: Any) -> tuple[np.ndarray, list[str]]:
 
 
 def test_the_second_epoch_of_a_dataset_that_fits_makes_no_chunk_get(
-    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
 ) -> None:
     url = f"s3://{bucket}/ds"
     _make(url, storage_options)
@@ -83,11 +89,16 @@ def test_the_second_epoch_of_a_dataset_that_fits_makes_no_chunk_get(
     assert again.t.text() == TEXTS
     assert proxy.chunk_gets() == 0
     info = DiskCache(CacheSpec(str(tmp_path), 10**9)).info()
-    assert info.entries == gets and info.datasets[0].dataset_id == ds.id
+    assert info.entries == gets
+    assert info.datasets[0].dataset_id == ds.id
 
 
 def test_a_dataset_that_does_not_fit_stays_within_the_bound(
-    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
 ) -> None:
     url = f"s3://{bucket}/big"
     ds = lc.empty(url, storage_options=storage_options)
@@ -108,7 +119,11 @@ def test_a_dataset_that_does_not_fit_stays_within_the_bound(
 
 
 def test_an_old_version_after_a_new_commit_reuses_shared_chunks_and_is_never_stale(
-    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
 ) -> None:
     url = f"s3://{bucket}/grow"
     ds = lc.empty(url, storage_options=storage_options)
@@ -207,7 +222,9 @@ def test_two_prefixes_with_the_same_keys_never_share_entries(
     # Then every chunk of b's segment holds what the same key of c's segment holds (c was written the
     # same way, with other values of x): b's keys, and its id, are a's.
     segments_a = sorted({k.split("/")[2] for k in keys if k.startswith("a/segments/")})
-    segments_c = sorted({m["path"].split("/")[2] for batch in obstore.list(store, "c/segments/") for m in batch})
+    segments_c = sorted(
+        {m["path"].split("/")[2] for batch in obstore.list(store, "c/segments/") for m in batch}
+    )
     for seg_a, seg_c in zip(segments_a, segments_c, strict=True):  # made in the same order
         for batch in obstore.list(store, f"c/segments/{seg_c}/"):
             for meta in batch:
@@ -249,4 +266,5 @@ def test_an_unwritable_cache_dir_warns_once_and_reads_from_the_store(
         assert ds.t.text() == TEXTS
     ours = [w for w in caught if issubclass(w.category, LakeComputeWarning)]
     assert len(ours) == 1, [str(w.message) for w in ours]
-    assert "not used from now on" in str(ours[0].message) and "Reads go on from the store" in str(ours[0].message)
+    assert "not used from now on" in str(ours[0].message)
+    assert "Reads go on from the store" in str(ours[0].message)

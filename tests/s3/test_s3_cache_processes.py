@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 READER = textwrap.dedent(
     """
     import json, sys, numpy as np, lakecompute as lc
-    url, options, cache_dir, size, epochs = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+    url, options, cache_dir, size = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+    epochs = int(sys.argv[5])
     ds = lc.load(url, storage_options=options, cache_dir=cache_dir, cache_size=int(size))
     for epoch in range(epochs):
         seen = []
@@ -47,16 +48,22 @@ def _make(url: str, options: dict[str, Any]) -> None:
         ds.x.extend(np.arange(N) * 3)
 
 
-def _reader(url: str, options: dict[str, Any], cache_dir: Path, size: int, epochs: int, seed: int) -> subprocess.Popen[str]:
+def _reader(
+    url: str, options: dict[str, Any], cache_dir: Path, size: int, epochs: int, seed: int
+) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [url, json.dumps(options), str(cache_dir), str(size), str(epochs), str(seed)]
     return subprocess.Popen(
-        [sys.executable, "-c", READER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", READER, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
 def _leftovers(cache_dir: Path) -> list[Path]:
-    return [p for p in cache_dir.rglob("*.partial")]
+    return list(cache_dir.rglob("*.partial"))
 
 
 @pytest.mark.parametrize("fits", [True, False])
@@ -90,7 +97,11 @@ def test_a_reader_killed_mid_download_leaves_nothing_served_and_no_deadlock(
     _make(url, storage_options)
     proc = _reader(url, storage_options, tmp_path, 64 * 2**20, 50, 0)
     root = tmp_path / "lakecompute-cache"
-    wait_until(lambda: root.exists() and any(p.name != "lock" for p in root.rglob("*") if p.is_file()), 120, "a first entry")
+    wait_until(
+        lambda: root.exists() and any(p.name != "lock" for p in root.rglob("*") if p.is_file()),
+        120,
+        "a first entry",
+    )
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     # What a kill may leave mid-write: a temporary file of a dead process, and a torn entry.
@@ -101,7 +112,8 @@ def test_a_reader_killed_mid_download_leaves_nothing_served_and_no_deadlock(
     ds = lc.load(url, storage_options=storage_options, cache_dir=tmp_path, cache_size=64 * 2**20)
     assert (ds.x.numpy() == np.arange(N) * 3).all()
     info = DiskCache(CacheSpec(str(tmp_path), 64 * 2**20)).info()
-    assert info.partial == 0 and _leftovers(tmp_path) == []
+    assert info.partial == 0
+    assert _leftovers(tmp_path) == []
 
 
 def test_a_full_disk_warns_once_and_reads_go_on_from_the_store(

@@ -29,15 +29,16 @@ UNITS = ["", "b", "B", "kb", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", 
 )  # fmt: skip
 def test_parse_size_reads_counts_and_units(text: object, size: int) -> None:
     got = parse_size("cache_size", text)
-    assert got == size and type(got) is int
+    assert got == size
+    assert type(got) is int
 
 
 @pytest.mark.parametrize(
     ("value", "error", "words"),
     [("20 GBs", InvalidArgumentError, "units B, KB"), ("-1GB", InvalidArgumentError, "'-1GB'"),
-     (-1, InvalidArgumentError, ">= 0"), ("", InvalidArgumentError, "Got ''"), ("1e9", InvalidArgumentError, "1e9"),
-     (1.5, InvalidTypeError, "float"), (True, InvalidTypeError, "bool"), ("9" * 30, InvalidArgumentError, "8 EiB"),
-     ("x" * 100, InvalidArgumentError, "xxxx")],
+     (-1, InvalidArgumentError, ">= 0"), ("", InvalidArgumentError, "Got ''"),
+     ("1e9", InvalidArgumentError, "1e9"), (1.5, InvalidTypeError, "float"), (True, InvalidTypeError, "bool"),
+     ("9" * 30, InvalidArgumentError, "8 EiB"), ("x" * 100, InvalidArgumentError, "xxxx")],
 )  # fmt: skip
 def test_parse_size_refuses_what_is_not_a_size(value: object, error: type[Exception], words: str) -> None:
     with pytest.raises(error, match="cache_size") as caught:
@@ -69,7 +70,8 @@ def test_near_valid_sizes_give_a_size_or_a_library_error(value: object) -> None:
         size = parse_size("cache_size", value)
     except LakeComputeError:
         return
-    assert isinstance(size, int) and 0 <= size < 2**63
+    assert isinstance(size, int)
+    assert 0 <= size < 2**63
 
 
 def test_cache_spec_takes_the_folder_from_the_argument_the_handle_or_the_environment(
@@ -140,13 +142,19 @@ def test_the_cli_says_what_the_cache_holds_and_clears_it(tmp_path: Path) -> None
 
     def cli(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "lakecompute", "cache", *args], env=env, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "lakecompute", "cache", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
     shown = cli("info")
-    assert "1 chunk" in shown and "s3://b/ds" in shown and str(tmp_path) in shown
+    assert "1 chunk" in shown
+    assert "s3://b/ds" in shown
+    assert str(tmp_path) in shown
     cleared = cli("clear", "--cache-dir", str(tmp_path))
     assert "removed 1" in cleared
     assert "0 chunks" in cli("info")

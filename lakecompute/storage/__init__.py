@@ -17,18 +17,10 @@ from lakecompute.storage._backend import (
     temp_name,
 )
 from lakecompute.storage._cache import CACHE_BYTES, LOADER_CACHE_BYTES, ArrayCache, ArrayRules
+from lakecompute.storage._cachespec import CACHE_DIR_ENV, CACHE_SIZE_ENV, CacheSpec, cache_folder, cache_spec
 from lakecompute.storage._chain import plain_chain
 from lakecompute.storage._checked import chunk_folder, chunk_key
-from lakecompute.storage._diskcache import (
-    CACHE_DIR_ENV,
-    CACHE_SIZE_ENV,
-    CachedDataset,
-    CacheInfo,
-    CacheSpec,
-    DiskCache,
-    cache_folder,
-    cache_spec,
-)
+from lakecompute.storage._diskcache import CachedDataset, CacheInfo, DiskCache
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
 from lakecompute.storage._remote import RemoteChunks
 

@@ -298,14 +298,21 @@ class ArrayCache:
             self._count(path, c)
         return found
 
-    def warm(self, path: str, chunks: list[int]) -> None:
-        """Have chunks ``chunks`` of the array at ``path`` decoded in this cache, those not held read
-        together (concurrently from a remote store, through the disk cache): what a batch needs, before
-        it is cut out of them. Without a disk cache this does nothing (each is read when first needed)."""
-        if self.remote is None:
+    def warm(self, path: str, starts: np.ndarray, lengths: np.ndarray | int) -> None:
+        """Have the chunks that runs of ``lengths`` items from ``starts`` (flat items of the 1-D array at
+        ``path``) cover decoded in this cache, those not held read together: concurrently from a remote
+        store, through the disk cache (what a batch needs, before it is cut out of them, so that a shuffled
+        batch costs one round trip to S3 instead of one per chunk). Without a disk cache this does nothing:
+        each chunk is read when first needed."""
+        if self.remote is None or len(starts) < 2:
             return
-        arr = self._known(path)[0]
-        wanted = [c for c in dict.fromkeys(chunks) if (path, c) not in self._chunks]
+        arr, size, _ = self._known(path)
+        first = starts // size
+        last = (starts + np.maximum(lengths, 1) - 1) // size
+        wanted = sorted(
+            {c for a, b in zip(first.tolist(), last.tolist(), strict=True) for c in range(a, b + 1)}
+        )
+        wanted = [c for c in wanted if (path, c) not in self._chunks]
         found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
         if not found:
             return
@@ -540,6 +547,7 @@ class ArrayCache:
         # inside the array, so do the runs, without a pass over them (a gather is per batch).
         if first[order[0]] < 0 or (int(first[order[-1]]) + 1) * size + width > total:
             self._check_run(path, int(starts.min()), int(starts.max()) + width, total)
+        self.warm(path, starts, width)
         crossing = (starts + width - 1) // size != first
         bounds = np.flatnonzero(np.diff(first[order])) + 1
         for group in np.split(order, bounds):

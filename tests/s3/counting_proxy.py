@@ -29,6 +29,11 @@ class CountingProxy:
     endpoint: str
     requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Seconds each chunk GET waits before it is forwarded (a store farther away than the loopback).
+    delay: float = 0.0
+    #: The most chunk GETs in flight at once so far.
+    most_in_flight: int = 0
+    in_flight: int = 0
 
     def chunk_gets(self) -> int:
         """GET requests of chunk keys (``.../c/<n>``) so far."""
@@ -38,6 +43,7 @@ class CountingProxy:
     def reset(self) -> None:
         with self.lock:
             self.requests.clear()
+            self.most_in_flight = 0
 
     def storage_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """``options`` of the server behind, pointed at the proxy."""
@@ -62,8 +68,23 @@ def start_counting_proxy(target: str) -> CountingProxy:
 
         def _forward(self) -> None:
             proxy = holder[0]
+            path = urllib.parse.urlsplit(self.path).path
+            chunk = self.command == "GET" and "/c/" in path
             with proxy.lock:
-                proxy.requests[(self.command, urllib.parse.urlsplit(self.path).path)] += 1
+                proxy.requests[(self.command, path)] += 1
+                if chunk:
+                    proxy.in_flight += 1
+                    proxy.most_in_flight = max(proxy.most_in_flight, proxy.in_flight)
+            try:
+                if chunk and proxy.delay:
+                    threading.Event().wait(proxy.delay)  # latency, not a wait on a condition
+                self._pass_on(host, port)
+            finally:
+                if chunk:
+                    with proxy.lock:
+                        proxy.in_flight -= 1
+
+        def _pass_on(self, host: str, port: int) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}

@@ -268,3 +268,39 @@ def test_an_unwritable_cache_dir_warns_once_and_reads_from_the_store(
     assert len(ours) == 1, [str(w.message) for w in ours]
     assert "not used from now on" in str(ours[0].message)
     assert "Reads go on from the store" in str(ours[0].message)
+
+
+@pytest.mark.parametrize("tensor", ["x", "t"])
+def test_a_shuffled_batch_fetches_its_chunks_concurrently(
+    tensor: str,
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
+) -> None:
+    """Each chunk GET waits 50 ms at the proxy (a store farther away than the loopback): a batch over
+    8 chunks has several in flight at once, on numbers (cut from windows) and on texts (sample by sample)."""
+    url = f"s3://{bucket}/wide"
+    n = 131_072
+    ds = lc.empty(url, storage_options=storage_options)
+    values = np.random.default_rng(1).integers(0, 2**62, 8 * n)
+    texts = [f"{v:040d}" for v in values[: 2 * n].tolist()]  # 40 bytes each: 10 MB of text
+    with ds:
+        ds.create_tensor(tensor, dtype="int64") if tensor == "x" else ds.create_tensor(tensor, htype="text")
+        ds[tensor].extend(values if tensor == "x" else texts)
+    proxy.delay = 0.05
+    try:
+        r = lc.load(url, storage_options=counted, cache_dir=tmp_path)
+        size = 5000  # a batch of samples from all over the dataset
+        batch = next(iter(r.batches(size, shuffle=True, tensors=[tensor])))
+    finally:
+        proxy.delay = 0.0
+    plain = next(
+        iter(lc.load(url, storage_options=storage_options).batches(size, shuffle=True, tensors=[tensor]))
+    )
+    got = batch[tensor].tolist() if tensor == "x" else batch[tensor]
+    assert got == (plain[tensor].tolist() if tensor == "x" else plain[tensor])  # read without a cache
+    assert len(got) == size
+    assert proxy.chunk_gets() >= 8
+    assert proxy.most_in_flight >= 4, proxy.most_in_flight

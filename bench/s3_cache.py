@@ -147,7 +147,7 @@ def s3_cache(opts: Any) -> list[Row]:
 
     quick = bool(getattr(opts, "quick", False))
     runs = max(1, int(getattr(opts, "runs", 3)))
-    n = 2_000 if quick else 10_000
+    n = 2_000 if quick else 40_000
     images, labels = _data(n)
     server = start_moto_server()
     times: dict[str, list[float]] = {}

@@ -199,6 +199,18 @@ class DiskCache:
         finally:
             os.close(fd)
 
+    def holds(self, ns: str, key: str, need: int) -> bool:
+        """Whether an entry of chunk ``key`` holds its first ``need`` items (its header checked, its
+        length matching it; the bytes are checked when read)."""
+        try:
+            with open(self._path(ns, key), "rb") as f:
+                head = f.read(_HEAD.size + 1024 + _CRC)
+                size = os.fstat(f.fileno()).st_size
+        except OSError:
+            return False
+        parsed = self._header(head, f"{ns}/{key}")
+        return parsed is not None and parsed[0] >= need and parsed[1] + parsed[2] == size
+
     def _header(self, data: bytes, identity: str) -> tuple[int, int, int] | None:
         """``(fill, payload bytes, where the payload starts)`` of an entry whose header is whole and names
         ``identity``; None otherwise."""

@@ -105,6 +105,14 @@ class RemoteChunks:
         layout = self._layout(path, arr)
         return layout.usable and self.fills(path, c, layout.size) > 0
 
+    def holds(self, path: str, arr: zarr.Array[Any], c: int) -> bool:
+        """Whether the disk cache has an entry of chunk ``c`` that holds what the version uses (its
+        header checked; its bytes are checked when read): the chunk was stored, without a request."""
+        if not self.cacheable(path, arr, c):
+            return False
+        layout = self._layout(path, arr)
+        return self.disk.holds(self.ns, layout.key(path, c), self.fills(path, c, layout.size))
+
     def get_many(
         self, cache: ArrayCache, path: str, arr: zarr.Array[Any], chunks: Iterable[int]
     ) -> dict[int, np.ndarray]:
@@ -149,7 +157,8 @@ class RemoteChunks:
 
     def _decode(self, cache: ArrayCache, layout: _Layout, path: str, c: int, data: bytes) -> np.ndarray:
         try:
-            return decode_chunk(data, layout.dtype, layout.size, layout.zstd, True)
+            # Its checksum was verified already (read from the cache or fetched): not again.
+            return decode_chunk(data[:-4], layout.dtype, layout.size, layout.zstd, False)
         except DECODE_ERRORS as exc:
             # Its checksum held, so the store holds it so (a chunk written damaged): the store's bytes.
             reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"

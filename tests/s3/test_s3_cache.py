@@ -304,3 +304,35 @@ def test_a_shuffled_batch_fetches_its_chunks_concurrently(
     assert len(got) == size
     assert proxy.chunk_gets() >= 8
     assert proxy.most_in_flight >= 4, proxy.most_in_flight
+
+
+def test_loaders_take_the_cache_options_and_the_environment_gives_the_default(
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("torch")
+    url = f"s3://{bucket}/opts"
+    _make(url, storage_options)
+    monkeypatch.delenv("LAKECOMPUTE_CACHE_DIR", raising=False)
+    ds = lc.load(url, storage_options=counted)  # no cache for the handle
+    loader = ds.pytorch(batch_size=50_000, tensors=["x"], num_workers=2, cache_dir=tmp_path, cache_size="1GB")
+    for _ in range(2):  # every pass is the next epoch
+        proxy.reset()
+        got = np.sort(np.concatenate([b["x"].numpy() for b in loader]))
+        assert (got == np.arange(N)).all()
+    assert proxy.chunk_gets() == 0  # the second pass, in torch's workers, from the cache
+    assert len(_files(tmp_path)) == 3
+    proxy.reset()
+    batches = ds.batches(50_000, tensors=["x"], shuffle=True, cache_dir=tmp_path)
+    assert sum(len(b["x"]) for b in batches) == N
+    assert proxy.chunk_gets() == 0
+    monkeypatch.setenv("LAKECOMPUTE_CACHE_DIR", str(tmp_path))
+    proxy.reset()
+    assert (lc.load(url, storage_options=counted).x.numpy() == np.arange(N)).all()
+    assert proxy.chunk_gets() == 0
+    with pytest.raises(lc.InvalidArgumentError, match="cache_size"):
+        ds.batches(10, cache_size="lots")

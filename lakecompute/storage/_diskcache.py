@@ -32,6 +32,8 @@ import fcntl
 import hashlib
 import json
 import os
+import re
+import stat
 import struct
 import threading
 import time
@@ -404,8 +406,8 @@ class DiskCache:
         scan = _Scan()
         for ns in _listdir(self.root):
             top = os.path.join(self.root, ns)
-            if len(ns) != 32 or not os.path.isdir(top):
-                continue
+            if len(ns) != 32 or not _real_folder(top):
+                continue  # not ours, or a link: nothing outside the cache is ever counted or removed
             counts = scan.sizes.setdefault(ns, [0, 0])
             for fan in _listdir(top):
                 if fan != _ABOUT:
@@ -413,6 +415,8 @@ class DiskCache:
         return scan
 
     def _scan_folder(self, folder: str, scan: _Scan, counts: list[int], sweep: bool) -> None:
+        if not _real_folder(folder):
+            return
         try:
             found = list(os.scandir(folder))
         except OSError:
@@ -423,6 +427,8 @@ class DiskCache:
             except OSError:
                 continue
             kind = abandoned_partial(item.name)
+            if not stat.S_ISREG(st.st_mode) or (kind is None and not _ENTRY_NAME.fullmatch(item.name)):
+                continue  # not a file the cache wrote: left alone
             if kind is True and sweep:
                 with contextlib.suppress(OSError):
                     os.unlink(item.path)
@@ -504,6 +510,28 @@ class DiskCache:
         return CacheInfo(
             self.spec.directory, len(scan.entries), held, tuple(datasets), scan.partial, scan.removed
         )
+
+
+def _after_fork() -> None:
+    # A child forked while another thread held a lock would wait for it forever: it starts afresh (its
+    # caches open their own lock files anyway, `DiskCache._lock_file`).
+    DiskCache._SHARED_LOCK = threading.Lock()
+    DiskCache._SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+#: The name of an entry's file (`DiskCache._path`): hex digits 2..40 of the digest of its key.
+_ENTRY_NAME: Final = re.compile(r"[0-9a-f]{38}")
+
+
+def _real_folder(path: str) -> bool:
+    """Whether ``path`` is a folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _listdir(folder: str) -> list[str]:

@@ -169,3 +169,22 @@ def test_a_local_dataset_is_not_cached(tmp_path: Path) -> None:
     again = lc.load(str(tmp_path / "ds"), cache_dir=tmp_path / "cache")
     assert again.x.numpy().tolist() == list(range(10))
     assert not (tmp_path / "cache").exists()
+
+
+def test_clear_and_eviction_never_remove_anything_outside_the_cache(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ("a" * 38)).write_bytes(b"x" * 5000)  # named like an entry
+    (outside / "keep.txt").write_text("mine")
+    cache = DiskCache(CacheSpec(str(tmp_path / "c"), 3000))
+    ns = "e" * 32
+    cache.write(ns, "k", 1, _entry_bytes(1000), "{}")
+    root = tmp_path / "c" / "lakecompute-cache"
+    os.symlink(outside, root / ("f" * 32))  # a namespace that is a link
+    os.symlink(outside, root / ns / "zz")  # a fan folder that is a link
+    (root / ns / "notes.txt").write_text("a user's file")
+    for i in range(4):  # evictions
+        cache.write(ns, f"k{i}", 1, _entry_bytes(1000, i), "{}")
+    cache.clear()
+    assert sorted(p.name for p in outside.iterdir()) == ["a" * 38, "keep.txt"]
+    assert (root / ns / "notes.txt").read_text() == "a user's file"

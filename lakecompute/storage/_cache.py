@@ -309,10 +309,13 @@ class ArrayCache:
         arr, size, _ = self._known(path)
         first = starts // size
         last = (starts + np.maximum(lengths, 1) - 1) // size
-        wanted = sorted(
-            {c for a, b in zip(first.tolist(), last.tolist(), strict=True) for c in range(a, b + 1)}
-        )
-        wanted = [c for c in wanted if (path, c) not in self._chunks]
+        if bool(np.all(last - first <= 1)):  # runs within a chunk or across one edge: the common case
+            covered = np.unique(np.concatenate((first, last)))
+        else:
+            covered = np.unique(
+                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
+            )
+        wanted = [c for c in covered.tolist() if (path, c) not in self._chunks]
         found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
         if not found:
             return

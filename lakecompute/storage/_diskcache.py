@@ -39,14 +39,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Final, Literal
+from typing import BinaryIO, ClassVar, Final, Literal
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 
 from lakecompute.errors import StorageError, warn
 from lakecompute.localfiles import abandoned_partial, atomic_file, write_atomic
 from lakecompute.storage._cachespec import CacheSpec
-from lakecompute.storage._checked import verify_checksum
 
 __all__ = ["CacheInfo", "CachedDataset", "DiskCache", "about_note", "namespace"]
 
@@ -172,8 +171,9 @@ class DiskCache:
         return os.path.join(self.root, ns, digest[:2], digest[2:40])
 
     def read(self, ns: str, key: str, need: int) -> bytes | None:
-        """The stored bytes of chunk ``key`` of namespace ``ns`` if an entry holds at least its first
-        ``need`` items final and passes its checks; None otherwise (a damaged entry is removed)."""
+        """The bytes of chunk ``key`` of namespace ``ns`` as stored *without their crc32c* (verified
+        here), if an entry holds at least its first ``need`` items final and passes its checks; None
+        otherwise (a damaged entry is removed)."""
         path = self._path(ns, key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -185,11 +185,10 @@ class DiskCache:
             except OSError:
                 return None  # being evicted right now
             with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read()
-            payload = self._payload(data, f"{ns}/{key}", need)
-            if payload is None:
+                body = self._body(f, os.fstat(fd).st_size, f"{ns}/{key}", need)
+            if body is None:
                 return None
-            if isinstance(payload, bool):
+            if isinstance(body, bool):
                 self._discard(path)
                 return None
             with contextlib.suppress(OSError):
@@ -197,7 +196,7 @@ class DiskCache:
                 # tick in milliseconds, which would leave the order of reads close together to chance.
                 now = time.time_ns()
                 os.utime(fd, ns=(now, now))
-            return payload
+            return body
         finally:
             os.close(fd)
 
@@ -233,21 +232,22 @@ class DiskCache:
             return None
         return fill, size, start
 
-    def _payload(self, data: bytes, identity: str, need: int) -> bytes | Literal[False] | None:
-        """An entry's stored chunk once every check passes; None when it holds too few items (it will be
-        replaced), False when it is damaged (truncated, flipped, another entry's)."""
-        parsed = self._header(data, identity)
+    def _body(self, f: BinaryIO, on_disk: int, identity: str, need: int) -> bytes | Literal[False] | None:
+        """An entry's chunk without its crc32c, once every check passes; None when it holds too few items
+        (it will be replaced), False when it is damaged (truncated, flipped, another entry's). The chunk
+        is read as one object and checked in place: a copy of a MiB costs more than its checksum."""
+        parsed = self._header(f.read(_HEAD.size + len(identity.encode()) + _CRC), identity)
         if parsed is None:
             return False
         fill, size, start = parsed
-        payload = data[start:]
-        if len(payload) != size:
+        if size < _CRC or start + size != on_disk:
             return False
-        try:
-            verify_checksum(payload)
-        except ValueError:
+        if fill < need:
+            return None
+        body, crc = f.read(size - _CRC), f.read(_CRC)
+        if len(body) != size - _CRC or int(google_crc32c.value(body)).to_bytes(_CRC, "little") != crc:
             return False
-        return payload if fill >= need else None
+        return body
 
     def _discard(self, path: str) -> None:
         with contextlib.suppress(OSError):

@@ -135,13 +135,13 @@ class RemoteChunks:
         for start in range(0, len(missing), _FETCH_GROUP):
             group = missing[start : start + _FETCH_GROUP]
             for c, data in zip(group, self._fetch(cache, [layout.key(path, c) for c in group]), strict=True):
-                stored[c] = data
                 fill = self.fills(path, c, layout.size)
                 self.disk.write(self.ns, layout.key(path, c), fill, data, self.about)
-        return {c: self._decode(cache, layout, path, c, data) for c, data in stored.items()}
+                stored[c] = data[:-4]  # verified by `_fetch`
+        return {c: self._decode(cache, layout, path, c, body) for c, body in stored.items()}
 
     def _fetch(self, cache: ArrayCache, keys: list[str]) -> list[bytes]:
-        """The stored bytes of ``keys``, fetched concurrently and checked against their crc32c."""
+        """The stored bytes of ``keys`` (their crc32c last), fetched concurrently and checked."""
         found = sync(_get_all(cache.store, keys))
         out = []
         for key, data in zip(keys, found, strict=True):
@@ -155,10 +155,10 @@ class RemoteChunks:
             self.fetched += 1
         return out
 
-    def _decode(self, cache: ArrayCache, layout: _Layout, path: str, c: int, data: bytes) -> np.ndarray:
+    def _decode(self, cache: ArrayCache, layout: _Layout, path: str, c: int, body: bytes) -> np.ndarray:
         try:
-            # Its checksum was verified already (read from the cache or fetched): not again.
-            return decode_chunk(data[:-4], layout.dtype, layout.size, layout.zstd, False)
+            # ``body``: the chunk without its crc32c, verified already (read from the cache or fetched).
+            return decode_chunk(body, layout.dtype, layout.size, layout.zstd, False)
         except DECODE_ERRORS as exc:
             # Its checksum held, so the store holds it so (a chunk written damaged): the store's bytes.
             reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"

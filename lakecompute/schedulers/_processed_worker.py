@@ -76,7 +76,7 @@ def worker_main(
         # CUDA reads this variable once, when it is initialised.
         os.environ[CUDA_VISIBLE] = device
         _set_process_device("cuda:0")
-    share_cpu_threads(workers)
+    share_cpu_threads(workers, forked=not by_fork_server)
     try:
         fn = load(payload) if isinstance(payload, bytes) else payload
     except BaseException as exc:
@@ -88,19 +88,29 @@ def worker_main(
     _serve(index, fn, tasks, send)
 
 
-def share_cpu_threads(workers: int) -> int | None:
+def share_cpu_threads(workers: int, forked: bool = False) -> int | None:
     """Give this worker's native thread pools its share of the CPUs, ``cpus // workers`` (at least one),
     as torch's DataLoader workers and Ray's tasks do: without it, each of n workers runs torch's
     operators on every core, and two workers on two cores ran a ResNet-18 2.2x slower than with one
     thread each (docs/transforms.md). Before the task function is unpickled: ``OMP_NUM_THREADS`` for
     libraries loaded from then on, and ``torch.set_num_threads`` if torch is already loaded (preloaded
     by the fork server, or inherited from the parent). A user's ``OMP_NUM_THREADS`` is left to decide,
-    and a function may set its own threads later. Returns the share, or None when the user decides."""
+    and a function may set its own threads later. Returns the share, or None when the user decides.
+
+    A worker ``forked`` from a caller that has loaded torch runs torch's operators on one thread, as
+    torch's DataLoader workers do, whatever the share: torch's OpenMP pool does not survive a fork. Once
+    the caller has run a parallel operator, its pool's threads are gone in the child, and the child's
+    first parallel operator with more than one thread waits for them forever (seen as a hung eval after
+    a matmul in the caller). Workers started by the fork server (which never runs an operator) get the
+    share."""
+    torch = sys.modules.get("torch")
+    if forked and torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(1)
+        torch = None
     if "OMP_NUM_THREADS" in os.environ:
         return None
     share = max(1, usable_cpus() // max(1, workers))
     os.environ["OMP_NUM_THREADS"] = str(share)
-    torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(share)
     return share

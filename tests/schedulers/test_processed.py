@@ -299,6 +299,33 @@ def test_processed_workers_get_their_share_of_cpu_threads(
     assert [value for _, value in results] == [(share, str(share))] * 2
 
 
+def torch_parallel_op(task: int, progress: ProgressFn) -> tuple[int, float]:
+    """A parallel torch operator in the worker (a matmul and a reduction), and its intra-op threads."""
+    import torch
+
+    ones = torch.ones(512, 512)
+    return torch.get_num_threads(), float((ones @ ones).sum()) + float(torch.ones(4_000_000).sum())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("start_method", ["fork", "forkserver"])
+def test_a_worker_runs_torch_after_the_caller_used_torchs_thread_pool(
+    start_method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch's OpenMP pool does not survive a fork: once the caller has run a parallel operator, a forked
+    child that runs one on more than one thread waits forever (an eval with one worker hung after a
+    matmul in the caller). A forked worker runs torch on one thread, as DataLoader workers do; one
+    started by the fork server, which never runs an operator, gets its share of the CPUs."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    big = torch.ones(1024, 1024)
+    assert float((big @ big).sum()) == 1024.0**3  # the caller's pool has run
+    share = len(os.sched_getaffinity(0))
+    expected = 1 if start_method == "fork" else share
+    results = list(get_scheduler("processed", 1, start_method=start_method).run(torch_parallel_op, range(2)))
+    assert [value for _, value in results] == [(expected, 512.0**3 + 4_000_000)] * 2
+
+
 @pytest.mark.timeout(120)
 def test_processed_workers_leave_the_users_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """OMP_NUM_THREADS set by the user decides: the workers' torch uses what a fresh process given it

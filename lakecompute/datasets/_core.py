@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from lakecompute.datasets._head import Checkout
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import ReadOnlyError, TensorDoesNotExistError
-from lakecompute.storage import Backend, CacheSpec, DiskCache, RemoteChunks
-from lakecompute.versioned import ChunkFills, Manifest, Table, TensorState
+from lakecompute.storage import Backend
+from lakecompute.versioned import Manifest, Table, TensorState
 
 if TYPE_CHECKING:
     from lakecompute.datasets._reader import ColumnReader
@@ -42,8 +42,6 @@ class DatasetCore:
         read_only: whether the handle refuses writes (opened read-only, or ``pinned``).
         pinned: whether the handle was opened at an old version (``version=``), which stays read-only.
         readers: a column reader per tensor read since its state last changed (see `reader`).
-        disk: the local disk cache the handle reads a remote dataset's chunks through (``cache_dir=``),
-            or None.
     """
 
     def __init__(
@@ -54,38 +52,22 @@ class DatasetCore:
         read_only: bool,
         pinned: bool,
         checkout: Checkout | None,
-        disk: CacheSpec | None = None,
     ) -> None:
         self.table = table
         self.cache = table.chunk_cache()
-        self.disk = disk
         self.opened_read_only = read_only
         self.read_only = read_only or pinned
         self.pinned = pinned
         self.readers: dict[str, ColumnReader] = {}
         self.txn = Transaction(table, self.cache, manifest, self.forget_reader, None if pinned else checkout)
-        self._fills: tuple[tuple[TensorState, ...], ChunkFills] | None = None
-        backend = table.backend
-        if disk is not None and not backend.machine_local and backend.shared_between_processes:
-            # Only object stores: a local dataset is on a disk already.
-            self.cache.remote = RemoteChunks(
-                DiskCache.shared(disk), backend, self.dataset_id, self.chunk_fill
-            )
+        # A remote dataset opened with cache_dir= reads its chunks through the local disk cache, by what
+        # the working copy uses of each (written samples included).
+        if table.backend.disk is not None:
+            table.read_through_disk(self.cache, self.dataset_id, self._states)
 
-    def chunk_fill(self, path: str, c: int, size: int) -> int:
-        """What the working copy uses of chunk ``c`` of the array at ``path`` (`ChunkFills`): the
-        committed version's fragments and the samples written since, so that a cached chunk that an
-        append has grown since is fetched again."""
+    def _states(self) -> tuple[TensorState, ...]:
         head = self.txn.head
-        states = tuple(head.state(name) for name in head.tensors)
-        known = self._fills
-        if (
-            known is None
-            or len(known[0]) != len(states)
-            or any(a is not b for a, b in zip(known[0], states, strict=True))
-        ):
-            known = self._fills = (states, ChunkFills(states))
-        return known[1].fill(path, c, size)
+        return tuple(head.state(name) for name in head.tensors)
 
     # -- what the handle reads -------------------------------------------------------------------
     @property

@@ -32,7 +32,7 @@ from lakecompute.errors import (
     TensorExistsError,
 )
 from lakecompute.htypes import CLASS_NAMED_HTYPES, check_new_tensor_name, parse_htype_info, parse_tensor_spec
-from lakecompute.storage import Backend, BackendSpec, CacheSpec, open_backend
+from lakecompute.storage import Backend, BackendSpec, open_backend
 from lakecompute.versioned import DEFAULT_BRANCH, Manifest, Table, TensorState
 
 if TYPE_CHECKING:
@@ -52,16 +52,13 @@ class Dataset(_Samples, VersionControl):
         read_only: bool = False,
         pinned: bool = False,
         checkout: Checkout | None = None,
-        cache: CacheSpec | None = None,
     ) -> None:
         table = Table(backend)
         if checkout is None and not pinned:
             # Opened at ``manifest`` as main's head (the refs as they are now: None before branches).
             checkout = Checkout(DEFAULT_BRANCH, table.branch(DEFAULT_BRANCH))
         # Everything the handle's tensors, views, readers and maintenance share (see DatasetCore).
-        self._core = DatasetCore(
-            table, manifest, read_only=read_only, pinned=pinned, checkout=checkout, disk=cache
-        )
+        self._core = DatasetCore(table, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
 
     # -- identity ------------------------------------------------------------------------------
     @property
@@ -414,7 +411,9 @@ class Dataset(_Samples, VersionControl):
         core = self._core
         where = core.txn.checkout
         args = (spec.url, dict(spec.storage_options), self.version, core.opened_read_only, core.pinned, where)
-        return (_reopen, (*args, core.dataset_id, core.txn.base.digest, core.disk))
+        disk = core.backend.disk
+        cache = None if disk is None else (disk.directory, disk.max_bytes)
+        return (_reopen, (*args, core.dataset_id, core.txn.base.digest, cache))
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
@@ -435,7 +434,7 @@ def _reopen(
     checkout: Checkout | None = None,
     dataset_id: str = "",
     digest: str = "",
-    cache: CacheSpec | None = None,
+    cache: tuple[str, int] | None = None,
 ) -> Dataset:
     """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`).
 
@@ -443,14 +442,15 @@ def _reopen(
         DatasetReplacedError: another dataset was made at ``url`` since the handle was pickled, or the
             folder was replaced by a copy whose version holds other content (``digest``).
     """
-    backend = open_backend(url, storage_options)
+    folder, size = cache if cache is not None else (None, None)
+    backend = open_backend(url, storage_options, cache_dir=folder, cache_size=size)
     table = Table(backend)
     manifest = (
         table.manifest_of(version, dataset_id, "the pickled handle", digest=digest)
         if dataset_id
         else table.manifest(version)
     )
-    return Dataset(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout, cache=cache)
+    return Dataset(backend, manifest, read_only=read_only, pinned=pinned, checkout=checkout)
 
 
 def _as_sequence(name: str, values: Any) -> Any:

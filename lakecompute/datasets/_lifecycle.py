@@ -20,7 +20,7 @@ from lakecompute.errors import (
     InvalidTypeError,
     RefNotFoundError,
 )
-from lakecompute.storage import Backend, cache_spec, open_backend
+from lakecompute.storage import Backend, open_backend
 from lakecompute.versioned import DEFAULT_BRANCH, Table, parse_ref_name
 
 __all__ = ["check_apart", "dataset", "delete", "empty", "exists", "is_dataset", "like", "load"]
@@ -80,8 +80,9 @@ def load(
         InvalidTypeError: ``cache_dir`` is not a path, or ``cache_size`` neither bytes nor text.
         InvalidArgumentError: ``cache_size`` does not parse as a size.
     """
-    cache = cache_spec(cache_dir, cache_size)
-    backend = open_backend(path, storage_options)
+    backend = open_backend(
+        path, storage_options, cache_dir=cache_dir, cache_size=cache_size, cache_from_env=True
+    )
     table = Table(backend)
     table.check_is_dataset()
     if version is not None:
@@ -96,7 +97,7 @@ def load(
         manifest = table.committed(table.resolve(version))
         # Pinned: read-only at that version; checkout(name, create=True) starts a branch there (unless
         # the handle was asked to be read-only).
-        return Dataset(backend, manifest, read_only=read_only, pinned=True, cache=cache)
+        return Dataset(backend, manifest, read_only=read_only, pinned=True)
     name = parse_ref_name("branch", DEFAULT_BRANCH if branch is None else branch)
     try:
         checkout, head = checkout_of(table, name)
@@ -104,7 +105,7 @@ def load(
         if name == DEFAULT_BRANCH:  # a dataset with no main is one with no version at all
             raise DatasetNotFoundError(backend.url, "It has no committed version.") from None
         raise
-    return Dataset(backend, table.manifest(head), read_only=read_only, checkout=checkout, cache=cache)
+    return Dataset(backend, table.manifest(head), read_only=read_only, checkout=checkout)
 
 
 def dataset(

@@ -19,13 +19,7 @@ from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._objects import ObjectSelection
 from lakecompute.datasets._views import DatasetView, base_dataset
 from lakecompute.errors import InvalidArgumentError
-from lakecompute.storage import (
-    CacheSpec,
-    LayoutVerdicts,
-    adopt_layout_verdicts,
-    layout_verdicts,
-    open_backend,
-)
+from lakecompute.storage import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts, open_backend
 from lakecompute.versioned import Table
 
 __all__ = ["Snapshot", "snapshot"]
@@ -50,7 +44,8 @@ class Snapshot:
             by `open` where they hold (same zarr and codecs), so that a worker does not probe them again.
         objects: the objects a view keeps of each of its rows (``filter_labels``), aligned with
             ``positions``; readers hand out a group's tensors with those objects only (`objects_of`).
-        cache: the local disk cache readers of a remote dataset read its chunks through, or None.
+        cache: the local disk cache readers of a remote dataset read its chunks through, as its folder
+            and bound in bytes, or None.
     """
 
     url: str
@@ -64,7 +59,7 @@ class Snapshot:
     verdicts: LayoutVerdicts = field(default_factory=LayoutVerdicts, hash=False, compare=False)
     digest: str = ""
     objects: ObjectSelection | None = field(default=None, hash=False, compare=False)
-    cache: CacheSpec | None = field(default=None, hash=False, compare=False)
+    cache: tuple[str, int] | None = field(default=None, hash=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -109,11 +104,12 @@ class Snapshot:
                 or the folder was replaced by a copy whose version holds other content.
         """
         adopt_layout_verdicts(self.verdicts)
-        backend = open_backend(self.url, self.storage_options)
+        folder, size = self.cache if self.cache is not None else (None, None)
+        backend = open_backend(self.url, self.storage_options, cache_dir=folder, cache_size=size)
         manifest = Table(backend).manifest_of(
             self.version, self.dataset_id, "the data being read", digest=self.digest
         )
-        ds = Dataset(backend, manifest, read_only=True, pinned=True, cache=self.cache)
+        ds = Dataset(backend, manifest, read_only=True, pinned=True)
         if cache_bytes is not None:
             core_of(ds).cache.max_bytes = cache_bytes
         return ds
@@ -146,5 +142,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         layout_verdicts(),
         digest=core.txn.base.digest,
         objects=data.kept_objects if isinstance(data, DatasetView) else None,
-        cache=core.disk,
+        cache=None if backend.disk is None else (backend.disk.directory, backend.disk.max_bytes),
     )

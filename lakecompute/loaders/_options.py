@@ -162,11 +162,14 @@ class LoaderOptions:
             )
         return cls(**checked)
 
-    def cache(self, handle: CacheSpec | None) -> CacheSpec | None:
-        """The disk cache a run reads through: these options over the handle's (``handle``)."""
+    def cache(self, handle: tuple[str, int] | None) -> tuple[str, int] | None:
+        """The disk cache a run reads through, as its folder and bound: these options over the handle's
+        (``handle``; a `lakecompute.datasets.Snapshot`'s ``cache``)."""
         if self.cache_dir is None and self.cache_size is None:
             return handle
-        return cache_spec(self.cache_dir, self.cache_size, inherit=handle)
+        inherit = None if handle is None else CacheSpec(*handle)
+        spec = cache_spec(self.cache_dir, self.cache_size, inherit=inherit)
+        return None if spec is None else (spec.directory, spec.max_bytes)
 
     def plan(self, length: int) -> IndexPlan:
         """The index plan of a run over ``length`` samples.

@@ -120,10 +120,12 @@ def test_the_bound_evicts_least_recently_used_and_passes_pinned_entries_by(tmp_p
 
     cache = DiskCache(CacheSpec(str(tmp_path), 5500))
     ns = "c" * 32
-    for i in range(5):
+    cache.write(ns, "k0", 1, _entry_bytes(1000, 0), "{}")
+    (pinned,) = [p for p in (tmp_path / "lakecompute-cache").rglob("*") if p.is_file() and len(p.name) == 38]
+    for i in range(1, 5):
         cache.write(ns, f"k{i}", 1, _entry_bytes(1000, i), "{}")
     assert all(cache.read(ns, f"k{i}", 1) is not None for i in (0, 2, 3, 4))  # k1 least recently used
-    pinned = cache._path(ns, "k0")  # the next to go after k1, but a reader holds it
+    # k0 is the next to go after k1, but a reader holds it
     with open(pinned, "rb") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # as a reader holds it
         cache.write(ns, "k5", 1, _entry_bytes(1000, 5), "{}")

@@ -91,8 +91,18 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux")
 
 
+def _with_cache(source: RowSource | TokenSource, options: LoaderOptions) -> RowSource | TokenSource:
+    """``source`` read through the disk cache its options ask for (``cache_dir``, ``cache_size``: over
+    the handle's)."""
+    cache = options.cache(source.snapshot.cache)
+    if cache == source.snapshot.cache:
+        return source
+    return dataclasses.replace(source, snapshot=dataclasses.replace(source.snapshot, cache=cache))
+
+
 def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Batches:
     """A batch loader over any source (what `batches` and ``TokenBlocks.batches`` build)."""
+    source = _with_cache(source, options)
     _check_workers(source, options)
     options.plan(source.length)  # rank and world_size are ints here (only pytorch() reads torch.distributed)
     return Batches(source, options, _class_labels(source))
@@ -125,16 +135,13 @@ def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> 
     _import_torch()
     from lakecompute.loaders._torch import make_dataloader as torch_loader
 
+    source = _with_cache(source, options)
     _check_workers(source, options)
     return torch_loader(LoaderCursor(source, options), _class_labels(source))
 
 
-def _rows(
-    data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions | None = None
-) -> RowSource:
+def _rows(data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> RowSource:
     snap = snapshot(data)
-    if options is not None:
-        snap = dataclasses.replace(snap, cache=options.cache(snap.cache))
     return RowSource(snap, _tensor_names(snap.tensors, tensors))
 
 
@@ -142,14 +149,14 @@ def batches(
     data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
 ) -> Batches:
     """Batches of a dataset or view as dicts of numpy arrays; see `lakecompute.Dataset.batches`."""
-    return make_batches(_rows(data, tensors, options), options)
+    return make_batches(_rows(data, tensors), options)
 
 
 def pytorch(
     data: Dataset | DatasetView, tensors: str | Sequence[str] | None, options: LoaderOptions
 ) -> LakeDataLoader:
     """A torch DataLoader over a dataset or view; see `lakecompute.Dataset.pytorch`."""
-    return make_dataloader(_rows(data, tensors, options), options)
+    return make_dataloader(_rows(data, tensors), options)
 
 
 def to_ray(

@@ -336,3 +336,24 @@ def test_loaders_take_the_cache_options_and_the_environment_gives_the_default(
     assert proxy.chunk_gets() == 0
     with pytest.raises(lc.InvalidArgumentError, match="cache_size"):
         ds.batches(10, cache_size="lots")
+
+
+def test_token_blocks_take_the_cache_options(
+    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+) -> None:
+    url = f"s3://{bucket}/tokens"
+    ds = lc.empty(url, storage_options=storage_options)
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 50_000, int(n)) for n in rng.integers(100, 3000, 400)]
+    with ds:
+        ds.create_tensor("tokens", dtype="int64")
+        ds.tokens.extend(docs)
+    stream = np.concatenate(docs)
+    blocks = lc.load(url, storage_options=counted).tokens.blocks(128)
+    for _ in range(2):
+        proxy.reset()
+        xs = np.concatenate([b["x"] for b in blocks.batches(512, shuffle=True, cache_dir=tmp_path)])
+        assert sorted(map(tuple, xs.tolist())) == sorted(
+            tuple(stream[i * 128 : (i + 1) * 128].tolist()) for i in range(len(blocks))
+        )
+    assert proxy.chunk_gets() == 0

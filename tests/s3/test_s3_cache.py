@@ -339,7 +339,11 @@ def test_loaders_take_the_cache_options_and_the_environment_gives_the_default(
 
 
 def test_token_blocks_take_the_cache_options(
-    bucket: str, storage_options: dict[str, Any], counted: dict[str, Any], proxy: CountingProxy, tmp_path: Path
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
 ) -> None:
     url = f"s3://{bucket}/tokens"
     ds = lc.empty(url, storage_options=storage_options)
@@ -356,4 +360,36 @@ def test_token_blocks_take_the_cache_options(
         assert sorted(map(tuple, xs.tolist())) == sorted(
             tuple(stream[i * 128 : (i + 1) * 128].tolist()) for i in range(len(blocks))
         )
+    assert proxy.chunk_gets() == 0
+
+
+def test_a_compacted_dataset_is_cached_whole_and_its_older_version_still_reads(
+    bucket: str,
+    storage_options: dict[str, Any],
+    counted: dict[str, Any],
+    proxy: CountingProxy,
+    tmp_path: Path,
+) -> None:
+    url = f"s3://{bucket}/compacted"
+    ds = lc.empty(url, storage_options=storage_options)
+    rng = np.random.default_rng(5)
+    ragged = [rng.integers(0, 1000, int(n)) for n in rng.integers(1, 5000, 300)]
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.create_tensor("r", dtype="int64")
+    for part in range(3):  # three commits: three runs of x, in different slots
+        with ds:
+            ds.x.extend(np.arange(part * 100_000, (part + 1) * 100_000))
+            ds.r.extend(ragged[part * 100 : (part + 1) * 100])
+    before = ds.version
+    assert (lc.load(url, storage_options=counted, cache_dir=tmp_path).x.numpy() == np.arange(300_000)).all()
+    ds.compact(progressbar=False)  # typed arrays written whole, and a typed stream segment
+    for _ in range(2):
+        proxy.reset()
+        r = lc.load(url, storage_options=counted, cache_dir=tmp_path)
+        assert (r.x.numpy() == np.arange(300_000)).all()
+        assert all((a == b).all() for a, b in zip(r.r.numpy(aslist=True), ragged, strict=True))
+    assert proxy.chunk_gets() == 0
+    old = lc.load(url, storage_options=counted, cache_dir=tmp_path, version=before)
+    assert (old.x.numpy() == np.arange(300_000)).all()
     assert proxy.chunk_gets() == 0

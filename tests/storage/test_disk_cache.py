@@ -190,3 +190,16 @@ def test_clear_and_eviction_never_remove_anything_outside_the_cache(tmp_path: Pa
     cache.clear()
     assert sorted(p.name for p in outside.iterdir()) == ["a" * 38, "keep.txt"]
     assert (root / ns / "notes.txt").read_text() == "a user's file"
+
+
+def test_abandoned_partial_tells_a_killed_writers_file_from_a_live_ones() -> None:
+    from lakecompute.localfiles import abandoned_partial
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)  # a process that has exited
+    assert abandoned_partial(f".{'a' * 38}.{pid}.k2j4h1.partial") is True
+    assert abandoned_partial(f".{'a' * 38}.{os.getpid()}.k2j4h1.partial") is False
+    for name in ("a" * 38, f".{'a' * 38}.x.k2j4h1.partial", ".partial", "lock", f"{'a' * 38}.1.k.partial"):
+        assert abandoned_partial(name) is None, name

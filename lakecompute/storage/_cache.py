@@ -40,6 +40,7 @@ from lakecompute.storage._direct import DirectChunks, StoredChunk
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
+    from lakecompute.storage._remote import RemoteChunks
 
 __all__ = ["CACHE_BYTES", "LOADER_CACHE_BYTES", "MAX_CHUNK_BYTES", "ArrayCache", "ArrayRules"]
 
@@ -127,6 +128,8 @@ class ArrayCache:
         # it a second time (tasks on the threaded scheduler share a handle, and their ranges share chunks).
         self._pending: dict[tuple[str, int], threading.Event] = {}
         self.chunk_reads: dict[tuple[str, int], int] = {}
+        #: The local disk cache of a remote dataset's chunks, when the handle was opened with one.
+        self.remote: RemoteChunks | None = None
 
     @property
     def held_bytes(self) -> int:
@@ -275,10 +278,55 @@ class ArrayCache:
     def _uncached(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
         """Chunk ``c`` read and decoded now, past the cache (counted in `fetched` and `chunk_reads`)."""
         values = self._direct(path, arr).get(c)
+        if values is None and self.remote is not None and self.remote.cacheable(path, arr, c):
+            values = self.remote.get_many(self, path, arr, (c,))[c]
         if values is None:
             values = self._fetch(path, arr, c * size, (c + 1) * size)
         self._count(path, c)
         return values
+
+    def _remote_chunks(
+        self, path: str, arr: zarr.Array[Any], chunks: list[int]
+    ) -> dict[int, np.ndarray] | None:
+        """``chunks`` through the disk cache, fetched concurrently where it lacks them (counted); None when
+        some of them are not read through it (no disk cache, or not cacheable)."""
+        remote = self.remote
+        if remote is None or not all(remote.cacheable(path, arr, c) for c in chunks):
+            return None
+        found = remote.get_many(self, path, arr, chunks)
+        for c in chunks:
+            self._count(path, c)
+        return found
+
+    def warm(self, path: str, starts: np.ndarray, lengths: np.ndarray | int) -> None:
+        """Have the chunks that runs of ``lengths`` items from ``starts`` (flat items of the 1-D array at
+        ``path``) cover decoded in this cache, those not held read together: concurrently from a remote
+        store, through the disk cache (what a batch needs, before it is cut out of them, so that a shuffled
+        batch costs one round trip to S3 instead of one per chunk). Without a disk cache this does nothing:
+        each chunk is read when first needed."""
+        if self.remote is None or len(starts) < 2:
+            return
+        arr, size, _ = self._known(path)
+        first = starts // size
+        last = (starts + np.maximum(lengths, 1) - 1) // size
+        if bool(np.all(last - first <= 1)):  # runs within a chunk or across one edge: the common case
+            covered = np.unique(np.concatenate((first, last)))
+        else:
+            covered = np.unique(
+                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
+            )
+        wanted = [c for c in covered.tolist() if (path, c) not in self._chunks]
+        found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
+        if not found:
+            return
+        with self._lock:
+            for c, values in found.items():
+                if (path, c) not in self._pending:
+                    self._drop((path, c))
+                    self._chunks[(path, c)] = values
+                    self._bytes += values.nbytes
+            while self._bytes > self.max_bytes and len(self._chunks) > 1:
+                self._drop(next(iter(self._chunks)))
 
     def _count(self, path: str, c: int) -> None:
         with self._lock:
@@ -368,9 +416,14 @@ class ArrayCache:
                 else:
                     target[...] = part[a:b]
             return out
-        # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups.
+        # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups (through
+        # the disk cache, when there is one).
         parts = [] if lo == first else [self._chunk(path, arr, first, size)[start - first * size :]]
-        parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
+        whole = self._remote_chunks(path, arr, list(range(lo, hi + 1)))
+        if whole is not None:
+            parts.extend(whole[c] for c in range(lo, hi + 1))
+        else:
+            parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
         if hi < last:
             parts.append(self._chunk(path, arr, last, size)[: stop - last * size])
         return np.concatenate(parts, out=out) if len(parts) > 1 or out is not None else parts[0]
@@ -413,8 +466,8 @@ class ArrayCache:
         if item < 0 or row >= length:
             raise self.damaged(f"{path}/zarr.json", f"item {item} is past its {length} rows")
         c = row // size
-        if (path, c) in self._chunks:
-            return
+        if (path, c) in self._chunks or (self.remote is not None and self.remote.holds(path, arr, c)):
+            return  # decoded here, or kept (verified) in the disk cache: it was stored
         key = self._chunk_key(path, arr, row)
         if not _exists(self.store, key):
             raise self.damaged(key, "the chunk is missing")
@@ -518,6 +571,7 @@ class ArrayCache:
         # inside the array, so do the runs, without a pass over them (a gather is per batch).
         if first[order[0]] < 0 or (int(first[order[-1]]) + 1) * size + width > total:
             self._check_run(path, int(starts.min()), int(starts.max()) + width, total)
+        self.warm(path, starts, width)
         crossing = (starts + width - 1) // size != first
         bounds = np.flatnonzero(np.diff(first[order])) + 1
         for group in np.split(order, bounds):

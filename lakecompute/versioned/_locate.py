@@ -359,6 +359,8 @@ class Locator:
         offs = self.offsets(f)
         rows = self.rows(f)
         path = self._data(f)
+        # The batch's chunks read together (concurrently from a remote store), then each sample cut out.
+        self.cache.warm(path, f.off + offs[samples], rows[samples, 0])
         out = []
         for s in samples.tolist():
             at = f.off + int(offs[s])

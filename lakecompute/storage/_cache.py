@@ -343,12 +343,13 @@ class ArrayCache:
             self._dtypes[path] = arr.dtype
         return arr, known[0], known[1]
 
-    def read_rows(self, path: str, start: int, count: int) -> np.ndarray:
+    def read_rows(self, path: str, start: int, count: int, out: np.ndarray | None = None) -> np.ndarray:
         """``count`` values (rows, for an N-D array) from ``start`` along the first axis.
 
         The array is the caller's own, never a view into a cached chunk: a caller that changes it
         (a compute function updating its input in place, a user writing into ``.numpy()``'s result)
-        must not change what later reads return. The copy is one ``memcpy`` of the range read.
+        must not change what later reads return. The copy is one ``memcpy`` of the range read; with
+        ``out`` (``count`` rows of the array's dtype) the values are read into it and it is returned.
 
         Raises:
             DatasetCorruptError: a chunk in the range is missing or does not decode, or the range
@@ -357,27 +358,33 @@ class ArrayCache:
         known = self._sizes.get(path)
         arr, size, length = (self._arrays[path], *known) if known is not None else self._known(path)
         if count <= 0:
-            return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
+            return np.empty((0, *arr.shape[1:]), dtype=arr.dtype) if out is None else out
         if start < 0 or start + count > length:
             raise self.damaged(
                 f"{path}/zarr.json", f"rows {start}..{start + count} run past its {length} rows"
             )
         first, last = start // size, (start + count - 1) // size
         if last - first >= _FEW:
-            return self._read_spanning(path, arr, start, start + count, size)
+            return self._read_spanning(path, arr, start, start + count, size, out)
         if first == last:
             chunk = self._chunk(path, arr, first, size)
             lo = start - first * size
-            return chunk[lo : lo + count].copy()
+            if out is None:
+                return chunk[lo : lo + count].copy()
+            out[...] = chunk[lo : lo + count]
+            return out
         # Only the rows the range covers are copied, not the chunks joined whole (a batch across a chunk
         # edge would copy 2 MiB for its few hundred KB).
         parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
         parts[0] = parts[0][start - first * size :]
         parts[-1] = parts[-1][: start + count - last * size]
-        return np.concatenate(parts)
+        return np.concatenate(parts, out=out)
 
-    def _read_spanning(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
-        """Rows ``start..stop`` over many chunks, each decoded once in this process.
+    def _read_spanning(
+        self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int, out: np.ndarray | None
+    ) -> np.ndarray:
+        """Rows ``start..stop`` over many chunks, each decoded once in this process (into ``out`` when
+        given).
 
         The chunks the range covers whole are read past the cache (a range is read once: keeping them
         would only push out chunks that are read again, such as a small tensor's one chunk); a chunk it
@@ -399,7 +406,8 @@ class ArrayCache:
                     self._count(path, c)
                 else:
                     pieces.append((c, self._chunk(path, arr, c, size)))
-            out = np.empty((stop - start, *arr.shape[1:]), dtype=self._dtypes[path])
+            if out is None:
+                out = np.empty((stop - start, *arr.shape[1:]), dtype=self._dtypes[path])
             for c, part in pieces:
                 a, b = max(start - c * size, 0), min(stop - c * size, size)
                 target = out[c * size + a - start : c * size + b - start]
@@ -418,7 +426,7 @@ class ArrayCache:
             parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
         if hi < last:
             parts.append(self._chunk(path, arr, last, size)[: stop - last * size])
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return np.concatenate(parts, out=out) if len(parts) > 1 or out is not None else parts[0]
 
     def _read_large(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
         # zarr fetches and decodes the chunks of one call concurrently; groups of _GROUP chunks keep
@@ -472,8 +480,9 @@ class ArrayCache:
         if lo < 0 or hi > total:
             raise self.damaged(f"{path}/zarr.json", f"items {lo}..{hi} run past its {total} items")
 
-    def span(self, path: str, start: int, count: int) -> np.ndarray:
-        """Items ``start .. start + count`` of the array at ``path``, flat: the caller's own copy.
+    def span(self, path: str, start: int, count: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Items ``start .. start + count`` of the array at ``path``, flat: the caller's own copy, or
+        read into ``out`` (``count`` items of the array's dtype) and returned.
 
         Raises:
             DatasetCorruptError: as `read_rows`; a long run is read in bounded groups of chunks, so a
@@ -481,24 +490,36 @@ class ArrayCache:
         """
         size, total, dtype = self.items(path)
         self._check_run(path, start, start + count, total)
+        if out is not None and (out.dtype != dtype or out.shape != (max(count, 0),)):
+            raise ValueError(f"span: out must be {count} items of {dtype}, got {out.shape} of {out.dtype}")
         if count <= 0:
-            return np.empty(0, dtype=dtype)
+            return np.empty(0, dtype=dtype) if out is None else out
         first, last = start // size, (start + count - 1) // size
         if last - first < _FEW:
-            lo = start - first * size
-            if first == last:
-                return self._flat_chunk(path, first)[lo : lo + count].copy()
-            # Only the parts the run covers are copied (a sample across a chunk edge is a few hundred
-            # bytes of two 1 MiB chunks).
-            parts = [self._flat_chunk(path, c) for c in range(first, last + 1)]
-            parts[0] = parts[0][lo:]
-            parts[-1] = parts[-1][: start + count - last * size]
-            return np.concatenate(parts)
+            return self._span_few(path, first, last, start - first * size, count, out)
+        if out is not None and self._arrays[path].ndim == 1:  # items are rows: read into ``out``
+            return self.read_rows(path, start, count, out)
         per_row = self._per_row[path]
         row = start // per_row
         rows = self.read_rows(path, row, -(-(start + count) // per_row) - row).reshape(-1)
         lo = start - row * per_row
-        return rows[lo : lo + count]
+        return rows[lo : lo + count] if out is None else _into(out, rows[lo : lo + count])
+
+    def _span_few(
+        self, path: str, first: int, last: int, lo: int, count: int, out: np.ndarray | None
+    ) -> np.ndarray:
+        """`span` of ``count`` items from item ``lo`` of chunk ``first``, inside chunks ``first..last``
+        (a few, through the cache)."""
+        parts = [self._flat_chunk(path, c) for c in range(first, last + 1)]
+        if first == last:
+            run = parts[0][lo : lo + count]
+            return run.copy() if out is None else _into(out, run)
+        # Only the parts the run covers are copied (a sample across a chunk edge is a few hundred bytes
+        # of two 1 MiB chunks).
+        size = len(parts[-1])  # a whole chunk's items
+        parts[0] = parts[0][lo:]
+        parts[-1] = parts[-1][: lo + count - (last - first) * size]
+        return np.concatenate(parts, out=out)
 
     def _windows_of(self, path: str, c: int, width: int) -> np.ndarray:
         """Every run of ``width`` items inside chunk ``c``: row ``i`` is items ``i .. i + width``."""
@@ -578,3 +599,9 @@ def _exists(store: Store, key: str) -> bool:
     from zarr.core.sync import sync
 
     return bool(sync(store.exists(key)))
+
+
+def _into(out: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` copied into ``out``, which is returned."""
+    out[...] = values
+    return out

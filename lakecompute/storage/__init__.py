@@ -2,9 +2,10 @@
 
 A backend reads and writes the bytes under a dataset's keys (a local folder, memory, S3); reads of
 stored arrays are verified (every chunk there, its checksum, a bounded size) and go through one cache
-of decoded chunks, with direct paths for plain one-chunk reads; a remote dataset's chunks may be kept in
-a local disk cache (`DiskCache`, shared by the machine's processes; `RemoteChunks` reads through it). What the keys mean (versions, refs,
-segments, leases) is the versioned table format's, one layer up in `lakecompute.versioned`.
+of decoded chunks, with direct paths for plain one-chunk reads; a remote dataset's chunks may be kept
+in a local disk cache (`DiskCache`, shared by the machine's processes; `RemoteChunks` reads through it).
+What the keys mean (versions, refs, segments, leases) is the versioned table format's, one layer up in
+`lakecompute.versioned`.
 """
 
 from lakecompute.storage._backend import (

@@ -16,6 +16,8 @@ The rules:
   (they used to be taken for their truth: ``shuffle=1`` now asks for ``True``).
 * **Amounts** (a Ray task's CPUs) are finite numbers >= 0, int or float.
 * **Names** are non-empty strings.
+* **Sizes** in bytes (``cache_size``) are counts of bytes, or text with a unit: ``"20GB"``, ``"500 MB"``,
+  ``"1.5GiB"`` (KB, MB, GB, TB are powers of 1000; KiB, MiB, GiB, TiB of 1024; the unit's case is free).
 * **Devices** (``eval(devices=...)``, the processed scheduler's) are ``"cuda"`` (every visible GPU), a
   non-empty list of GPU indices (counts, repeats allowed: ``[0, 0, 1, 1]`` puts two workers on each), or
   None; ``"cpu"`` means None.
@@ -41,6 +43,7 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Literal, TypeAlias, cast, overload
 
@@ -58,6 +61,7 @@ __all__ = [
     "parse_flag",
     "parse_keywords",
     "parse_name",
+    "parse_size",
 ]
 
 DevicesLike: TypeAlias = "str | Sequence[int] | None"
@@ -152,6 +156,60 @@ def parse_amount(name: str, value: object, *, optional: bool = False) -> float |
     if not math.isfinite(amount) or amount < 0:
         raise InvalidArgumentError(f"Expected {name} to be a finite number >= 0. Got {value!r}.")
     return amount
+
+
+#: Bytes per unit of a size given as text (`parse_size`): decimal units as disks and clouds count them,
+#: binary ones as memory does.
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+}  # fmt: skip
+_SIZE_TEXT = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*")
+#: The largest size accepted: 8 EiB less one byte (what a signed 64-bit count of bytes holds).
+MAX_SIZE = 2**63 - 1
+
+
+def parse_size(name: str, value: object) -> int:
+    """Check a size in bytes: an int (or numpy integer) ``>= 0``, or text with a unit, as ``"20GB"``,
+    ``"500 MB"``, ``"1.5GiB"`` or ``"4096"``; returned as a plain ``int`` of bytes (rounded down).
+
+    KB, MB, GB, TB and PB are powers of 1000, KiB, MiB, GiB, TiB and PiB powers of 1024; the unit's case is
+    free (``"20gb"``), and a number without a unit counts bytes.
+
+    Raises:
+        InvalidTypeError: ``value`` is neither an int nor a str (a float, a bool, None).
+        InvalidArgumentError: a negative int, text that is not a number with a known unit, or a size of
+            8 EiB or more.
+
+    Example:
+        >>> parse_size("cache_size", "20GB"), parse_size("cache_size", "1.5 KiB"), parse_size("cache_size", 7)
+        (20000000000, 1536, 7)
+    """
+    hint = "such as '20GB', '500MB' or '1.5GiB'"
+    if isinstance(value, str):
+        match = _SIZE_TEXT.fullmatch(value) if len(value) <= 64 else None
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _SIZE_UNITS:
+            raise InvalidArgumentError(
+                f"Expected {name} as a number of bytes or a size {hint}. Got {value[:80]!r}. "
+                "Use one of the units B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB."
+            )
+        whole, _, fraction = match.group(1).partition(".")
+        scale = _SIZE_UNITS[unit]
+        # Exact for any number of digits: no float turns 0.1GB into 99999999 bytes.
+        size = int(whole or "0") * scale + (int(fraction) * scale // 10 ** len(fraction) if fraction else 0)
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        size = int(value)
+        if size < 0:
+            raise InvalidArgumentError(f"Expected {name} >= 0. Got {value!r}.")
+    else:
+        raise InvalidTypeError(
+            f"Expected {name} to be a number of bytes (an int) or a size {hint}. {_got(value)}"
+        )
+    if size > MAX_SIZE:
+        raise InvalidArgumentError(f"Expected {name} below 8 EiB. Got {value!r:.80}.")
+    return size
 
 
 @overload

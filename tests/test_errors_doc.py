@@ -410,6 +410,7 @@ CASES: dict[str, Callable[[Path], Any]] = {
     "not-found": lambda t: lc.load(str(t / "nothing")),
     "path-nul": lambda t: lc.load("x\x00y"),
     "path-too-long": lambda t: lc.empty(str(t) + "/a" * 2500),
+    "cache-size": lambda t: lc.load(str(_numbers(t).path), cache_dir=t / "cache", cache_size="20 GBs"),
     "exists": lambda t: (_numbers(t), lc.empty(str(t / "src"))),
     "no-version": lambda t: lc.load(str(_numbers(t).path), version=99),
     "corrupt": _corrupt,

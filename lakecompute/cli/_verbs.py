@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from lakecompute.cli._cache import run_cache
 from lakecompute.cli._commands import (
     run_compact,
     run_demo,
@@ -41,6 +42,7 @@ _EPILOG = """examples:
   lakecompute diff ./animals-lc main experiment
   lakecompute restore ./animals-lc 3
   lakecompute vacuum ./animals-lc --keep-versions 3
+  lakecompute cache info
 
 Run 'lakecompute COMMAND --help' for a command's options."""
 
@@ -300,6 +302,18 @@ _STORAGE_VERBS = (
                 parse=_positive,
             ),
             Arg(("--no-progress",), "hide the progress bar", flag=True),
+        ),
+    ),
+    Verb(
+        "cache",
+        "show or empty the local disk cache of datasets on object storage",
+        "'info' prints what the cache folder holds, per dataset; 'clear' removes every cached chunk "
+        "(readers holding one open finish reading it). The folder is --cache-dir, else the "
+        "LAKECOMPUTE_CACHE_DIR environment variable. See docs/cluster.md.",
+        run_cache,
+        (
+            Arg(("action",), "info or clear", choices=("info", "clear")),
+            Arg(("--cache-dir",), "the cache folder (default: $LAKECOMPUTE_CACHE_DIR)"),
         ),
     ),
 )

@@ -22,6 +22,9 @@ def estimate_bytes(value: Any) -> int:
         return len(value)
     if isinstance(value, Deferred):  # a tensor not read yet: from its stored shapes
         return value.nbytes()
+    nbytes = getattr(value, "nbytes", None)  # an object that says what it holds (a table's image bytes)
+    if isinstance(nbytes, int):
+        return nbytes
     return _container_bytes(value)
 
 

@@ -60,6 +60,14 @@ class DatasetCore:
         self.pinned = pinned
         self.readers: dict[str, ColumnReader] = {}
         self.txn = Transaction(table, self.cache, manifest, self.forget_reader, None if pinned else checkout)
+        # A remote dataset opened with cache_dir= reads its chunks through the local disk cache, by what
+        # the working copy uses of each (written samples included).
+        if table.backend.disk is not None:
+            table.read_through_disk(self.cache, self.dataset_id, self._states)
+
+    def _states(self) -> tuple[TensorState, ...]:
+        head = self.txn.head
+        return tuple(head.state(name) for name in head.tensors)
 
     # -- what the handle reads -------------------------------------------------------------------
     @property

@@ -413,7 +413,9 @@ class Dataset(_Samples, VersionControl):
         core = self._core
         where = core.txn.checkout
         args = (spec.url, dict(spec.storage_options), self.version, core.opened_read_only, core.pinned, where)
-        return (_reopen, (*args, core.dataset_id, core.txn.base.digest))
+        disk = core.backend.disk
+        cache = None if disk is None else (disk.directory, disk.max_bytes)
+        return (_reopen, (*args, core.dataset_id, core.txn.base.digest, cache))
 
     def __repr__(self) -> str:
         mode = ", read_only=True" if self._core.read_only else ""
@@ -434,6 +436,7 @@ def _reopen(
     checkout: Checkout | None = None,
     dataset_id: str = "",
     digest: str = "",
+    cache: tuple[str, int] | None = None,
 ) -> Dataset:
     """A pickled `Dataset`, opened again at the version it read, on its branch (`Dataset.__reduce__`).
 
@@ -441,7 +444,8 @@ def _reopen(
         DatasetReplacedError: another dataset was made at ``url`` since the handle was pickled, or the
             folder was replaced by a copy whose version holds other content (``digest``).
     """
-    backend = open_backend(url, storage_options)
+    folder, size = cache if cache is not None else (None, None)
+    backend = open_backend(url, storage_options, cache_dir=folder, cache_size=size)
     table = Table(backend)
     manifest = (
         table.manifest_of(version, dataset_id, "the pickled handle", digest=digest)

@@ -62,16 +62,27 @@ def load(
     version: int | str | None = None,
     storage_options: dict[str, Any] | None = None,
     branch: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_size: int | str | None = None,
 ) -> Dataset:
     """Open an existing dataset at the newest version of its ``main`` branch (or of ``branch``), or, read-
     only, at ``version``: a version number or a tag (or a branch name: its newest version).
+
+    A dataset on object storage (``s3://``) is read through a local disk cache of its chunks when
+    ``cache_dir`` is given (or the ``LAKECOMPUTE_CACHE_DIR`` environment variable names one): verified,
+    shared by processes, bounded by ``cache_size`` (bytes or text such as ``"20GB"``; default 20 GB, or
+    ``LAKECOMPUTE_CACHE_SIZE``); loaders made from the handle use it too (docs/cluster.md).
 
     Raises:
         DatasetNotFoundError: no dataset there, or no such version.
         RefNotFoundError: no such branch or tag.
         DatasetCorruptError: the version's manifest is damaged (the message names the file).
+        InvalidTypeError: ``cache_dir`` is not a path, or ``cache_size`` neither bytes nor text.
+        InvalidArgumentError: ``cache_size`` does not parse as a size.
     """
-    backend = open_backend(path, storage_options)
+    backend = open_backend(
+        path, storage_options, cache_dir=cache_dir, cache_size=cache_size, cache_from_env=True
+    )
     table = Table(backend)
     table.check_is_dataset()
     if version is not None:

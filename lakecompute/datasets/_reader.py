@@ -18,7 +18,7 @@ the cache and the samples are cut out of it with one vectorised gather per chunk
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -231,6 +231,52 @@ class ColumnReader:
             raise self.locator.located(exc, *span) from exc
         return out  # type: ignore[return-value]  # every position was filled
 
+    def read_stored_at(
+        self, positions: np.ndarray, buffer: Callable[[int], np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stored bytes of the samples at ``positions`` of a ``bytes`` kind tensor, back to back in
+        one uint8 array, and where each starts (``offsets``, one more than positions): `read_encoded_at`
+        without a Python object per sample, for a bulk copy (an Arrow column of the blobs, zero-copy).
+
+        A fragment's samples lie back to back in its segment, so each run of consecutive positions in
+        one fragment is one read of its byte range, straight into its place in the result; the reads
+        are verified as every read is (checked index rows, chunk checksums). Not decoded, as for
+        `read_encoded_at`.
+
+        Args:
+            positions: the samples' positions.
+            buffer: gives a uint8 array of at least the bytes asked for (its start is filled and
+                returned): a caller that reads block after block can hand the same memory back
+                (fresh pages cost more than the bytes' copy). None: a new array.
+
+        Raises:
+            DatasetCorruptError: stored data the samples need is missing or damaged.
+        """
+        positions = self._inside(np.asarray(positions, dtype=np.int64))
+        which = np.searchsorted(self.locator.bounds, positions, side="right") - 1
+        cuts = np.flatnonzero((np.diff(positions) != 1) | (np.diff(which) != 0)) + 1
+        bounds = zip([0, *cuts.tolist()], [*cuts.tolist(), len(positions)], strict=True)
+        runs = [(int(which[a]), a, b - a) for a, b in bounds if a < b]  # (fragment, first position, count)
+        try:
+            sizes = []  # each run's samples' sizes in items, from the index: known before any read
+            firsts = [int(positions[a]) - self.locator.starts[j] + self.frags[j].k for j, a, _ in runs]
+            for (j, _, n), first in zip(runs, firsts, strict=True):
+                sizes.append(self.locator.packed_sizes(self.frags[j], first, n))
+            offsets = np.zeros(len(positions) + 1, dtype=np.int64)
+            if sizes:
+                np.cumsum(np.concatenate(sizes), out=offsets[1:])
+            nbytes = [int(s.sum()) for s in sizes]  # a bytes kind tensor's stored items are bytes
+            total = sum(nbytes)
+            data = np.empty(total, np.uint8) if buffer is None else buffer(total)[:total]
+            at = 0
+            for (j, _, n), first, size in zip(runs, firsts, nbytes, strict=True):
+                self.locator.packed(self.frags[j], first, n, data[at : at + size])
+                at += size
+        except DatasetCorruptError as exc:
+            span = (int(positions.min()), int(positions.max()) + 1) if len(positions) else (0, 0)
+            raise self.locator.located(exc, *span) from exc
+        return data, offsets
+
     # -- gather access ------------------------------------------------------------------------
     def read_at(
         self, positions: np.ndarray, stack: Literal["samples", "fragments"] = "samples"
@@ -249,18 +295,21 @@ class ColumnReader:
             DatasetCorruptError: stored data the samples need is missing or damaged (naming the
                 tensor and the range of positions read).
         """
-        positions = np.asarray(positions, dtype=np.int64)
+        positions = self._inside(np.asarray(positions, dtype=np.int64))
+        try:
+            return self._gather(positions, self.shape if stack == "samples" else self._fixed_shape())
+        except DatasetCorruptError as exc:
+            span = (int(positions.min()), int(positions.max()) + 1)
+            raise self.locator.located(exc, *span) from exc
+
+    def _inside(self, positions: np.ndarray) -> np.ndarray:
         n = self.length
         if len(positions) and (positions.min() < 0 or positions.max() >= n):
             bad = positions[(positions < 0) | (positions >= n)][0]
             raise InvalidArgumentError(
                 f"Position {int(bad)} is outside tensor {self.spec.name!r} of length {n}."
             )
-        try:
-            return self._gather(positions, self.shape if stack == "samples" else self._fixed_shape())
-        except DatasetCorruptError as exc:
-            span = (int(positions.min()), int(positions.max()) + 1)
-            raise self.locator.located(exc, *span) from exc
+        return positions
 
     def read_slice(self, start: int, stop: int) -> np.ndarray | list[Any]:
         """Samples ``start..stop`` as `read_at` gives them (stacked when every sample of the tensor has

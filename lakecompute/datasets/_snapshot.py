@@ -44,6 +44,8 @@ class Snapshot:
             by `open` where they hold (same zarr and codecs), so that a worker does not probe them again.
         objects: the objects a view keeps of each of its rows (``filter_labels``), aligned with
             ``positions``; readers hand out a group's tensors with those objects only (`objects_of`).
+        cache: the local disk cache readers of a remote dataset read its chunks through, as its folder
+            and bound in bytes, or None.
     """
 
     url: str
@@ -57,6 +59,7 @@ class Snapshot:
     verdicts: LayoutVerdicts = field(default_factory=LayoutVerdicts, hash=False, compare=False)
     digest: str = ""
     objects: ObjectSelection | None = field(default=None, hash=False, compare=False)
+    cache: tuple[str, int] | None = field(default=None, hash=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -101,7 +104,8 @@ class Snapshot:
                 or the folder was replaced by a copy whose version holds other content.
         """
         adopt_layout_verdicts(self.verdicts)
-        backend = open_backend(self.url, self.storage_options)
+        folder, size = self.cache if self.cache is not None else (None, None)
+        backend = open_backend(self.url, self.storage_options, cache_dir=folder, cache_size=size)
         manifest = Table(backend).manifest_of(
             self.version, self.dataset_id, "the data being read", digest=self.digest
         )
@@ -138,4 +142,5 @@ def snapshot(data: Dataset | DatasetView) -> Snapshot:
         layout_verdicts(),
         digest=core.txn.base.digest,
         objects=data.kept_objects if isinstance(data, DatasetView) else None,
+        cache=None if backend.disk is None else (backend.disk.directory, backend.disk.max_bytes),
     )

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["TableVerbs"]
 
 _ROWS: Final = 4096  # lakecompute.tables.BATCH_ROWS, said here too so that the signature shows it
-_BYTES: Final = 64 << 20  # lakecompute.tables.BATCH_BYTES
+_BYTES: Final = 32 << 20  # lakecompute.tables.BATCH_BYTES
 _READER_BYTES: Final = 16 << 20  # lakecompute.tables.READER_BYTES
 
 
@@ -97,7 +97,7 @@ class TableVerbs:
         """Write the rows as a Parquet file: the schema of `to_arrow` (so that Hugging Face
         ``datasets.Dataset.from_parquet`` reads typed features, and pandas, DuckDB, Polars and Ray Data
         read it as it is), a row group per ``row_group_size`` rows or ``row_group_bytes`` bytes, streamed:
-        memory stays about two row groups and the 32 MiB chunk cache, whatever the dataset's size. A
+        memory stays about three row groups and the 32 MiB chunk cache, whatever the dataset's size. A
         progress bar counts the rows written (``progressbar=False``: none).
 
         A path is written atomically: into a temporary file beside it, renamed into place at the end, so

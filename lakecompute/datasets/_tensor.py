@@ -141,7 +141,7 @@ class _Readable(HasCore):
             )
         (encoded,) = self._reader().read_encoded(pos, pos + 1)
         assert encoded.blob is not None
-        return encoded.blob
+        return bytes(encoded.blob)  # read blobs are bytes already: not copied
 
     def tolist(self) -> list[Any]:
         """Samples as a list (arrays for numeric tensors, values for text/json)."""

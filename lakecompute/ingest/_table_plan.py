@@ -38,6 +38,8 @@ class ColumnPlan:
             ``folder``).
         folder: the folder image paths are confined to.
         dims: an image tensor's rank and channels (``(None, None)``: greyscale; ``(None, None, 3)``).
+        verify: how an image kept as its bytes is checked: decoded once, or (False) its file's
+            structure only (`ImageBytes.verify`).
     """
 
     column: str
@@ -45,6 +47,7 @@ class ColumnPlan:
     convert: Convert = "as_is"
     folder: Folder | None = None
     dims: tuple[int | None, ...] = field(default=())
+    verify: bool = True
 
     def sample(self, cell: Any) -> Any:
         """The sample a cell stands for.
@@ -60,8 +63,9 @@ class ColumnPlan:
             cell = self._image_file(cell)
         if not isinstance(cell, ImageBytes):
             return cell
-        # Decoded here, in the row's own call, so that an image that does not decode fails its row: kept
+        # Checked here, in the row's own call, so that an image that fails its check fails its row: kept
         # as its bytes where they are the tensor's format, else the pixels (decoded once, encoded again).
+        cell.verify = self.verify
         try:
             return cell.check() if cell.format == self.create.get("sample_compression") else cell.numpy()
         except InvalidSampleError as exc:
@@ -81,7 +85,7 @@ class ColumnPlan:
             raise InvalidArgumentError(
                 f"cannot read the image file {path!r} ({exc.strerror or exc})"
             ) from exc
-        return ImageBytes(data, name, None, self.dims)
+        return ImageBytes(data, name, None, self.dims, verify=self.verify)
 
 
 def _kind_of(table: TableInput, name: str) -> str:
@@ -258,8 +262,10 @@ def plan_columns(
     htypes: Mapping[str, Any] | None,
     image_compression: str | None,
     images_folder: str | os.PathLike[str] | None,
+    verify: bool = True,
 ) -> tuple[ColumnPlan, ...]:
-    """A plan per column of ``table``; the table's readers are set to read each as its plan needs.
+    """A plan per column of ``table``; the table's readers are set to read each as its plan needs
+    (``verify``: how its images are checked, `ColumnPlan.verify`).
 
     Raises:
         InvalidArgumentError: a column that cannot become its tensor, an ``htypes`` key that is not a
@@ -278,6 +284,6 @@ def plan_columns(
     for name, reader in table.readers.items():
         new_reader, plan = _plan_one(ctx, reader, given.get(name))
         readers[name] = new_reader
-        plans.append(plan)
+        plans.append(plan if verify else replace(plan, verify=False))
     table.readers = readers
     return tuple(plans)

@@ -2,9 +2,10 @@
 
 Each makes a tensor per column (`lakecompute.ingest._table_plan`) and fills them with an eval of
 `table_row` over the table as ``data_in`` (`lakecompute.tables.TableInput`): a Parquet file is read by
-row group in the workers, images are decoded (checked) there, and a row that breaks a rule fails naming
-its column, its row and the rule, or with ``skip_errors=True`` is skipped and listed. A table written by
-``ds.to_arrow()`` (or ``to_parquet``, ``to_pandas``) comes back as the dataset it was, exactly.
+row group where the rows are filled, images are checked there (their files' structure, or with
+``verify=True`` decoded once), and a row that breaks a rule fails naming its column, its row and the
+rule, or with ``skip_errors=True`` is skipped and listed. A table written by ``ds.to_arrow()`` (or
+``to_parquet``, ``to_pandas``) comes back as the dataset it was, exactly.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakecompute.compute import compute
@@ -22,6 +24,7 @@ from lakecompute.ingest._options import IngestOptions
 from lakecompute.ingest._plan import refuse_overlap
 from lakecompute.ingest._run import Skipped, fill_dataset
 from lakecompute.ingest._table_plan import ColumnPlan, plan_columns
+from lakecompute.parsing import parse_flag
 from lakecompute.tables import ArrowInput, FrameInput, TableInput, pyarrow, read_parquet
 
 if TYPE_CHECKING:
@@ -85,15 +88,22 @@ def _ingest_table(
     htypes: HTypes,
     images_folder: PathLike | None,
     options: IngestOptions,
+    verify: bool,
 ) -> Dataset:
     """Plan the table's columns, create the dataset and fill it (what every table ingest shares)."""
+    verify = parse_flag("verify", verify)
     for path in getattr(table, "paths", None) or ([src] if os.path.isfile(src) else []):
         refuse_overlap(path, dest, "input file")  # overwrite=True there would delete the input
     if images_folder is not None and _holds(dest, os.fspath(images_folder)):
         refuse_overlap(os.fspath(images_folder), dest, "images folder")
-    plans = plan_columns(table, htypes, options.image_compression, images_folder)
+    if options.num_workers is None and not verify:
+        # Unverified, a row's check runs at memory speed: workers would cost more than they save (their
+        # start, and every row's bytes sent to them and back), as HF datasets' map runs in one process.
+        options = replace(options, num_workers=0)
+    plans = plan_columns(table, htypes, options.image_compression, images_folder, verify)
     table.strict = False  # a bad cell reaches table_row, which fails (or skips) its row by it
-    table.check_images = True  # images are decoded (checked) as the rows are read, ahead of table_row
+    table.check_images = True  # images are checked as the rows are read, ahead of table_row
+    table.verify_images = verify  # decoded once, or (verify=False) their files' structure only
     if not plans:
         raise InvalidArgumentError(f"The table {src!r} has no columns to ingest.")
     function = compute(table_row)(columns=plans)
@@ -119,6 +129,7 @@ def from_arrow(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
+    verify: bool = False,
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
@@ -142,9 +153,20 @@ def from_arrow(
             absolute path, a symbolic link out) is refused.
         image_compression: how images without a recorded compression are stored: ``"auto"`` (the
             files' own format, stored as their bytes), ``"png"``, ``"jpeg"``, ``"webp"`` or None.
+        verify: how each image kept as its bytes is checked. False (the default, as Deep Lake 3's
+            ``deeplake.read(verify=False)``): by its file's structure, without decoding its pixels: the
+            header (format, size, an 8-bit mode) and the file whole (a PNG's chunk CRCs and IEND, a
+            JPEG's markers up to its scan and its EOI, a WebP's RIFF sizes), at memory speed, so a
+            truncated or damaged file is refused; a file whole in structure whose compressed pixels do
+            not decode is stored, and raises DatasetCorruptError when read. True: every image is
+            decoded once (as the folder ingests check their files), several times slower, and such
+            a file is refused too.
         progressbar: show a progress bar.
-        **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`): ``num_workers``,
-            ``skip_errors`` (skip and list rows that break a rule), ``overwrite``, ...
+        **options: the options every ingest takes (`lakecompute.ingest.IngestKwargs`): ``num_workers``
+            (by default none with ``verify=False``: the checks run at memory speed and worker processes
+            would only add their start and the rows' trip to them; one per CPU, at most 8, with
+            ``verify=True`` from 100 rows), ``skip_errors`` (skip and list rows that break a rule),
+            ``overwrite``, ...
 
     Raises:
         InvalidArgumentError: a column that cannot become the tensor asked for, or a row that breaks its
@@ -162,7 +184,9 @@ def from_arrow(
     pa = pyarrow()
     if not isinstance(table, (pa.Table, pa.RecordBatch)):
         raise InvalidArgumentError(f"from_arrow takes a pyarrow.Table. Got {type(table).__name__}.")
-    return _ingest_table(ArrowInput(table, columns), dest, "the Arrow table", htypes, images_folder, parsed)
+    return _ingest_table(
+        ArrowInput(table, columns), dest, "the Arrow table", htypes, images_folder, parsed, verify
+    )
 
 
 def from_pandas(
@@ -173,6 +197,7 @@ def from_pandas(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
+    verify: bool = False,
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
@@ -192,7 +217,9 @@ def from_pandas(
     parsed = IngestOptions.parse("from_pandas", options, image_compression, progressbar)
     if not (type(frame).__module__.startswith("pandas") and type(frame).__name__ == "DataFrame"):
         raise InvalidArgumentError(f"from_pandas takes a pandas.DataFrame. Got {type(frame).__name__}.")
-    return _ingest_table(FrameInput(frame, columns), dest, "the DataFrame", htypes, images_folder, parsed)
+    return _ingest_table(
+        FrameInput(frame, columns), dest, "the DataFrame", htypes, images_folder, parsed, verify
+    )
 
 
 def from_parquet(
@@ -203,6 +230,7 @@ def from_parquet(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
+    verify: bool = False,
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
@@ -219,7 +247,7 @@ def from_parquet(
     table = read_parquet(path_or_paths, columns)
     first = table.paths[0]
     folder = images_folder if images_folder is not None else (os.path.dirname(os.path.abspath(first)))
-    return _ingest_table(table, dest, first, htypes, folder, parsed)
+    return _ingest_table(table, dest, first, htypes, folder, parsed, verify)
 
 
 def from_csv(
@@ -230,6 +258,7 @@ def from_csv(
     htypes: HTypes = None,
     images_folder: PathLike | None = None,
     image_compression: Compression = "auto",
+    verify: bool = False,
     delimiter: str = ",",
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
@@ -252,7 +281,7 @@ def from_csv(
     src = os.fspath(path)
     table = _read_csv(src, delimiter, parsed.skip_errors)
     folder = images_folder if images_folder is not None else os.path.dirname(os.path.abspath(src))
-    return _ingest_table(ArrowInput(table, columns), dest, src, htypes, folder, parsed)
+    return _ingest_table(ArrowInput(table, columns), dest, src, htypes, folder, parsed, verify)
 
 
 def _read_csv(path: str, delimiter: str, skip_errors: bool) -> Any:

@@ -13,6 +13,7 @@ workers, each worker's batches, the steps' order, resume), chunk-aware reading
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -90,8 +91,18 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux")
 
 
+def _with_cache(source: RowSource | TokenSource, options: LoaderOptions) -> RowSource | TokenSource:
+    """``source`` read through the disk cache its options ask for (``cache_dir``, ``cache_size``: over
+    the handle's)."""
+    cache = options.cache(source.snapshot.cache)
+    if cache == source.snapshot.cache:
+        return source
+    return dataclasses.replace(source, snapshot=dataclasses.replace(source.snapshot, cache=cache))
+
+
 def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Batches:
     """A batch loader over any source (what `batches` and ``TokenBlocks.batches`` build)."""
+    source = _with_cache(source, options)
     _check_workers(source, options)
     options.plan(source.length)  # rank and world_size are ints here (only pytorch() reads torch.distributed)
     return Batches(source, options, _class_labels(source))
@@ -124,6 +135,7 @@ def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> 
     _import_torch()
     from lakecompute.loaders._torch import make_dataloader as torch_loader
 
+    source = _with_cache(source, options)
     _check_workers(source, options)
     return torch_loader(LoaderCursor(source, options), _class_labels(source))
 

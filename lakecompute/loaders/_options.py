@@ -10,7 +10,8 @@ from typing import Any, TypedDict
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.loaders._plan import LEAST, IndexPlan
 from lakecompute.loaders._transform import check_transform
-from lakecompute.parsing import parse_count, parse_flag, parse_keywords
+from lakecompute.parsing import parse_count, parse_flag, parse_keywords, parse_size
+from lakecompute.storage import CacheSpec, cache_folder, cache_spec
 
 __all__ = ["LoaderKwargs", "LoaderOptions", "TorchLoaderKwargs"]
 
@@ -43,6 +44,13 @@ class _CommonKwargs(TypedDict, total=False):
     prefetch: int
     """Batches each worker may read ahead (default 2; ``pytorch()``: the DataLoader's
     ``prefetch_factor``)."""
+    cache_dir: Any
+    """A folder for the local disk cache of a remote dataset's chunks, shared by the loader's workers
+    and other processes (default: the handle's, from ``lc.load(..., cache_dir=...)``, else
+    ``LAKECOMPUTE_CACHE_DIR``, else none; see docs/cluster.md)."""
+    cache_size: Any
+    """The most bytes the disk cache holds: an int or text such as ``"20GB"`` (default: the handle's,
+    else ``LAKECOMPUTE_CACHE_SIZE``, else 20 GB)."""
 
 
 class LoaderKwargs(_CommonKwargs, total=False):
@@ -98,6 +106,8 @@ class LoaderOptions:
         prefetch: batches each worker may read ahead.
         collate_fn: the DataLoader's ``collate_fn`` (``pytorch()`` only; None: arrays become tensors).
         pin_memory: the DataLoader's ``pin_memory`` (``pytorch()`` only).
+        cache_dir: the disk cache's folder (None: the handle's, else ``LAKECOMPUTE_CACHE_DIR``).
+        cache_size: the disk cache's bound in bytes (None: the handle's, else the default).
     """
 
     batch_size: int
@@ -114,6 +124,8 @@ class LoaderOptions:
     prefetch: int = 2
     collate_fn: Callable[[Any], Any] | None = None
     pin_memory: bool = False
+    cache_dir: str | None = None
+    cache_size: int | None = None
 
     @classmethod
     def parse(cls, call: str, batch_size: object, options: Mapping[str, Any]) -> LoaderOptions:
@@ -138,12 +150,26 @@ class LoaderOptions:
             checked.setdefault("rank", None)
             checked.setdefault("world_size", None)
         check_transform(checked.get("transform"))
+        # The cache's options, checked at the user's call (the folder itself is made when first written).
+        if checked.get("cache_dir") is not None:
+            checked["cache_dir"] = cache_folder(checked["cache_dir"])
+        if checked.get("cache_size") is not None:
+            checked["cache_size"] = parse_size("cache_size", checked["cache_size"])
         if checked.get("shuffle_block") and not checked.get("shuffle"):
             raise InvalidArgumentError(
                 f"shuffle_block={checked['shuffle_block']} shuffles blocks of samples, so it needs "
                 "shuffle=True. Pass shuffle=True, or leave shuffle_block out."
             )
         return cls(**checked)
+
+    def cache(self, handle: tuple[str, int] | None) -> tuple[str, int] | None:
+        """The disk cache a run reads through, as its folder and bound: these options over the handle's
+        (``handle``; a `lakecompute.datasets.Snapshot`'s ``cache``)."""
+        if self.cache_dir is None and self.cache_size is None:
+            return handle
+        inherit = None if handle is None else CacheSpec(*handle)
+        spec = cache_spec(self.cache_dir, self.cache_size, inherit=inherit)
+        return None if spec is None else (spec.directory, spec.max_bytes)
 
     def plan(self, length: int) -> IndexPlan:
         """The index plan of a run over ``length`` samples.

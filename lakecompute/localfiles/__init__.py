@@ -33,7 +33,7 @@ Example:
 
 from __future__ import annotations
 
-from lakecompute.localfiles._atomic import atomic_file, atomic_path, write_atomic
+from lakecompute.localfiles._atomic import abandoned_partial, atomic_file, atomic_path, write_atomic
 from lakecompute.localfiles._confine import Folder, confine, inside
 from lakecompute.localfiles._export import FolderExport
 from lakecompute.localfiles._listing import LISTING, Watch
@@ -43,6 +43,7 @@ __all__ = [
     "Folder",
     "FolderExport",
     "Watch",
+    "abandoned_partial",
     "atomic_file",
     "atomic_path",
     "confine",

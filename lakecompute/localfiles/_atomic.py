@@ -11,39 +11,57 @@ from typing import BinaryIO
 
 from lakecompute.errors import StorageError
 
-__all__ = ["alive", "atomic_file", "atomic_path", "storage_error", "write_atomic", "write_fd"]
+__all__ = [
+    "abandoned_partial",
+    "alive",
+    "atomic_file",
+    "atomic_path",
+    "storage_error",
+    "write_atomic",
+    "write_fd",
+]
 
 
-def write_atomic(path: str, data: bytes) -> None:
+def write_atomic(path: str, data: bytes, *, durable: bool = True, tidy: bool = True) -> None:
     """Write ``data`` to ``path`` whole or not at all: a temporary file in the same folder, flushed to
     disk, then renamed over ``path`` (`atomic_file` with one write).
+
+    Args:
+        path: where the file appears.
+        data: its bytes.
+        durable: flush the file to disk before the rename (a crash of the machine then leaves the old
+            file or the new one, not an empty one); False for files whose readers verify them and can
+            make them again, such as the disk cache's chunks, where the flush would cost more than the rest.
+        tidy: first remove the temporary files of this path that killed processes left (a listing of the
+            folder); False where the caller sweeps them itself (`abandoned_partial`).
 
     Raises:
         StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
             keeps what it held before.
     """
-    with atomic_file(path) as f:
+    with atomic_file(path, durable=durable, tidy=tidy) as f:
         f.write(data)
 
 
 @contextlib.contextmanager
-def atomic_file(path: str) -> Iterator[BinaryIO]:
+def atomic_file(path: str, *, durable: bool = True, tidy: bool = True) -> Iterator[BinaryIO]:
     """A binary file to write in pieces that appears at ``path`` whole, or not at all: the block writes a
-    temporary file in the same folder, which is flushed to disk and renamed over ``path`` when the block
-    ends; an exception in the block (or a kill) leaves ``path`` as it was.
+    temporary file in the same folder, which is flushed to disk (with ``durable``) and renamed over
+    ``path`` when the block ends; an exception in the block (or a kill) leaves ``path`` as it was.
 
     The temporary file is hidden and named after ``path`` and the writing process
     (``.<name>.<pid>.<random>.partial``); one that a killed process left is removed by the next write of
-    the same path.
+    the same path (with ``tidy``; see `abandoned_partial`).
 
     Raises:
         StorageError: the file cannot be written (a full disk, a missing folder, no permission); ``path``
             keeps what it held before.
     """
-    with _replacing(path) as (fd, _), os.fdopen(fd, "wb") as f:
+    with _replacing(path, tidy) as (fd, _), os.fdopen(fd, "wb") as f:
         yield f
         f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            os.fsync(f.fileno())
 
 
 @contextlib.contextmanager
@@ -64,14 +82,15 @@ def atomic_path(path: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def _replacing(path: str) -> Iterator[tuple[int, str]]:
+def _replacing(path: str, tidy: bool = True) -> Iterator[tuple[int, str]]:
     """A new temporary file beside ``path`` (its descriptor and name), renamed over ``path`` when the
     block ends without an exception (the block writes it and flushes it to disk), removed otherwise."""
     folder, name = os.path.split(os.path.abspath(path))
     prefix = f".{name[:100]}."
     tmp = None
     try:
-        _remove_abandoned_partials(folder, prefix)
+        if tidy:
+            _remove_abandoned_partials(folder, prefix)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{prefix}{os.getpid()}.", suffix=".partial")
         os.fchmod(fd, _FILE_MODE)
         yield fd, tmp
@@ -88,11 +107,22 @@ def _replacing(path: str) -> Iterator[tuple[int, str]]:
 def _remove_abandoned_partials(folder: str, prefix: str) -> None:
     """Remove the temporary files of `write_atomic` that start with ``prefix`` and whose process is gone."""
     for entry in os.listdir(folder):
-        if entry.startswith(prefix) and entry.endswith(".partial"):
-            pid = entry[len(prefix) :].split(".", 1)[0]
-            if pid.isdigit() and not alive(int(pid)):
-                with contextlib.suppress(OSError):
-                    os.remove(os.path.join(folder, entry))
+        if entry.startswith(prefix) and abandoned_partial(entry):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, entry))
+
+
+def abandoned_partial(name: str) -> bool | None:
+    """Whether a file named ``name`` is a temporary file of `write_atomic` whose writing process is gone
+    (True: a kill left it, remove it), one still being written (False), or no such file at all (None)."""
+    if not (name.startswith(".") and name.endswith(".partial")):
+        return None
+    parts = name.split(".")
+    # "." + name + "." + pid + "." + random + ".partial": the pid is the third part from the end.
+    pid = parts[-3] if len(parts) >= 5 else ""
+    if not pid.isdigit():
+        return None
+    return not alive(int(pid))
 
 
 def _file_mode() -> int:

@@ -205,10 +205,12 @@ def parse_tensor_spec(
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """One checked sample ready to store: a numeric array, or an encoded blob with its shape."""
+    """One checked sample ready to store: a numeric array, or an encoded blob with its shape (a blob may be
+    a view of a buffer it was read from, a table's column of images: it is stored from there, not copied
+    first, in the process that made it)."""
 
     array: np.ndarray | None
-    blob: bytes | None
+    blob: bytes | memoryview | None
     shape: tuple[int, ...]
 
 

@@ -25,6 +25,7 @@ from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.storage import LocalStore, MemoryStore
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError
+from lakecompute.storage._cachespec import CacheSpec, cache_spec
 
 __all__ = [
     "TEMP_PREFIX",
@@ -74,6 +75,9 @@ class Backend(ABC):
     #: Whether the data is on this machine only (a local disk): other machines of a cluster cannot
     #: reach it unless it is a file system they all mount.
     machine_local: bool = False
+    #: The local disk cache reads of a remote dataset's chunks go through (`open_backend`'s
+    #: ``cache_dir``), or None.
+    disk: CacheSpec | None = None
 
     def __init__(self, spec: BackendSpec, given: str | None = None) -> None:
         self.spec = spec
@@ -403,21 +407,42 @@ class MemoryBackend(Backend):
                 del self._files[k]
 
 
-def open_backend(url: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> Backend:
+def open_backend(
+    url: str | os.PathLike[str],
+    storage_options: dict[str, Any] | None = None,
+    *,
+    cache_dir: object = None,
+    cache_size: object = None,
+    cache_from_env: bool = False,
+) -> Backend:
     """Resolve a dataset location to its backend.
 
     Args:
         url: a local path, ``file://path``, ``mem://name`` or ``s3://bucket/prefix``.
         storage_options: options for the object-store client of ``s3://`` locations
             (``endpoint_url``, ``key``, ``secret``, ``region``, ``anonymous``, ...).
+        cache_dir: a folder for the local disk cache of an object store's chunks (`Backend.disk`;
+            `lakecompute.storage.cache_spec` says the rules); None: none, unless ``cache_from_env``.
+        cache_size: the cache's bound: bytes or text such as ``"20GB"``.
+        cache_from_env: without ``cache_dir``, take ``LAKECOMPUTE_CACHE_DIR``'s folder (``lc.load``).
 
     Raises:
-        InvalidArgumentError: for an unsupported scheme or an empty path.
+        InvalidArgumentError: for an unsupported scheme or an empty path; a ``cache_size`` that does
+            not parse.
+        InvalidTypeError: a ``cache_dir`` that is not a path, a ``cache_size`` that is not a size.
         StorageError: an ``s3://`` location that cannot be used (no such bucket, no credentials,
             an endpoint that does not answer).
     """
     text = _location_text(url)
-    spec = BackendSpec(text, dict(storage_options or {}))
+    asked = cache_dir is not None or cache_size is not None or cache_from_env
+    disk = cache_spec(cache_dir, cache_size) if asked else None
+    backend = _open(text, BackendSpec(text, dict(storage_options or {})))
+    backend.disk = disk
+    return backend
+
+
+def _open(text: str, spec: BackendSpec) -> Backend:
+    """The backend of the location ``text`` (checked by `_location_text`)."""
     if text.startswith("mem://"):
         name = text[len("mem://") :].strip("/")
         if not name:

@@ -40,6 +40,7 @@ from lakecompute.storage._direct import DirectChunks, StoredChunk
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
+    from lakecompute.storage._remote import RemoteChunks
 
 __all__ = ["CACHE_BYTES", "LOADER_CACHE_BYTES", "MAX_CHUNK_BYTES", "ArrayCache", "ArrayRules"]
 
@@ -127,6 +128,8 @@ class ArrayCache:
         # it a second time (tasks on the threaded scheduler share a handle, and their ranges share chunks).
         self._pending: dict[tuple[str, int], threading.Event] = {}
         self.chunk_reads: dict[tuple[str, int], int] = {}
+        #: The local disk cache of a remote dataset's chunks, when the handle was opened with one.
+        self.remote: RemoteChunks | None = None
 
     @property
     def held_bytes(self) -> int:
@@ -275,10 +278,55 @@ class ArrayCache:
     def _uncached(self, path: str, arr: zarr.Array[Any], c: int, size: int) -> np.ndarray:
         """Chunk ``c`` read and decoded now, past the cache (counted in `fetched` and `chunk_reads`)."""
         values = self._direct(path, arr).get(c)
+        if values is None and self.remote is not None and self.remote.cacheable(path, arr, c):
+            values = self.remote.get_many(self, path, arr, (c,))[c]
         if values is None:
             values = self._fetch(path, arr, c * size, (c + 1) * size)
         self._count(path, c)
         return values
+
+    def _remote_chunks(
+        self, path: str, arr: zarr.Array[Any], chunks: list[int]
+    ) -> dict[int, np.ndarray] | None:
+        """``chunks`` through the disk cache, fetched concurrently where it lacks them (counted); None when
+        some of them are not read through it (no disk cache, or not cacheable)."""
+        remote = self.remote
+        if remote is None or not all(remote.cacheable(path, arr, c) for c in chunks):
+            return None
+        found = remote.get_many(self, path, arr, chunks)
+        for c in chunks:
+            self._count(path, c)
+        return found
+
+    def warm(self, path: str, starts: np.ndarray, lengths: np.ndarray | int) -> None:
+        """Have the chunks that runs of ``lengths`` items from ``starts`` (flat items of the 1-D array at
+        ``path``) cover decoded in this cache, those not held read together: concurrently from a remote
+        store, through the disk cache (what a batch needs, before it is cut out of them, so that a shuffled
+        batch costs one round trip to S3 instead of one per chunk). Without a disk cache this does nothing:
+        each chunk is read when first needed."""
+        if self.remote is None or len(starts) < 2:
+            return
+        arr, size, _ = self._known(path)
+        first = starts // size
+        last = (starts + np.maximum(lengths, 1) - 1) // size
+        if bool(np.all(last - first <= 1)):  # runs within a chunk or across one edge: the common case
+            covered = np.unique(np.concatenate((first, last)))
+        else:
+            covered = np.unique(
+                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
+            )
+        wanted = [c for c in covered.tolist() if (path, c) not in self._chunks]
+        found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
+        if not found:
+            return
+        with self._lock:
+            for c, values in found.items():
+                if (path, c) not in self._pending:
+                    self._drop((path, c))
+                    self._chunks[(path, c)] = values
+                    self._bytes += values.nbytes
+            while self._bytes > self.max_bytes and len(self._chunks) > 1:
+                self._drop(next(iter(self._chunks)))
 
     def _count(self, path: str, c: int) -> None:
         with self._lock:
@@ -295,12 +343,13 @@ class ArrayCache:
             self._dtypes[path] = arr.dtype
         return arr, known[0], known[1]
 
-    def read_rows(self, path: str, start: int, count: int) -> np.ndarray:
+    def read_rows(self, path: str, start: int, count: int, out: np.ndarray | None = None) -> np.ndarray:
         """``count`` values (rows, for an N-D array) from ``start`` along the first axis.
 
         The array is the caller's own, never a view into a cached chunk: a caller that changes it
         (a compute function updating its input in place, a user writing into ``.numpy()``'s result)
-        must not change what later reads return. The copy is one ``memcpy`` of the range read.
+        must not change what later reads return. The copy is one ``memcpy`` of the range read; with
+        ``out`` (``count`` rows of the array's dtype) the values are read into it and it is returned.
 
         Raises:
             DatasetCorruptError: a chunk in the range is missing or does not decode, or the range
@@ -309,27 +358,33 @@ class ArrayCache:
         known = self._sizes.get(path)
         arr, size, length = (self._arrays[path], *known) if known is not None else self._known(path)
         if count <= 0:
-            return np.empty((0, *arr.shape[1:]), dtype=arr.dtype)
+            return np.empty((0, *arr.shape[1:]), dtype=arr.dtype) if out is None else out
         if start < 0 or start + count > length:
             raise self.damaged(
                 f"{path}/zarr.json", f"rows {start}..{start + count} run past its {length} rows"
             )
         first, last = start // size, (start + count - 1) // size
         if last - first >= _FEW:
-            return self._read_spanning(path, arr, start, start + count, size)
+            return self._read_spanning(path, arr, start, start + count, size, out)
         if first == last:
             chunk = self._chunk(path, arr, first, size)
             lo = start - first * size
-            return chunk[lo : lo + count].copy()
+            if out is None:
+                return chunk[lo : lo + count].copy()
+            out[...] = chunk[lo : lo + count]
+            return out
         # Only the rows the range covers are copied, not the chunks joined whole (a batch across a chunk
         # edge would copy 2 MiB for its few hundred KB).
         parts = [self._chunk(path, arr, c, size) for c in range(first, last + 1)]
         parts[0] = parts[0][start - first * size :]
         parts[-1] = parts[-1][: start + count - last * size]
-        return np.concatenate(parts)
+        return np.concatenate(parts, out=out)
 
-    def _read_spanning(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
-        """Rows ``start..stop`` over many chunks, each decoded once in this process.
+    def _read_spanning(
+        self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int, out: np.ndarray | None
+    ) -> np.ndarray:
+        """Rows ``start..stop`` over many chunks, each decoded once in this process (into ``out`` when
+        given).
 
         The chunks the range covers whole are read past the cache (a range is read once: keeping them
         would only push out chunks that are read again, such as a small tensor's one chunk); a chunk it
@@ -351,7 +406,8 @@ class ArrayCache:
                     self._count(path, c)
                 else:
                     pieces.append((c, self._chunk(path, arr, c, size)))
-            out = np.empty((stop - start, *arr.shape[1:]), dtype=self._dtypes[path])
+            if out is None:
+                out = np.empty((stop - start, *arr.shape[1:]), dtype=self._dtypes[path])
             for c, part in pieces:
                 a, b = max(start - c * size, 0), min(stop - c * size, size)
                 target = out[c * size + a - start : c * size + b - start]
@@ -360,12 +416,17 @@ class ArrayCache:
                 else:
                     target[...] = part[a:b]
             return out
-        # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups.
+        # Elsewhere (object stores) zarr fetches the whole chunks concurrently, in bounded groups (through
+        # the disk cache, when there is one).
         parts = [] if lo == first else [self._chunk(path, arr, first, size)[start - first * size :]]
-        parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
+        whole = self._remote_chunks(path, arr, list(range(lo, hi + 1)))
+        if whole is not None:
+            parts.extend(whole[c] for c in range(lo, hi + 1))
+        else:
+            parts.append(self._read_large(path, arr, lo * size, (hi + 1) * size, size))
         if hi < last:
             parts.append(self._chunk(path, arr, last, size)[: stop - last * size])
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return np.concatenate(parts, out=out) if len(parts) > 1 or out is not None else parts[0]
 
     def _read_large(self, path: str, arr: zarr.Array[Any], start: int, stop: int, size: int) -> np.ndarray:
         # zarr fetches and decodes the chunks of one call concurrently; groups of _GROUP chunks keep
@@ -405,8 +466,8 @@ class ArrayCache:
         if item < 0 or row >= length:
             raise self.damaged(f"{path}/zarr.json", f"item {item} is past its {length} rows")
         c = row // size
-        if (path, c) in self._chunks:
-            return
+        if (path, c) in self._chunks or (self.remote is not None and self.remote.holds(path, arr, c)):
+            return  # decoded here, or kept (verified) in the disk cache: it was stored
         key = self._chunk_key(path, arr, row)
         if not _exists(self.store, key):
             raise self.damaged(key, "the chunk is missing")
@@ -419,8 +480,9 @@ class ArrayCache:
         if lo < 0 or hi > total:
             raise self.damaged(f"{path}/zarr.json", f"items {lo}..{hi} run past its {total} items")
 
-    def span(self, path: str, start: int, count: int) -> np.ndarray:
-        """Items ``start .. start + count`` of the array at ``path``, flat: the caller's own copy.
+    def span(self, path: str, start: int, count: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Items ``start .. start + count`` of the array at ``path``, flat: the caller's own copy, or
+        read into ``out`` (``count`` items of the array's dtype) and returned.
 
         Raises:
             DatasetCorruptError: as `read_rows`; a long run is read in bounded groups of chunks, so a
@@ -428,24 +490,36 @@ class ArrayCache:
         """
         size, total, dtype = self.items(path)
         self._check_run(path, start, start + count, total)
+        if out is not None and (out.dtype != dtype or out.shape != (max(count, 0),)):
+            raise ValueError(f"span: out must be {count} items of {dtype}, got {out.shape} of {out.dtype}")
         if count <= 0:
-            return np.empty(0, dtype=dtype)
+            return np.empty(0, dtype=dtype) if out is None else out
         first, last = start // size, (start + count - 1) // size
         if last - first < _FEW:
-            lo = start - first * size
-            if first == last:
-                return self._flat_chunk(path, first)[lo : lo + count].copy()
-            # Only the parts the run covers are copied (a sample across a chunk edge is a few hundred
-            # bytes of two 1 MiB chunks).
-            parts = [self._flat_chunk(path, c) for c in range(first, last + 1)]
-            parts[0] = parts[0][lo:]
-            parts[-1] = parts[-1][: start + count - last * size]
-            return np.concatenate(parts)
+            return self._span_few(path, first, last, start - first * size, count, out)
+        if out is not None and self._arrays[path].ndim == 1:  # items are rows: read into ``out``
+            return self.read_rows(path, start, count, out)
         per_row = self._per_row[path]
         row = start // per_row
         rows = self.read_rows(path, row, -(-(start + count) // per_row) - row).reshape(-1)
         lo = start - row * per_row
-        return rows[lo : lo + count]
+        return rows[lo : lo + count] if out is None else _into(out, rows[lo : lo + count])
+
+    def _span_few(
+        self, path: str, first: int, last: int, lo: int, count: int, out: np.ndarray | None
+    ) -> np.ndarray:
+        """`span` of ``count`` items from item ``lo`` of chunk ``first``, inside chunks ``first..last``
+        (a few, through the cache)."""
+        parts = [self._flat_chunk(path, c) for c in range(first, last + 1)]
+        if first == last:
+            run = parts[0][lo : lo + count]
+            return run.copy() if out is None else _into(out, run)
+        # Only the parts the run covers are copied (a sample across a chunk edge is a few hundred bytes
+        # of two 1 MiB chunks).
+        size = len(parts[-1])  # a whole chunk's items
+        parts[0] = parts[0][lo:]
+        parts[-1] = parts[-1][: lo + count - (last - first) * size]
+        return np.concatenate(parts, out=out)
 
     def _windows_of(self, path: str, c: int, width: int) -> np.ndarray:
         """Every run of ``width`` items inside chunk ``c``: row ``i`` is items ``i .. i + width``."""
@@ -497,6 +571,7 @@ class ArrayCache:
         # inside the array, so do the runs, without a pass over them (a gather is per batch).
         if first[order[0]] < 0 or (int(first[order[-1]]) + 1) * size + width > total:
             self._check_run(path, int(starts.min()), int(starts.max()) + width, total)
+        self.warm(path, starts, width)
         crossing = (starts + width - 1) // size != first
         bounds = np.flatnonzero(np.diff(first[order])) + 1
         for group in np.split(order, bounds):
@@ -524,3 +599,9 @@ def _exists(store: Store, key: str) -> bool:
     from zarr.core.sync import sync
 
     return bool(sync(store.exists(key)))
+
+
+def _into(out: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` copied into ``out``, which is returned."""
+    out[...] = values
+    return out

@@ -109,8 +109,10 @@ def read_chunk_file(file: str, key: str) -> bytes:
         return fh.read()
 
 
-def verify_checksum(data: bytes) -> bytes:
-    """A chunk's bytes without the crc32c zarr's codec stores after them, once they match it.
+def verify_checksum(data: bytes | memoryview) -> memoryview:
+    """A chunk's bytes without the crc32c zarr's codec stores after them, once they match it (a view of
+    ``data``: slicing a chunk's bytes copies them, and two copies of every chunk read cost more than its
+    checksum).
 
     Raises:
         ValueError: they do not match (or there is no room for the checksum).
@@ -118,12 +120,15 @@ def verify_checksum(data: bytes) -> bytes:
     if len(data) < 4:
         raise ValueError(f"{len(data)} bytes: shorter than the checksum")
     # As zarr's Crc32cCodec: the bytes' crc32c, stored after them as a little-endian uint32.
-    if int(google_crc32c.value(data[:-4])).to_bytes(4, "little") != data[-4:]:
+    body = np.frombuffer(data, dtype=np.uint8)[:-4]
+    if int(google_crc32c.value(body)).to_bytes(4, "little") != data[-4:]:
         raise ValueError("Stored and computed checksum do not match.")
-    return data[:-4]
+    return memoryview(data)[:-4]
 
 
-def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool) -> np.ndarray:
+def decode_chunk(
+    data: bytes | memoryview, dtype: np.dtype[Any], size: int, zstd: Any, checksum: bool
+) -> np.ndarray:
     """A stored chunk of ``size`` items decoded as the direct reader does: checksum, zstd, raw bytes.
 
     A zstd frame that declares its decoded size (zarr's do) is decoded straight into the array returned,
@@ -148,7 +153,7 @@ def decode_chunk(data: bytes, dtype: np.dtype[Any], size: int, zstd: Any, checks
 _ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 
 
-def zstd_content_size(frame: bytes) -> int | None:
+def zstd_content_size(frame: bytes | memoryview) -> int | None:
     """The decoded size a zstd frame declares in its header (RFC 8878, 3.1.1.1), or None when it declares
     none or the bytes do not start with a frame header."""
     if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:

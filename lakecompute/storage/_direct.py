@@ -145,4 +145,4 @@ class StoredChunk(NamedTuple):
     """A chunk as stored (its checksum verified), to be decoded into its place in a larger read."""
 
     key: str
-    payload: bytes
+    payload: bytes | memoryview

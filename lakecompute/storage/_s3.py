@@ -493,5 +493,15 @@ def open_s3_backend(spec: BackendSpec) -> S3Backend:
     bucket, prefix = _split_url(spec.url)
     options = _parse_options(spec.url, spec.storage_options)
     backend = S3Backend(spec, bucket, prefix, options)
-    backend.check()
+    # Checked once per process, bucket and options: a loader opens its dataset again for every pass
+    # (and a worker for every run), and the probe's request costs a round trip each time. A location
+    # that answered once and fails later fails at its first request, with the same StorageError kinds.
+    seen = (os.getpid(), bucket, repr(sorted(options.items())))
+    if seen not in _CHECKED:
+        backend.check()
+        _CHECKED.add(seen)
     return backend
+
+
+#: The buckets (with their options) `open_s3_backend` checked in this process.
+_CHECKED: set[tuple[int, str, str]] = set()

@@ -1,10 +1,8 @@
 """An export's next group read and encoded on a thread while the current one is written (reading's chunk
-reads, checksums and copies and Parquet's writing release the GIL, so the two overlap), and the file
-flushed to disk as it is written."""
+reads, checksums and copies and Parquet's writing release the GIL, so the two overlap)."""
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -12,7 +10,7 @@ from typing import Any, Final, TypeVar
 
 from lakecompute.threads import start_thread
 
-__all__ = ["Flusher", "ahead"]
+__all__ = ["ahead"]
 
 T = TypeVar("T")
 
@@ -69,40 +67,3 @@ def ahead(items: Iterator[T]) -> Iterator[T]:
     finally:
         gone.set()  # a producer waiting to hand over an item stops at once; one reading, after its item
         thread.join()
-
-
-class Flusher:
-    """Flushes a file being written to disk on a thread, a row group at a time, while the writer goes
-    on: the file's final flush (before its rename) then waits for its last row group only, not all of it.
-
-    Args:
-        path: the file (opened here a second time, read-only, to flush it).
-    """
-
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
-        self._wanted = threading.Event()
-        self._closed = False
-        self._thread = start_thread("export-flush", self._run)
-
-    def _run(self) -> None:
-        while True:
-            self._wanted.wait()
-            self._wanted.clear()
-            if self._closed:
-                return
-            try:
-                os.fdatasync(self._fd)
-            except OSError:
-                return  # the final flush, in the writer's thread, reports it
-
-    def soon(self) -> None:
-        """Flush what was written so far, on the thread (at most one flush is pending)."""
-        self._wanted.set()
-
-    def close(self) -> None:
-        """Stop the thread (after the flush it is doing) and close the second descriptor."""
-        self._closed = True
-        self._wanted.set()
-        self._thread.join()
-        os.close(self._fd)

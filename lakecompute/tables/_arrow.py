@@ -10,9 +10,15 @@ from typing import Any
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, LakeComputeError
 
-__all__ = ["damaged_file", "pandas", "pyarrow", "reading_file"]
+__all__ = ["DIGEST", "content_hasher", "damaged_file", "pandas", "pyarrow", "reading_file"]
 
-_EXTRA = "Install it with pip install 'lakecompute[tables]' (pyarrow and pandas)."
+_EXTRA = "Install it with pip install 'lakecompute[tables]' (pyarrow, pandas and xxhash)."
+
+DIGEST = "xxh3_128"
+"""The digest a table input is recorded by (the key of its identity): 128 bits of xxHash3, which hashes a
+Parquet file of images at memory speed (~25 GB/s; SHA-256 ~2 GB/s took a fifth of ``lc.from_parquet``).
+It tells one content from another (the identical rerun, a file rewritten in place), as Hugging Face
+``datasets`` fingerprints with xxHash; it is not a defence against files crafted to collide."""
 
 
 def pyarrow() -> ModuleType:
@@ -44,6 +50,21 @@ def pandas() -> ModuleType:
         raise InvalidArgumentError(f"DataFrames need pandas, which is not installed. {_EXTRA}") from exc
     module: ModuleType = pd
     return module
+
+
+def content_hasher() -> Any:
+    """A new `DIGEST` hasher (``update(bytes-like)``, ``hexdigest()``).
+
+    Raises:
+        InvalidArgumentError: xxhash is not installed.
+    """
+    try:
+        import xxhash
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            f"Recording a table as input needs xxhash, which is not installed. {_EXTRA}"
+        ) from exc
+    return xxhash.xxh3_128()
 
 
 def damaged_file(path: str, exc: BaseException, what: str = "Parquet") -> DatasetCorruptError:

@@ -79,8 +79,8 @@ def read_cells(reader: CellReader, array: Any) -> list[Any]:
             (naming the column); a value of another column that cannot be read is a `Bad` of its row.
     """
     pa = pyarrow()
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
+    if isinstance(array, pa.ChunkedArray):  # one chunk (a row group's, a table's slice): not copied
+        array = array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
     try:
         return _read(reader, array)
     except (pa.ArrowException, UnicodeDecodeError, ValueError, TypeError, OverflowError, IndexError) as exc:
@@ -290,16 +290,42 @@ def _polygons(layout: ColumnLayout, array: Any) -> list[Any]:
 # -- images ---------------------------------------------------------------------------------------------
 
 
+def _blobs(array: Any) -> list[memoryview | None]:
+    """Each row's bytes of a binary (or large binary) array as a view of the array's buffer (not copied:
+    an image is stored from there), None for a null; the offsets checked against the buffer first.
+
+    Raises:
+        ValueError: offsets that run backwards or past the buffer.
+    """
+    n = len(array)
+    offsets_buffer, data = array.buffers()[1:3]
+    if n == 0 or offsets_buffer is None:
+        return [None] * n
+    width = np.int64 if pyarrow().types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(offsets_buffer, dtype=width)
+    if len(offsets) < array.offset + n + 1:
+        raise ValueError(f"{len(offsets)} offsets for {n} values from {array.offset}")
+    offsets = offsets[array.offset : array.offset + n + 1]
+    view = memoryview(data if data is not None else b"").cast("B")
+    if int(offsets[0]) < 0 or int(offsets[-1]) > len(view) or bool((np.diff(offsets) < 0).any()):
+        raise ValueError("offsets that run backwards or past the values' buffer")
+    bounds = offsets.tolist()
+    valid = array.is_valid().to_pylist() if array.null_count else [True] * n
+    return [view[bounds[i] : bounds[i + 1]] if valid[i] else None for i in range(n)]
+
+
 def _images(layout: ColumnLayout | None, array: Any) -> list[Any]:
-    """Cells of an image struct (or a binary column): `ImageBytes`, or the path of a struct without
-    bytes (a file the caller's folder must hold)."""
+    """Cells of an image struct (or a binary column): `ImageBytes` (of views of the column's buffer), or
+    the path of a struct without bytes (a file the caller's folder must hold)."""
     pa = pyarrow()
     dims = layout.dims if layout is not None else ()
     if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
-        return [_NULL if b is None else ImageBytes(b, None, None, dims) for b in array.to_pylist()]
+        return [_NULL if b is None else ImageBytes(b, None, None, dims) for b in _blobs(array)]
     names = {array.type.field(i).name for i in range(array.type.num_fields)}
     n = len(array)
-    blobs = array.field("bytes").to_pylist() if "bytes" in names else [None] * n
+    field = array.field("bytes") if "bytes" in names else None
+    binary = field is not None and (pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type))
+    blobs = _blobs(field) if binary else field.to_pylist() if field is not None else [None] * n
     paths = array.field("path").to_pylist() if "path" in names else [None] * n
     shapes: list[Any] = [None] * n
     if layout is not None and layout.shaped and "shape" in names:

@@ -8,8 +8,9 @@ stored UTF-8 and JSON text.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import numpy as np
 
@@ -18,11 +19,46 @@ from lakecompute.specs import HTYPES, ArrowColumn
 from lakecompute.tables._arrow import pyarrow
 from lakecompute.tables._layout import ColumnLayout, arrow_type
 
-__all__ = ["ENCODERS", "Block", "encode_column"]
+__all__ = ["ENCODERS", "Blobs", "Block", "encode_column"]
 
-Block = np.ndarray | list[Any]
+
+@dataclass(frozen=True, eq=False)
+class Blobs(Sequence[bytes]):
+    """Stored blobs (encoded images, text, json) of consecutive rows, back to back in one buffer, as
+    `lakecompute.datasets.ColumnReader.read_stored_at` reads them: an Arrow binary column is made of
+    them without a copy (`_binary`); as a sequence, each row's blob is its own ``bytes``.
+
+    Attributes:
+        data: the blobs' bytes, uint8, back to back.
+        offsets: where each blob starts in ``data``, and where the last ends (one more than blobs).
+    """
+
+    data: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.offsets[-1] - self.offsets[0])
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[bytes]: ...
+    def __getitem__(self, i: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        return self.data[int(self.offsets[i]) : int(self.offsets[i + 1])].tobytes()
+
+
+Block = np.ndarray | list[Any] | Blobs
 """A block of a tensor's rows as its reader gives them: a stacked array, a list of arrays or values, or
-(images, text, json) a list of stored blobs."""
+(images, text, json) their stored blobs (`Blobs`, or a list of bytes)."""
 
 _INT32: Final = 2**31 - 1
 
@@ -101,17 +137,22 @@ def _numbers(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
 
 
 def _binary(blobs: Sequence[bytes], name: str) -> Any:
-    """One binary array of ``blobs`` (one copy of their bytes, no Python object per row)."""
+    """One binary array of ``blobs``: over `Blobs`' own buffer (no copy), else one copy of the bytes (no
+    Python object per row)."""
     pa = pyarrow()
-    lengths = np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs))
-    offsets = _offsets(lengths, name)
-    data = pa.py_buffer(b"".join(blobs))
+    if isinstance(blobs, Blobs):
+        offsets = _offsets(np.diff(blobs.offsets), name)
+        start = int(blobs.offsets[0])
+        data = pa.py_buffer(blobs.data[start : start + blobs.nbytes])
+    else:
+        offsets = _offsets(np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs)), name)
+        data = pa.py_buffer(b"".join(blobs))
     return pa.Array.from_buffers(pa.binary(), len(blobs), [None, offsets.buffers()[1], data])
 
 
 def _image(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
     pa = pyarrow()
-    blobs: list[bytes] = list(values)
+    blobs = values if isinstance(values, Blobs) else list(values)
     fields = [_binary(blobs, layout.name), pa.nulls(len(blobs), pa.string())]
     names = ["bytes", "path"]
     if layout.shaped:
@@ -123,12 +164,15 @@ def _image(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
 
 def _text(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
     # The stored UTF-8 (text) or JSON text (json), as they are: checked as UTF-8 by the cast.
-    return _binary(list(values), layout.name).cast(pyarrow().string())
+    return _binary(values if isinstance(values, Blobs) else list(values), layout.name).cast(
+        pyarrow().string()
+    )
 
 
 def _polygons(layout: ColumnLayout, values: Block, shapes: np.ndarray) -> Any:
     pa = pyarrow()
     objects, parts, points, coords = [], [], [], []
+    sample: Any
     for sample in values:
         objects.append(len(sample))
         for obj in sample:

@@ -5,7 +5,10 @@ Every export reads the rows in blocks (`TableRows`) and turns each into columns 
 (`lakecompute.tables._encode`); images travel as their stored encoded bytes, never decoded. A Parquet
 file is written a row group per block into a temporary file beside the target and renamed into place
 (`lakecompute.localfiles.atomic_path`): a failure or a kill leaves the previous file, or none. The next
-group is read and encoded on a thread while one is written (`ahead`).
+group is read and encoded on a thread while one is written (`ahead`), into buffers reused from group to
+group (`Buffers`). The file is flushed to disk once, before its rename, not a row group at a time on
+another thread: on W2's 237 MB export those flushes (a journal commit each) cost 0.05-0.1 s of CPU and
+saved less wall time than that on a loaded machine; the one flush waits ~0.02 s.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ import numpy as np
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.localfiles import atomic_path
 from lakecompute.progress import progress_bar
-from lakecompute.tables._ahead import Flusher, ahead
+from lakecompute.tables._ahead import ahead
 from lakecompute.tables._arrow import pandas, pyarrow
 from lakecompute.tables._encode import encode_column
 from lakecompute.tables._layout import META_KEY, ColumnLayout
-from lakecompute.tables._rows import Part, TableRows
+from lakecompute.tables._rows import Buffers, Part, TableRows
 from lakecompute.tables._schema import export_schema
 
 if TYPE_CHECKING:
@@ -45,9 +48,11 @@ __all__ = [
 
 BATCH_ROWS: Final = 4096
 """Rows of a record batch (and of a Parquet row group) unless the caller says otherwise."""
-BATCH_BYTES: Final = 64 << 20
+BATCH_BYTES: Final = 32 << 20
 """About the most bytes of samples one Parquet row group holds: ``to_parquet``'s memory is the chunk
-cache (32 MiB) and about two of these, whatever the dataset's size (docs/tables.md)."""
+cache (32 MiB) and about three of these (the group written, the next one, the one read; their buffers
+are reused), whatever the dataset's size (docs/tables.md). 32 MiB: the export's reused buffers then
+serve most of a large file, and its last flush waits for one group (64 MiB took 1.6x the CPU)."""
 READER_BYTES: Final = 16 << 20
 """About the most bytes of samples one batch of ``to_arrow_reader`` holds: its memory is the chunk cache
 and about four of these (the batch the consumer holds, the next one read and joined)."""
@@ -194,12 +199,14 @@ def _write_parquet(
 ) -> None:
     pa = pyarrow()
     schema = export_schema(rows.layouts)
-    flusher = Flusher(sink) if isinstance(sink, str) else None
+    # Each group is let go once written: its blobs' memory is read into again (the group being written,
+    # the next one waiting and the one being read hold about three groups' bytes).
+    rows.buffers = Buffers(4 * max_bytes)
     # Each group's parts as one row group (a table of them, not joined into one batch first), the next
     # one read and encoded on a thread while this one is written.
     groups = ahead(
         pa.Table.from_batches(_group_batches(rows, schema, group), schema)
-        for group in rows.parts(row_group_size, max_bytes)
+        for group in rows.parts(row_group_size, max_bytes, ramp=True)
     )
     bar = progress_bar(len(rows), "to_parquet", unit="row", enabled=progressbar)
     try:
@@ -208,12 +215,8 @@ def _write_parquet(
                 writer.write_table(table, row_group_size=max(1, table.num_rows))
                 bar.update(table.num_rows)
                 del table
-                if flusher is not None:
-                    flusher.soon()  # on disk while the next group is written
     finally:
         bar.close()
-        if flusher is not None:
-            flusher.close()
 
 
 def to_parquet(

@@ -8,7 +8,6 @@ frame made by ``ds.to_pandas()`` comes back exactly; a missing value (None, NaN 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from lakecompute.errors import FingerprintError, InvalidArgumentError
-from lakecompute.tables._arrow import pandas
+from lakecompute.tables._arrow import content_hasher, pandas
 from lakecompute.tables._cells import COLUMN_CELLS, Bad, CellReader
 from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._layout import META_KEY, ColumnLayout
@@ -187,7 +186,7 @@ def frame_digest(frame: Any) -> str:
     Raises:
         FingerprintError: a cell of a type whose content cannot be digested (an arbitrary object).
     """
-    h = hashlib.sha256()
+    h = content_hasher()
     for name in frame.columns:
         series = frame[name]
         h.update(f"column {name!r} {series.dtype};".encode())
@@ -197,4 +196,4 @@ def frame_digest(frame: Any) -> str:
             continue
         for v in values:
             _hash_value(h, v, f"Column {name!r}")
-    return h.hexdigest()
+    return str(h.hexdigest())

@@ -10,7 +10,6 @@ that the file is still the one the parent saw.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import Any, Final
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
-from lakecompute.tables._arrow import damaged_file, pyarrow, reading_file
+from lakecompute.tables._arrow import DIGEST, content_hasher, damaged_file, pyarrow, reading_file
 from lakecompute.tables._cells import Bad, CellReader, read_cells
 from lakecompute.tables._frames import frame_cells, frame_readers
 from lakecompute.tables._images import ImageBytes
@@ -42,9 +41,12 @@ class TableInput:
     """Whether `read_rows` raises at a cell that breaks its column's rule (an eval's ``data_in``), or
     hands it over as a `Bad` (the table ingests, which skip or refuse the row by it)."""
     check_images: bool = False
-    """Whether `read_rows` decodes every encoded image once (`ImageBytes.check`), in the thread that
+    """Whether `read_rows` checks every encoded image once (`ImageBytes.check`), in the thread that
     reads the rows: an ingest's images are checked there, beside the eval's function and writer (Pillow
-    decodes without the GIL), and one that does not decode is a `Bad` of its row."""
+    decodes without the GIL), and one that fails its check is a `Bad` of its row."""
+    verify_images: bool = True
+    """How `check_images` checks them: decoded once (True), or their files' structure only
+    (`ImageBytes.verify`; the table ingests' ``verify=False``)."""
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -68,7 +70,7 @@ class TableInput:
         cells = self.column_cells(start, stop)
         if self.check_images:
             for values in cells.values():
-                _check_images(values)
+                _check_images(values, self.verify_images)
         names = list(cells)
         rows = [dict(zip(names, values, strict=True)) for values in zip(*cells.values(), strict=True)]
         if not names:
@@ -104,10 +106,12 @@ class TableInput:
         raise NotImplementedError
 
 
-def _check_images(values: list[Any]) -> None:
-    """Decode each encoded image of ``values`` once; one that does not decode becomes a `Bad`."""
+def _check_images(values: list[Any], verify: bool) -> None:
+    """Check each encoded image of ``values`` once (decoded, or with ``verify`` False its structure);
+    one that fails becomes a `Bad`."""
     for i, value in enumerate(values):
         if isinstance(value, ImageBytes):
+            value.verify = verify
             try:
                 value.check()
             except InvalidSampleError as exc:
@@ -118,11 +122,11 @@ def _check_images(values: list[Any]) -> None:
 
 
 def _digest_file(path: str) -> str:
-    h = hashlib.sha256()
+    h = content_hasher()
     with reading_file(path), open(path, "rb") as f:
         while chunk := f.read(_BLOCK):
             h.update(chunk)
-    return h.hexdigest()
+    return str(h.hexdigest())
 
 
 def _check_footer(path: str, meta: Any, size: int) -> list[int]:
@@ -256,7 +260,7 @@ class ParquetInput(TableInput):
             return out
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": "parquet", "sha256": [_digest_file(p) for p in self.paths], "columns": self.columns}
+        return {"kind": "parquet", DIGEST: [_digest_file(p) for p in self.paths], "columns": self.columns}
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "parquet", "paths": self.paths, "rows": len(self)}
@@ -351,11 +355,12 @@ class ArrowInput(TableInput):
         return {name: read_cells(reader, part.column(name)) for name, reader in self.readers.items()}
 
     def identity(self) -> dict[str, Any]:
-        h = hashlib.sha256(str(self.table.schema).encode())
+        h = content_hasher()
+        h.update(str(self.table.schema).encode())
         for column in self.table.columns:
             for chunk in column.chunks:
                 _hash_buffers(h, chunk)
-        return {"kind": "arrow", "sha256": h.hexdigest(), "rows": len(self)}
+        return {"kind": "arrow", DIGEST: h.hexdigest(), "rows": len(self)}
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "arrow", "rows": len(self), "columns": self.columns}
@@ -378,7 +383,7 @@ class FrameInput(TableInput):
     def identity(self) -> dict[str, Any]:
         from lakecompute.tables._frames import frame_digest
 
-        return {"kind": "pandas", "sha256": frame_digest(self.frame), "rows": len(self)}
+        return {"kind": "pandas", DIGEST: frame_digest(self.frame), "rows": len(self)}
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "pandas", "rows": len(self), "columns": self.columns}

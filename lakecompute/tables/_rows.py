@@ -8,6 +8,7 @@ the samples' sizes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,18 +19,67 @@ from lakecompute.compression import encode_image
 from lakecompute.datasets import DatasetView, base_dataset, core_of
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, TensorDoesNotExistError
 from lakecompute.parsing import parse_count
-from lakecompute.tables._encode import Block
+from lakecompute.tables._encode import Blobs, Block
 from lakecompute.tables._layout import ColumnLayout, numbers_dims
 
 if TYPE_CHECKING:
     from lakecompute.datasets import ColumnReader, Dataset, ObjectSelection
 
-__all__ = ["Part", "TableRows"]
+__all__ = ["Buffers", "Part", "TableRows"]
 
 _FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a large image)
 # A group is read in parts of at most 1/_PIECES of its bytes: reading a part briefly holds its chunks
 # and their copies too, and a part that is the whole group would double the memory a group takes.
 _PIECES = 8
+_RAMP = 3  # a ramping export's first group is 1/2**_RAMP of the budget (`TableRows.parts`)
+# References to a kept buffer when the pool holds the only one: its list's, and sys.getrefcount's
+# argument's (fewer where an interpreter does not count a borrowed one).
+_POOLED = 2
+_SLACK = 1 << 16
+
+
+class Buffers:
+    """Byte buffers for the blobs an export reads (`ColumnReader.read_stored_at`), handed out again once
+    nothing refers to them: an export reads block after block of the same size, and fresh memory costs
+    more than the bytes' copy (its pages are zeroed as they are first touched).
+
+    A buffer is free when the pool holds the only reference to it: an Arrow array made of it (`Blobs`)
+    holds it until the array is gone, so memory a consumer still sees is never written over. Free
+    buffers beyond ``max_bytes`` in all are let go.
+
+    Args:
+        max_bytes: the most bytes the pool keeps.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._kept: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        """How many buffers the pool keeps."""
+        return len(self._kept)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the buffers the pool keeps."""
+        return sum(b.nbytes for b in self._kept)
+
+    def _free(self, i: int) -> bool:
+        return sys.getrefcount(self._kept[i]) <= _POOLED
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A uint8 array of at least ``nbytes`` bytes that nothing else refers to."""
+        free = [i for i in range(len(self._kept)) if self._free(i) and self._kept[i].nbytes >= nbytes]
+        if free:
+            return self._kept[min(free, key=lambda i: self._kept[i].nbytes)]
+        buffer = np.empty(nbytes + (nbytes >> 3) + _SLACK, np.uint8)  # room for the next, a little larger
+        while self._kept and self.nbytes + buffer.nbytes > self.max_bytes:
+            unused = [i for i in range(len(self._kept)) if self._free(i)]
+            if not unused:
+                return buffer  # every kept one is in use: this one is not kept
+            del self._kept[min(unused, key=lambda i: self._kept[i].nbytes)]
+        self._kept.append(buffer)
+        return buffer
 
 
 @dataclass(frozen=True)
@@ -45,7 +95,7 @@ class Part:
 
 
 def _nbytes(values: Block) -> int:
-    if isinstance(values, np.ndarray):
+    if isinstance(values, (np.ndarray, Blobs)):
         return int(values.nbytes)
     total = 0
     for v in values[:64]:
@@ -69,6 +119,8 @@ class TableRows:
 
     def __init__(self, data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> None:
         self.base = base_dataset(data)
+        #: Where blobs are read into (`Buffers`), for an export that lets go of each block it wrote.
+        self.buffers: Buffers | None = None
         if self.base.has_pending_changes:
             raise InvalidArgumentError(
                 f"Dataset {self.base.path!r} has uncommitted changes, which an export would not hold. "
@@ -134,29 +186,36 @@ class TableRows:
         spec = reader.spec
         column = spec.declaration.arrow.column
         if column in ("text", "json") or (column == "image" and spec.sample_compression is not None):
-            return [e.blob or b"" for e in reader.read_encoded_at(rows)]  # bytes-kind blobs: never None
+            # The stored bytes in one buffer (the pool's, where the export has one), not decoded.
+            return Blobs(*reader.read_stored_at(rows, None if self.buffers is None else self.buffers.take))
         values = reader.read_at(rows, stack="fragments")
         if column == "image":  # raw arrays: written as PNG (lossless), which the image struct holds
             return [_png(name, a, int(p)) for a, p in zip(values, rows, strict=True)]
         return values
 
-    def parts(self, max_rows: int, max_bytes: int) -> Iterator[list[Part]]:
+    def parts(self, max_rows: int, max_bytes: int, ramp: bool = False) -> Iterator[list[Part]]:
         """Groups of parts of at most ``max_rows`` rows and about ``max_bytes`` bytes (at least a row
-        each), in the export's order: one group is one record batch, one Parquet row group."""
+        each), in the export's order: one group is one record batch, one Parquet row group.
+
+        With ``ramp`` the first group holds about an eighth of ``max_bytes``, each next one twice the
+        one before, up to ``max_bytes``: a pipeline's writer starts on the first while the rest is read.
+        """
         max_rows = parse_count("batch_size", max_rows, 1)
         max_bytes = parse_count("max_bytes", max_bytes, 1)
         at, per_row = 0, 0.0
+        budget = max(1, max_bytes >> _RAMP) if ramp else max_bytes
         while at < len(self):
             group: list[Part] = []
             rows = nbytes = 0
-            while at < len(self) and rows < max_rows and nbytes < max_bytes:
-                room = min(max_bytes - nbytes, max(1, max_bytes // _PIECES))
+            while at < len(self) and rows < max_rows and nbytes < budget:
+                room = min(budget - nbytes, max(1, max_bytes // _PIECES))
                 step = min(max_rows - rows, _FIRST_PART if not per_row else int(room / per_row))
                 part = self.part(at, at + max(1, step))
                 group.append(part)
                 at, rows, nbytes = part.stop, rows + part.stop - part.start, nbytes + part.nbytes
                 per_row = max(1.0, nbytes / rows)
             yield group
+            budget = min(max_bytes, 2 * budget)
 
     def part(self, start: int, stop: int) -> Part:
         """Rows ``start..stop`` of the export."""

@@ -22,6 +22,7 @@ conformance suite, `lakecompute.testing.versioned.TableTests`.
 """
 
 from lakecompute.versioned._diff import TensorDiff, VersionDiff
+from lakecompute.versioned._fills import WHOLE_ARRAY, ChunkFills
 from lakecompute.versioned._fragments import SampleBuffer, append_fragment
 from lakecompute.versioned._header import VersionHeader
 from lakecompute.versioned._leases import Lease
@@ -36,7 +37,9 @@ from lakecompute.versioned._writer import SlotGrant, Writer
 
 __all__ = [
     "DEFAULT_BRANCH",
+    "WHOLE_ARRAY",
     "BranchRef",
+    "ChunkFills",
     "Fragment",
     "Lease",
     "Locator",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 from lakecompute.specs import Encoded
@@ -109,14 +111,14 @@ def _sample_shape(item: np.ndarray | Encoded) -> tuple[int, ...]:
 
 def _write_blobs(buffer: SampleBuffer, writer: SlotWriter, ndim: int, dtype: str) -> Fragment:
     """Encoded samples (images, text, json): their bytes and an index row ``[nbytes, *shape]`` each."""
-    blobs: list[bytes] = []
+    blobs: list[bytes | memoryview] = []
     shapes: list[tuple[int, ...]] = []
     for item in buffer.items:
         assert isinstance(item, Encoded)
         assert item.blob is not None
         blobs.append(item.blob)
         shapes.append(item.shape)
-    payload = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    payload = _joined(blobs)
     rows = np.empty((len(blobs), 1 + ndim), dtype=np.int64)
     rows[:, 0] = [len(b) for b in blobs]
     if ndim:
@@ -124,6 +126,21 @@ def _write_blobs(buffer: SampleBuffer, writer: SlotWriter, ndim: int, dtype: str
     off = writer.write_data(payload)
     idx = writer.write_index(rows)
     return Fragment(writer.seg_id, off, payload.size, len(blobs), dtype, None, idx, ndim, 0, len(blobs))
+
+
+def _joined(blobs: list[bytes | memoryview]) -> np.ndarray:
+    """The blobs back to back as one uint8 array: a view of the buffer the first is a view of, where they
+    all lie back to back inside it already (a table's column of images: stored without being copied
+    first), else joined (one copy)."""
+    first = blobs[0]
+    if isinstance(first, memoryview) and all(isinstance(b, memoryview) for b in blobs):
+        whole = np.frombuffer(cast(Any, first.obj), dtype=np.uint8)  # the exporter's buffer, all of it
+        starts = [np.frombuffer(b, dtype=np.uint8).ctypes.data for b in blobs]
+        ends = [a + len(b) for a, b in zip(starts, blobs, strict=True)]
+        lo = whole.ctypes.data
+        if starts[1:] == ends[:-1] and lo <= starts[0] and ends[-1] <= lo + whole.size:
+            return whole[starts[0] - lo : ends[-1] - lo]
+    return np.frombuffer(b"".join(blobs), dtype=np.uint8)
 
 
 def append_fragment(fragments: list[Fragment], frag: Fragment) -> None:

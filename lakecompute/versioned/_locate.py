@@ -336,12 +336,31 @@ class Locator:
         lo, hi = int(offs[first]), int(offs[first + count])
         return self.cache.span(self._data(f), f.off + lo, hi - lo).view(np.dtype(f.dtype))
 
+    def packed_sizes(self, f: Fragment, first: int, count: int) -> np.ndarray:
+        """Each size in items of samples ``first .. first + count`` of an indexed fragment (from its
+        checked index: what `packed` reads, known before it reads)."""
+        return np.diff(self.offsets(f)[first : first + count + 1])
+
+    def packed(
+        self, f: Fragment, first: int, count: int, out: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stored items of samples ``first .. first + count`` of an indexed fragment as they lie in
+        the segment, back to back (one read, the caller's own, or into ``out`` of their items' count),
+        and each sample's size in items: what a bulk copy of encoded samples needs (`flat`, for any
+        stored dtype)."""
+        offs = self.offsets(f)
+        lo, hi = int(offs[first]), int(offs[first + count])
+        data = self.cache.span(self._data(f), f.off + lo, hi - lo, out)
+        return data, np.diff(offs[first : first + count + 1])
+
     def indexed_at(self, f: Fragment, samples: np.ndarray) -> list[tuple[np.ndarray, tuple[int, ...], int]]:
         """As `indexed`, for the samples at ``samples`` (any order, repeats), each read on its own
         from chunks decoded once."""
         offs = self.offsets(f)
         rows = self.rows(f)
         path = self._data(f)
+        # The batch's chunks read together (concurrently from a remote store), then each sample cut out.
+        self.cache.warm(path, f.off + offs[samples], rows[samples, 0])
         out = []
         for s in samples.tolist():
             at = f.off + int(offs[s])

@@ -277,9 +277,10 @@ def _for_writing(array: zarr.Array[Any]) -> zarr.Array[Any]:
         return array
 
 
-def _write_file(path: str, data: bytes) -> None:
+def _write_file(path: str, data: tuple[bytes, ...]) -> None:
     with open(path, "wb") as fh:
-        fh.write(data)
+        for part in data:
+            fh.write(part)
 
 
 class _ChunkPut:
@@ -327,12 +328,14 @@ class _ChunkPut:
             self._encode = Zstd(level=chain.zstd.level, checksum=chain.zstd.checksum).encode
         self._root = os.path.join(str(store.root), self.array.store_path.path)
 
-    def _encoded(self, raw: np.ndarray) -> bytes:
+    def _encoded(self, raw: np.ndarray) -> tuple[bytes, ...]:
+        """A chunk's file as the parts written one after the other (the checksum is written after the
+        encoded bytes, not appended to a copy of them: a megabyte copied per chunk)."""
         data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
         if self._checksum:
-            # As zarr's Crc32cCodec: the checksum of the bytes, appended as a little-endian uint32.
-            data += int(google_crc32c.value(data)).to_bytes(4, "little")
-        return data
+            # As zarr's Crc32cCodec: the checksum of the bytes, stored after them as a little-endian uint32.
+            return data, int(google_crc32c.value(data)).to_bytes(4, "little")
+        return (data,)
 
     def _path(self, c: int) -> str:
         key = self.array.metadata.encode_chunk_key((c,))

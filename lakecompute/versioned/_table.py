@@ -11,18 +11,19 @@ through raw reads and writes of its keys (`lakecompute.testing.versioned.TableTe
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from lakecompute.errors import RefExistsError, RefNotFoundError
-from lakecompute.storage import CACHE_BYTES, ArrayCache, Backend
+from lakecompute.storage import CACHE_BYTES, ArrayCache, Backend, DiskCache, RemoteChunks
 from lakecompute.versioned._commit import commit, fast_forward
 from lakecompute.versioned._diff import VersionDiff, diff_manifests
+from lakecompute.versioned._fills import ChunkFills
 from lakecompute.versioned._history import read_committed, resolve
 from lakecompute.versioned._keys import branch_key, tag_key
 from lakecompute.versioned._leases import Lease
 from lakecompute.versioned._log import log_entries
-from lakecompute.versioned._manifest import Manifest
+from lakecompute.versioned._manifest import Manifest, TensorState
 from lakecompute.versioned._merge import Resolution, merged_content
 from lakecompute.versioned._reads import read_manifest
 from lakecompute.versioned._refs import (
@@ -262,6 +263,30 @@ class Table:
     def chunk_cache(self, max_bytes: int = CACHE_BYTES) -> ArrayCache:
         """A cache of decoded chunks for reading this table's arrays (checked against its layout)."""
         return ArrayCache(self.backend.zarr_store(), max_bytes, backend=self.backend, rules=ARRAY_RULES)
+
+    def read_through_disk(
+        self, cache: ArrayCache, dataset_id: str, states: Callable[[], Iterable[TensorState]]
+    ) -> None:
+        """Have ``cache`` read this remote table's chunks through the backend's local disk cache
+        (`lakecompute.storage.Backend.disk`; nothing for a local one, or without a cache), an entry
+        serving what the tensors ``states()`` gives use of each chunk (`ChunkFills`: a handle's working
+        copy, written samples included, so that a chunk an append grew is fetched again)."""
+        backend = self.backend
+        if backend.disk is None or backend.machine_local or not backend.shared_between_processes:
+            return  # a local dataset is on a disk already
+        known: list[tuple[tuple[TensorState, ...], ChunkFills]] = []
+
+        def fill(path: str, c: int, size: int) -> int:
+            now = tuple(states())
+            if (
+                not known
+                or len(known[0][0]) != len(now)
+                or any(a is not b for a, b in zip(known[0][0], now, strict=True))
+            ):
+                known[:] = [(now, ChunkFills(now))]
+            return known[0][1].fill(path, c, size)
+
+        cache.remote = RemoteChunks(DiskCache.shared(backend.disk), backend, dataset_id, fill)
 
     def writer(self, cache: ArrayCache, compressors: Compressors) -> Writer:
         """A writer's lease and segments, writing through ``cache`` with ``compressors``' codecs."""

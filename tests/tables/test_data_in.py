@@ -122,7 +122,7 @@ def test_the_identical_rerun_is_a_noop_and_new_content_runs(tmp_path: Path) -> N
     inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
     assert inputs["kind"] == "parquet"
     assert inputs["paths"] == [str(path)]
-    assert len(inputs["sha256"][0]) == 64
+    assert len(inputs["xxh3_128"][0]) == 32
     for data in (_table(), _table().to_pandas()):
         scaled().eval(data, out, progressbar=False)
         with pytest.warns(lc.LakeComputeWarning, match="already completed"):

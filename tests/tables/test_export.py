@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakecompute as lc
+from lakecompute.tables._rows import Buffers
 from tests.tables.conftest import NAMES, image, make_photos
 
 
@@ -222,3 +223,82 @@ def test_a_column_view_and_kept_objects_export_as_the_view_shows_them(tmp_path: 
     frame = view.to_pandas()
     assert frame["categories"][0].tolist() == [0, 0]
     assert frame["boxes"][1].shape == (0, 4)
+
+
+def _noise_images(path: Path, n: int = 300) -> lc.Dataset:
+    """``n`` PNGs of noise, ~25 KB each: several 1 MiB chunks, the middle ones read whole by an export."""
+    ds = lc.empty(str(path), overwrite=True)
+    ds.create_tensor("images", htype="image", sample_compression="png")
+    rngs = [np.random.default_rng(i) for i in range(n)]
+    ds.images.extend([rng.integers(0, 256, (128, 64, 3), dtype=np.uint8) for rng in rngs])
+    return ds
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut", "longer", "missing", "link"])
+def test_a_chunk_read_whole_into_the_export_is_checked(tmp_path: Path, damage: str) -> None:
+    """A chunk in the middle of a block (decoded straight into the export's reused buffer, not through
+    the cache) with a byte flipped, cut short, one byte longer, missing or replaced by a link: the export
+    raises DatasetCorruptError naming the tensor and chunk; to_parquet keeps the previous file."""
+    _noise_images(tmp_path / "ds")
+    chunks = sorted((tmp_path / "ds" / "segments").glob("*/data/c/*"), key=lambda p: int(p.name))
+    assert len(chunks) >= 6
+    chunk = chunks[3]
+    data = chunk.read_bytes()
+    if damage == "flip":
+        chunk.write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    elif damage == "cut":
+        chunk.write_bytes(data[:-10])
+    elif damage == "longer":
+        chunk.write_bytes(data + b"\0")
+    elif damage == "missing":
+        chunk.unlink()
+    else:
+        (tmp_path / "elsewhere").write_bytes(data)
+        chunk.unlink()
+        chunk.symlink_to(tmp_path / "elsewhere")
+    ds = lc.load(str(tmp_path / "ds"))
+    target = tmp_path / "images.parquet"
+    target.write_bytes(b"the previous export")
+    why = {"flip": "checksum", "cut": "checksum", "longer": "checksum", "missing": "missing", "link": "link"}
+    for export in (lambda: ds.to_parquet(target, progressbar=False), ds.to_arrow):
+        with pytest.raises(lc.DatasetCorruptError, match=rf"data/c/{chunk.name}'.*images.*{why[damage]}"):
+            export()
+    assert target.read_bytes() == b"the previous export"
+
+
+def test_the_export_buffers_are_handed_out_again_only_when_free() -> None:
+    """`Buffers` hands a buffer out again once nothing but the pool refers to it (the Arrow buffer made
+    of it gone), never while something does, and keeps at most its bytes."""
+    pool = Buffers(4 << 20)
+    first = pool.take(1 << 20)
+    first[:3] = [1, 2, 3]
+    column = pa.py_buffer(first[:3])  # as an exported block's Arrow column holds its blobs
+    ids = {id(first)}
+    del first
+    second = pool.take(1 << 20)
+    assert id(second) not in ids  # the Arrow buffer still reads the first
+    ids.add(id(second))
+    del second
+    assert column.to_pybytes() == b"\x01\x02\x03"
+    del column
+    assert {id(pool.take(1 << 20)), id(pool.take(1 << 20))} <= ids
+    assert len(pool) == 2
+    assert pool.take(2 << 20).nbytes >= 2 << 20  # larger than any kept: a new one
+    held = [pool.take(1 << 20) for _ in range(5)]  # all in use: each a new one, the last ones not kept
+    assert len({id(b) for b in held}) == 5
+    assert pool.nbytes <= 4 << 20
+
+
+def test_to_parquet_row_groups_ramp_up_to_the_budget(tmp_path: Path) -> None:
+    """The first row group holds about an eighth of row_group_bytes, each next twice the one before, up
+    to the budget: the writer starts at once. The file reads back as the dataset."""
+    ds = _noise_images(tmp_path / "ds", n=120)
+    target = tmp_path / "images.parquet"
+    budget = 1 << 20
+    ds.to_parquet(target, row_group_bytes=budget, progressbar=False)
+    meta = pq.ParquetFile(target).metadata
+    sizes = [meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)]
+    assert sizes[0] < budget / 4 < sizes[2]
+    assert sizes[0] < sizes[1] < sizes[2]
+    assert all(s < 1.5 * budget for s in sizes)
+    assert pq.read_table(target).equals(ds.to_arrow())

@@ -1,0 +1,562 @@
+"""A local disk cache of stored chunks: verified, shared by processes, bounded, never stale.
+
+A dataset on object storage is read from the store on every epoch unless its chunks are kept on a local
+disk. `DiskCache` keeps them under ``<cache_dir>/lakecompute-cache/``, one file per chunk:
+
+* **Named by what they hold.** An entry is found by its namespace — a digest of the dataset's place (the
+  store, bucket and prefix) and its id — and the chunk's key; its header says how many of the chunk's
+  items are known final (its *fill*; `lakecompute.storage._remote` explains why that names the
+  bytes). A dataset made again at its prefix has another id, two datasets at two prefixes other places:
+  neither ever reads the other's entries. Only chunks are kept; refs, manifests and metadata are always
+  asked of the store.
+* **Verified like any stored byte.** The header (with the entry's own identity) carries a crc32c, and the
+  chunk its own (zarr's codec, checked on every read): a truncated, flipped or misplaced file is removed
+  and the chunk fetched again, never served.
+* **Whole or absent.** A file is written under a temporary name and renamed into place
+  (`lakecompute.localfiles.write_atomic`), so a download killed midway leaves a temporary file that no
+  reader takes, removed by the next sweep once its process is gone.
+* **Bounded, least recently used first.** The bytes held are counted in a small file under an exclusive
+  lock (``fcntl.flock``, released by the kernel when a process dies, so a SIGKILL never leaves it held);
+  an entry that would pass the bound first evicts the least recently used ones (a hit marks an entry used
+  by its modification time), down to 90% of the bound, so the folder is listed once per tenth of the
+  bound. An entry being read holds a shared lock on its file: it is pinned, and eviction passes it by.
+* **Never required.** A folder that cannot be made or written, or a full disk, turns the cache's writes
+  off in that process with one `LakeComputeWarning`; reads go on from the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import stat
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, ClassVar, Final, Literal
+
+import google_crc32c  # zarr's own dependency: its crc32c codec uses it
+
+from lakecompute.errors import StorageError, warn
+from lakecompute.localfiles import abandoned_partial, atomic_file, write_atomic
+from lakecompute.storage._cachespec import CacheSpec
+
+__all__ = ["CacheInfo", "CachedDataset", "DiskCache", "about_note", "namespace"]
+
+#: The folder inside ``cache_dir`` that holds everything the cache writes (and nothing else).
+ROOT: Final = "lakecompute-cache"
+
+_MAGIC: Final = b"LCCHUNK1"
+_HEAD: Final = struct.Struct("<8sQQH")  # magic, fill, payload bytes, identity bytes
+_CRC: Final = 4
+_LOW_WATER: Final = 0.9
+_LOCK_WAIT: Final = 10.0  # seconds a writer waits for the cache's lock before it skips caching a chunk
+_ABOUT: Final = "about.json"
+_TAG: Final = "CACHEDIR.TAG"
+# https://bford.info/cachedir/: backup tools skip a folder holding this file.
+_TAG_TEXT: Final = (
+    b"Signature: 8a477f597d28d172789f06886806bc55\n"
+    b"# This folder is a cache of lakecompute's stored chunks (lakecompute cache info|clear).\n"
+)
+
+
+def namespace(place: tuple[str, ...], dataset_id: str) -> str:
+    """The namespace of a dataset's entries: a digest of where it is and its id (32 hex digits)."""
+    text = "\x00".join((*place, "", dataset_id))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedDataset:
+    """What the cache holds of one dataset.
+
+    Attributes:
+        location: where the dataset is, as its reader gave it (``"?"`` if its note is missing).
+        dataset_id: its id.
+        entries: chunks held.
+        nbytes: bytes they take.
+    """
+
+    location: str
+    dataset_id: str
+    entries: int
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInfo:
+    """What a disk cache holds (``lakecompute cache info``).
+
+    Attributes:
+        directory: the cache folder.
+        entries: chunks held.
+        nbytes: bytes their files take.
+        datasets: per dataset, what the cache holds of it (largest first).
+        partial: temporary files being written now.
+        removed: files removed (by `DiskCache.clear`; abandoned temporary files by either call).
+    """
+
+    directory: str
+    entries: int
+    nbytes: int
+    datasets: tuple[CachedDataset, ...] = ()
+    partial: int = 0
+    removed: int = 0
+
+
+@dataclass(slots=True)
+class _Entry:
+    path: str
+    size: int
+    used: int  # modification time, ns: when it was last written or read
+
+
+@dataclass(slots=True)
+class _Scan:
+    entries: list[_Entry] = field(default_factory=list)
+    total: int = 0
+    partial: int = 0
+    removed: int = 0
+    sizes: dict[str, list[int]] = field(default_factory=dict)  # namespace -> [entries, bytes]
+
+
+class _Busy(Exception):
+    """The cache's lock stayed held past `_LOCK_WAIT` (a process stopped while holding it)."""
+
+
+class DiskCache:
+    """The chunks kept under one cache folder, shared by every process that reads through it.
+
+    One per folder and bound in a process (`shared`); safe for threads and processes alike.
+
+    Args:
+        spec: the folder and the bound.
+    """
+
+    _SHARED: ClassVar[dict[CacheSpec, DiskCache]] = {}
+    _SHARED_LOCK: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, spec: CacheSpec) -> None:
+        self.spec = spec
+        self.root = os.path.join(spec.directory, ROOT)
+        self._lock = threading.Lock()
+        self._lock_fd: tuple[int, int] | None = None  # (pid, fd): a forked child opens its own
+        self._broken: str | None = None
+        self._warned = False
+        self._noted: set[str] = set()
+
+    @classmethod
+    def shared(cls, spec: CacheSpec) -> DiskCache:
+        """This process's cache for ``spec`` (one per folder and bound)."""
+        with cls._SHARED_LOCK:
+            cache = cls._SHARED.get(spec)
+            if cache is None:
+                cache = cls._SHARED[spec] = cls(spec)
+            return cache
+
+    @property
+    def writable(self) -> bool:
+        """Whether this process still writes entries (False once the folder failed it)."""
+        return self._broken is None
+
+    # -- entries ------------------------------------------------------------------------------
+    def _path(self, ns: str, key: str) -> str:
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return os.path.join(self.root, ns, digest[:2], digest[2:40])
+
+    def read(self, ns: str, key: str, need: int) -> bytes | None:
+        """The bytes of chunk ``key`` of namespace ``ns`` as stored *without their crc32c* (verified
+        here), if an entry holds at least its first ``need`` items final and passes its checks; None
+        otherwise (a damaged entry is removed)."""
+        path = self._path(ns, key)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # pinned while read: eviction passes it by
+            except OSError:
+                return None  # being evicted right now
+            with os.fdopen(os.dup(fd), "rb") as f:
+                body = self._body(f, os.fstat(fd).st_size, f"{ns}/{key}", need)
+            if body is None:
+                return None
+            if isinstance(body, bool):
+                self._discard(path)
+                return None
+            with contextlib.suppress(OSError):
+                # Used now: the last to be evicted. The time is given: the kernel's own file times
+                # tick in milliseconds, which would leave the order of reads close together to chance.
+                now = time.time_ns()
+                os.utime(fd, ns=(now, now))
+            return body
+        finally:
+            os.close(fd)
+
+    def holds(self, ns: str, key: str, need: int) -> bool:
+        """Whether an entry of chunk ``key`` holds its first ``need`` items (its header checked, its
+        length matching it; the bytes are checked when read)."""
+        try:
+            with open(self._path(ns, key), "rb") as f:
+                head = f.read(_HEAD.size + 1024 + _CRC)
+                size = os.fstat(f.fileno()).st_size
+        except OSError:
+            return False
+        parsed = self._header(head, f"{ns}/{key}")
+        return parsed is not None and parsed[0] >= need and parsed[1] + parsed[2] == size
+
+    def _header(self, data: bytes, identity: str) -> tuple[int, int, int] | None:
+        """``(fill, payload bytes, where the payload starts)`` of an entry whose header is whole and names
+        ``identity``; None otherwise."""
+        if len(data) < _HEAD.size:
+            return None
+        magic, fill, size, length = _HEAD.unpack_from(data)
+        start = _HEAD.size + length + _CRC
+        if (
+            magic != _MAGIC
+            or len(data) < start
+            or data[_HEAD.size : _HEAD.size + length] != identity.encode()
+        ):
+            return None
+        if (
+            int(google_crc32c.value(data[: start - _CRC])).to_bytes(_CRC, "little")
+            != data[start - _CRC : start]
+        ):
+            return None
+        return fill, size, start
+
+    def _body(self, f: BinaryIO, on_disk: int, identity: str, need: int) -> bytes | Literal[False] | None:
+        """An entry's chunk without its crc32c, once every check passes; None when it holds too few items
+        (it will be replaced), False when it is damaged (truncated, flipped, another entry's). The chunk
+        is read as one object and checked in place: a copy of a MiB costs more than its checksum."""
+        parsed = self._header(f.read(_HEAD.size + len(identity.encode()) + _CRC), identity)
+        if parsed is None:
+            return False
+        fill, size, start = parsed
+        if size < _CRC or start + size != on_disk:
+            return False
+        if fill < need:
+            return None
+        body, crc = f.read(size - _CRC), f.read(_CRC)
+        if len(body) != size - _CRC or int(google_crc32c.value(body)).to_bytes(_CRC, "little") != crc:
+            return False
+        return body
+
+    def _discard(self, path: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def write(self, ns: str, key: str, fill: int, payload: bytes, about: str) -> None:
+        """Keep ``payload`` (a chunk's stored bytes, their crc32c last, checked) as chunk ``key`` of
+        namespace ``ns`` with its first ``fill`` items final, making room first. Nothing is raised: a
+        cache that cannot be written is turned off here, with one warning.
+
+        Args:
+            ns: the dataset's namespace (`namespace`).
+            key: the chunk's storage key.
+            fill: items of the chunk known final (at most 2**64 - 1: a chunk written whole).
+            payload: its bytes as stored.
+            about: the dataset's location and id, noted once per namespace for ``lakecompute cache info``.
+        """
+        if self._broken is not None:
+            return
+        identity = f"{ns}/{key}".encode()
+        head = _HEAD.pack(_MAGIC, fill, len(payload), len(identity)) + identity
+        head += int(google_crc32c.value(head)).to_bytes(_CRC, "little")
+        size = len(head) + len(payload)
+        path = self._path(ns, key)
+        try:
+            with self._locked():
+                if not self._room(size):
+                    return
+            try:
+                self._store(path, head, payload)
+            except BaseException:
+                with self._locked():
+                    self._add(-size)
+                raise
+            self._note(ns, about)
+        except _Busy:
+            return  # another process holds the lock far too long: leave this chunk uncached
+        except (OSError, StorageError) as exc:
+            self._fail(exc)
+
+    def _store(self, path: str, head: bytes, payload: bytes) -> None:
+        folder = os.path.dirname(path)
+        try:
+            with atomic_file(path, durable=False, tidy=False) as f:
+                f.write(head)
+                f.write(payload)
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, FileNotFoundError):
+                raise
+            os.makedirs(folder, exist_ok=True)
+            with atomic_file(path, durable=False, tidy=False) as f:
+                f.write(head)
+                f.write(payload)
+
+    def _note(self, ns: str, about: str) -> None:
+        """Note once which dataset a namespace holds (for ``lakecompute cache info``; never read back)."""
+        if ns in self._noted:
+            return
+        path = os.path.join(self.root, ns, _ABOUT)
+        if not os.path.exists(path):
+            write_atomic(path, about.encode(), durable=False)
+        self._noted.add(ns)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Turn this process's writes off, with one warning."""
+        cause = exc.__cause__ if isinstance(exc, StorageError) and exc.__cause__ is not None else exc
+        reason = getattr(cause, "strerror", None) or str(cause)
+        self._broken = reason
+        if not self._warned:
+            self._warned = True
+            full = getattr(cause, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            what = "the disk is full" if full else f"it cannot be written ({reason})"
+            warn(
+                f"The disk cache at {self.spec.directory!r} is not used from now on in this process: {what}. "
+                "Reads go on from the store. Free some space or fix the folder's permissions, or pass "
+                "another cache_dir (cache_size='…' bounds what it holds)."
+            )
+
+    # -- the bound ------------------------------------------------------------------------------
+    def _lock_file(self) -> int:
+        pid = os.getpid()
+        if self._lock_fd is None or self._lock_fd[0] != pid:
+            # A forked child shares its parent's descriptor, and so its flock: it opens its own.
+            self._prepare()
+            fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
+            self._lock_fd = (pid, fd)
+        return self._lock_fd[1]
+
+    def _prepare(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        tag = os.path.join(self.root, _TAG)
+        if not os.path.exists(tag):
+            write_atomic(tag, _TAG_TEXT, durable=False)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[int]:
+        """The cache's exclusive lock, between this process's threads and other processes alike."""
+        with self._lock:
+            fd = self._lock_file()
+            deadline = time.monotonic() + _LOCK_WAIT
+            delay = 0.0005
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise _Busy from None
+                    time.sleep(delay)  # another process counts or evicts: a few ms at most
+                    delay = min(delay * 2, 0.05)
+            try:
+                yield fd
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _usage(self) -> int | None:
+        """The bytes the cache holds, as counted (None: not counted yet, or the count is unreadable)."""
+        try:
+            data = os.pread(self._lock_file(), 8, 0)
+        except OSError:
+            return None
+        value = int.from_bytes(data, "little") if len(data) == 8 else None
+        return value if value is not None and value < 2**62 else None
+
+    def _set_usage(self, value: int) -> None:
+        os.pwrite(self._lock_file(), max(0, value).to_bytes(8, "little"), 0)
+
+    def _add(self, delta: int) -> None:
+        usage = self._usage()
+        if usage is not None:
+            self._set_usage(usage + delta)
+
+    def _room(self, size: int) -> bool:
+        """Count ``size`` more bytes, evicting first what must go (under the lock); False when they do
+        not fit (every other entry pinned, or a bound smaller than one chunk)."""
+        limit = self.spec.max_bytes
+        if size > limit:
+            return False
+        usage = self._usage()
+        if usage is not None and usage + size <= limit:
+            self._set_usage(usage + size)
+            return True
+        scan = self._scan()
+        total = scan.total
+        if total + size > limit:
+            total = self._evict(scan, max(0, int(limit * _LOW_WATER) - size))
+            if total + size > limit:
+                self._set_usage(total)
+                return False
+        self._set_usage(total + size)
+        return True
+
+    def _scan(self, sweep: bool = True) -> _Scan:
+        """Every entry with its size and last use; temporary files of live writers counted, those of
+        dead ones removed (``sweep``)."""
+        scan = _Scan()
+        for ns in _listdir(self.root):
+            top = os.path.join(self.root, ns)
+            if len(ns) != 32 or not _real_folder(top):
+                continue  # not ours, or a link: nothing outside the cache is ever counted or removed
+            counts = scan.sizes.setdefault(ns, [0, 0])
+            for fan in _listdir(top):
+                if fan != _ABOUT:
+                    self._scan_folder(os.path.join(top, fan), scan, counts, sweep)
+        return scan
+
+    def _scan_folder(self, folder: str, scan: _Scan, counts: list[int], sweep: bool) -> None:
+        if not _real_folder(folder):
+            return
+        try:
+            found = list(os.scandir(folder))
+        except OSError:
+            return
+        for item in found:
+            try:
+                st = item.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            kind = abandoned_partial(item.name)
+            if not stat.S_ISREG(st.st_mode) or (kind is None and not _ENTRY_NAME.fullmatch(item.name)):
+                continue  # not a file the cache wrote: left alone
+            if kind is True and sweep:
+                with contextlib.suppress(OSError):
+                    os.unlink(item.path)
+                    scan.removed += 1
+                continue
+            scan.total += st.st_size
+            if kind is not None:
+                scan.partial += 1
+                continue
+            scan.entries.append(_Entry(item.path, st.st_size, st.st_mtime_ns))
+            counts[0] += 1
+            counts[1] += st.st_size
+
+    def _evict(self, scan: _Scan, target: int) -> int:
+        """Remove the least recently used unpinned entries until ``target`` bytes or fewer are held."""
+        total = scan.total
+        for entry in sorted(scan.entries, key=lambda e: e.used):
+            if total <= target:
+                break
+            try:
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                total -= entry.size  # gone already
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue  # pinned: a reader holds it
+            try:
+                os.unlink(entry.path)
+                total -= entry.size
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        return total
+
+    # -- the whole folder -----------------------------------------------------------------------
+    def info(self) -> CacheInfo:
+        """What the cache holds (abandoned temporary files are removed on the way)."""
+        if not os.path.isdir(self.root):
+            return CacheInfo(self.spec.directory, 0, 0)
+        with self._locked():
+            scan = self._scan()
+            self._set_usage(scan.total)
+        return self._summary(scan)
+
+    def clear(self) -> CacheInfo:
+        """Remove every entry (readers holding one open finish reading it); returns what was removed."""
+        if not os.path.isdir(self.root):
+            return CacheInfo(self.spec.directory, 0, 0)
+        with self._locked():
+            scan = self._scan()
+            removed = 0
+            for entry in scan.entries:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed += 1
+            for ns in scan.sizes:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.root, ns, _ABOUT))
+            self._noted.clear()
+            self._set_usage(scan.total - sum(e.size for e in scan.entries))
+        summary = self._summary(scan)
+        return CacheInfo(
+            summary.directory, summary.entries, summary.nbytes, summary.datasets, summary.partial,
+            scan.removed + removed,
+        )  # fmt: skip
+
+    def _summary(self, scan: _Scan) -> CacheInfo:
+        datasets = []
+        for ns, (count, nbytes) in scan.sizes.items():
+            if count:
+                location, dataset_id = _about(os.path.join(self.root, ns, _ABOUT))
+                datasets.append(CachedDataset(location, dataset_id, count, nbytes))
+        datasets.sort(key=lambda d: -d.nbytes)
+        held = sum(e.size for e in scan.entries)
+        return CacheInfo(
+            self.spec.directory, len(scan.entries), held, tuple(datasets), scan.partial, scan.removed
+        )
+
+
+def _after_fork() -> None:
+    # A child forked while another thread held a lock would wait for it forever: it starts afresh (its
+    # caches open their own lock files anyway, `DiskCache._lock_file`).
+    DiskCache._SHARED_LOCK = threading.Lock()
+    DiskCache._SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+#: The name of an entry's file (`DiskCache._path`): hex digits 2..40 of the digest of its key.
+_ENTRY_NAME: Final = re.compile(r"[0-9a-f]{38}")
+
+
+def _real_folder(path: str) -> bool:
+    """Whether ``path`` is a folder itself, not a link to one."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _about(path: str) -> tuple[str, str]:
+    """The location and id a namespace's note names (``"?"`` for what is missing or unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            note = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return "?", "?"
+    if not isinstance(note, dict):
+        return "?", "?"
+    location, dataset_id = note.get("location"), note.get("dataset_id")
+    return (
+        location if isinstance(location, str) else "?",
+        dataset_id if isinstance(dataset_id, str) else "?",
+    )
+
+
+def about_note(location: str, dataset_id: str) -> str:
+    """The note `DiskCache.write` keeps once per namespace (for ``lakecompute cache info``)."""
+    return json.dumps({"location": location, "dataset_id": dataset_id})

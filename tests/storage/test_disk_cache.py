@@ -1,0 +1,205 @@
+"""The disk cache's parts on their own: the size parser (property-tested), the options, entries written
+and read back whole, damage, pins, the bound, ``lakecompute cache info|clear``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lakecompute as lc
+from lakecompute.errors import InvalidArgumentError, InvalidTypeError, LakeComputeError
+from lakecompute.parsing import parse_size
+from lakecompute.storage import CACHE_DIR_ENV, CacheSpec, DiskCache, cache_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+UNITS = ["", "b", "B", "kb", "KB", "MB", "GB", "TB", "PB", "KiB", "MiB", "GiB", "TiB", "PiB", "gB", "Gib"]
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("20GB", 20 * 10**9), ("500 MB", 500 * 10**6), ("1.5GiB", 3 * 2**29), ("4096", 4096), (" 7 b ", 7),
+     ("0.1GB", 10**8), (".5KiB", 512), ("3.", 3), (12, 12), (np.int64(5), 5), ("0", 0)],
+)  # fmt: skip
+def test_parse_size_reads_counts_and_units(text: object, size: int) -> None:
+    got = parse_size("cache_size", text)
+    assert got == size
+    assert type(got) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "words"),
+    [("20 GBs", InvalidArgumentError, "units B, KB"), ("-1GB", InvalidArgumentError, "'-1GB'"),
+     (-1, InvalidArgumentError, ">= 0"), ("", InvalidArgumentError, "Got ''"),
+     ("1e9", InvalidArgumentError, "1e9"), (1.5, InvalidTypeError, "float"), (True, InvalidTypeError, "bool"),
+     ("9" * 30, InvalidArgumentError, "8 EiB"), ("x" * 100, InvalidArgumentError, "xxxx")],
+)  # fmt: skip
+def test_parse_size_refuses_what_is_not_a_size(value: object, error: type[Exception], words: str) -> None:
+    with pytest.raises(error, match="cache_size") as caught:
+        parse_size("cache_size", value)
+    assert words in str(caught.value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.builds(
+            lambda sign, whole, dot, frac, space, unit, tail: f"{sign}{whole}{dot}{frac}{space}{unit}{tail}",
+            st.sampled_from(["", "", "-", "+"]),
+            st.text("0123456789", max_size=25),
+            st.sampled_from(["", "", ".", ","]),
+            st.text("0123456789", max_size=25),
+            st.sampled_from(["", " ", "\t", "\n"]),
+            st.sampled_from(UNITS),
+            st.sampled_from(["", "", "s", " ", "\x00", "é"]),
+        ),
+        st.text(max_size=70),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=True),
+        st.none(),
+    )
+)
+def test_near_valid_sizes_give_a_size_or_a_library_error(value: object) -> None:
+    try:
+        size = parse_size("cache_size", value)
+    except LakeComputeError:
+        return
+    assert isinstance(size, int)
+    assert 0 <= size < 2**63
+
+
+def test_cache_spec_takes_the_folder_from_the_argument_the_handle_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CACHE_DIR_ENV, raising=False)
+    assert cache_spec() is None
+    assert cache_spec(tmp_path, "1GB") == CacheSpec(str(tmp_path), 10**9)
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "env"))
+    assert cache_spec() == CacheSpec(str(tmp_path / "env"), 20 * 10**9)
+    handle = CacheSpec(str(tmp_path / "h"), 5)
+    assert cache_spec(None, None, inherit=handle) == handle
+    assert cache_spec(None, 9, inherit=handle) == CacheSpec(str(tmp_path / "h"), 9)
+    assert cache_spec(tmp_path, 0) is None  # a bound of 0: no cache
+    with pytest.raises(InvalidTypeError, match="cache_dir"):
+        cache_spec(3)
+    with pytest.raises(InvalidArgumentError, match="cache_dir"):
+        cache_spec("")
+
+
+def _entry_bytes(n: int, seed: int = 0) -> bytes:
+    import google_crc32c
+
+    body = np.random.default_rng(seed).bytes(n)
+    return body + int(google_crc32c.value(body)).to_bytes(4, "little")
+
+
+def test_entries_are_read_back_whole_and_checked(tmp_path: Path) -> None:
+    cache = DiskCache(CacheSpec(str(tmp_path), 10**6))
+    payload = _entry_bytes(1000)
+    cache.write("a" * 32, "seg/data/c/0", 500, payload, "{}")
+    assert cache.read("a" * 32, "seg/data/c/0", 500) == payload[:-4]  # verified: without its crc32c
+    assert cache.read("a" * 32, "seg/data/c/0", 400) == payload[:-4]  # holds more than needed
+    assert cache.read("a" * 32, "seg/data/c/0", 501) is None  # holds too few items: fetched again
+    assert cache.read("b" * 32, "seg/data/c/0", 1) is None  # another dataset's namespace
+    (path,) = [p for p in (tmp_path / "lakecompute-cache").rglob("*") if p.is_file() and len(p.name) == 38]
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 1
+    path.write_bytes(data)
+    assert cache.read("a" * 32, "seg/data/c/0", 1) is None
+    assert not path.exists()  # the damaged entry is removed
+
+
+def test_the_bound_evicts_least_recently_used_and_passes_pinned_entries_by(tmp_path: Path) -> None:
+    import fcntl
+
+    cache = DiskCache(CacheSpec(str(tmp_path), 5500))
+    ns = "c" * 32
+    cache.write(ns, "k0", 1, _entry_bytes(1000, 0), "{}")
+    (pinned,) = [p for p in (tmp_path / "lakecompute-cache").rglob("*") if p.is_file() and len(p.name) == 38]
+    for i in range(1, 5):
+        cache.write(ns, f"k{i}", 1, _entry_bytes(1000, i), "{}")
+    assert all(cache.read(ns, f"k{i}", 1) is not None for i in (0, 2, 3, 4))  # k1 least recently used
+    # k0 is the next to go after k1, but a reader holds it
+    with open(pinned, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_SH)  # as a reader holds it
+        cache.write(ns, "k5", 1, _entry_bytes(1000, 5), "{}")
+        assert os.path.exists(pinned)
+    assert cache.read(ns, "k1", 1) is None
+    assert cache.read(ns, "k0", 1) is not None
+    assert cache.read(ns, "k2", 1) is None  # evicted in k0's place
+    assert cache.read(ns, "k5", 1) is not None
+    assert cache.info().nbytes <= 5500
+
+
+def test_the_cli_says_what_the_cache_holds_and_clears_it(tmp_path: Path) -> None:
+    cache = DiskCache(CacheSpec(str(tmp_path), 10**6))
+    cache.write("d" * 32, "k", 1, _entry_bytes(2000), '{"location": "s3://b/ds", "dataset_id": "abc"}')
+    env = {**os.environ, "PYTHONPATH": str(ROOT), CACHE_DIR_ENV: str(tmp_path)}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "lakecompute", "cache", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    shown = cli("info")
+    assert "1 chunk" in shown
+    assert "s3://b/ds" in shown
+    assert str(tmp_path) in shown
+    cleared = cli("clear", "--cache-dir", str(tmp_path))
+    assert "removed 1" in cleared
+    assert "0 chunks" in cli("info")
+    assert cache.read("d" * 32, "k", 1) is None
+
+
+def test_a_local_dataset_is_not_cached(tmp_path: Path) -> None:
+    ds = lc.empty(str(tmp_path / "ds"))
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(np.arange(10))
+    again = lc.load(str(tmp_path / "ds"), cache_dir=tmp_path / "cache")
+    assert again.x.numpy().tolist() == list(range(10))
+    assert not (tmp_path / "cache").exists()
+
+
+def test_clear_and_eviction_never_remove_anything_outside_the_cache(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ("a" * 38)).write_bytes(b"x" * 5000)  # named like an entry
+    (outside / "keep.txt").write_text("mine")
+    cache = DiskCache(CacheSpec(str(tmp_path / "c"), 3000))
+    ns = "e" * 32
+    cache.write(ns, "k", 1, _entry_bytes(1000), "{}")
+    root = tmp_path / "c" / "lakecompute-cache"
+    os.symlink(outside, root / ("f" * 32))  # a namespace that is a link
+    os.symlink(outside, root / ns / "zz")  # a fan folder that is a link
+    (root / ns / "notes.txt").write_text("a user's file")
+    for i in range(4):  # evictions
+        cache.write(ns, f"k{i}", 1, _entry_bytes(1000, i), "{}")
+    cache.clear()
+    assert sorted(p.name for p in outside.iterdir()) == ["a" * 38, "keep.txt"]
+    assert (root / ns / "notes.txt").read_text() == "a user's file"
+
+
+def test_abandoned_partial_tells_a_killed_writers_file_from_a_live_ones() -> None:
+    from lakecompute.localfiles import abandoned_partial
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)  # a process that has exited
+    assert abandoned_partial(f".{'a' * 38}.{pid}.k2j4h1.partial") is True
+    assert abandoned_partial(f".{'a' * 38}.{os.getpid()}.k2j4h1.partial") is False
+    for name in ("a" * 38, f".{'a' * 38}.x.k2j4h1.partial", ".partial", "lock", f"{'a' * 38}.1.k.partial"):
+        assert abandoned_partial(name) is None, name

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import zarr
@@ -49,6 +49,8 @@ Fills = Callable[[str, int, int], int]
 #: Chunks fetched at once by one read (bounds the bytes held before they are decoded: 64 MiB chunks at
 #: most, `MAX_CHUNK_BYTES`, so at most a few hundred MiB in the worst case, a few MiB in practice).
 _FETCH_GROUP = 16
+
+_T = TypeVar("_T")
 
 
 class _Layout:
@@ -123,22 +125,26 @@ class RemoteChunks:
             DatasetCorruptError: a chunk is missing from the store or does not decode (named by key).
         """
         layout = self._layout(path, arr)
-        stored: dict[int, bytes] = {}
-        missing: list[int] = []
-        for c in chunks:
+        wanted = list(chunks)
+
+        def from_disk(c: int) -> np.ndarray | None:
             data = self.disk.read(self.ns, layout.key(path, c), self.fills(path, c, layout.size))
-            if data is None:
-                missing.append(c)
-            else:
-                stored[c] = data
-                self.hits += 1
+            return None if data is None else self._decode(cache, layout, path, c, data)
+
+        # Entries are read, checked and decoded on zarr's I/O threads when there are several: file reads,
+        # crc32c and zstd release the GIL, and the same chunks on local disk are read so, by zarr.
+        held = sync(_on_threads(from_disk, wanted)) if len(wanted) > 1 else [from_disk(c) for c in wanted]
+        found = {c: values for c, values in zip(wanted, held, strict=True) if values is not None}
+        self.hits += len(found)
+        missing = [c for c in wanted if c not in found]
         for start in range(0, len(missing), _FETCH_GROUP):
             group = missing[start : start + _FETCH_GROUP]
             for c, data in zip(group, self._fetch(cache, [layout.key(path, c) for c in group]), strict=True):
                 fill = self.fills(path, c, layout.size)
                 self.disk.write(self.ns, layout.key(path, c), fill, data, self.about)
-                stored[c] = data[:-4]  # verified by `_fetch`
-        return {c: self._decode(cache, layout, path, c, body) for c, body in stored.items()}
+                # verified by `_fetch`
+                found[c] = self._decode(cache, layout, path, c, memoryview(data)[:-4])
+        return {c: found[c] for c in wanted}
 
     def _fetch(self, cache: ArrayCache, keys: list[str]) -> list[bytes]:
         """The stored bytes of ``keys`` (their crc32c last), fetched concurrently and checked."""
@@ -155,7 +161,9 @@ class RemoteChunks:
             self.fetched += 1
         return out
 
-    def _decode(self, cache: ArrayCache, layout: _Layout, path: str, c: int, body: bytes) -> np.ndarray:
+    def _decode(
+        self, cache: ArrayCache, layout: _Layout, path: str, c: int, body: bytes | memoryview
+    ) -> np.ndarray:
         try:
             # ``body``: the chunk without its crc32c, verified already (read from the cache or fetched).
             return decode_chunk(body, layout.dtype, layout.size, layout.zstd, False)
@@ -163,6 +171,12 @@ class RemoteChunks:
             # Its checksum held, so the store holds it so (a chunk written damaged): the store's bytes.
             reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
             raise cache.damaged(layout.key(path, c), reason) from exc
+
+
+async def _on_threads(fn: Callable[[int], _T], items: list[int]) -> list[_T]:
+    """``fn`` of each of ``items``, run on the event loop's default executor (zarr's loop: no thread of
+    ours)."""
+    return await asyncio.gather(*(asyncio.to_thread(fn, item) for item in items))
 
 
 async def _get_all(store: Store, keys: list[str]) -> list[bytes | None]:

@@ -18,7 +18,7 @@ TORCH_CPU ?= torch==2.13.0
 # the typing test's one mypy run) start once.
 PYTEST := -m pytest -q -n 2 --dist loadfile
 
-.PHONY: install install-full test test-full lint bench demo docs docs-serve clean
+.PHONY: install install-full check test test-full lint bench demo docs docs-serve clean
 
 # The package alone: what `make demo` needs.
 $(VENV)/.installed-base: pyproject.toml
@@ -44,6 +44,20 @@ $(VENV)/.installed-docs: $(STAMP)
 install: $(STAMP)
 
 install-full: $(FULL_STAMP)
+
+# The quick lane, the inner loop of development (under 5 minutes on 2 cores): the lint checks, then the
+# unit tests of the package's core, by directory: the house's static checks, htypes, the versioned table
+# format, expressions and the transform engine, less the engine's slowest files (kill-and-resume runs,
+# scripts in subprocesses, Hugging Face input), which `make test` runs with everything else (storage on
+# S3, loaders, the viewer in a browser, vision, reliability kills, docs and examples).
+CHECK_TESTS := tests/test_house.py tests/test_import_direction.py tests/test_layering.py \
+	tests/test_errors_doc.py tests/test_docstrings.py tests/test_parsing.py tests/test_boxes.py \
+	tests/test_localfiles.py tests/test_compression.py tests/htypes tests/versioned tests/select tests/compute
+CHECK_SKIPS := test_fix_and_rerun test_reads_once test_errors test_failure_prefix test_huggingface_input \
+	test_randomness test_tutorial
+
+check: lint
+	$(BIN)/python $(PYTEST) $(CHECK_TESTS) $(patsubst %,--ignore=tests/compute/%.py,$(CHECK_SKIPS))
 
 # Everything but the tests marked `needs` (torchvision, Lightning, Accelerate, torchdata, ultralytics),
 # which are skipped with their reason in the summary.

@@ -24,6 +24,7 @@ CPU with 64 images and a small batch (a check of the bench itself, not a measure
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -146,18 +147,25 @@ def embed_column(
 
 def _tweak(pinned: bool, tweak: str) -> None:
     """In this worker only, the A/B rows' other halves (by module name: ``lakecompute.compute`` is also
-    lc.compute, the decorator): batches in plain memory (``pinned=False``: its readers stack into plain
-    arrays); ``tweak="switch"``: the interpreter's switch interval left at 5 ms while tasks run (the model's
-    thread then gives its GIL to readers and the writer less often); ``tweak="readers2"``: 2 reader threads
-    per task instead of 4 (with decoding helpers, fewer threads to take turns on the GIL)."""
-    if not pinned:
-        importlib.import_module("lakecompute.compute._reading").pinned_staging = None
+    lc.compute, the decorator), through its budget (`lakecompute.compute._budget`): batches in plain
+    memory (``pinned=False``: its readers stack into plain arrays); ``tweak="switch"``: the
+    interpreter's switch interval left at 5 ms while tasks run (the model's thread then gives its GIL to
+    readers and the writer less often); ``tweak="readers2"``: 2 reader threads per task instead of 4
+    (with decoding helpers, fewer threads to take turns on the GIL)."""
+    budgets = importlib.import_module("lakecompute.compute._budget")
+    derive = budgets.derive_budget
+
+    def tweaked(*args: Any) -> Any:
+        budget = derive(*args)
+        if not pinned:
+            budget = dataclasses.replace(budget, pinned=False)
+        if tweak == "readers2":
+            budget = dataclasses.replace(budget, readers=min(2, budget.readers))
+        return budget
+
+    budgets.derive_budget = tweaked
     if tweak == "switch":
         importlib.import_module("lakecompute.compute._overlap").SWITCH_INTERVAL = 0.005
-    elif tweak == "readers2":
-        reading = importlib.import_module("lakecompute.compute._reading")
-        readers = reading.readers
-        reading.readers = lambda job: min(2, readers(job))
 
 
 def _timeline(trace: str, t0: float, t1: float) -> dict[str, Any]:

@@ -9,9 +9,21 @@
 """
 
 from lakecompute import errors
-from lakecompute.api import copy, dataset, delete, empty, exists, like, load
 from lakecompute.compute import ComputeFunction, EvalResult, FailedSample, Pipeline, compose, compute
-from lakecompute.datasets import Dataset, DatasetView, Row, Tensor, TensorView
+from lakecompute.datasets import (
+    Dataset,
+    DatasetView,
+    Row,
+    Tensor,
+    TensorView,
+    copy,
+    dataset,
+    delete,
+    empty,
+    exists,
+    like,
+    load,
+)
 from lakecompute.errors import *  # noqa: F403  # the errors, named once in errors.__all__
 from lakecompute.ingest import (
     ImageFile,

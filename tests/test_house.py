@@ -7,7 +7,12 @@ Static checks, computed from the source (no import of the code under test, no ti
 - the write transaction is small (it had 39 methods in seven jobs);
 - the engine reaches eval records through its port (``lakecompute.datasets.evals_of``), never through
   methods of the user's ``Dataset``;
-- the packages of the format and the layers beside it keep files under 600 lines.
+- the packages of the format and the layers beside it keep files under 600 lines;
+- few files start threads or processes (it was 19 files): threads through ``lakecompute/threads.py``,
+  processes only in the schedulers;
+- ``htypes/`` imports no runtime (schedulers, shared memory, threads; it ran a process pool);
+- per-process state is a ``lakecompute.perprocess.PerProcess``, never a dict keyed by ``os.getpid()``,
+  and only that module and the schedulers' fork guard register fork hooks.
 """
 
 from __future__ import annotations
@@ -174,10 +179,149 @@ def test_the_engine_only_methods_are_off_the_users_dataset(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("package", ["versioned", "storage", "datasets"])
-def test_files_stay_under_600_lines(package: str) -> None:
-    """No module of the format's packages, or of the layers on either side of it, passes 600 lines."""
+#: Known breaches, each with what must happen: they landed with issue 44's disk cache (in the files its
+#: helper owns) while issue 43 was open. Remove an entry once it is fixed; add none.
+KNOWN_BREACHES = {
+    "storage/_cache.py": "607 lines: the chunk cache's disk-cache reads (warm, _remote_chunks) move out",
+    "storage/_diskcache.py": "DiskCache._SHARED and its lock reset by a fork hook: to become a PerProcess",
+}
+
+
+def test_files_stay_under_600_lines() -> None:
+    """No module of the package passes 600 lines (the table's packages and the layers on either side
+    of it, the engine and the runtime included)."""
     long = {
-        p.name: n for p in (PACKAGE / package).glob("*.py") if (n := len(p.read_text().splitlines())) > 600
+        name: n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+        and (name := str(p.relative_to(PACKAGE))) not in KNOWN_BREACHES
     }
     assert long == {}
+
+
+# -- part B: a worker's inside in one place ------------------------------------------------------------
+
+#: The most files of the package that may start threads or processes (it was 19, then 17).
+MAX_CONCURRENCY_FILES = 8
+#: What starts a thread or a process when called, or serves requests on threads when inherited from.
+STARTERS = {
+    "Thread",
+    "Timer",
+    "Process",
+    "Pool",
+    "ThreadPool",
+    "ThreadPoolExecutor",
+    "ProcessPoolExecutor",
+    "ThreadingMixIn",
+    "ThreadingHTTPServer",
+    "ThreadingTCPServer",
+    "Popen",
+    "start_new_thread",
+}
+#: The modules ``htypes/`` may not import: the runtime (it ran a pool of helper processes).
+RUNTIME = ("lakecompute.schedulers", "lakecompute.sharedmem", "lakecompute.threads", "lakecompute.compute")
+
+
+def _called_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def concurrency_starters(folder: Path) -> dict[str, list[str]]:
+    """The files under ``folder`` that construct a thread, a process or a pool of either (a call of one
+    of `STARTERS`, ``ctx.Process(...)`` included, or a class inheriting one), with where."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Call):
+                names = [_called_name(node.func)]
+            elif isinstance(node, ast.ClassDef):
+                names = [_called_name(base) for base in node.bases]
+            else:
+                continue
+            for name in names:
+                if name in STARTERS:
+                    found.setdefault(str(path.relative_to(folder)), []).append(f"{name}:{node.lineno}")
+    return {path: sorted(where, key=lambda w: int(w.split(":")[1])) for path, where in found.items()}
+
+
+def _has_getpid(node: ast.AST | None) -> bool:
+    return node is not None and any(
+        isinstance(n, ast.Call) and _called_name(n.func) == "getpid" for n in ast.walk(node)
+    )
+
+
+def _keys_of(node: ast.AST) -> list[ast.AST | None]:
+    """What ``node`` uses as a key of a mapping: a subscript, a dict display's keys, the first argument
+    of ``get``/``setdefault``/``pop``, or a value assigned to a name ending in ``key``."""
+    if isinstance(node, ast.Subscript):
+        return [node.slice]
+    if isinstance(node, ast.Dict):
+        return list(node.keys)
+    if isinstance(node, ast.Call) and _called_name(node.func) in ("get", "setdefault", "pop") and node.args:
+        return [node.args[0]]
+    if isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id.lower().endswith("key") for t in node.targets
+    ):
+        return [node.value]
+    return []
+
+
+def pid_keyed(folder: Path) -> list[str]:
+    """Where modules under ``folder`` key state by process (``os.getpid()`` in a mapping's key), or
+    register a fork hook outside the two homes of per-process state (`lakecompute.perprocess`, and the
+    schedulers' guard of forks)."""
+    homes = {"perprocess.py", "schedulers/_base.py"}
+    found: list[str] = []
+    for path in sorted(folder.rglob("*.py")):
+        name = str(path.relative_to(folder))
+        for node in ast.walk(_tree(path)):
+            if any(_has_getpid(key) for key in _keys_of(node)):
+                found.append(f"{name}:{getattr(node, 'lineno', 0)} getpid key")
+            if (
+                isinstance(node, ast.Call)
+                and _called_name(node.func) == "register_at_fork"
+                and name not in homes
+            ):
+                found.append(f"{name}:{node.lineno} register_at_fork")
+    return sorted(found, key=lambda f: (f.split(":")[0], int(f.split(":")[1].split()[0])))
+
+
+def test_few_files_start_threads_or_processes() -> None:
+    """At most 8 files start threads or processes (19 before issue 43): threads in ``threads.py``,
+    processes in the schedulers' pools."""
+    found = concurrency_starters(PACKAGE)
+    assert len(found) <= MAX_CONCURRENCY_FILES, found
+    assert "threads.py" in found
+    assert {p for p in found if p != "threads.py"} <= {p for p in found if p.startswith("schedulers/")}, found
+
+
+def test_htypes_imports_no_runtime() -> None:
+    """``htypes/`` encodes and decodes: it imports no scheduler, shared memory, threads or engine."""
+    imported = set().union(*(_imported_modules(p) for p in (PACKAGE / "htypes").glob("*.py")))
+    assert sorted(m for m in imported if m.startswith(RUNTIME)) == []
+
+
+def test_no_state_is_keyed_by_process_id() -> None:
+    """Per-process state is a `PerProcess` (the four dicts keyed by ``os.getpid()`` went)."""
+    assert [f for f in pid_keyed(PACKAGE) if f.split(":")[0] not in KNOWN_BREACHES] == []
+
+
+def test_the_scans_find_what_they_look_for(tmp_path: Path) -> None:
+    """The scans themselves work, on a module with one of each thing they look for."""
+    (tmp_path / "m.py").write_text(
+        "import os, threading, socketserver\n"
+        "import multiprocessing as mp\n"
+        "threading.Thread(target=print).start()\n"
+        "mp.get_context('spawn').Process(target=print)\n"
+        "class S(socketserver.ThreadingMixIn): pass\n"
+        "_cache = {}\n"
+        "_cache[os.getpid()] = 1\n"
+        "key = (os.getpid(), 'url')\n"
+        "send(('ready', os.getpid()))\n"
+        "os.register_at_fork(after_in_child=print)\n"
+    )
+    (tmp_path / "n.py").write_text("import os\nname = f'x-{os.getpid()}'\n")
+    assert concurrency_starters(tmp_path) == {"m.py": ["Thread:3", "Process:4", "ThreadingMixIn:5"]}
+    assert pid_keyed(tmp_path) == ["m.py:7 getpid key", "m.py:8 getpid key", "m.py:10 register_at_fork"]

@@ -1,7 +1,7 @@
 """The package's layers talk through public names only: no module reaches into another's privates.
 
 A *unit* is a subpackage (``lakecompute/datasets/``, ``lakecompute/compute/``, ...) or a top-level module
-(``lakecompute/api.py``). Across units — and into other libraries such as zarr — only public names are
+(``lakecompute/threads.py``). Across units — and into other libraries such as zarr — only public names are
 used; a function that needs another unit's underscore name is asking for an API there.
 
 Two places are held to more than that:

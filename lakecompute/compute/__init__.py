@@ -1,6 +1,7 @@
 """Transforms: ``@lc.compute``, ``lc.compose`` and ``eval``; `SampleRunner` for code that applies a
 transform on the fly (the loaders)."""
 
+from lakecompute.compute._decoders import decode_in_processes, decoding_processes
 from lakecompute.compute._decorator import ComputeFunction, Pipeline, Transform, as_pipeline, compose, compute
 from lakecompute.compute._engine import EvalResult, FailedSample
 from lakecompute.compute._fingerprint import describe_for_fingerprints
@@ -23,6 +24,8 @@ __all__ = [
     "as_pipeline",
     "compose",
     "compute",
+    "decode_in_processes",
+    "decoding_processes",
     "describe_for_fingerprints",
     "filter_mask",
     "tensor_meta",

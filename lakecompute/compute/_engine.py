@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
+from lakecompute.compute._budget import budget_of
 from lakecompute.compute._inputs import DatasetSource, IterableSource, Source
 from lakecompute.compute._job import (
     PREFLIGHT_SCAN,
@@ -46,7 +47,6 @@ from lakecompute.compute._job import (
 )
 from lakecompute.compute._options import EvalOptions
 from lakecompute.compute._plan import (
-    STREAM_TASK_BYTES,
     EvalPlan,
     checked_scheduler,
     plan_eval,
@@ -158,13 +158,9 @@ def _run_eval(
     if plan.drop is not None:
         evals_of(plan.out).drop_unfinished(plan.drop)
     write = evals_of(plan.out).begin(
-        plan.fingerprint,
-        label=plan.label,
-        in_place=plan.in_place,
-        resume=plan.resume,
-        job=plan.job or "",
+        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or "",
         origin=plan.origin,
-    )
+    )  # fmt: skip
     token = uuid.uuid4().hex
     try:
         prepared = _prepare(plan, write, token)
@@ -223,9 +219,13 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
     """
     opts, source = plan.options, plan.source
     step = opts.batch_size or 1
+    lengths = write.kept()  # before the decisions, in place: every tensor's length (else nothing)
+    resolved = replace(opts, seed=plan.seed)  # workers see the seed the plan drew or resumed
+    job = Job(token, plan.pipeline, source, write.grant, write.schema, resolved, os.getpid(), plan.in_place,
+              lengths)  # fmt: skip
     if isinstance(source, IterableSource):
         # The preflight's inputs travel with its task: a few MiB at most, even when items are large.
-        items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step, STREAM_TASK_BYTES)
+        items: list[Any] | None = source.peek(PREFLIGHT_SCAN * step, budget_of(job).stream_task_bytes)
         start, stop = 0, len(items or [])
     else:
         # A resumed eval's preflight starts where it resumes: the kept inputs are never run again. Nothing
@@ -237,10 +237,6 @@ def _prepare(plan: EvalPlan, write: EvalWrite, token: str) -> tuple[Job, Task] |
         return None
     if opts.checkpoint_interval and items is None:  # the preflight's inputs stay within one interval
         stop = min(stop, (start // opts.checkpoint_interval + 1) * opts.checkpoint_interval)
-    lengths = write.kept()  # before the decisions, in place: every tensor's length (else nothing)
-    resolved = replace(opts, seed=plan.seed)  # workers see the seed the plan drew or resumed
-    job = Job(token, plan.pipeline, source, write.grant, write.schema, resolved, os.getpid(), plan.in_place,
-              lengths)  # fmt: skip
     return job, Task(0, start, stop, items)
 
 
@@ -259,15 +255,17 @@ def _decide(plan: EvalPlan, write: EvalWrite, job: Job, decisions: Decisions, bl
     return decided
 
 
-def _tasks(plan: EvalPlan, decided: Decided, start: int, min_task: int = 1, first: int = 1) -> Iterator[Task]:
+def _tasks(
+    plan: EvalPlan, job: Job, decided: Decided, start: int, min_task: int = 1, first: int = 1
+) -> Iterator[Task]:
     """The tasks after the preflight's (and the speculative ones kept: they end at input ``start``), in
     input order (lazily: a stream is read as tasks are handed out), of at least ``min_task`` inputs (see
-    `task_floor`), numbered from ``first``."""
+    `task_floor`), numbered from ``first``; a streamed task's items within the budget's."""
     opts, source = plan.options, plan.source
     size = task_size(source.length, opts.num_workers, opts.checkpoint_interval, opts.batch_size, min_task)
     if isinstance(source, IterableSource):
         source.skip(start)  # the preflight's task wrote those
-        chunks = source.chunks(size, STREAM_TASK_BYTES, opts.batch_size or 1)
+        chunks = source.chunks(size, budget_of(job).stream_task_bytes, opts.batch_size or 1)
         for number, chunk in enumerate(chunks, start=first):
             yield Task(number, start, start + len(chunk), chunk, decided)
             start += len(chunk)
@@ -300,7 +298,7 @@ class _OrderedRun:
         opts = plan.options
         self.speculation = Speculation(
             preflight, plan.source.length or 0, opts.num_workers, opts.batch_size, opts.checkpoint_interval,
-            opts.ignore_errors,
+            opts.ignore_errors, budget_of(job).speculative_batches,
         )  # fmt: skip
         self.preflight = self.speculation.preflight  # its first batch only, when others run beside it
         self.decided: Decided | None = None
@@ -348,7 +346,8 @@ class _OrderedRun:
         if self.failure is not None:
             return
         assert self.decided is not None
-        for task in _tasks(self.plan, self.decided, self.preflight_stop, self.min_task, self.first_task):
+        tasks = _tasks(self.plan, self.job, self.decided, self.preflight_stop, self.min_task, self.first_task)
+        for task in tasks:
             if self.failure is not None:
                 return  # after a failure, no new task starts
             self.in_flight[task.number] = task

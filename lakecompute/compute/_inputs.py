@@ -7,6 +7,7 @@ per worker; only length-less iterables send their items with each task.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from lakecompute.compute._deferred import Deferred, DeferredPart, LazyColumn, batch_part
+from lakecompute.compute._deferred import DeferredPart, LazyColumn, batch_part
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._samples import SAMPLE_ROWS, RowMeta, column_rows, row_class, tensor_meta
+from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
+from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.datasets import (
     Dataset,
     DatasetView,
@@ -28,7 +30,7 @@ from lakecompute.datasets import (
     snapshot,
 )
 from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTypeError
-from lakecompute.htypes import Staging, decoding_on, is_tensor
+from lakecompute.htypes import HostDecode, Staging, decoding_on
 from lakecompute.storage import layout_verdicts
 from lakecompute.tables import TableInput, table_input
 
@@ -39,7 +41,6 @@ __all__ = [
     "SequenceSource",
     "Source",
     "TableSource",
-    "estimate_bytes",
     "make_source",
 ]
 
@@ -103,8 +104,10 @@ class Source:
     def expect(self, names: Iterable[str]) -> None:
         """Read the input tensors ``names`` ahead with every block (dataset input; nothing otherwise)."""
 
-    def decode_on(self, device: str | None) -> None:
-        """Decode the JPEG images this process reads on ``device`` (dataset input; nothing otherwise)."""
+    def read_with(self, device: str | None, host: HostDecode | None, cache_bytes: int) -> None:
+        """Read as this process's budget says (dataset input; nothing otherwise): its JPEG images decoded
+        on ``device``, its images decoded on the host through ``host`` (None: by the reading thread), its
+        chunks cached up to ``cache_bytes``."""
 
 
 class DatasetSource(Source):
@@ -143,6 +146,8 @@ class DatasetSource(Source):
         # One handle per process: threads sharing this source (a warm-up beside the preflight) open it once.
         self._opening = threading.Lock()
         self._device: str | None = None  # where this process decodes JPEG images (decode_on_device)
+        self._host: HostDecode | None = None  # how it decodes the others (a placed worker's helpers)
+        self._cache_bytes: int | None = None  # the chunk cache of the handle it opens (None: the default)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -181,7 +186,7 @@ class DatasetSource(Source):
         if self._ds is None:
             with self._opening:
                 if self._ds is None:
-                    self._ds = self.snap.open()
+                    self._ds = self.snap.open(self._cache_bytes)
         return self._ds
 
     def meta(self) -> RowMeta:
@@ -204,22 +209,23 @@ class DatasetSource(Source):
         if self._used is None or name not in self._used:
             self._used = (self._used or frozenset()) | {name}
 
-    def decode_on(self, device: str | None) -> None:
-        """Decode the JPEG images this process reads on ``device`` (`lakecompute.htypes.decoding_on`)."""
-        self._device = device
+    def read_with(self, device: str | None, host: HostDecode | None, cache_bytes: int) -> None:
+        """Decode the JPEG images this process reads on ``device``, and the others through ``host``
+        (`lakecompute.htypes.decoding_on`); cache up to ``cache_bytes`` of decoded chunks in the handle it
+        reads through (its size when it is opened, or now)."""
+        self._device, self._host = device, host
+        if cache_bytes != self._cache_bytes:
+            self._cache_bytes = cache_bytes
+            if self._ds is not None:
+                core_of(self._ds).cache.max_bytes = cache_bytes
 
     def read_column(self, name: str, start: int, stop: int) -> Any:
         """Tensor ``name`` of inputs ``start..stop`` (a ``filter_labels`` view's kept objects only), its
-        JPEG images decoded on the GPU with ``decode_on``, on whichever thread reads it (a reader, or the
-        function's when it first asks for a tensor not read ahead)."""
-        snap = self.snap
-        if self._device is None:
+        images decoded where `read_with` says, on whichever thread reads it (a reader, or the function's
+        when it first asks for a tensor not read ahead)."""
+        snap, device, host = self.snap, self._device, self._host
+        with decoding_on(device, host) if device or host else contextlib.nullcontext():  # else as outside
             (column,) = read_columns(self.dataset(), (name,), snap.positions[start:stop], self.pad).values()
-        else:
-            with decoding_on(self._device):
-                (column,) = read_columns(
-                    self.dataset(), (name,), snap.positions[start:stop], self.pad
-                ).values()
         return column if snap.objects is None else snap.kept(name, range(start, stop), column)
 
     def stored_nbytes(self, name: str, start: int, stop: int) -> int:
@@ -523,35 +529,6 @@ def check_equal_lengths(path: str, lengths: dict[str, int]) -> None:
         f"pad_data_in=True to pad the shorter tensors to {longest} rows, or eval a view of the rows "
         f"every tensor holds (ds[:{shortest}])."
     )
-
-
-def estimate_bytes(value: Any) -> int:
-    """About how many bytes ``value`` holds (arrays, bytes and strings exactly; containers sampled)."""
-    if isinstance(value, np.ndarray) or is_tensor(value):  # a tensor: a batch decoded on a GPU
-        return int(value.nbytes)
-    if isinstance(value, (bytes, str)):
-        return len(value)
-    if isinstance(value, Deferred):  # a tensor not read yet: from its stored shapes
-        return value.nbytes()
-    nbytes = getattr(value, "nbytes", None)  # an object that says what it holds (a table's image bytes)
-    if isinstance(nbytes, int):
-        return nbytes
-    return _container_bytes(value)
-
-
-def _container_bytes(value: Any) -> int:
-    """`estimate_bytes` of a row, a dict, a list or tuple (sampled), or something else (64)."""
-    if isinstance(value, SAMPLE_ROWS):  # a row: its values as held (reading none that is deferred)
-        return sum(estimate_bytes(v.held()) for v in value.tensors.values())
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return sum(estimate_bytes(v) for v in to_dict().values())
-    if isinstance(value, dict):
-        return sum(estimate_bytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        head = value[:16]
-        return sum(estimate_bytes(v) for v in head) * max(1, len(value)) // max(1, len(head))
-    return 64
 
 
 def _is_ray_dataset(data: Any) -> bool:

@@ -29,6 +29,7 @@ from lakecompute.datasets import (
     SlotGrant,
     written_in_place,
 )
+from lakecompute.perprocess import PerProcess
 from lakecompute.schedulers import portable_exception, reseed_globals
 
 if TYPE_CHECKING:
@@ -202,37 +203,47 @@ class Job:
 
 # -- per-worker state --------------------------------------------------------------------------------
 
-# Keyed by eval, process and thread: a forked worker inherits the parent's entries but never matches them.
-_WORKER_STATE: dict[tuple[str, int, int], list[Stage]] = {}
-_WORKER_LOCK = threading.Lock()
+
+class _WorkerStates:
+    """This process's stages (built functions), by eval and thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stages: dict[tuple[str, int], list[Stage]] = {}
+
+
+#: Per process: a forked worker never sees the parent's built functions.
+_WORKERS = PerProcess(_WorkerStates)
 
 
 def stages_for(token: str, pipeline: Pipeline, parent_pid: int) -> list[Stage]:
     """This worker's stages for eval ``token``: built (class-based functions instantiated) once."""
-    key = (token, os.getpid(), threading.get_ident())
-    stages = _WORKER_STATE.get(key)
+    workers = _WORKERS.get()
+    key = (token, threading.get_ident())
+    stages = workers.stages.get(key)
     if stages is None:
-        with _WORKER_LOCK:
+        with workers.lock:
             # A worker that outlives its eval (a Ray worker, a thread of a long-lived process) would
             # otherwise keep every earlier eval's state — models included — alive.
-            for old in [k for k in _WORKER_STATE if k[1:] == key[1:]]:
-                del _WORKER_STATE[old]
+            for old in [k for k in workers.stages if k[1] == key[1]]:
+                del workers.stages[old]
             if os.getpid() != parent_pid:
                 # The processed scheduler's workers did at start; a Ray worker has not.
                 reseed_globals()
         # Built outside the lock: the key is this thread's own, and the threads of one process load
         # their models at the same time (a lock here would make them take turns).
         stages = build_stages(pipeline)
-        with _WORKER_LOCK:
-            _WORKER_STATE[key] = stages
+        with workers.lock:
+            workers.stages[key] = stages
     return stages
 
 
 def forget_job(token: str) -> None:
     """Drop this process's per-worker state of a finished eval (its instances)."""
-    with _WORKER_LOCK:
-        for key in [k for k in _WORKER_STATE if k[0] == token]:
-            del _WORKER_STATE[key]
+    workers = _WORKERS.get()
+    with workers.lock:
+        for key in [k for k in workers.stages if k[0] == token]:
+            del workers.stages[key]
 
 
 def task_failure(

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from lakecompute.compute._budget import derive_budget
 from lakecompute.compute._inputs import DatasetSource
 from lakecompute.compute._options import EvalOptions
 from lakecompute.compute._plan import block_size, checked_scheduler, plan_ranges, task_size
 from lakecompute.compute._runner import failure_error
 from lakecompute.datasets import Dataset, DatasetView
 from lakecompute.errors import TransformError
-from lakecompute.schedulers import ProgressFn, get_scheduler, portable_exception
+from lakecompute.schedulers import ProgressFn, get_scheduler, portable_exception, usable_cpus
 
 __all__ = ["filter_mask"]
 
@@ -97,7 +98,8 @@ def filter_mask(data: Dataset | DatasetView, fn: Callable[[Any], Any], options: 
         return np.zeros(0, dtype=bool)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
     sched = checked_scheduler(get_scheduler(opts.scheduler, opts.num_workers), reads=[source.snap.url])
-    job = _MaskJob(fn, name, source, block_size(source.sample(0), None), os.getpid())
+    budget = derive_budget(opts, source.parallel_reads, 0, usable_cpus(), placed=False)
+    job = _MaskJob(fn, name, source, block_size(source.sample(0), None, budget.block_bytes), os.getpid())
     ranges = plan_ranges(n, task_size(n, opts.num_workers, 0, None), opts.num_workers, 0, None)
     return _MaskRun(job, ranges).run(sched, _progress_bar(opts, name, n))
 

@@ -43,16 +43,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from lakecompute.threads import start_thread
+
 __all__ = ["ReadAhead", "Stages", "WriteBehind", "quick_switches"]
 
 T = TypeVar("T")
-
-#: Most reader threads a worker uses (each holds at most one block: BLOCK_BYTES of input). Past four,
-#: threads of one process only queue for the GIL (Pillow's header parsing and the copies out of it hold
-#: it): 224x224 JPEG batches on a 16-core machine decoded at 1,484 images/s on 1 thread, 3,786 on 4,
-#: 3,287 on 8 and 2,496 on 16, against 11,316 for 4 processes of 4 threads (docs/performance.md). More
-#: decoding takes more worker processes, not more threads.
-MAX_READERS = 4
 
 #: The switch interval while tasks run with reader and writer threads (see the module's docstring).
 SWITCH_INTERVAL = 0.0002
@@ -106,11 +101,15 @@ class ReadAhead(Generic[T]):
     Args:
         read: reads one block, ``read(start, stop)``.
         ranges: the blocks' input ranges, in order.
-        threads: reader threads (and so blocks read ahead at most); 0 reads each block in the task's
-            own thread when it is taken (no overlap: for input already in memory).
+        threads: reader threads (and so blocks read ahead at most: the worker's budget's
+            ``readers``); 0 reads each block in the task's own thread when it is taken (no overlap: for
+            input already in memory).
         stages: where the seconds spent reading are added (see `adopt`).
-        then: called once, on a reader thread, when every block has been read or is being read: the
-            readers have nothing left to do (the worker starts on its next task's blocks then).
+        then: called once, when every block has been read or is being read: the readers have nothing
+            left to do (the worker starts on its next task's blocks then). On a reader thread; for blocks
+            read ahead of their task (``early``), not before the task takes them over (`adopt`), so
+            that reading is at most one task ahead.
+        early: read for a task that has not started yet.
     """
 
     def __init__(
@@ -120,20 +119,23 @@ class ReadAhead(Generic[T]):
         threads: int,
         stages: Stages,
         then: Callable[[], None] | None = None,
+        early: bool = False,
     ) -> None:
         self._read = read
         self._ranges = ranges
         self._stages = stages
         self._then = then
+        self._early = early
+        self._then_due: Callable[[], None] | None = None  # `then`, once its readers are done, until adopted
         # One block alone gains nothing from a thread: it is read when taken.
-        self._ahead = min(threads, MAX_READERS) if len(ranges) > 1 else 0
+        self._ahead = threads if len(ranges) > 1 else 0
         self._cond = threading.Condition()
         self._next = 0  # the next block a reader takes
         self._taken = 0  # blocks the task has taken
         self._done: dict[int, tuple[bool, Any]] = {}
         self._closed = False
         for n in range(min(self._ahead, len(ranges))):
-            threading.Thread(target=self._reader, name=f"lakecompute-read-ahead-{n}", daemon=True).start()
+            start_thread(f"read-ahead-{n}", self._reader)
 
     def __iter__(self) -> Iterator[T]:
         if not self._ahead:
@@ -163,6 +165,8 @@ class ReadAhead(Generic[T]):
                     self._cond.wait()
                 if self._closed or self._next >= len(ranges):
                     then, self._then = (self._then, None) if not self._closed else (None, None)
+                    if self._early:
+                        then, self._then_due = None, then
                     break
                 k = self._next
                 self._next += 1
@@ -181,10 +185,15 @@ class ReadAhead(Generic[T]):
 
     def adopt(self, stages: Stages) -> None:
         """Add the seconds spent reading so far to ``stages``, and the seconds from now on (a task taking
-        over the blocks read ahead for it before it started)."""
+        over the blocks read ahead for it before it started); if its readers are done, the next task's
+        reading starts now (``then``)."""
         with self._cond:
             stages.read += self._stages.read
             self._stages = stages
+            self._early = False
+            then, self._then_due = self._then_due, None
+        if then is not None:
+            then()
 
     def close(self) -> None:
         """Start no more reads (a read in progress ends on its own; its block is dropped)."""
@@ -227,8 +236,7 @@ class WriteBehind:
             self._job = job
             self._cond.notify_all()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._writer, name="lakecompute-write-behind", daemon=True)
-            self._thread.start()
+            self._thread = start_thread("write-behind", self._writer)
 
     def wait(self) -> None:
         """Wait for the job in progress; raise its error, if it failed."""

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
-from lakecompute.compute._inputs import Source, estimate_bytes, make_source
+from lakecompute.compute._inputs import Source, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.compute._reading import check_decode_on_device
+from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset, evals_of
 from lakecompute.errors import (
     EvalConflictError,
@@ -33,9 +34,7 @@ if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
 
 __all__ = [
-    "BLOCK_BYTES",
     "MAX_TASK",
-    "STREAM_TASK_BYTES",
     "EvalPlan",
     "block_size",
     "checked_scheduler",
@@ -46,8 +45,6 @@ __all__ = [
 ]
 
 MAX_TASK = 8192  # inputs per task: small enough to balance load, large enough to amortise a task's cost
-BLOCK_BYTES = 16 << 20  # input read and output buffered per block, bounding a worker's memory
-STREAM_TASK_BYTES = 8 << 20  # items of a streamed input per task: what the caller holds per task in flight
 #: What a task costs beyond its inputs, per output tensor it writes: the tail of its slot, padded to a
 #: whole chunk (storage's 1 MiB), compressed and stored as one more file: about what writing 1 MiB costs.
 TAIL_BYTES = 1 << 20
@@ -375,11 +372,11 @@ def plan_ranges(
     return ranges
 
 
-def block_size(first: Any, batch_size: int | None) -> int:
+def block_size(first: Any, batch_size: int | None, block_bytes: int) -> int:
     """Inputs per block, from the size of the first input: few, large reads (zarr's cost per call is
-    ~ms), within BLOCK_BYTES of input."""
+    ~ms), within ``block_bytes`` of input (a worker's budget's)."""
     sample_bytes = estimate_bytes(first) // (batch_size or 1)
-    block = max(1, min(MAX_TASK, BLOCK_BYTES // max(1, sample_bytes)))
+    block = max(1, min(MAX_TASK, block_bytes // max(1, sample_bytes)))
     if batch_size:
         block = max(batch_size, (block // batch_size) * batch_size)
     return block

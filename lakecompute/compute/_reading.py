@@ -1,10 +1,12 @@
 """What a worker reads for a task, and how: its reader threads, its decoding helpers, its batches.
 
-A worker placed on a device (`placed`) reads for a model on a GPU: it decodes its images in helper
-processes (`start_decoding_helpers`) and stacks its batches in page-locked memory
-(`lakecompute.schedulers.pinned_staging`), so that the thread running the model keeps its GIL and its
-host-to-device copies are only queued. With ``decode_on_device`` its reads decode JPEG images on the
-GPU instead (`decode_device`, `lakecompute.compute.DatasetSource.decode_on`).
+How many readers, whether they read across tasks, how many decoding helpers, and whether batches are
+staged in pinned memory is the worker's budget's (`lakecompute.compute._budget.budget_of`). A worker
+placed on a device (`WorkerBudget.placed`) reads for a model on a GPU: it decodes its images in helper
+processes (`start_decoding_helpers`, `lakecompute.compute._decoders`) and stacks its batches in
+page-locked memory (`lakecompute.schedulers.pinned_staging`), so that the thread running the model keeps
+its GIL and its host-to-device copies are only queued. With ``decode_on_device`` its reads decode JPEG
+images on the GPU instead (`decode_device`, `lakecompute.compute.DatasetSource.read_with`).
 """
 
 from __future__ import annotations
@@ -15,84 +17,93 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from lakecompute.compute._budget import WorkerBudget, budget_of
+from lakecompute.compute._decoders import decode_in_processes, decode_with_helpers
 from lakecompute.compute._inputs import DatasetSource, Source
 from lakecompute.compute._job import Job, Task
 from lakecompute.compute._options import EvalOptions
 from lakecompute.compute._overlap import ReadAhead, Stages
 from lakecompute.errors import InvalidArgumentError, warn
-from lakecompute.htypes import decode_in_processes
-from lakecompute.schedulers import pinned_staging, take_next_task, usable_cpus, worker_device
+from lakecompute.perprocess import PerProcess
+from lakecompute.schedulers import pinned_staging, take_next_task, worker_device
+from lakecompute.threads import start_thread
 
 __all__ = [
     "check_decode_on_device",
     "decode_device",
-    "placed",
     "read_ahead",
     "read_samples",
-    "readers",
     "start_decoding_helpers",
 ]
-
-#: The eval whose decoding helpers this process has started (once: if they die, it decodes itself).
-_helpers_started_for: list[str] = []
-
-
-def start_decoding_helpers(job: Job) -> None:
-    """In a worker process placed on a device, decode the dataset's images in helper processes, its
-    share of the CPUs less one (`lakecompute.htypes.decode_in_processes`): its GIL is then the model's,
-    not its readers'. Started on a thread, so that their start overlaps the model's build; reads before
-    they are up decode here. Once per eval: helpers that died are not started again."""
-    if not placed(job):
-        return
-    helpers = usable_cpus() // job.options.num_workers - 1
-    if helpers > 0 and job.source.parallel_reads > 1 and _helpers_started_for != [job.token]:
-        _helpers_started_for[:] = [job.token]
-        threading.Thread(target=decode_in_processes, args=(helpers,), daemon=True).start()
-
-
-def placed(job: Job) -> bool:
-    """Whether this is a worker process placed on a device (not the caller, not a thread)."""
-    options = job.options
-    return options.devices is not None and bool(options.num_workers) and os.getpid() != job.parent_pid
-
 
 #: The blocks of one task.
 Blocks = ReadAhead[Iterable[tuple[int, Any]]]
 
-#: Blocks read for a task before it started, by (eval, task number): its predecessor in this worker took it
-#: early (`take_next_task`) once its own blocks were all read, so that no task starts by waiting for its
-#: first block to be read and decoded (on an H200, one worker's model waited there at every task start).
-_early: dict[tuple[str, int], Blocks] = {}
-_early_lock = threading.Lock()
+
+class _Reading:
+    """What this process's readers share across tasks: the eval whose decoding helpers it started (once:
+    if they die, it decodes itself), and the blocks read for tasks before they started, by (eval, task
+    number): its predecessor in this worker took it early (`take_next_task`) once its own blocks were
+    all read, so that no task starts by waiting for its first block to be read and decoded (on an H200,
+    one worker's model waited there at every task start)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.helpers_for = ""
+        self.early: dict[tuple[str, int], Blocks] = {}
+
+
+_READING = PerProcess(_Reading)
+
+
+def start_decoding_helpers(job: Job) -> None:
+    """In a worker process placed on a device, decode the dataset's images in helper processes (its
+    budget's `WorkerBudget.decode_helpers`: its share of the CPUs less one): its GIL is then the model's,
+    not its readers'. Started on a thread, so that their start overlaps the model's build; reads before
+    they are up decode here. Once per eval: helpers that died are not started again."""
+    budget = budget_of(job)
+    if not budget.decode_helpers:
+        return
+    reading = _READING.get()
+    with reading.lock:
+        if reading.helpers_for == job.token:
+            return
+        reading.helpers_for = job.token
+    start_thread(
+        "decoding-helpers",
+        decode_in_processes,
+        budget.decode_helpers,
+        budget.decode_min_sent,
+        budget.decode_per_request,
+    )
 
 
 def read_ahead(job: Job, task: Task, stages: Stages, overlap: bool) -> Blocks:
-    """The blocks of ``task``, read ahead of their use on reader threads (see `readers`; none without
-    ``overlap``): those its predecessor in this worker started reading already, else new ones. Once they
-    are all read, the readers of a lone worker or of one placed on a GPU take this worker's next task
-    (`take_next_task`) and start on its blocks."""
-    with _early_lock:
-        early = _early.pop((job.token, task.number), None)
-        for key in [k for k in _early if k[0] != job.token]:  # another eval's, left by a failure
-            del _early[key]
+    """The blocks of ``task``, read ahead of their use on reader threads (the budget's
+    `WorkerBudget.readers`; none without ``overlap``): those its predecessor in this worker started
+    reading already, else new ones. Once they are all read, the readers of a worker with
+    `WorkerBudget.early_reads` take this worker's next task (`take_next_task`) and start on its blocks."""
+    reading = _READING.get()
+    with reading.lock:
+        early = reading.early.pop((job.token, task.number), None)
+        for key in [k for k in reading.early if k[0] != job.token]:  # another eval's, left by a failure
+            del reading.early[key]
     if early is not None:
         early.adopt(stages)
         return early
     return _new_read_ahead(job, task, stages, overlap)
 
 
-def _new_read_ahead(
-    job: Job, task: Task, stages: Stages, overlap: bool
-) -> ReadAhead[Iterable[tuple[int, Any]]]:
+def _new_read_ahead(job: Job, task: Task, stages: Stages, overlap: bool, early: bool = False) -> Blocks:
     assert task.decided is not None
     block = task.decided.block
     ranges = [(s, min(task.stop, s + block)) for s in range(task.start, task.stop, block)]
-    threads = readers(job) if overlap else 0
+    budget = budget_of(job)
+    threads = budget.readers if overlap else 0
     # One worker, or one on a GPU (whose device idles while a task's first block is read): with several
     # CPU workers, a busy one taking the next task could leave another idle at the end, for little gain.
-    early = threads and (job.options.num_workers == 1 or placed(job))
-    then = functools.partial(_start_next, job) if early else None
-    return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, stages, then)
+    then = functools.partial(_start_next, job) if threads and budget.early_reads else None
+    return ReadAhead(functools.partial(read_samples, job, task), ranges, threads, stages, then, early)
 
 
 def _start_next(job: Job) -> None:
@@ -101,29 +112,22 @@ def _start_next(job: Job) -> None:
     task = take_next_task()
     if not isinstance(task, Task) or task.decided is None or task.preflight or task.warm:
         return
-    early = _new_read_ahead(job, task, Stages(), True)
-    with _early_lock:
-        _early[(job.token, task.number)] = early
-
-
-def readers(job: Job) -> int:
-    """Reader threads per task: what the source allows (none for input already in memory, one for a
-    sequence whose ``__getitem__`` is the user's), and for datasets a share of this machine's CPUs per
-    worker (decoding, which releases the GIL, then runs in parallel)."""
-    allowed = job.source.parallel_reads
-    if allowed <= 1:
-        return allowed
-    return max(1, min(allowed, usable_cpus() // max(1, job.options.num_workers)))
+    early = _new_read_ahead(job, task, Stages(), True, early=True)
+    reading = _READING.get()
+    with reading.lock:
+        reading.early[(job.token, task.number)] = early
 
 
 def read_samples(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
     """Inputs ``start..stop`` of ``task`` as ``(index, sample_in)`` pairs (batches with batch_size), read
     now; the pairs and rows of dataset input are made as they are taken."""
-    job.source.decode_on(decode_device(job))
-    return _read(job, task, start, stop)
+    budget = budget_of(job)
+    host = decode_with_helpers if budget.decode_helpers else None
+    job.source.read_with(decode_device(job), host, budget.cache_bytes)
+    return _read(job, budget, task, start, stop)
 
 
-def _read(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
+def _read(job: Job, budget: WorkerBudget, task: Task, start: int, stop: int) -> Iterable[tuple[int, Any]]:
     batch = job.options.batch_size
     if task.items is not None:
         items = task.items[start - task.start : stop - task.start]
@@ -133,7 +137,7 @@ def _read(job: Job, task: Task, start: int, stop: int) -> Iterable[tuple[int, An
     source = job.source
     if batch:
         # A worker placed on a GPU stacks its batches in page-locked memory (`pinned_staging`).
-        staging = pinned_staging if placed(job) else None
+        staging = functools.partial(pinned_staging, kept=budget.pinned_kept) if budget.pinned else None
         batches = source.read_batches(start, stop, batch, staging)
         return list(zip(range(start, stop, batch), batches, strict=True))
     return zip(range(start, stop), source.read_block(start, stop, batch=False), strict=True)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakecompute.compute._options import draw_seed
-from lakecompute.compute._samples import SAMPLE_ROWS, InputRow, RowMeta, SampleOut, row_class
+from lakecompute.compute._sample_out import SampleOut
+from lakecompute.compute._samples import SAMPLE_ROWS, InputRow, RowMeta, row_class
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, InvalidTypeError, TransformError
 
 if TYPE_CHECKING:

@@ -54,6 +54,7 @@ class Speculation:
         batch_size: inputs per batch (None: no speculation).
         checkpoint_interval: a range never crosses a multiple of it (0: none).
         ignore_errors: whether the eval passes over failing inputs (no speculation).
+        batches: batches each other worker runs (the workers' budget's ``speculative_batches``).
 
     Attributes:
         preflight: the preflight task to run: its first batch only when there is speculation.
@@ -68,11 +69,13 @@ class Speculation:
         batch_size: int | None,
         checkpoint_interval: int,
         ignore_errors: bool,
+        batches: int = 1,
     ) -> None:
         self.preflight = preflight
         self.tasks: tuple[Task, ...] = ()
         if batch_size and preflight.items is None and not ignore_errors:
-            self.tasks = tuple(_ranges(preflight.start, length, workers, batch_size, checkpoint_interval))
+            ranges = _ranges(preflight.start, length, workers, batch_size, checkpoint_interval, batches)
+            self.tasks = tuple(ranges)
         if self.tasks:
             self.preflight = replace(preflight, stop=self.tasks[0].start)
         self._held: dict[int, TaskResult] = {}
@@ -127,13 +130,16 @@ def _stands(own: Decisions | None, decisions: Decisions, aligned: bool) -> bool:
     return all(decisions.ndims.get(name, ndim) == ndim for name, ndim in own.ndims.items())
 
 
-def _ranges(start: int, length: int, workers: int, batch_size: int, interval: int) -> Sequence[Task]:
-    """One batch for each worker but the preflight's, after the preflight's first batch, while each lies
-    inside the input and inside one checkpoint interval."""
+def _ranges(
+    start: int, length: int, workers: int, batch_size: int, interval: int, batches: int
+) -> Sequence[Task]:
+    """``batches`` batches for each worker but the preflight's, after the preflight's first batch, while
+    each lies inside the input and inside one checkpoint interval."""
     tasks = []
+    step = batch_size * batches
     for number in range(workers):  # 0: the preflight's first batch, which must fit as well
-        a = start + number * batch_size
-        b = min(length, a + batch_size)
+        a = start + batch_size + (number - 1) * step if number else start
+        b = min(length, a + (step if number else batch_size))
         if a >= length or (interval and a // interval != (b - 1) // interval):
             break
         if number:

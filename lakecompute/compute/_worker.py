@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import functools
 import operator
-import threading
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from lakecompute.compute._budget import budget_of
 from lakecompute.compute._checks import (
     BadValue,
     SchemaChecks,
@@ -32,7 +32,6 @@ from lakecompute.compute._checks import (
     check_values,
     value_owners,
 )
-from lakecompute.compute._inputs import estimate_bytes
 from lakecompute.compute._job import (
     PREFLIGHT_SCAN,
     Job,
@@ -45,7 +44,7 @@ from lakecompute.compute._job import (
     task_failure,
 )
 from lakecompute.compute._overlap import ReadAhead, Stages, WriteBehind, quick_switches
-from lakecompute.compute._plan import BLOCK_BYTES, block_size
+from lakecompute.compute._plan import block_size
 from lakecompute.compute._reading import read_ahead, read_samples, start_decoding_helpers
 from lakecompute.compute._runner import (
     StageFailure,
@@ -53,7 +52,8 @@ from lakecompute.compute._runner import (
     run_sample,
     user_failure,
 )
-from lakecompute.compute._samples import SampleOut
+from lakecompute.compute._sample_out import SampleOut
+from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.datasets import (
     Decisions,
     FailedSample,
@@ -62,9 +62,7 @@ from lakecompute.datasets import (
 from lakecompute.errors import InvalidSampleError
 from lakecompute.htypes import Encoded
 from lakecompute.schedulers import ProgressFn
-
-if TYPE_CHECKING:
-    pass
+from lakecompute.threads import start_thread
 
 __all__ = ["preflight", "run_task"]
 
@@ -83,7 +81,10 @@ class _TaskRun:
             job.source.expect(task.decided.read)
         self.progress = progress
         self.stages = stages_for(job.token, job.pipeline, job.parent_pid)
-        self.writer = TaskWriter(job.grant, task.decided.schema, task.number)
+        self.budget = budget_of(job)
+        self.writer = TaskWriter(
+            job.grant, task.decided.schema, task.number, self.budget.flush_bytes, self.budget.flush_threads
+        )
         self.names = task.decided.schema.names
         self.final = SampleOut(self.names)
         # The per-sample bookkeeping is the engine's overhead on small samples, so it works on plain
@@ -270,10 +271,11 @@ class _TaskRun:
         return [*map(operator.sub, (t0, t1), expected[:2]), *map(operator.sub, rest_target, expected[2:])]
 
     def _kept(self, index: int, before: list[int], after: list[int], usual: bool) -> list[int]:
-        """Mark a sample's outputs as kept (``usual``: it wrote ``expected``); drain once BLOCK_BYTES of
-        outputs are buffered. Returns the output lengths the next sample starts from.
+        """Mark a sample's outputs as kept (``usual``: it wrote ``expected``); drain once a block's bytes
+        (the budget's ``block_bytes``) of outputs are buffered. Returns the output lengths the next sample
+        starts from.
 
-        A block holds BLOCK_BYTES of *input*: a file name or an annotation's JSON in, an image and its
+        A block holds that many bytes of *input*: a file name or an annotation's JSON in, an image and its
         masks out, and a block of 8,192 inputs would hold gigabytes of outputs until its end (and every
         one of them a new allocation the kernel must fault in and zero)."""
         if not usual:
@@ -282,7 +284,8 @@ class _TaskRun:
         if not self.drain_every:  # the first sample that wrote something sets it
             grew = [v for values, b, a in zip(self.lists, before, after, strict=True) for v in values[b:a]]
             if grew:
-                self.drain_every = max(1, BLOCK_BYTES // max(1, sum(map(estimate_bytes, grew))))
+                outputs = sum(map(estimate_bytes, grew))
+                self.drain_every = max(1, self.budget.block_bytes // max(1, outputs))
         if not self.drain_every or len(self.marks) < self.drain_every:
             return after
         self.drain()
@@ -506,7 +509,8 @@ class _PreflightInputs:
 
     def block(self) -> int:
         """Inputs per block for every task, from the first input read."""
-        return block_size(self.read[0][1] if self.read else None, self.job.options.batch_size)
+        first = self.read[0][1] if self.read else None
+        return block_size(first, self.job.options.batch_size, budget_of(self.job).block_bytes)
 
 
 class _FirstRead:
@@ -518,8 +522,7 @@ class _FirstRead:
         self._read = functools.partial(read_samples, job, task, task.start, min(task.stop, task.start + step))
         self._pairs: list[tuple[int, Any]] = []
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="lakecompute-first-read", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("first-read", self._run)
 
     def _run(self) -> None:
         try:

@@ -36,7 +36,7 @@ from lakecompute.storage import Backend, BackendSpec, open_backend
 from lakecompute.versioned import DEFAULT_BRANCH, Manifest, Table, TensorState
 
 if TYPE_CHECKING:
-    from lakecompute.viewer import Viewer
+    from lakecompute.datasets._upward import Viewer
 
 __all__ = ["Dataset"]
 
@@ -356,7 +356,9 @@ class Dataset(_Samples, VersionControl):
 
     # -- display ---------------------------------------------------------------------------------
     def _repr_html_(self) -> str:
-        from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
+        from lakecompute.datasets._upward import (
+            dataset_html,  # the notebook view: summary table and thumbnails
+        )
 
         return dataset_html(self)
 
@@ -382,7 +384,7 @@ class Dataset(_Samples, VersionControl):
         Returns:
             The running `lakecompute.viewer.Viewer`, with ``.url``, ``.stop()`` and ``.wait()``.
         """
-        from lakecompute.viewer import serve  # the viewer sits above the dataset layer
+        from lakecompute.datasets._upward import serve  # the viewer sits above the dataset layer
 
         spec = self.location
         branch = self.branch

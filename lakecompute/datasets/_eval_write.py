@@ -121,13 +121,6 @@ def written_in_place(names: tuple[str, ...], decisions: Decisions, *, replace_al
     return names if replace_all else decisions.written
 
 
-#: A task's outputs buffered per tensor before they are written out: a few chunks, so that the writer
-#: thread stores every drain's outputs while the function makes the next (a 16 MiB buffer was written
-#: in bursts the function then waited for, and its last one after the task's last sample, with nothing
-#: left to overlap it: W1 at 0 workers 0.50 s against 0.45 s).
-TASK_FLUSH_BYTES = 4 << 20
-
-
 class TaskWriter:
     """Checks, buffers and writes one task's outputs into the slots its grant reserves for it.
 
@@ -135,14 +128,18 @@ class TaskWriter:
         grant: where the eval's tasks write.
         schema: the decided output schema.
         task: the task's number.
+        flush_bytes: a tensor's buffer is written out once it holds this many bytes (the worker's budget's).
+        flush_threads: threads storing the buffers of four tensors or more at once, at the task's end.
     """
 
-    def __init__(self, grant: SlotGrant, schema: OutputSchema, task: int) -> None:
+    def __init__(
+        self, grant: SlotGrant, schema: OutputSchema, task: int, flush_bytes: int, flush_threads: int
+    ) -> None:
         self._grant = grant
         self._task = task
         self._store = grant.open_store()
         self.schemas = dict(schema.tensors)
-        self._session = WriteSession(self._slot, TASK_FLUSH_BYTES)
+        self._session = WriteSession(self._slot, flush_bytes, flush_threads)
         self._fragments: dict[str, list[Fragment]] = {name: [] for name in schema.tensors}
 
     def _slot(self, spec: TensorSpec) -> SlotWriter:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
+    from lakecompute.datasets._upward import Expr
     from lakecompute.datasets._views import DatasetView
-    from lakecompute.select import Expr
 
 __all__ = ["Selecting"]
 
@@ -40,7 +40,7 @@ class Selecting:
             >>> ds.count_values("labels")
             {'dog': 2, 'cat': 1, 'emu': 0}
         """
-        from lakecompute.select import count_values
+        from lakecompute.datasets._upward import count_values
 
         return count_values(self._data(), what)
 
@@ -52,7 +52,7 @@ class Selecting:
             >>> ds.distinct("x")
             [1, 2, 3]
         """
-        from lakecompute.select import distinct
+        from lakecompute.datasets._upward import distinct
 
         return distinct(self._data(), what)
 
@@ -65,7 +65,7 @@ class Selecting:
             >>> ds.bounds("score")
             (0.25, 0.75)
         """
-        from lakecompute.select import bounds
+        from lakecompute.datasets._upward import bounds
 
         return bounds(self._data(), what)
 
@@ -80,7 +80,7 @@ class Selecting:
             >>> ds.sort("score", descending=True).score.numpy().tolist()
             [0.75, 0.5, 0.25]
         """
-        from lakecompute.select import sort_view
+        from lakecompute.datasets._upward import sort_view
 
         return sort_view(self._data(), key, descending)
 
@@ -93,7 +93,7 @@ class Selecting:
             >>> sorted(ds.shuffle(seed=0).x.numpy().tolist())
             [0, 1, 2, 3]
         """
-        from lakecompute.select import shuffle_view
+        from lakecompute.datasets._upward import shuffle_view
 
         return shuffle_view(self._data(), seed)
 
@@ -131,7 +131,7 @@ class Selecting:
             >>> view.boxes[0].numpy().tolist(), view.categories[0].numpy().tolist()
             ([[1.0, 1.0, 3.0, 3.0]], [0])
         """
-        from lakecompute.select import filter_labels_view
+        from lakecompute.datasets._upward import filter_labels_view
 
         return filter_labels_view(self._data(), expr, only_matches, tensors)
 

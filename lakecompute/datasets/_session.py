@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -11,9 +10,10 @@ import numpy as np
 from lakecompute.datasets._schema import TensorSchema
 from lakecompute.errors import InvalidSampleError
 from lakecompute.htypes import Encoded, TensorSpec
+from lakecompute.threads import thread_pool
 from lakecompute.versioned import Fragment, SampleBuffer, SlotWriter
 
-__all__ = ["FLUSH_BYTES", "WriteSession", "rank_of"]
+__all__ = ["FLUSH_BYTES", "WRITE_THREADS", "WriteSession", "rank_of"]
 
 FLUSH_BYTES = 16 << 20  # per tensor: large enough for chunk-sized writes, small enough for bounded memory
 
@@ -22,7 +22,8 @@ SlotSource = Callable[[TensorSpec], SlotWriter]
 # A flush of this many tensors or more stores their chunks from a few threads: each chunk is a file
 # created and renamed (~1 ms of waiting on the file system, little CPU), so they overlap well.
 _CONCURRENT_FROM = 4
-_WRITE_THREADS = 4
+#: Threads a dataset handle's flush stores its tensors' chunks from (an eval's task: its budget's).
+WRITE_THREADS = 4
 
 
 def rank_of(item: Encoded | np.ndarray | list[Encoded]) -> int | None:
@@ -43,11 +44,15 @@ class WriteSession:
     Args:
         slot_source: gives the slot writer a tensor writes into (called once per tensor).
         flush_bytes: a tensor's buffer is written out once it holds this many bytes.
+        threads: threads a flush of many tensors stores their chunks from.
     """
 
-    def __init__(self, slot_source: SlotSource, flush_bytes: int = FLUSH_BYTES) -> None:
+    def __init__(
+        self, slot_source: SlotSource, flush_bytes: int = FLUSH_BYTES, threads: int = WRITE_THREADS
+    ) -> None:
         self._slot_source = slot_source
         self.flush_bytes = flush_bytes
+        self.threads = threads
         self.buffers: dict[str, SampleBuffer] = {}
         self._writers: dict[str, SlotWriter] = {}
         self._ndims: dict[str, int] = {}
@@ -144,7 +149,7 @@ class WriteSession:
                 jobs.append((self._schema(schema), buf, self._writer(schema)))  # slots handed out in order
         if len(jobs) < _CONCURRENT_FROM:
             return {job[0].name: self._write(*job) for job in jobs}
-        with ThreadPoolExecutor(_WRITE_THREADS, thread_name_prefix="lakecompute-flush") as pool:
+        with thread_pool(self.threads, "flush") as pool:
             done = list(pool.map(lambda job: self._write(*job), jobs))
         return {job[0].name: frags for job, frags in zip(jobs, done, strict=True)}
 

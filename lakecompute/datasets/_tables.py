@@ -46,7 +46,7 @@ class TableVerbs:
             >>> ds[[2, 0]].to_arrow().column("x").to_pylist()
             [1, 3]
         """
-        from lakecompute.tables import to_arrow
+        from lakecompute.datasets._upward import to_arrow
 
         return to_arrow(self._table_data(), tensors)
 
@@ -65,7 +65,7 @@ class TableVerbs:
         Raises:
             InvalidArgumentError: as `to_arrow`, or a ``batch_size`` or ``max_bytes`` below 1.
         """
-        from lakecompute.tables import to_arrow_reader
+        from lakecompute.datasets._upward import to_arrow_reader
 
         return to_arrow_reader(self._table_data(), batch_size, tensors, max_bytes)
 
@@ -81,7 +81,7 @@ class TableVerbs:
         Raises:
             InvalidArgumentError: pandas is not installed, or as `to_arrow`.
         """
-        from lakecompute.tables import to_pandas
+        from lakecompute.datasets._upward import to_pandas
 
         return to_pandas(self._table_data(), tensors, batched, batch_size)
 
@@ -108,7 +108,7 @@ class TableVerbs:
             InvalidArgumentError: as `to_arrow`, or a remote path (``s3://``).
             StorageError: the file cannot be written (a full disk, no permission); it keeps what it held.
         """
-        from lakecompute.tables import to_parquet
+        from lakecompute.datasets._upward import to_parquet
 
         to_parquet(self._table_data(), path_or_file, tensors, row_group_size, row_group_bytes, progressbar)
 
@@ -120,6 +120,6 @@ class TableVerbs:
         Raises:
             InvalidArgumentError: Hugging Face ``datasets`` is not installed, or as `to_arrow`.
         """
-        from lakecompute.tables import to_hf
+        from lakecompute.datasets._upward import to_hf
 
         return to_hf(self._table_data(), tensors)

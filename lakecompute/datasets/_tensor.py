@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.datasets._objects import ObjectSelection
     from lakecompute.datasets._reader import ColumnReader
-    from lakecompute.loaders import TokenBlocks
+    from lakecompute.datasets._upward import TokenBlocks
 
 __all__ = ["Tensor", "TensorInfo", "TensorView"]
 
@@ -396,7 +396,7 @@ class Tensor(_Readable):
             >>> x.tolist(), y.tolist()
             ([4, 5, 6], [5, 6, 7])
         """
-        from lakecompute.loaders import blocks
+        from lakecompute.datasets._upward import blocks
 
         return blocks(self._ds, self.name, seq_len, next_token)
 

@@ -24,7 +24,7 @@ def filter_samples(data: Dataset | DatasetView, fn_or_mask: Any, options: dict[s
     if callable(fn_or_mask):
         # The mask is computed in memory by tasks like an eval's (see lakecompute.compute._mask): nothing
         # is written, so nothing is left behind and every node of a cluster can take part.
-        from lakecompute.compute import filter_mask
+        from lakecompute.datasets._upward import filter_mask
 
         mask = filter_mask(data, fn_or_mask, options) if n else np.zeros(0, dtype=bool)
     else:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from lakecompute.datasets._dataset import Dataset
     from lakecompute.datasets._objects import ObjectSelection
-    from lakecompute.loaders import Batches, LakeDataLoader, LoaderKwargs, TorchLoaderKwargs
+    from lakecompute.datasets._upward import Batches, LakeDataLoader, LoaderKwargs, TorchLoaderKwargs
 
 __all__ = ["DatasetView", "Row", "base_dataset", "column_list", "view_rows"]
 
@@ -104,7 +104,7 @@ class _Samples(_Reading, Selecting, TableVerbs):
             >>> tuple(next(ds[[9, 2, 5]].batches(2))["x"])  # a view
             (np.int16(9), np.int16(2))
         """
-        from lakecompute.loaders import LoaderOptions, batches
+        from lakecompute.datasets._upward import LoaderOptions, batches
 
         # Checked here once, at the user's call, and passed on whole.
         parsed = LoaderOptions.parse("batches", batch_size, options)
@@ -138,7 +138,7 @@ class _Samples(_Reading, Selecting, TableVerbs):
             InvalidArgumentError: torch is not installed (``pip install torch``), or
                 bad options as for `batches`.
         """
-        from lakecompute.loaders import LoaderOptions, pytorch
+        from lakecompute.datasets._upward import LoaderOptions, pytorch
 
         parsed = LoaderOptions.parse("pytorch", batch_size, options)
         return pytorch(cast("Dataset | DatasetView", self), tensors, parsed)
@@ -163,7 +163,7 @@ class _Samples(_Reading, Selecting, TableVerbs):
                 or a bad ``rows_per_block``.
             TensorDoesNotExistError: an unknown name in ``tensors``.
         """
-        from lakecompute.loaders import to_ray
+        from lakecompute.datasets._upward import to_ray
 
         return to_ray(cast("Dataset | DatasetView", self), tensors, rows_per_block)
 
@@ -200,7 +200,7 @@ class _Samples(_Reading, Selecting, TableVerbs):
             >>> ds.filter(lambda row: row.x.numpy() > 2, progressbar=False).x.numpy().tolist()
             [3, 8, 9]
         """
-        from lakecompute.select import Expr, filter_view
+        from lakecompute.datasets._upward import Expr, filter_view
 
         if isinstance(fn_or_mask, (str, Expr)):
             return filter_view(cast("Dataset | DatasetView", self), fn_or_mask)
@@ -262,7 +262,7 @@ class _Samples(_Reading, Selecting, TableVerbs):
         """Write the samples as a COCO annotations JSON, and their image files into ``images``, as they
         are stored unless ``image_format`` says otherwise (see `lakecompute.vision.export_coco`); returns
         the COCO dict."""
-        from lakecompute.vision import export_coco
+        from lakecompute.datasets._upward import export_coco
 
         return export_coco(
             cast("Dataset | DatasetView", self),
@@ -286,7 +286,7 @@ class _Samples(_Reading, Selecting, TableVerbs):
         `lakecompute.vision.export_yolo`; ``task="pose"`` writes boxes with keypoints; images as they are
         stored unless ``image_format`` says otherwise); returns what was written and left out (a
         `YoloExport`)."""
-        from lakecompute.vision import export_yolo
+        from lakecompute.datasets._upward import export_yolo
 
         return export_yolo(
             cast("Dataset | DatasetView", self),
@@ -454,7 +454,9 @@ class DatasetView(TakenAt, _Samples):
         return f"DatasetView(path={self.path!r}, version={self.version}, samples={len(self)}{shown}{how})"
 
     def _repr_html_(self) -> str:
-        from lakecompute.viz import dataset_html  # the notebook view: summary table and thumbnails
+        from lakecompute.datasets._upward import (
+            dataset_html,  # the notebook view: summary table and thumbnails
+        )
 
         return dataset_html(self._ds, self.positions)
 

@@ -8,8 +8,14 @@ codecs are split by family (``_generic``, ``_image``, ``_labels``, ``_text``, ``
 """
 
 from lakecompute.htypes._base import HTypeCodec, TensorRules, cast_checked
-from lakecompute.htypes._decoding import decode_in_processes, decode_many, decoding_processes
-from lakecompute.htypes._device import decoding_on, is_tensor, stack_on_device
+from lakecompute.htypes._decoding import decode_blobs, decode_many
+from lakecompute.htypes._device import (
+    HostDecode,
+    decode_on_host_with,
+    decoding_on,
+    is_tensor,
+    stack_on_device,
+)
 from lakecompute.htypes._registry import (
     CODECS,
     codec_registry,
@@ -44,6 +50,7 @@ __all__ = [
     "Encoded",
     "HType",
     "HTypeCodec",
+    "HostDecode",
     "StackedList",
     "Staging",
     "TensorRules",
@@ -51,11 +58,11 @@ __all__ = [
     "cast_checked",
     "check_new_tensor_name",
     "codec_registry",
-    "decode_in_processes",
+    "decode_blobs",
     "decode_many",
+    "decode_on_host_with",
     "decode_sample",
     "decoding_on",
-    "decoding_processes",
     "encode_batch",
     "encode_ragged",
     "encode_sample",

@@ -34,16 +34,20 @@ from lakecompute.errors import LakeComputeWarning
 from lakecompute.specs import TensorSpec
 
 __all__ = [
+    "HostDecode",
     "as_stored",
     "decode_on_device",
+    "decode_on_host_with",
     "decoding_device",
     "decoding_on",
+    "host_decoder",
     "is_tensor",
     "jpeg_mode",
     "stack_on_device",
 ]
 
-#: Decodes blobs on the host: `lakecompute.htypes.decode_many`'s own path (values, or errors in place).
+#: Decodes blobs on the host (values, or errors in place): `lakecompute.htypes.decode_blobs`, or a
+#: worker's decoding helpers.
 HostDecode = Callable[[TensorSpec, Sequence[tuple[Any, tuple[int, ...]]]], list[Any]]
 
 _state = threading.local()
@@ -56,19 +60,41 @@ _GRAY, _RGB = 1, 3
 
 
 @contextlib.contextmanager
-def decoding_on(device: str | None) -> Iterator[None]:
-    """Decode the JPEG images this thread reads on ``device`` (a torch device name) inside the block; None
-    decodes them on the host, as outside it. At its end this thread waits for what it queued on the device
-    (the decodes, copies and stacks): the values are ready before the function's thread takes them,
-    whatever CUDA stream that uses, and the wait is the reader's, not the model's."""
-    before = getattr(_state, "device", None), getattr(_state, "used", False)
-    _state.device, _state.used = device, False
+def decoding_on(device: str | None, host: HostDecode | None = None) -> Iterator[None]:
+    """Decode the JPEG images this thread reads on ``device`` (a torch device name) inside the block, and
+    what it decodes on the host through ``host`` (a worker's decoding helpers); None for either decodes
+    as outside the block (on the host, here). At its end this thread waits for what it queued on the
+    device (the decodes, copies and stacks): the values are ready before the function's thread takes
+    them, whatever CUDA stream that uses, and the wait is the reader's, not the model's."""
+    before = getattr(_state, "device", None), getattr(_state, "used", False), getattr(_state, "host", None)
+    _state.device, _state.used, _state.host = device, False, host
     try:
         yield
     finally:
         if _state.used:
             sys.modules["torch"].cuda.current_stream(device).synchronize()
-        _state.device, _state.used = before
+        _state.device, _state.used, _state.host = before
+
+
+#: What this process's reads decode on the host with where their thread was given nothing
+#: (`decode_on_host_with`: the runtime's decoding helpers, `lakecompute.compute.decode_in_processes`).
+_process_host: list[HostDecode] = []
+
+
+def decode_on_host_with(host: HostDecode | None) -> None:
+    """Decode what this process's threads read on the host through ``host`` from now on, where a thread
+    was given no host decoder of its own (`decoding_on`); None: here, the default. The runtime sets it
+    (a process's decoding helpers); this module runs nothing of its own."""
+    _process_host[:] = [] if host is None else [host]
+
+
+def host_decoder() -> HostDecode | None:
+    """What this thread decodes blobs on the host with: `decoding_on`'s ``host``, else this process's
+    (`decode_on_host_with`), else None: here."""
+    host: HostDecode | None = getattr(_state, "host", None)
+    if host is None and _process_host:
+        return _process_host[0]
+    return host
 
 
 def decoding_device() -> str | None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, RemoteError
 from lakecompute.parsing import Devices
+from lakecompute.perprocess import PerProcess
 
 __all__ = [
     "Placement",
@@ -172,14 +173,20 @@ def cuda_initialised() -> bool:
 
 # -- page-locked batches ------------------------------------------------------------------------------
 
-#: How many of the arrays `pinned_staging` gave out it keeps alive, the last ones (see there).
-PINNED_KEPT = 8
 
-_pinned_kept: collections.deque[np.ndarray] = collections.deque(maxlen=PINNED_KEPT)
-_pinned_failed = False
+class _Pinned:
+    """This process's page-locked batches: the last ones given out, kept alive (see `pinned_staging`), and
+    whether pinning failed here (then batches are plain arrays from then on)."""
+
+    def __init__(self) -> None:
+        self.kept: collections.deque[np.ndarray] = collections.deque()
+        self.failed = False
 
 
-def pinned_staging(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+_PINNED = PerProcess(_Pinned)
+
+
+def pinned_staging(shape: tuple[int, ...], dtype: np.dtype, kept: int) -> np.ndarray | None:
     """A new array of ``shape`` and ``dtype`` in page-locked (pinned) host memory, for a batch that a
     worker placed on a GPU stacks for its function, once this process has initialised CUDA through torch
     (the user's model is on the device); else None (a plain array will do).
@@ -191,12 +198,13 @@ def pinned_staging(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None
 
     The memory comes from torch's caching host allocator, which knows a copy queued from the start of a
     block and does not hand the block out again before the copy has run. For a copy of a part of it, the
-    last `PINNED_KEPT` arrays are kept alive here as well: a block is reused only after that many later
-    batches were read, by when the function that copied it has long returned its outputs (which waits for
-    the device). Memory that cannot be pinned is no error: the batches are plain arrays from then on.
+    last ``kept`` arrays (the worker's budget's) are kept alive here as well: a block is reused only after
+    that many later batches were read, by when the function that copied it has long returned its outputs
+    (which waits for the device). Memory that cannot be pinned is no error: the batches are plain arrays
+    from then on.
     """
-    global _pinned_failed
-    if _pinned_failed or not cuda_initialised():
+    pinned = _PINNED.get()
+    if pinned.failed or not cuda_initialised():
         return None
     torch = sys.modules["torch"]
     dtype = np.dtype(dtype)
@@ -205,9 +213,11 @@ def pinned_staging(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None
         raw = torch.empty(count * dtype.itemsize, dtype=torch.uint8, pin_memory=True)
         out: np.ndarray = raw.numpy().view(dtype).reshape(shape)
     except Exception:
-        _pinned_failed = True
+        pinned.failed = True
         return None
-    _pinned_kept.append(out)
+    pinned.kept.append(out)
+    while len(pinned.kept) > kept:
+        pinned.kept.popleft()
     return out
 
 

@@ -37,6 +37,7 @@ from lakecompute.schedulers._transport import (
     load,
     rebuild_exception,
 )
+from lakecompute.threads import start_thread
 
 __all__ = ["Pool", "StartMethod"]
 
@@ -372,10 +373,7 @@ class _StderrForwarder:
         """Close this process's copies of the write ends (the workers hold theirs) and start forwarding."""
         for writer in self.writers:
             writer.close()
-        self._thread = threading.Thread(
-            target=self._forward, name="lakecompute-stderr-forwarder", daemon=True
-        )
-        self._thread.start()
+        self._thread = start_thread("stderr-forwarder", self._forward)
 
     def _forward(self) -> None:
         while True:

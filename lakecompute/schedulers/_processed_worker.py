@@ -32,6 +32,7 @@ from lakecompute.schedulers._devices import CUDA_VISIBLE
 from lakecompute.schedulers._frames import send_frame
 from lakecompute.schedulers._seeding import reseed_globals
 from lakecompute.schedulers._transport import dump, load, load_task, pickle_exception, unsendable_result
+from lakecompute.threads import start_thread
 
 __all__ = ["STOP_SIGNALS", "worker_main"]
 
@@ -285,7 +286,7 @@ def _start_orphan_watchdog(parent_pid: int, by_fork_server: bool, leads_group: b
             os.killpg(0, signal.SIGKILL)
         os._exit(1)
 
-    threading.Thread(target=watch, name=f"lakecompute-orphan-watchdog-{parent_pid}", daemon=True).start()
+    start_thread(f"orphan-watchdog-{parent_pid}", watch)
 
 
 def _running(pid: int) -> bool:

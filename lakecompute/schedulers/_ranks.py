@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, cast
 
 from lakecompute.errors import InvalidArgumentError
+from lakecompute.perprocess import PerProcess
 from lakecompute.schedulers._base import (
     PAUSE,
     Job,
@@ -51,6 +52,7 @@ from lakecompute.schedulers._base import (
     pause_error,
 )
 from lakecompute.schedulers._transport import PickledError, dump, load, pickle_exception, rebuild_exception
+from lakecompute.threads import start_thread
 
 __all__ = [
     "DISTRIBUTED_ENV",
@@ -123,7 +125,8 @@ def job_ranks() -> Ranks | None:
     return Ranks(rank, world, local_rank, local_world, _job_store(dist))
 
 
-_STORES: dict[tuple[int, str, int], Any] = {}
+#: This process's clients of job stores, by address.
+_STORES: PerProcess[dict[tuple[str, int], Any]] = PerProcess(dict)
 
 
 def _job_store(dist: Any) -> Any:
@@ -136,13 +139,13 @@ def _job_store(dist: Any) -> Any:
             "Initialise the process group with the env:// rendezvous (torchrun, accelerate launch and "
             f"Lightning do), or set {DISTRIBUTED_ENV}=0 to run evals on each process alone."
         )
-    key = (os.getpid(), host, int(port))
-    store = _STORES.get(key)
+    stores, key = _STORES.get(), (host, int(port))
+    store = stores.get(key)
     if store is None:
         import datetime
 
         timeout = datetime.timedelta(seconds=rank_timeout())
-        store = _STORES[key] = dist.TCPStore(host, int(port), is_master=False, timeout=timeout)
+        store = stores[key] = dist.TCPStore(host, int(port), is_master=False, timeout=timeout)
     return store
 
 
@@ -288,16 +291,9 @@ class _Dispatch:
         self._paused = False
 
     def _start(self) -> None:
-        local = threading.Thread(target=self._serve_local, name="lakecompute-rank-0", daemon=True)
-        self._threads.append(local)
+        self._threads.append(start_thread("rank-0", self._serve_local))
         for rank in range(1, len(self._caps)):
-            self._threads.append(
-                threading.Thread(
-                    target=self._listen, args=(rank,), name=f"lakecompute-rank-{rank}", daemon=True
-                )
-            )
-        for thread in self._threads:
-            thread.start()
+            self._threads.append(start_thread(f"rank-{rank}", self._listen, rank))
 
     def _serve_local(self) -> None:
         try:
@@ -429,10 +425,7 @@ class RemoteInbox(Inbox):
     def __init__(self, channel: RankChannel, rank: int) -> None:
         super().__init__()
         self._closed = False
-        self._thread = threading.Thread(
-            target=self._listen, args=(channel, rank), name="lakecompute-rank-inbox", daemon=True
-        )
-        self._thread.start()
+        self._thread = start_thread("rank-inbox", self._listen, channel, rank)
 
     def _listen(self, channel: RankChannel, rank: int) -> None:
         try:

@@ -23,6 +23,7 @@ import multiprocess
 from lakecompute.schedulers._base import TaskFn
 from lakecompute.schedulers._pool import Pool
 from lakecompute.schedulers._transport import load_result, rebuild_exception
+from lakecompute.threads import start_thread
 
 __all__ = ["Service"]
 
@@ -62,8 +63,7 @@ class Service:
         self._stopping = False
         with _children_allowed():
             self._pool.start()
-        self._thread = threading.Thread(target=self._dispatch, name="lakecompute-service", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("service", self._dispatch)
 
     def submit(self, task: Any) -> Future[Any]:
         """Queue ``task``; its future gets the result, the task's exception, or the service's failure."""

@@ -41,6 +41,7 @@ from lakecompute.schedulers._base import (
     pause_error,
 )
 from lakecompute.schedulers._devices import Placement, place_workers
+from lakecompute.threads import PREFIX, start_thread
 
 __all__ = ["STOP_GRACE", "ThreadedScheduler"]
 
@@ -48,7 +49,7 @@ TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
 # Worker threads are named with this prefix so that tests (and people reading a stack dump) can find them.
-THREAD_NAME_PREFIX = "lakecompute-worker"
+THREAD_NAME_PREFIX = PREFIX + "worker"
 
 STOP_GRACE = 1.0
 """Seconds running tasks get to reach a cancellation point once a run is cancelled, before their threads
@@ -204,15 +205,8 @@ class _ThreadedRun(Generic[TaskT, ResultT]):
 
     def _start_threads(self) -> None:
         for worker in range(self._num_workers):
-            thread = threading.Thread(
-                target=self._work,
-                args=(worker,),
-                name=f"{THREAD_NAME_PREFIX}-{worker}",
-                # Daemon: a thread stuck in user code must never keep the interpreter from exiting.
-                daemon=True,
-            )
-            thread.start()
-            self._threads.append(thread)
+            # Daemon: a thread stuck in user code must never keep the interpreter from exiting.
+            self._threads.append(start_thread(f"worker-{worker}", self._work, worker))
 
     def _work(self, worker: int) -> None:
         """The body of a worker thread: run tasks until told to stop."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -32,6 +31,7 @@ from zarr.storage import WrapperStore
 
 from lakecompute.errors import InvalidArgumentError, StorageError
 from lakecompute.storage._backend import Backend, BackendSpec, check_key
+from lakecompute.threads import start_thread
 
 __all__ = ["S3_OPTIONS", "S3Backend", "open_s3_backend"]
 
@@ -262,9 +262,8 @@ class S3Backend(Backend):
 
         # The request runs in a thread so that the deadline holds even if some part of the
         # client (e.g. the credential chain's instance-metadata lookup) ignores our timeouts.
-        worker = threading.Thread(target=run, name="lakecompute-s3-probe", daemon=True)
         started = time.monotonic()
-        worker.start()
+        worker = start_thread("s3-probe", run)
         worker.join(_PROBE_DEADLINE)
         if not outcome:
             if _CLIENT_PID is not None and os.getpid() != _CLIENT_PID:

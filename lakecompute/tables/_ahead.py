@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final, TypeVar
 
+from lakecompute.threads import start_thread
+
 __all__ = ["ahead"]
 
 T = TypeVar("T")
@@ -52,9 +54,7 @@ def ahead(items: Iterator[T]) -> Iterator[T]:
     """
     ready: queue.Queue[Any] = queue.Queue(maxsize=1)
     gone = threading.Event()
-    thread = threading.Thread(target=_produce, args=(items, ready, gone), name="lakecompute-export-ahead")
-    thread.daemon = True
-    thread.start()
+    thread = start_thread("export-ahead", _produce, items, ready, gone)
     try:
         while True:
             got = ready.get()

@@ -25,6 +25,7 @@ import zarr
 
 from lakecompute.errors import InvalidArgumentError
 from lakecompute.storage import Backend, open_backend
+from lakecompute.threads import start_thread
 
 __all__ = ["BackendTests"]
 
@@ -85,9 +86,7 @@ class BackendTests:
             if b.create_exclusive("versions/00000003.json", f"writer {i}".encode()):
                 won.append(i)
 
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
+        threads = [start_thread(f"test-race-{i}", race, i) for i in range(8)]
         for t in threads:
             t.join(timeout=60)
         assert len(won) == 1

@@ -44,6 +44,7 @@ from lakecompute.errors import (
 )
 from lakecompute.specs import parse_tensor_spec
 from lakecompute.storage import Backend
+from lakecompute.threads import start_thread
 from lakecompute.versioned import BranchRef, Manifest, SampleBuffer, Table, TensorState
 
 __all__ = ["TableTests"]
@@ -180,9 +181,7 @@ class TableTests:
             except CommitConflictError as exc:
                 outcome[i] = exc
 
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
+        threads = [start_thread(f"test-race-{i}", race, i) for i in range(8)]
         for t in threads:
             t.join()
         won = [m for m in outcome.values() if isinstance(m, Manifest)]
@@ -205,9 +204,7 @@ class TableTests:
             start.wait()
             done[f"b{i}"] = self.commit(table, f"b{i}", message=f"on b{i}").version
 
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(6)]
-        for t in threads:
-            t.start()
+        threads = [start_thread(f"test-write-{i}", write, i) for i in range(6)]
         for t in threads:
             t.join()
         assert sorted(done.values()) == list(range(1, 7))

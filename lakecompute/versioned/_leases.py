@@ -36,7 +36,9 @@ import weakref
 from dataclasses import dataclass
 
 from lakecompute.errors import DatasetCorruptError, LeaseExpiredError
+from lakecompute.perprocess import PerProcess
 from lakecompute.storage import TEMP_PREFIX, Backend
+from lakecompute.threads import start_thread
 from lakecompute.versioned._keys import LEASES, lease_key
 
 __all__ = [
@@ -140,7 +142,7 @@ class Lease:
             self.held = True
             self.ids.add(seg_id)
             self._put()
-        _keeper().add(self)
+        _KEEPER.get().add(self)
 
     def _unbroken(self) -> bool:
         """Whether the stored lease has covered its ids without a break up to now (under the lock)."""
@@ -234,21 +236,22 @@ class Lease:
 
 
 class _Keeper:
-    """The daemon thread that renews every lease of this process."""
+    """The daemon thread that renews every lease of this process (one per process: `_KEEPER`)."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.leases: weakref.WeakSet[Lease] = weakref.WeakSet()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.wake = threading.Event()
+        # A process started by multiprocessing leaves through os._exit, without atexit, after running
+        # the finalizers registered in it (it clears those inherited from its parent).
+        multiprocessing.util.Finalize(None, _at_exit, exitpriority=0)
 
     def add(self, lease: Lease) -> None:
         with self.lock:
             self.leases.add(lease)
             if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="lakecompute-leases", daemon=True)
-                self.thread.start()
+                self.thread = start_thread("leases", self._run)
 
     def _run(self) -> None:
         while not self.wake.wait(RENEW_SECONDS):
@@ -258,8 +261,6 @@ class _Keeper:
                 lease.tick()
 
     def drop_all(self) -> None:
-        if self.pid != os.getpid():
-            return
         self.wake.set()
         with self.lock:
             leases = list(self.leases)
@@ -267,44 +268,28 @@ class _Keeper:
             lease.drop()
 
 
-_KEEPER: _Keeper | None = None
-_KEEPER_LOCK = threading.Lock()
-
-
-def _keeper() -> _Keeper:
-    global _KEEPER
-    with _KEEPER_LOCK:
-        if _KEEPER is None or _KEEPER.pid != os.getpid():
-            _KEEPER = _Keeper()
-            # A process started by multiprocessing leaves through os._exit, without atexit, after running
-            # the finalizers registered in it (it clears those inherited from its parent).
-            multiprocessing.util.Finalize(None, _at_exit, exitpriority=0)
-        return _KEEPER
-
-
-def _after_fork() -> None:
-    # The child has no keeper thread, and the parent's locks may have been held at fork time.
-    global _KEEPER, _KEEPER_LOCK
-    _KEEPER = None
-    _KEEPER_LOCK = threading.Lock()
+#: This process's keeper: a forked child has none of its parent's (the thread stayed behind), and makes
+#: its own if it writes.
+_KEEPER = PerProcess(_Keeper)
 
 
 def _at_exit() -> None:
-    if _KEEPER is not None:
-        _KEEPER.drop_all()
+    keeper = _KEEPER.peek()
+    if keeper is not None:
+        keeper.drop_all()
 
 
 def let_go_released(url: str) -> None:
     """Delete now the files of this process's released leases on the dataset at ``url``."""
-    if _KEEPER is None or _KEEPER.pid != os.getpid():
+    keeper = _KEEPER.peek()
+    if keeper is None:
         return
-    with _KEEPER.lock:
-        leases = [lease for lease in _KEEPER.leases if lease.backend.url == url]
+    with keeper.lock:
+        leases = [lease for lease in keeper.leases if lease.backend.url == url]
     for lease in leases:
         lease.let_go()
 
 
-os.register_at_fork(after_in_child=_after_fork)
 atexit.register(_at_exit)
 
 

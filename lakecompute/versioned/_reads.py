@@ -14,11 +14,11 @@ again, and finds it whole.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
 from lakecompute.errors import DatasetCorruptError, DatasetNotFoundError
+from lakecompute.perprocess import PerProcess
 from lakecompute.storage import Backend
 from lakecompute.versioned._header import VersionHeader
 from lakecompute.versioned._keys import version_key
@@ -33,22 +33,14 @@ _REMEMBERED = 64
 #: The longest chain of deltas read: lakecompute writes at most `MAX_DEPTH`; a longer one was made by hand.
 _LONGEST_CHAIN = 4 * MAX_DEPTH
 _cache: OrderedDict[tuple[str, int, bytes], Manifest] = OrderedDict()
-_lock = threading.Lock()
-
-
-def _after_fork() -> None:
-    # A child forked while another thread held the lock would wait for it forever.
-    global _lock
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+#: Guards `_cache`; a forked child gets a new one (it inherits the manifests: their bytes name them).
+_lock = PerProcess(threading.Lock)
 
 
 def remember(backend: Backend, data: bytes, manifest: Manifest) -> None:
     """Remember ``manifest`` as what the stored bytes ``data`` of its version read as."""
     key = (backend.spec.url, manifest.version, data)
-    with _lock:
+    with _lock.get():
         _cache[key] = manifest
         _cache.move_to_end(key)
         while len(_cache) > _REMEMBERED:
@@ -58,13 +50,13 @@ def remember(backend: Backend, data: bytes, manifest: Manifest) -> None:
 def forget_manifests() -> None:
     """Forget every manifest this process remembers: the next read of each reads its whole chain (for
     tests of what is stored)."""
-    with _lock:
+    with _lock.get():
         _cache.clear()
 
 
 def _remembered(backend: Backend, version: int, data: bytes) -> Manifest | None:
     key = (backend.spec.url, version, data)
-    with _lock:
+    with _lock.get():
         found = _cache.get(key)
         if found is not None:
             _cache.move_to_end(key)

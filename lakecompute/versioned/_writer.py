@@ -10,7 +10,6 @@ segments the writer made for the eval (its `SlotGrant`), from other processes to
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 from zarr.abc.store import Store
 
 from lakecompute.errors import LakeComputeError
+from lakecompute.perprocess import PerProcess
 from lakecompute.specs import TensorSpec
 from lakecompute.storage import ArrayCache, Backend, BackendSpec, open_backend
 from lakecompute.versioned._compact import Rows, is_compact, write_stream, write_typed
@@ -181,33 +181,37 @@ class SlotGrant:
         return SlotWriter(_segment_for(self.out, store, seg), slot, concurrent=False)
 
 
-# Per process: the output store of each location, opened once (remote clients are costly to build, and
-# must be built in the process that uses them: they do not survive a fork).
-_STORES: dict[tuple[int, str, str], Store] = {}
-_STORES_LOCK = threading.Lock()
+class _Opened:
+    """What this process has opened for the tasks it runs: the output store of each location (remote
+    clients are costly to build, and must be built in the process that uses them: they do not survive a
+    fork), and the segments tasks write into, opened once for every task and tensor (see `OpenSegment`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stores: dict[tuple[str, str], Store] = {}
+        self.segments: dict[tuple[str, str], OpenSegment] = {}
+
+
+_OPENED = PerProcess(_Opened)
 
 
 def _store_for(spec: BackendSpec) -> Store:
-    key = (os.getpid(), spec.url, json.dumps(spec.storage_options, sort_keys=True, default=str))
-    with _STORES_LOCK:
-        store = _STORES.get(key)
+    opened = _OPENED.get()
+    key = (spec.url, json.dumps(spec.storage_options, sort_keys=True, default=str))
+    with opened.lock:
+        store = opened.stores.get(key)
         if store is None:
-            for old in [k for k in _STORES if k[0] != key[0]]:
-                del _STORES[old]  # inherited from a parent process: never usable here
-            store = _STORES[key] = open_backend(spec.url, spec.storage_options).zarr_store()
+            store = opened.stores[key] = open_backend(spec.url, spec.storage_options).zarr_store()
     return store
 
 
-# Per process: the segments tasks write into, opened once for every task and tensor (see `OpenSegment`).
-_SEGMENTS: dict[tuple[int, str, str], OpenSegment] = {}
-
-
 def _segment_for(out: BackendSpec, store: Store, seg: str) -> OpenSegment:
-    key = (os.getpid(), out.url, seg)
-    with _STORES_LOCK:
-        segment = _SEGMENTS.get(key)
+    opened = _OPENED.get()
+    key = (out.url, seg)
+    with opened.lock:
+        segment = opened.segments.get(key)
         if segment is None:
-            if len(_SEGMENTS) >= 64:
-                _SEGMENTS.clear()  # segments of evals long finished (or of a parent process)
-            segment = _SEGMENTS[key] = OpenSegment(store, seg)
+            if len(opened.segments) >= 64:
+                opened.segments.clear()  # segments of evals long finished
+            segment = opened.segments[key] = OpenSegment(store, seg)
     return segment

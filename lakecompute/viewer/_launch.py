@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import ipaddress
 import sys
-import threading
 import webbrowser
 from typing import Any
 from urllib.parse import urlencode
 
 from lakecompute.errors import InvalidArgumentError, warn
 from lakecompute.parsing import parse_count, parse_flag
+from lakecompute.threads import start_thread
 from lakecompute.viewer._app import ViewerApp
 from lakecompute.viewer._server import ViewerServer
 from lakecompute.viewer._source import DatasetSource
@@ -47,8 +47,7 @@ class Viewer:
     def __init__(self, server: ViewerServer, url: str) -> None:
         self.server = server
         self.url = url
-        self._thread = threading.Thread(target=server.serve_forever, name="lakecompute-viewer", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("viewer", server.serve_forever)
 
     @property
     def running(self) -> bool:

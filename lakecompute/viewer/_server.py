@@ -1,4 +1,5 @@
-"""The viewer's HTTP server: the standard library's ``ThreadingHTTPServer``, read-only, local by default.
+"""The viewer's HTTP server: the standard library's ``HTTPServer``, a thread per request, read-only, local by
+default.
 
 What it answers is a fixed table: the pages (``/``, ``/sample/N``, ``/versions``, ``/diff``: one static
 page whose script reads the URL), the page's own assets by exact name (``/static/viewer.js``, ...: read from
@@ -26,7 +27,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from typing import Any, ClassVar, Final
 from urllib.parse import urlsplit
@@ -41,6 +42,7 @@ from lakecompute.errors import (
     SampleIndexError,
     TensorDoesNotExistError,
 )
+from lakecompute.threads import RequestThreads
 from lakecompute.viewer._app import ViewerApp
 from lakecompute.viewer._params import Params, parse_query
 
@@ -234,8 +236,10 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.write(f"lakecompute view: {self.address_string()} {format % args}\n")
 
 
-class ViewerServer(ThreadingHTTPServer):
-    """The viewer's server: ``ThreadingHTTPServer`` with the routes of the module docstring.
+class ViewerServer(RequestThreads, HTTPServer):
+    """The viewer's server: ``HTTPServer`` answering each request on a thread of its own
+    (`lakecompute.threads.RequestThreads`, as ``ThreadingHTTPServer``), with the routes of the module
+    docstring.
 
     Args:
         address: ``(host, port)`` to bind (port 0: any free one).
@@ -244,8 +248,7 @@ class ViewerServer(ThreadingHTTPServer):
         verbose: log every request on stderr.
     """
 
-    daemon_threads = True  # a request in progress never keeps the process alive
-    block_on_close = False
+    block_on_close = False  # a request in progress never keeps the process alive (daemon threads)
 
     def __init__(
         self, address: tuple[str, int], app: ViewerApp, loopback: bool, verbose: bool = False

@@ -8,7 +8,6 @@ differs between libraries; reading, checking, seeding and writing back are here,
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError
+from lakecompute.perprocess import PerProcess
 
 __all__ = ["Moved", "Targets", "check_objects", "kept", "read_targets", "seeded", "write_back"]
 
@@ -182,21 +182,13 @@ def write_back(
 
 # Each library draws from a generator shared by the whole process (torch's global one; the one an
 # albumentations pipeline keeps on itself), so seeding it and drawing from it must not interleave between
-# threads (the threaded scheduler, a loader's threads): the lock makes seed-then-transform one step.
-_SEEDED = threading.Lock()
-
-
-def _new_lock() -> None:
-    global _SEEDED
-    _SEEDED = threading.Lock()
-
-
-# A child forked while another thread held the lock would wait for it forever: it starts with a new one.
-os.register_at_fork(after_in_child=_new_lock)
+# threads (the threaded scheduler, a loader's threads): the lock makes seed-then-transform one step. A
+# child forked while another thread held it gets a new one.
+_SEEDED = PerProcess(threading.Lock)
 
 
 @contextmanager
 def seeded() -> Iterator[None]:
     """Hold this process's augmentation lock: seeding a library and drawing from it is one step."""
-    with _SEEDED:
+    with _SEEDED.get():
         yield

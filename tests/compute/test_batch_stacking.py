@@ -116,4 +116,4 @@ def test_no_page_locked_memory_without_cuda_initialised_here() -> None:
     from lakecompute.schedulers import cuda_initialised, pinned_staging
 
     assert not cuda_initialised()
-    assert pinned_staging((2, 3), np.dtype(np.uint8)) is None
+    assert pinned_staging((2, 3), np.dtype(np.uint8), kept=8) is None

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import lakecompute as lc
 from lakecompute.compression import encode_image
 from lakecompute.compute import EvalOptions
-from lakecompute.compute._inputs import estimate_bytes
+from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.htypes._device import (
     as_stored,
     decoding_device,

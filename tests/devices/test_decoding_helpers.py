@@ -1,6 +1,7 @@
-"""Images decoded in helper processes (`lakecompute.htypes.decode_in_processes`), as a worker placed on a
-GPU does so that its GIL is the model's: the same values as decoding here, a sample that does not decode
-reported as itself, a helper that dies replaced by decoding here, nothing left in shared memory."""
+"""Images decoded in helper processes (`lakecompute.compute._decoders`: the host decoder a worker placed
+on a GPU gives its reads), so that its GIL is the model's: the same values as decoding here, a sample
+that does not decode reported as itself, a helper that dies replaced by decoding here, nothing left in
+shared memory."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.compression import encode_image
+from lakecompute.compute._decoders import decode_in_processes, decode_with_helpers, decoding_processes
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, LakeComputeWarning
-from lakecompute.htypes import decode_in_processes, decode_many, decoding_processes, parse_tensor_spec
+from lakecompute.htypes import decode_many, decoding_on, parse_tensor_spec
 from tests.helpers import wait_until
 from tests.storage.test_integrity_paths import _undecodable_png
 
@@ -60,7 +62,7 @@ def test_helpers_decode_what_this_process_would(compression: str) -> None:
     decode_in_processes(0)
     here = decode_many(spec, blobs)
     decode_in_processes(2)
-    there = decode_many(spec, blobs)
+    there = decode_with_helpers(spec, blobs)
     assert len(there) == len(here) == 40
     for a, b in zip(here, there, strict=True):
         assert a.shape == b.shape
@@ -87,7 +89,7 @@ def test_blobs_as_array_views_and_shapes_of_numpy_integers_are_sent_as_given() -
             blobs.append((spaced[::2], shape))
         else:
             blobs.append((blob, shape))
-    there = decode_many(parse_tensor_spec("images", htype="image", sample_compression="png"), blobs)
+    there = decode_with_helpers(parse_tensor_spec("images", htype="image", sample_compression="png"), blobs)
     assert len(there) == 40
     for image, value in zip(images, there, strict=True):
         np.testing.assert_array_equal(value, image)
@@ -99,20 +101,21 @@ def test_a_blob_that_does_not_decode_comes_back_as_its_error() -> None:
     decoded."""
     blobs = _blobs(_images(12), "jpeg")
     blobs[5] = (b"\xff\xd8 not a jpeg", (24, 32, 3))
-    values = decode_many(SPEC, blobs)
+    values = decode_with_helpers(SPEC, blobs)
     assert isinstance(values[5], InvalidArgumentError)
     assert "Cannot" in str(values[5])
     assert all(isinstance(v, np.ndarray) for k, v in enumerate(values) if k != 5)
 
 
 def test_a_damaged_sample_read_through_helpers_is_the_same_corrupt_dataset(tmp_path: Path) -> None:
-    """A stored PNG whose chunk passes its checksum but which does not decode: read through the helpers,
-    the same DatasetCorruptError (tensor, position, chunk) as decoding here."""
+    """A stored PNG whose chunk passes its checksum but which does not decode: read through the helpers
+    (the host decoder of the reading thread, as a placed worker's reads), the same DatasetCorruptError
+    (tensor, position, chunk) as decoding here."""
     damaged = _undecodable_png(tmp_path / "ds")
     errors = []
     for helpers in (0, 2):
         decode_in_processes(helpers)
-        with pytest.raises(DatasetCorruptError) as info:
+        with pytest.raises(DatasetCorruptError) as info, decoding_on(None, decode_with_helpers):
             lc.load(str(damaged.path)).img[0:20].numpy()
         errors.append(str(info.value))
     decode_in_processes(0)
@@ -125,14 +128,14 @@ def test_a_helper_that_dies_is_replaced_by_decoding_here() -> None:
     """SIGKILL every helper: the next read warns once, decodes here, and gives the right values; this
     process then has no helpers."""
     blobs = _blobs(_images(16), "png")
-    decode_many(SPEC, blobs)  # the helpers are up and have worked
+    decode_with_helpers(SPEC, blobs)  # the helpers are up and have worked
     helpers = _helper_pids()
     assert len(helpers) == 2
     for pid in helpers:
         os.kill(pid, signal.SIGKILL)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        values = decode_many(SPEC, blobs)
+        values = decode_with_helpers(SPEC, blobs)
     png = parse_tensor_spec("images", htype="image", sample_compression="png")
     decode_in_processes(0)
     for a, b in zip(values, decode_many(png, blobs), strict=True):
@@ -143,11 +146,33 @@ def test_a_helper_that_dies_is_replaced_by_decoding_here() -> None:
     assert _leftovers() == []
 
 
+@pytest.mark.usefixtures("helpers")
+def test_this_processs_own_reads_go_through_its_helpers() -> None:
+    """With helpers started (`lakecompute.compute.decode_in_processes`, as docs/model-columns.md says), the
+    caller's own reads (`decode_many`, outside any worker) are decoded by them: with the helpers killed,
+    its next read warns that it decodes itself, and gives the right values."""
+    blobs = _blobs(_images(16), "png")
+    png = parse_tensor_spec("images", htype="image", sample_compression="png")
+    expected = decode_many(png, blobs)  # through the helpers: they are up and have worked
+    helpers = _helper_pids()
+    assert len(helpers) == 2
+    for pid in helpers:
+        os.kill(pid, signal.SIGKILL)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = decode_many(png, blobs)
+    assert [w.category for w in caught] == [LakeComputeWarning]
+    for a, b in zip(values, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+    decode_in_processes(0)
+    assert decode_many(png, blobs)[0].shape == expected[0].shape  # here, once they are stopped
+
+
 def test_stopping_the_helpers_ends_their_processes() -> None:
     """decode_in_processes(0) (also what this process's exit does) ends every helper and leaves no file
     in shared memory."""
     decode_in_processes(2)
-    decode_many(SPEC, _blobs(_images(16), "jpeg"))
+    decode_with_helpers(SPEC, _blobs(_images(16), "jpeg"))
     helpers = _helper_pids()
     assert len(helpers) == 2
     decode_in_processes(0)
@@ -167,7 +192,7 @@ def test_a_forked_child_decodes_itself_not_through_its_parents_helpers() -> None
     pid = os.fork()
     if pid == 0:  # the child: report, then leave without running the parent's exit hooks
         ok = decoding_processes() == 0 and all(
-            np.array_equal(a, b) for a, b in zip(decode_many(png, blobs), expected, strict=True)
+            np.array_equal(a, b) for a, b in zip(decode_with_helpers(png, blobs), expected, strict=True)
         )
         os.write(write, b"1" if ok else b"0")
         os._exit(0)

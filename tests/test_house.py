@@ -179,22 +179,13 @@ def test_the_engine_only_methods_are_off_the_users_dataset(name: str) -> None:
     )
 
 
-#: Known breaches, each with what must happen: they landed with issue 44's disk cache (in the files its
-#: helper owns) while issue 43 was open. Remove an entry once it is fixed; add none.
-KNOWN_BREACHES = {
-    "storage/_cache.py": "607 lines: the chunk cache's disk-cache reads (warm, _remote_chunks) move out",
-    "storage/_diskcache.py": "DiskCache._SHARED and its lock reset by a fork hook: to become a PerProcess",
-}
-
-
 def test_files_stay_under_600_lines() -> None:
     """No module of the package passes 600 lines (the table's packages and the layers on either side
     of it, the engine and the runtime included)."""
     long = {
         name: n
         for p in PACKAGE.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > 600
-        and (name := str(p.relative_to(PACKAGE))) not in KNOWN_BREACHES
+        if (n := len(p.read_text().splitlines())) > 600 and (name := str(p.relative_to(PACKAGE)))
     }
     assert long == {}
 
@@ -305,7 +296,7 @@ def test_htypes_imports_no_runtime() -> None:
 
 def test_no_state_is_keyed_by_process_id() -> None:
     """Per-process state is a `PerProcess` (the four dicts keyed by ``os.getpid()`` went)."""
-    assert [f for f in pid_keyed(PACKAGE) if f.split(":")[0] not in KNOWN_BREACHES] == []
+    assert pid_keyed(PACKAGE) == []
 
 
 def test_the_scans_find_what_they_look_for(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from zarr.storage import LocalStore
 from lakecompute.errors import DatasetCorruptError
 from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError, chunk_folder
 from lakecompute.storage._direct import DirectChunks, StoredChunk
+from lakecompute.storage._remote import chunks_covered
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
@@ -307,15 +308,7 @@ class ArrayCache:
         if self.remote is None or len(starts) < 2:
             return
         arr, size, _ = self._known(path)
-        first = starts // size
-        last = (starts + np.maximum(lengths, 1) - 1) // size
-        if bool(np.all(last - first <= 1)):  # runs within a chunk or across one edge: the common case
-            covered = np.unique(np.concatenate((first, last)))
-        else:
-            covered = np.unique(
-                np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last, strict=True)])
-            )
-        wanted = [c for c in covered.tolist() if (path, c) not in self._chunks]
+        wanted = [c for c in chunks_covered(starts, lengths, size) if (path, c) not in self._chunks]
         found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
         if not found:
             return

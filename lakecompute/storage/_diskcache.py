@@ -39,12 +39,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, ClassVar, Final, Literal
+from typing import BinaryIO, Final, Literal
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
 
 from lakecompute.errors import StorageError, warn
 from lakecompute.localfiles import abandoned_partial, atomic_file, write_atomic
+from lakecompute.perprocess import PerProcess
 from lakecompute.storage._cachespec import CacheSpec
 
 __all__ = ["CacheInfo", "CachedDataset", "DiskCache", "about_note", "namespace"]
@@ -139,14 +140,13 @@ class DiskCache:
         spec: the folder and the bound.
     """
 
-    _SHARED: ClassVar[dict[CacheSpec, DiskCache]] = {}
-    _SHARED_LOCK: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(self, spec: CacheSpec) -> None:
         self.spec = spec
         self.root = os.path.join(spec.directory, ROOT)
-        self._lock = threading.Lock()
-        self._lock_fd: tuple[int, int] | None = None  # (pid, fd): a forked child opens its own
+        # This process's: a forked child's copy of a lock another thread held at the fork is held
+        # forever, and a child shares its parent's descriptor, and so its flock: it opens its own.
+        self._lock = PerProcess(threading.Lock)
+        self._lock_fd = PerProcess(self._open_lock_file)
         self._broken: str | None = None
         self._warned = False
         self._noted: set[str] = set()
@@ -154,10 +154,11 @@ class DiskCache:
     @classmethod
     def shared(cls, spec: CacheSpec) -> DiskCache:
         """This process's cache for ``spec`` (one per folder and bound)."""
-        with cls._SHARED_LOCK:
-            cache = cls._SHARED.get(spec)
+        caches, lock = _SHARED.get()
+        with lock:
+            cache = caches.get(spec)
             if cache is None:
-                cache = cls._SHARED[spec] = cls(spec)
+                cache = caches[spec] = cls(spec)
             return cache
 
     @property
@@ -328,13 +329,11 @@ class DiskCache:
 
     # -- the bound ------------------------------------------------------------------------------
     def _lock_file(self) -> int:
-        pid = os.getpid()
-        if self._lock_fd is None or self._lock_fd[0] != pid:
-            # A forked child shares its parent's descriptor, and so its flock: it opens its own.
-            self._prepare()
-            fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
-            self._lock_fd = (pid, fd)
-        return self._lock_fd[1]
+        return self._lock_fd.get()
+
+    def _open_lock_file(self) -> int:
+        self._prepare()
+        return os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
 
     def _prepare(self) -> None:
         os.makedirs(self.root, exist_ok=True)
@@ -345,7 +344,7 @@ class DiskCache:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[int]:
         """The cache's exclusive lock, between this process's threads and other processes alike."""
-        with self._lock:
+        with self._lock.get():
             fd = self._lock_file()
             deadline = time.monotonic() + _LOCK_WAIT
             delay = 0.0005
@@ -512,14 +511,11 @@ class DiskCache:
         )
 
 
-def _after_fork() -> None:
-    # A child forked while another thread held a lock would wait for it forever: it starts afresh (its
-    # caches open their own lock files anyway, `DiskCache._lock_file`).
-    DiskCache._SHARED_LOCK = threading.Lock()
-    DiskCache._SHARED.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+#: This process's caches by spec, and the lock that guards them: a forked child starts with none (a
+#: lock another thread held at the fork would be held there forever).
+_SHARED: PerProcess[tuple[dict[CacheSpec, DiskCache], threading.Lock]] = PerProcess(
+    lambda: ({}, threading.Lock())
+)
 
 
 #: The name of an entry's file (`DiskCache._path`): hex digits 2..40 of the digest of its key.

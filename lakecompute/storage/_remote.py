@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
     from lakecompute.storage._cache import ArrayCache
 
-__all__ = ["Fills", "RemoteChunks"]
+__all__ = ["Fills", "RemoteChunks", "chunks_covered"]
 
 #: How many items of chunk ``c`` (of ``size`` items) of the array at ``path`` the version read uses
 #: ``(path, c, size)``: 0 for none, or an array the format does not let the cache keep.
@@ -171,6 +171,16 @@ class RemoteChunks:
             # Its checksum held, so the store holds it so (a chunk written damaged): the store's bytes.
             reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
             raise cache.damaged(layout.key(path, c), reason) from exc
+
+
+def chunks_covered(starts: np.ndarray, lengths: np.ndarray | int, size: int) -> list[int]:
+    """The chunks (of ``size`` items) that runs of ``lengths`` items from ``starts`` cover, sorted."""
+    first = starts // size
+    last = (starts + np.maximum(lengths, 1) - 1) // size
+    if bool(np.all(last - first <= 1)):  # runs within a chunk or across one edge: the common case
+        return list(np.unique(np.concatenate((first, last))).tolist())
+    runs = [np.arange(a, b + 1) for a, b in zip(first, last, strict=True)]
+    return list(np.unique(np.concatenate(runs)).tolist())
 
 
 async def _on_threads(fn: Callable[[int], _T], items: list[int]) -> list[_T]:

@@ -105,15 +105,15 @@ def share_cpu_threads(workers: int, forked: bool = False) -> int | None:
     a matmul in the caller). Workers started by the fork server (which never runs an operator) get the
     share."""
     torch = sys.modules.get("torch")
-    if forked and torch is not None and hasattr(torch, "set_num_threads"):
-        torch.set_num_threads(1)
-        torch = None
+    set_threads = getattr(torch, "set_num_threads", None)
+    if forked and set_threads is not None:
+        set_threads(1)
     if "OMP_NUM_THREADS" in os.environ:
         return None
     share = max(1, usable_cpus() // max(1, workers))
     os.environ["OMP_NUM_THREADS"] = str(share)
-    if torch is not None and hasattr(torch, "set_num_threads"):
-        torch.set_num_threads(share)
+    if not forked and set_threads is not None:
+        set_threads(share)
     return share
 
 

@@ -130,10 +130,13 @@ def test_first_input_is_read_while_the_model_loads(tmp_path: Path, workers: int)
     )
     assert out.y.numpy().tolist() == [2 * i for i in range(40)]
     inits = {p.name: p.read_text() for p in (tmp_path / "inits").iterdir()}
-    assert len(inits) == workers, inits
+    # The preflight's worker builds first. The warm-up meant for the second goes to the shared queue: on a
+    # busy machine the first worker may take it (and the 40 inputs) before the second has started, and
+    # then only one worker ever builds. Every build that ran is checked below.
+    assert 1 <= len(inits) <= workers, inits
     reader = (tmp_path / "reads" / "0").read_text()
     assert reader != str(os.getpid()), "input 0 was read in the caller, not in a worker"
-    assert sorted(inits.values()) == [reader] * workers, f"a load ended before input 0 was read: {inits}"
+    assert sorted(inits.values()) == [reader] * len(inits), f"a load ended before input 0 was read: {inits}"
 
 
 class FirstReadFails(LoggedReads):

@@ -7,7 +7,11 @@ shuffled batches of 256 in this process (``num_workers=0``), so that the rows co
 worker pools. Rows:
 
 * epoch 2 from the cache (``lc.load(url, cache_dir=...)``, epoch 1 filled it) against epoch 2 of the
-  same dataset on local disk; the target is >= 0.9x;
+  same dataset on local disk, each read by a new process (a job started after the one that filled the
+  cache: what a disk cache is for), timed there from the loader's making to its last batch; the target
+  is >= 0.9x. Read again in the process that filled the cache (no target): there an epoch's time turns
+  on what the allocator hands its decoded chunks (memory the process has, or new pages faulted in: 120 MB,
+  30,000 faults, ~50 ms), on either side;
 * epoch 1 from S3 (filling the cache) against litdata's ``StreamingDataset`` over the same server (its
   data written by ``litdata.optimize`` to a local folder, then uploaded), epoch 1 with a cold cache of
   its own, where litdata is installed (the full lane).
@@ -19,9 +23,12 @@ with a cold cache folder for epoch 1.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -68,13 +75,36 @@ def _ours(url: str, options: dict[str, Any], local: str) -> dict[str, float]:
     try:
         remote = lc.load(url, storage_options=options, cache_dir=cache, cache_size="1GB")
         out["S3 epoch 1"] = _epoch(remote, 0)
-        out["S3 epoch 2, cached"] = _epoch(lc.load(url, storage_options=options, cache_dir=cache), 1)
+        out["S3 epoch 2, cached"] = _epoch_in_process(url, options, cache)
+        out["S3 epoch 2, cached, here"] = _epoch(lc.load(url, storage_options=options, cache_dir=cache), 1)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     disk = lc.load(local)
     _epoch(disk, 0)  # as the cached run: its second epoch
-    out["local epoch 2"] = _epoch(lc.load(local), 1)
+    out["local epoch 2"] = _epoch_in_process(local, None, None)
+    out["local epoch 2, here"] = _epoch(lc.load(local), 1)
     return out
+
+
+def _epoch_in_process(url: str, options: dict[str, Any] | None, cache: str | None) -> float:
+    """Epoch 2 read by a new process (a training job started after the one that filled the cache), timed
+    there as `_epoch` times it: from the loader's making to its last batch, the dataset loaded before."""
+    args = json.dumps([url, options, cache])
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.s3_cache", args],
+        capture_output=True, text=True, check=True, timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )  # fmt: skip
+    return float(proc.stdout.split()[-1])
+
+
+def _epoch_here(args: str) -> None:
+    """`_epoch_in_process`'s side: prints the epoch's seconds."""
+    import lakecompute as lc
+
+    url, options, cache = json.loads(args)
+    ds = lc.load(url, storage_options=options, cache_dir=cache) if cache else lc.load(url)
+    print(_epoch(ds, 1))
 
 
 def _litdata_upload(tmp: str, images: np.ndarray, labels: np.ndarray, server: Any, bucket: str) -> str:
@@ -172,7 +202,7 @@ def s3_cache(opts: Any) -> list[Row]:
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"\n{n:,} samples (3x32x32 uint8 + label), shuffled batches of {BATCH}, median of {runs}:")
     for key, value in med.items():
-        print(f"  {key:<22} {value:7.3f} s  {rate(n, value):9.0f} samples/s")
+        print(f"  {key:<26} {value:7.3f} s  {rate(n, value):9.0f} samples/s")
     note = f"{n:,} samples; runs: "
     rows = [
         Row(
@@ -184,7 +214,15 @@ def s3_cache(opts: Any) -> list[Row]:
             ok=med["S3 epoch 2, cached"] * 0.9 <= med["local epoch 2"],
             baseline_name="the same dataset on local disk, epoch 2",
             note=note + ", ".join(f"{x:.2f}" for x in times["S3 epoch 2, cached"]) + " s",
-        )
+        ),
+        Row(
+            "the same, in the process that filled the cache",
+            rate(n, med["S3 epoch 2, cached, here"]),
+            rate(n, med["local epoch 2, here"]),
+            "samples/s",
+            baseline_name="the same dataset on local disk, epoch 2, in one process",
+            note=note + ", ".join(f"{x:.2f}" for x in times["S3 epoch 2, cached, here"]) + " s",
+        ),
     ]
     if "litdata epoch 1" in med:
         rows.append(
@@ -198,3 +236,7 @@ def s3_cache(opts: Any) -> list[Row]:
             )
         )
     return rows
+
+
+if __name__ == "__main__":
+    _epoch_here(sys.argv[1])

@@ -299,3 +299,36 @@ def test_ignore_check_catches_a_back_door_and_a_stale_line() -> None:
         "lakecompute.datasets._upward -> lakecompute.viz is ignored but no module imports it: remove the "
         "line",
     ]
+
+
+_VERBS_SCRIPT = """
+import sys
+import lakecompute as lc
+
+ds = lc.empty(sys.argv[1], overwrite=True)
+with ds:
+    ds.create_tensor("labels", htype="class_label", class_names=["cat", "dog"])
+    ds.labels.extend([0, 1, 1])
+assert sum(len(b["labels"]) for b in ds.batches(2)) == 3
+assert len(ds.filter(lc.col("labels") == "dog")) == 2
+assert ds.count_values("labels") == {"cat": 1, "dog": 2}
+assert ds.to_arrow().num_rows == 3
+print("torch imported:", "torch" in sys.modules)
+"""
+
+
+def test_a_handles_verbs_never_import_torch(tmp_path: Path) -> None:
+    """``ds.batches()``, ``ds.filter(expr)``, ``count_values`` and ``to_arrow`` in a fresh process leave torch
+    unimported: the door imported the torch loader's class at its top, and the first verb of every process
+    paid torch's import (1.1 s)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _VERBS_SCRIPT, str(tmp_path / "ds")],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "torch imported: False"

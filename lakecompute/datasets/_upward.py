@@ -17,10 +17,11 @@ than two modules.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lakecompute.compute import filter_mask
 from lakecompute.loaders import (
     Batches,
-    LakeDataLoader,
     LoaderKwargs,
     LoaderOptions,
     TokenBlocks,
@@ -44,6 +45,9 @@ from lakecompute.tables import to_arrow, to_arrow_reader, to_hf, to_pandas, to_p
 from lakecompute.viewer import Viewer, serve
 from lakecompute.vision import export_coco, export_yolo
 from lakecompute.viz import dataset_html
+
+if TYPE_CHECKING:
+    from lakecompute.loaders import LakeDataLoader
 
 __all__ = [
     "Batches",
@@ -76,3 +80,13 @@ __all__ = [
     "to_parquet",
     "to_ray",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``LakeDataLoader``, imported on first use: it imports torch, which took the first ``ds.batches()``,
+    ``ds.filter()`` or ``ds.to_pandas()`` of a process 1.1 s when this module imported it."""
+    if name == "LakeDataLoader":
+        from lakecompute.loaders import LakeDataLoader
+
+        return LakeDataLoader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -121,10 +121,7 @@ def _import_torch() -> None:
 
 def _class_labels(source: RowSource | TokenSource) -> tuple[str, ...]:
     """The class_label tensors a source reads (their values arrive as int64)."""
-    if not isinstance(source, RowSource):
-        return ()
-    ds = source.snapshot.open()
-    return tuple(name for name in source.tensors if htype_declaration(ds[name].htype).labels)
+    return source.labels if isinstance(source, RowSource) else ()
 
 
 def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> LakeDataLoader:
@@ -142,7 +139,9 @@ def make_dataloader(source: RowSource | TokenSource, options: LoaderOptions) -> 
 
 def _rows(data: Dataset | DatasetView, tensors: str | Sequence[str] | None) -> RowSource:
     snap = snapshot(data)
-    return RowSource(snap, _tensor_names(snap.tensors, tensors))
+    names = _tensor_names(snap.tensors, tensors)
+    labels = tuple(name for name in names if htype_declaration(data[name].htype).labels)
+    return RowSource(snap, names, labels)
 
 
 def batches(

@@ -56,10 +56,14 @@ class RowSource:
     Attributes:
         snapshot: the dataset version and the view's positions.
         tensors: the tensors read.
+        labels: those of them that are class labels (their values arrive as int64), known where the
+            source is described (opening the version again to learn them costs a store client and a
+            manifest read: on S3, two requests).
     """
 
     snapshot: Snapshot
     tensors: tuple[str, ...]
+    labels: tuple[str, ...] = ()
 
     @property
     def length(self) -> int:

@@ -30,6 +30,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -39,9 +40,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Final, Literal
+from typing import Final, Literal
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
+import numpy as np
 
 from lakecompute.errors import StorageError, warn
 from lakecompute.localfiles import abandoned_partial, atomic_file, write_atomic
@@ -150,6 +152,7 @@ class DiskCache:
         self._broken: str | None = None
         self._warned = False
         self._noted: set[str] = set()
+        self._scratch = threading.local()  # each thread's buffer that entries are read into (`_buffer`)
 
     @classmethod
     def shared(cls, spec: CacheSpec) -> DiskCache:
@@ -171,10 +174,17 @@ class DiskCache:
         digest = hashlib.sha256(key.encode()).hexdigest()
         return os.path.join(self.root, ns, digest[:2], digest[2:40])
 
-    def read(self, ns: str, key: str, need: int) -> bytes | None:
+    def read(self, ns: str, key: str, need: int) -> memoryview | None:
         """The bytes of chunk ``key`` of namespace ``ns`` as stored *without their crc32c* (verified
         here), if an entry holds at least its first ``need`` items final and passes its checks; None
-        otherwise (a damaged entry is removed)."""
+        otherwise (a damaged entry is removed).
+
+        The bytes are a view of this thread's read buffer, valid until its next `read`: a caller decodes
+        them at once (or copies them). A buffer used again keeps the pages it has: a new object of a
+        chunk's size per read took fresh pages from the system on most epochs (glibc maps blocks at
+        its threshold, which the last one freed had raised to their size), 12-17 thousand page faults
+        an epoch over 102 chunks of 1 MiB, a third of its time.
+        """
         path = self._path(ns, key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -233,10 +243,13 @@ class DiskCache:
             return None
         return fill, size, start
 
-    def _body(self, f: BinaryIO, on_disk: int, identity: str, need: int) -> bytes | Literal[False] | None:
+    def _body(
+        self, f: io.BufferedIOBase, on_disk: int, identity: str, need: int
+    ) -> memoryview | Literal[False] | None:
         """An entry's chunk without its crc32c, once every check passes; None when it holds too few items
         (it will be replaced), False when it is damaged (truncated, flipped, another entry's). The chunk
-        is read as one object and checked in place: a copy of a MiB costs more than its checksum."""
+        is read into this thread's buffer (`read`) and checked in place: a copy of a MiB costs more than
+        its checksum."""
         parsed = self._header(f.read(_HEAD.size + len(identity.encode()) + _CRC), identity)
         if parsed is None:
             return False
@@ -245,10 +258,22 @@ class DiskCache:
             return False
         if fill < need:
             return None
-        body, crc = f.read(size - _CRC), f.read(_CRC)
-        if len(body) != size - _CRC or int(google_crc32c.value(body)).to_bytes(_CRC, "little") != crc:
+        whole = self._buffer(size)
+        if f.readinto(whole) != size:
+            return False
+        body, crc = whole[:-_CRC].toreadonly(), whole[-_CRC:]
+        # google_crc32c takes no memoryview (it asks for a buffer that needs no release); an array of it can
+        if int(google_crc32c.value(np.frombuffer(body, np.uint8))).to_bytes(_CRC, "little") != crc:
             return False
         return body
+
+    def _buffer(self, size: int) -> memoryview:
+        """``size`` bytes of this thread's read buffer (grown by replacing it: views of the old one that
+        a caller still holds stay valid)."""
+        buffer: bytearray | None = getattr(self._scratch, "buffer", None)
+        if buffer is None or len(buffer) < size:
+            buffer = self._scratch.buffer = bytearray(size)
+        return memoryview(buffer)[:size]
 
     def _discard(self, path: str) -> None:
         with contextlib.suppress(OSError):

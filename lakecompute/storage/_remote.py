@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
@@ -49,8 +49,6 @@ Fills = Callable[[str, int, int], int]
 #: Chunks fetched at once by one read (bounds the bytes held before they are decoded: 64 MiB chunks at
 #: most, `MAX_CHUNK_BYTES`, so at most a few hundred MiB in the worst case, a few MiB in practice).
 _FETCH_GROUP = 16
-
-_T = TypeVar("_T")
 
 
 class _Layout:
@@ -131,9 +129,10 @@ class RemoteChunks:
             data = self.disk.read(self.ns, layout.key(path, c), self.fills(path, c, layout.size))
             return None if data is None else self._decode(cache, layout, path, c, data)
 
-        # Entries are read, checked and decoded on zarr's I/O threads when there are several: file reads,
-        # crc32c and zstd release the GIL, and the same chunks on local disk are read so, by zarr.
-        held = sync(_on_threads(from_disk, wanted)) if len(wanted) > 1 else [from_disk(c) for c in wanted]
+        # Entries are read, checked and decoded here, one after another, as the same chunks on local
+        # disk are (`DirectChunks`): on zarr's I/O threads (asyncio.to_thread) a shuffled epoch of 40,000
+        # 3 KB rows from a warm cache took 0.174-0.34 s against 0.147-0.20 s read so (15 epochs each).
+        held = [from_disk(c) for c in wanted]
         found = {c: values for c, values in zip(wanted, held, strict=True) if values is not None}
         self.hits += len(found)
         missing = [c for c in wanted if c not in found]
@@ -175,18 +174,19 @@ class RemoteChunks:
 
 def chunks_covered(starts: np.ndarray, lengths: np.ndarray | int, size: int) -> list[int]:
     """The chunks (of ``size`` items) that runs of ``lengths`` items from ``starts`` cover, sorted."""
+    if len(starts) == 0:
+        return []
     first = starts // size
     last = (starts + np.maximum(lengths, 1) - 1) // size
     if bool(np.all(last - first <= 1)):  # runs within a chunk or across one edge: the common case
-        return list(np.unique(np.concatenate((first, last))).tolist())
+        # Marked in a mask, not sorted (np.unique): a loader asks this of every batch (9 against 25 µs
+        # for a batch of 256 over 120 chunks).
+        covered = np.zeros(int(last.max()) + 1, dtype=bool)
+        covered[first] = True
+        covered[last] = True
+        return list(np.flatnonzero(covered).tolist())
     runs = [np.arange(a, b + 1) for a, b in zip(first, last, strict=True)]
     return list(np.unique(np.concatenate(runs)).tolist())
-
-
-async def _on_threads(fn: Callable[[int], _T], items: list[int]) -> list[_T]:
-    """``fn`` of each of ``items``, run on the event loop's default executor (zarr's loop: no thread of
-    ours)."""
-    return await asyncio.gather(*(asyncio.to_thread(fn, item) for item in items))
 
 
 async def _get_all(store: Store, keys: list[str]) -> list[bytes | None]:

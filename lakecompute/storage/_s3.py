@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -30,6 +32,7 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
 from lakecompute.errors import InvalidArgumentError, StorageError
+from lakecompute.perprocess import PerProcess
 from lakecompute.storage._backend import Backend, BackendSpec, check_key
 from lakecompute.threads import start_thread
 
@@ -76,6 +79,14 @@ _CONFLICT_RETRIES = 8
 # The process that created the first S3 client here. A forked child inherits it, and obstore
 # calls hang in such a child, so a probe that times out there says so instead of blaming the network.
 _CLIENT_PID: int | None = None
+
+# This process's clients, by everything they are made from (the bucket, the prefix, the options and the
+# AWS_* environment the credential chain reads): a loader's open, a worker's and the user's handle on
+# one dataset share one client instead of building one each (4 ms, and a connection pool, apiece). A
+# forked child makes its own (`PerProcess`): clients do not survive a fork.
+_CLIENTS: PerProcess[OrderedDict[tuple[Any, ...], Any]] = PerProcess(OrderedDict)
+_CLIENTS_KEPT = 16
+_CLIENTS_LOCK = PerProcess(threading.Lock)
 
 
 def _parse_options(url: str, storage_options: dict[str, Any]) -> dict[str, Any]:
@@ -195,7 +206,8 @@ class S3Backend(Backend):
         )
 
     def _make_client(self, probe: bool) -> Any:
-        """An obstore ``S3Store`` rooted at the prefix; ``probe`` for the quick, no-retry check."""
+        """An obstore ``S3Store`` rooted at the prefix; ``probe`` for the quick, no-retry check (made
+        anew each time), else this process's client for the same settings (`_CLIENTS`)."""
         try:
             from obstore.store import S3Store
         except ImportError as exc:
@@ -206,6 +218,34 @@ class S3Backend(Backend):
         global _CLIENT_PID
         if _CLIENT_PID is None:
             _CLIENT_PID = os.getpid()
+        config, client, retry = self._client_settings(probe)
+
+        def make() -> Any:
+            return S3Store(
+                self.bucket,
+                prefix=self.prefix or None,
+                config=config,  # type: ignore[arg-type]  # a plain dict with S3Config's keys
+                client_options=client,  # type: ignore[arg-type]  # a plain dict with ClientConfig's keys
+                retry_config=retry,  # type: ignore[arg-type]  # a plain dict with RetryConfig's keys
+            )
+
+        if probe:
+            return make()
+        environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+        settings = tuple(tuple(sorted(part.items())) for part in (config, client, retry))
+        key = (self.bucket, self.prefix, settings, environment)
+        with _CLIENTS_LOCK.get():
+            clients = _CLIENTS.get()
+            store = clients.get(key)
+            if store is None:
+                store = clients[key] = make()
+                while len(clients) > _CLIENTS_KEPT:
+                    clients.popitem(last=False)
+            clients.move_to_end(key)
+            return store
+
+    def _client_settings(self, probe: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """The client's ``config``, ``client_options`` and ``retry_config`` (obstore's names)."""
         opts = self._options
         config: dict[str, Any] = dict(self._credentials())
         client: dict[str, Any] = {}
@@ -230,13 +270,7 @@ class S3Backend(Backend):
                 "max_retries": int(opts.get("max_retries", 5)),
                 "retry_timeout": timedelta(seconds=float(opts.get("retry_timeout", 120.0))),
             }
-        return S3Store(
-            self.bucket,
-            prefix=self.prefix or None,
-            config=config,  # type: ignore[arg-type]  # a plain dict with S3Config's keys
-            client_options=client,  # type: ignore[arg-type]  # a plain dict with ClientConfig's keys
-            retry_config=retry,  # type: ignore[arg-type]  # a plain dict with RetryConfig's keys
-        )
+        return config, client, retry
 
     def check(self) -> None:
         """Make one quick request to find out whether the location is usable.

@@ -303,3 +303,37 @@ def test_s3_overwrite_and_delete_refuse_other_objects(
     lc.from_numpy(beside, {"x": np.arange(3)}, storage_options=storage_options)
     assert lc.empty(beside, overwrite=True, storage_options=storage_options).version == 0
     assert backend.read("notes.txt") == b"keep me"
+
+
+def test_one_client_per_settings_in_a_process(
+    bucket: str, storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Handles and loaders on one dataset share this process's client (made once); other options, or
+    another AWS_* environment for the credential chain to read, get a client of their own."""
+    import obstore.store
+
+    from lakecompute.storage import _s3
+
+    made: list[object] = []
+    real = obstore.store.S3Store
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs.get("prefix"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(obstore.store, "S3Store", counted)
+    monkeypatch.setattr(_s3, "_CLIENTS", _s3.PerProcess(_s3.OrderedDict))  # none kept from other tests
+    url = f"s3://{bucket}/shared-client"
+    ds = lc.empty(url, storage_options=storage_options)
+    with ds:
+        ds.create_tensor("x", dtype="int64")
+        ds.x.extend(list(range(10)))
+    assert len(made) == 2  # the new dataset's probe (its own, never shared) and the handle's client
+    assert sum(len(b["x"]) for b in ds.batches(4)) == 10  # the loader opens the version again
+    assert lc.load(url, storage_options=storage_options).x.numpy().tolist() == list(range(10))
+    assert len(made) == 2  # the loader's open and the load share the handle's client
+    lc.load(url, storage_options={**storage_options, "timeout": 30})
+    assert len(made) == 4  # another setting: its first open probes, and it gets a client of its own
+    monkeypatch.setenv("AWS_PROFILE", "another")
+    lc.load(url, storage_options=storage_options)
+    assert len(made) == 5  # the credential chain reads AWS_*: not the same client (the probe is per options)

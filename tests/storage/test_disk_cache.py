@@ -203,3 +203,43 @@ def test_abandoned_partial_tells_a_killed_writers_file_from_a_live_ones() -> Non
     assert abandoned_partial(f".{'a' * 38}.{os.getpid()}.k2j4h1.partial") is False
     for name in ("a" * 38, f".{'a' * 38}.x.k2j4h1.partial", ".partial", "lock", f"{'a' * 38}.1.k.partial"):
         assert abandoned_partial(name) is None, name
+
+
+def test_entries_are_read_into_a_reused_buffer_without_losing_earlier_views(tmp_path: Path) -> None:
+    """A read returns a read-only view of the thread's buffer: the same buffer again for an entry that fits
+    in it, a larger new one for an entry that does not (a view taken before stays whole)."""
+    cache = DiskCache(CacheSpec(str(tmp_path), 10**7))
+    small, other, large = _entry_bytes(1000, 1), _entry_bytes(900, 2), _entry_bytes(5000, 3)
+    for key, payload in (("s", small), ("o", other), ("l", large)):
+        cache.write("a" * 32, key, 1, payload, "{}")
+    first = cache.read("a" * 32, "s", 1)
+    assert first is not None
+    assert first == small[:-4]
+    assert first.readonly
+    with pytest.raises(TypeError):
+        first[0] = 0  # type: ignore[index]  # a caller cannot change what the next reader is given
+    second = cache.read("a" * 32, "o", 1)
+    assert second is not None
+    assert second == other[:-4]
+    assert first.obj is second.obj  # the same buffer, reused: no new pages for every entry read
+    grown = cache.read("a" * 32, "l", 1)
+    assert grown is not None
+    assert grown == large[:-4]
+    assert grown.obj is not second.obj
+    assert second == other[:-4]  # the view taken before the buffer grew still holds its bytes
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 300)), max_size=40),
+    st.integers(1, 700),
+)
+def test_chunks_covered_are_the_chunks_the_runs_touch(runs: list[tuple[int, int]], size: int) -> None:
+    """`chunks_covered` (a mask for runs within one chunk or across one edge, else each run's range) equals
+    the chunks counted item by item (a run of 0 items counts its start's chunk)."""
+    from lakecompute.storage._remote import chunks_covered
+
+    starts = np.array([s for s, _ in runs], dtype=np.int64)
+    lengths = np.array([n for _, n in runs], dtype=np.int64)
+    expected = sorted({(s + k) // size for s, n in runs for k in range(max(n, 1))})
+    assert chunks_covered(starts, lengths, size) == expected

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from lakecompute.errors import StorageError
+from lakecompute.threads import start_thread
 
 __all__ = [
     "abandoned_partial",
@@ -88,6 +89,7 @@ def _replacing(path: str, tidy: bool = True) -> Iterator[tuple[int, str]]:
     folder, name = os.path.split(os.path.abspath(path))
     prefix = f".{name[:100]}."
     tmp = None
+    replaced = _hold_if_large(path)
     try:
         if tidy:
             _remove_abandoned_partials(folder, prefix)
@@ -96,12 +98,49 @@ def _replacing(path: str, tidy: bool = True) -> Iterator[tuple[int, str]]:
         yield fd, tmp
         os.replace(tmp, path)
         tmp = None
+        if replaced is not None:
+            start_thread("drop-replaced", os.close, replaced)
+            replaced = None
     except OSError as exc:
         raise storage_error(path, exc) from exc
     finally:
+        if replaced is not None:  # not replaced: the file stays, and closing it frees nothing
+            os.close(replaced)
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
+
+
+#: A file replaced that is at least this large has its blocks freed after the call returns.
+_LARGE = 64 << 20
+
+
+def _hold_if_large(path: str) -> int | None:
+    """A descriptor of the file at ``path`` when it is a large one about to be replaced (its cached pages
+    let go first), else None.
+
+    * The rename that replaces a file frees the old file's blocks, unless it is still open: then they
+      are freed when the last descriptor closes. Closing it on a thread after the rename returns that
+      time to the caller: replacing a 237 MB export took 45 ms more than writing it anew (on a disk
+      mounted with ``discard``, which trims every freed block), and 0.1 ms so. A kill before the close
+      frees them as the kernel closes the process's descriptors.
+    * Its pages in the page cache are dropped before its successor is written, which then reuses them
+      instead of taking memory the system has not used yet: on this project's VMs, where such memory is
+      faulted in by the host, a new 237 MB file written beside the old one took 0.5 s, and 0.07-0.15 s
+      into memory let go by a file of the same size.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None  # nothing there, a link (replaced itself, not followed), or not ours to read
+    try:
+        if os.fstat(fd).st_size >= _LARGE:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages go; dirty ones stay
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _remove_abandoned_partials(folder: str, prefix: str) -> None:

@@ -31,7 +31,7 @@ import zarr
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
 
-from lakecompute.storage import plain_chain, temp_name
+from lakecompute.storage import encode_zstd, plain_chain, temp_name
 from lakecompute.versioned._keys import SEGMENTS, TENSORS, segment_key
 
 if TYPE_CHECKING:
@@ -331,7 +331,7 @@ class _ChunkPut:
     def _encoded(self, raw: np.ndarray) -> tuple[bytes, ...]:
         """A chunk's file as the parts written one after the other (the checksum is written after the
         encoded bytes, not appended to a copy of them: a megabyte copied per chunk)."""
-        data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
+        data = raw.tobytes() if self._encode is None else encode_zstd(raw, self._encode)
         if self._checksum:
             # As zarr's Crc32cCodec: the checksum of the bytes, stored after them as a little-endian uint32.
             return data, int(google_crc32c.value(data)).to_bytes(4, "little")

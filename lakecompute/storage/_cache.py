@@ -35,9 +35,9 @@ from zarr.abc.store import Store
 from zarr.storage import LocalStore
 
 from lakecompute.errors import DatasetCorruptError
-from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError, chunk_folder
+from lakecompute.storage._checked import DECODE_ERRORS, CheckedStore, MissingChunkError, chunk_folder, stored
 from lakecompute.storage._direct import DirectChunks, StoredChunk
-from lakecompute.storage._remote import chunks_covered
+from lakecompute.storage._remote import chunk_span, chunks_covered
 
 if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
@@ -118,7 +118,6 @@ class ArrayCache:
         self._per_row: dict[str, int] = {}  # items per row (1 for a 1-D array)
         self._dtypes: dict[str, np.dtype[Any]] = {}  # zarr's .dtype costs ~20 us a call
         self._chunks: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
-        self._held: dict[str, int] = {}  # chunks held in ``_chunks`` by array path
         self._bytes = 0
         # Sliding-window views of cached chunks by run width: building one costs ~50 us, more than
         # cutting a batch's runs out of it, so it is kept as long as its chunk.
@@ -170,7 +169,7 @@ class ArrayCache:
         except Exception as exc:  # zarr raises many types for a missing or damaged zarr.json
             if isinstance(exc, MemoryError):
                 raise
-            if not _exists(self.store, key):
+            if not stored(self.store, key):
                 raise self.damaged(key, "the array's metadata is missing") from None
             raise self.damaged(
                 key, f"the array's metadata does not parse ({type(exc).__name__}: {exc})"
@@ -203,7 +202,6 @@ class ArrayCache:
     def clear(self) -> None:
         with self._lock:
             self._chunks.clear()
-            self._held.clear()
             self._windows.clear()
             self._bytes = 0
             self._index_rows.clear()
@@ -217,7 +215,6 @@ class ArrayCache:
         old = self._chunks.pop(key, None)
         if old is not None:
             self._bytes -= old.nbytes
-            self._held[key[0]] -= 1
             self._windows.pop(key, None)
 
     def _fetch(self, path: str, arr: zarr.Array[Any], start: int, stop: int) -> np.ndarray:
@@ -307,7 +304,9 @@ class ArrayCache:
         if self.remote is None or len(starts) < 2:
             return
         arr, size, _ = self._known(path)
-        if self._holds_span(path, starts, lengths, size):
+        # Once every chunk from the first the runs touch to the last is held (a loader's batches after its
+        # first few), `chunks_covered` is skipped: its arrays cost 60 µs a batch amid the batch's copies.
+        if all((path, c) in self._chunks for c in chunk_span(starts, lengths, size)):
             return
         wanted = [c for c in chunks_covered(starts, lengths, size) if (path, c) not in self._chunks]
         found = self._remote_chunks(path, arr, wanted) if len(wanted) > 1 else None
@@ -316,18 +315,6 @@ class ArrayCache:
         with self._lock:
             self._keep({(path, c): values for c, values in found.items() if (path, c) not in self._pending})
 
-    def _holds_span(self, path: str, starts: np.ndarray, lengths: np.ndarray | int, size: int) -> bool:
-        """Whether every chunk from the first that runs of ``lengths`` items from ``starts`` touch to the
-        last is held: a loader's batches after its first few, which then skip `chunks_covered` (its
-        arrays cost 60 µs a batch amid the batch's copies, against ~3 µs for two reductions and a look
-        at each held chunk)."""
-        held = self._held.get(path, 0)
-        if held == 0:
-            return False
-        first = int(starts.min()) // size
-        last = (int(starts.max()) + max(int(np.max(lengths)), 1) - 1) // size
-        return last - first < held and all((path, c) in self._chunks for c in range(first, last + 1))
-
     def _keep(self, chunks: dict[tuple[str, int], np.ndarray]) -> None:
         """Hold ``chunks`` decoded (replacing what is held of them), then drop the least recently used
         ones past the budget (the newest kept). Under the lock."""
@@ -335,7 +322,6 @@ class ArrayCache:
             self._drop(key)
             self._chunks[key] = values
             self._bytes += values.nbytes
-            self._held[key[0]] = self._held.get(key[0], 0) + 1
         while self._bytes > self.max_bytes and len(self._chunks) > 1:
             self._drop(next(iter(self._chunks)))
 
@@ -480,7 +466,7 @@ class ArrayCache:
         if (path, c) in self._chunks or (self.remote is not None and self.remote.holds(path, arr, c)):
             return  # decoded here, or kept (verified) in the disk cache: it was stored
         key = self._chunk_key(path, arr, row)
-        if not _exists(self.store, key):
+        if not stored(self.store, key):
             raise self.damaged(key, "the chunk is missing")
 
     def _flat_chunk(self, path: str, c: int) -> np.ndarray:
@@ -604,12 +590,6 @@ class ArrayCache:
             rows = np.array(flat, dtype=np.int64).reshape(total, width)
             self._index_rows[key] = rows
         return rows
-
-
-def _exists(store: Store, key: str) -> bool:
-    from zarr.core.sync import sync
-
-    return bool(sync(store.exists(key)))
 
 
 def _into(out: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ __all__ = [
     "chunk_key",
     "decode_chunk",
     "read_chunk_file",
+    "stored",
     "verify_checksum",
     "zstd_content_size",
 ]
@@ -170,3 +171,10 @@ def zstd_content_size(frame: bytes | memoryview) -> int | None:
 
 # Items in the probe array: enough for every byte of every item to vary, small enough to cost nothing.
 _PROBE_ITEMS: Final = 256
+
+
+def stored(store: Store, key: str) -> bool:
+    """Whether ``store`` holds ``key`` (asked from a thread that is not zarr's event loop)."""
+    from zarr.core.sync import sync
+
+    return bool(sync(store.exists(key)))

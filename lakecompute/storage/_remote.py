@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from lakecompute.storage._backend import Backend
     from lakecompute.storage._cache import ArrayCache
 
-__all__ = ["Fills", "RemoteChunks", "chunks_covered"]
+__all__ = ["Fills", "RemoteChunks", "chunk_span", "chunks_covered"]
 
 #: How many items of chunk ``c`` (of ``size`` items) of the array at ``path`` the version read uses
 #: ``(path, c, size)``: 0 for none, or an array the format does not let the cache keep.
@@ -170,6 +170,15 @@ class RemoteChunks:
             # Its checksum held, so the store holds it so (a chunk written damaged): the store's bytes.
             reason = f"the chunk does not decode ({type(exc).__name__}: {exc})"
             raise cache.damaged(layout.key(path, c), reason) from exc
+
+
+def chunk_span(starts: np.ndarray, lengths: np.ndarray | int, size: int) -> range:
+    """The chunks (of ``size`` items) from the first that runs of ``lengths`` items from ``starts`` touch
+    to the last (those between included): two reductions, where `chunks_covered` builds arrays."""
+    if len(starts) == 0:
+        return range(0)
+    first = int(starts.min()) // size
+    return range(first, (int(starts.max()) + max(int(np.max(lengths)), 1) - 1) // size + 1)
 
 
 def chunks_covered(starts: np.ndarray, lengths: np.ndarray | int, size: int) -> list[int]:

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import google_crc32c  # zarr's own dependency: its crc32c codec uses it
@@ -325,13 +326,15 @@ class _ChunkPut:
         if chain.zstd is not None:
             from numcodecs import Zstd
 
-            self._encode = Zstd(level=chain.zstd.level, checksum=chain.zstd.checksum).encode
+            zstd = Zstd(level=chain.zstd.level, checksum=chain.zstd.checksum)
+            # A frame written without zstd carries no content checksum: only where none is asked for.
+            self._encode = zstd.encode if chain.zstd.checksum else partial(encode_zstd, compress=zstd.encode)
         self._root = os.path.join(str(store.root), self.array.store_path.path)
 
     def _encoded(self, raw: np.ndarray) -> tuple[bytes, ...]:
         """A chunk's file as the parts written one after the other (the checksum is written after the
         encoded bytes, not appended to a copy of them: a megabyte copied per chunk)."""
-        data = raw.tobytes() if self._encode is None else encode_zstd(raw, self._encode)
+        data = raw.tobytes() if self._encode is None else bytes(self._encode(raw))
         if self._checksum:
             # As zarr's Crc32cCodec: the checksum of the bytes, stored after them as a little-endian uint32.
             return data, int(google_crc32c.value(data)).to_bytes(4, "little")

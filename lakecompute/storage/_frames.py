@@ -20,16 +20,16 @@ from typing import Any, Final
 
 import numpy as np
 
-__all__ = ["encode_zstd"]
+__all__ = ["BLOCK_BYTES", "PROBE_BYTES", "encode_zstd"]
 
 _MAGIC: Final = b"\x28\xb5\x2f\xfd"
 # Frame_Header_Descriptor: a 4-byte Frame_Content_Size (flag 2) in a single segment (no window
 # descriptor: the window is the content), no checksum, no dictionary.
 _DESCRIPTOR: Final = bytes([(2 << 6) | (1 << 5)])
-_BLOCK: Final = 128 * 1024  # the largest block a frame may hold
+BLOCK_BYTES: Final = 128 * 1024  # the largest block a frame may hold
 _RAW, _RLE = 0, 1
 #: How much of a chunk is compressed to decide (the first bytes: a chunk of images starts with one).
-_PROBE: Final = 64 * 1024
+PROBE_BYTES: Final = 64 * 1024
 #: A probe that compresses to less than this share of its size is compressed whole.
 _WORTH: Final = 0.9
 
@@ -37,9 +37,9 @@ _WORTH: Final = 0.9
 def encode_zstd(raw: np.ndarray, compress: Callable[[Any], Any]) -> bytes:
     """A zstd frame of ``raw`` (a chunk's bytes, uint8): ``compress(raw)`` when its first bytes
     compress, else raw and RLE blocks written here (the same bytes to any zstd decoder)."""
-    if raw.size <= _PROBE or raw.size >= 1 << 32:
+    if raw.size <= PROBE_BYTES or raw.size >= 1 << 32:
         return bytes(compress(raw))
-    if len(compress(raw[:_PROBE])) < _WORTH * _PROBE:
+    if len(compress(raw[:PROBE_BYTES])) < _WORTH * PROBE_BYTES:
         return bytes(compress(raw))
     return _stored_frame(raw)
 
@@ -50,9 +50,9 @@ def _stored_frame(raw: np.ndarray) -> bytes:
     n = int(raw.size)
     parts: list[Any] = [_MAGIC, _DESCRIPTOR, n.to_bytes(4, "little")]
     view = raw.data  # the bytes themselves: each raw block is joined from here, not copied first
-    for at in range(0, n, _BLOCK):
-        block = raw[at : at + _BLOCK]
-        size, last = len(block), at + _BLOCK >= n
+    for at in range(0, n, BLOCK_BYTES):
+        block = raw[at : at + BLOCK_BYTES]
+        size, last = len(block), at + BLOCK_BYTES >= n
         first = block[0]
         # The first and last bytes differ in almost every block of compressed data: the scan is rare.
         if block[-1] == first and not np.any(block != first):

@@ -118,7 +118,7 @@ def _write_blobs(buffer: SampleBuffer, writer: SlotWriter, ndim: int, dtype: str
         assert item.blob is not None
         blobs.append(item.blob)
         shapes.append(item.shape)
-    runs = _runs(blobs)
+    runs = blob_runs(blobs)
     rows = np.empty((len(blobs), 1 + ndim), dtype=np.int64)
     rows[:, 0] = [len(b) for b in blobs]
     if ndim:
@@ -131,7 +131,7 @@ def _write_blobs(buffer: SampleBuffer, writer: SlotWriter, ndim: int, dtype: str
     return Fragment(writer.seg_id, off, nbytes, len(blobs), dtype, None, idx, ndim, 0, len(blobs))
 
 
-def _runs(blobs: list[bytes | memoryview]) -> list[np.ndarray]:
+def blob_runs(blobs: list[bytes | memoryview]) -> list[np.ndarray]:
     """The blobs back to back, as uint8 arrays written one after the other: a view of the buffer that
     holds a run of them back to back (a table's column of images: each row group's buffer), so that they
     are stored without being copied first; the others joined (one copy). A block of rows that spans two

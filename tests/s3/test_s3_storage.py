@@ -312,8 +312,6 @@ def test_one_client_per_settings_in_a_process(
     another AWS_* environment for the credential chain to read, get a client of their own."""
     import obstore.store
 
-    from lakecompute.storage import _s3
-
     made: list[object] = []
     real = obstore.store.S3Store
 
@@ -322,7 +320,6 @@ def test_one_client_per_settings_in_a_process(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(obstore.store, "S3Store", counted)
-    monkeypatch.setattr(_s3, "_CLIENTS", _s3.PerProcess(_s3.OrderedDict))  # none kept from other tests
     url = f"s3://{bucket}/shared-client"
     ds = lc.empty(url, storage_options=storage_options)
     with ds:

@@ -14,7 +14,7 @@ from numcodecs import Zstd
 
 from lakecompute.storage import encode_zstd
 from lakecompute.storage._checked import zstd_content_size
-from lakecompute.storage._frames import _BLOCK, _PROBE
+from lakecompute.storage._frames import BLOCK_BYTES, PROBE_BYTES
 
 ZSTD = Zstd(level=-1)
 
@@ -54,15 +54,15 @@ def test_incompressible_bytes_are_stored_and_padding_is_a_run() -> None:
     raw = np.random.default_rng(1).integers(0, 256, 1 << 20, dtype=np.uint8)
     raw[-300 * 1024 :] = 0
     frame = encode_zstd(raw, ZSTD.encode)
-    zero_blocks = (300 * 1024) // _BLOCK  # blocks wholly inside the padding
-    stored = raw.size - zero_blocks * _BLOCK  # bytes in raw blocks
-    blocks = -(-raw.size // _BLOCK)
+    zero_blocks = (300 * 1024) // BLOCK_BYTES  # blocks wholly inside the padding
+    stored = raw.size - zero_blocks * BLOCK_BYTES  # bytes in raw blocks
+    blocks = -(-raw.size // BLOCK_BYTES)
     assert len(frame) == 4 + 1 + 4 + 3 * blocks + stored + zero_blocks  # header, block headers, bytes, runs
     text = np.frombuffer(b"a caption of a photo, repeated. " * 40_000, dtype=np.uint8)[: 1 << 20]
     squeezed = encode_zstd(text, ZSTD.encode)
     assert len(squeezed) < text.size // 10  # the probe compresses: zstd compresses the whole chunk
     assert np.array_equal(np.frombuffer(ZSTD.decode(squeezed), dtype=np.uint8), text)
-    small = raw[: _PROBE // 2]
+    small = raw[: PROBE_BYTES // 2]
     assert encode_zstd(small, ZSTD.encode) == bytes(ZSTD.encode(small))  # too small to probe
 
 
@@ -95,13 +95,13 @@ def test_blobs_are_written_as_views_of_the_buffers_that_hold_them() -> None:
     """Blobs that lie back to back in a buffer (a row group's images) are written as one view of it, a
     run per buffer (a block of rows across two row groups: two views, no copy); other blobs are joined,
     in order."""
-    from lakecompute.versioned._fragments import _runs
+    from lakecompute.versioned._fragments import blob_runs
 
     first = np.arange(100, dtype=np.uint8)
     second = np.arange(100, 200, dtype=np.uint8)
     a, b = memoryview(first), memoryview(second)
     blobs: list[bytes | memoryview] = [a[0:10], a[10:30], b[0:5], b[5:6], b"loose", b[50:60], a[30:31]]
-    runs = _runs(blobs)
+    runs = blob_runs(blobs)
     assert np.array_equal(np.concatenate(runs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
     assert [r.size for r in runs] == [30, 6, 5, 10, 1]
     assert np.shares_memory(runs[0], first)

@@ -180,10 +180,9 @@ class DiskCache:
         otherwise (a damaged entry is removed).
 
         The bytes are a view of this thread's read buffer, valid until its next `read`: a caller decodes
-        them at once (or copies them). A buffer used again keeps the pages it has: a new object of a
-        chunk's size per read took fresh pages from the system on most epochs (glibc maps blocks at
-        its threshold, which the last one freed had raised to their size), 12-17 thousand page faults
-        an epoch over 102 chunks of 1 MiB, a third of its time.
+        them at once (or copies them). A buffer used again keeps the pages it has, where a new object of
+        a chunk's size per read may take new pages from the system, whose first touch costs more than
+        the read on this project's VMs (docs/performance.md, the disk cache).
         """
         path = self._path(ns, key)
         try:

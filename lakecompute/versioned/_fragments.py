@@ -170,7 +170,29 @@ def blob_runs(blobs: list[bytes | memoryview]) -> list[np.ndarray]:
             continue
         owner, whole, lo, start, end = blob.obj, exporter, base, at, at + len(blob)
     flush()
-    return runs
+    return _merged(runs)
+
+
+#: Runs of views shorter than this are joined with their neighbours (one write, not one per blob: blobs
+#: that are each a view of a buffer of their own).
+_LEAST_VIEW = 1 << 20
+
+
+def _merged(runs: list[np.ndarray]) -> list[np.ndarray]:
+    """``runs`` with each series of short ones joined into one array, in order."""
+    out: list[np.ndarray] = []
+    short: list[np.ndarray] = []
+    for run in runs:
+        if run.size < _LEAST_VIEW:
+            short.append(run)
+            continue
+        if short:
+            out.append(np.concatenate(short) if len(short) > 1 else short[0])
+            short = []
+        out.append(run)
+    if short:
+        out.append(np.concatenate(short) if len(short) > 1 else short[0])
+    return out
 
 
 def _address(blob: bytes | memoryview) -> int | None:

@@ -97,16 +97,19 @@ def test_blobs_are_written_as_views_of_the_buffers_that_hold_them() -> None:
     in order."""
     from lakecompute.versioned._fragments import blob_runs
 
-    first = np.arange(100, dtype=np.uint8)
-    second = np.arange(100, 200, dtype=np.uint8)
+    mib = 1 << 20
+    first = np.random.default_rng(3).integers(0, 256, 4 * mib, dtype=np.uint8)
+    second = np.random.default_rng(4).integers(0, 256, 4 * mib, dtype=np.uint8)
     a, b = memoryview(first), memoryview(second)
-    blobs: list[bytes | memoryview] = [a[0:10], a[10:30], b[0:5], b[5:6], b"loose", b[50:60], a[30:31]]
+    blobs: list[bytes | memoryview] = [
+        a[0:mib], a[mib : 2 * mib], b[0:mib], b"loose", b[3 * mib : 4 * mib], a[3 * mib : 3 * mib + 10],
+        b[100:110], bytes(5), memoryview(bytes(7)),
+    ]  # fmt: skip
     runs = blob_runs(blobs)
     assert np.array_equal(np.concatenate(runs), np.frombuffer(b"".join(blobs), dtype=np.uint8))
-    assert [r.size for r in runs] == [30, 6, 5, 10, 1]
-    assert np.shares_memory(runs[0], first)
-    assert np.shares_memory(runs[1], second)
-    assert not np.shares_memory(runs[2], first)
-    assert not np.shares_memory(runs[2], second)  # the loose bytes, joined
-    assert np.shares_memory(runs[3], second)  # not right after the run before it: a run of its own
-    assert np.shares_memory(runs[4], first)
+    assert [r.size for r in runs] == [2 * mib, mib, 5, mib, 10 + 10 + 5 + 7]
+    assert np.shares_memory(runs[0], first)  # two blobs back to back in one buffer: one view
+    assert np.shares_memory(runs[1], second)  # the next buffer's: a view of its own
+    assert not np.shares_memory(runs[2], second)  # loose bytes: joined
+    assert np.shares_memory(runs[3], second)  # not right after the run before it: a view of its own
+    assert not np.shares_memory(runs[4], first)  # short runs (under a MiB) joined into one write

@@ -163,9 +163,12 @@ def blob_runs(blobs: list[bytes | memoryview]) -> list[np.ndarray]:
             end += len(blob)
             continue
         flush()
-        exporter = np.frombuffer(cast(Any, blob.obj), dtype=np.uint8)  # the exporter's buffer, all of it
+        try:
+            exporter = np.frombuffer(cast(Any, blob.obj), dtype=np.uint8)  # the exporter's buffer, all of it
+        except (TypeError, ValueError):  # not one run of bytes (a strided array's view)
+            exporter = np.empty(0, dtype=np.uint8)
         base = exporter.ctypes.data
-        if not base <= at <= at + len(blob) <= base + exporter.size:
+        if not exporter.size or not base <= at <= at + len(blob) <= base + exporter.size:
             loose.append(blob)
             continue
         owner, whole, lo, start, end = blob.obj, exporter, base, at, at + len(blob)

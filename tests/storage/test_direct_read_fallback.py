@@ -17,6 +17,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage._probes import LAYOUT_PROBES
+from tests.helpers import wait_until
 
 _FORK = multiprocessing.get_context("fork")
 COMMITS = 60
@@ -81,9 +82,14 @@ def test_direct_reader_agreeing_layouts_read_directly_without_a_warning(tmp_path
     assert all(verdict is None for verdict in LAYOUT_PROBES.verdicts.values())
 
 
-def _writer(path: str) -> None:
+def _writer(path: str, reads: Any) -> None:
     ds = lc.load(path)
     for c in range(COMMITS):
+        if c and c % 20 == 0:
+            # Two more reads finish before going on: the second began after this pause did, so the reader
+            # sees this version (on a busy machine it could otherwise see the first and the last only).
+            seen = reads.value
+            wait_until(lambda: reads.value >= seen + 2, 60, "the reader to read this version")  # noqa: B023
         with ds:
             for j in range(PER_COMMIT):
                 ds.x.append(c * PER_COMMIT + j)
@@ -98,7 +104,8 @@ def test_direct_reader_never_warns_while_a_concurrent_writer_fills_a_chunk(tmp_p
     path = str(tmp_path / "filling")
     ds = lc.empty(path, overwrite=True)
     ds.create_tensor("x", dtype="int64")
-    writer = _FORK.Process(target=_writer, args=(path,))
+    reads = _FORK.Value("i", 0)
+    writer = _FORK.Process(target=_writer, args=(path, reads))
     seen: list[int] = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", lc.LakeComputeWarning)
@@ -109,6 +116,8 @@ def test_direct_reader_never_warns_while_a_concurrent_writer_fills_a_chunk(tmp_p
                 assert values.tolist() == list(range(len(values)))
                 assert len(values) % PER_COMMIT == 0
                 seen.append(len(values))
+                with reads.get_lock():
+                    reads.value += 1
         finally:
             writer.join(120)
         final = lc.load(path).x.numpy()

@@ -203,36 +203,34 @@ def s3_cache(opts: Any) -> list[Row]:
     print(f"\n{n:,} samples (3x32x32 uint8 + label), shuffled batches of {BATCH}, median of {runs}:")
     for key, value in med.items():
         print(f"  {key:<26} {value:7.3f} s  {rate(n, value):9.0f} samples/s")
-    note = f"{n:,} samples; runs: "
+
+    def row(name: str, ours: str, base: str, baseline_name: str, **target: Any) -> Row:
+        runs = ", ".join(f"{x:.2f}" for x in times[ours])
+        return Row(
+            name, rate(n, med[ours]), rate(n, med[base]), "samples/s",
+            baseline_name=baseline_name, note=f"{n:,} samples; runs: {runs} s", **target,
+        )  # fmt: skip
+
     rows = [
-        Row(
-            "S3 loader epoch 2 from the disk cache",
-            rate(n, med["S3 epoch 2, cached"]),
-            rate(n, med["local epoch 2"]),
-            "samples/s",
-            target=">= 0.9x local disk",
-            ok=med["S3 epoch 2, cached"] * 0.9 <= med["local epoch 2"],
-            baseline_name="the same dataset on local disk, epoch 2",
-            note=note + ", ".join(f"{x:.2f}" for x in times["S3 epoch 2, cached"]) + " s",
+        row(
+            "S3 loader epoch 2 from the disk cache", "S3 epoch 2, cached", "local epoch 2",
+            "the same dataset on local disk, epoch 2",
+            target=">= 0.9x local disk", ok=med["S3 epoch 2, cached"] * 0.9 <= med["local epoch 2"],
         ),
-        Row(
+        row(
             "the same, in the process that filled the cache",
-            rate(n, med["S3 epoch 2, cached, here"]),
-            rate(n, med["local epoch 2, here"]),
-            "samples/s",
-            baseline_name="the same dataset on local disk, epoch 2, in one process",
-            note=note + ", ".join(f"{x:.2f}" for x in times["S3 epoch 2, cached, here"]) + " s",
+            "S3 epoch 2, cached, here", "local epoch 2, here",
+            "the same dataset on local disk, epoch 2, in one process",
         ),
-    ]
+    ]  # fmt: skip
     if "litdata epoch 1" in med:
+        name = "S3 loader epoch 1 (filling the cache)"
         rows.append(
-            Row(
-                "S3 loader epoch 1 (filling the cache)",
-                rate(n, med["S3 epoch 1"]),
-                rate(n, med["litdata epoch 1"]),
-                "samples/s",
-                baseline_name="litdata StreamingDataset over the same server, epoch 1",
-                note=note + ", ".join(f"{x:.2f}" for x in times["S3 epoch 1"]) + " s",
+            row(
+                name,
+                "S3 epoch 1",
+                "litdata epoch 1",
+                "litdata StreamingDataset over the same server, epoch 1",
             )
         )
     return rows

@@ -111,7 +111,6 @@ def _litdata_upload(tmp: str, images: np.ndarray, labels: np.ndarray, server: An
     """litdata's chunks of the same samples, written locally by ``optimize`` then put under a prefix."""
     import obstore
     from litdata import optimize
-    from obstore.store import S3Store
 
     folder = os.path.join(tmp, "litdata")
 
@@ -123,11 +122,7 @@ def _litdata_upload(tmp: str, images: np.ndarray, labels: np.ndarray, server: An
         num_workers=1,
         verbose=False,
     )
-    opts = server.storage_options()
-    store = S3Store(
-        bucket, endpoint=server.endpoint, access_key_id=opts["key"], secret_access_key=opts["secret"],
-        region=opts["region"], virtual_hosted_style_request=False, client_options={"allow_http": True},
-    )  # fmt: skip
+    store = server.store(bucket)
     for path in Path(folder).iterdir():
         obstore.put(store, f"litdata/{path.name}", path.read_bytes())
     return f"s3://{bucket}/litdata"

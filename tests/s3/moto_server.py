@@ -11,6 +11,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.helpers import wait_until
 
@@ -35,14 +36,20 @@ class MotoServer:
     def create_bucket(self, name: str | None = None) -> str:
         """Create a bucket (a fresh unique name by default) and return its name."""
         import obstore
-        from obstore.store import S3Store
 
         bucket = name or f"lc-{uuid.uuid4().hex[:12]}"
         # moto creates a bucket on PUT /bucket; obstore has no bucket API, so ask with plain HTTP.
         request = urllib.request.Request(f"{self.endpoint}/{bucket}", method="PUT")
         with urllib.request.urlopen(request, timeout=10):
             pass
-        store = S3Store(
+        obstore.list_with_delimiter(self.store(bucket), None)
+        return bucket
+
+    def store(self, bucket: str) -> Any:
+        """An obstore client of ``bucket`` on this server, past lakecompute (raw puts, gets and deletes)."""
+        from obstore.store import S3Store
+
+        return S3Store(
             bucket,
             endpoint=self.endpoint,
             access_key_id=KEY,
@@ -51,8 +58,6 @@ class MotoServer:
             virtual_hosted_style_request=False,
             client_options={"allow_http": True},
         )
-        obstore.list_with_delimiter(store, None)
-        return bucket
 
     def stop(self) -> None:
         """Terminate the server and wait for it."""

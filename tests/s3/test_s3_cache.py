@@ -197,23 +197,14 @@ def test_a_damaged_cached_file_is_fetched_again_never_served(
 
 
 def test_two_prefixes_with_the_same_keys_never_share_entries(
-    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+    bucket: str, storage_options: dict[str, Any], moto_server: MotoServer, tmp_path: Path
 ) -> None:
     import obstore
-    from obstore.store import S3Store
 
     a, c = f"s3://{bucket}/a", f"s3://{bucket}/c"
     _make(a, storage_options)
     _make(c, storage_options, offset=10**9)
-    store = S3Store(
-        bucket,
-        endpoint=storage_options["endpoint_url"],
-        access_key_id=storage_options["key"],
-        secret_access_key=storage_options["secret"],
-        region=storage_options["region"],
-        virtual_hosted_style_request=False,
-        client_options={"allow_http": True},
-    )
+    store = moto_server.store(bucket)
     assert (lc.load(a, storage_options=storage_options, cache_dir=tmp_path).x.numpy() == np.arange(N)).all()
     # b: a copy of a (the same keys, the same id), whose x chunks then hold c's values.
     keys = [m["path"] for batch in obstore.list(store, "a/") for m in batch]

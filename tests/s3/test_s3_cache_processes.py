@@ -20,6 +20,7 @@ import pytest
 import lakecompute as lc
 from lakecompute.storage import CacheSpec, DiskCache
 from tests.helpers import wait_until
+from tests.s3.moto_server import MotoServer
 
 N = 8 * 131_072  # int64 values: 8 chunks of 1 MiB
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,22 +155,13 @@ def test_a_full_disk_warns_once_and_reads_go_on_from_the_store(
 
 
 def test_an_old_format_dataset_on_s3_reads_through_a_cache(
-    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+    bucket: str, storage_options: dict[str, Any], moto_server: MotoServer, tmp_path: Path
 ) -> None:
     import obstore
-    from obstore.store import S3Store
 
     source = ROOT / "tests" / "storage" / "old_format"
     expected = json.loads((source / "expected.json").read_text())
-    store = S3Store(
-        bucket,
-        endpoint=storage_options["endpoint_url"],
-        access_key_id=storage_options["key"],
-        secret_access_key=storage_options["secret"],
-        region=storage_options["region"],
-        virtual_hosted_style_request=False,
-        client_options={"allow_http": True},
-    )
+    store = moto_server.store(bucket)
     for path in (source / "dataset").rglob("*"):
         if path.is_file():
             obstore.put(store, "old/" + path.relative_to(source / "dataset").as_posix(), path.read_bytes())

@@ -23,7 +23,7 @@ from lakecompute.storage._cachespec import CACHE_DIR_ENV, CACHE_SIZE_ENV, CacheS
 from lakecompute.storage._chain import plain_chain
 from lakecompute.storage._checked import chunk_folder, chunk_key
 from lakecompute.storage._diskcache import CachedDataset, CacheInfo, DiskCache
-from lakecompute.storage._frames import encode_zstd
+from lakecompute.storage._frames import encode_zstd, zstd_frame
 from lakecompute.storage._probes import LayoutVerdicts, adopt_layout_verdicts, layout_verdicts
 from lakecompute.storage._remote import RemoteChunks
 
@@ -56,4 +56,5 @@ __all__ = [
     "open_backend",
     "plain_chain",
     "temp_name",
+    "zstd_frame",
 ]

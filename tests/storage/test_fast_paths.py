@@ -168,3 +168,49 @@ def test_gather_cuts_runs_from_cached_chunks_and_refuses_runs_past_the_end(tmp_p
         with pytest.raises(DatasetCorruptError, match=r"run past its 3000 items") as info:
             cache.gather("tensors/t/a", np.array(bad), 10)
         assert info.value.file == "tensors/t/a/zarr.json"
+
+
+@pytest.mark.parametrize("codec", [None, "zstd"])
+def test_chunk_files_are_whole_after_short_writes(tmp_path, monkeypatch, codec):
+    """A chunk file is written by ``os.writev`` from the parts of its frame, not joined first; a write that
+    stores fewer bytes than asked (as the kernel may, interrupted or at a size limit) is continued where it
+    ended, so every chunk reads back through zarr as the bytes appended, its checksum matching."""
+    import os
+
+    real = os.writev
+    calls: list[int] = []
+
+    def short_writev(fd: int, buffers: list) -> int:
+        left, cut = 1000 + 37 * len(calls), []  # fewer bytes than any call asks for, a new count each time
+        for buffer in buffers:
+            view = memoryview(buffer).cast("B")[:left]
+            cut.append(view)
+            left -= len(view)
+            if left <= 0:
+                break
+        calls.append(len(buffers))
+        return real(fd, cut)
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    through_zarr: list[int] = []
+    setitem = zarr.Array.__setitem__
+
+    def counted(self, selection, value):  # zarr's own write (the direct path's fallback), counted
+        through_zarr.append(np.asarray(value).size)
+        setitem(self, selection, value)
+
+    monkeypatch.setattr(zarr.Array, "__setitem__", counted)
+    store = LocalStore(str(tmp_path))
+    create_segment(store, "s", compression.zarr_compressors(codec))
+    w = SlotWriter(OpenSegment(store, "s"), 0, concurrent=False)
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 256, 3 * DATA_CHUNK + 5, dtype=np.uint8)  # incompressible: frames of raw blocks
+    raw[DATA_CHUNK : DATA_CHUNK + 300_000] = 0  # and runs of one byte
+    assert w.write_data(raw) == 0
+    got = zarr.open_array(store, path="segments/s/data", mode="r")[: raw.size]
+    np.testing.assert_array_equal(np.asarray(got), raw)
+    assert len(calls) > raw.size // 20_000  # every file took many calls
+    assert max(calls) > 2  # the frames went out as parts
+    assert through_zarr == []  # every chunk stored directly
+    assert w._data._put._root is not None  # and zarr read the first back as written
+    assert not list(tmp_path.rglob(f"{TEMP_PREFIX}*"))

@@ -113,3 +113,21 @@ def test_blobs_are_written_as_views_of_the_buffers_that_hold_them() -> None:
     assert not np.shares_memory(runs[2], second)  # loose bytes: joined
     assert np.shares_memory(runs[3], second)  # not right after the run before it: a view of its own
     assert not np.shares_memory(runs[4], first)  # short runs (under a MiB) joined into one write
+
+
+def test_a_stored_frame_is_made_of_views_of_the_chunk() -> None:
+    """`zstd_frame` gives the frame as parts: the raw blocks are read-only views of the chunk's own memory
+    (written and checksummed from there, never copied), the chunk stays writable, and the parts joined are
+    `encode_zstd`'s frame; a chunk that compresses is one part, its compressed bytes."""
+    from lakecompute.storage import zstd_frame
+
+    raw = np.random.default_rng(4).integers(0, 256, 1 << 20, dtype=np.uint8)
+    raw[-BLOCK_BYTES:] = 7
+    parts = zstd_frame(raw, ZSTD.encode)
+    views = [p for p in parts if isinstance(p, np.ndarray)]
+    assert len(views) == (1 << 20) // BLOCK_BYTES - 1  # every block but the last (a run)
+    assert all(np.shares_memory(v, raw) and not v.flags.writeable for v in views)
+    assert raw.flags.writeable
+    assert b"".join(bytes(p) for p in parts) == encode_zstd(raw, ZSTD.encode)
+    text = np.frombuffer(b"the same words again " * 60_000, dtype=np.uint8)
+    assert zstd_frame(text, ZSTD.encode) == [bytes(ZSTD.encode(text))]

@@ -13,6 +13,7 @@ dataset only when a manifest that names it is committed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,8 @@ class Transaction:
         cache: the handle's chunk cache (slot writers tell it which chunks they replaced).
         base: the committed version the handle builds on.
         on_change: called with a tensor name when that tensor's content changed (None: all of them),
-            so the handle can drop readers built on the old content.
+            so the handle can drop readers built on the old content. A bound method is held weakly
+            (see `_weakly`).
         checkout: the branch commits move (None for a handle pinned to a version, which never commits).
     """
 
@@ -55,8 +57,8 @@ class Transaction:
         self.table = table
         self.checkout = checkout
         self.base = base
-        self._on_change = on_change
-        self.head = Head(base, self._changed)
+        self._on_change = _weakly(on_change)
+        self.head = Head(base, _weakly(self._changed))
         self.dirty = False
         self.depth = 0  # nesting of `with ds:` blocks (and single write calls) under way
         self.notes: list[str] = []  # what a `with` block did so far, for its commit message
@@ -152,7 +154,7 @@ class Transaction:
             return False
         changed = self.head.changed
         self._publish(self.head.build(), message, record, origin=origin)
-        self.head = Head(self.base, self._changed)
+        self.head = Head(self.base, _weakly(self._changed))
         self.dirty = False
         self.notes.clear()
         for name in changed:
@@ -184,7 +186,7 @@ class Transaction:
         """
         self.rollback()
         self._publish(content, message, None, merged=merged, origin=origin)
-        self.head = Head(self.base, self._changed)
+        self.head = Head(self.base, _weakly(self._changed))
         self._on_change(None)
         self.writer.let_go()
 
@@ -240,7 +242,7 @@ class Transaction:
         """Drop every uncommitted change (its data is garbage: the lease lets its segments go)."""
         self.session.discard()
         self.writer.abandon()
-        self.head = Head(self.base, self._changed)
+        self.head = Head(self.base, _weakly(self._changed))
         self.dirty = False
         self.notes.clear()
         self._on_change(None)
@@ -260,3 +262,21 @@ def block_message(notes: Sequence[str]) -> str:
     parts = [f"{note} x{n}" if n > 1 else note for note, n in counts.items()]
     text = ", ".join(parts) or "write"
     return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _weakly(callback: Callable[[str | None], None]) -> Callable[[str | None], None]:
+    """``callback`` (a bound method) held through a weak reference to its object, a call after that object
+    is gone doing nothing: a handle's transaction calls the handle back, and its head the transaction,
+    and holding them strongly made cycles that only the garbage collector broke, so that a dataset
+    handle, its chunk cache (a loader's decoded chunks: 120 MB after an epoch) and its lease outlived
+    the last reference to them until a collection ran."""
+    if not hasattr(callback, "__self__"):
+        return callback
+    method = weakref.WeakMethod(callback)
+
+    def call(name: str | None) -> None:
+        bound = method()
+        if bound is not None:
+            bound(name)
+
+    return call

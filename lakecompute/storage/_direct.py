@@ -7,7 +7,8 @@ layout allows it (`lakecompute.storage._probes`), else through zarr.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+import weakref
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 import zarr
@@ -49,7 +50,9 @@ class DirectChunks:
     """
 
     def __init__(self, cache: ArrayCache, root: str | None, path: str, arr: zarr.Array[Any]) -> None:
-        self.cache = cache
+        # The cache holds this reader: a weak reference back, so that the two are not a cycle that only
+        # the garbage collector frees (with the cache's decoded chunks).
+        self.cache = cast("ArrayCache", weakref.proxy(cache))
         self.path = path
         self.arr = arr
         self._folder: str | None = None

@@ -13,7 +13,8 @@ data is garbage). After a commit the lease is still renewed for `IDLE_SECONDS`, 
 writes again soon (small appends, a logger) keeps filling the same segments; then the file is deleted and
 the writer's next write starts new segments under a fresh lease. So a segment is only ever written while
 one lease has covered it without a break since before it was created. A process deletes its lease files
-when it ends normally; a vacuum in the writer's own process lets its released leases go at once.
+when it ends normally, and a writer's when the writer is freed (its dataset handle's last reference
+gone); a vacuum in the writer's own process lets its released leases go at once.
 
 A writer whose renewals stop for `LEASE_SECONDS` - `LEASE_MARGIN_SECONDS` or more (a paused or
 suspended process, storage that refused the renewals) has *lapsed*: a vacuum may have removed its data,
@@ -222,8 +223,17 @@ class Lease:
             self.stored = False
             self._forget()
 
+    def __del__(self) -> None:
+        # The writer is gone (its dataset handle was freed): whatever it did not commit is garbage, and a
+        # file left behind would keep a vacuum off its segments until the lease expired.
+        try:
+            self.drop()
+        except Exception:  # pragma: no cover - an interpreter shutting down; the lease expires anyway
+            return
+
     def drop(self) -> None:
-        """Delete the lease file (the process is leaving: whatever it did not commit is garbage)."""
+        """Delete the lease file (the process is leaving, or the writer is gone: whatever it did not commit
+        is garbage)."""
         if self._pid != os.getpid():
             return
         with self._lock:

@@ -58,6 +58,32 @@ def _table(*blobs: bytes) -> pa.Table:
     return pa.table({"img": pa.array([{"bytes": b, "path": None} for b in blobs])})
 
 
+@pytest.mark.parametrize("crc", ["zlib-ng", "the standard library's"])
+def test_a_png_chunk_is_checked_by_its_crc_with_either_crc32(
+    crc: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The structure check takes zlib-ng's CRC-32 when it is installed, else the standard library's: the
+    same function. With either, a flipped bit in the pixels' chunk is refused naming the CRC, and the same
+    bytes under their own CRC pass."""
+    from lakecompute.tables import _structure
+
+    if crc == "zlib-ng":
+        from zlib_ng import zlib_ng
+
+        assert _structure.crc32 is zlib_ng.crc32  # installed with the tables extra (and the dev one)
+    else:
+        monkeypatch.setattr(_structure, "crc32", zlib.crc32)
+    assert _structure.crc32(PNG[8:]) == zlib.crc32(PNG[8:])
+    at = PNG.index(b"IDAT")
+    n = int.from_bytes(PNG[at - 4 : at], "big")
+    flipped = bytearray(PNG)
+    flipped[at + 4 + n // 2] ^= 0x10
+    with pytest.raises(lc.InvalidArgumentError, match="the CRC of its b'IDAT' chunk"):
+        check_structure(bytes(flipped))
+    flipped[at + 4 + n : at + 8 + n] = zlib.crc32(bytes(flipped[at : at + 4 + n])).to_bytes(4, "big")
+    assert check_structure(bytes(flipped)) == (9, 7, 3)  # whole in structure (its pixels may not decode)
+
+
 @pytest.mark.parametrize("fmt", sorted(FILES))
 def test_by_default_a_cut_or_damaged_file_is_refused(fmt: str, tmp_path: Path) -> None:
     """The default check refuses a file cut short (for a JPEG, its EOI gone; a PNG, its IEND; a WebP, what

@@ -17,7 +17,7 @@ import functools
 import operator
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -105,7 +105,11 @@ class _TaskRun:
         self.failed: list[FailedSample] = []
         self.last_fn = self.stages[-1].name
         single = len(self.stages) == 1 and not self.stages[0].wants_rng
-        self.call = self._call_one if single else self._call_all
+        self.single = single
+        #: What runs each input, when not the pipeline itself (the preflight's replay of its outcomes). Not
+        #: a bound method of this run: kept on it, that would be a cycle holding the task's job (its
+        #: input, a table's last row group) until the garbage collector ran.
+        self.call: Callable[[Any, int, list[int]], None] | None = None
         options = job.options
         #: The common case, run by the shortest loop (`_run_plain`): one function, one input at a time.
         self.plain = single and options.batch_size is None and not options.ignore_errors
@@ -172,10 +176,11 @@ class _TaskRun:
 
     def run_block(self, samples: Iterable[tuple[int, Any]]) -> None:
         """Run the pipeline on each sample of a block; outputs stay in ``final`` until drained."""
-        if self.plain and self.call == self._call_one:
+        if self.plain and self.call is None:
             self._run_plain(samples)
             return
-        lists, expected, call, sub = self.lists, list(self.decided.expected), self.call, operator.sub
+        call = self.call or (self._call_one if self.single else self._call_all)
+        lists, expected, sub = self.lists, list(self.decided.expected), operator.sub
         progress = self.progress
         step = self.job.options.batch_size or 1
         done = 0

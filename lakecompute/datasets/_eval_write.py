@@ -17,6 +17,7 @@ hands back only fragment descriptions.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,8 +29,8 @@ from lakecompute.datasets._schema import TensorSchema
 from lakecompute.datasets._session import WriteSession, rank_of
 from lakecompute.datasets._transaction import Transaction
 from lakecompute.errors import TransformError
-from lakecompute.htypes import Encoded, TensorSpec
-from lakecompute.versioned import Fragment, SlotGrant, SlotWriter
+from lakecompute.htypes import Encoded
+from lakecompute.versioned import Fragment, SlotGrant
 
 __all__ = [
     "Decisions",
@@ -139,11 +140,11 @@ class TaskWriter:
         self._task = task
         self._store = grant.open_store()
         self.schemas = dict(schema.tensors)
-        self._session = WriteSession(self._slot, flush_bytes, flush_threads)
+        # The slot of each tensor, from the grant (not a method of this writer: its session holding that
+        # would be a cycle that only the garbage collector frees).
+        slot = functools.partial(grant.writer, self._store, task)
+        self._session = WriteSession(slot, flush_bytes, flush_threads)
         self._fragments: dict[str, list[Fragment]] = {name: [] for name in schema.tensors}
-
-    def _slot(self, spec: TensorSpec) -> SlotWriter:
-        return self._grant.writer(self._store, self._task, spec)
 
     def encode(self, name: str, value: object) -> Encoded:
         """Check one sample of ``name`` (raises InvalidSampleError; buffers nothing)."""

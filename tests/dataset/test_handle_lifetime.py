@@ -90,3 +90,38 @@ def test_a_freed_writer_lets_its_lease_go_so_vacuum_can_clean_up(tmp_path: Path,
     removed = other.vacuum(grace_seconds=0, keep_versions=1, progressbar=False)
     assert removed["segments"] >= 1  # the images' segments, no longer held by any lease
     assert other.a.numpy()[-4:].tolist() == [7, 0, 1, 2]
+
+
+@lc.compute
+def _doubled(sample_in: Any, sample_out: Any) -> None:
+    sample_out.a.append(sample_in.a.numpy() * 2)
+
+
+def test_an_eval_lets_go_of_its_input_and_output_when_it_returns(tmp_path: Path, no_collector: None) -> None:
+    """An eval's tasks, its job and its writers are freed when it returns: the input and output handles
+    (and their chunk caches) go with their last references, as does a Parquet input's last row group."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    src = lc.load(_made(tmp_path))
+    out = lc.empty(str(tmp_path / "out"))
+    out.create_tensor("a")
+    _doubled().eval(src, out, num_workers=0, progressbar=False)
+    assert out.a.numpy()[:3].tolist() == [0, 2, 4]
+    handles = [weakref.ref(src), weakref.ref(out), weakref.ref(dataset_core(src).cache)]
+    del src, out
+    assert [h() for h in handles] == [None, None, None]
+    pq.write_table(pa.table({"a": list(range(500))}), str(tmp_path / "t.parquet"), row_group_size=100)
+    table = lc.read_parquet(str(tmp_path / "t.parquet"))
+    rows = lc.empty(str(tmp_path / "rows"))
+    rows.create_tensor("a")
+    _doubled_rows().eval(table, rows, num_workers=0, progressbar=False)
+    assert rows.a.numpy()[-1] == 998
+    kept = weakref.ref(table)
+    del rows, table
+    assert kept() is None  # nothing of the eval holds its input
+    assert pa.total_allocated_bytes() == 0  # nor the row groups it read
+
+
+@lc.compute
+def _doubled_rows(row: Any, sample_out: Any) -> None:
+    sample_out.a.append(row["a"] * 2)

@@ -26,6 +26,7 @@ wall clock) and the time between the writer's last check and its manifest landin
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import multiprocessing.util
 import os
@@ -94,12 +95,25 @@ class Lease:
         self.writer = uuid.uuid4().hex
         self.ids: set[str] = set()
         self.held = False  # writes under way: the keeper renews the lease
-        self.stored = False  # the lease file exists (as far as this writer knows)
+        self._file = _LeaseFile()
         self.renewed = 0.0  # _clock() when the last successful write of the file began (0: none yet)
         self.released = 0.0  # _clock() at the last release
         self.lapsed = 0.0  # the longest gap between renewals while covering, once it broke the window
         #: Bumped whenever the ids stop being covered: holders of slots in them must start new segments.
         self.generation = 0
+        # Freed (its writer's dataset handle gone), its file goes: whatever it did not commit is garbage,
+        # and a file left behind would keep a vacuum off its segments until it expired (see `_orphaned`).
+        # (At exit the keeper drops every lease itself: the finalizer is not run then.)
+        weakref.finalize(self, _orphaned, self.backend, self.key, self._pid, self._file).atexit = False
+
+    @property
+    def stored(self) -> bool:
+        """Whether the lease file exists (as far as this writer knows)."""
+        return self._file.stored
+
+    @stored.setter
+    def stored(self, value: bool) -> None:
+        self._file.stored = value
 
     @property
     def key(self) -> str:
@@ -223,17 +237,8 @@ class Lease:
             self.stored = False
             self._forget()
 
-    def __del__(self) -> None:
-        # The writer is gone (its dataset handle was freed): whatever it did not commit is garbage, and a
-        # file left behind would keep a vacuum off its segments until the lease expired.
-        try:
-            self.drop()
-        except Exception:  # pragma: no cover - an interpreter shutting down; the lease expires anyway
-            return
-
     def drop(self) -> None:
-        """Delete the lease file (the process is leaving, or the writer is gone: whatever it did not commit
-        is garbage)."""
+        """Delete the lease file (the process is leaving: whatever it did not commit is garbage)."""
         if self._pid != os.getpid():
             return
         with self._lock:
@@ -250,9 +255,12 @@ class _Keeper:
 
     def __init__(self) -> None:
         self.leases: weakref.WeakSet[Lease] = weakref.WeakSet()
+        #: The files of leases freed since the thread last looked (see `Lease`'s finalizer).
+        self.orphans: list[tuple[Backend, str]] = []
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
-        self.wake = threading.Event()
+        self.wake = threading.Event()  # the process is leaving: the thread ends
+        self.nudge = threading.Event()  # orphans to delete
         # A process started by multiprocessing leaves through os._exit, without atexit, after running
         # the finalizers registered in it (it clears those inherited from its parent).
         multiprocessing.util.Finalize(None, _at_exit, exitpriority=0)
@@ -264,18 +272,68 @@ class _Keeper:
                 self.thread = start_thread("leases", self._run)
 
     def _run(self) -> None:
-        while not self.wake.wait(RENEW_SECONDS):
-            with self.lock:
-                leases = list(self.leases)
-            for lease in leases:
-                lease.tick()
+        due = _clock() + RENEW_SECONDS
+        while not self.wake.is_set():
+            self.nudge.wait(max(0.0, due - _clock()))
+            self.nudge.clear()
+            if self.wake.is_set():
+                break
+            self.let_orphans_go()
+            if _clock() >= due:
+                due = _clock() + RENEW_SECONDS
+                with self.lock:
+                    leases = list(self.leases)
+                for lease in leases:
+                    lease.tick()
+
+    def orphan(self, backend: Backend, key: str) -> None:
+        """A freed lease's file, to delete on the thread (or at exit, or by a vacuum in this process)."""
+        with self.lock:
+            self.orphans.append((backend, key))
+        self.nudge.set()
+
+    def let_orphans_go(self, url: str | None = None) -> None:
+        """Delete the files of freed leases (on the dataset at ``url``, or all)."""
+        with self.lock:
+            mine = [o for o in self.orphans if url is None or o[0].url == url]
+            self.orphans = [o for o in self.orphans if o not in mine]
+        for backend, key in mine:
+            with contextlib.suppress(Exception):  # unreachable storage: the lease expires anyway
+                backend.delete(key)
 
     def drop_all(self) -> None:
         self.wake.set()
+        self.nudge.set()
         with self.lock:
             leases = list(self.leases)
         for lease in leases:
             lease.drop()
+        self.let_orphans_go()
+
+
+class _LeaseFile:
+    """Whether a lease's file exists: what its finalizer needs of it (it must not hold the lease)."""
+
+    __slots__ = ("stored",)
+
+    def __init__(self) -> None:
+        self.stored = False
+
+
+def _orphaned(backend: Backend, key: str, pid: int, file: _LeaseFile) -> None:
+    """A lease was freed: its file, if it has one, is deleted (in a forked child, the parent's lease is
+    left alone). On a local disk or in memory at once (a file removed, a dict entry popped); through an
+    object store's client by the keeper's thread, since a garbage collection may free the lease while
+    this very thread is inside that client's calls."""
+    keeper = _KEEPER.peek()
+    if keeper is None or not file.stored or os.getpid() != pid:
+        return
+    if backend.fork_safe:  # no client in the way (see `Backend.fork_safe`): a plain file or dict
+        with contextlib.suppress(Exception):
+            backend.delete(key)
+        file.stored = False
+        return
+    keeper.orphan(backend, key)
 
 
 #: This process's keeper: a forked child has none of its parent's (the thread stayed behind), and makes
@@ -290,10 +348,12 @@ def _at_exit() -> None:
 
 
 def let_go_released(url: str) -> None:
-    """Delete now the files of this process's released leases on the dataset at ``url``."""
+    """Delete now the files of this process's released leases on the dataset at ``url``, and of its
+    freed ones."""
     keeper = _KEEPER.peek()
     if keeper is None:
         return
+    keeper.let_orphans_go(url)
     with keeper.lock:
         leases = [lease for lease in keeper.leases if lease.backend.url == url]
     for lease in leases:

@@ -74,16 +74,16 @@ def test_a_handle_is_freed_with_its_last_reference(tmp_path: Path, no_collector:
 
 
 def test_a_freed_writer_lets_its_lease_go_so_vacuum_can_clean_up(tmp_path: Path, no_collector: None) -> None:
-    """A handle that committed keeps renewing its lease a while, in case it writes again; freed, it
-    deletes the lease file at once, so a vacuum may remove the data the versions it dropped held (before,
-    the file stayed until it expired, a minute, keeping the vacuum off those segments)."""
+    """A handle that committed keeps renewing its lease a while, in case it writes again; freed, its lease
+    file is deleted, so a vacuum may remove the data the versions it dropped held (before, the file stayed
+    until it expired, a minute, keeping the vacuum off those segments)."""
     path = _made(tmp_path)
     ds = lc.load(path)
     _write(ds)
     leases = tmp_path / "ds" / "leases"
     assert [p.suffix for p in leases.iterdir()] == [".json"]  # renewed after the commit, as it should
     del ds
-    assert list(leases.iterdir()) == []
+    assert list(leases.iterdir()) == []  # a local file: deleted as the handle is freed
     other = lc.load(path)
     with other:
         other.delete_tensor("images")

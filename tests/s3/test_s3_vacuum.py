@@ -75,3 +75,26 @@ def test_s3_vacuum_removes_segments_once_the_lease_expired(
     assert removed["segments"] == len(lease["ids"]) >= 1
     assert _segments(url, storage_options) == before
     np.testing.assert_array_equal(lc.load(url, storage_options=storage_options).x.numpy(), np.arange(10))
+
+
+def test_s3_a_freed_writer_s_lease_is_deleted_by_the_keeper(
+    bucket: str, storage_options: dict[str, Any]
+) -> None:
+    """On s3://, a writer handle that committed and was then freed has its lease file deleted by the
+    process's lease keeper (not in the garbage collector's path, which may run inside the S3 client's
+    own calls), woken at once: the file goes well before the lease would expire."""
+    import gc
+
+    url = f"s3://{bucket}/freed"
+    ds = lc.empty(url, storage_options=storage_options)
+    ds.create_tensor("x", dtype="int64")
+    ds.x.extend(np.arange(10))
+    (lease,) = lease_files(url, storage_options)
+    assert lease["pid"] == os.getpid()
+    del ds
+    gc.collect()
+    deadline = time.monotonic() + 30  # a minute before the lease would expire
+    while lease_files(url, storage_options) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lease_files(url, storage_options) == []
+    assert lc.load(url, storage_options=storage_options).x.numpy().tolist() == list(range(10))

@@ -15,7 +15,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
-from tests.helpers import make_numbers
+from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
 
 
@@ -93,8 +93,6 @@ def test_s3_a_freed_writer_s_lease_is_deleted_by_the_keeper(
     assert lease["pid"] == os.getpid()
     del ds
     gc.collect()
-    deadline = time.monotonic() + 30  # a minute before the lease would expire
-    while lease_files(url, storage_options) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert lease_files(url, storage_options) == []
+    # Well before the lease would expire (a minute).
+    wait_until(lambda: lease_files(url, storage_options) == [], 30, "the keeper to delete the lease file")
     assert lc.load(url, storage_options=storage_options).x.numpy().tolist() == list(range(10))

@@ -30,6 +30,7 @@ import contextlib
 import json
 import multiprocessing.util
 import os
+import queue
 import socket
 import threading
 import time
@@ -255,12 +256,13 @@ class _Keeper:
 
     def __init__(self) -> None:
         self.leases: weakref.WeakSet[Lease] = weakref.WeakSet()
-        #: The files of leases freed since the thread last looked (see `Lease`'s finalizer).
-        self.orphans: list[tuple[Backend, str]] = []
+        #: The files of leases freed since the thread last looked (see `Lease`'s finalizer); None wakes the
+        #: thread. A `SimpleQueue`, whose ``put`` takes no lock: the finalizer may run in a garbage
+        #: collection while its thread holds any lock of ours (or is inside this queue's own ``get``).
+        self.orphans: queue.SimpleQueue[tuple[Backend, str] | None] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.wake = threading.Event()  # the process is leaving: the thread ends
-        self.nudge = threading.Event()  # orphans to delete
         # A process started by multiprocessing leaves through os._exit, without atexit, after running
         # the finalizers registered in it (it clears those inherited from its parent).
         multiprocessing.util.Finalize(None, _at_exit, exitpriority=0)
@@ -274,8 +276,8 @@ class _Keeper:
     def _run(self) -> None:
         due = _clock() + RENEW_SECONDS
         while not self.wake.is_set():
-            self.nudge.wait(max(0.0, due - _clock()))
-            self.nudge.clear()
+            with contextlib.suppress(queue.Empty):  # an orphan, or the time to renew
+                self._let_go(self.orphans.get(timeout=max(0.0, due - _clock())))
             if self.wake.is_set():
                 break
             self.let_orphans_go()
@@ -288,22 +290,32 @@ class _Keeper:
 
     def orphan(self, backend: Backend, key: str) -> None:
         """A freed lease's file, to delete on the thread (or at exit, or by a vacuum in this process)."""
-        with self.lock:
-            self.orphans.append((backend, key))
-        self.nudge.set()
+        self.orphans.put((backend, key))
 
     def let_orphans_go(self, url: str | None = None) -> None:
         """Delete the files of freed leases (on the dataset at ``url``, or all)."""
-        with self.lock:
-            mine = [o for o in self.orphans if url is None or o[0].url == url]
-            self.orphans = [o for o in self.orphans if o not in mine]
-        for backend, key in mine:
+        others = []
+        while True:
+            try:
+                orphan = self.orphans.get_nowait()
+            except queue.Empty:
+                break
+            if url is not None and orphan is not None and orphan[0].url != url:
+                others.append(orphan)
+            else:
+                self._let_go(orphan)
+        for other in others:
+            self.orphans.put(other)
+
+    @staticmethod
+    def _let_go(orphan: tuple[Backend, str] | None) -> None:
+        if orphan is not None:
             with contextlib.suppress(Exception):  # unreachable storage: the lease expires anyway
-                backend.delete(key)
+                orphan[0].delete(orphan[1])
 
     def drop_all(self) -> None:
         self.wake.set()
-        self.nudge.set()
+        self.orphans.put(None)
         with self.lock:
             leases = list(self.leases)
         for lease in leases:

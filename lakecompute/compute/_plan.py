@@ -7,10 +7,11 @@ same result and a rerun can be recognised.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
@@ -18,7 +19,7 @@ from lakecompute.compute._inputs import Source, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.compute._reading import check_decode_on_device
 from lakecompute.compute._sizes import estimate_bytes
-from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset, evals_of
+from lakecompute.datasets import Dataset, DatasetView, EvalIds, EvalRecord, base_dataset, evals_of
 from lakecompute.errors import (
     EvalConflictError,
     FingerprintError,
@@ -60,14 +61,15 @@ class EvalPlan:
         source: the input.
         out: the dataset written.
         in_place: whether ``out`` is also the input.
-        fingerprint: what identifies the eval, or None when something it depends on cannot be
-            fingerprinted (then nothing is recorded and a rerun is a new eval).
+        ids: what identifies the eval (`EvalIds`: its fingerprint, None when something it depends on
+            cannot be fingerprinted, and then nothing is recorded and a rerun is a new eval; its job,
+            names, input and output but not code; the lineage its versions record); or, where ``out``
+            holds no eval to find it among, a function that works it out when the first commit needs it
+            (`EvalWrite.ids`), while the input's digest is taken on a thread (`Source.start_identity`).
         record: a record of the same eval in ``out``: completed (the eval is a no-op) or interrupted
             (it resumes after ``record.done``).
         seed: the seed of the ``rng`` generators (the resumed run's, when resuming without one).
         label: the functions' names, for messages, logs and the progress bar.
-        job: what the eval is for (names, input, output; not code), or None when the input cannot be
-            fingerprinted.
         drop: an unfinished eval whose kept outputs ``rerun=True`` drops before this eval starts.
     """
 
@@ -76,13 +78,11 @@ class EvalPlan:
     source: Source
     out: Dataset
     in_place: bool
-    fingerprint: str | None
+    ids: EvalIds | Callable[[], EvalIds]
     record: EvalRecord | None
     seed: int
     label: str
-    job: str | None = None
     drop: EvalRecord | None = None
-    origin: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
@@ -97,8 +97,16 @@ class EvalPlan:
         return self.record.done if self.record is not None else 0
 
 
-def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> EvalPlan:
+def plan_eval(
+    pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions, *, identify_later: bool = True
+) -> EvalPlan:
     """Check the arguments, commit pending changes, and find an earlier run of the same eval.
+
+    Where there is nothing to find (``data_out`` holds no eval records), the eval runs in this thread,
+    without checkpoints, and its input's identity reads all of the input (a Parquet file's digest), that
+    identity is taken on a thread while the eval runs, and what identifies the eval is worked out when
+    its commit needs it: the eval does not wait for a digest before its first row. ``identify_later``
+    False: always at once.
 
     Raises:
         InvalidArgumentError, InvalidTypeError, ReadOnlyError: bad arguments (nothing is changed).
@@ -110,26 +118,39 @@ def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOpti
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
     check_decode_on_device(source, options)
-    fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
+    identify = functools.partial(_identify, pipeline, source, out, in_place, options)
     label = _label(pipeline)
+    alone = options.num_workers == 0 and not options.checkpoint_interval and not evals_of(out).records()
+    if identify_later and alone and source.start_identity():
+        return EvalPlan(pipeline, options, source, out, in_place, identify, None, _seed(options, None), label)
+    ids = identify()
     unfinished = _unfinished(out)
     drop = None
     if unfinished is not None and options.rerun:
         record, drop = None, unfinished
     elif unfinished is not None:
-        record = _continue(out, unfinished, fingerprint, job)
+        record = _continue(out, unfinished, ids.fingerprint, ids.job)
     else:
-        record = _earlier_run(out, fingerprint, in_place, options)
+        record = _earlier_run(out, ids.fingerprint, in_place, options)
+    seed = _seed(options, record)
+    return EvalPlan(pipeline, options, source, out, in_place, ids, record, seed, label, drop)
+
+
+def _seed(options: EvalOptions, record: EvalRecord | None) -> int:
+    """The seed of the eval's ``rng`` generators: the one asked for, the resumed run's, or a new one."""
     if options.seed is not None:
-        seed = options.seed
-    elif record is not None and record.seed is not None:
-        seed = record.seed
-    else:
-        seed = draw_seed()
-    origin = _lineage(pipeline, source)
-    return EvalPlan(
-        pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop, origin
-    )
+        return options.seed
+    if record is not None and record.seed is not None:
+        return record.seed
+    return draw_seed()
+
+
+def _identify(
+    pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
+) -> EvalIds:
+    """What identifies the eval: its fingerprint and job (`_fingerprint`) and its lineage (`_lineage`)."""
+    fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
+    return EvalIds(fingerprint, job or "", _lineage(pipeline, source))
 
 
 def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
@@ -226,12 +247,12 @@ def _unfinished(out: Dataset) -> EvalRecord | None:
     )
 
 
-def _continue(out: Dataset, unfinished: EvalRecord, fingerprint: str | None, job: str | None) -> EvalRecord:
+def _continue(out: Dataset, unfinished: EvalRecord, fingerprint: str | None, job: str) -> EvalRecord:
     """The unfinished eval to resume: this eval, or this eval with its code fixed (warned);
     any other eval would append after its kept outputs, which is refused."""
     if fingerprint == unfinished.fingerprint:
         return unfinished
-    if fingerprint is not None and job is not None and job == unfinished.job:
+    if fingerprint is not None and job and job == unfinished.job:
         warn(
             f"Resuming the unfinished eval ({unfinished.label}) into {out.path!r} after its first "
             f"{unfinished.done} inputs, with changed code, arguments or globals: the outputs of those "

@@ -7,14 +7,13 @@ same result and a rerun can be recognised.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
+from lakecompute.compute._fingerprint import FunctionsFed, fingerprint_code, fingerprint_job
 from lakecompute.compute._inputs import Source, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.compute._reading import check_decode_on_device
@@ -118,7 +117,7 @@ def plan_eval(
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
     check_decode_on_device(source, options)
-    identify = functools.partial(_identify, pipeline, source, out, in_place, options)
+    identify = _identifier(pipeline, source, out, in_place, options)
     label = _label(pipeline)
     alone = options.num_workers == 0 and not options.checkpoint_interval and not evals_of(out).records()
     if identify_later and alone and source.start_identity():
@@ -145,19 +144,32 @@ def _seed(options: EvalOptions, record: EvalRecord | None) -> int:
     return draw_seed()
 
 
-def _identify(
+def _identifier(
     pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
-) -> EvalIds:
-    """What identifies the eval: its fingerprint and job (`_fingerprint`) and its lineage (`_lineage`)."""
-    fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
-    return EvalIds(fingerprint, job or "", _lineage(pipeline, source))
+) -> Callable[[], EvalIds]:
+    """What identifies the eval, taken in two steps: what it runs and writes, now (its functions, what
+    they bind and what they read, as they are at the call, and the output), and what it reads when the
+    function returned is called (the input's identity: a digest that may still be taken on a thread).
+    The fingerprint (`_fingerprint`) and the lineage (`_lineage`) come out of both."""
+    output = {
+        "id": out.id,  # the dataset, not its path: one made again at the path has no records
+        "in_place": in_place,
+        # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
+        "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
+    }
+    fed, code = FunctionsFed(pipeline), fingerprint_code(pipeline)
+
+    def identify() -> EvalIds:
+        fingerprint, job = _fingerprint(pipeline, fed, source, out, output, options)
+        return EvalIds(fingerprint, job or "", _lineage(pipeline, code, source))
+
+    return identify
 
 
-def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
+def _lineage(pipeline: Pipeline, code: str, source: Source) -> dict[str, Any]:
     """What the versions an eval commits record of it: its functions, a fingerprint of their code and
-    arguments, and what it read (None where they cannot be fingerprinted)."""
-    origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions]}
-    origin["code"] = fingerprint_code(pipeline)
+    arguments (``code``), and what it read (None where it cannot be fingerprinted)."""
+    origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions], "code": code}
     try:
         # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
         # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
@@ -201,13 +213,18 @@ def _commit_pending(out: Dataset, data_in: Any) -> None:
 
 
 def _fingerprint(
-    pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
+    pipeline: Pipeline,
+    fed: FunctionsFed,
+    source: Source,
+    out: Dataset,
+    output: dict[str, Any],
+    options: EvalOptions,
 ) -> tuple[str | None, str | None]:
     """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted.
 
-    An input without an identity (a torch dataset, a generator) warns at the call that the eval is not
-    recorded (a rerun appends its outputs again); a value the functions bind that cannot be fingerprinted
-    (a model object bound as an argument) is identified by its type, and `fingerprint_eval` warns.
+    An input without an identity (a torch dataset, a generator) warns that the eval is not recorded (a
+    rerun appends its outputs again); a value the functions bind that cannot be fingerprinted (a model
+    object bound as an argument) is identified by its type, and ``fed`` warns.
     """
     try:
         identity = source.identity()
@@ -220,20 +237,14 @@ def _fingerprint(
             "dataset, a Hugging Face datasets.Dataset or a list as data_in to have it recorded."
         )
         return None, None
-    if in_place:
+    if output["in_place"]:
         # The input is the version the eval started from; and its tensors are not part of the
         # identity, so that the eval that filled a new column is the same eval once it holds data
         # (a completed in-place eval is recognised only right after itself: nothing changed since).
         identity = {**identity, "version": None, "digest": None, "tensors": None}
-    output = {
-        "id": out.id,  # the dataset, not its path: one made again at the path has no records
-        "in_place": in_place,
-        # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
-        "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
-    }
     try:
         job = fingerprint_job(pipeline, identity, output)
-        return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
+        return fed.fingerprint(identity, {**output, "options": options.identity()}), job
     except FingerprintError:
         if options.checkpoint_interval:
             raise

@@ -328,9 +328,10 @@ class EvalWrite:
     def commit(self, progress: EvalProgress) -> int:
         """The final commit; returns the version that holds the eval's result."""
         suffix = " (in place)" if self.in_place else ""
+        record, origin = self._record("done", progress), self.ids.origin  # may wait for the input's digest
         if self._grant is not None:
             self._txn.writer.unpin()  # the workers are done: the final commit releases the lease
-        self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress), self.ids.origin)
+        self._txn.commit(f"eval {self.label}{suffix}", record, origin)
         return self._txn.base.version
 
     def _reopen(self) -> None:

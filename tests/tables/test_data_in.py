@@ -163,13 +163,13 @@ def test_the_digest_is_taken_while_the_rows_are_read(tmp_path: Path, monkeypatch
     assert _content(tmp_path / "out")[0] == [3 * i for i in range(N)]
 
 
-SEEN: list[int] = []
+seen_rows: list[int] = []
 
 
 @lc.compute
 def counted(row: dict[str, Any], sample_out: Any) -> None:
     """Reads (and changes) a global: the eval's fingerprint takes it as it is when the eval is called."""
-    SEEN.append(int(row["i"]))
+    seen_rows.append(int(row["i"]))
     sample_out.y.append(int(row["i"]) * 3)
     sample_out.name.append(row["name"])
     sample_out.vec.append(np.asarray(row["vec"], dtype=np.float64))
@@ -180,13 +180,13 @@ def test_what_the_functions_read_is_fingerprinted_at_the_call(tmp_path: Path) ->
     called: a global the function changes while it runs does not make the identical rerun another eval."""
     path = _write(tmp_path / "t.parquet", _table())
     out = _out(tmp_path / "out")
-    SEEN.clear()
+    seen_rows.clear()
     first = counted().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    assert SEEN == list(range(N))
-    SEEN.clear()
+    assert seen_rows == list(range(N))
+    seen_rows.clear()
     with pytest.warns(lc.LakeComputeWarning, match="already completed"):
         again = counted().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    assert (again.version, SEEN) == (first.version, [])
+    assert (again.version, seen_rows) == (first.version, [])
 
 
 def test_a_digest_that_fails_fails_the_eval_and_commits_nothing(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import socketserver
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 __all__ = ["PREFIX", "RequestThreads", "in_background", "start_thread", "thread_pool"]
@@ -50,27 +50,18 @@ def in_background(name: str, fn: Callable[[], T]) -> Callable[[], T]:
 
     Returns:
         A function that waits for ``fn`` to return and gives what it returned, or raises what it raised
-        (each call alike).
+        (each call alike): the ``result`` of a `concurrent.futures.Future` the thread completes.
     """
-    outcome: list[Any] = []
+    future: Future[T] = Future()
 
     def run() -> None:
         try:
-            outcome.append((True, fn()))
-        except BaseException as exc:  # raised again in the caller that waits
-            outcome.append((False, exc))
+            future.set_result(fn())
+        except BaseException as exc:  # raised again where the result is waited for
+            future.set_exception(exc)
 
-    thread = start_thread(name, run)
-
-    def wait() -> T:
-        thread.join()
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        result: T = value
-        return result
-
-    return wait
+    start_thread(name, run)
+    return future.result
 
 
 def thread_pool(threads: int, name: str) -> ThreadPoolExecutor:

@@ -101,11 +101,11 @@ def plan_eval(
 ) -> EvalPlan:
     """Check the arguments, commit pending changes, and find an earlier run of the same eval.
 
-    Where there is nothing to find (``data_out`` holds no eval records), the eval runs in this thread,
-    without checkpoints, and its input's identity reads all of the input (a Parquet file's digest), that
-    identity is taken on a thread while the eval runs, and what identifies the eval is worked out when
-    its commit needs it: the eval does not wait for a digest before its first row. ``identify_later``
-    False: always at once.
+    An input whose identity reads all of it (a Parquet file's digest) is identified on a thread while the
+    eval runs, and what identifies the eval is completed when its commit needs it, where nothing needs it
+    sooner: ``data_out`` holds no eval records (no earlier run to find), the eval runs in this thread
+    (no workers) and takes no checkpoints. The functions are fingerprinted at the call either way.
+    ``identify_later`` False: everything at once, before the eval runs.
 
     Raises:
         InvalidArgumentError, InvalidTypeError, ReadOnlyError: bad arguments (nothing is changed).

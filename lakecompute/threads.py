@@ -2,12 +2,11 @@
 
 Every thread the package starts is started here, so that what runs beside the caller's code can be
 read in one place and found by name (``lakecompute-<name>`` in a debugger, ``py-spy`` or
-``threading.enumerate()``): a worker's readers and writer and an eval's input digest (``compute``), the
-chunk writes of a flush (``datasets``), the lease keeper (``versioned``), the S3 probe (``storage``),
-exports reading ahead (``tables``), the viewer's server (``viewer``), a scheduler's workers and its
-pools' watchers (``schedulers``). Processes are started only by the schedulers
-(``schedulers/_pool.py``); a worker's helper processes are a scheduler ``Service``.
-``tests/test_house.py`` checks both.
+``threading.enumerate()``): a worker's readers and writer (``compute``), the chunk writes of a flush
+(``datasets``), the lease keeper (``versioned``), the S3 probe (``storage``), exports reading ahead
+(``tables``), the viewer's server (``viewer``), a scheduler's workers and its pools' watchers
+(``schedulers``). Processes are started only by the schedulers (``schedulers/_pool.py``); a worker's
+helper processes are a scheduler ``Service``. ``tests/test_house.py`` checks both.
 
 The threads are daemon threads: none keeps the interpreter alive, and each owner ends its own (a task
 closes its readers, a viewer shuts its server down, a pool is used as a context manager).
@@ -18,12 +17,10 @@ from __future__ import annotations
 import socketserver
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-__all__ = ["PREFIX", "RequestThreads", "in_background", "start_thread", "thread_pool"]
-
-T = TypeVar("T")
+__all__ = ["PREFIX", "RequestThreads", "start_thread", "thread_pool"]
 
 #: Every thread the package starts is named with this prefix.
 PREFIX = "lakecompute-"
@@ -43,25 +40,6 @@ def start_thread(name: str, target: Callable[..., object], *args: Any) -> thread
     thread = threading.Thread(target=target, args=args, name=PREFIX + name, daemon=True)
     thread.start()
     return thread
-
-
-def in_background(name: str, fn: Callable[[], T]) -> Callable[[], T]:
-    """Start ``fn()`` on a daemon thread named ``lakecompute-<name>``.
-
-    Returns:
-        A function that waits for ``fn`` to return and gives what it returned, or raises what it raised
-        (each call alike): the ``result`` of a `concurrent.futures.Future` the thread completes.
-    """
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # raised again where the result is waited for
-            future.set_exception(exc)
-
-    start_thread(name, run)
-    return future.result
 
 
 def thread_pool(threads: int, name: str) -> ThreadPoolExecutor:

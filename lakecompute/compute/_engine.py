@@ -147,7 +147,7 @@ def _run_eval(
 ) -> EvalResult:
     """Run an eval here (and, with ``ranked``, on every rank of a distributed job, this being rank 0)."""
     t0 = time.perf_counter()
-    plan = plan_eval(pipeline, data_in, data_out, options, identify_later=ranked is None)
+    plan = plan_eval(pipeline, data_in, data_out, options)
     if plan.completed:
         return _already_done(plan, t0)
     sched = _scheduler(plan) if ranked is None else ranked.local
@@ -157,7 +157,10 @@ def _run_eval(
         plan = replace(plan, options=replace(plan.options, num_workers=ranked.workers))
     if plan.drop is not None:
         evals_of(plan.out).drop_unfinished(plan.drop)
-    write = evals_of(plan.out).begin(plan.ids, label=plan.label, in_place=plan.in_place, resume=plan.resume)
+    write = evals_of(plan.out).begin(
+        plan.fingerprint, label=plan.label, in_place=plan.in_place, resume=plan.resume, job=plan.job or "",
+        origin=plan.origin,
+    )  # fmt: skip
     token = uuid.uuid4().hex
     try:
         prepared = _prepare(plan, write, token)

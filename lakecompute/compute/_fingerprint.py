@@ -39,13 +39,7 @@ from lakecompute.errors import FingerprintError, warn
 if TYPE_CHECKING:
     from lakecompute.compute._decorator import Pipeline
 
-__all__ = [
-    "FunctionsFed",
-    "describe_for_fingerprints",
-    "fingerprint_eval",
-    "fingerprint_job",
-    "fingerprint_value",
-]
+__all__ = ["describe_for_fingerprints", "fingerprint_eval", "fingerprint_job", "fingerprint_value"]
 
 #: What identifies values of kinds lakecompute does not own (see `describe_for_fingerprints`).
 _DESCRIBERS: list[Callable[[Any], Any]] = []
@@ -102,13 +96,6 @@ class _Hasher:
 
     def digest(self) -> str:
         return self._h.hexdigest()[:32]
-
-    def copy(self) -> _Hasher:
-        """A hasher that goes on from what this one was fed so far (this one is left as it is)."""
-        other = _Hasher(self.lenient, dict(self.uncovered))
-        other._h = self._h.copy()
-        other._code_seen = set(self._code_seen)
-        return other
 
     def key(self, text: str) -> None:
         """Feed a name that labels the next value (a keyword argument's, say)."""
@@ -367,37 +354,13 @@ def fingerprint_eval(pipeline: Pipeline, input_identity: Any, output: Any) -> st
     Raises:
         FingerprintError: the input or output cannot be fingerprinted (named in the message).
     """
-    return FunctionsFed(pipeline).fingerprint(input_identity, output)
-
-
-class FunctionsFed:
-    """`fingerprint_eval` in two steps: the functions, what they bind and what they read, fed when this is
-    made (as they are then: an eval's, at its call, whatever its code changes while it runs), and the
-    input and output when `fingerprint` is called (once its input's identity is known).
-    """
-
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._pipeline = pipeline
-        self._fed: _Hasher | FingerprintError = _Hasher()
-        try:
-            _functions(self._fed, pipeline)
-        except FingerprintError as exc:  # raised where the fingerprint is asked for, as fingerprint_eval does
-            self._fed = exc
-
-    def fingerprint(self, input_identity: Any, output: Any) -> str:
-        """The eval's fingerprint (see `fingerprint_eval`: it warns of what has no identity, here).
-
-        Raises:
-            FingerprintError: the functions, the input or the output cannot be fingerprinted.
-        """
-        if isinstance(self._fed, FingerprintError):
-            raise self._fed
-        h = self._fed.copy()
-        h.value(input_identity, "data_in")
-        h.value(output, "data_out")
-        if h.uncovered:
-            _warn_uncovered(self._pipeline, h.uncovered)
-        return h.digest()
+    h = _Hasher()
+    _functions(h, pipeline)
+    h.value(input_identity, "data_in")
+    h.value(output, "data_out")
+    if h.uncovered:
+        _warn_uncovered(pipeline, h.uncovered)
+    return h.digest()
 
 
 def _warn_uncovered(pipeline: Pipeline, uncovered: Mapping[str, str]) -> None:

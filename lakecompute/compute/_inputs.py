@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +18,6 @@ import numpy as np
 
 from lakecompute.compute._deferred import DeferredPart, LazyColumn, batch_part
 from lakecompute.compute._fingerprint import fingerprint_value
-from lakecompute.compute._ray_input import RAY_WAYS_OUT, is_ray_dataset, ray_rows
 from lakecompute.compute._samples import RowMeta, column_rows, row_class, tensor_meta
 from lakecompute.compute._sizes import estimate_bytes
 from lakecompute.datasets import (
@@ -34,7 +33,6 @@ from lakecompute.errors import FingerprintError, InvalidArgumentError, InvalidTy
 from lakecompute.htypes import HostDecode, Staging, decoding_on
 from lakecompute.storage import layout_verdicts
 from lakecompute.tables import TableInput, table_input
-from lakecompute.threads import in_background
 
 __all__ = [
     "DatasetSource",
@@ -86,12 +84,6 @@ class Source:
             FingerprintError: the input has no identity (the eval cannot be recorded).
         """
         raise NotImplementedError
-
-    def start_identity(self) -> bool:
-        """Start taking `identity` on a thread, where taking it reads all of the input (a Parquet file's
-        digest), and say whether it was started; `identity` then waits for it. False by default: the
-        identity is quick to take (a dataset's version, a Hugging Face fingerprint), or may be refused."""
-        return False
 
     def describe(self) -> dict[str, Any]:
         """What an eval record keeps of the input (small JSON): its kind and what names it."""
@@ -431,7 +423,6 @@ class TableSource(Source):
         self.table = table
         self.length = len(table)
         self._identity: dict[str, Any] | None = None
-        self._taking: Callable[[], dict[str, Any]] | None = None  # the identity, on a thread
 
     def read_block(self, start: int, stop: int, batch: bool) -> Iterable[Any]:
         rows = self.table.read_rows(start, stop)
@@ -444,17 +435,8 @@ class TableSource(Source):
         # Taken once per eval (this source is the eval's own), never kept from one eval to the next: a
         # file rewritten since, at the same path, size and time, is another input.
         if self._identity is None:
-            taking, self._taking = self._taking, None
-            self._identity = taking() if taking is not None else self.table.identity()
+            self._identity = self.table.identity()
         return self._identity
-
-    def start_identity(self) -> bool:
-        # A file's digest reads it whole, without the GIL (its reads and xxhash), beside the eval reading
-        # the same file's rows; a table's or a frame's digest is quick, or runs Python on every cell.
-        if self._identity is not None or self._taking is not None or not self.table.identity_reads_files:
-            return False
-        self._taking = in_background("input-digest", self.table.identity)
-        return True
 
     def describe(self) -> dict[str, Any]:
         return self.table.describe()
@@ -549,6 +531,41 @@ def check_equal_lengths(path: str, lengths: dict[str, int]) -> None:
     )
 
 
+def _is_ray_dataset(data: Any) -> bool:
+    # Checked by name: importing Ray (seconds) to answer it would slow every eval down.
+    return type(data).__module__.startswith("ray.data") and type(data).__name__ in (
+        "Dataset",
+        "MaterializedDataset",
+    )
+
+
+def ray_rows(data: Any, batch_rows: int = 256) -> Iterator[dict[str, Any]]:
+    """The rows of a ``ray.data.Dataset`` in its order, as dicts of column name to value.
+
+    Read block by block as the eval takes them (streamed: nothing beyond a few blocks is held).
+    Ray Data may reorder blocks for speed; the iteration asks it to keep their order (in the
+    dataset's own context, which Ray Data reads when the iteration starts, restored after).
+    """
+    options = data.context.execution_options
+    kept = options.preserve_order
+    options.preserve_order = True
+    try:
+        for batch in data.iter_batches(batch_size=batch_rows, batch_format="numpy"):
+            columns = list(batch)
+            count = len(batch[columns[0]]) if columns else 0
+            for i in range(count):
+                yield {name: batch[name][i] for name in columns}
+    finally:
+        options.preserve_order = kept
+
+
+_RAY_WAYS_OUT = (
+    "Write it into a lakecompute dataset first (an eval without checkpoint_interval), then run the "
+    "checkpointed eval over that dataset; or pass list(ray_ds.iter_rows()) when it fits in memory; or run "
+    "without checkpoint_interval."
+)
+
+
 def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
     """Choose the adapter for ``data_in``."""
     if isinstance(data_in, (Dataset, DatasetView)):
@@ -571,8 +588,8 @@ def make_source(data_in: Any, pad: bool, in_place: bool = False) -> Source:
             f"data_in is a 0-d array ({data_in!r}): it holds one value, not a sequence of samples. "
             "Pass a 1-d array or a list (for one sample: [value], or arr.reshape(1))."
         )
-    if is_ray_dataset(data_in):
-        return IterableSource(ray_rows(data_in), "a ray.data.Dataset", RAY_WAYS_OUT)
+    if _is_ray_dataset(data_in):
+        return IterableSource(ray_rows(data_in), "a ray.data.Dataset", _RAY_WAYS_OUT)
     if hasattr(data_in, "__len__") and hasattr(data_in, "__getitem__"):
         return SequenceSource(data_in)
     if isinstance(data_in, Iterable):

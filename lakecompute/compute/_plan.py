@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakecompute.compute._fingerprint import FunctionsFed, fingerprint_code, fingerprint_job
+from lakecompute.compute._fingerprint import fingerprint_code, fingerprint_eval, fingerprint_job
 from lakecompute.compute._inputs import Source, make_source
 from lakecompute.compute._options import EvalOptions, draw_seed
 from lakecompute.compute._reading import check_decode_on_device
 from lakecompute.compute._sizes import estimate_bytes
-from lakecompute.datasets import Dataset, DatasetView, EvalIds, EvalRecord, base_dataset, evals_of
+from lakecompute.datasets import Dataset, DatasetView, EvalRecord, base_dataset, evals_of
 from lakecompute.errors import (
     EvalConflictError,
     FingerprintError,
@@ -60,15 +60,14 @@ class EvalPlan:
         source: the input.
         out: the dataset written.
         in_place: whether ``out`` is also the input.
-        ids: what identifies the eval (`EvalIds`: its fingerprint, None when something it depends on
-            cannot be fingerprinted, and then nothing is recorded and a rerun is a new eval; its job,
-            names, input and output but not code; the lineage its versions record); or, where ``out``
-            holds no eval to find it among, a function that works it out when the first commit needs it
-            (`EvalWrite.ids`), while the input's digest is taken on a thread (`Source.start_identity`).
+        fingerprint: what identifies the eval, or None when something it depends on cannot be
+            fingerprinted (then nothing is recorded and a rerun is a new eval).
         record: a record of the same eval in ``out``: completed (the eval is a no-op) or interrupted
             (it resumes after ``record.done``).
         seed: the seed of the ``rng`` generators (the resumed run's, when resuming without one).
         label: the functions' names, for messages, logs and the progress bar.
+        job: what the eval is for (names, input, output; not code), or None when the input cannot be
+            fingerprinted.
         drop: an unfinished eval whose kept outputs ``rerun=True`` drops before this eval starts.
     """
 
@@ -77,11 +76,13 @@ class EvalPlan:
     source: Source
     out: Dataset
     in_place: bool
-    ids: EvalIds | Callable[[], EvalIds]
+    fingerprint: str | None
     record: EvalRecord | None
     seed: int
     label: str
+    job: str | None = None
     drop: EvalRecord | None = None
+    origin: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
@@ -96,16 +97,8 @@ class EvalPlan:
         return self.record.done if self.record is not None else 0
 
 
-def plan_eval(
-    pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions, *, identify_later: bool = True
-) -> EvalPlan:
+def plan_eval(pipeline: Pipeline, data_in: Any, data_out: Any, options: EvalOptions) -> EvalPlan:
     """Check the arguments, commit pending changes, and find an earlier run of the same eval.
-
-    An input whose identity reads all of it (a Parquet file's digest) is identified on a thread while the
-    eval runs, and what identifies the eval is completed when its commit needs it, where nothing needs it
-    sooner: ``data_out`` holds no eval records (no earlier run to find), the eval runs in this thread
-    (no workers) and takes no checkpoints. The functions are fingerprinted at the call either way.
-    ``identify_later`` False: everything at once, before the eval runs.
 
     Raises:
         InvalidArgumentError, InvalidTypeError, ReadOnlyError: bad arguments (nothing is changed).
@@ -117,59 +110,33 @@ def plan_eval(
     _commit_pending(out, data_in)
     source = make_source(data_in, options.pad_data_in, in_place)
     check_decode_on_device(source, options)
-    identify = _identifier(pipeline, source, out, in_place, options)
+    fingerprint, job = _fingerprint(pipeline, source, out, in_place, options)
     label = _label(pipeline)
-    alone = options.num_workers == 0 and not options.checkpoint_interval and not evals_of(out).records()
-    if identify_later and alone and source.start_identity():
-        return EvalPlan(pipeline, options, source, out, in_place, identify, None, _seed(options, None), label)
-    ids = identify()
     unfinished = _unfinished(out)
     drop = None
     if unfinished is not None and options.rerun:
         record, drop = None, unfinished
     elif unfinished is not None:
-        record = _continue(out, unfinished, ids.fingerprint, ids.job)
+        record = _continue(out, unfinished, fingerprint, job)
     else:
-        record = _earlier_run(out, ids.fingerprint, in_place, options)
-    seed = _seed(options, record)
-    return EvalPlan(pipeline, options, source, out, in_place, ids, record, seed, label, drop)
-
-
-def _seed(options: EvalOptions, record: EvalRecord | None) -> int:
-    """The seed of the eval's ``rng`` generators: the one asked for, the resumed run's, or a new one."""
+        record = _earlier_run(out, fingerprint, in_place, options)
     if options.seed is not None:
-        return options.seed
-    if record is not None and record.seed is not None:
-        return record.seed
-    return draw_seed()
+        seed = options.seed
+    elif record is not None and record.seed is not None:
+        seed = record.seed
+    else:
+        seed = draw_seed()
+    origin = _lineage(pipeline, source)
+    return EvalPlan(
+        pipeline, options, source, out, in_place, fingerprint, record, seed, label, job, drop, origin
+    )
 
 
-def _identifier(
-    pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
-) -> Callable[[], EvalIds]:
-    """What identifies the eval, taken in two steps: what it runs and writes, now (its functions, what
-    they bind and what they read, as they are at the call, and the output), and what it reads when the
-    function returned is called (the input's identity: a digest that may still be taken on a thread).
-    The fingerprint (`_fingerprint`) and the lineage (`_lineage`) come out of both."""
-    output = {
-        "id": out.id,  # the dataset, not its path: one made again at the path has no records
-        "in_place": in_place,
-        # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
-        "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
-    }
-    fed, code = FunctionsFed(pipeline), fingerprint_code(pipeline)
-
-    def identify() -> EvalIds:
-        fingerprint, job = _fingerprint(pipeline, fed, source, out, output, options)
-        return EvalIds(fingerprint, job or "", _lineage(pipeline, code, source))
-
-    return identify
-
-
-def _lineage(pipeline: Pipeline, code: str, source: Source) -> dict[str, Any]:
+def _lineage(pipeline: Pipeline, source: Source) -> dict[str, Any]:
     """What the versions an eval commits record of it: its functions, a fingerprint of their code and
-    arguments (``code``), and what it read (None where it cannot be fingerprinted)."""
-    origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions], "code": code}
+    arguments, and what it read (None where they cannot be fingerprinted)."""
+    origin: dict[str, Any] = {"op": "eval", "functions": [f.name for f in pipeline.functions]}
+    origin["code"] = fingerprint_code(pipeline)
     try:
         # What identifies the input (a dataset's id, version and selection; a Hugging Face dataset's
         # fingerprint) and where it was (a dataset's path): the input's identity plus its description.
@@ -213,18 +180,13 @@ def _commit_pending(out: Dataset, data_in: Any) -> None:
 
 
 def _fingerprint(
-    pipeline: Pipeline,
-    fed: FunctionsFed,
-    source: Source,
-    out: Dataset,
-    output: dict[str, Any],
-    options: EvalOptions,
+    pipeline: Pipeline, source: Source, out: Dataset, in_place: bool, options: EvalOptions
 ) -> tuple[str | None, str | None]:
     """The eval's fingerprint and its job (see `fingerprint_job`); None for what cannot be fingerprinted.
 
-    An input without an identity (a torch dataset, a generator) warns that the eval is not recorded (a
-    rerun appends its outputs again); a value the functions bind that cannot be fingerprinted (a model
-    object bound as an argument) is identified by its type, and ``fed`` warns.
+    An input without an identity (a torch dataset, a generator) warns at the call that the eval is not
+    recorded (a rerun appends its outputs again); a value the functions bind that cannot be fingerprinted
+    (a model object bound as an argument) is identified by its type, and `fingerprint_eval` warns.
     """
     try:
         identity = source.identity()
@@ -237,14 +199,20 @@ def _fingerprint(
             "dataset, a Hugging Face datasets.Dataset or a list as data_in to have it recorded."
         )
         return None, None
-    if output["in_place"]:
+    if in_place:
         # The input is the version the eval started from; and its tensors are not part of the
         # identity, so that the eval that filled a new column is the same eval once it holds data
         # (a completed in-place eval is recognised only right after itself: nothing changed since).
         identity = {**identity, "version": None, "digest": None, "tensors": None}
+    output = {
+        "id": out.id,  # the dataset, not its path: one made again at the path has no records
+        "in_place": in_place,
+        # Not the dtypes: a generic tensor's is decided by the eval's own data (at its checkpoints too).
+        "tensors": {n: [t.htype, t.sample_compression] for n, t in out.tensors.items()},
+    }
     try:
         job = fingerprint_job(pipeline, identity, output)
-        return fed.fingerprint(identity, {**output, "options": options.identity()}), job
+        return fingerprint_eval(pipeline, identity, {**output, "options": options.identity()}), job
     except FingerprintError:
         if options.checkpoint_interval:
             raise
@@ -258,12 +226,12 @@ def _unfinished(out: Dataset) -> EvalRecord | None:
     )
 
 
-def _continue(out: Dataset, unfinished: EvalRecord, fingerprint: str | None, job: str) -> EvalRecord:
+def _continue(out: Dataset, unfinished: EvalRecord, fingerprint: str | None, job: str | None) -> EvalRecord:
     """The unfinished eval to resume: this eval, or this eval with its code fixed (warned);
     any other eval would append after its kept outputs, which is refused."""
     if fingerprint == unfinished.fingerprint:
         return unfinished
-    if fingerprint is not None and job and job == unfinished.job:
+    if fingerprint is not None and job is not None and job == unfinished.job:
         warn(
             f"Resuming the unfinished eval ({unfinished.label}) into {out.path!r} after its first "
             f"{unfinished.done} inputs, with changed code, arguments or globals: the outputs of those "

@@ -13,7 +13,6 @@ from lakecompute.datasets._core import DatasetCore, core_of
 from lakecompute.datasets._dataset import Dataset
 from lakecompute.datasets._eval_write import (
     Decisions,
-    EvalIds,
     EvalWrite,
     OutputSchema,
     SlotGrant,
@@ -42,7 +41,6 @@ __all__ = [
     "DatasetInfo",
     "DatasetView",
     "Decisions",
-    "EvalIds",
     "EvalPort",
     "EvalProgress",
     "EvalRecord",

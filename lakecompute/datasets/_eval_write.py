@@ -18,8 +18,8 @@ hands back only fragment descriptions.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,6 @@ from lakecompute.versioned import Fragment, SlotGrant
 
 __all__ = [
     "Decisions",
-    "EvalIds",
     "EvalWrite",
     "OutputSchema",
     "SlotGrant",
@@ -174,22 +173,6 @@ class TaskWriter:
 # -- the calling side -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class EvalIds:
-    """What identifies an eval in the record and the versions it commits.
-
-    Attributes:
-        fingerprint: the eval's fingerprint, or None when it has none (then no record is kept).
-        job: what the eval is for (see `EvalRecord.job`); its record replaces an unfinished one of the
-            same job.
-        origin: the lineage each version the eval commits records (``Manifest.origin``).
-    """
-
-    fingerprint: str | None
-    job: str = ""
-    origin: Mapping[str, Any] = field(default_factory=dict)
-
-
 class EvalWrite:
     """One eval's part of its output dataset's write transaction.
 
@@ -200,25 +183,30 @@ class EvalWrite:
 
     Args:
         txn: the output dataset's transaction.
-        ids: what identifies the eval (`EvalIds`), or a function that gives it: called once, when a
-            commit first needs it (the first checkpoint, or the final commit), so that what identifies
-            the eval can be worked out while it runs (an input's digest: see ``compute._plan``).
+        fingerprint: the eval's fingerprint, or None when it has none (then no record is kept).
         label: the compute functions, for commit messages.
         in_place: whether the eval transforms the dataset it reads.
         resume: the record of an interrupted run of the same eval to continue from, if any.
+        job: what the eval is for (see `EvalRecord.job`); its record replaces an unfinished one of the
+            same job.
+        origin: the lineage each version the eval commits records (``Manifest.origin``).
     """
 
     def __init__(
         self,
         txn: Transaction,
-        ids: EvalIds | Callable[[], EvalIds],
+        fingerprint: str | None,
         *,
         label: str,
         in_place: bool,
         resume: EvalRecord | None,
+        job: str = "",
+        origin: Mapping[str, Any] | None = None,
     ) -> None:
         self._txn = txn
-        self._ids = ids
+        self.job = job
+        self.origin = dict(origin or {})
+        self.fingerprint = fingerprint
         self.label = label
         self.in_place = in_place
         self.resume = resume
@@ -234,13 +222,6 @@ class EvalWrite:
         self.schema = OutputSchema(
             {name: TensorSchema.of(s, rank=not in_place) for name, s in txn.head.tensors.items()}
         )
-
-    @property
-    def ids(self) -> EvalIds:
-        """What identifies the eval (given as a function: worked out at the first use, here)."""
-        if not isinstance(self._ids, EvalIds):
-            self._ids = self._ids()
-        return self._ids
 
     # -- before the workers ----------------------------------------------------------------------
     def decide(self, decisions: Decisions, *, replace_all: bool) -> OutputSchema:
@@ -320,18 +301,17 @@ class EvalWrite:
         message = f"eval {self.label}: checkpoint at {progress.done}"
         record = self._record("running", progress)
         if not self.in_place:
-            self._txn.commit(message, record, self.ids.origin)
+            self._txn.commit(message, record, self.origin)
             self._reopen()
         elif record is not None:  # in place, checkpoints exist only to be resumed: they need the record
-            self._txn.commit_record(message, record, self.ids.origin)
+            self._txn.commit_record(message, record, self.origin)
 
     def commit(self, progress: EvalProgress) -> int:
         """The final commit; returns the version that holds the eval's result."""
         suffix = " (in place)" if self.in_place else ""
-        record, origin = self._record("done", progress), self.ids.origin  # may wait for the input's digest
         if self._grant is not None:
             self._txn.writer.unpin()  # the workers are done: the final commit releases the lease
-        self._txn.commit(f"eval {self.label}{suffix}", record, origin)
+        self._txn.commit(f"eval {self.label}{suffix}", self._record("done", progress), self.origin)
         return self._txn.base.version
 
     def _reopen(self) -> None:
@@ -343,14 +323,13 @@ class EvalWrite:
         self._txn.rollback()
 
     def _record(self, status: str, progress: EvalProgress) -> EvalRecord | None:
-        ids = self.ids
-        if ids.fingerprint is None:
+        if self.fingerprint is None:
             return None
         parked: dict[str, tuple[Fragment, ...]] = {}
         if self.in_place and status == "running":
             parked = {n: tuple(self._txn.head.state(n).fragments) for n in self.written}
         return EvalRecord(
-            fingerprint=ids.fingerprint,
+            fingerprint=self.fingerprint,
             status="done" if status == "done" else "running",
             done=progress.done,
             outputs=dict(progress.outputs),
@@ -364,5 +343,5 @@ class EvalWrite:
             open_dtypes=self.open_dtypes if status != "done" else (),
             parked=parked,
             seconds=progress.seconds,
-            job=ids.job,
+            job=self.job,
         )

@@ -8,11 +8,11 @@ into it (`lakecompute.datasets.EvalRecord`, kept in its version manifests), star
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lakecompute.datasets._core import core_of
-from lakecompute.datasets._eval_write import EvalIds, EvalWrite
+from lakecompute.datasets._eval_write import EvalWrite
 from lakecompute.datasets._records import EvalRecord, parse_records, reference_of
 from lakecompute.errors import DatasetNotFoundError, InvalidArgumentError
 from lakecompute.versioned import Fragment, Manifest
@@ -66,18 +66,19 @@ class EvalPort:
 
     def begin(
         self,
-        ids: EvalIds | Callable[[], EvalIds],
+        fingerprint: str | None,
         *,
         label: str,
         in_place: bool,
         resume: EvalRecord | None = None,
+        job: str = "",
+        origin: Mapping[str, Any] | None = None,
     ) -> EvalWrite:
         """Start an eval's writes into the dataset: its part of the write transaction.
 
         Pending changes must be committed first (``commit()``), so that the eval's commits hold only
-        its own outputs. ``ids`` says what identifies the eval (`EvalIds`: its fingerprint, its job, and
-        the lineage every version it commits records), or is a function that gives it when a commit
-        first needs it; its commits land on the handle's branch.
+        its own outputs. ``origin`` is the lineage every version the eval commits records (its
+        functions, the fingerprint of their code, what it read); its commits land on the handle's branch.
 
         Raises:
             ReadOnlyError: the dataset was opened read-only or at an old version.
@@ -88,7 +89,9 @@ class EvalPort:
             raise InvalidArgumentError(
                 f"Dataset {self._core.path!r} has uncommitted changes; commit them before starting an eval."
             )
-        return EvalWrite(self._core.txn, ids, label=label, in_place=in_place, resume=resume)
+        return EvalWrite(
+            self._core.txn, fingerprint, label=label, in_place=in_place, resume=resume, job=job, origin=origin
+        )
 
     def drop_unfinished(self, record: EvalRecord) -> int:
         """Drop the kept outputs of the unfinished eval ``record`` (``rerun=True``): commit a version

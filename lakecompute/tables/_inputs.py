@@ -47,9 +47,6 @@ class TableInput:
     verify_images: bool = True
     """How `check_images` checks them: decoded once (True), or their files' structure only
     (`ImageBytes.verify`; the table ingests' ``verify=False``)."""
-    identity_reads_files: bool = False
-    """Whether `identity` reads files whole (a Parquet input's digest): an eval may take it on a thread
-    while it reads the rows (`lakecompute.compute`'s ``Source.start_identity``)."""
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -171,8 +168,6 @@ class ParquetInput(TableInput):
         InvalidArgumentError: no such file, files of different columns, an unknown column.
         DatasetCorruptError: a file that is not Parquet, truncated, or whose footer lies.
     """
-
-    identity_reads_files = True
 
     def __init__(self, paths: Sequence[str], columns: Sequence[str] | None = None) -> None:
         pa = pyarrow()

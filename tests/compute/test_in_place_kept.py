@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.datasets import Decisions, EvalIds, evals_of
+from lakecompute.datasets import Decisions, evals_of
 from tests.compute.compute_helpers import Sched
 
 N = 300
@@ -109,7 +109,7 @@ def test_in_place_end_check_refuses_a_replaced_tensor_of_another_length(tmp_path
     """The check before the final commit: a replaced tensor without one value per input is refused with a
     TransformError naming it and the counts, and aborting leaves the dataset as it was."""
     ds = _two_columns(tmp_path / "ds")
-    write = evals_of(ds).begin(EvalIds(None), label="negate_x", in_place=True)
+    write = evals_of(ds).begin(None, label="negate_x", in_place=True)
     try:
         write.decide(Decisions({"x": 0}, ("x",)), replace_all=False)
         with pytest.raises(

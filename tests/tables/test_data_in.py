@@ -7,7 +7,6 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -129,81 +128,6 @@ def test_the_identical_rerun_is_a_noop_and_new_content_runs(tmp_path: Path) -> N
         with pytest.warns(lc.LakeComputeWarning, match="already completed"):
             scaled().eval(data, out, progressbar=False)
     assert len(lc.load(str(tmp_path / "out")).y) == 3 * N
-
-
-def test_the_digest_is_taken_while_the_rows_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Into a dataset without eval records, in the process, the file's digest is taken on a thread while the
-    eval reads the rows (it waits here for the first row: taken first, it would wait in vain); the record
-    it leaves is the one the identical rerun finds."""
-    path = _write(tmp_path / "t.parquet", _table())
-    out = _out(tmp_path / "out")
-    read_a_row, seen = threading.Event(), []
-    digest, cells = lc.tables.ParquetInput.identity, lc.tables.ParquetInput.column_cells
-
-    def identity(self: Any) -> dict[str, Any]:
-        seen.append((threading.current_thread().name, read_a_row.wait(timeout=20)))
-        return digest(self)
-
-    def column_cells(self: Any, start: int, stop: int) -> dict[str, list[Any]]:
-        read_a_row.set()
-        return cells(self, start, stop)
-
-    monkeypatch.setattr("lakecompute.tables.ParquetInput.identity", identity)
-    monkeypatch.setattr("lakecompute.tables.ParquetInput.column_cells", column_cells)
-    first = scaled().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    assert seen == [("lakecompute-input-digest", True)]
-    inputs = lc.load(str(tmp_path / "out")).log()[-1]["eval"]["inputs"]
-    assert inputs["xxh3_128"] == [digest(lc.read_parquet(path))["xxh3_128"][0]]
-    # With a record to find, the digest is taken first, in the caller, and finds the first run's record.
-    read_a_row.clear()
-    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
-        again = scaled().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    assert again.version == first.version
-    assert seen[1:] == [(threading.current_thread().name, False)]
-    assert _content(tmp_path / "out")[0] == [3 * i for i in range(N)]
-
-
-seen_rows: list[int] = []
-
-
-@lc.compute
-def counted(row: dict[str, Any], sample_out: Any) -> None:
-    """Reads (and changes) a global: the eval's fingerprint takes it as it is when the eval is called."""
-    seen_rows.append(int(row["i"]))
-    sample_out.y.append(int(row["i"]) * 3)
-    sample_out.name.append(row["name"])
-    sample_out.vec.append(np.asarray(row["vec"], dtype=np.float64))
-
-
-def test_what_the_functions_read_is_fingerprinted_at_the_call(tmp_path: Path) -> None:
-    """With the digest taken while the rows are read, the functions are still fingerprinted as the eval was
-    called: a global the function changes while it runs does not make the identical rerun another eval."""
-    path = _write(tmp_path / "t.parquet", _table())
-    out = _out(tmp_path / "out")
-    seen_rows.clear()
-    first = counted().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    assert seen_rows == list(range(N))
-    seen_rows.clear()
-    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
-        again = counted().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    assert (again.version, seen_rows) == (first.version, [])
-
-
-def test_a_digest_that_fails_fails_the_eval_and_commits_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = _write(tmp_path / "t.parquet", _table())
-    out = _out(tmp_path / "out")
-    version = out.version
-
-    def identity(self: Any) -> dict[str, Any]:
-        raise lc.InvalidArgumentError(f"Cannot open the Parquet file {self.paths[0]!r} (it went away).")
-
-    monkeypatch.setattr("lakecompute.tables.ParquetInput.identity", identity)
-    with pytest.raises(lc.InvalidArgumentError, match="it went away"):
-        scaled().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
-    back = lc.load(str(tmp_path / "out"))
-    assert (back.version, len(back.y), back.log()[-1].get("eval")) == (version, 0, None)
 
 
 def test_a_file_rewritten_in_place_at_the_same_size_and_time_is_new_input(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from lakecompute.datasets import Dataset, DatasetView, StreamReader, snapshot
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError, TensorDoesNotExistError
 from lakecompute.loaders._blocks import TokenBlocks
+from lakecompute.loaders._firstuse import collected_after
 from lakecompute.loaders._loader import Batches
 from lakecompute.loaders._options import LoaderKwargs, LoaderOptions, TorchLoaderKwargs
 from lakecompute.loaders._plan import IndexPlan
@@ -110,7 +111,8 @@ def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Bat
 
 def _import_torch() -> None:
     try:
-        import torch  # noqa: F401  (only checking that it is there)
+        with collected_after(lambda: "torch" in sys.modules):
+            import torch  # noqa: F401  (only checking that it is there)
     except ImportError as exc:
         raise InvalidArgumentError(
             "pytorch() needs torch, which is not installed. "

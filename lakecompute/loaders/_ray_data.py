@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lakecompute.loaders._firstuse import collected_after
 from lakecompute.loaders._sources import RowSource
 from lakecompute.parsing import parse_count
 
@@ -64,9 +65,10 @@ def to_ray(source: RowSource, rows_per_block: int = ROWS_PER_BLOCK) -> ray.data.
     rows_per_block = parse_count("rows_per_block", rows_per_block, 1)
     n = source.length
     ranges = [{"start": s, "stop": min(s + rows_per_block, n)} for s in range(0, n, rows_per_block)]
-    if not ranges:
-        return ray.data.from_items([])
-    planned = ray.data.from_items(ranges, override_num_blocks=len(ranges))
+    with collected_after(ray.is_initialized):  # Ray Data's first use starts a local Ray
+        if not ranges:
+            return ray.data.from_items([])
+        planned = ray.data.from_items(ranges, override_num_blocks=len(ranges))
     # Rows in the dataset's order (Ray Data otherwise yields blocks as they finish); the derived
     # datasets a user builds on it inherit the setting.
     planned.context.execution_options.preserve_order = True

@@ -79,7 +79,7 @@ class TableVerbs:
         ``lc.from_pandas`` makes the same tensors again.
 
         Raises:
-            InvalidArgumentError: pandas is not installed, or as `to_arrow`.
+            InvalidArgumentError: pandas is not installed, as `to_arrow`, or a ``batch_size`` below 1.
         """
         from lakecompute.datasets._upward import to_pandas
 
@@ -105,7 +105,8 @@ class TableVerbs:
         object is written as it is given.
 
         Raises:
-            InvalidArgumentError: as `to_arrow`, or a remote path (``s3://``).
+            InvalidArgumentError: as `to_arrow`, a remote path (``s3://``), or a ``row_group_size`` or
+                ``row_group_bytes`` below 1 (nothing is written).
             StorageError: the file cannot be written (a full disk, no permission); it keeps what it held.
         """
         from lakecompute.datasets._upward import to_parquet

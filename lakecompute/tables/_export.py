@@ -56,6 +56,7 @@ serve most of a large file, and its last flush waits for one group (64 MiB took 
 READER_BYTES: Final = 16 << 20
 """About the most bytes of samples one batch of ``to_arrow_reader`` holds: its memory is the chunk cache
 and about four of these (the batch the consumer holds, the next one read and joined)."""
+_ROW_GROUP_COUNTS = ("row_group_size", "row_group_bytes")  # to_parquet's names for its counts
 
 
 def _part_batch(rows: TableRows, schema: Any, part: Part) -> Any:
@@ -206,7 +207,7 @@ def _write_parquet(
     # one read and encoded on a thread while this one is written.
     groups = ahead(
         pa.Table.from_batches(_group_batches(rows, schema, group), schema)
-        for group in rows.parts(row_group_size, max_bytes, ramp=True)
+        for group in rows.parts(row_group_size, max_bytes, ramp=True, names=_ROW_GROUP_COUNTS)
     )
     bar = progress_bar(len(rows), "to_parquet", unit="row", enabled=progressbar)
     try:

@@ -32,6 +32,7 @@ _FIRST_PART = 1  # rows read before the bytes per row are known (a row may be a 
 # and their copies too, and a part that is the whole group would double the memory a group takes.
 _PIECES = 8
 _RAMP = 3  # a ramping export's first group is 1/2**_RAMP of the budget (`TableRows.parts`)
+_COUNT_NAMES = ("batch_size", "max_bytes")  # what `TableRows.parts`' errors call its counts by default
 # References to a kept buffer when the pool holds the only one: its list's, and sys.getrefcount's
 # argument's (fewer where an interpreter does not count a borrowed one).
 _POOLED = 2
@@ -193,15 +194,25 @@ class TableRows:
             return [_png(name, a, int(p)) for a, p in zip(values, rows, strict=True)]
         return values
 
-    def parts(self, max_rows: int, max_bytes: int, ramp: bool = False) -> Iterator[list[Part]]:
+    def parts(
+        self, max_rows: int, max_bytes: int, ramp: bool = False, names: tuple[str, str] = _COUNT_NAMES
+    ) -> Iterator[list[Part]]:
         """Groups of parts of at most ``max_rows`` rows and about ``max_bytes`` bytes (at least a row
         each), in the export's order: one group is one record batch, one Parquet row group.
 
         With ``ramp`` the first group holds about an eighth of ``max_bytes``, each next one twice the
         one before, up to ``max_bytes``: a pipeline's writer starts on the first while the rest is read.
+
+        Raises:
+            InvalidArgumentError, InvalidTypeError: a count below 1 or not an int, named as the caller's
+                argument (``names``); at the call, not when the first group is taken (a lazy reader or
+                batched frame is handed out before that).
         """
-        max_rows = parse_count("batch_size", max_rows, 1)
-        max_bytes = parse_count("max_bytes", max_bytes, 1)
+        max_rows = parse_count(names[0], max_rows, 1)
+        max_bytes = parse_count(names[1], max_bytes, 1)
+        return self._groups(max_rows, max_bytes, ramp)
+
+    def _groups(self, max_rows: int, max_bytes: int, ramp: bool) -> Iterator[list[Part]]:
         at, per_row = 0, 0.0
         budget = max(1, max_bytes >> _RAMP) if ramp else max_bytes
         while at < len(self):

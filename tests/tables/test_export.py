@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -148,6 +149,32 @@ def test_exports_refuse_what_is_not_one_table(tmp_path: Path) -> None:
     assert not (tmp_path / "x.parquet").exists()
     with pytest.raises(lc.InvalidArgumentError, match="local file"):
         ds[:2].to_parquet("s3://bucket/x.parquet")
+
+
+@pytest.mark.parametrize(
+    ("export", "message"),
+    [
+        (lambda ds, tmp: ds.to_arrow_reader(0), r"batch_size >= 1\. Got 0"),
+        (lambda ds, tmp: ds.to_arrow_reader(8, max_bytes=-1), r"max_bytes >= 1\. Got -1"),
+        (lambda ds, tmp: ds.to_arrow_reader(2.5), r"batch_size to be an int\. Got float"),
+        (lambda ds, tmp: ds.to_pandas(batched=True, batch_size=0), r"batch_size >= 1\. Got 0"),
+        (lambda ds, tmp: ds.to_parquet(tmp / "x.parquet", row_group_size=0), r"row_group_size >= 1"),
+        (lambda ds, tmp: ds.to_parquet(tmp / "x.parquet", row_group_bytes=0), r"row_group_bytes >= 1"),
+    ],
+    ids=["reader-rows", "reader-bytes", "reader-float", "pandas-batched", "parquet-rows", "parquet-bytes"],
+)
+def test_a_bad_batch_size_is_refused_at_the_call_by_its_name(
+    tmp_path: Path, export: Any, message: str
+) -> None:
+    """The lazy exports (a reader, batched frames) check their counts when called, not when the first
+    batch is taken; to_parquet names its own arguments and leaves no file."""
+    ds = lc.empty(str(tmp_path / "ds"))
+    ds.create_tensor("a")
+    ds.a.extend([1, 2, 3])
+    with pytest.raises((lc.InvalidArgumentError, lc.InvalidTypeError), match=message):
+        export(ds, tmp_path)
+    assert not (tmp_path / "x.parquet").exists()
+    assert [b.num_rows for b in ds.to_arrow_reader(2)] == [2, 1]
 
 
 def test_an_empty_dataset_exports_its_columns(tmp_path: Path) -> None:

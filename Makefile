@@ -10,8 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FULL := .venv-full
 FULL_STAMP := $(FULL)/.installed
-# --no-cache-dir: the wheels are not kept a second time in ~/.cache/pip (the full lane's are about 4 GB).
-PIP := pip install --quiet --disable-pip-version-check --no-cache-dir
+PIP := pip install --quiet --disable-pip-version-check
 # The CPU wheel of torch (about 750 MB installed, against 5.5 GB for the CUDA build the full lane pins).
 TORCH_CPU ?= torch==2.13.0
 # Two test processes: most tests wait on worker processes, so two keep a 2-core machine busy. A file's

@@ -40,6 +40,11 @@ from lakecompute.specs import (
 if TYPE_CHECKING:
     from zarr.abc.codec import BytesBytesCodec
 
+#: What Pillow raises for bytes it cannot read: OSError and ValueError for a broken file, SyntaxError from
+#: some plugins, and DecompressionBombError (no OSError) for a header that declares more than twice
+#: ``Image.MAX_IMAGE_PIXELS`` (a hostile or damaged size, refused before any pixel is allocated).
+_UNREADABLE = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
+
 __all__ = [
     "CHUNK_COMPRESSIONS",
     "JPEG_QUALITY",
@@ -212,7 +217,7 @@ def decode_image(
         # np.array copies Pillow's tobytes() once more to get a writeable array (numpy cannot make an
         # array over immutable bytes writeable); measured at under 5% of a 256x256 PNG decode.
         pixels = np.array(image)
-    except (OSError, ValueError) as exc:
+    except _UNREADABLE as exc:
         raise InvalidArgumentError(
             f"Cannot decode the image data ({exc}). Expected PNG, JPEG or WebP bytes."
         ) from exc
@@ -313,7 +318,7 @@ def _open(data: bytes | memoryview) -> Image.Image:
     buffer = BytesIO(data)
     try:
         return Image.open(buffer, formats=formats)
-    except (OSError, ValueError) as exc:
+    except _UNREADABLE as exc:
         # Pillow names the buffer it could not identify by its repr, an address: not for a message.
         detail = str(exc).replace(f" {buffer!r}", "")
         raise InvalidArgumentError(

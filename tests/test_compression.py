@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
@@ -238,6 +239,19 @@ def test_decode_image_rejects_garbage() -> None:
         InvalidArgumentError, match=r"Cannot read the image data .*Expected PNG, JPEG or WebP"
     ):
         decode_image(b"not an image at all")
+
+
+def test_a_header_that_declares_a_decompression_bomb_is_refused_as_unreadable() -> None:
+    """A header past twice Pillow's pixel limit makes Pillow raise DecompressionBombError, no OSError:
+    every reader of image bytes refuses it as it refuses any unreadable image."""
+    blob = BytesIO()
+    Image.new("RGB", (4, 4)).save(blob, format="PNG")
+    data = bytearray(blob.getvalue())
+    data[16:24] = (20_000).to_bytes(4, "big") * 2  # IHDR's width and height; its CRC set again below
+    data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")
+    for read in (image_shape_from_bytes, decode_image):
+        with pytest.raises(InvalidArgumentError, match=r"Cannot read the image data .*decompression bomb"):
+            read(bytes(data))
 
 
 def test_decode_image_rejects_truncated_png() -> None:

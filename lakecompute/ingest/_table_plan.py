@@ -188,8 +188,8 @@ def _image_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
 def _is_grey(image: ImageBytes) -> bool:
     try:
         return len(image.shape) == 2
-    except InvalidArgumentError:
-        return False  # a damaged first image is reported, by row, when it is stored
+    except InvalidSampleError:
+        return False  # a damaged first image is reported, by row, when it is stored (or skipped)
 
 
 def _confined(folder: Folder, name: str) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +168,45 @@ def test_rows_that_break_a_rule_are_named_or_skipped(tmp_path: Path) -> None:
     with pytest.raises(lc.InvalidArgumentError, match=r"Column 'y', row 1: class index 7 is out of range"):
         lc.from_arrow(labels, str(tmp_path / "b"), htypes=named, progressbar=False)
     assert not lc.exists(str(tmp_path / "b"))
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A PNG whose chunks are whole (their CRCs right) and whose header declares ``width`` x ``height``."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + kind + data + zlib.crc32(kind + data).to_bytes(4, "big")
+
+    header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    pixels = chunk(b"IDAT", zlib.compress(b"\0" * 16))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + pixels + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize(
+    ("first", "why"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + b"garbage" * 5, "(damaged or incomplete|Cannot decode)"),
+        (_png_declaring(20_000, 20_000), "(20000x20000|400000000) pixels.*decompression bomb"),
+    ],
+    ids=["damaged", "bomb"],
+)
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_bad_first_image_is_named_by_its_row_or_skipped(
+    tmp_path: Path, first: bytes, why: str, verify: bool
+) -> None:
+    """The first image is also the one the ingest reads to plan its tensor: a bad one (a damaged file, a
+    header that declares a decompression bomb) is reported by its row like any other, never as a bare
+    error before the rows, and skip_errors skips it."""
+    good = _png(image(1))
+    path = tmp_path / "t.parquet"
+    pq.write_table(
+        pa.table({"img": pa.array([{"bytes": first, "path": None}, {"bytes": good, "path": None}])}), path
+    )
+    with pytest.raises(lc.InvalidArgumentError, match=rf"Column 'img', row 0: .*{why}"):
+        lc.from_parquet(path, str(tmp_path / "a"), verify=verify, progressbar=False)
+    assert not lc.exists(str(tmp_path / "a"))
+    with pytest.warns(lc.LakeComputeWarning, match=r"Skipped 1 of 2 rows"):
+        ds = lc.from_parquet(path, str(tmp_path / "b"), verify=verify, skip_errors=True, progressbar=False)
+    assert [ds.img[i].tobytes() for i in range(len(ds))] == [good]
 
 
 def test_metadata_that_lies_is_refused(photos: lc.Dataset, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from lakecompute.loaders._options import LoaderKwargs, LoaderOptions, TorchLoade
 from lakecompute.loaders._plan import IndexPlan
 from lakecompute.loaders._sources import RowSource, TokenSource
 from lakecompute.loaders._state import LoaderCursor
+from lakecompute.optional import require
 from lakecompute.parsing import parse_count
 from lakecompute.specs import htype_declaration
 
@@ -110,15 +111,13 @@ def make_batches(source: RowSource | TokenSource, options: LoaderOptions) -> Bat
 
 
 def _import_torch() -> None:
-    try:
-        with collected_after(lambda: "torch" in sys.modules):
-            import torch  # noqa: F401  (only checking that it is there)
-    except ImportError as exc:
-        raise InvalidArgumentError(
-            "pytorch() needs torch, which is not installed. "
-            'Install torch (pip install torch, or from a lakecompute checkout: pip install -e ".[torch]"), '
-            "or use batches() for numpy batches."
-        ) from exc
+    with collected_after(lambda: "torch" in sys.modules):
+        require(
+            "torch",
+            "pytorch()",
+            'pip install torch (from a lakecompute checkout: pip install -e ".[torch]")',
+            instead="or use batches() for numpy batches.",
+        )
 
 
 def _class_labels(source: RowSource | TokenSource) -> tuple[str, ...]:
@@ -164,12 +163,7 @@ def to_ray(
     data: Dataset | DatasetView, tensors: str | Sequence[str] | None, rows_per_block: int
 ) -> ray.data.Dataset:
     """A committed version of a dataset or view as a Ray Data dataset; see `lakecompute.Dataset.to_ray`."""
-    try:
-        import ray.data  # noqa: F401  (only checking that it is there)
-    except ImportError as exc:
-        raise InvalidArgumentError(
-            'to_ray() needs Ray Data, which is not installed. Install it with pip install "ray[data]".'
-        ) from exc
+    require("ray.data", "to_ray()", 'pip install "ray[data]"')
     from lakecompute.loaders._ray_data import to_ray as ray_dataset
 
     source = _rows(data, tensors)

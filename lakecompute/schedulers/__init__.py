@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
+from lakecompute.optional import require
 from lakecompute.schedulers._base import (
     PAUSE,
     ProgressFn,
@@ -209,13 +210,9 @@ def get_scheduler(name: str | Ray, num_workers: int, **options: Any) -> Schedule
 
 def _ray_factory(num_workers: int, **options: Any) -> Scheduler:
     """Build the Ray scheduler, importing Ray only now: ``import lakecompute`` must stay fast."""
-    try:
-        importlib.import_module("ray")
-    except ImportError as exc:
-        raise InvalidArgumentError(
-            "The 'ray' scheduler needs Ray, which is not installed. "
-            'Install it with pip install "lakecompute[ray]", or use the "processed" scheduler.'
-        ) from exc
+    require(
+        "ray", "The 'ray' scheduler", 'pip install "lakecompute[ray]"', 'or use the "processed" scheduler'
+    )
     module = importlib.import_module("lakecompute.schedulers._ray")
     scheduler: Scheduler = module.RayScheduler(num_workers, **options)
     return scheduler

@@ -32,6 +32,7 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
 from lakecompute.errors import InvalidArgumentError, StorageError
+from lakecompute.optional import require
 from lakecompute.perprocess import PerProcess
 from lakecompute.storage._backend import Backend, BackendSpec, check_key
 from lakecompute.threads import start_thread
@@ -208,13 +209,9 @@ class S3Backend(Backend):
     def _make_client(self, probe: bool) -> Any:
         """An obstore ``S3Store`` rooted at the prefix; ``probe`` for the quick, no-retry check (made
         anew each time), else this process's client for the same settings (`_CLIENTS`)."""
-        try:
-            from obstore.store import S3Store
-        except ImportError as exc:
-            raise InvalidArgumentError(
-                f"s3:// datasets need the obstore package, which is not installed (opening {self.url!r}). "
-                'Install it with pip install "lakecompute[s3]".'
-            ) from exc
+        require("obstore.store", f"Opening {self.url!r}", 'pip install "lakecompute[s3]"')
+        from obstore.store import S3Store
+
         global _CLIENT_PID
         if _CLIENT_PID is None:
             _CLIENT_PID = os.getpid()

@@ -9,10 +9,11 @@ from types import ModuleType
 from typing import Any
 
 from lakecompute.errors import DatasetCorruptError, InvalidArgumentError, LakeComputeError
+from lakecompute.optional import require
 
 __all__ = ["DIGEST", "content_hasher", "damaged_file", "pandas", "pyarrow", "reading_file"]
 
-_EXTRA = "Install it with pip install 'lakecompute[tables]' (pyarrow, pandas and xxhash)."
+_EXTRA = "pip install 'lakecompute[tables]' (pyarrow, pandas and xxhash)"
 
 DIGEST = "xxh3_128"
 """The digest a table input is recorded by (the key of its identity): 128 bits of xxHash3, which hashes a
@@ -27,15 +28,9 @@ def pyarrow() -> ModuleType:
     Raises:
         InvalidArgumentError: pyarrow is not installed.
     """
-    try:
-        import pyarrow as pa
-        import pyarrow.compute
-        import pyarrow.csv
-        import pyarrow.parquet  # loaded for pa.parquet.*
-    except ImportError as exc:
-        raise InvalidArgumentError(f"Tables need pyarrow, which is not installed. {_EXTRA}") from exc
-    module: ModuleType = pa
-    return module
+    for module in ("pyarrow.compute", "pyarrow.csv", "pyarrow.parquet"):  # loaded for pa.parquet.*
+        require(module, "Tables", _EXTRA)
+    return require("pyarrow", "Tables", _EXTRA)
 
 
 def pandas() -> ModuleType:
@@ -44,12 +39,7 @@ def pandas() -> ModuleType:
     Raises:
         InvalidArgumentError: pandas is not installed.
     """
-    try:
-        import pandas as pd
-    except ImportError as exc:
-        raise InvalidArgumentError(f"DataFrames need pandas, which is not installed. {_EXTRA}") from exc
-    module: ModuleType = pd
-    return module
+    return require("pandas", "DataFrames", _EXTRA)
 
 
 def content_hasher() -> Any:
@@ -58,13 +48,7 @@ def content_hasher() -> Any:
     Raises:
         InvalidArgumentError: xxhash is not installed.
     """
-    try:
-        import xxhash
-    except ImportError as exc:
-        raise InvalidArgumentError(
-            f"Recording a table as input needs xxhash, which is not installed. {_EXTRA}"
-        ) from exc
-    return xxhash.xxh3_128()
+    return require("xxhash", "Recording a table as input", _EXTRA).xxh3_128()
 
 
 def damaged_file(path: str, exc: BaseException, what: str = "Parquet") -> DatasetCorruptError:

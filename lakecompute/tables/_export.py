@@ -23,6 +23,7 @@ import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidTypeError
 from lakecompute.localfiles import atomic_path
+from lakecompute.optional import require
 from lakecompute.progress import progress_bar
 from lakecompute.tables._ahead import ahead
 from lakecompute.tables._arrow import pandas, pyarrow
@@ -252,13 +253,8 @@ def to_parquet(
 
 def to_hf(data: Dataset | DatasetView, tensors: str | Sequence[str] | None = None) -> Any:
     """The rows as a ``datasets.Dataset`` with typed features (see ``Dataset.to_hf``)."""
-    try:
-        import datasets
-        from datasets.table import InMemoryTable
-    except ImportError as exc:
-        raise InvalidArgumentError(
-            "to_hf needs Hugging Face datasets, which is not installed: pip install datasets."
-        ) from exc
+    datasets = require("datasets", "to_hf()")
+    InMemoryTable = require("datasets.table", "to_hf()").InMemoryTable
     rows = TableRows(data, tensors)
     table = (
         pyarrow()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lakecompute import optional
 from lakecompute.compression import JPEG_QUALITY, encode_image, encoded_format
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, warn
 from lakecompute.ingest import EXTENSION_FORMATS, FORMAT_EXTENSIONS, IMAGE_EXTENSIONS, image_files
@@ -30,16 +31,9 @@ _INSTALL = 'pip install "lakecompute[vision]"'
 
 
 def require(module: str, purpose: str, install: str = _INSTALL) -> ModuleType:
-    """Import an optional dependency, or raise InvalidArgumentError naming the install command."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise InvalidArgumentError(
-            f"{purpose} needs the package {module.split('.')[0]!r}, which is not installed. "
-            f"Install it with: {install}"
-        ) from exc
+    """Import an optional dependency of the vision formats (`lakecompute.optional.require`, with the
+    vision extra's install command), or raise InvalidArgumentError naming the install command."""
+    return optional.require(module, purpose, install)
 
 
 def encode_mask(mask: np.ndarray) -> dict[str, Any]:

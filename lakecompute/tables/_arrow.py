@@ -29,8 +29,8 @@ def pyarrow() -> ModuleType:
         InvalidArgumentError: pyarrow is not installed.
     """
     for module in ("pyarrow.compute", "pyarrow.csv", "pyarrow.parquet"):  # loaded for pa.parquet.*
-        require(module, "Tables", _EXTRA)
-    return require("pyarrow", "Tables", _EXTRA)
+        require(module, "A table verb", _EXTRA)
+    return require("pyarrow", "A table verb", _EXTRA)
 
 
 def pandas() -> ModuleType:
@@ -39,7 +39,7 @@ def pandas() -> ModuleType:
     Raises:
         InvalidArgumentError: pandas is not installed.
     """
-    return require("pandas", "DataFrames", _EXTRA)
+    return require("pandas", "A DataFrame verb", _EXTRA)
 
 
 def content_hasher() -> Any:

@@ -234,10 +234,11 @@ def from_parquet(
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
-    """Make a dataset of a Parquet file (or files of one schema), read by row group in the workers. A
-    file written by ``ds.to_parquet()`` gives back that dataset exactly, and one written by Hugging Face
-    ``datasets`` is read by its features. Image paths are read inside ``images_folder`` (the first
-    file's folder by default). Takes the arguments of `from_arrow`.
+    """Make a dataset of a Parquet file (or a folder of them, or files of one schema: as `read_parquet`),
+    read by row group in the workers. A file written by ``ds.to_parquet()`` gives back that dataset
+    exactly, and one written by Hugging Face ``datasets`` is read by its features. Image paths are read
+    inside ``images_folder`` (by default the folder given, else the first file's folder). Takes the
+    arguments of `from_arrow`.
 
     Raises:
         DatasetCorruptError: a file that is not Parquet, is truncated, or whose footer does not fit it.
@@ -246,7 +247,9 @@ def from_parquet(
     parsed = IngestOptions.parse("from_parquet", options, image_compression, progressbar)
     table = read_parquet(path_or_paths, columns)
     first = table.paths[0]
-    folder = images_folder if images_folder is not None else (os.path.dirname(os.path.abspath(first)))
+    given = os.fspath(path_or_paths) if isinstance(path_or_paths, (str, os.PathLike)) else first
+    default = given if os.path.isdir(given) else os.path.dirname(os.path.abspath(first))
+    folder = images_folder if images_folder is not None else default
     return _ingest_table(table, dest, first, htypes, folder, parsed, verify)
 
 

@@ -18,13 +18,22 @@ from typing import Any, Final
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
+from lakecompute.localfiles import Folder
 from lakecompute.tables._arrow import DIGEST, content_hasher, damaged_file, pyarrow, reading_file
 from lakecompute.tables._cells import Bad, CellReader, read_cells
 from lakecompute.tables._frames import frame_cells, frame_readers
 from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._schema import schema_readers
 
-__all__ = ["ArrowInput", "FrameInput", "ParquetInput", "TableInput", "read_parquet", "table_input"]
+__all__ = [
+    "ArrowInput",
+    "FrameInput",
+    "ParquetInput",
+    "TableInput",
+    "parquet_files",
+    "read_parquet",
+    "table_input",
+]
 
 _BLOCK: Final = 1 << 20  # bytes hashed at a time
 
@@ -143,7 +152,10 @@ def _check_footer(path: str, meta: Any, size: int) -> list[int]:
         rows = int(group.num_rows)
         for c in range(group.num_columns):
             chunk = group.column(c)
-            start = min(o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o is not None)
+            offsets = [o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o is not None]
+            if chunk.num_values == 0:  # an empty chunk: pyarrow writes 0 for the data page it does not have
+                offsets = [o for o in offsets if o != 0]
+            start = min(offsets, default=4)
             end = start + int(chunk.total_compressed_size)
             if start < 4 or end > data_end or chunk.total_compressed_size < 0 or chunk.num_values < 0:
                 raise _footer(path, f"row group {g}, column {c} claims bytes {start}..{end} of {data_end}")
@@ -275,6 +287,35 @@ class _Open:
         self.lock = threading.Lock()
 
 
+def parquet_files(path: str) -> list[str]:
+    """``path`` itself, or for a folder the Parquet files under it, as pandas, pyarrow and Ray Data read a
+    folder: its files whose names end in ``.parquet``, at any depth, sorted by path, skipping names that
+    start with ``.`` or ``_`` (Spark's ``_SUCCESS``, checksum files, hidden folders). The names of
+    partition folders (``year=2024/``) do not become columns.
+
+    Raises:
+        InvalidArgumentError: a folder that holds no Parquet file, or one whose file (or folder) is a
+            symbolic link that leads out of it.
+    """
+    if not os.path.isdir(path):
+        return [path]
+    folder = Folder.of(path)
+    found = []
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in names:
+            if name.endswith(".parquet") and not name.startswith((".", "_")):
+                rel = os.path.relpath(os.path.join(root, name), path)
+                folder.confine(rel, what=f"Parquet file {rel!r} in the folder {path!r}")
+                found.append(os.path.join(root, name))
+    if not found:
+        raise InvalidArgumentError(
+            f"The folder {path!r} holds no Parquet file (a name ending in .parquet, not starting with "
+            "'.' or '_'). Name the files, or the folder that holds them."
+        )
+    return sorted(found)
+
+
 def _size(path: str) -> int:
     try:
         return os.stat(path).st_size
@@ -293,14 +334,16 @@ def read_parquet(path_or_paths: Any, columns: Sequence[str] | None = None) -> Pa
     input, whatever its path, size and time say.
 
     Args:
-        path_or_paths: a local Parquet file, or a list of them (their rows one after another).
+        path_or_paths: a local Parquet file, a folder of them (`parquet_files`: Spark's, DuckDB's or
+            Polars' output, say), or a list of either (their rows one after another).
         columns: the columns each row holds, in order (all by default).
 
     Returns:
         A `ParquetInput`: ``len()`` rows, picklable (it travels as its paths and footers' facts).
 
     Raises:
-        InvalidArgumentError: no such file, files of different columns, an unknown column.
+        InvalidArgumentError: no such file, a folder without Parquet files or with a link out of it,
+            files of different columns, an unknown column.
         DatasetCorruptError: a file that is not Parquet, is truncated, or whose footer does not fit it.
 
     Example:
@@ -311,13 +354,14 @@ def read_parquet(path_or_paths: Any, columns: Sequence[str] | None = None) -> Pa
         (3, [{'x': np.int64(2)}, {'x': np.int64(3)}])
     """
     if isinstance(path_or_paths, (str, os.PathLike)):
-        paths = [os.fspath(path_or_paths)]
+        given = [os.fspath(path_or_paths)]
     elif isinstance(path_or_paths, Sequence) and all(
         isinstance(p, (str, os.PathLike)) for p in path_or_paths
     ):
-        paths = [os.fspath(p) for p in path_or_paths]
+        given = [os.fspath(p) for p in path_or_paths]
     else:
         raise InvalidTypeError(f"read_parquet takes a path or a list of paths. Got {path_or_paths!r:.80}.")
+    paths = [file for path in given for file in parquet_files(path)]
     if not paths:
         raise InvalidArgumentError("read_parquet needs at least one file.")
     if isinstance(columns, str):

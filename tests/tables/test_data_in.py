@@ -185,3 +185,57 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     both = lc.read_parquet([path, path])
     assert len(both) == 2 * N
     assert both.read_rows(N - 1, N + 1)[1]["i"] == 0
+
+
+def test_a_folder_is_read_as_its_parquet_files_in_path_order(tmp_path: Path) -> None:
+    """A folder written by Spark, DuckDB or Polars reads as pandas and Ray Data read it: its .parquet files
+    at any depth in path order, without Spark's _SUCCESS, checksums, hidden files or _temporary/."""
+    folder = tmp_path / "parts"
+    (folder / "year=2025").mkdir(parents=True)
+    (folder / "_temporary").mkdir()
+    _write(folder / "part-00001.parquet", _table(N))
+    _write(folder / "part-00000.parquet", _table(0))
+    _write(folder / "year=2025" / "part-00000.parquet", _table(2 * N))
+    _write(folder / "_temporary" / "part-00009.parquet", pa.table({"other": [1]}))  # an unfinished job's
+    _write(folder / ".part-00000.parquet", pa.table({"other": [1]}))
+    (folder / "_SUCCESS").write_bytes(b"")
+    (folder / ".part-00000.parquet.crc").write_bytes(b"\0" * 12)
+    source = lc.read_parquet(folder)
+    assert source.paths == [str(folder / n) for n in ("part-00000.parquet", "part-00001.parquet")] + [
+        str(folder / "year=2025" / "part-00000.parquet")
+    ]
+    assert [row["i"] for row in source.read_rows(0, len(source))] == list(range(3 * N))
+    ds = lc.from_parquet(folder, str(tmp_path / "ds"), progressbar=False)
+    assert ds.i.numpy().tolist() == list(range(3 * N))
+    assert len(lc.read_parquet([folder, folder / "part-00000.parquet"])) == 4 * N
+
+
+def test_a_folder_without_parquet_files_or_with_a_link_out_is_refused(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "_SUCCESS").write_bytes(b"")
+    with pytest.raises(lc.InvalidArgumentError, match=r"holds no Parquet file"):
+        lc.read_parquet(empty)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    _write(linked / "a.parquet", _table())
+    outside = _write(tmp_path / "outside.parquet", _table())
+    os.symlink(outside, linked / "b.parquet")
+    with pytest.raises(lc.InvalidArgumentError, match=r"'b\.parquet' in the folder .*outside"):
+        lc.read_parquet(linked)
+    with pytest.raises(lc.InvalidArgumentError, match=r"'b\.parquet'"):
+        lc.from_parquet(linked, str(tmp_path / "ds"), progressbar=False)
+    assert not lc.exists(str(tmp_path / "ds"))
+
+
+def test_a_parquet_file_of_no_rows_is_an_input_of_no_rows(tmp_path: Path) -> None:
+    """pyarrow writes an empty table as one row group whose column chunks' data page offset is 0: a
+    footer that fits its file, not a damaged one."""
+    path = _write(tmp_path / "empty.parquet", _table().slice(0, 0))
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).data_page_offset == 0
+    assert len(lc.read_parquet(path)) == 0
+    ds = lc.from_parquet(path, str(tmp_path / "ds"), progressbar=False)
+    assert (len(ds), sorted(ds.tensors)) == (0, ["i", "name", "vec"])
+    out = _out(tmp_path / "out")
+    scaled().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
+    assert len(out) == 0

@@ -10,6 +10,7 @@ rule, or with ``skip_errors=True`` is skipped and listed. A table written by ``d
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import warnings
@@ -263,16 +264,19 @@ def from_csv(
     image_compression: Compression = "auto",
     verify: bool = False,
     delimiter: str = ",",
+    encoding: str = "utf-8",
     progressbar: bool = True,
     **options: Unpack[IngestKwargs],
 ) -> Dataset:
     """Make a dataset of a CSV file with a header row: numbers become generic tensors, other text text
     tensors, unless ``htypes`` says otherwise (a column of image paths, read inside ``images_folder``,
-    the CSV's own folder by default; a column of class names). Takes the arguments of `from_arrow`.
+    the CSV's own folder by default; a column of class names). The file is read as ``encoding`` text
+    (any codec Python knows, e.g. ``"latin-1"``; a UTF-8 byte-order mark is skipped). Takes the arguments
+    of `from_arrow`.
 
     Raises:
-        InvalidArgumentError: a row with more or fewer fields than the header (naming the line), or as
-            `from_arrow`.
+        InvalidArgumentError: a row with more or fewer fields than the header (naming the line), an
+            unknown ``encoding`` or text that is not in it (naming the column), or as `from_arrow`.
 
     Example:
         >>> with open("labels.csv", "w") as f:
@@ -282,27 +286,35 @@ def from_csv(
     """
     parsed = IngestOptions.parse("from_csv", options, image_compression, progressbar)
     src = os.fspath(path)
-    table = _read_csv(src, delimiter, parsed.skip_errors)
+    table = _read_csv(src, delimiter, encoding, parsed.skip_errors)
     folder = images_folder if images_folder is not None else os.path.dirname(os.path.abspath(src))
     return _ingest_table(ArrowInput(table, columns), dest, src, htypes, folder, parsed, verify)
 
 
-def _read_csv(path: str, delimiter: str, skip_errors: bool) -> Any:
+def _read_csv(path: str, delimiter: str, encoding: str, skip_errors: bool) -> Any:
     """The CSV file as an Arrow table (every column's type inferred by pyarrow); rows with more or fewer
     fields than the header are refused, naming their line, or with ``skip_errors`` left out and listed.
 
     Raises:
-        InvalidArgumentError: no such file, a ragged row, or text that is not CSV (naming the line).
+        InvalidArgumentError: no such file, a ragged row, text that is not CSV (naming the line), an
+            unknown encoding, or a column whose bytes are not text in it.
     """
     if not isinstance(delimiter, str) or len(delimiter) != 1:
         raise InvalidArgumentError(f"delimiter must be one character. Got {delimiter!r}.")
+    try:
+        codec = codecs.lookup(encoding).name if isinstance(encoding, str) else None
+    except LookupError:
+        codec = None
+    if codec is None:
+        raise InvalidArgumentError(f"encoding must name a text encoding, e.g. 'utf-8'. Got {encoding!r}.")
     if not os.path.isfile(path):
         raise InvalidArgumentError(f"No CSV file at {path!r}.")
     ragged: list[Any] = []
-    table = _parse_csv(path, delimiter, ragged, threads=True)
+    table = _parse_csv(path, delimiter, codec, ragged, threads=True)
     if ragged and any(r.number is None for r in ragged):
         ragged.clear()  # parsed in parallel, rows have no numbers: again, in one thread, to name them
-        table = _parse_csv(path, delimiter, ragged, threads=False)
+        table = _parse_csv(path, delimiter, codec, ragged, threads=False)
+    _check_text(path, table, codec)
     lines = [
         f"line {r.number}: {r.actual_columns} fields, the header has {r.expected_columns}" for r in ragged
     ]
@@ -321,7 +333,18 @@ def _read_csv(path: str, delimiter: str, skip_errors: bool) -> Any:
     return table
 
 
-def _parse_csv(path: str, delimiter: str, ragged: list[Any], threads: bool) -> Any:
+def _check_text(path: str, table: Any, codec: str) -> None:
+    """Refuse a column that pyarrow left as bytes: text that does not decode as ``codec``."""
+    pa = pyarrow()
+    for field in table.schema:
+        if pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type):
+            raise InvalidArgumentError(
+                f"Column {field.name!r} of the CSV file {path!r} holds bytes that are not {codec} text. "
+                "Pass the file's encoding (encoding='latin-1', say), or convert the file to UTF-8."
+            )
+
+
+def _parse_csv(path: str, delimiter: str, codec: str, ragged: list[Any], threads: bool) -> Any:
     pa = pyarrow()
 
     def invalid(row: Any) -> str:
@@ -331,7 +354,7 @@ def _parse_csv(path: str, delimiter: str, ragged: list[Any], threads: bool) -> A
     options = pa.csv.ParseOptions(delimiter=delimiter, invalid_row_handler=invalid)
     try:
         return pa.csv.read_csv(
-            path, parse_options=options, read_options=pa.csv.ReadOptions(use_threads=threads)
+            path, parse_options=options, read_options=pa.csv.ReadOptions(use_threads=threads, encoding=codec)
         )
     except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError) as exc:
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

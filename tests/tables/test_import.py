@@ -240,6 +240,23 @@ def test_a_csv_with_a_ragged_row(tmp_path: Path) -> None:
     assert ds.a.numpy().tolist() == [1, 6]
 
 
+def test_a_csv_is_read_in_its_encoding(tmp_path: Path) -> None:
+    """UTF-8 by default (a byte-order mark skipped), another codec by name; text that is not in the
+    encoding is refused naming its column, not stored as bytes or refused as 'not JSON'."""
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("name,n\ncafé,1\nnaïve,2\n".encode("latin-1"))
+    with pytest.raises(lc.InvalidArgumentError, match=r"Column 'name' of the CSV file .* not utf-8 text"):
+        lc.from_csv(latin, str(tmp_path / "a"), progressbar=False)
+    assert not lc.exists(str(tmp_path / "a"))
+    ds = lc.from_csv(latin, str(tmp_path / "b"), encoding="latin-1", progressbar=False)
+    assert (list(ds.name.text()), ds.n.numpy().tolist()) == (["café", "naïve"], [1, 2])
+    bom = tmp_path / "bom.csv"
+    bom.write_text("name,n\ncafé,1\n", encoding="utf-8-sig")
+    assert list(lc.from_csv(bom, str(tmp_path / "c"), progressbar=False).tensors) == ["name", "n"]
+    with pytest.raises(lc.InvalidArgumentError, match=r"encoding must name a text encoding.*'klingon'"):
+        lc.from_csv(bom, str(tmp_path / "d"), encoding="klingon", progressbar=False)
+
+
 def test_pandas_columns_become_what_pandas_users_expect(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(

@@ -24,6 +24,7 @@ from lakecompute.tables._cells import Bad, CellReader, read_cells
 from lakecompute.tables._frames import frame_cells, frame_readers
 from lakecompute.tables._images import ImageBytes
 from lakecompute.tables._schema import schema_readers
+from lakecompute.tables._thrift import ChunkFacts, read_footer
 
 __all__ = [
     "ArrowInput",
@@ -141,32 +142,62 @@ def _digest_file(path: str) -> str:
 def _check_footer(path: str, meta: Any, size: int) -> list[int]:
     """The row counts of the file's row groups, after checking that what its footer claims is there:
     every column chunk inside the file, row counts that add up and that the chunks' values can hold.
+    The facts come from the footer's bytes (`lakecompute.tables._thrift`), not from pyarrow's column
+    chunk metadata, which ends the process on some footers instead of raising.
 
     Raises:
         DatasetCorruptError: the footer claims what the file does not have.
     """
+    with reading_file(path):
+        length, groups = read_footer(path, size)
+    data_end = size - 8 - length  # the footer and its length and magic follow the data
+    if len(groups) != meta.num_row_groups:
+        raise _footer(path, f"{len(groups)} row groups, pyarrow reads {meta.num_row_groups}")
+    columns = [meta.schema.column(c) for c in range(meta.num_columns)]
     counts = []
-    data_end = size - 8 - int(meta.serialized_size)  # the footer and its length and magic follow the data
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        rows = int(group.num_rows)
-        for c in range(group.num_columns):
-            chunk = group.column(c)
-            offsets = [o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o is not None]
-            if chunk.num_values == 0:  # an empty chunk: pyarrow writes 0 for the data page it does not have
-                offsets = [o for o in offsets if o != 0]
-            start = min(offsets, default=4)
-            end = start + int(chunk.total_compressed_size)
-            if start < 4 or end > data_end or chunk.total_compressed_size < 0 or chunk.num_values < 0:
-                raise _footer(path, f"row group {g}, column {c} claims bytes {start}..{end} of {data_end}")
-            if rows > 0 and chunk.num_values == 0 and chunk.total_compressed_size == 0:
-                raise _footer(path, f"row group {g} claims {rows} rows, column {c} holds no values")
-        if rows < 0:
+    for g, group in enumerate(groups):
+        rows = group.num_rows
+        if not isinstance(rows, int) or rows < 0:
             raise _footer(path, f"row group {g} claims {rows} rows")
+        if len(group.chunks) != len(columns):
+            raise _footer(
+                path, f"row group {g} has {len(group.chunks)} column chunks for {len(columns)} columns"
+            )
+        for c, (chunk, column) in enumerate(zip(group.chunks, columns, strict=True)):
+            _check_chunk(path, f"row group {g}, column {c}", chunk, column, rows, data_end)
         counts.append(rows)
     if sum(counts) != meta.num_rows:
         raise _footer(path, f"the row groups hold {sum(counts)} rows, the footer claims {meta.num_rows}")
     return counts
+
+
+def _check_chunk(path: str, where: str, chunk: ChunkFacts, column: Any, rows: int, data_end: int) -> None:
+    """One column chunk's claims: its bytes inside the file's data, counts that are counts, level
+    histograms as long as the column's levels (parquet-cpp's own rule), no encryption."""
+    if chunk.encrypted:
+        raise _footer(path, f"{where} is encrypted, which read_parquet does not read")
+    numbers = (chunk.num_values, chunk.compressed_size, chunk.data_page_offset)
+    if not all(isinstance(n, int) for n in numbers) or not isinstance(
+        chunk.dictionary_page_offset, int | None
+    ):
+        raise _footer(path, f"{where} lacks its sizes or offsets")
+    offsets = [o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o is not None]
+    if chunk.num_values == 0:  # an empty chunk: pyarrow writes 0 for the data page it does not have
+        offsets = [o for o in offsets if o != 0]
+    start = min(offsets, default=4)
+    end = start + chunk.compressed_size
+    if start < 4 or end > data_end or chunk.compressed_size < 0 or chunk.num_values < 0:
+        raise _footer(path, f"{where} claims bytes {start}..{end} of {data_end}")
+    if rows > 0 and chunk.num_values == 0 and chunk.compressed_size == 0:
+        raise _footer(path, f"{where}: the row group claims {rows} rows, the column holds no values")
+    levels = (column.max_repetition_level + 1, column.max_definition_level + 1)
+    for kind, found, expected in zip(
+        ("repetition", "definition"), chunk.histogram_sizes, levels, strict=True
+    ):
+        if found and found != expected:  # not set, or empty: none kept (as for a level that is always 0)
+            raise _footer(
+                path, f"{where} has a {kind} level histogram of {found} values for {expected} levels"
+            )
 
 
 def _footer(path: str, why: str) -> Exception:

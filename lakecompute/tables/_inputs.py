@@ -176,6 +176,8 @@ def _check_chunk(path: str, where: str, chunk: ChunkFacts, column: Any, rows: in
     histograms as long as the column's levels (parquet-cpp's own rule), no encryption."""
     if chunk.encrypted:
         raise _footer(path, f"{where} is encrypted, which read_parquet does not read")
+    if chunk.elsewhere:
+        raise _footer(path, f"{where} names another file to read its bytes from")
     numbers = (chunk.num_values, chunk.compressed_size, chunk.data_page_offset)
     if not all(isinstance(n, int) for n in numbers) or not isinstance(
         chunk.dictionary_page_offset, int | None

@@ -40,6 +40,7 @@ class ChunkFacts:
     dictionary_page_offset: Any
     histogram_sizes: tuple[int | None, int | None]  # repetition, definition level histograms' lengths
     encrypted: bool
+    elsewhere: bool  # its bytes in another file (ColumnChunk.file_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,8 @@ def _chunk(fields: dict[int, Any]) -> ChunkFacts:
     sizes: tuple[int | None, int | None] = (None, None)
     if isinstance(stats, dict):
         sizes = (_length(stats.get(2)), _length(stats.get(3)))
-    return ChunkFacts(meta.get(5), meta.get(7), meta.get(9), meta.get(11), sizes, 8 in fields or 9 in fields)
+    encrypted = 8 in fields or 9 in fields
+    return ChunkFacts(meta.get(5), meta.get(7), meta.get(9), meta.get(11), sizes, encrypted, 1 in fields)
 
 
 def _length(value: Any) -> int | None:

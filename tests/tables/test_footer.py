@@ -47,13 +47,13 @@ def _list(kind: int, items: list[bytes]) -> bytes:
 def _struct(*fields: tuple[int, int, bytes]) -> bytes:
     """Thrift compact protocol: each field a header (id delta and type) and its value, then a stop byte."""
     out, last = bytearray(), 0
-    for field, kind, value in fields:
+    for field, kind, value in sorted(fields):
         out += bytes([(field - last) << 4 | kind]) + value
         last = field
     return bytes(out) + b"\x00"
 
 
-def _parquet(definition_histogram: list[int]) -> bytes:
+def _parquet(definition_histogram: list[int], *chunk_fields: tuple[int, int, bytes]) -> bytes:
     """A file of one optional int64 column of 3 values (their pages are not real: the footer is refused,
     or the read that follows fails, first), its chunk's size statistics holding ``definition_histogram``."""
     data = b"\x00" * 10
@@ -63,7 +63,7 @@ def _parquet(definition_histogram: list[int]) -> bytes:
         (4, I32, _int(0)), (5, I64, _int(3)), (6, I64, _int(10)), (7, I64, _int(10)), (9, I64, _int(4)),
         (16, STRUCT, sizes),
     )  # fmt: skip
-    chunk = _struct((2, I64, _int(4)), (3, STRUCT, chunk_meta))
+    chunk = _struct((2, I64, _int(4)), (3, STRUCT, chunk_meta), *chunk_fields)
     group = _struct((1, LIST, _list(STRUCT, [chunk])), (2, I64, _int(10)), (3, I64, _int(3)))
     root = _struct((4, BINARY, _text("schema")), (5, I32, _int(1)))
     leaf = _struct((1, I32, _int(2)), (3, I32, _int(1)), (4, BINARY, _text("a")))
@@ -109,6 +109,24 @@ def test_a_level_histogram_of_the_wrong_length_is_a_damaged_file_not_an_abort(tm
     assert "level histogram" not in out
 
 
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        ((1, BINARY, _text("/etc/passwd")), "names another file to read its bytes from"),
+        ((8, STRUCT, _struct()), "is encrypted"),
+    ],
+    ids=["file_path", "crypto_metadata"],
+)
+def test_a_chunk_in_another_file_or_encrypted_is_refused(
+    tmp_path: Path, field: tuple[int, int, bytes], why: str
+) -> None:
+    path = tmp_path / "t.parquet"
+    path.write_bytes(_parquet([0, 3], field))
+    out = _read_in_a_process(path)
+    assert out.startswith("DatasetCorruptError")
+    assert f"row group 0, column 0 {why}" in out
+
+
 def test_the_footer_facts_are_those_pyarrow_reads(tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     table = pa.table({"a": list(range(1000)), "b": [None if i % 3 else str(i) for i in range(1000)]})
@@ -127,6 +145,7 @@ def test_the_footer_facts_are_those_pyarrow_reads(tmp_path: Path) -> None:
             )
             assert chunk.dictionary_page_offset == theirs.dictionary_page_offset
             assert not chunk.encrypted
+            assert not chunk.elsewhere
 
 
 @pytest.fixture(scope="module")

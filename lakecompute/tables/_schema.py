@@ -144,6 +144,8 @@ def _type_reader(field: Any) -> CellReader:
     pa = pyarrow()
     t = pa.types
     name, dtype = field.name, field.type
+    if t.is_dictionary(dtype):  # a pandas category written to Parquet, say: read as its values (decoded)
+        return _type_reader(pa.field(name, dtype.value_type, metadata=field.metadata))
     numbers = _numbers_layout(name, dtype)
     if numbers is not None:
         return CellReader(name, "numbers", numbers)

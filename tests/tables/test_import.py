@@ -333,3 +333,20 @@ def test_a_footer_that_claims_what_the_file_does_not_hold(photos_parquet: Path, 
     path.write_bytes(data[:cut] + data[-footer:])
     with pytest.raises(lc.DatasetCorruptError, match="footer does not fit the file"):
         lc.read_parquet(path)
+
+
+def test_a_dictionary_encoded_column_is_read_as_its_values(tmp_path: Path) -> None:
+    """A pandas category written to Parquet comes back dictionary-encoded: strings become text (not json
+    of quoted strings), numbers numbers; htypes= makes class labels of it, the names sorted."""
+    pd = pytest.importorskip("pandas")
+    table = pa.table(
+        {"s": pa.array(["y", "x", "y"]).dictionary_encode(), "n": pa.array([5, 7, 5]).dictionary_encode()}
+    )
+    ds = lc.from_arrow(table, str(tmp_path / "a"), progressbar=False)
+    assert (ds.s.htype, list(ds.s.text())) == ("text", ["y", "x", "y"])
+    assert (ds.n.htype, ds.n.numpy().tolist()) == ("generic", [5, 7, 5])
+    labels = lc.from_arrow(table, str(tmp_path / "b"), htypes={"s": "class_label"}, progressbar=False)
+    assert (labels.s.info.class_names, labels.s.numpy().tolist()) == (["x", "y"], [1, 0, 1])
+    pd.DataFrame({"kind": pd.Categorical(["cat", "dog", "cat"])}).to_parquet(tmp_path / "c.parquet")
+    back = lc.from_parquet(tmp_path / "c.parquet", str(tmp_path / "c"), progressbar=False)
+    assert (back.kind.htype, list(back.kind.text())) == ("text", ["cat", "dog", "cat"])

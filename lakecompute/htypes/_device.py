@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from lakecompute.errors import LakeComputeWarning
+from lakecompute.errors import InvalidArgumentError, LakeComputeWarning
+from lakecompute.imagefiles import jpeg_frame
 from lakecompute.specs import TensorSpec
 
 __all__ = [
@@ -57,6 +58,17 @@ _unusable = ""
 _refusal_warned = False
 #: torchvision's ImageReadMode values (the op takes the number).
 _GRAY, _RGB = 1, 3
+#: The JPEG frames sent to nvJPEG, with the values checked against the host's decode on an H200
+#: (torchvision 0.26, CUDA 13; tests/devices/test_gpu.py): Huffman-coded baseline, extended and
+#: progressive frames; greyscale with sampling factors 1x1 only (nvJPEG decoded a greyscale frame with
+#: 2x2 factors, which Pillow writes when asked for subsampling, to values 16-57 levels off on average,
+#: silently); colour as YCbCr with chroma 1x1 and luma 1x1, 2x1 or 2x2 (4:4:4, 4:2:2, 4:2:0). The rest
+#: (lossless, hierarchical or arithmetic-coded frames, CMYK, RGB-coded colour, other subsamplings) is
+#: decoded on the host, exactly as without the option.
+_NVJPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2})
+_NVJPEG_LUMA = frozenset({(1, 1), (2, 1), (2, 2)})
+#: Component ids "R", "G", "B": libjpeg reads such a frame as RGB, not YCbCr.
+_RGB_IDS = (0x52, 0x47, 0x42)
 
 
 @contextlib.contextmanager
@@ -163,16 +175,24 @@ def _decode_groups(
 
 def jpeg_mode(blob: Any, shape: tuple[int, ...]) -> int | None:
     """The mode nvJPEG decodes ``blob`` in for its stored ``shape`` (RGB for HxWx3, greyscale for HxW and
-    HxWx1), or None for the host: another shape, or bytes that are not a whole JPEG (no start-of-image
-    marker first, no end-of-image marker last). Those are damaged, or unusual; the host's decoder
-    reports the damaged ones as it always has, where nvJPEG might decode what it can."""
-    data = memoryview(blob).cast("B") if not isinstance(blob, np.ndarray) else blob.reshape(-1)
-    if len(data) < 4 or bytes(data[:2]) != b"\xff\xd8" or b"\xff\xd9" not in bytes(data[-16:]):
+    HxWx1), or None for the host: another shape, bytes that are not a whole JPEG (damaged: the host's
+    decoder reports them as it always has, where nvJPEG might decode what it can), or a frame nvJPEG is
+    not trusted with (`_NVJPEG_FRAMES`)."""
+    data = np.ascontiguousarray(blob.reshape(-1)).data if isinstance(blob, np.ndarray) else memoryview(blob)
+    try:
+        frame = jpeg_frame(data)
+    except InvalidArgumentError:
         return None
-    if len(shape) == 3 and shape[2] == 3:
-        return _RGB
-    if len(shape) == 2 or (len(shape) == 3 and shape[2] == 1):
+    colour = len(shape) == 3 and shape[2] == 3
+    grey = len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)
+    if frame.marker not in _NVJPEG_FRAMES or frame.adobe_transform == 0:
+        return None
+    sampling = tuple((h, v) for _, h, v in frame.components)
+    if grey and sampling == ((1, 1),):
         return _GRAY
+    ids = tuple(c for c, _, _ in frame.components)
+    if colour and sampling[1:] == ((1, 1), (1, 1)) and sampling[0] in _NVJPEG_LUMA and ids != _RGB_IDS:
+        return _RGB
     return None
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from lakecompute.compression import decode_image, decoded_mode, image_shape_from_bytes
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError
-from lakecompute.tables._structure import check_structure
+from lakecompute.imagefiles import check_structure
 
 __all__ = ["ImageBytes", "image_format"]
 
@@ -52,7 +52,7 @@ class ImageBytes:
         path: the struct's ``path`` (a name; never opened).
         verify: how `check` checks the bytes: True (the default) decodes them once; False checks the
             file's structure only, without decoding its pixels (the table ingests' ``verify=False``:
-            see `lakecompute.tables._structure`).
+            see `lakecompute.imagefiles`).
     """
 
     __slots__ = ("_buffer", "_checked", "_dims", "_shape", "path", "verify")

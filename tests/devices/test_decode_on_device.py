@@ -5,6 +5,7 @@ The device decode itself, against the CPU's, runs in tests/devices/test_gpu.py o
 
 from __future__ import annotations
 
+import io
 import re
 import threading
 from pathlib import Path
@@ -221,6 +222,63 @@ def test_blobs_go_to_the_device_only_when_whole_jpegs_of_a_shape_it_gives() -> N
     assert jpeg_mode(rgb[:-40], (8, 8, 3)) is None  # truncated: no end-of-image marker
     assert jpeg_mode(b"\x00" + rgb[1:], (8, 8, 3)) is None
     assert jpeg_mode(encode_image(np.zeros((8, 8, 3), np.uint8), "png"), (8, 8, 3)) is None
+
+
+def _pillow_jpeg(mode: str, **options: Any) -> bytes:
+    """A 16x16 JPEG of Pillow's ``mode`` (L, RGB, CMYK), written by Pillow with ``options``."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(3).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).convert(mode).save(buffer, "JPEG", **options)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("mode", "options", "shape", "expected"),
+    [
+        ("RGB", {"subsampling": 0}, (16, 16, 3), 3),  # 4:4:4
+        ("RGB", {"subsampling": 1}, (16, 16, 3), 3),  # 4:2:2
+        ("RGB", {"subsampling": 2}, (16, 16, 3), 3),  # 4:2:0
+        ("RGB", {"progressive": True}, (16, 16, 3), 3),
+        ("L", {}, (16, 16), 1),  # Pillow's default for greyscale: sampling factors 1x1
+        ("L", {"subsampling": 2}, (16, 16), None),  # 2x2 factors on one component: nvJPEG misdecodes it
+        ("L", {"subsampling": 1}, (16, 16, 1), None),  # 2x1
+        ("L", {}, (16, 16, 3), None),  # a greyscale frame stored as colour
+        ("RGB", {}, (16, 16), None),  # a colour frame stored as greyscale
+        ("CMYK", {}, (16, 16, 3), None),  # four components (and Adobe's transform)
+    ],
+)
+def test_only_frames_nvjpeg_decodes_as_the_host_does_go_to_the_device(
+    mode: str, options: dict[str, Any], shape: tuple[int, ...], expected: int | None
+) -> None:
+    """The frame header decides: the subsamplings, codings and colour models checked against the host's
+    decode on a GPU go to it; the rest, a greyscale frame with sampling factors other than 1x1 among them,
+    to the host."""
+    assert jpeg_mode(_pillow_jpeg(mode, **options), shape) == expected
+
+
+def test_arithmetic_coded_lossless_and_rgb_coded_frames_go_to_the_host() -> None:
+    """Frames Pillow does not write, made by editing a baseline one's header: arithmetic-coded (SOF9) and
+    lossless (SOF3) frames, RGB-coded colour (component ids R, G, B, or an Adobe segment saying no
+    transform), and 4:1:1 luma go to the host."""
+    rgb = bytearray(_pillow_jpeg("RGB", subsampling=2))
+    sof = rgb.index(b"\xff\xc0")
+    assert jpeg_mode(bytes(rgb), (16, 16, 3)) == 3
+    for marker in (0xC9, 0xC3):
+        edited = bytearray(rgb)
+        edited[sof + 1] = marker
+        assert jpeg_mode(bytes(edited), (16, 16, 3)) is None
+    named = bytearray(rgb)
+    for k, name in enumerate(b"RGB"):
+        named[sof + 10 + 3 * k] = name
+    assert jpeg_mode(bytes(named), (16, 16, 3)) is None
+    wide = bytearray(rgb)
+    wide[sof + 11] = 0x41  # luma 4x1
+    assert jpeg_mode(bytes(wide), (16, 16, 3)) is None
+    adobe = b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00\x00"
+    assert jpeg_mode(bytes(rgb[:2]) + adobe + b"\x00" + bytes(rgb[2:]), (16, 16, 3)) is None
+    assert jpeg_mode(bytes(rgb[:2]) + adobe + b"\x01" + bytes(rgb[2:]), (16, 16, 3)) == 3
 
 
 @given(st.binary(max_size=64), st.lists(st.integers(0, 5), max_size=4).map(tuple))

@@ -18,8 +18,8 @@ from PIL import Image
 
 import lakecompute as lc
 from lakecompute.compression import decode_image
+from lakecompute.imagefiles import check_structure, jpeg_frame
 from lakecompute.tables import ImageBytes
-from lakecompute.tables._structure import check_structure
 
 SETTINGS = settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
@@ -68,8 +68,8 @@ def test_a_png_chunk_is_checked_by_its_crc_with_either_crc32(
     from zlib_ng import zlib_ng
 
     if crc != "zlib-ng":
-        monkeypatch.setattr("lakecompute.tables._structure.crc32", zlib.crc32)
-    from lakecompute.tables._structure import crc32
+        monkeypatch.setattr("lakecompute.imagefiles.crc32", zlib.crc32)
+    from lakecompute.imagefiles import crc32
 
     # zlib-ng's is installed with the tables extra (and the dev one)
     assert crc32 is (zlib_ng.crc32 if crc == "zlib-ng" else zlib.crc32)
@@ -201,6 +201,14 @@ def test_near_valid_files_pass_or_raise_a_library_error(fmt: str, data: st.DataO
         pass  # refused by the structure, or by Pillow's header (a WebP's, a mode that is not 8-bit)
     else:
         assert shape != "refused"
+    if fmt == "jpeg":  # the frame header comes from the same walk: read where the check passes, else refused
+        try:
+            frame = jpeg_frame(damaged)
+        except lc.InvalidArgumentError:
+            assert shape == "refused" or not damaged.startswith(b"\xff\xd8")
+        else:
+            assert frame.shape == shape
+            assert all(0 <= h < 16 and 0 <= v < 16 for _, h, v in frame.components)
 
 
 @SETTINGS

@@ -1,4 +1,5 @@
-"""An encoded image's file checked whole without decoding its pixels (the table ingests' ``verify=False``).
+"""An encoded image's file checked whole without decoding its pixels (the table ingests' ``verify=False``),
+and a JPEG's frame header read (what decodes it: the GPU's JPEG decoder takes only some frames).
 
 What is checked, per format:
 
@@ -17,10 +18,13 @@ decode. Pixel sizes are refused past Pillow's decompression-bomb limit, as a dec
 
 `check_structure` also gives a PNG's and a JPEG's shape (the one `lakecompute.compression.decode_image`
 returns) from the header it walked, so that no second parser runs; a WebP's comes from Pillow's header.
+`jpeg_frame` gives a JPEG's whole frame header (`JpegFrame`: coding process, components and their sampling
+factors, the Adobe colour transform) from the same walk.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from PIL import Image
@@ -32,7 +36,7 @@ except ImportError:  # pragma: no cover - the tables extra installs it
 
 from lakecompute.errors import InvalidArgumentError
 
-__all__ = ["check_structure"]
+__all__ = ["JpegFrame", "check_structure", "jpeg_frame"]
 
 _PNG: Final = b"\x89PNG\r\n\x1a\n"
 #: Bit depths PNG allows per colour type (PNG spec 11.2.2, table 11.1).
@@ -51,6 +55,34 @@ _STANDALONE: Final = frozenset({0x01, *range(0xD0, 0xD8), 0xD8})
 _SOF: Final = frozenset(set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC})
 _SOS: Final = 0xDA
 _EOI: Final = 0xD9
+_APP14: Final = 0xEE
+
+
+@dataclass(frozen=True)
+class JpegFrame:
+    """A JPEG's frame header (SOF), and the colour transform its Adobe segment names, if it has one.
+
+    Attributes:
+        marker: the SOF marker's second byte: 0xC0 baseline, 0xC1 extended and 0xC2 progressive Huffman
+            coding; 0xC3 lossless; 0xC5-0xC7 hierarchical; 0xC9-0xCF arithmetic coding.
+        height, width: the size in pixels.
+        components: ``(id, horizontal, vertical)`` per component: its identifier and sampling factors.
+        adobe_transform: the APP14 "Adobe" segment's transform (0: none, so 3 components are RGB; 1:
+            YCbCr; 2: YCCK), or None without one.
+    """
+
+    marker: int
+    height: int
+    width: int
+    components: tuple[tuple[int, int, int], ...]
+    adobe_transform: int | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape `decode_image` gives it: HxW for greyscale, HxWx3 for colour (CMYK too)."""
+        if len(self.components) == 1:
+            return self.height, self.width
+        return self.height, self.width, 3
 
 
 def _bad(why: str) -> InvalidArgumentError:
@@ -86,11 +118,24 @@ def check_structure(data: bytes | memoryview) -> tuple[int, ...] | None:
     if head.startswith(_PNG):
         return _png(view)
     if head.startswith(b"\xff\xd8"):
-        return _jpeg(view)
+        return _jpeg(view).shape
     if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
         _webp(view)
         return None
     raise InvalidArgumentError("Cannot read the image data: expected PNG, JPEG or WebP bytes.")
+
+
+def jpeg_frame(data: bytes | memoryview) -> JpegFrame:
+    """The frame header of the JPEG file ``data``, after its structure is checked as `check_structure`
+    checks it (every segment to the first scan, the end-of-image marker).
+
+    Raises:
+        InvalidArgumentError: ``data`` is not a whole JPEG file, or one `check_structure` refuses.
+    """
+    view = memoryview(data).cast("B")
+    if bytes(view[:2]) != b"\xff\xd8":
+        raise InvalidArgumentError("Cannot read the image data: expected JPEG bytes.")
+    return _jpeg(view)
 
 
 def _png_chunk(data: memoryview, at: int) -> tuple[bytes, int]:
@@ -166,35 +211,45 @@ def _marker(data: memoryview, at: int) -> tuple[int, int]:
         at += 2
 
 
-def _jpeg(data: memoryview) -> tuple[int, ...]:
+def _jpeg(data: memoryview) -> JpegFrame:
     at, end = 2, len(data)
-    frame: tuple[int, ...] | None = None
+    frame: JpegFrame | None = None
+    transform: int | None = None
     marker = 0
     while marker != _SOS:
-        marker, at = _marker(data, at)
-        if marker == _EOI:
-            raise _bad("it ends (EOI) before its first scan (SOS)")
-        if at + 4 > end:
-            raise _bad(f"it ends inside the length of marker 0x{marker:02X} at byte {at}")
-        length = int.from_bytes(data[at + 2 : at + 4], "big")
-        if length < 2 or at + 2 + length > end:
-            raise _bad(f"marker 0x{marker:02X} at byte {at} claims {length} bytes, past the end of the file")
+        marker, at, body = _segment(data, at)
         if marker in _SOF and frame is not None:
             raise _bad("it has a second frame header (SOF)")
         if marker in _SOF:
-            frame = _sof(marker, data[at + 4 : at + 2 + length])
+            frame = _sof(marker, body)
+        if marker == _APP14 and len(body) >= 12 and bytes(body[:5]) == b"Adobe":
+            transform = body[11]
         if marker != _SOS:
-            at += 2 + length
+            at += 4 + len(body)
     if frame is None:
         raise _bad("it has no frame header (SOF) before its first scan")
     tail = bytes(data[max(at, end - 4096) :]).rstrip(b"\x00")
     if not tail.endswith(b"\xff\xd9"):
         raise _bad("it does not end with the EOI marker (the file is cut short)")
-    return frame
+    return JpegFrame(frame.marker, frame.height, frame.width, frame.components, transform)
 
 
-def _sof(marker: int, body: memoryview) -> tuple[int, ...]:
-    """The shape `decode_image` gives a JPEG whose frame header is ``body``, checked."""
+def _segment(data: memoryview, at: int) -> tuple[int, int, memoryview]:
+    """The next marker segment from byte ``at`` (before the first scan): its marker, where it starts, and
+    its body (the bytes after its length), checked to lie inside the file."""
+    marker, at = _marker(data, at)
+    if marker == _EOI:
+        raise _bad("it ends (EOI) before its first scan (SOS)")
+    if at + 4 > len(data):
+        raise _bad(f"it ends inside the length of marker 0x{marker:02X} at byte {at}")
+    length = int.from_bytes(data[at + 2 : at + 4], "big")
+    if length < 2 or at + 2 + length > len(data):
+        raise _bad(f"marker 0x{marker:02X} at byte {at} claims {length} bytes, past the end of the file")
+    return marker, at, data[at + 4 : at + 2 + length]
+
+
+def _sof(marker: int, body: memoryview) -> JpegFrame:
+    """The frame header ``body`` of SOF marker ``marker``, checked (its Adobe transform not yet known)."""
     if len(body) < 6:
         raise _bad(f"its frame header (0x{marker:02X}) holds {len(body)} bytes")
     precision = body[0]
@@ -211,7 +266,9 @@ def _sof(marker: int, body: memoryview) -> tuple[int, ...]:
             f"Expected a greyscale, RGB or CMYK JPEG. Got one of {components} components."
         )
     _size_ok(width, height)
-    return (height, width) if components == 1 else (height, width, 3)
+    fields = body[6:]
+    parts = tuple((fields[k], fields[k + 1] >> 4, fields[k + 1] & 15) for k in range(0, 3 * components, 3))
+    return JpegFrame(marker, height, width, parts)
 
 
 def _webp(data: memoryview) -> None:

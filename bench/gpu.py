@@ -18,7 +18,9 @@ alike, the host milliseconds per batch in the copy's call, the model's kernel la
 its output (``per_batch_ms``: where a model call's time goes, with no synchronisation added).
 
 Without a CUDA GPU (or torch) the suite skips, saying why. ``BENCH_GPU_JSON=path`` writes the details as
-JSON (``python -m bench gpu --json path`` writes the rows). ``BENCH_GPU_DRY=1`` runs the same code on the
+JSON (``python -m bench gpu --json path`` writes the rows); ``BENCH_GPU_IMAGES=n`` sets the number of images
+(20,000 by default: start-up is then about half of each run, so each row's note also gives the rates over
+the batches alone). ``BENCH_GPU_DRY=1`` runs the same code on the
 CPU with 64 images and a small batch (a check of the bench itself, not a measurement).
 """
 
@@ -459,7 +461,7 @@ def run(opts: Any) -> list[Row]:
         return []
     gpus, info = probe
     details.update(info)
-    n = 64 if not gpus else (2_000 if opts.quick else N_IMAGES)
+    n = 64 if not gpus else (2_000 if opts.quick else int(os.environ.get("BENCH_GPU_IMAGES", N_IMAGES)))
     rows: list[Row] = []
     with scratch_dir("lc-bench-gpu-") as tmp:
         ds = _make_images(os.path.join(tmp, "images"), n)
@@ -520,9 +522,20 @@ def _row(
             f"{n} JPEG {SIZE}x{SIZE}, batch {config.batch}, {gpus} GPU(s); "
             f"GPU busy {_pct(busy)} of the eval, "
             f"{_pct(ours['busy_active'])} of its active span (loop {_pct(loop_busy)}); "
-            f"stages {_stages(ours['stages'])}"
+            f"stages {_stages(ours['stages'])}{_steady(ours, loop, n)}"
         ),
     )
+
+
+def _steady(ours: dict[str, Any], loop: dict[str, Any], n: int) -> str:
+    """The rates over the batches alone, start-up left out (the eval from its first batch to its last,
+    the loop over its steady span), for the note: with 20,000 images start-up is half of each run."""
+    timeline = ours.get("timeline") or {}
+    span = float(timeline.get("last_batch", 0.0)) - float(timeline.get("first_batch", 0.0))
+    steady = loop.get("steady_seconds")
+    if span <= 0 or not steady:
+        return ""
+    return f"; batches alone {n / span:,.0f}/s vs the loop's {n / steady:,.0f}/s ({steady / span:.2f}x)"
 
 
 def _pct(value: float | None) -> str:

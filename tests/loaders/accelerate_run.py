@@ -18,6 +18,7 @@ The loader goes through ``accelerator.prepare()``, in Accelerate's stateful mode
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 from pathlib import Path
@@ -89,6 +90,14 @@ def train(path: str, out: Path, phase: str, dispatch: str, workers: int) -> None
     accelerator.end_training()
     # Leave without the interpreter's finalization: gloo's worker threads can abort the process there
     # (torch's known "terminate called without an active exception" at exit), after everything is written.
+    # That skips the DataLoader's own shutdown of its workers, so they are ended here: a worker started
+    # just before (torchdata starts them when Accelerate asks the prepared loader for its state, and
+    # ``oneworld`` refuses right after) may never see this process go, since torch's watchdog takes its
+    # parent's pid when the worker's loop begins, by then init's. Seen: such an orphan held the test's
+    # pipes open until the test's 120 s timeout (CI, and 1 run in 5 here).
+    for child in multiprocessing.active_children():
+        child.terminate()
+        child.join(10)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -62,9 +62,9 @@ _GRAY, _RGB = 1, 3
 #: (torchvision 0.26, CUDA 13; tests/devices/test_gpu.py): Huffman-coded baseline, extended and
 #: progressive frames; greyscale with sampling factors 1x1 only (nvJPEG decoded greyscale frames with
 #: 2x1 or 2x2 factors, which Pillow writes when asked for subsampling, to values 16-136 levels off on
-#: average, silently; progressive ones it decoded right); colour as YCbCr with chroma 1x1 and luma 1x1, 2x1 or 2x2 (4:4:4, 4:2:2, 4:2:0). The rest
-#: (lossless, hierarchical or arithmetic-coded frames, CMYK, RGB-coded colour, other subsamplings) is
-#: decoded on the host, exactly as without the option.
+#: average, silently; progressive ones it decoded right); colour as YCbCr with chroma 1x1 and luma 1x1,
+#: 2x1 or 2x2 (4:4:4, 4:2:2, 4:2:0). The rest (lossless, hierarchical or arithmetic-coded frames, CMYK,
+#: RGB-coded colour, other subsamplings) is decoded on the host, exactly as without the option.
 _NVJPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2})
 _NVJPEG_LUMA = frozenset({(1, 1), (2, 1), (2, 2)})
 #: Component ids "R", "G", "B": libjpeg reads such a frame as RGB, not YCbCr.

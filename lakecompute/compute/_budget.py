@@ -29,9 +29,18 @@ from lakecompute.perprocess import PerProcess
 from lakecompute.schedulers import usable_cpus
 from lakecompute.storage import CACHE_BYTES
 
-__all__ = ["WorkerBudget", "budget_of", "budgets_here", "derive_budget", "map_large_blocks"]
+__all__ = [
+    "PLACED_MAPPED_BYTES",
+    "WorkerBudget",
+    "budget_of",
+    "budgets_here",
+    "derive_budget",
+    "map_large_blocks",
+]
 
 _MiB = 1 << 20
+#: `WorkerBudget.mapped_bytes` of a worker placed on a device: glibc's own ceiling for its moving threshold.
+PLACED_MAPPED_BYTES = 32 * _MiB
 #: glibc's ``mallopt`` parameter for the size from which blocks are mapped (malloc.h).
 _M_MMAP_THRESHOLD = -3
 
@@ -102,7 +111,12 @@ class WorkerBudget:
     allocated by one thread (a reader) and freed by another (the function's, the writer's) stay in
     each thread's heap: a worker copying 1 MiB images grew its peak resident memory from 98 to 224 MiB
     over 2,300 samples against this budget's 172; with the threshold fixed it stayed at 64-73 MiB
-    (``tests/compute/test_worker_budget.py``)."""
+    (``tests/compute/test_worker_budget.py``). A worker placed on a device maps only blocks of
+    `PLACED_MAPPED_BYTES` or more: its batches (64 224x224 images are 9.6 MB) are made by a reader thread
+    while the model's thread launches kernels, and as fresh mappings each was faulted in page by page,
+    which cost the model's call 1.7 ms per batch on an H200 (12.7 ms at stop 37, 14.4 ms after this
+    threshold came) and 1.4-2 ms in a CPU stand-in (a worker on a declared GPU whose model holds the GIL
+    for 3.8 ms: 6.5-7.3 ms per call with 1 MiB, 5.4 ms with 32 MiB)."""
 
     @property
     def input_blocks(self) -> int:
@@ -148,7 +162,8 @@ def derive_budget(
         readers = max(1, min(parallel_reads, cpus // workers, base.max_readers))
     helpers = max(0, cpus // workers - 1) if placed and parallel_reads > 1 else 0
     early = readers > 0 and (options.num_workers == 1 or placed)
-    return replace(base, readers=readers, early_reads=early, decode_helpers=helpers)
+    mapped = PLACED_MAPPED_BYTES if placed else base.mapped_bytes
+    return replace(base, readers=readers, early_reads=early, decode_helpers=helpers, mapped_bytes=mapped)
 
 
 #: The budgets this process derived, by eval (a few: a worker that outlives its evals drops old ones).

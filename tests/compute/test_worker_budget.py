@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
-from lakecompute.compute._budget import WorkerBudget, budgets_here, derive_budget
+from lakecompute.compute._budget import PLACED_MAPPED_BYTES, WorkerBudget, budgets_here, derive_budget
 from lakecompute.compute._options import EvalOptions
 from tests.helpers import make_out
 
@@ -117,6 +117,8 @@ def test_the_budget_is_derived_from_the_plan_and_the_placement(
     budget = derive_budget(_options(num_workers=workers), parallel, 3, cpus, placed)
     assert (budget.readers, budget.early_reads, budget.decode_helpers) == (readers, early, helpers)
     assert budget.pinned is placed
+    # Placed, a worker's batches are not fresh mappings (faulted in beside the model's kernel launches).
+    assert budget.mapped_bytes == (PLACED_MAPPED_BYTES if placed else 1 << 20)
     assert budget.input_blocks == 1 + readers * (2 if early else 1)
     pinned = budget.pinned_kept * budget.block_bytes if placed else 0
     assert budget.total_bytes == (

@@ -24,7 +24,7 @@ factors, the Adobe colour transform) from the same walk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from PIL import Image
@@ -58,7 +58,7 @@ _EOI: Final = 0xD9
 _APP14: Final = 0xEE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JpegFrame:
     """A JPEG's frame header (SOF), and the colour transform its Adobe segment names, if it has one.
 
@@ -231,7 +231,7 @@ def _jpeg(data: memoryview) -> JpegFrame:
     tail = bytes(data[max(at, end - 4096) :]).rstrip(b"\x00")
     if not tail.endswith(b"\xff\xd9"):
         raise _bad("it does not end with the EOI marker (the file is cut short)")
-    return JpegFrame(frame.marker, frame.height, frame.width, frame.components, transform)
+    return replace(frame, adobe_transform=transform)
 
 
 def _segment(data: memoryview, at: int) -> tuple[int, int, memoryview]:

@@ -96,8 +96,16 @@ def start_writer(
     url: str, start: int, n: int, go: Path, s3: dict[str, Any] | None = None, **extra: str
 ) -> subprocess.Popen[str]:
     """Start a lease_script.py writer and wait until its uncommitted samples are stored (``READY``)."""
+    return start_script(["write", url, str(start), str(n)], go, s3, **extra)
+
+
+def start_script(
+    args: list[str], go: Path, s3: dict[str, Any] | None = None, **extra: str
+) -> subprocess.Popen[str]:
+    """Start lease_script.py with ``args`` (a mode that waits for the file ``go``) and wait for its
+    ``READY``."""
     proc = subprocess.Popen(
-        [sys.executable, str(LEASE_SCRIPT), "write", url, str(start), str(n)],
+        [sys.executable, str(LEASE_SCRIPT), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -109,5 +117,5 @@ def start_writer(
     if line.strip() != "READY":
         proc.kill()
         _, err = proc.communicate(timeout=30)
-        raise AssertionError(f"the writer did not get ready: {line!r}\n{err}")
+        raise AssertionError(f"lease_script.py {args[0]} did not get ready: {line!r}\n{err}")
     return proc

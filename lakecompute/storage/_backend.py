@@ -113,6 +113,16 @@ class Backend(ABC):
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Store ``data`` under ``key`` only if nothing is there; True if this call created it."""
 
+    def replace(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` as `write` does, only if something is there already; False, and
+        nothing written (no folder made), when there is nothing: what renews a file that someone may
+        have deleted with the dataset around it, which must not come back. (A delete racing the call
+        between its look and its write can still lose to it.)"""
+        if not self.exists(key):
+            return False
+        self.write(key, data)
+        return True
+
     @abstractmethod
     def exists(self, key: str) -> bool:
         """Whether ``key`` holds data."""
@@ -271,6 +281,21 @@ class LocalBackend(Backend):
     def write(self, key: str, data: bytes) -> None:
         tmp = self._write_temp(key, data)
         os.replace(tmp, self._p(key))
+
+    def replace(self, key: str, data: bytes) -> bool:
+        target = self._p(key)
+        self._refuse_links(key)
+        if not target.is_file():
+            return False
+        tmp = target.parent / temp_name(target.name)
+        try:
+            with open(tmp, "wb") as fh:  # never makes the folder: gone, the file is not written
+                fh.write(data)
+            os.replace(tmp, target)
+        except FileNotFoundError:  # the folder went away since the look
+            tmp.unlink(missing_ok=True)
+            return False
+        return True
 
     def write_hint(self, key: str, data: bytes) -> None:
         # A temp file renamed over an existing name makes ext4 start writeback of the new file

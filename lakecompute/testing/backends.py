@@ -75,6 +75,21 @@ class BackendTests:
         assert b.create_exclusive("versions/00000002.json", b"second") is False
         assert b.read("versions/00000002.json") == b"first"
 
+    def test_replace_writes_only_over_a_key_that_is_there(self) -> None:
+        """replace() stores over a key that holds bytes, and writes nothing (no key, no folder) where
+        there is none: a renewal of a file deleted with everything around it must not bring it back."""
+        b = self.make_backend()
+        assert b.replace("leases/a.json", b"one") is False
+        assert b.read("leases/a.json") is None
+        assert b.list("") == []
+        b.write("leases/b.json", b"first")
+        assert b.replace("leases/b.json", b"second") is True
+        assert b.read("leases/b.json") == b"second"
+        assert b.list("leases") == ["b.json"]  # no temporary name left behind
+        b.delete_tree("")
+        assert b.replace("leases/b.json", b"third") is False
+        assert b.list("") == []
+
     def test_create_exclusive_race_has_exactly_one_winner(self) -> None:
         """Eight writers racing for one key: exactly one wins, and the key holds the winner's bytes."""
         b = self.make_backend()

@@ -190,8 +190,9 @@ class Lease:
         self.lapsed = 0.0
         self.generation += 1
 
-    def _put(self) -> None:
-        """Store the lease file (under the lock). Raises what the backend raises."""
+    def _put(self, renewal: bool = False) -> bool:
+        """Store the lease file (under the lock); a ``renewal`` only replaces it (False, nothing written,
+        when it is gone). Raises what the backend raises."""
         start = _clock()
         if self.renewed:
             gap = start - self.renewed
@@ -205,9 +206,27 @@ class Lease:
             "ids": sorted(self.ids),
             "expires": time.time() + LEASE_SECONDS,
         }
-        self.backend.write(self.key, json.dumps(record).encode())
+        data = json.dumps(record).encode()
+        if renewal:
+            if not self.backend.replace(self.key, data):
+                return False
+        else:
+            self.backend.write(self.key, data)
         self.renewed = start
         self.stored = True
+        return True
+
+    def _renew(self) -> None:
+        """The keeper's renewal of a stored lease (under the lock). A lease file that is gone is not
+        written again: it went with its dataset (deleted by ``lc.delete``, ``rm -rf`` or another
+        process) or was removed by a vacuum once it had lapsed, and writing it would bring back the
+        dataset's folder holding only ``leases/`` (which no dataset can then be created over). Renewals
+        stop, so a held lease lapses as a paused writer's does; a released one is forgotten."""
+        if not self.stored or self._put(renewal=True):
+            return
+        self.stored = False
+        if not self.held:
+            self._forget()
 
     # -- the keeper's side ---------------------------------------------------------------------------
     def tick(self) -> None:
@@ -217,7 +236,7 @@ class Lease:
         with self._lock:
             try:
                 if self.ids and (self.held or (self.stored and _clock() - self.released < IDLE_SECONDS)):
-                    self._put()
+                    self._renew()
                 elif self.stored:
                     self.backend.delete(self.key)
                     self.stored = False

@@ -4,6 +4,8 @@ Usage:
     ``lease_script.py write URL START N``: open URL, append ``x = START..START+N-1`` inside ``with ds:``
     (written to storage, not committed), print ``READY``, wait until the file ``LC_TEST_GO`` exists, then
     leave the block (commit) and print ``DONE <version>``, or ``ERROR <type> <message>`` if it raised.
+    ``lease_script.py committed URL...``: append one sample to each and commit, print ``READY``, keep the
+    handles (their leases renewed while idle) until ``LC_TEST_GO`` exists, print ``DONE``.
     ``lease_script.py vacuum URL``: one ``vacuum(grace_seconds=0)``; prints the counts as JSON.
     ``lease_script.py vacuum-loop STOP URL...``: ``vacuum(grace_seconds=0)`` on every URL in turn until the
     file STOP exists, keeping the count so far in the file ``STOP.count``; prints ``VACUUMS <count>``.
@@ -56,6 +58,18 @@ def write(url: str, start: int, n: int) -> None:
     print(f"DONE {ds.version}", flush=True)
 
 
+def committed(urls: list[str]) -> None:
+    """Append to and commit each dataset (its lease released, renewed while idle), print ``READY`` and
+    keep the handles until the go file exists; print ``DONE``."""
+    handles = [_load(url) for url in urls]
+    for ds in handles:
+        with ds:
+            ds.x.append(np.int64(-1))
+    print("READY", flush=True)
+    wait_for_file(os.environ["LC_TEST_GO"], timeout=600)
+    print("DONE", len(handles), flush=True)
+
+
 def vacuum_loop(stop: str, urls: list[str]) -> None:
     """Vacuum every dataset with no grace until ``stop`` exists."""
     count = 0
@@ -87,6 +101,8 @@ def main(argv: list[str]) -> None:
         leases.LEASE_SECONDS, leases.LEASE_MARGIN_SECONDS, leases.RENEW_SECONDS = lease, margin, renew
     if argv[0] == "write":
         write(argv[1], int(argv[2]), int(argv[3]))
+    elif argv[0] == "committed":
+        committed(argv[1:])
     elif argv[0] == "vacuum":
         print(json.dumps(_load(argv[1]).vacuum(grace_seconds=0, progressbar=False)), flush=True)
     elif argv[0] == "vacuum-loop":

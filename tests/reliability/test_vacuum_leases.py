@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -16,10 +17,11 @@ import numpy as np
 import pytest
 
 import lakecompute as lc
+from lakecompute.storage import open_backend
 from lakecompute.testing.internals import dataset_core
 from lakecompute.versioned._leases import IDLE_SECONDS
 from tests.helpers import make_numbers, wait_until
-from tests.leases import elsewhere, lease_files, start_writer
+from tests.leases import elsewhere, lease_files, start_script, start_writer
 from tests.reliability.reliability_helpers import kill_session
 
 
@@ -145,3 +147,74 @@ def test_vacuum_refuses_a_lease_it_cannot_read(tmp_path: Path) -> None:
         lc.load(str(path)).vacuum(grace_seconds=0)
     assert info.value.file == "leases/foreign.json"
     assert _segments(path) == segments
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["released", "held"])
+def test_a_renewal_never_brings_back_a_deleted_dataset(tmp_path: Path, held: bool) -> None:
+    """A dataset deleted under a handle whose lease is still renewed (held by a write under way, or
+    released by a commit less than IDLE_SECONDS ago) stays deleted: the renewal finds its file gone and
+    writes nothing (it used to bring back the folder holding only ``leases/``, over which no dataset could
+    then be created, overwrite=True included). The held write's commit then fails naming the deletion,
+    and the old lease writes nothing into a new dataset made at the same path."""
+    path = tmp_path / "ds"
+    ds = make_numbers(path, 3)
+    lease = dataset_core(ds).txn.writer.lease
+    if held:
+        ds.__enter__()
+        ds.x.append(3)
+        _ = ds.x.numpy()  # flushed into the held segment
+    assert lease.stored
+    assert [r["writer"] for r in lease_files(str(path))] == [lease.writer]
+    shutil.rmtree(path)
+    lease.tick()
+    assert not path.exists()
+    assert not lease.stored
+    if held:
+        with pytest.raises(lc.DatasetNotFoundError, match="was deleted"):
+            ds.__exit__(None, None, None)
+        assert not path.exists()
+    fresh = lc.empty(str(path))
+    fresh.create_tensor("y")
+    lease.tick()
+    assert lease.writer not in {r["writer"] for r in lease_files(str(path))}
+    assert list(lc.load(str(path)).tensors) == ["y"]
+
+
+def test_a_renewal_never_brings_back_a_deleted_memory_dataset() -> None:
+    """The same on ``mem://``: the lease's key is not stored again once the dataset's keys are gone."""
+    url = "mem://lease-renewal-after-delete"
+    ds = make_numbers(url, 3)
+    lease = dataset_core(ds).txn.writer.lease
+    open_backend(url).delete_tree("")  # gone under the handle, as another writer's delete would do
+    lease.tick()
+    assert open_backend(url).list("") == []
+    assert not lease.stored
+
+
+@pytest.mark.timeout(120)
+def test_a_process_keeping_leases_leaves_a_deleted_dataset_deleted(tmp_path: Path) -> None:
+    """The keeper thread of a process that committed to two datasets renews both; one deleted from
+    outside (``rm -rf``) stays deleted while the other's renewals go on, and can be created anew."""
+    gone, kept, go = tmp_path / "gone", tmp_path / "kept", tmp_path / "go"
+    make_numbers(gone, 3)
+    make_numbers(kept, 3)
+    proc = start_script(["committed", str(gone), str(kept)], go, LC_TEST_LEASE="30,1,0.1")
+    try:
+        assert len(_leases_of(gone, proc.pid)) == 1
+        shutil.rmtree(gone)
+        deleted = time.time()
+        # A renewal of the kept lease begun 0.3 s after the delete: the keeper went round since, 3 times.
+        wait_until(
+            lambda: any(r["expires"] > deleted + 30.3 for r in _leases_of(kept, proc.pid)),
+            what="the kept dataset's lease to be renewed after the delete",
+        )
+        assert not gone.exists()
+        go.touch()
+        out, err = proc.communicate(timeout=60)
+        assert out.strip() == "DONE 2", err
+    finally:
+        _stop(proc)
+    assert not gone.exists()
+    assert _leases_of(kept, proc.pid) == []  # the process let its leases go as it ended
+    np.testing.assert_array_equal(lc.load(str(kept)).x.numpy(), [0, 1, 2, -1])
+    lc.empty(str(gone)).create_tensor("x")

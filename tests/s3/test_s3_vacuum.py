@@ -15,6 +15,7 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.storage import open_backend
+from lakecompute.testing.internals import dataset_core
 from tests.helpers import make_numbers, wait_until
 from tests.leases import elsewhere, lease_files, start_writer
 
@@ -96,3 +97,20 @@ def test_s3_a_freed_writer_s_lease_is_deleted_by_the_keeper(
     # Well before the lease would expire (a minute).
     wait_until(lambda: lease_files(url, storage_options) == [], 30, "the keeper to delete the lease file")
     assert lc.load(url, storage_options=storage_options).x.numpy().tolist() == list(range(10))
+
+
+def test_s3_a_renewal_never_brings_back_a_deleted_dataset(
+    bucket: str, storage_options: dict[str, Any]
+) -> None:
+    """On s3://, a lease renewed after its dataset's objects were deleted (by another process) stores no
+    object again: the prefix stays empty, so a dataset can be created there anew."""
+    url = f"s3://{bucket}/ds"
+    ds = make_numbers(url, 3, storage_options=storage_options)
+    lease = dataset_core(ds).txn.writer.lease
+    assert lease.stored
+    backend = open_backend(url, storage_options)
+    backend.delete_tree("")
+    lease.tick()
+    assert backend.list("") == []
+    assert not lease.stored
+    lc.empty(url, storage_options=storage_options).create_tensor("x")

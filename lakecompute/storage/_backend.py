@@ -9,6 +9,7 @@ for the same version number wins; on a local disk that is ``os.link`` of a finis
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -138,6 +139,11 @@ class Backend(ABC):
     @abstractmethod
     def delete_tree(self, prefix: str) -> None:
         """Remove everything under ``prefix`` ('' for the whole dataset)."""
+
+    def remove_if_empty(self, prefix: str) -> None:
+        """Remove the folder ``prefix`` ('' for the dataset's own) if it holds nothing; never anything
+        else. Object stores and memory have no folders: nothing to do there."""
+        del prefix  # no folders there
 
     def local_path(self, key: str) -> str | None:
         """A filesystem path for ``key`` when the backend is a local disk, else None."""
@@ -355,6 +361,13 @@ class LocalBackend(Backend):
             shutil.rmtree(target, ignore_errors=True)
         elif target.exists():
             target.unlink()
+
+    def remove_if_empty(self, prefix: str) -> None:
+        target = self._p(prefix) if prefix else Path(self._root_text)
+        if (prefix and self._linked(prefix)) or target.is_symlink():
+            return
+        with contextlib.suppress(OSError):  # not empty, not there, not a folder: left as it is
+            target.rmdir()
 
 
 # mem:// datasets live in this process only: name -> the dict behind their zarr MemoryStore, which

@@ -90,6 +90,24 @@ class BackendTests:
         assert b.replace("leases/b.json", b"third") is False
         assert b.list("") == []
 
+    def test_remove_if_empty_removes_only_an_empty_folder(self) -> None:
+        """remove_if_empty() takes away a folder holding nothing (the dataset's own with ''), never one
+        that holds a key, nor anything in it."""
+        b = self.make_backend()
+        b.write("segments/s1/zarr.json", b"{}")
+        b.write("notes/a.txt", b"mine")
+        b.delete("segments/s1/zarr.json")
+        b.remove_if_empty("segments/s1")
+        b.remove_if_empty("segments")
+        b.remove_if_empty("notes")
+        b.remove_if_empty("")
+        assert b.list("") == ["notes"]
+        assert b.read("notes/a.txt") == b"mine"
+        b.delete("notes/a.txt")
+        b.remove_if_empty("notes")
+        b.remove_if_empty("")
+        assert b.list("") == []
+
     def test_create_exclusive_race_has_exactly_one_winner(self) -> None:
         """Eight writers racing for one key: exactly one wins, and the key holds the winner's bytes."""
         b = self.make_backend()

@@ -9,6 +9,7 @@ segments the writer made for the eval (its `SlotGrant`), from other processes to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from lakecompute.perprocess import PerProcess
 from lakecompute.specs import TensorSpec
 from lakecompute.storage import ArrayCache, Backend, BackendSpec, open_backend
 from lakecompute.versioned._compact import Rows, is_compact, write_stream, write_typed
+from lakecompute.versioned._keys import LEASES, ROOT, SEGMENTS, TENSORS, segment_key, typed_array_key
 from lakecompute.versioned._leases import Lease
 from lakecompute.versioned._manifest import Fragment, TensorState
 from lakecompute.versioned._segments import (
@@ -140,9 +142,43 @@ class Writer:
             self.lease.release(forget=False)
 
     def abandon(self) -> None:
-        """Drop the writes of a rollback: their segments are garbage once the lease lets them go."""
+        """Drop the writes of a rollback: their segments are garbage once the lease lets them go. Where
+        the dataset itself is gone (deleted under this handle while it wrote: its commit was refused
+        with DatasetNotFoundError), they are removed at once (`_remove_orphaned`)."""
         self.pins = 0
+        ids, writing = set(self.lease.ids), self.lease.held
         self.lease.release(forget=True)
+        if ids and writing:
+            with contextlib.suppress(Exception):  # best effort: a rollback never fails for it
+                if self.backend.read(ROOT) is None:
+                    _remove_orphaned(self.backend, ids, self.lease.key)
+
+
+def _remove_orphaned(backend: Backend, ids: set[str], lease: str) -> None:
+    """Remove what a writer stored under ``ids`` (segments, typed arrays) and its ``lease`` file from a
+    dataset deleted under it, then the folders left holding nothing (or only the ``zarr.json`` zarr put
+    in them with the arrays), the dataset's own last: writes that went on after the delete made those
+    folders again, and what is left at the path keeps ``lc.empty`` and ``lc.delete`` from it (they touch
+    only a dataset). Anything else there stays."""
+    for seg in ids:
+        backend.delete_tree(segment_key(seg))
+    for tensor in backend.list(TENSORS):
+        for array_id in ids:
+            backend.delete_tree(typed_array_key(tensor, array_id))
+        _remove_bare(backend, typed_array_key(tensor))
+    backend.delete(lease)
+    for folder in (SEGMENTS, TENSORS, LEASES):
+        _remove_bare(backend, folder)
+    backend.remove_if_empty("")
+
+
+def _remove_bare(backend: Backend, folder: str) -> None:
+    """Remove ``folder`` if it holds nothing but zarr's group metadata (what making an array in it adds)."""
+    names = backend.list(folder)
+    if names == [ROOT]:
+        backend.delete(f"{folder}/{ROOT}")
+    if len(names) <= 1:
+        backend.remove_if_empty(folder)
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,3 +114,15 @@ def test_s3_a_renewal_never_brings_back_a_deleted_dataset(
     assert backend.list("") == []
     assert not lease.stored
     lc.empty(url, storage_options=storage_options).create_tensor("x")
+
+
+def test_s3_writing_on_after_a_delete_leaves_no_object(bucket: str, storage_options: dict[str, Any]) -> None:
+    """On s3://, a handle that writes on after its dataset's objects were deleted gets DatasetNotFoundError
+    at its commit, and the objects its writes stored (segments, their zarr metadata, its lease) go too."""
+    url = f"s3://{bucket}/ds"
+    ds = make_numbers(url, 3, storage_options=storage_options)
+    backend = open_backend(url, storage_options)
+    backend.delete_tree("")
+    with pytest.raises(lc.DatasetNotFoundError, match="was deleted or is being replaced"), ds:
+        ds.x.extend(np.arange(300_000, dtype=np.int64))
+    assert backend.list("") == []

@@ -17,6 +17,21 @@ class TestLocalBackend(BackendTests):
     def make_backend(self) -> Backend:
         return open_backend(str(self.tmp_path / "ds"))
 
+    def test_remove_if_empty_takes_the_folder_and_never_follows_a_link(self) -> None:
+        b = self.make_backend()
+        outside = self.tmp_path / "outside"
+        (outside / "empty").mkdir(parents=True)
+        b.write("segments/zarr.json", b"{}")
+        (self.tmp_path / "ds" / "linked").symlink_to(outside / "empty")
+        b.remove_if_empty("linked")
+        assert (outside / "empty").is_dir()
+        b.delete("segments/zarr.json")
+        b.remove_if_empty("segments")
+        assert sorted(p.name for p in (self.tmp_path / "ds").iterdir()) == ["linked"]
+        (self.tmp_path / "ds" / "linked").unlink()
+        b.remove_if_empty("")
+        assert not (self.tmp_path / "ds").exists()
+
 
 class TestMemoryBackend(BackendTests):
     def make_backend(self) -> Backend:

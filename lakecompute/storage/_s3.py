@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
@@ -128,6 +129,12 @@ def _split_url(url: str) -> tuple[str, str]:
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
+#: An HTTP 403 in obstore's error text ("... status code: 403 Forbidden"), not the digits of a duration it
+#: also prints ("in 1.403ms", "elapsed: 403.2µs"), which made an unreachable endpoint read as refused
+#: credentials.
+_FORBIDDEN: Final = re.compile(r"status code: 403\b|\b403 Forbidden\b")
 
 
 class S3Backend(Backend):
@@ -327,8 +334,8 @@ class S3Backend(Backend):
                 url=self.url,
                 reason="bucket",
             )
-        if any(
-            code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403")
+        if _FORBIDDEN.search(text) or any(
+            code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied")
         ):
             return StorageError(
                 f"S3 refused the credentials for {self._where()}: {_first_line(text)}. "
@@ -363,7 +370,9 @@ class S3Backend(Backend):
             if type(exc).__module__.split(".")[0] != "obstore":
                 raise
             text = str(exc)
-            refused = any(code in text for code in ("403", "AccessDenied", "PermissionDenied"))
+            refused = bool(_FORBIDDEN.search(text)) or any(
+                code in text for code in ("AccessDenied", "PermissionDenied")
+            )
             hint = (
                 "Check the credentials and the bucket's permissions."
                 if refused

@@ -334,3 +334,52 @@ def test_one_client_per_settings_in_a_process(
     monkeypatch.setenv("AWS_PROFILE", "another")
     lc.load(url, storage_options=storage_options)
     assert len(made) == 5  # the credential chain reads AWS_*: not the same client (the probe is per options)
+
+
+_UNREACHABLE = (
+    "Generic S3 error: Error performing list request: Error performing GET {url} in {took} - HTTP error: "
+    "error sending request\n\nDebug source:\nGeneric {{ retries: 0, elapsed: {took}, inner: Http(HttpError "
+    '{{ kind: Connect, message: "Connection refused" }}) }}'
+)
+_FORBIDDEN = (
+    "The operation lacked the necessary privileges to complete for path ds: Error performing GET {url} in "
+    "{took} - Server returned non-2xx status code: 403 Forbidden: "
+)
+
+
+@pytest.mark.parametrize("took", ["201.771µs", "1.403ms", "403.118µs", "2.340312ms"])
+def test_s3_errors_are_told_apart_by_status_not_by_digits(monkeypatch: pytest.MonkeyPatch, took: str) -> None:
+    """obstore prints how long a request took; a duration with the digits 403 in it (``1.403ms``) is not
+    an HTTP 403: an endpoint that refused the connection is 'unreachable' whatever it took, and only a
+    403 status reads as refused credentials (the probe's classification at open, and each request's)."""
+    import obstore
+    from obstore.exceptions import GenericError, PermissionDeniedError
+
+    url, options = (
+        "http://127.0.0.1:1/bucket?list-type=2",
+        {
+            "endpoint_url": "http://127.0.0.1:1",
+            "aws_access_key_id": "k",
+            "aws_secret_access_key": "s",
+            "region": "us-east-1",
+        },
+    )
+    for error, reason in (
+        (GenericError(_UNREACHABLE.format(url=url, took=took)), "unreachable"),
+        (PermissionDeniedError(_FORBIDDEN.format(url=url, took=took)), "credentials"),
+    ):
+
+        def refuse(*args: Any, error: Exception = error, **kwargs: Any) -> Any:
+            raise error
+
+        monkeypatch.setattr(obstore, "list", refuse)
+        with pytest.raises(lc.StorageError) as probed:
+            open_backend("s3://bucket/ds", options).check()
+        assert probed.value.reason == reason, str(probed.value)
+        monkeypatch.setattr(obstore, "list", lambda *args, **kwargs: iter(()))
+        backend = open_backend("s3://bucket/ds", options)
+        backend.check()  # the probe answers
+        monkeypatch.setattr(obstore, "get", refuse)
+        with pytest.raises(lc.StorageError) as requested:
+            backend.read("versions/LATEST")
+        assert requested.value.reason == ("credentials" if reason == "credentials" else "other")

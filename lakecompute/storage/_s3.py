@@ -26,7 +26,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any
 
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
@@ -131,10 +131,11 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
 
 
-#: An HTTP 403 in obstore's error text ("... status code: 403 Forbidden"), not the digits of a duration it
-#: also prints ("in 1.403ms", "elapsed: 403.2µs"), which made an unreachable endpoint read as refused
-#: credentials.
-_FORBIDDEN: Final = re.compile(r"status code: 403\b|\b403 Forbidden\b")
+def _has_status(text: str, code: int) -> bool:
+    """Whether obstore's error ``text`` reports HTTP status ``code`` ("status code: 403 Forbidden"), not
+    the same digits in a duration it prints beside it ("in 1.403ms", "elapsed: 409.2µs"): such digits made
+    an unreachable endpoint read as refused credentials."""
+    return re.search(rf"status code: {code}\b|\b{code} [A-Z][a-z]", text) is not None
 
 
 class S3Backend(Backend):
@@ -334,7 +335,7 @@ class S3Backend(Backend):
                 url=self.url,
                 reason="bucket",
             )
-        if _FORBIDDEN.search(text) or any(
+        if _has_status(text, 403) or any(
             code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied")
         ):
             return StorageError(
@@ -370,7 +371,7 @@ class S3Backend(Backend):
             if type(exc).__module__.split(".")[0] != "obstore":
                 raise
             text = str(exc)
-            refused = bool(_FORBIDDEN.search(text)) or any(
+            refused = _has_status(text, 403) or any(
                 code in text for code in ("AccessDenied", "PermissionDenied")
             )
             hint = (
@@ -424,7 +425,7 @@ class S3Backend(Backend):
             except (AlreadyExistsError, PreconditionError):
                 return False
             except Exception as exc:
-                if "409" in str(exc) and attempt < _CONFLICT_RETRIES - 1:
+                if _has_status(str(exc), 409) and attempt < _CONFLICT_RETRIES - 1:
                     time.sleep(0.05 * (attempt + 1))
                     continue
                 with self._request("conditional PUT", key):

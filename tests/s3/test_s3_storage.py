@@ -383,3 +383,39 @@ def test_s3_errors_are_told_apart_by_status_not_by_digits(monkeypatch: pytest.Mo
         with pytest.raises(lc.StorageError) as requested:
             backend.read("versions/LATEST")
         assert requested.value.reason == ("credentials" if reason == "credentials" else "other")
+
+
+_CONFLICTS = [
+    ("in 1.409ms - HTTP error: error sending request", 1),
+    ("in 2.1ms - Server returned non-2xx status code: 409 Conflict", 0),  # 0: retried, several times
+]
+
+
+@pytest.mark.parametrize(("text", "tries"), _CONFLICTS)
+def test_s3_a_conflict_is_retried_by_its_status_only(
+    monkeypatch: pytest.MonkeyPatch, text: str, tries: int
+) -> None:
+    """create_exclusive retries a conditional PUT that S3 answered 409 (a racing write), as many times as it
+    allows; any other failure, whatever digits its duration has, is raised at once as StorageError."""
+    import obstore
+    from obstore.exceptions import GenericError
+
+    monkeypatch.setattr(obstore, "list", lambda *args, **kwargs: iter(()))
+    backend = open_backend(
+        "s3://bucket/ds", {"endpoint_url": "http://127.0.0.1:1", "aws_access_key_id": "k",
+                           "aws_secret_access_key": "s", "region": "us-east-1"},
+    )  # fmt: skip
+    backend.check()
+    calls: list[str] = []
+
+    def put(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1])
+        raise GenericError(f"Generic S3 error: Error performing PUT {args[1]} {text}")
+
+    monkeypatch.setattr(obstore, "put", put)
+    with pytest.raises(lc.StorageError):
+        backend.create_exclusive("versions/0000000001.json", b"{}")
+    if tries:
+        assert len(calls) == tries
+    else:
+        assert len(calls) > 2

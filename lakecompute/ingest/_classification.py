@@ -53,7 +53,7 @@ def _scan(src: str, say_skipped: bool = True) -> tuple[list[str], list[tuple[str
         if entry.name.startswith(".") or not entry.is_dir():
             continue
         # Images in sub-sub-folders belong to the class too.
-        files = [os.path.join(entry.path, f) for f in image_files(entry.path, skipped)]
+        files = [os.path.join(entry.path, f) for f in image_files(entry.path, skipped, above=(src,))]
         if files:
             classes.append((entry.name, files))
     if say_skipped:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from types import MappingProxyType
@@ -78,12 +78,16 @@ def is_image_name(name: str) -> bool:
     return not name.startswith(".") and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
 
 
-def image_files(folder: str, skipped: list[str] | None = None) -> list[str]:
+def image_files(folder: str, skipped: list[str] | None = None, above: Sequence[str] = ()) -> list[str]:
     """Image files under ``folder`` (any depth, hidden entries skipped), sorted, relative to it; the image
-    files not read (`SKIPPED_IMAGE_EXTENSIONS`) are added to ``skipped`` (paths under ``folder``)."""
+    files not read (`SKIPPED_IMAGE_EXTENSIONS`) are added to ``skipped`` (paths under ``folder``).
+
+    Symbolic links are followed, to files and to folders alike, as torchvision's ``ImageFolder`` and
+    ultralytics follow them (a split made of links to the images holds them all); a link back to a
+    folder the walk is inside (or to one of ``above``, folders that hold ``folder``) is not followed,
+    so a loop of links is walked once instead of forever."""
     found: list[str] = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    for root, names in _walk(folder, above):
         found.extend(os.path.relpath(os.path.join(root, n), folder) for n in names if is_image_name(n))
         if skipped is not None:
             skipped.extend(
@@ -92,6 +96,22 @@ def image_files(folder: str, skipped: list[str] | None = None) -> list[str]:
                 if not n.startswith(".") and os.path.splitext(n)[1].lower() in SKIPPED_IMAGE_EXTENSIONS
             )
     return sorted(found)
+
+
+def _walk(folder: str, above: Sequence[str]) -> Iterator[tuple[str, list[str]]]:
+    """``os.walk``'s folders and file names, following links to folders but none that leads back to a
+    folder it is inside (each folder's real path is checked against those of the folders above it)."""
+    inside: dict[str, frozenset[str]] = {folder: frozenset(os.path.realpath(f) for f in (*above, folder))}
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        outer = inside.pop(root, frozenset())
+        kept = []
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            real = os.path.realpath(os.path.join(root, name))
+            if real not in outer:
+                inside[os.path.join(root, name)] = outer | {real}
+                kept.append(name)
+        dirs[:] = kept
+        yield root, names
 
 
 def skipped_images(skipped: Sequence[str], call: str, where: str) -> None:

@@ -349,3 +349,45 @@ def test_unreadable_file_appended_names_the_tensor_it_was_written_to(tmp_path: P
     assert info.value.tensor == "photos"
     assert "skip_errors" not in str(info.value)
     assert len(lc.load(str(tmp_path / "ds")).photos) == 0
+
+
+def linked_split(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
+    """A split made of links, as people make train/val folders: class folders holding a link to an image,
+    a link to a folder of images, and a plain image; the images themselves live outside the split."""
+    store, split = tmp_path / "all", tmp_path / "train"
+    pixels = {name: _rgb(seed) for seed, name in enumerate(["a", "b", "c", "d"])}
+    for name, px in pixels.items():
+        _save(store / ("more" if name in "bc" else "") / f"{name}.png", Image.fromarray(px), "PNG")
+    _save(split / "cats" / "own.png", Image.fromarray(_rgb(9)), "PNG")
+    (split / "cats" / "a.png").symlink_to(store / "a.png")  # a link to a file
+    (split / "cats" / "more").symlink_to(store / "more", target_is_directory=True)  # to a folder
+    (split / "dogs").symlink_to(tmp_path / "dogs-elsewhere", target_is_directory=True)  # a class folder
+    _save(tmp_path / "dogs-elsewhere" / "d.png", Image.fromarray(pixels["d"]), "PNG")
+    pixels["own"] = _rgb(9)
+    return split, pixels
+
+
+def test_ingest_classification_follows_links_as_imagefolder_does(tmp_path: Path) -> None:
+    """Links to files, to folders inside a class and to class folders are all read (torchvision's
+    ImageFolder and ultralytics follow them); a linked sub-folder was skipped, silently, before."""
+    split, pixels = linked_split(tmp_path)
+    ds = lc.ingest_classification(split, tmp_path / "out", progressbar=False)
+    assert ds.labels.info.class_names == ["cats", "dogs"]
+    expected = [("a", 0), ("b", 0), ("c", 0), ("own", 0), ("d", 1)]  # by sorted path: a, more/b, more/c, own
+    assert ds.labels.numpy().tolist() == [label for _, label in expected]
+    for i, (name, _) in enumerate(expected):
+        np.testing.assert_array_equal(ds.images[i].numpy(), pixels[name])
+
+
+def test_ingest_classification_walks_a_loop_of_links_once(tmp_path: Path) -> None:
+    """A link back to a folder the walk is inside (the class folder, the folder given) is not followed: the
+    ingest ends, with each image once, where following every link would walk forever."""
+    split, pixels = linked_split(tmp_path)
+    (split / "cats" / "again").symlink_to(split / "cats", target_is_directory=True)
+    (split / "cats" / "top").symlink_to(split, target_is_directory=True)
+    (tmp_path / "all" / "more" / "up").symlink_to(tmp_path / "all" / "more", target_is_directory=True)
+    ds = lc.ingest_classification(split, tmp_path / "out", progressbar=False)
+    assert len(ds.images) == 5
+    assert sorted(int(x.sum()) for x in ds.images.numpy(aslist=True)) == sorted(
+        int(px.sum()) for px in pixels.values()
+    )

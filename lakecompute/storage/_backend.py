@@ -275,10 +275,11 @@ class LocalBackend(Backend):
                 "Restore the file from a backup, or open an earlier version with lc.load(path, version=N).",
             ) from None
 
-    def _write_temp(self, key: str, data: bytes) -> Path:
+    def _write_temp(self, key: str, data: bytes, make_folder: bool = True) -> Path:
         target = self._p(key)
         self._refuse_links(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if make_folder:
+            target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / temp_name(target.name)
         with open(tmp, "wb") as fh:
             fh.write(data)
@@ -290,15 +291,15 @@ class LocalBackend(Backend):
 
     def replace(self, key: str, data: bytes) -> bool:
         target = self._p(key)
-        self._refuse_links(key)
         if not target.is_file():
             return False
-        tmp = target.parent / temp_name(target.name)
         try:
-            with open(tmp, "wb") as fh:  # never makes the folder: gone, the file is not written
-                fh.write(data)
-            os.replace(tmp, target)
+            tmp = self._write_temp(key, data, make_folder=False)  # gone, the folder is not made again
         except FileNotFoundError:  # the folder went away since the look
+            return False
+        try:
+            os.replace(tmp, target)
+        except FileNotFoundError:
             tmp.unlink(missing_ok=True)
             return False
         return True

@@ -302,10 +302,16 @@ class _Keeper:
             self.let_orphans_go()
             if _clock() >= due:
                 due = _clock() + RENEW_SECONDS
-                with self.lock:
-                    leases = list(self.leases)
-                for lease in leases:
-                    lease.tick()
+                self._renew_all()
+
+    def _renew_all(self) -> None:
+        """One round of renewals. The leases are held only for the round (a function of its own): a list
+        left in the loop held each lease on until the next round copied it while still holding it, so a
+        handle freed after its lease was once renewed never let it go."""
+        with self.lock:
+            leases = list(self.leases)
+        for lease in leases:
+            lease.tick()
 
     def orphan(self, backend: Backend, key: str) -> None:
         """A freed lease's file, to delete on the thread (or at exit, or by a vacuum in this process)."""

@@ -218,3 +218,22 @@ def test_a_process_keeping_leases_leaves_a_deleted_dataset_deleted(tmp_path: Pat
     assert _leases_of(kept, proc.pid) == []  # the process let its leases go as it ended
     np.testing.assert_array_equal(lc.load(str(kept)).x.numpy(), [0, 1, 2, -1])
     lc.empty(str(gone)).create_tensor("x")
+
+
+@pytest.mark.timeout(120)
+def test_a_freed_handle_s_lease_goes_after_the_keeper_renewed_it(tmp_path: Path) -> None:
+    """The keeper holds no lease beyond its round of renewals: a handle freed after the keeper renewed
+    its lease has the file deleted at once (it stayed, renewed, until IDLE_SECONDS ran out, kept alive by
+    the keeper's own list of the round before, which the next round copied while it still held it)."""
+    import gc
+
+    path = tmp_path / "ds"
+    ds = make_numbers(path, 3)
+    (first,) = lease_files(str(path))
+    wait_until(
+        lambda: any(r["expires"] > first["expires"] for r in lease_files(str(path))),
+        what="the keeper to renew the lease",
+    )
+    del ds
+    gc.collect()
+    wait_until(lambda: lease_files(str(path)) == [], 20, "the freed handle's lease file to go")

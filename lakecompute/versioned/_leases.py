@@ -93,6 +93,8 @@ class Lease:
 
     def _reset(self) -> None:
         self._pid = os.getpid()
+        #: Held while a renewal of this lease runs on a thread of its own (see `_Keeper._renew_all`).
+        self.renewing = threading.Lock()
         self.writer = uuid.uuid4().hex
         self.ids: set[str] = set()
         self.held = False  # writes under way: the keeper renews the lease
@@ -305,13 +307,20 @@ class _Keeper:
                 self._renew_all()
 
     def _renew_all(self) -> None:
-        """One round of renewals. The leases are held only for the round (a function of its own): a list
-        left in the loop held each lease on until the next round copied it while still holding it, so a
-        handle freed after its lease was once renewed never let it go."""
+        """One round of renewals. A lease on a local disk is renewed here; one in remote storage on a
+        thread of its own, and skipped while its last renewal still runs: a request to an endpoint that
+        stopped answering waits out the client's timeouts and retries (minutes), and on this thread it
+        held up every other lease of the process, which lapsed meanwhile (a write under way on a local
+        dataset was refused at its commit). The leases are held only for the round (a function of its
+        own): a list left in the loop held each lease on until the next round copied it while still
+        holding it, so a handle freed after its lease was once renewed never let it go."""
         with self.lock:
             leases = list(self.leases)
         for lease in leases:
-            lease.tick()
+            if lease.backend.machine_local:
+                lease.tick()
+            elif lease.renewing.acquire(blocking=False):
+                start_thread("lease-renewal", _renew_apart, lease)
 
     def orphan(self, backend: Backend, key: str) -> None:
         """A freed lease's file, to delete on the thread (or at exit, or by a vacuum in this process)."""
@@ -346,6 +355,14 @@ class _Keeper:
         for lease in leases:
             lease.drop()
         self.let_orphans_go()
+
+
+def _renew_apart(lease: Lease) -> None:
+    """A remote lease's renewal, on its own thread (`_Keeper._renew_all`)."""
+    try:
+        lease.tick()
+    finally:
+        lease.renewing.release()
 
 
 class _LeaseFile:

@@ -126,3 +126,46 @@ def test_s3_writing_on_after_a_delete_leaves_no_object(bucket: str, storage_opti
     with pytest.raises(lc.DatasetNotFoundError, match="was deleted or is being replaced"), ds:
         ds.x.extend(np.arange(300_000, dtype=np.int64))
     assert backend.list("") == []
+
+
+@pytest.mark.timeout(120)
+def test_s3_a_hung_renewal_does_not_hold_up_the_other_leases(
+    bucket: str, storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    """A lease on s3:// whose renewal hangs (an endpoint that stopped answering: the client waits out its
+    timeouts and retries) does not stop the process's other leases from being renewed: a local dataset's
+    lease is renewed on schedule meanwhile (it went unrenewed for as long as the hang lasted, and lapsed),
+    and the hung lease is renewed again once its request returns."""
+    import threading
+
+    local = make_numbers(tmp_path / "local", 3)
+    remote = make_numbers(f"s3://{bucket}/hung", 3, storage_options=storage_options)
+    lease = dataset_core(remote).txn.writer.lease
+    backend, real = lease.backend, lease.backend.replace
+    hanging, answer = threading.Event(), threading.Event()
+
+    def hung(key: str, data: bytes) -> bool:
+        hanging.set()
+        answer.wait(60)
+        return bool(real(key, data))
+
+    backend.replace = hung  # type: ignore[method-assign]
+    try:
+        wait_until(hanging.is_set, 30, "the remote lease's renewal to start")
+        seen: set[float] = set()
+
+        def renewed_twice() -> bool:
+            seen.update(r["expires"] for r in lease_files(str(tmp_path / "local")))
+            return len(seen) >= 3  # the value when the hang began, and two renewals since
+
+        wait_until(renewed_twice, 30, "the local lease to be renewed twice during the hang")
+        assert not answer.is_set()
+    finally:
+        answer.set()
+    (before,) = lease_files(f"s3://{bucket}/hung", storage_options)
+    wait_until(
+        lambda: lease_files(f"s3://{bucket}/hung", storage_options)[0]["expires"] > before["expires"],
+        30,
+        "the remote lease to be renewed once its request returned",
+    )
+    assert list(local.tensors) == ["x"]

@@ -14,7 +14,10 @@ The input is W2's (``bench.transforms.photos``): 2,000 RGB photos of 200-320 px 
   checked, PNG chunk CRCs and IEND, without decoding; in the process; the bytes stored as they are)
   against ``datasets.Dataset.from_parquet`` plus a ``cast_column("images", Image())`` (which writes its
   Arrow cache and checks nothing); target: ahead. Beside it ``verify=True`` (every image decoded once) on
-  0 and the default workers, and what that check alone costs: Pillow decoding every image once.
+  0 and the default workers, what that check alone costs (Pillow decoding every image once), and the
+  floor of the dataset's storage format (`_format_floor`): the same file read by pyarrow while a second
+  thread stores the images' bytes as the segments store them, in checksummed 1 MiB chunk files each
+  written to a temporary name and renamed, and nothing else (no checks, no digest, no index, no commit).
 
 Runs are interleaved (ours, then the peers, again); the median of ``--runs`` is reported (of at least five
 for the writes); one untimed round of each writer, and of the default ingest and HF's read, comes first.
@@ -110,6 +113,70 @@ def _decode_all(blobs: list[bytes]) -> None:
             image.load()
 
 
+def _format_floor(path: str, dest: str) -> None:
+    """The least an ingest into the dataset's format does on this disk: pyarrow reads the row groups (one
+    thread) while another stores the images' bytes, in order, as 1 MiB chunk files followed by their
+    crc32c, each created under a temporary name and renamed, as `lakecompute.versioned`'s segments store
+    them (a chunk of images is kept in a zstd frame of raw blocks: headers only, no work), then the labels
+    as one file. Two threads, as the ingest has."""
+    import queue
+    import threading
+
+    os.makedirs(dest)
+    pending: queue.Queue[Any] = queue.Queue(8)
+
+    def writer() -> None:
+        while (item := pending.get()) is not None:
+            _store_chunk(dest, *item)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for item in _floor_chunks(path):
+            pending.put(item)
+    finally:
+        pending.put(None)
+        thread.join()
+
+
+def _floor_chunks(path: str, chunk: int = 1 << 20) -> Any:
+    """The file's images' bytes as (name, 1 MiB chunk), in order, then ("labels", every label)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    file, labels = pq.ParquetFile(path), []
+    buf, fill, n = np.zeros(chunk, np.uint8), 0, 0
+    for g in range(file.num_row_groups):
+        group = file.read_row_group(g)
+        labels.append(group.column("labels").to_numpy())
+        images = group.column("images").combine_chunks().field("bytes")
+        ends = np.frombuffer(images.buffers()[1], np.int32)[images.offset :][: len(images) + 1]
+        data = np.frombuffer(images.buffers()[2], np.uint8)[ends[0] : ends[-1]]
+        at = 0
+        while at < data.size:
+            take = min(chunk - fill, data.size - at)
+            buf[fill : fill + take] = data[at : at + take]
+            fill, at = fill + take, at + take
+            if fill == chunk:
+                yield str(n), buf
+                buf, fill, n = np.zeros(chunk, np.uint8), 0, n + 1
+    yield str(n), buf[:fill]
+    yield "labels", np.ascontiguousarray(np.concatenate(labels))
+
+
+def _store_chunk(dest: str, name: str, data: Any) -> None:
+    """``data`` and its crc32c as the file ``name``, written under a temporary name and renamed."""
+    import google_crc32c
+
+    tmp = os.path.join(dest, f".{name}.partial")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        os.writev(fd, [data, google_crc32c.value(data).to_bytes(4, "little")])
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(dest, name))
+
+
 def _writes(ds: Any, table: Any, root: str, runs: int, hf: Any) -> dict[str, list[float]]:
     import pyarrow.parquet as pq
 
@@ -138,7 +205,8 @@ def _writes(ds: Any, table: Any, root: str, runs: int, hf: Any) -> dict[str, lis
 def _reads(path: str, root: str, runs: int, hf: bool, blobs: list[bytes]) -> dict[str, list[float]]:
     import lakecompute as lc
 
-    times: dict[str, list[float]] = {k: [] for k in ("ours", "verified0", "verified", "decode", "hf")}
+    names = ("ours", "verified0", "verified", "decode", "hf", "floor")
+    times: dict[str, list[float]] = {k: [] for k in names}
     ours: dict[str, dict[str, Any]] = {
         "ours": {},  # the defaults: each file's structure checked (not decoded), in the process
         "verified0": {"verify": True, "num_workers": 0},  # every image decoded once, in the process
@@ -155,6 +223,8 @@ def _reads(path: str, root: str, runs: int, hf: bool, blobs: list[bytes]) -> dic
     # and on this machine's VM the memory a process takes for the first time, which the host faults in).
     _timed(lambda: lc.from_parquet(path, os.path.join(root, "warm"), progressbar=False))
     shutil.rmtree(os.path.join(root, "warm"))
+    _timed(lambda: _format_floor(path, os.path.join(root, "floor-warm")))
+    shutil.rmtree(os.path.join(root, "floor-warm"))
     if hf:
         _timed(lambda: hf_read(os.path.join(root, "hf-warm")))
         shutil.rmtree(os.path.join(root, "hf-warm"), ignore_errors=True)
@@ -164,6 +234,9 @@ def _reads(path: str, root: str, runs: int, hf: bool, blobs: list[bytes]) -> dic
             times[name].append(_timed(lambda: lc.from_parquet(path, dest, progressbar=False, **options)))  # noqa: B023
             shutil.rmtree(dest)  # as HF's cache below: nothing written is kept from one run to the next
         times["decode"].append(_timed(lambda: _decode_all(blobs)))
+        floor = os.path.join(root, f"floor-{i}")
+        times["floor"].append(_timed(lambda: _format_floor(path, floor)))  # noqa: B023
+        shutil.rmtree(floor)
         if hf:
             cache = os.path.join(root, f"hf-cache{i}")
             times["hf"].append(_timed(lambda: hf_read(cache)))  # noqa: B023
@@ -191,8 +264,8 @@ def _write_rows(written: dict[str, list[float]], note: str) -> list[Row]:
 
 
 def _read_rows(read: dict[str, list[float]], note: str) -> list[Row]:
-    back, verified0, verified, decode, hf_back = (
-        _med(read[k]) for k in ("ours", "verified0", "verified", "decode", "hf")
+    back, verified0, verified, decode, hf_back, floor = (
+        _med(read[k]) for k in ("ours", "verified0", "verified", "decode", "hf", "floor")
     )
     workers = f"{min(8, os.cpu_count() or 1)} workers"
     rows = []
@@ -204,7 +277,13 @@ def _read_rows(read: dict[str, list[float]], note: str) -> list[Row]:
             Row("from_parquet verify=True (0 workers) vs HF", verified0, hf_back, "s", "", None, hf,
                 note + "; every image decoded once"),
             Row(f"from_parquet verify=True ({workers}) vs HF", verified, hf_back, "s", "", None, hf, note),
+            Row("the format's floor vs HF", floor, hf_back, "s", "", None, hf,
+                note + "; the floor: pyarrow reading, a thread storing 1 MiB checksummed chunk files"),
         ]  # fmt: skip
+    rows.append(
+        Row("from_parquet vs the format's floor", back, floor, "s", "", None,
+            "pyarrow + 1 MiB checksummed chunk files", note + "; the floor checks, digests, commits nothing"),
+    )  # fmt: skip
     rows.append(
         Row("from_parquet verify=True (0 workers) vs decoding", verified0, decode, "s", "", None,
             "Pillow decodes every image once", note + "; what the decode check costs"),

@@ -64,6 +64,8 @@ IDLE_SECONDS = 300.0
 #: A writer treats its lease as lapsed this long before a vacuum would: the clocks of the machines that
 #: write and vacuum must agree to within this (minus the moment a commit takes), in seconds.
 LEASE_MARGIN_SECONDS = 30.0
+#: How long a process that is leaving waits for a lease's lock before it leaves the lease's file to lapse.
+EXIT_WAIT_SECONDS = 2.0
 
 
 def _window() -> float:
@@ -260,16 +262,22 @@ class Lease:
             self._forget()
 
     def drop(self) -> None:
-        """Delete the lease file (the process is leaving: whatever it did not commit is garbage)."""
-        if self._pid != os.getpid():
+        """Delete the lease file (the process is leaving: whatever it did not commit is garbage).
+
+        A renewal that hangs on an endpoint that stopped answering holds the lock for as long as its
+        client's timeouts and retries take (minutes); the process does not wait that long to leave, the
+        file lapses in `LEASE_SECONDS` instead, as a killed writer's does."""
+        if self._pid != os.getpid() or not self._lock.acquire(timeout=EXIT_WAIT_SECONDS):
             return
-        with self._lock:
+        try:
             if self.stored:
                 try:
                     self.backend.delete(self.key)
                 except Exception:  # best effort at exit: the lease expires anyway
                     return
                 self.stored = False
+        finally:
+            self._lock.release()
 
 
 class _Keeper:

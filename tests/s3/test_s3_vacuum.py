@@ -169,3 +169,39 @@ def test_s3_a_hung_renewal_does_not_hold_up_the_other_leases(
         "the remote lease to be renewed once its request returned",
     )
     assert list(local.tensors) == ["x"]
+
+
+@pytest.mark.timeout(120)
+def test_s3_a_process_leaving_does_not_wait_for_a_hung_renewal(
+    bucket: str, storage_options: dict[str, Any]
+) -> None:
+    """What a process does with its leases as it leaves (`Lease.drop`, run at exit) does not wait for a
+    renewal that hangs: it waited for the renewal's client to give up (minutes), so a script that had
+    finished its work hung at exit. The lease's file is left to lapse; once the request returns the lease
+    is dropped as before."""
+    import threading
+
+    remote = make_numbers(f"s3://{bucket}/leaving", 3, storage_options=storage_options)
+    lease = dataset_core(remote).txn.writer.lease
+    backend, real = lease.backend, lease.backend.replace
+    hanging, answer, dropped = threading.Event(), threading.Event(), threading.Event()
+
+    def hung(key: str, data: bytes) -> bool:
+        hanging.set()
+        answer.wait(90)
+        return bool(real(key, data))
+
+    backend.replace = hung  # type: ignore[method-assign]
+    try:
+        wait_until(hanging.is_set, 30, "the remote lease's renewal to start")
+        threading.Thread(target=lambda: (lease.drop(), dropped.set()), daemon=True).start()
+        wait_until(dropped.is_set, 30, "the lease to be dropped while its renewal hangs")
+        assert not answer.is_set()
+        assert lease.stored  # its file is left to lapse: deleting it would hang on the same endpoint
+        assert lease_files(f"s3://{bucket}/leaving", storage_options)
+    finally:
+        answer.set()
+    wait_until(lambda: not lease.renewing.locked(), 30, "the hung renewal to return")
+    lease.drop()
+    assert not lease.stored
+    assert lease_files(f"s3://{bucket}/leaving", storage_options) == []

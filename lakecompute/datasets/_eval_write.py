@@ -164,8 +164,9 @@ class TaskWriter:
         self._fragments[name].extend(self._session.add(self.schemas[name], item))
 
     def finish(self) -> dict[str, list[Fragment]]:
-        """Write out everything buffered; the task's fragments per tensor, in order."""
-        for name, frags in self._session.flush_many(list(self.schemas.values())).items():
+        """Write out everything buffered, and the last chunks the slot writers held back (`SlotGrant.writer`);
+        the task's fragments per tensor, in order."""
+        for name, frags in self._session.flush_many(list(self.schemas.values()), seal=True).items():
             self._fragments[name].extend(frags)
         return self._fragments
 

@@ -136,8 +136,10 @@ class WriteSession:
             return []
         return self._write(self._schema(schema), buf, self._writer(schema))
 
-    def flush_many(self, schemas: list[TensorSchema]) -> dict[str, list[Fragment]]:
+    def flush_many(self, schemas: list[TensorSchema], *, seal: bool = False) -> dict[str, list[Fragment]]:
         """Write out several tensors' buffers; the fragments written, by tensor, in ``schemas``' order.
+        ``seal``: also store what every slot writer of the session holds back (`SlotWriter`'s
+        ``hold_tails``), so that every fragment it handed out is stored whole.
 
         Each tensor writes its own slot, so their chunks are stored concurrently: a commit into many
         tensors waits for the file system's round trips side by side instead of one after another.
@@ -147,11 +149,24 @@ class WriteSession:
             buf = self.buffers.get(schema.name)
             if buf is not None and buf.count:
                 jobs.append((self._schema(schema), buf, self._writer(schema)))  # slots handed out in order
+
+        def run(job: tuple[TensorSchema, SampleBuffer, SlotWriter]) -> list[Fragment]:
+            frags = self._write(*job)
+            if seal:
+                job[2].seal()
+            return frags
+
         if len(jobs) < _CONCURRENT_FROM:
-            return {job[0].name: self._write(*job) for job in jobs}
-        with thread_pool(self.threads, "flush") as pool:
-            done = list(pool.map(lambda job: self._write(*job), jobs))
-        return {job[0].name: frags for job, frags in zip(jobs, done, strict=True)}
+            out = {job[0].name: run(job) for job in jobs}
+        else:
+            with thread_pool(self.threads, "flush") as pool:
+                done = list(pool.map(run, jobs))
+            out = {job[0].name: frags for job, frags in zip(jobs, done, strict=True)}
+        if seal:  # the writers of tensors with nothing left buffered
+            for name, writer in self._writers.items():
+                if name not in out:
+                    writer.seal()
+        return out
 
     def _writer(self, schema: TensorSchema) -> SlotWriter:
         writer = self._writers.get(schema.name)

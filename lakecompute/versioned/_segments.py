@@ -426,19 +426,38 @@ class _Appender:
     """Appends values to a 1-D array from ``start``, writing whole chunks only."""
 
     def __init__(
-        self, put: _ChunkPut, start: int, chunk: int, dtype: np.dtype[Any], concurrent: bool = True
+        self,
+        put: _ChunkPut,
+        start: int,
+        chunk: int,
+        dtype: np.dtype[Any],
+        concurrent: bool = True,
+        hold_tail: bool = False,
     ) -> None:
         self._put = put
         self._concurrent = concurrent
+        self._hold = hold_tail
         self.pos = start
         self.chunk = chunk
         self.tail = np.empty(0, dtype=dtype)  # values of the last, partly filled chunk
         self._tail_chunk: np.ndarray | None = None  # that chunk, zero-padded, when kept
+        self.unsealed = False  # (hold_tail) the tail's values are not stored yet
+
+    def seal(self) -> None:
+        """(hold_tail) Store the partly filled last chunk, zero-padded, if its values are not stored yet."""
+        if not self.unsealed:
+            return
+        last = np.zeros(self.chunk, dtype=self.tail.dtype)
+        last[: self.tail.size] = self.tail
+        self._put.put(self.pos - self.tail.size, last, self._concurrent)
+        self.unsealed = False
 
     def append(self, values: np.ndarray) -> int:
         offset = self.pos
         if values.size == 0:
             return offset
+        if self._hold:
+            return self._append_held(values)
         chunk_start = self.pos - self.tail.size
         total = self.tail.size + values.size
         if total < self.chunk:
@@ -462,6 +481,32 @@ class _Appender:
         full = (total // self.chunk) * self.chunk
         self.tail = buf[full:total].copy()
         self._tail_chunk = None
+        self.pos += values.size
+        return offset
+
+    def _append_held(self, values: np.ndarray) -> int:
+        """Append, storing only the chunks that are full: the partly filled last one stays in memory
+        (`seal` stores it). A writer that appends many times before anything it wrote is read or
+        committed (an eval's task) stores each chunk once, instead of storing the last one padded at
+        every append and again, fuller, at the next."""
+        offset, chunk, kept = self.pos, self.chunk, self.tail.size
+        start = self.pos - kept  # a chunk boundary: where the tail's chunk begins
+        total = kept + values.size
+        if total < chunk:
+            self.tail = np.concatenate((self.tail, values)) if kept else values.copy()
+        else:
+            lead = (chunk - kept) % chunk  # values that fill the tail's chunk (none without a tail)
+            if kept:
+                first = np.empty(chunk, dtype=self.tail.dtype)
+                first[:kept] = self.tail
+                first[kept:] = values[:lead]
+                self._put.put(start, first, self._concurrent)
+                start += chunk
+            whole = lead + (values.size - lead) // chunk * chunk
+            if whole > lead:
+                self._put.put(start, values[lead:whole], self._concurrent)
+            self.tail = values[whole:].copy()
+        self.unsealed = self.tail.size > 0
         self.pos += values.size
         return offset
 
@@ -526,13 +571,24 @@ class SlotWriter:
         cache: the chunk cache of the handle that reads what it writes, told which chunks changed.
         concurrent: store many chunks at once through zarr (for a caller that waits for the write);
             False stores them one after another on the writing thread (see `_ChunkPut.put`).
+        hold_tails: store only whole chunks as samples come, and the partly filled last chunk of the
+            data and of the index at `seal` (for a writer whose writes nobody reads or commits before it
+            is done: an eval's task). Without it each write stores that chunk padded, and the next
+            stores it again.
     """
 
     def __init__(
-        self, segment: OpenSegment, slot: int, cache: ArrayCache | None = None, concurrent: bool = True
+        self,
+        segment: OpenSegment,
+        slot: int,
+        cache: ArrayCache | None = None,
+        concurrent: bool = True,
+        hold_tails: bool = False,
     ) -> None:
         if not 0 <= slot < MAX_SLOTS:
             raise ValueError(f"slot {slot} outside 0..{MAX_SLOTS - 1}")
+        if hold_tails and cache is not None:
+            raise ValueError("a writer whose writes are read as they are made cannot hold its tails")
         self.seg_id = segment.seg_id
         self.slot = slot
         self._cache = cache
@@ -540,13 +596,14 @@ class SlotWriter:
         self._data_: _Appender | None = None
         self._index_: _Appender | None = None
         self._concurrent = concurrent
+        self._hold = hold_tails
 
     @property
     def _data(self) -> _Appender:
         if self._data_ is None:
             put = self._segment.put("data")
             self._data_ = _Appender(
-                put, self.slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"), self._concurrent
+                put, self.slot * SLOT_BYTES, DATA_CHUNK, np.dtype("uint8"), self._concurrent, self._hold
             )
         return self._data_
 
@@ -555,7 +612,7 @@ class SlotWriter:
         if self._index_ is None:
             put = self._segment.put("index")
             self._index_ = _Appender(
-                put, self.slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"), self._concurrent
+                put, self.slot * SLOT_INDEX, INDEX_CHUNK, np.dtype("int64"), self._concurrent, self._hold
             )
         return self._index_
 
@@ -568,6 +625,13 @@ class SlotWriter:
             last = max(first, (self._data.pos - 1) // DATA_CHUNK)
             self._cache.forget(segment_key(self.seg_id, "data"), first, last)
         return off
+
+    def seal(self) -> None:
+        """Store what a writer with ``hold_tails`` holds back: the partly filled last chunk of its data and
+        of its index. What it wrote may be committed (or read) only after this."""
+        for appender in (self._data_, self._index_):
+            if appender is not None:
+                appender.seal()
 
     def write_index(self, rows: np.ndarray) -> int:
         """Append index entries (an int64 array, flattened rows); returns their offset."""

@@ -211,10 +211,12 @@ class SlotGrant:
 
     def writer(self, store: Store, task: int, spec: TensorSpec) -> SlotWriter:
         """The writer of tensor ``spec``'s slot of task ``task``, in this process (``store``: from
-        `open_store`)."""
+        `open_store`). It holds back the partly filled last chunks of what it writes: `SlotWriter.seal`
+        before the task's fragments are handed on."""
         seg, slot = self.slot(task, spec)
-        # Tasks write behind their function, on a thread of their own (see `SlotWriter`'s concurrent).
-        return SlotWriter(_segment_for(self.out, store, seg), slot, concurrent=False)
+        # Tasks write behind their function, on a thread of their own (see `SlotWriter`'s concurrent), and
+        # nothing reads or commits a task's writes before its end, where its writer seals them.
+        return SlotWriter(_segment_for(self.out, store, seg), slot, concurrent=False, hold_tails=True)
 
 
 class _Opened:

@@ -71,6 +71,65 @@ def test_large_writes_store_whole_chunks_from_the_values(tmp_path, sizes):
     np.testing.assert_array_equal(np.asarray(index[idx : idx + rows.size]), rows)
 
 
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        (300_000,) * 10,  # many writes smaller than a chunk
+        (100, 2 * DATA_CHUNK - 100, 2 * DATA_CHUNK + 1, 7),  # ends on a boundary; then a tail again
+        (DATA_CHUNK - 1, 4 * DATA_CHUNK, 1),  # one byte short of a boundary before a large write
+        (2 * DATA_CHUNK,),  # whole chunks only: nothing to seal
+    ],
+)
+def test_a_writer_holding_its_tails_stores_each_chunk_once(tmp_path, monkeypatch, sizes):
+    """An eval task's slot writer (``hold_tails``) stores only full chunks as it writes, and the partly
+    filled last one of its data and index at `seal`: each chunk file is stored once (a writer without it
+    stores the last chunk padded at every write, and again at the next), and zarr reads back every byte."""
+    store = LocalStore(str(tmp_path))
+    create_segment(store, "s", compression.zarr_compressors(None))
+    stored: list[tuple[str, int]] = []
+    from lakecompute.versioned import _segments
+
+    store_chunk = _segments._ChunkPut._store_chunk
+
+    def counted(self, c, part):
+        stored.append((self.array.path, c))
+        store_chunk(self, c, part)
+
+    monkeypatch.setattr(_segments._ChunkPut, "_store_chunk", counted)
+    w = SlotWriter(OpenSegment(store, "s"), 3, concurrent=False, hold_tails=True)
+    rng = np.random.default_rng(2)
+    parts = [rng.integers(0, 255, size=k, dtype=np.uint8) for k in sizes]
+    offs = [w.write_data(p) for p in parts]
+    rows = rng.integers(0, 2**40, size=8192 + 5, dtype=np.int64)
+    idx = w.write_index(rows[:5])
+    w.write_index(rows[5:])
+    expected = np.concatenate(parts)
+    whole = expected.size // DATA_CHUNK
+    assert len([c for path, c in stored if path.endswith("data")]) == whole  # only full chunks so far
+    w.seal()
+    w.seal()  # nothing more to store
+    chunks = -(-expected.size // DATA_CHUNK)
+    data_stores = [c for path, c in stored if path.endswith("data")]
+    assert sorted(data_stores) == list(
+        range(3 * SLOT_BYTES // DATA_CHUNK, 3 * SLOT_BYTES // DATA_CHUNK + chunks)
+    )
+    assert len([c for path, c in stored if path.endswith("index")]) == 2
+    assert offs == [3 * SLOT_BYTES + sum(sizes[:i]) for i in range(len(sizes))]
+    arr = zarr.open_array(store, path="segments/s/data", mode="r")
+    got = np.asarray(arr[3 * SLOT_BYTES : 3 * SLOT_BYTES + chunks * DATA_CHUNK])
+    np.testing.assert_array_equal(got[: expected.size], expected)
+    assert not got[expected.size :].any()  # the last chunk is padded with zeros
+    index = zarr.open_array(store, path="segments/s/index", mode="r")
+    np.testing.assert_array_equal(np.asarray(index[idx : idx + rows.size]), rows)
+
+
+def test_a_writer_read_as_it_writes_cannot_hold_its_tails(tmp_path):
+    store = LocalStore(str(tmp_path))
+    create_segment(store, "s", compression.zarr_compressors(None))
+    with pytest.raises(ValueError, match="cannot hold its tails"):
+        SlotWriter(OpenSegment(store, "s"), 0, ArrayCache(store), hold_tails=True)
+
+
 def test_direct_path_is_used_for_local_zstd(tmp_path):
     store = LocalStore(str(tmp_path))
     create_segment(store, "s", compression.zarr_compressors("zstd"))

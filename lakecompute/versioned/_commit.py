@@ -29,6 +29,7 @@ from lakecompute.versioned._refs import (
     write_line_hint,
 )
 from lakecompute.versioned._versions import (
+    check_base_unchanged,
     check_still_there,
     commit_version,
     dataset_id_of,
@@ -72,7 +73,8 @@ def commit(
     Raises:
         CommitConflictError: another writer moved the branch first; nothing of this commit is kept.
         RefNotFoundError: the branch was deleted meanwhile (the commit is on no branch).
-        DatasetReplacedError: another dataset is at the location now.
+        DatasetReplacedError: another dataset is at the location now, or a copy of this one whose
+            history diverged (``base``'s version holds other content there).
         LeaseExpiredError: ``lease`` lapsed.
     """
     ref = _branch_ref(backend, ref, base)
@@ -101,6 +103,7 @@ def commit(
     if lease is not None:
         lease.check()
     check_still_there(backend, dataset_id)
+    check_base_unchanged(backend, base, dataset_id)
     committed = commit_version(backend, build, base.version + 1, base)
     if committed is None:
         found = moved_to(backend, ref.line, base.version) or base.version
@@ -119,10 +122,12 @@ def fast_forward(
     Raises:
         CommitConflictError: another writer moved the branch first.
         RefNotFoundError: the branch was deleted meanwhile.
+        DatasetReplacedError: the folder holds a copy of the dataset whose history diverged.
     """
     ref = _branch_ref(backend, ref, base)
     if lease is not None:
         lease.check()
+    check_base_unchanged(backend, base, dataset_id_of(backend, base))
     if not advance(backend, ref.line, base.version, target.version):
         found = moved_to(backend, ref.line, base.version) or base.version
         raise CommitConflictError(backend.url, base.version, found)

@@ -51,6 +51,7 @@ from lakecompute.versioned._stored import encode
 
 __all__ = [
     "branch_head",
+    "check_base_unchanged",
     "check_still_there",
     "commit_manifest",
     "commit_version",
@@ -177,6 +178,32 @@ def check_still_there(backend: Backend, dataset_id: str) -> None:
     found = mark.get("dataset_id")
     if isinstance(found, str) and found and found != dataset_id:
         raise DatasetReplacedError(backend.url, dataset_id, found, "this handle")
+
+
+def check_base_unchanged(backend: Backend, base: Manifest, dataset_id: str) -> None:
+    """Refuse to commit after a version that holds other content at the location now than the writer's
+    ``base``: the folder was replaced by a copy of the dataset (the same id) whose history diverged from
+    it, and the new version would make the writer's content a child of the copy's. Reads the base's
+    header (one small file); a version committed before digests, or one that is gone (removed by a
+    vacuum once the branch moved on: the commit then meets the conflict), cannot tell, and passes.
+
+    Raises:
+        DatasetReplacedError: the base's version number holds other content there now.
+    """
+    try:
+        found = read_header(backend, base.version).digest
+    except DatasetNotFoundError:
+        return
+    if found and base.digest != found:
+        raise DatasetReplacedError(
+            backend.url,
+            dataset_id,
+            dataset_id,
+            "this handle",
+            version=base.version,
+            expected_digest=base.digest,
+            found_digest=found,
+        )
 
 
 #: How many version numbers a commit tries before giving up (each miss means another writer took one).

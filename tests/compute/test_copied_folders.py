@@ -45,11 +45,16 @@ def _out(path: Path) -> lc.Dataset:
     return out
 
 
-def _diverged(tmp_path: Path) -> tuple[Path, Path]:
+def _diverged(tmp_path: Path, side: bool = False) -> tuple[Path, Path]:
     """``src`` copied with ``cp -r`` to ``src2``, then one different commit on each: x[0] = 100 on src,
-    x[0] = 200 on src2 (the same version number on both)."""
+    x[0] = 200 on src2 (the same version number on both). ``side``: a branch ``side`` (x[1] = 7) is made
+    before the copy."""
     src, src2 = tmp_path / "src", tmp_path / "src2"
-    _source(src)
+    ds = _source(src)
+    if side:
+        ds.checkout("side", create=True)
+        ds.x[1] = 7
+        ds.checkout("main")
     shutil.copytree(src, src2, symlinks=True)
     a, b = lc.load(str(src)), lc.load(str(src2))
     a.x[0] = 100
@@ -141,6 +146,38 @@ def test_pickles_and_snapshots_refuse_a_diverged_copy_in_place(tmp_path: Path) -
     with pytest.raises(lc.DatasetReplacedError):
         plus_one().eval(ds[0:3], out, num_workers=2, progressbar=False)  # the workers open the snapshot
     assert len(lc.load(str(tmp_path / "out")).y) == 0
+
+
+def _write(ds: lc.Dataset, write: str) -> None:
+    """One write to ``ds`` of the kind ``write`` names, committed."""
+    if write == "append":
+        ds.x.append(5)
+    elif write == "with":
+        with ds:
+            ds.x.extend([5, 6])
+    elif write == "eval":
+        plus_one().eval(ds, ds, progressbar=False)
+    else:
+        ds.merge("side")
+
+
+@pytest.mark.parametrize("write", ["append", "with", "eval", "merge"])
+def test_a_live_handle_does_not_commit_onto_a_diverged_copy_in_place(tmp_path: Path, write: str) -> None:
+    """A handle still open on src when src's folder was replaced by the diverged copy refuses its next
+    commit (DatasetReplacedError naming the digests): it took the copy's next version number with the
+    copy's version as parent, mixing the two histories. The folder keeps the copy's history as it was."""
+    src, src2 = _diverged(tmp_path, side=write == "merge")
+    ds = lc.load(str(src))
+    shutil.rmtree(src)
+    shutil.move(str(src2), str(src))
+    theirs = lc.load(str(src))
+    before = [(v["version"], v["parents"], v["samples"]) for v in theirs.log()]
+    with pytest.raises(lc.DatasetReplacedError, match="history diverged") as info:
+        _write(ds, write)
+    assert (info.value.expected_digest, info.value.found_digest) == (ds.digest, theirs.digest)
+    now = lc.load(str(src))
+    assert [(v["version"], v["parents"], v["samples"]) for v in now.log()] == before
+    assert now.x.numpy()[0] == 200
 
 
 def test_a_loader_state_of_the_original_is_refused_on_a_diverged_copy(tmp_path: Path) -> None:

@@ -406,11 +406,29 @@ def read_parquet(path_or_paths: Any, columns: Sequence[str] | None = None) -> Pa
 
 
 def _hash_buffers(h: Any, array: Any) -> None:
-    """Everything an Arrow array holds, into ``h``: its type, length, offset and every buffer (children
-    included), so that equal digests mean equal content."""
+    """Everything an Arrow array holds, into ``h``: its type, length, offset, every buffer (children
+    included) and the dictionary of each dictionary-encoded part (``buffers()`` holds its indices only),
+    so that equal digests mean equal content."""
     h.update(f"{array.type}|{len(array)}|{array.offset}|{array.null_count};".encode())
     for buf in array.buffers():
         h.update(b"-" if buf is None else memoryview(buf))
+    for dictionary in _dictionaries(array):
+        h.update(b"dictionary;")
+        _hash_buffers(h, dictionary)
+
+
+def _dictionaries(array: Any) -> list[Any]:
+    """The dictionaries of ``array`` and of its children (a struct's fields, a list's values), in order."""
+    pa = pyarrow()
+    if isinstance(array, pa.DictionaryArray):
+        return [array.dictionary]
+    if isinstance(array, pa.ExtensionArray):
+        children = [array.storage]
+    elif pa.types.is_struct(array.type) or pa.types.is_union(array.type):
+        children = [array.field(i) for i in range(array.type.num_fields)]
+    else:
+        children = [array.values] if hasattr(array, "values") else []
+    return [d for child in children for d in _dictionaries(child)]
 
 
 class ArrowInput(TableInput):
@@ -433,7 +451,7 @@ class ArrowInput(TableInput):
 
     def identity(self) -> dict[str, Any]:
         h = content_hasher()
-        h.update(str(self.table.schema).encode())
+        h.update(memoryview(self.table.schema.serialize()))  # all of it: str() cuts its metadata short
         for column in self.table.columns:
             for chunk in column.chunks:
                 _hash_buffers(h, chunk)

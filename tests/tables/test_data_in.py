@@ -239,3 +239,42 @@ def test_a_parquet_file_of_no_rows_is_an_input_of_no_rows(tmp_path: Path) -> Non
     out = _out(tmp_path / "out")
     scaled().eval(lc.read_parquet(path), out, num_workers=0, progressbar=False)
     assert len(out) == 0
+
+
+@lc.compute
+def animal(row: dict[str, Any], sample_out: Any) -> None:
+    sample_out.append({"s": str(row["k"])})
+
+
+def test_tables_that_differ_only_in_a_dictionary_are_two_inputs(tmp_path: Path) -> None:
+    """A dictionary-encoded column's buffers are its indices: its dictionary is part of the digest too."""
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("s", htype="text")
+    for words in (["cat", "dog", "cat"], ["cow", "pig", "cow"]):
+        animal().eval(pa.table({"k": pa.array(words).dictionary_encode()}), out, progressbar=False)
+    assert list(out.s.text()) == ["cat", "dog", "cat", "cow", "pig", "cow"]
+
+
+def _digest(table: pa.Table) -> str:
+    from lakecompute.tables._inputs import ArrowInput
+
+    return str(ArrowInput(table).identity()["xxh3_128"])
+
+
+def test_the_digest_covers_nested_dictionaries_and_all_of_the_schema() -> None:
+    def nested(words: list[str]) -> dict[str, pa.Array]:
+        codes = pa.array(words).dictionary_encode()
+        return {
+            "struct": pa.StructArray.from_arrays([codes, pa.array([1, 2])], names=["k", "n"]),
+            "list": pa.ListArray.from_arrays(pa.array([0, 1, 2]), codes),
+        }
+
+    same, other = nested(["cat", "dog"]), nested(["cow", "pig"])
+    for column in same:
+        assert _digest(pa.table({column: same[column]})) != _digest(pa.table({column: other[column]}))
+        assert _digest(pa.table({column: same[column]})) == _digest(
+            pa.table({column: nested(["cat", "dog"])[column]})
+        )
+    schemas = [pa.schema([("i", pa.int64())], metadata={"note": "x" * 100 + end}) for end in "ab"]
+    digests = {_digest(pa.table({"i": [1, 2]}, schema=schema)) for schema in schemas}
+    assert len(digests) == 2

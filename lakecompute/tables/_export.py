@@ -265,12 +265,14 @@ def to_hf(data: Dataset | DatasetView, tensors: str | Sequence[str] | None = Non
         .read_all()
     )
     features = datasets.Features.from_arrow_schema(table.schema)
-    # The content's identity: the dataset's id and version, the rows and the tensors (so that an eval
-    # over the result is recognised when it runs again, as for any datasets.Dataset).
+    # The content's identity: the dataset's id, version and digest (copies of a folder whose histories
+    # diverged hold other content under one id and version), the rows in their order and the tensors (so
+    # that an eval over the result is recognised when it runs again, as for any datasets.Dataset).
     key = json.dumps(
         [
             rows.base.id,
             rows.base.version,
+            rows.base.digest,
             _rows_key(rows.positions),
             [lay.name for lay in rows.layouts],
             rows.objects.describe() if rows.objects is not None else None,

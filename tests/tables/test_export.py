@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -329,3 +330,26 @@ def test_to_parquet_row_groups_ramp_up_to_the_budget(tmp_path: Path) -> None:
     assert sizes[0] < sizes[1] < sizes[2]
     assert all(s < 1.5 * budget for s in sizes)
     assert pq.read_table(target).equals(ds.to_arrow())
+
+
+def test_to_hf_tells_diverged_copies_and_other_rows_apart(tmp_path: Path) -> None:
+    """A folder copied and both committed to: one id and version, other content, other fingerprints."""
+    pytest.importorskip("datasets")
+    a = lc.empty(str(tmp_path / "a"), overwrite=True)
+    a.create_tensor("labels", dtype="int64")
+    a.extend({"labels": [1, 2, 3]})
+    a.commit("c")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    b = lc.load(str(tmp_path / "b"))
+    a.labels[0] = 10
+    a.commit("a")
+    b.labels[0] = 20
+    b.commit("b")
+    assert (a.id, a.version) == (b.id, b.version)
+    out = lc.empty(str(tmp_path / "out"), overwrite=True)
+    out.create_tensor("labels", dtype="int64")
+    keep_labels().eval(a.to_hf(), out, progressbar=False)
+    keep_labels().eval(b.to_hf(), out, progressbar=False)
+    assert out.labels.numpy().tolist() == [10, 2, 3, 20, 2, 3]
+    prints = {ds.to_hf()._fingerprint for ds in (a, a[[2, 1, 0]], a[[0, 1]], a[["labels"]])}
+    assert len(prints) == 3  # a[["labels"]] shows what a does; another order or other rows differ

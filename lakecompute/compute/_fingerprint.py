@@ -15,7 +15,8 @@ identified by its type alone, and the eval warns once, naming it and ``rerun=Tru
 differs from an earlier one only in that value counts as the same eval); a random key would silently
 defeat resume and the no-op rerun. An *input* without an identity raises `FingerprintError` (the eval
 is not recorded). Library code (the standard library, installed packages, lakecompute) is identified by
-its qualified name only.
+its qualified name only. Code whose source cannot be read (``exec``, ``python -c``) is identified by its
+compiled form: bytecode, names, variables, signature and constants (nested code the same way).
 """
 
 from __future__ import annotations
@@ -306,10 +307,21 @@ def _source(obj: Any, name: str) -> str:
 
 
 def _code_bytes(code: types.CodeType) -> bytes:
-    parts = [code.co_code]
-    for const in code.co_consts:
-        parts.append(_code_bytes(const) if isinstance(const, types.CodeType) else repr(const).encode())
-    return b"".join(parts)
+    """Compiled code in full, where its source is not available (``exec``, ``python -c``): the bytecode
+    alone refers to names by position, so ``math.sin`` and ``math.cos`` had one form. Its names,
+    variables, signature and constants (nested functions' code in the same form), each length-prefixed."""
+    names = (code.co_name, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)
+    signature = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
+    parts = [repr((names, signature)).encode(), code.co_code, *map(_const_bytes, code.co_consts)]
+    return b"".join(struct.pack("<Q", len(part)) + part for part in parts)
+
+
+def _const_bytes(const: Any) -> bytes:
+    if isinstance(const, types.CodeType):
+        return _code_bytes(const)
+    if isinstance(const, frozenset):  # ``x in {"a", "b"}``: its repr's order changes with the hash seed
+        return repr(sorted(map(_const_bytes, const))).encode()
+    return repr(const).encode()
 
 
 def _functions_of(obj: Any) -> list[types.FunctionType]:

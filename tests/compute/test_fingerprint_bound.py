@@ -3,7 +3,10 @@ methods' objects, class attributes and read globals; what has no identity warns 
 
 from __future__ import annotations
 
+import math
 import os
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -243,3 +246,62 @@ def test_fingerprint_eval_differs_in_defaults_only() -> None:
     digests = [fingerprint_code(p) for p in pipelines]
     assert digests[0] != digests[1]
     assert digests[0] == digests[2]
+
+
+def _exec_compute(body: str) -> Any:
+    """A compute function made by ``exec``: no source to read, only its compiled code."""
+    namespace: dict[str, Any] = {"lc": lc, "math": math}
+    exec(f"@lc.compute\ndef f(sample_in, sample_out):\n{body}", namespace)
+    return namespace["f"]
+
+
+def test_code_without_source_is_covered_by_its_names(tmp_path: Path) -> None:
+    """exec'd functions that differ only in a name they read (math.sin, math.cos) are two evals; the
+    same code again is the same eval."""
+    out = make_out(tmp_path / "out", y={"dtype": "float64"})
+
+    def run(fn: str) -> None:
+        body = f"    sample_out.y.append(math.{fn}(sample_in))\n"
+        _exec_compute(body)().eval([0.0], out, progressbar=False)
+
+    run("sin")
+    run("cos")
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        run("cos")
+    assert lc.load(str(tmp_path / "out")).y.numpy().tolist() == [0.0, 1.0]
+
+
+def test_nested_code_without_source_is_covered_by_its_names() -> None:
+    """A function nested in exec'd code, differing only in a name or a variable, changes the digest."""
+    from lakecompute.compute._fingerprint import fingerprint_code
+
+    def digest(inner: str) -> str:
+        f = _exec_compute(f"    def g(v):\n        {inner}\n    sample_out.y.append(g(sample_in))\n")
+        return fingerprint_code(lc.compose([f()]))
+
+    digests = [digest(body) for body in ("return math.sin(v)", "return math.cos(v)", "w = v; return w")]
+    assert len(set(digests)) == 3
+    assert digest("return math.sin(v)") == digests[0]
+
+
+def test_code_without_source_has_one_digest_under_any_hash_seed() -> None:
+    """A set literal is a frozenset constant, whose order changes with the hash seed: not the digest."""
+    script = (
+        "import lakecompute as lc\n"
+        "from lakecompute.compute._fingerprint import fingerprint_code\n"
+        "ns = {'lc': lc}\n"
+        "exec('@lc.compute\\ndef f(sample_in, sample_out):\\n"
+        '    sample_out.y.append(sample_in in {"ab", "cd", "ef", "gh", "ij"})\\n\', ns)\n'
+        "print(fingerprint_code(lc.compose([ns['f']()])))\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(digests) == 1, digests

@@ -9,11 +9,12 @@ completed eval is recognised and not written twice.
 
 Everything a function binds is covered: its bound arguments, its parameters' defaults (positional and
 keyword-only: ``def f(sample_in, sample_out, s=i)`` in a loop makes a different eval for each ``i``),
-the variables it captured in a closure, the object a bound method is bound to, a class's attributes and
-the globals it reads. A value with no stable identity (a model object, a lock) inside the functions is
-identified by its type alone, and the eval warns once, naming it and ``rerun=True`` (an eval that
-differs from an earlier one only in that value counts as the same eval); a random key would silently
-defeat resume and the no-op rerun. An *input* without an identity raises `FingerprintError` (the eval
+the variables it captured in a closure, the object a bound method is bound to, a class's attributes,
+the globals it reads, and what a class inherits from its user base classes (their code, attributes and
+globals; library bases by name). A value with no stable identity (a model object, a lock) inside the
+functions is identified by its type alone, and the eval warns once, naming it and ``rerun=True`` (an
+eval that differs from an earlier one only in that value counts as the same eval); a random key would
+silently defeat resume and the no-op rerun. An *input* without an identity raises `FingerprintError` (the eval
 is not recorded). Library code (the standard library, installed packages, lakecompute) is identified by
 its qualified name only. Code whose source cannot be read (``exec``, ``python -c``) is identified by its
 compiled form: bytecode, names, variables, signature and constants (nested code the same way).
@@ -223,6 +224,8 @@ class _Hasher:
             self._globals(function, name)
         if inspect.isclass(obj):
             self._class_attributes(obj, name)
+            for base in obj.__bases__:  # what it inherits: user bases' code, globals and attributes
+                self.code(base, f"base {base.__qualname__} of {name}")
 
     def _defaults(self, function: types.FunctionType, name: str) -> None:
         """The defaults of its parameters: the loop idiom ``def f(sample_in, sample_out, s=i)`` binds

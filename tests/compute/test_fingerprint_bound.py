@@ -305,3 +305,39 @@ def test_code_without_source_has_one_digest_under_any_hash_seed() -> None:
         for seed in (1, 2, 3, 4)
     }
     assert len(digests) == 1, digests
+
+
+FACTOR = 10
+
+
+class Base:
+    """A user base class: its __call__ reads a global, its __init__ has a default."""
+
+    offset = 0
+
+    def __init__(self, k: int = 1) -> None:
+        self.k = k
+
+    def __call__(self, sample_in: Any, sample_out: Any) -> None:
+        sample_out.y.append(int(sample_in) * FACTOR * self.k + self.offset)
+
+
+@lc.compute
+class Child(Base):
+    pass
+
+
+def test_what_a_class_compute_inherits_is_covered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A global read by an inherited __call__, an inherited class attribute and an inherited __init__'s
+    default each make a new eval; the same again is a no-op."""
+    out = _out(tmp_path)
+    Child().eval([1, 2], out, progressbar=False)
+    monkeypatch.setattr(sys.modules[__name__], "FACTOR", 20)
+    Child().eval([1, 2], out, progressbar=False)
+    monkeypatch.setattr(Base, "offset", 1)
+    Child().eval([1], out, progressbar=False)
+    monkeypatch.setattr(Base.__init__, "__defaults__", (2,))
+    Child().eval([1], out, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        Child().eval([1], out, progressbar=False)
+    assert _y(tmp_path) == [10, 20, 20, 40, 21, 41]

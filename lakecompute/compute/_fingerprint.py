@@ -9,15 +9,18 @@ completed eval is recognised and not written twice.
 
 Everything a function binds is covered: its bound arguments, its parameters' defaults (positional and
 keyword-only: ``def f(sample_in, sample_out, s=i)`` in a loop makes a different eval for each ``i``),
-the variables it captured in a closure, the object a bound method is bound to, a class's attributes,
-the globals it reads, and what a class inherits from its user base classes (their code, attributes and
+the variables it captured in a closure, the object a bound method is bound to, a class's attributes, the
+globals it reads, and what a class inherits from its user base classes (their code, attributes and
 globals; library bases by name). A value with no stable identity (a model object, a lock) inside the
 functions is identified by its type alone, and the eval warns once, naming it and ``rerun=True`` (an
 eval that differs from an earlier one only in that value counts as the same eval); a random key would
-silently defeat resume and the no-op rerun. An *input* without an identity raises `FingerprintError` (the eval
-is not recorded). Library code (the standard library, installed packages, lakecompute) is identified by
-its qualified name only. Code whose source cannot be read (``exec``, ``python -c``) is identified by its
-compiled form: bytecode, names, variables, signature and constants (nested code the same way).
+silently defeat resume and the no-op rerun. An *input* without an identity raises `FingerprintError`
+(the eval is not recorded). Library code (the standard library, installed packages, lakecompute) is
+identified by its qualified name only, a library module by its name. A module of the user's read as a
+global (``config.SCALE``) is covered by what the code reads through it (the attribute chains after it in
+the bytecode); code that uses it otherwise (passes it whole) names it as uncovered. Code whose source
+cannot be read (``exec``, ``python -c``) is identified by its compiled form: bytecode, names, variables,
+signature and constants (nested code the same way).
 """
 
 from __future__ import annotations
@@ -71,10 +74,17 @@ _LIBRARY_ROOTS = _library_roots()
 def _is_library(obj: Any) -> bool:
     """Whether ``obj`` is defined by library code (identified by name, not by its source)."""
     module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    return module is not None and _is_library_module(module)
+
+
+def _is_library_module(module: types.ModuleType) -> bool:
+    """Whether ``module`` is library code: built in, or its files under the standard library, the
+    installed packages or lakecompute (not ``__main__``, not a module of the user's own)."""
+    if module.__name__ == "__main__":
+        return False
     path = getattr(module, "__file__", None)
-    if module is None or path is None:
-        return module is not None and module.__name__ != "__main__"  # a built-in module
-    return os.path.abspath(str(path)).startswith(_LIBRARY_ROOTS)
+    paths = [path] if path is not None else list(getattr(module, "__path__", None) or [])
+    return all(os.path.abspath(str(p)).startswith(_LIBRARY_ROOTS) for p in paths)
 
 
 class _Hasher:
@@ -171,8 +181,11 @@ class _Hasher:
             self.value(tuple(getattr(value, "args", ())), f"{what}.args")
             self.value(dict(getattr(value, "kwargs", None) or getattr(value, "keywords", None) or {}), what)
             return
-        if isinstance(value, types.ModuleType):
+        if isinstance(value, types.ModuleType) and _is_library_module(value):
             self._text(b"m", value.__name__)
+            return
+        if isinstance(value, types.ModuleType):  # a module of the user's: what is read from it is unknown
+            self._unknown(value, what)
             return
         if inspect.isroutine(value) or inspect.isclass(value) or isinstance(value, np.ufunc):
             self.code(value, what)  # instances are values, never code: a model object is not its class
@@ -262,9 +275,30 @@ class _Hasher:
     def _globals(self, function: types.FunctionType, name: str) -> None:
         namespace = function.__globals__
         for var in sorted(_global_names(function.__code__)):
-            if var in namespace:
-                self._text(b"G", var)
-                self.value(namespace[var], f"global {var!r} read by {name}")
+            if var not in namespace:
+                continue
+            self._text(b"G", var)
+            value = namespace[var]
+            if isinstance(value, types.ModuleType) and not _is_library_module(value):
+                self._module_reads(function.__code__, var, value, name)
+            else:
+                self.value(value, f"global {var!r} read by {name}")
+
+    def _module_reads(self, code: types.CodeType, var: str, module: types.ModuleType, name: str) -> None:
+        """A module of the user's read as global ``var``: the values the code reads through it
+        (``cfg.SCALE``, ``cfg.sub.X``); used otherwise (passed whole), it is uncovered."""
+        self._text(b"m", module.__name__)
+        chains = _attribute_reads(code, var)
+        if chains is None:
+            self._unknown(module, f"module {var!r}, which {name} uses whole (not only by its attributes)")
+            return
+        reads = dict(_read_through(module, var, chain) for chain in chains)
+        for label in sorted(reads):
+            self._text(b"R", label)
+            if reads[label] is _MISSING:
+                self._text(b"e", "missing")
+            else:
+                self.value(reads[label], f"global {label!r} read by {name}")
 
 
 _PLAIN = (int, float, str, bool)
@@ -341,6 +375,47 @@ def _functions_of(obj: Any) -> list[types.FunctionType]:
             targets = [attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr]
         out.extend(t for t in targets if inspect.isfunction(t))
     return out
+
+
+_ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
+_MISSING: Any = object()  # what a module does not have (yet)
+
+
+def _attribute_reads(code: types.CodeType, var: str) -> set[tuple[str, ...]] | None:
+    """The attribute chains ``code`` (and the code nested in it) reads through global ``var``
+    (``var.a.b``: ``("a", "b")``); None where it uses ``var`` otherwise (passes it to a call, say)."""
+    instructions = list(dis.get_instructions(code))
+    chains: set[tuple[str, ...]] = set()
+    for i, instruction in enumerate(instructions):
+        if instruction.opname not in ("LOAD_GLOBAL", "LOAD_NAME") or instruction.argval != var:
+            continue
+        chain: list[str] = []
+        for following in instructions[i + 1 :]:
+            if following.opname not in _ATTRIBUTE_OPS:
+                break
+            chain.append(following.argval)
+        if not chain:
+            return None
+        chains.add(tuple(chain))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            inner = _attribute_reads(const, var)
+            if inner is None:
+                return None
+            chains |= inner
+    return chains
+
+
+def _read_through(module: types.ModuleType, var: str, chain: tuple[str, ...]) -> tuple[str, Any]:
+    """What ``var.<chain>`` reads from ``module``, by its label: the chain followed while it names the
+    user's modules (``pkg.sub.X``), up to the first other value (``cfg.table``, whole)."""
+    label = var
+    target: Any = module
+    for attr in chain:
+        label, target = f"{label}.{attr}", getattr(target, attr, _MISSING)
+        if not isinstance(target, types.ModuleType) or _is_library_module(target):
+            break
+    return label, target
 
 
 def _global_names(code: types.CodeType) -> set[str]:

@@ -3,6 +3,7 @@ methods' objects, class attributes and read globals; what has no identity warns 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import subprocess
@@ -341,3 +342,58 @@ def test_what_a_class_compute_inherits_is_covered(tmp_path: Path, monkeypatch: p
     with pytest.warns(lc.LakeComputeWarning, match="already completed"):
         Child().eval([1], out, progressbar=False)
     assert _y(tmp_path) == [10, 20, 20, 40, 21, 41]
+
+
+usercfg: Any = None  # a module of the user's, set by the tests below
+
+
+@lc.compute
+def scaled_by_config(sample_in: Any, sample_out: Any) -> None:
+    sample_out.y.append(usercfg.shift(int(sample_in) * usercfg.SCALE))
+
+
+@lc.compute
+def passes_config_whole(sample_in: Any, sample_out: Any) -> None:
+    sample_out.y.append(int(sample_in) * vars(usercfg)["SCALE"])
+
+
+def _user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``usercfg``: a config module in a folder of the user's (not an installed package)."""
+    path = tmp_path / "usercfg_for_fingerprints.py"
+    path.write_text("SCALE = 10\nOFFSET = 0\n\ndef shift(v):\n    return v + OFFSET\n")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, path.stem, module)
+    monkeypatch.setattr(sys.modules[__name__], "usercfg", module)
+    return module
+
+
+def test_what_is_read_through_a_user_module_is_covered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cfg.SCALE`` and a global of ``cfg.shift`` changing each make a new eval; the same is a no-op."""
+    module = _user_module(tmp_path, monkeypatch)
+    out = _out(tmp_path)
+    scaled_by_config().eval([1, 2], out, progressbar=False)
+    module.SCALE = 20
+    scaled_by_config().eval([1, 2], out, progressbar=False)
+    module.OFFSET = 1
+    scaled_by_config().eval([1], out, progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match="already completed"):
+        scaled_by_config().eval([1], out, progressbar=False)
+    assert _y(tmp_path) == [10, 20, 20, 40, 21]
+
+
+def test_a_user_module_used_whole_is_named_as_uncovered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function that passes the module itself (what it reads from it is unknown) warns, naming it."""
+    _user_module(tmp_path, monkeypatch)
+    with pytest.warns(
+        lc.LakeComputeWarning, match="cannot fingerprint module 'usercfg', which .* uses whole"
+    ):
+        passes_config_whole().eval([1], _out(tmp_path), progressbar=False)
+    assert _y(tmp_path) == [10]

@@ -18,6 +18,8 @@ from lakecompute.compute._fingerprint import fingerprint_value
         ([np.zeros(3)] * 100, [np.zeros((3, 1))] * 100),  # arrays of another shape
         ([str(i) for i in range(100)], [str(i) for i in range(100)][::-1]),
         (list(range(100)), tuple(range(100))),
+        (["a", "bb"] + ["c"] * 62, ["a\x00", "bb"] + ["c"] * 62),  # a trailing NUL, hidden by <U padding
+        (["c"] * 63 + ["\x00"], ["c"] * 63 + [""]),
     ],
 )
 def test_fingerprint_long_lists_differ_when_values_differ(a: object, b: object) -> None:

@@ -70,6 +70,13 @@ class ArrowMapping:
     class_label: bool = False
     """A named tensor's values are Hugging Face ``ClassLabel(names=...)`` of its class names (in a
     ``Sequence`` for several per sample)."""
+    objects: bool = False
+    """The objects' axis (`HType.objects`: a sample's boxes, labels, keypoints, a mask's channels) is a
+    variable-length list in every export, whatever count the exported rows happen to share: the column's
+    type is the tensor's, not its rows', so that exports of different rows are read back together."""
+    trailing: tuple[int, ...] = ()
+    """The extents of the samples' last dimensions that the htype fixes (a box's 4 coordinates, a
+    keypoint's x, y and visibility): fixed-size lists in every export, one of no rows included."""
 
 
 def _empty_sample(dtype: np.dtype[Any], ndim: int) -> Any:
@@ -265,7 +272,7 @@ _DECLARATIONS: Final = (
         labels=True,
         ragged=True,
         objects=ObjectAxis(1),  # (k,): a class per object; a scalar labels the whole sample
-        arrow=ArrowMapping("numbers", cast="int64", class_label=True),
+        arrow=ArrowMapping("numbers", cast="int64", class_label=True, objects=True),
     ),
     HType(
         "embedding",
@@ -288,7 +295,7 @@ _DECLARATIONS: Final = (
         pad=lambda dtype, ndim: np.zeros((0, 4), dtype),  # no boxes: a sample the tensor stores again
         target="boxes",
         objects=ObjectAxis(2),
-        arrow=_NUMBERS,
+        arrow=ArrowMapping("numbers", objects=True, trailing=(4,)),
     ),
     HType(
         "binary_mask",
@@ -299,7 +306,7 @@ _DECLARATIONS: Final = (
         blob=True,  # as bits (np.packbits: 8 pixels a byte, then the chunk compression shrinks them)
         target="mask",
         objects=ObjectAxis(3, -1),  # H x W x K: a channel per object; H x W is one mask
-        arrow=_NUMBERS,
+        arrow=ArrowMapping("numbers", objects=True),
     ),
     HType(
         "segment_mask",
@@ -320,7 +327,7 @@ _DECLARATIONS: Final = (
         checked_info=("keypoint_names",),
         target="keypoints",
         objects=ObjectAxis(3),  # (k, K, 3); a (K, 3) sample is one object's
-        arrow=_NUMBERS,
+        arrow=ArrowMapping("numbers", objects=True, trailing=(3,)),
     ),
     HType(
         "polygon",

@@ -202,6 +202,21 @@ def _check_chunk(path: str, where: str, chunk: ChunkFacts, column: Any, rows: in
             )
 
 
+def _other_schema(path: str, schema: Any, first: str, first_schema: Any) -> InvalidArgumentError:
+    """The refusal of a file whose schema is not the first file's: other columns, or the same columns
+    of other types (naming the first column that differs)."""
+    why = f"other columns than {first!r}"
+    if schema.names == first_schema.names:
+        pairs = zip(schema, first_schema, strict=True)
+        field, was = next(((f, g) for f, g in pairs if not f.equals(g)), (schema[0], first_schema[0]))
+        why = (
+            f"other column types than {first!r} (column {field.name!r}: {field.type}"
+            f"{'' if field.nullable else ' not null'} there, {was.type}{'' if was.nullable else ' not null'} "
+            "in the first)"
+        )
+    return InvalidArgumentError(f"Parquet file {path!r} has {why}; read_parquet reads files of one schema.")
+
+
 def _footer(path: str, why: str) -> Exception:
     return damaged_file(path, ValueError(f"its footer does not fit the file: {why}"))
 
@@ -229,10 +244,7 @@ class ParquetInput(TableInput):
             if schema is None:
                 schema = file_schema
             elif not file_schema.equals(schema, check_metadata=False):
-                raise InvalidArgumentError(
-                    f"Parquet file {path!r} has other columns than {self.paths[0]!r}; read_parquet reads "
-                    "files of one schema."
-                )
+                raise _other_schema(path, file_schema, self.paths[0], schema)
             for g, n in enumerate(counts):
                 groups.append((i, g))
                 starts.append(starts[-1] + n)

@@ -234,20 +234,27 @@ def same_type(got: Any, want: Any) -> bool:
 # -- shapes -----------------------------------------------------------------------------------------
 
 
-def numbers_dims(shapes: np.ndarray, ragged: tuple[int, ...] = ()) -> tuple[tuple[int | None, ...], bool]:
-    """The ``dims`` and ``shaped`` of a numbers column whose rows have ``shapes`` (n, rank): the extents
-    every row shares (but those in ``ragged``), and whether nested lists would lose some row's shape (an
-    empty dimension in front of one whose extent varies: the lists say nothing of it)."""
+def numbers_dims(
+    shapes: np.ndarray, varying: tuple[int, ...] = (), trailing: tuple[int, ...] = ()
+) -> tuple[tuple[int | None, ...], bool]:
+    """The ``dims`` and ``shaped`` of a numbers column whose rows have ``shapes`` (n, rank), and whether
+    nested lists would lose some row's shape (an empty dimension in front of one whose extent varies:
+    the lists say nothing of it).
+
+    A dimension is fixed where the htype fixes it (``trailing``, the extents of the last dimensions,
+    as `ArrowMapping.trailing`), else where every row has the same extent, but for those in
+    ``varying`` (a tensor's objects' axis) and an extent of 0 (a fixed-size list of size 0 is written
+    to Parquet as one that no reader reads back)."""
     n, rank = shapes.shape
-    if n == 0:
-        return (None,) * rank, False
-    same = (shapes == shapes[0]).all(axis=0)
-    dims = tuple(int(shapes[0, k]) if same[k] and k not in ragged else None for k in range(rank))
-    shaped = False
-    for k in range(1, rank):
-        if dims[k] is None and (shapes[:, :k] == 0).any():
-            shaped = True
-    return dims, shaped
+    same = (shapes == shapes[0]).all(axis=0) if n else np.zeros(rank, dtype=bool)
+    dims = [
+        int(shapes[0, k]) if same[k] and shapes[0, k] > 0 and k not in varying else None for k in range(rank)
+    ]
+    for k, extent in zip(range(rank - len(trailing), rank), trailing, strict=True):
+        if k >= 0 and (n == 0 or (same[k] and shapes[0, k] == extent)):
+            dims[k] = extent
+    shaped = any(dims[k] is None and bool((shapes[:, :k] == 0).any()) for k in range(1, rank))
+    return tuple(dims), shaped
 
 
 # -- Hugging Face features ------------------------------------------------------------------------------

@@ -165,13 +165,22 @@ class TableRows:
         group = self.objects.group(name) if self.objects is not None else None
         return group.axis(name) if group is not None else None
 
+    def _varying(self, name: str) -> tuple[int, ...]:
+        """The axes whose extent is never fixed in the column: the objects' axis of an htype whose
+        object count varies (`ArrowMapping.objects`), and of a tensor whose objects the view filters
+        (objects it leaves out change a row's count)."""
+        declaration = core_of(self.base).state(name).spec.declaration
+        rank = self.shapes[name].shape[1]
+        axis = self._axis(name)
+        if axis is None and declaration.arrow.objects:
+            axis = declaration.object_axis(rank)
+        return () if axis is None or not rank else (axis % rank,)
+
     def _layout(self, name: str) -> ColumnLayout:
         state = core_of(self.base).state(name)
         spec = state.spec
         shapes = self.shapes[name]
-        axis = self._axis(name)
-        # Objects the view leaves out change a row's count along its objects' axis: not a fixed extent.
-        dims, shaped = numbers_dims(shapes, () if axis is None else (axis % max(1, shapes.shape[1]),))
+        dims, shaped = numbers_dims(shapes, self._varying(name), spec.declaration.arrow.trailing)
         if spec.declaration.arrow.column == "image":
             varies = len(dims) == 3 and dims[2] is None
             shaped = spec.sample_compression == "webp" and varies  # WebP cannot say HxWx1 from HxWx3

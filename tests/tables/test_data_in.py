@@ -180,8 +180,12 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
     with pytest.raises(lc.InvalidTypeError, match="a path or a list of paths"):
         lc.read_parquet(3)
     other = _write(tmp_path / "o.parquet", pa.table({"z": [1]}))
-    with pytest.raises(lc.InvalidArgumentError, match="other columns"):
+    with pytest.raises(lc.InvalidArgumentError, match="other columns than"):
         lc.read_parquet([path, other])
+    table = _table()
+    retyped = _write(tmp_path / "r.parquet", table.set_column(0, "i", table.column("i").cast(pa.float64())))
+    with pytest.raises(lc.InvalidArgumentError, match=r"other column types than .*column 'i': double there"):
+        lc.read_parquet([path, retyped])
     both = lc.read_parquet([path, path])
     assert len(both) == 2 * N
     assert both.read_rows(N - 1, N + 1)[1]["i"] == 0

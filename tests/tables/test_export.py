@@ -353,3 +353,61 @@ def test_to_hf_tells_diverged_copies_and_other_rows_apart(tmp_path: Path) -> Non
     assert out.labels.numpy().tolist() == [10, 2, 3, 20, 2, 3]
     prints = {ds.to_hf()._fingerprint for ds in (a, a[[2, 1, 0]], a[[0, 1]], a[["labels"]])}
     assert len(prints) == 3  # a[["labels"]] shows what a does; another order or other rows differ
+
+
+_EMPTY_EXTENTS = [
+    ("generic", [np.zeros((0,), np.int32)] * 2),
+    ("generic", [np.zeros((0, 3), np.int32)] * 2),
+    ("generic", [np.zeros((3, 0), np.int32)] * 2),
+    ("generic", [np.zeros((2, 0), np.int32), np.zeros((3, 0), np.int32)]),
+    ("binary_mask", [np.zeros((4, 5, 0), bool)] * 2),
+    ("bbox", [np.zeros((0, 4), np.float32)] * 2),
+]
+
+
+@pytest.mark.parametrize(("htype", "rows"), _EMPTY_EXTENTS)
+def test_an_extent_of_0_in_every_row_is_written_as_a_list_parquet_reads_back(
+    tmp_path: Path, htype: str, rows: list[np.ndarray]
+) -> None:
+    """A dimension that is 0 in every exported row (images without boxes, an empty mask stack) is a
+    variable list, not a fixed-size list of size 0 (which Parquet readers refuse), and reads back exactly
+    through pyarrow and from_parquet."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("x", htype=htype)
+    ds.x.extend(rows)
+    path = tmp_path / "x.parquet"
+    ds.to_parquet(path, progressbar=False)
+    assert pq.read_table(path).column("x").to_pylist() == [r.tolist() for r in rows]
+    back = lc.from_parquet(path, str(tmp_path / "back"), progressbar=False)
+    got = back.x.numpy(aslist=True)
+    assert [(g.shape, g.dtype) for g in got] == [(r.shape, r.dtype) for r in rows]
+
+
+def test_a_box_column_has_one_type_whatever_rows_are_exported(tmp_path: Path) -> None:
+    """The column of a tensor of objects (boxes, labels per object, keypoints) has the tensor's type in
+    every export, not its rows' (rows sharing an object count, or no rows at all): shards of one dataset
+    are read back together as one."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("boxes", htype="bbox")
+    ds.create_tensor("labels", htype="class_label", class_names=["a", "b"])
+    ds.create_tensor("points", htype="keypoints")
+    with ds:
+        for i in range(4):
+            k = 1 + i % 2
+            ds.append({"boxes": np.full((k, 4), i, np.float32), "labels": [i % 2] * k,
+                       "points": np.full((k, 2, 3), 2, np.float32)})  # fmt: skip
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for name, rows in (("a", [0, 1]), ("b", [2]), ("c", [])):
+        ds[rows].to_parquet(shards / f"{name}.parquet", ["boxes", "labels"], progressbar=False)
+        ds[rows].to_parquet(tmp_path / f"points-{name}.parquet", "points", progressbar=False)
+    schemas = [pq.read_schema(shards / f"{n}.parquet") for n in "abc"]
+    assert {str(s.field("boxes").type) for s in schemas} == {
+        "list<element: fixed_size_list<element: float>[4]>"
+    }
+    assert {str(s.field("labels").type) for s in schemas} == {"list<element: int64>"}
+    points = {str(pq.read_schema(tmp_path / f"points-{n}.parquet").field("points").type) for n in "ab"}
+    assert points == {"list<element: fixed_size_list<element: fixed_size_list<element: float>[3]>[2]>"}
+    back = lc.from_parquet(str(shards), str(tmp_path / "back"), progressbar=False)
+    assert [b.tolist() for b in back.boxes.numpy(aslist=True)] == [[[0.0] * 4], [[1.0] * 4] * 2, [[2.0] * 4]]
+    assert [lab.tolist() for lab in back.labels.numpy(aslist=True)] == [[0], [1, 1], [0]]

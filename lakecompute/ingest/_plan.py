@@ -58,15 +58,17 @@ class IngestPlan:
 
 def plan_images(paths: Sequence[str], image_compression: str | None) -> IngestPlan:
     """How images at ``paths`` are stored for ``image_compression`` (``"auto"``: their most common
-    format), decided from their name endings alone (see `IngestPlan`)."""
+    format), decided from their name endings alone (see `IngestPlan`). A path whose ending names no
+    format (a table's image path without one) counts for none; with none counted, ``"auto"`` is png."""
     from lakecompute.compression import parse_sample_compression
 
-    formats = Counter(EXTENSION_FORMATS[os.path.splitext(p)[1].lower()] for p in paths)
+    named = (EXTENSION_FORMATS.get(os.path.splitext(p)[1].lower()) for p in paths)
+    formats = Counter(f for f in named if f is not None)
     ranked = dict(sorted(formats.items(), key=lambda kv: (-kv[1], kv[0])))
     if image_compression == "auto":
         # The most common format wins; among equals lossless first; png when the most common is one
-        # no tensor stores (bmp), which keeps those files exact.
-        best = max(formats.values())
+        # no tensor stores (bmp), which keeps those files exact, or when no name says a format.
+        best = max(formats.values(), default=0)
         winners = [f for f in _PREFERENCE if formats.get(f) == best]
         compression: str | None = winners[0] if winners else "png"
     else:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from io import BytesIO
 from typing import Any, Literal
 
 import numpy as np
 
 from lakecompute.errors import InvalidArgumentError, InvalidSampleError, InvalidTypeError
+from lakecompute.ingest._files import EXTENSION_FORMATS, FORMATS
 from lakecompute.ingest._plan import plan_for_ingest, target_mode
 from lakecompute.localfiles import Folder
 from lakecompute.specs import HTYPES, parse_htype
@@ -85,7 +87,31 @@ class ColumnPlan:
             raise InvalidArgumentError(
                 f"cannot read the image file {path!r} ({exc.strerror or exc})"
             ) from exc
+        _refuse_format(path, data)
         return ImageBytes(data, name, None, self.dims, verify=self.verify)
+
+
+_READ_FORMATS = frozenset(EXTENSION_FORMATS.values())
+
+
+def _refuse_format(path: str, data: bytes) -> None:
+    """Refuse an image file of a format the folder ingests do not read (a GIF or an APNG may hold many
+    frames, of which one would be stored), found from its bytes, whatever its name: a path need not end
+    in the format's ending. Bytes Pillow does not read at all are refused when they are decoded."""
+    if image_format(data) != "unknown":
+        return  # png, jpeg, webp or bmp
+    from PIL import Image
+
+    try:
+        with Image.open(BytesIO(data)) as image:
+            found = image.format or "unknown"
+    except Exception:  # Pillow raises OSError, ValueError or SyntaxError for what it does not read
+        return
+    if FORMATS.get(found, found.lower()) not in _READ_FORMATS:
+        raise InvalidArgumentError(
+            f"the image file {path!r} is a {found} file; image paths name files of the formats the "
+            f"folder ingests read ({', '.join(sorted(_READ_FORMATS))}): convert it to one of those"
+        )
 
 
 def _kind_of(table: TableInput, name: str) -> str:
@@ -166,7 +192,8 @@ def _image_plan(ctx: _Context, reader: CellReader, args: dict[str, Any]) -> tupl
         compression = (
             args.get("sample_compression") or plan_for_ingest(files, ctx.image_compression).compression
         )
-        dims: tuple[int | None, ...] = (None, None) if target_mode(files) == "L" else (None, None, 3)
+        grey = bool(files) and target_mode(files) == "L"  # no file to look at: colour, as for bytes
+        dims: tuple[int | None, ...] = (None, None) if grey else (None, None, 3)
         plan = ColumnPlan(name, args | {"sample_compression": compression}, "path", ctx.folder, dims)
         return CellReader(name, "path"), plan
     if recorded and layout is not None:

@@ -8,6 +8,7 @@ import json
 import os
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -142,6 +143,59 @@ def test_image_paths_stay_in_the_folder(tmp_path: Path, bad: str) -> None:
             progressbar=False,
         )  # fmt: skip
     assert len(ds) == 2
+
+
+def _from_paths(tmp_path: Path, paths: Any, skip: bool = False) -> lc.Dataset:
+    table = pa.table({"file": pa.array(paths, pa.string())})
+    return lc.from_arrow(
+        table, str(tmp_path / "ds"), htypes={"file": "image"}, images_folder=tmp_path / "imgs",
+        skip_errors=skip, overwrite=True, progressbar=False,
+    )  # fmt: skip
+
+
+def test_an_image_path_without_an_ending_is_read_by_its_bytes(tmp_path: Path) -> None:
+    """A path need not end in an image ending: a PNG named ``img_0001`` is stored as its bytes."""
+    blobs = _image_folder(tmp_path)
+    (tmp_path / "imgs" / "img_0001").write_bytes(blobs[3])
+    ds = _from_paths(tmp_path, ["img_0001", "sub/1.png"])
+    assert ds.file.sample_compression == "png"
+    assert [ds.file[i].tobytes() for i in range(2)] == [blobs[3], blobs[1]]
+
+
+_NOT_AN_IMAGE = [
+    ("b.gif", r"the image file .*b.gif. is a GIF file; image paths name files of the formats"),
+    ("sub", r"cannot read the image file .*sub"),
+]
+
+
+@pytest.mark.parametrize(("bad", "why"), _NOT_AN_IMAGE)
+def test_a_path_to_a_gif_or_a_folder_is_refused_by_its_row_or_skipped(
+    tmp_path: Path, bad: str, why: str
+) -> None:
+    """A GIF (which the folder ingests do not read either) and a folder are refused naming the column,
+    the row and the rule, or skipped and listed with skip_errors."""
+    blobs = _image_folder(tmp_path)
+    Image.fromarray(image(2)).save(tmp_path / "imgs" / "b.gif")
+    with pytest.raises(lc.InvalidArgumentError, match=rf"Column 'file', row 1: {why}"):
+        _from_paths(tmp_path, ["sub/0.png", bad])
+    with pytest.warns(lc.LakeComputeWarning, match=rf"Skipped 1 of 2 rows .*\n  row 1: Column 'file': {why}"):
+        ds = _from_paths(tmp_path, ["sub/0.png", bad], skip=True)
+    assert [ds.file[i].tobytes() for i in range(len(ds))] == [blobs[0]]
+
+
+def test_a_path_column_of_no_readable_path_or_no_rows(tmp_path: Path) -> None:
+    """No path inside the folder: each row refused by its rule, or all skipped (an empty dataset); no
+    rows at all: an empty image tensor."""
+    _image_folder(tmp_path)
+    with pytest.raises(lc.InvalidArgumentError, match=r"Column 'file', row 0: .*absolute path"):
+        _from_paths(tmp_path, ["/etc/passwd", "../x.png"])
+    with pytest.warns(
+        lc.LakeComputeWarning, match=r"(?s)Skipped 2 of 2 rows .*\n  row 1: Column 'file': .*outside"
+    ):
+        ds = _from_paths(tmp_path, ["/etc/passwd", "../x.png"], skip=True)
+    assert (len(ds), ds.file.htype) == (0, "image")
+    ds = _from_paths(tmp_path, [])
+    assert (len(ds), ds.file.htype, ds.file.sample_compression) == (0, "image", "png")
 
 
 def test_rows_that_break_a_rule_are_named_or_skipped(tmp_path: Path) -> None:

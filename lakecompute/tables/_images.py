@@ -159,6 +159,9 @@ class ImageBytes:
     def _check_structure(self) -> ImageBytes:
         try:
             found = check_structure(self._buffer)
+            if found is None and self._shape is not None:
+                # A WebP's (or a 16-bit PNG's) header, by Pillow, to hold the table's shape against.
+                found = image_shape_from_bytes(self._buffer)
         except InvalidArgumentError as exc:
             raise self._unreadable(exc) from exc
         if found is not None and self._shape is None:

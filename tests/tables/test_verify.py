@@ -224,3 +224,34 @@ def test_random_bytes_raise_a_library_error(blob: bytes) -> None:
             check_structure(data)
         except lc.InvalidArgumentError:
             pass
+
+
+@pytest.mark.parametrize("verify", [False, True])
+@pytest.mark.parametrize("fmt", ["png", "jpeg", "webp"])
+def test_a_shape_the_table_gives_is_held_against_the_file(fmt: str, verify: bool) -> None:
+    """A shape the table supplies (a WebP struct's ``shape`` field) that is not the file's size is
+    refused by either check, a WebP's too (its structure check says no size: its header is read)."""
+    lying = ImageBytes(FILES[fmt], None, (2, 2, 3), (None, None, 3), verify=verify)
+    with pytest.raises(lc.InvalidSampleError, match=r"it is 9x7, not \(2, 2, 3\)"):
+        lying.check()
+    assert ImageBytes(FILES[fmt], None, (9, 7, 3), (None, None, 3), verify=verify).check().shape == (9, 7, 3)
+
+
+def test_a_webp_struct_whose_shape_lies_is_refused_by_its_row(tmp_path: Path) -> None:
+    """The WebP struct's ``shape`` field says 2x2 for an 8x8 image: refused at the ingest (by default,
+    without decoding), naming the column and the row, rather than stored and read back as corrupt."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("x", htype="image", sample_compression="webp")
+    ds.x.extend([np.full((8, 8, 3), 9, np.uint8), np.full((6, 4, 1), 9, np.uint8)])
+    table = ds.to_arrow()
+    column = table.column("x").combine_chunks()
+    lie = pa.array([[2, 2, 3], [6, 4, 1]], pa.list_(pa.int64()))
+    cells = pa.StructArray.from_arrays(
+        [column.field("bytes"), column.field("path"), lie], fields=list(column.type)
+    )
+    lying = pa.Table.from_arrays([cells], schema=table.schema)
+    with pytest.raises(lc.InvalidArgumentError, match=r"Column 'x', row 0: .*it is 8x8, not \(2, 2, 3\)"):
+        lc.from_arrow(lying, str(tmp_path / "back"), progressbar=False)
+    with pytest.warns(lc.LakeComputeWarning, match="Skipped 1 of 2 rows"):
+        back = lc.from_arrow(lying, str(tmp_path / "back"), skip_errors=True, progressbar=False)
+    assert back.x[0].numpy().tolist() == np.full((6, 4, 1), 9, np.uint8).tolist()

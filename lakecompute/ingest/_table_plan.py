@@ -297,8 +297,14 @@ def plan_columns(
     Raises:
         InvalidArgumentError: a column that cannot become its tensor, an ``htypes`` key that is not a
             column, or an unknown htype.
-        InvalidTypeError: an ``htypes`` value that is neither an htype nor a dict with one.
+        InvalidTypeError: ``htypes`` that is not a dict, or a value of it that is neither an htype nor a
+            dict with one.
     """
+    if htypes is not None and not isinstance(htypes, Mapping):
+        raise InvalidTypeError(
+            "htypes must be a dict of column name to an htype or a dict of create_tensor arguments "
+            f"({{'file': 'image'}}). Got {type(htypes).__name__} {htypes!r:.100}."
+        )
     given = dict(htypes or {})
     unknown = [c for c in given if c not in table.readers]
     if unknown:

@@ -80,6 +80,27 @@ def _category_reader(name: str, dtype: Any) -> CellReader:
     return CellReader(name, "value")
 
 
+def _numbers_dtype(name: str, dtype: Any) -> np.dtype[Any]:
+    """The numpy dtype of a column of numbers: a pandas extension dtype's values' (nullable Int64:
+    int64; a sparse column, read as its dense values: its subtype's).
+
+    Raises:
+        InvalidArgumentError: an extension dtype of numbers that has no numpy dtype, naming the column.
+    """
+    pd = pandas()
+    if isinstance(dtype, pd.SparseDtype):
+        dtype = dtype.subtype
+    dtype = getattr(dtype, "numpy_dtype", dtype)
+    try:
+        found: np.dtype[Any] = np.dtype(dtype)
+    except TypeError as exc:
+        raise InvalidArgumentError(
+            f"Column {name!r} holds numbers of the pandas dtype {dtype}, which has no numpy dtype to store "
+            f"them as; convert it first (df[{name!r}] = df[{name!r}].to_numpy(dtype=...))."
+        ) from exc
+    return found
+
+
 def _reader(name: str, series: Any, layout: ColumnLayout | None) -> CellReader:
     pd = pandas()
     if layout is not None:
@@ -88,8 +109,7 @@ def _reader(name: str, series: Any, layout: ColumnLayout | None) -> CellReader:
     if isinstance(dtype, pd.CategoricalDtype):
         return _category_reader(name, dtype)
     if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-        numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))  # pandas' nullable Int64: int64
-        return CellReader(name, "numbers", ColumnLayout(name, "generic", numpy_dtype.name))
+        return CellReader(name, "numbers", ColumnLayout(name, "generic", _numbers_dtype(name, dtype).name))
     if pd.api.types.is_string_dtype(dtype) and not pd.api.types.is_object_dtype(dtype):
         return CellReader(name, "text", ColumnLayout(name, "text", "str"))
     if pd.api.types.is_object_dtype(dtype):

@@ -335,6 +335,40 @@ def test_pandas_columns_become_what_pandas_users_expect(tmp_path: Path) -> None:
     assert ds.extra[2].data() == {"k": [3]}
 
 
+def test_a_sparse_pandas_column_is_read_as_its_values(tmp_path: Path) -> None:
+    """A sparse column becomes a tensor of its dense values, of its subtype (before: a raw TypeError)."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {"x": pd.arrays.SparseArray([0, 1, 0, 3]), "y": pd.arrays.SparseArray([0.5, np.nan] * 2)}
+    )
+    ds = lc.from_pandas(frame, str(tmp_path / "ds"), progressbar=False)
+    assert (ds.x.dtype, ds.x.numpy().tolist()) == (np.int64, [0, 1, 0, 3])
+    assert ds.y.dtype == np.float64
+    assert ds.y.numpy()[::2].tolist() == [0.5, 0.5]
+    assert np.isnan(ds.y.numpy()[1::2]).all()
+
+
+def test_numbers_of_an_extension_dtype_without_a_numpy_dtype_are_refused_by_column() -> None:
+    pd = pytest.importorskip("pandas")
+    from lakecompute.tables._frames import _numbers_dtype
+
+    class Opaque(pd.api.extensions.ExtensionDtype):  # numbers pandas knows no numpy dtype of
+        name, type, _is_numeric = "opaque", float, True
+
+    with pytest.raises(lc.InvalidArgumentError, match=r"Column 'x' holds numbers of the pandas dtype opaque"):
+        _numbers_dtype("x", Opaque())
+
+
+@pytest.mark.parametrize("htypes", [["x"], ["ab"], "x", [("x", "text")]])
+def test_htypes_that_is_not_a_dict_is_refused(tmp_path: Path, htypes: Any) -> None:
+    """A list or a str for htypes is refused by its type (before: a raw ValueError, or ["ab"] read as
+    {"a": "b"}); nothing is written."""
+    table = pa.table({"x": [1]})
+    with pytest.raises(lc.InvalidTypeError, match=r"htypes must be a dict of column name .* Got (list|str)"):
+        lc.from_arrow(table, str(tmp_path / "ds"), htypes=htypes, progressbar=False)
+    assert not lc.exists(str(tmp_path / "ds"))
+
+
 def test_htypes_take_create_tensor_arguments(tmp_path: Path) -> None:
     table = pa.table({"b": pa.array([[[1, 2, 3, 4]], []], pa.list_(pa.list_(pa.float64())))})
     ds = lc.from_arrow(

@@ -14,6 +14,7 @@ saved less wall time than that on a loaded machine; the one flush waits ~0.02 s.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -241,11 +242,26 @@ def to_parquet(
         with atomic_path(path) as temporary:  # written by pyarrow's own file, by name
             _write_parquet(rows, temporary, row_group_size, row_group_bytes, progressbar)
         return
-    if not hasattr(path_or_file, "write"):
-        raise InvalidTypeError(
-            f"to_parquet takes a path or a binary file object. Got {type(path_or_file).__name__}."
-        )
+    _check_file(path_or_file)
     _write_parquet(rows, path_or_file, row_group_size, row_group_bytes, progressbar)
+
+
+def _check_file(file: Any) -> None:
+    """Refuse what pyarrow cannot write a Parquet file to: not a file object, a text one, a closed one.
+
+    Raises:
+        InvalidTypeError: not a writable binary file object.
+        InvalidArgumentError: a file opened in text mode, closed, or not open for writing.
+    """
+    if not hasattr(file, "write"):
+        raise InvalidTypeError(f"to_parquet takes a path or a binary file object. Got {type(file).__name__}.")
+    if isinstance(file, io.TextIOBase):
+        raise InvalidArgumentError("to_parquet writes bytes: open the file in binary mode ('wb'), not text.")
+    if getattr(file, "closed", False):
+        raise InvalidArgumentError("to_parquet was given a closed file.")
+    writable = getattr(file, "writable", None)
+    if callable(writable) and not writable():
+        raise InvalidArgumentError("to_parquet was given a file not open for writing: open it with 'wb'.")
 
 
 # -- Hugging Face ----------------------------------------------------------------------------------------

@@ -153,6 +153,37 @@ def test_exports_refuse_what_is_not_one_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("mode", "error", "message"),
+    [
+        ("w", lc.InvalidArgumentError, r"binary mode \('wb'\)"),
+        ("closed", lc.InvalidArgumentError, "closed file"),
+        ("rb", lc.InvalidArgumentError, "not open for writing"),
+        ("none", lc.InvalidTypeError, "a path or a binary file object. Got int"),
+    ],
+)
+def test_to_parquet_refuses_a_file_it_cannot_write_to(
+    tmp_path: Path, mode: str, error: type[Exception], message: str
+) -> None:
+    """A text-mode, closed or read-only file object is refused by the library before anything is written
+    (pyarrow raised its own TypeError or ValueError)."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("a")
+    ds.a.extend([1, 2, 3])
+    path = tmp_path / "x.parquet"
+    path.write_bytes(b"before")
+    if mode == "none":
+        with pytest.raises(error, match=message):
+            ds.to_parquet(3)  # type: ignore[arg-type]
+        return
+    with open(path, "rb" if mode == "rb" else ("w" if mode == "w" else "wb")) as file:
+        if mode == "closed":
+            file.close()
+        with pytest.raises(error, match=message):
+            ds.to_parquet(file)
+    assert path.read_bytes() == (b"" if mode in ("w", "closed") else b"before")
+
+
+@pytest.mark.parametrize(
     ("export", "message"),
     [
         (lambda ds, tmp: ds.to_arrow_reader(0), r"batch_size >= 1\. Got 0"),

@@ -175,11 +175,12 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 
 
 def _label_ranks(indices: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
-    """Class labels ranked by their names (indices without a name after them, by index)."""
-    by_name = np.empty(len(names), dtype=np.int64)
+    """Class labels ranked by their names (indices without a name after them, by index; a tensor without
+    class names by index alone)."""
+    by_name = np.zeros(len(names) + 1, dtype=np.int64)  # the last entry stands in for an unnamed index
     by_name[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
     named = (indices >= 0) & (indices < len(names))
-    return np.where(named, by_name[np.where(named, indices, 0)], len(names) + indices)
+    return np.where(named, by_name[np.where(named, indices, len(names))], len(names) + indices)
 
 
 def _python_order(values: list[Any], static: Static, descending: bool, typed: Typed) -> np.ndarray:

@@ -115,6 +115,19 @@ def test_sort_of_a_view_and_refusals(every: lc.Dataset) -> None:
         every.sort("score", descending="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_of_labels_without_class_names_is_by_index(descending: bool) -> None:
+    """A class_label tensor without class names sorts by index (stable); one with names by name."""
+    ds = lc.empty("mem://select-sort-unnamed", overwrite=True)
+    ds.create_tensor("raw", htype="class_label")
+    ds.create_tensor("named", htype="class_label", class_names=["b", "a"])
+    ds.extend({"raw": [2, 0, 1, 0], "named": [0, 1, 0, 1]})
+    raw = sorted(range(4), key=lambda i: [2, 0, 1, 0][i], reverse=descending)
+    assert np.asarray(ds.sort("raw", descending=descending).positions).tolist() == raw
+    named = sorted(range(4), key=lambda i: "baba"[i], reverse=descending)
+    assert np.asarray(ds.sort("named", descending=descending).positions).tolist() == named
+
+
 def test_shuffle_is_a_seeded_permutation(every: lc.Dataset) -> None:
     """The same seed gives the same order, every row once; without one the drawn seed is recorded."""
     a, b = every.shuffle(seed=3), every.shuffle(seed=3)

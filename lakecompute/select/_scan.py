@@ -23,7 +23,7 @@ from lakecompute.select._parse import parse_expression
 from lakecompute.select._types import ColumnType, Typed, check, column_type
 
 if TYPE_CHECKING:
-    from lakecompute.datasets import Dataset
+    from lakecompute.datasets import ColumnReader, Dataset
 
 __all__ = ["BLOCK_ROWS", "as_expr", "column_types", "positions_of", "scan", "typed_for"]
 
@@ -121,7 +121,7 @@ def scan(data: Dataset | DatasetView, typed: Typed) -> Values:
         )
         parts.append(result if wanted is None else take(result, wanted))
     if not parts:
-        return evaluate(typed, Block(0, *_empty(typed)))
+        return evaluate(typed, Block(0, *_empty(typed, readers)))
     joined = concat(parts)
     if uniq is None or order is None:
         return joined
@@ -151,12 +151,15 @@ def _take_columns(
     return out_shapes, out_values
 
 
-def _empty(typed: Typed) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray | list[object] | None]]:
-    """The columns of no rows."""
+def _empty(
+    typed: Typed, readers: dict[str, ColumnReader]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray | list[object] | None]]:
+    """The columns of no rows (numbers in their tensor's dtype: class labels stay indices)."""
     shapes: dict[str, np.ndarray] = {}
     values: dict[str, np.ndarray | list[object] | None] = {}
     for name, column in typed.columns.items():
         ndim = column.ndim + (1 if column.many else 0)
         shapes[name] = np.zeros((0, ndim), dtype=np.int64)
-        values[name] = [] if column.kind in ("text", "json", "array") else np.zeros(0)
+        dtype = readers[name].dtype or np.float64
+        values[name] = [] if column.kind in ("text", "json", "array") else np.zeros(0, dtype=dtype)
     return shapes, values

@@ -128,6 +128,25 @@ def test_sort_of_labels_without_class_names_is_by_index(descending: bool) -> Non
     assert np.asarray(ds.sort("named", descending=descending).positions).tolist() == named
 
 
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_counts_of_an_empty_view_of_labels(descending: bool) -> None:
+    """An empty view (a slice, a filter that keeps nothing) sorts to no rows and counts nothing, whatever
+    the key's tensor holds: class labels, with or without names, per row or per object."""
+    ds = lc.empty("mem://select-sort-empty", overwrite=True)
+    ds.create_tensor("labels", htype="class_label", class_names=["cat", "dog"])
+    ds.create_tensor("raw", htype="class_label")
+    ds.create_tensor("n", dtype="uint16")
+    ds.extend({"labels": ["dog", "cat"], "raw": [1, 0], "n": np.uint16([3, 4])})
+    for empty in (ds[0:0], ds.filter("labels == 'cat' and labels == 'dog'")):
+        assert len(empty) == 0
+        for key in ("labels", "raw", "n", "n - 5"):
+            assert np.asarray(empty.sort(key, descending=descending).positions).tolist() == [], key
+        assert empty.count_values("labels") == {"cat": 0, "dog": 0}
+        assert empty.count_values("raw") == {}
+        assert empty.distinct("labels") == []
+        assert empty.bounds("n - 5") == (None, None)
+
+
 def test_shuffle_is_a_seeded_permutation(every: lc.Dataset) -> None:
     """The same seed gives the same order, every row once; without one the drawn seed is recorded."""
     a, b = every.shuffle(seed=3), every.shuffle(seed=3)

@@ -304,8 +304,8 @@ class _Evaluator:
             )
         if ls.kind == "label" or rs.kind == "label":
             a, b = _labels_side_by_side(a, ls, b, rs)
-        result = _PYTHON_OPS[node.op](a, b)
-        return Values(np.asarray(result, dtype=bool).reshape(-1) if n else np.zeros(0, bool), offsets)
+        result = _compare_numbers(node.op, a, b)
+        return Values(result.reshape(-1) if n else np.zeros(0, bool), offsets)
 
     def isin(self, node: IsIn) -> Values:
         inner = self.values(node.operand)
@@ -323,10 +323,39 @@ class _Evaluator:
             names = static.class_names
             values = tuple(names.index(v) if isinstance(v, str) else v for v in values)
         numbers = [v for v in values if isinstance(v, (int, float))]
-        return Values(
-            np.isin(inner.data, np.asarray(numbers)) if numbers else np.zeros(len(inner.data), bool),
-            inner.offsets,
-        )
+        return Values(_members(inner.data, numbers), inner.offsets)
+
+
+def _compare_numbers(op: str, a: Any, b: Any) -> np.ndarray:
+    """A comparison of numbers (or label indices, or text) exactly as the values are: numpy compares
+    integers of any width with any Python int exactly; bools compare as the integers 0 and 1."""
+    a, b = (np.asarray(x, dtype=np.int64) if _is_bools(x) else x for x in (a, b))
+    return np.asarray(_PYTHON_OPS[op](a, b), dtype=bool)
+
+
+def _is_bools(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == bool
+
+
+def _members(data: np.ndarray, numbers: list[int | float]) -> np.ndarray:
+    """Which of ``data`` equal one of ``numbers``, each as ``==`` compares them: the numbers ``data``'s
+    dtype holds exactly in one ``np.isin`` (of that dtype: the same exact comparison), any other (a float
+    among integers, an integer past the dtype's range) by ``==`` itself."""
+    held = [v for v in numbers if _held(data.dtype, v)]
+    flags = np.isin(data, np.asarray(held, dtype=data.dtype)) if held else np.zeros(data.shape, bool)
+    for v in numbers:
+        if not _held(data.dtype, v):
+            flags |= _compare_numbers("==", data, v)
+    return flags
+
+
+def _held(dtype: np.dtype[Any], value: int | float) -> bool:
+    """Whether ``value`` is exactly a value of ``dtype`` (bools only in bool arrays, floats in float64)."""
+    if dtype.kind in "iu":
+        return isinstance(value, int) and bool(np.iinfo(dtype).min <= value <= np.iinfo(dtype).max)
+    if dtype.kind == "b":
+        return isinstance(value, bool)
+    return dtype == np.float64 and isinstance(value, float)
 
 
 def _broadcast(value: Any, n: int) -> np.ndarray:

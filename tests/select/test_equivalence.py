@@ -402,3 +402,35 @@ def test_any_expression_at_all_selects_or_raises_a_library_error(every: lc.Datas
             verb(expr)
         except lc.LakeComputeError:
             pass
+
+
+def test_membership_means_what_equality_means_for_each_listed_value() -> None:
+    """``x in [a, b]`` keeps the rows ``x == a or x == b`` keeps, for lists that mix large integers (past
+    2**53 and 2**63), floats, negatives and bools, over integer, unsigned, float and bool tensors."""
+    ds = lc.empty("mem://select-isin", overwrite=True)
+    for name, dtype in (("i", "int64"), ("u", "uint64"), ("s", "int16"), ("f", "float32"), ("b", "bool")):
+        ds.create_tensor(name, dtype=dtype)
+    ds.extend({
+        "i": np.array([2**53 + 1, 7, -1, 2**63 - 1, 0]),
+        "u": np.array([2**63 + 1, 7, 2**64 - 1, 2**63, 1], dtype=np.uint64),
+        "s": np.int16([-1, 7, 300, 0, 1]),
+        "f": np.float32([0.5, 7, -1, np.nan, 1]),
+        "b": [True, False, True, False, True],
+    })  # fmt: skip
+    lists = [
+        [2**53, 0.5], [2**63, -1], [2**63 + 1, 0.5], [2**64 - 1, -1, 7.0], [2**63 - 1, 2**64 - 1],
+        [9007199254740993, 1e300], [True, 300], [-1, 0.5, float("nan")], [1, 2.5], [False],
+    ]  # fmt: skip
+    for name in "iusfb":
+        for values in lists:
+            text = ", ".join(repr(v) for v in values)
+            either = " or ".join(f"{name} == {v!r}" for v in values)
+            got = np.asarray(ds.filter(f"{name} in [{text}]").positions).tolist()
+            assert got == np.asarray(ds.filter(either).positions).tolist(), (name, values)
+            assert np.asarray(ds.filter(f"{name} not in [{text}]").positions).tolist() == [
+                i for i in range(5) if i not in got
+            ]
+    assert np.asarray(ds.filter("i in [9007199254740992, 0.5]").positions).tolist() == []
+    assert np.asarray(ds.filter("i in [9007199254740993, 0.5]").positions).tolist() == [0]
+    assert np.asarray(ds.filter("u in [9223372036854775808, -1]").positions).tolist() == [3]
+    assert np.asarray(ds.filter("u in [18446744073709551615, 0.5]").positions).tolist() == [2]

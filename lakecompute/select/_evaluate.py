@@ -1,9 +1,10 @@
 """Evaluating a checked expression over a block of rows, one numpy operation per node.
 
 A node's values over a block are `Values`: one per row (``offsets`` None) or one per object (``offsets``
-says where each row's objects start), numbers as int64/float64 arrays (the stored values exactly), class
-labels as int64 indices, text and json as object arrays. Per-object and per-row values meet by repeating
-the row's value for each of its objects; two per-object operands must list the same objects in every row.
+says where each row's objects start), numbers as arrays of their stored dtype or of the exact result of
+arithmetic (int64, uint64 past int64, float64), class labels as integer indices, text and json as object
+arrays. Per-object and per-row values meet by repeating the row's value for each of its objects; two
+per-object operands must list the same objects in every row.
 json values are compared, combined and indexed one by one, with JSON's types: a number never equals a
 string or a bool, and an order between different types does not hold.
 """
@@ -48,6 +49,8 @@ _PYTHON_OPS: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "//": operator.floordiv,
     "%": operator.mod,
 }
+_INT64: Final = (-(2**63), 2**63 - 1)
+_UINT64_MAX: Final = 2**64 - 1
 _NUMPY_OPS: Final[dict[str, Callable[[Any, Any], Any]]] = {
     **_PYTHON_OPS,
     "/": np.true_divide,
@@ -266,6 +269,8 @@ class _Evaluator:
             return Values(~truth(inner.data, self.typed.type_of(node.operand)), inner.offsets)
         if self.typed.type_of(node.operand).kind == "json":
             return Values(_object_array([-v if _json_number(v) else None for v in inner.data]), inner.offsets)
+        if _integers(inner.data):  # exact: -n of an unsigned n is negative
+            return Values(self.integer_arith(node, "-", 0, inner.data), inner.offsets)
         return Values(-_arith_operand(inner.data), inner.offsets)
 
     def logical(self, node: Logical) -> Values:
@@ -283,6 +288,8 @@ class _Evaluator:
         (a, b), offsets = self.align(node, left, right)
         if self.typed.type_of(node).kind == "json":
             return Values(_object_array(_json_arith(node.op, a, b, _size(a, b))), offsets)
+        if node.op != "/" and _integers(a) and _integers(b):
+            return Values(self.integer_arith(node, node.op, a, b), offsets)
         a, b = _arith_operand(a), _arith_operand(b)
         with np.errstate(all="ignore"):
             try:
@@ -290,6 +297,28 @@ class _Evaluator:
             except OverflowError:  # an int literal beyond int64: in floats
                 result = _NUMPY_OPS[node.op](np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
         return Values(np.asarray(result), offsets)
+
+    def integer_arith(self, node: Expr, op: str, a: Any, b: Any) -> np.ndarray:
+        """Arithmetic of integers, exact: in int64 where the operands and the result fit it, else in
+        Python's integers, given as int64 or (a result past int64 but not negative) uint64.
+
+        Raises:
+            ExpressionError: a result that neither holds (below -2**63, from 2**64), naming ``node``.
+        """
+        a, b = _as_int64(a), _as_int64(b)
+        if _is_int64(a) and _is_int64(b) and not _may_overflow(op, a, b):
+            with np.errstate(all="ignore"):  # // and % by zero give 0, as numpy has them
+                return np.asarray(_NUMPY_OPS[op](a, b), dtype=np.int64)
+        exact = _exact_arith(op, np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+        fitted = _fitted(exact)
+        if fitted is not None:
+            return fitted
+        wide = exact.min() if exact.min() < _INT64[0] else exact.max()
+        raise self.typed.error(
+            node,
+            f"this arithmetic gives {wide}, past the 64-bit integers (-2**63 to 2**64 - 1) that values "
+            "are computed in: compute it in floats (multiply by 1.0 first)",
+        )
 
     def compare(self, node: Compare) -> Values:
         left, right = self.run(node.left), self.run(node.right)
@@ -376,8 +405,8 @@ def _size(a: Any, b: Any) -> int:
 
 
 def _arith_operand(value: Any) -> Any:
-    """An operand of arithmetic: bools and integers narrower than 64 bits as int64 (``count - 1`` of a
-    uint8 tensor is -1, not 255)."""
+    """An operand of arithmetic with a float (integers alone: `_Evaluator.integer_arith`): bools and
+    integers narrower than 64 bits as int64."""
     if isinstance(value, np.ndarray) and (
         value.dtype == bool or (value.dtype.kind in "iu" and value.dtype.itemsize < 8)
     ):
@@ -385,6 +414,57 @@ def _arith_operand(value: Any) -> Any:
     if isinstance(value, bool):
         return int(value)
     return value
+
+
+def _integers(value: Any) -> bool:
+    """Whether an operand of arithmetic is integers (bools among them)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "iub"
+    return isinstance(value, int)
+
+
+def _as_int64(value: Any) -> Any:
+    """Integers as int64 where they fit it (an unsigned array wholly below 2**63 among them); Python
+    ints and wider arrays as they are."""
+    if not isinstance(value, np.ndarray):
+        return int(value)
+    if value.dtype == np.uint64 and value.size and value.max() > _INT64[1]:
+        return value
+    return value.astype(np.int64, copy=False)
+
+
+def _is_int64(value: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return bool(value.dtype == np.int64)
+    return bool(_INT64[0] <= value <= _INT64[1])
+
+
+def _may_overflow(op: str, a: Any, b: Any) -> bool:
+    """Whether int64 ``a op b`` may lie past int64 (found in float64, with a margin for its rounding)."""
+    if op == "%":
+        return False
+    if op == "//":
+        return bool(np.any((np.asarray(a) == _INT64[0]) & (np.asarray(b) == -1)))
+    with np.errstate(all="ignore"):
+        approx = _NUMPY_OPS[op](np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    return bool(np.any(np.abs(approx) >= 2.0**62))
+
+
+def _exact_arith(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a op b`` of object arrays of Python ints (// and % by zero give 0, as numpy has them)."""
+    if op in ("//", "%"):
+        zero = b == 0
+        return np.asarray(np.where(zero, 0, _PYTHON_OPS[op](a, np.where(zero, 1, b))), dtype=object)
+    return np.asarray(_PYTHON_OPS[op](a, b), dtype=object)
+
+
+def _fitted(exact: np.ndarray) -> np.ndarray | None:
+    """Python ints as int64, or (none negative, some past int64) as uint64; None: neither holds them."""
+    if not exact.size or (_INT64[0] <= exact.min() and exact.max() <= _INT64[1]):
+        return exact.astype(np.int64)
+    if exact.min() >= 0 and exact.max() <= _UINT64_MAX:
+        return exact.astype(np.uint64)
+    return None
 
 
 def _json_item(value: Any, item: str | int) -> Any:
@@ -458,15 +538,33 @@ def evaluate(typed: Typed, block: Block) -> Values:
     return _Evaluator(typed, block).values(typed.expr)
 
 
-def concat(parts: list[Values]) -> Values:
-    """Values of consecutive blocks, as one."""
+def concat(parts: list[Values], typed: Typed) -> Values:
+    """Values of consecutive blocks of ``typed``'s expression, as one.
+
+    Raises:
+        ExpressionError: integers that one block gives as int64, with negative values, and another as
+            uint64 (past int64): no one dtype holds them exactly.
+    """
     if len(parts) == 1:
         return parts[0]
-    data = np.concatenate([p.data for p in parts])
+    data = np.concatenate(_one_width([p.data for p in parts], typed))
     if parts[0].offsets is None:
         return Values(data)
     counts = np.concatenate([p.counts for p in parts])
     return Values(data, _offsets(counts))
+
+
+def _one_width(arrays: list[np.ndarray], typed: Typed) -> list[np.ndarray]:
+    """Blocks of integers all int64 or all uint64 (numpy would join the two as float64)."""
+    if not any(a.dtype == np.uint64 for a in arrays) or not any(a.dtype == np.int64 for a in arrays):
+        return arrays
+    if any(a.dtype == np.int64 and a.size and a.min() < 0 for a in arrays):
+        raise typed.error(
+            typed.expr,
+            "this arithmetic gives both negative values and values past 2**63 - 1, which no 64-bit integer "
+            "type holds together: compute it in floats (multiply by 1.0 first)",
+        )
+    return [a.astype(np.uint64) if a.dtype == np.int64 else a for a in arrays]
 
 
 def take(values: Values, rows: np.ndarray) -> Values:

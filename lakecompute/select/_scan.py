@@ -122,7 +122,7 @@ def scan(data: Dataset | DatasetView, typed: Typed) -> Values:
         parts.append(result if wanted is None else take(result, wanted))
     if not parts:
         return evaluate(typed, Block(0, *_empty(typed, readers)))
-    joined = concat(parts)
+    joined = concat(parts, typed)
     if uniq is None or order is None:
         return joined
     return take(joined, np.searchsorted(uniq, order))

@@ -8,6 +8,7 @@ values by JSON's types, a condition on per-object values keeps a row where any o
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -434,3 +435,70 @@ def test_membership_means_what_equality_means_for_each_listed_value() -> None:
     assert np.asarray(ds.filter("i in [9007199254740993, 0.5]").positions).tolist() == [0]
     assert np.asarray(ds.filter("u in [9223372036854775808, -1]").positions).tolist() == [3]
     assert np.asarray(ds.filter("u in [18446744073709551615, 0.5]").positions).tolist() == [2]
+
+
+WIDE = [0, 5, 2**63 - 1, 2**63, 2**64 - 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "fn"),
+    [
+        ("n - 1", lambda n, i: n - 1), ("-n", lambda n, i: -n), ("n + 1", lambda n, i: n + 1),
+        ("n * 2", lambda n, i: n * 2), ("n // 3 - 1", lambda n, i: n // 3 - 1), ("n % 7", lambda n, i: n % 7),
+        ("n - n", lambda n, i: 0), ("n - 9223372036854775808", lambda n, i: n - 2**63),
+        ("n // 0 + n % 0", lambda n, i: 0), ("i + 1", lambda n, i: i + 1), ("i - 1", lambda n, i: i - 1),
+        ("n + i", lambda n, i: n + i), ("i * i", lambda n, i: i * i), ("-i", lambda n, i: -i),
+        ("18446744073709551615 - n", lambda n, i: 2**64 - 1 - n),
+    ],
+)  # fmt: skip
+def test_integer_arithmetic_is_exact_or_refused(text: str, fn: Any) -> None:
+    """Arithmetic of uint64 and int64 values gives the exact integer (none wraps), around 2**63 and 2**64 as
+    anywhere: as int64, or as uint64 where it is past int64 and none is negative; a result outside both is
+    refused naming the expression. Checked on every run of rows of a tensor holding the boundary values."""
+    ds = lc.empty("mem://select-uint64", overwrite=True)
+    ds.create_tensor("n", dtype="uint64")
+    ds.create_tensor("i", dtype="int64")
+    ds.extend({"n": np.array(WIDE, dtype=np.uint64), "i": np.array([-(2**63), -1, 0, 2**63 - 1, 3])})
+    for lo in range(5):
+        for hi in range(lo + 1, 6):
+            want = [
+                fn(n, i) for n, i in zip(WIDE[lo:hi], [-(2**63), -1, 0, 2**63 - 1, 3][lo:hi], strict=True)
+            ]
+            view = ds[lo:hi]
+            if min(want) < -(2**63) or max(want) >= 2**64 or (min(want) < 0 and max(want) >= 2**63):
+                with pytest.raises(lc.ExpressionError, match="past the 64-bit integers") as info:
+                    view.count_values(text)
+                assert text in str(info.value)
+                continue
+            assert view.count_values(text) == dict(Counter(want)), (text, lo, hi)
+            assert view.bounds(text) == (min(want), max(want))
+            negative = [lo + j for j, v in enumerate(want) if v < 0]
+            assert np.asarray(view.filter(f"{text} < 0").positions).tolist() == negative
+
+
+def test_narrow_unsigned_arithmetic_does_not_wrap() -> None:
+    """uint8, uint32 and uint64 alike: 0 - 1 is -1 and -5 is negative."""
+    ds = lc.empty("mem://select-unsigned", overwrite=True)
+    for name, dtype in (("a", "uint8"), ("m", "uint32"), ("n", "uint64")):
+        ds.create_tensor(name, dtype=dtype)
+        ds[name].extend(np.array([0, 5], dtype=dtype))
+    for name in "amn":
+        assert np.asarray(ds.filter(f"{name} - 1 < 0").positions).tolist() == [0]
+        assert np.asarray(ds.filter(f"-{name} < 0").positions).tolist() == [1]
+        assert ds.count_values(f"{name} - 1") == {-1: 1, 4: 1}
+        assert ds.bounds(f"{name} - 1") == (-1, 4)
+
+
+def test_integer_arithmetic_is_exact_across_blocks() -> None:
+    """Rows evaluated apart (the runs of a sparse view) join exactly: int64 results of one run and uint64
+    results of another as uint64, never as floats; negative values beside values past int64 are refused."""
+    ds = lc.empty("mem://select-uint64-runs", overwrite=True)
+    ds.create_tensor("n", dtype="uint64")
+    ds.n.extend(np.array([0] * 19 + [2**64 - 1], dtype=np.uint64))
+    view = ds[[0, 19]]  # two runs, evaluated one after the other
+    assert view.count_values("n + 0") == {0: 1, 2**64 - 1: 1}
+    assert view.bounds("n * 1") == (0, 2**64 - 1)
+    assert np.asarray(view.filter("n - 1 == 18446744073709551614").positions).tolist() == [19]
+    assert np.asarray(view.sort("n + 0", descending=True).positions).tolist() == [19, 0]
+    with pytest.raises(lc.ExpressionError, match="both negative values and values past 2\\*\\*63 - 1"):
+        ds[[0, 19]].count_values("n - 1")

@@ -236,7 +236,8 @@ class _Parser:
         if token.kind == "op" or (token.kind == "keyword" and token.text in ("and", "or", "in")):
             level = _INFIX.get(token.text)
             return None if level is None else (token.text, level)
-        if token.kind == "keyword" and token.text == "not" and self.peek(1).text == "in":
+        after = self.peek(1)  # `in` the keyword: not a string 'in' nor a tensor `in`
+        if token.kind == "keyword" and token.text == "not" and after.kind == "keyword" and after.text == "in":
             return ("not in", 4)
         return None
 

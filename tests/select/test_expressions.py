@@ -168,3 +168,15 @@ def test_any_text_at_all_gives_an_expression_or_an_expression_error(text: str) -
         lc.expr(text)
     except lc.ExpressionError:
         pass
+
+
+@pytest.mark.parametrize("word", ["'in'", '"in"', "`in`"])
+def test_not_in_takes_the_keyword_in_only(word: str) -> None:
+    """`not` followed by a string 'in' or a tensor named `in` is no `not in`: refused naming the `not`;
+    the keyword still parses, and a tensor named `in` is still a name."""
+    text = f"x not {word} [1]"
+    with pytest.raises(lc.ExpressionError, match="expected an operator or the end, got 'not'") as info:
+        lc.expr(text)
+    assert info.value.position == 2
+    assert lc.expr("x not in [1]").equals(~lc.col("x").isin([1]))
+    assert lc.expr("`in` in [1]").equals(lc.col("in").isin([1]))

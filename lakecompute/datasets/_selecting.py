@@ -24,8 +24,9 @@ class Selecting:
 
         Per-object values count every object: the categories of a COCO dataset give the boxes per class.
         Class labels count by name, every class name included (with 0 where none has it); numbers and
-        text by value; json values as they are (lists and dicts by their JSON text). One scan of the
-        tensors named: nothing else is read.
+        text by value; json values as JSON has them (1 and True, a list and its text, are different
+        values): bools, lists and dicts are keyed as `lakecompute.select.JsonValue`, equal to the value
+        (``counts[True]``). One scan of the tensors named: nothing else is read.
 
         Args:
             what: a tensor name, an expression, or an expression's text (``"len(boxes)"``).

@@ -10,6 +10,7 @@ that other front ends (the command line, the viewer's JSON API) call them as the
 """
 
 from lakecompute.select._expr import MAX_DEPTH, Expr, col
+from lakecompute.select._keys import JsonValue
 from lakecompute.select._parse import MAX_TEXT, expr, parse_expression
 from lakecompute.select._queries import bounds, count_values, distinct, filter_mask, sort_order
 from lakecompute.select._scan import typed_for
@@ -19,6 +20,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_TEXT",
     "Expr",
+    "JsonValue",
     "bounds",
     "col",
     "count_values",

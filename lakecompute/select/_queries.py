@@ -8,7 +8,6 @@ view's order, so that a JSON API (the viewer) can call them as they are.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ import numpy as np
 from lakecompute.errors import ExpressionError
 from lakecompute.select._evaluate import Values, truth
 from lakecompute.select._expr import Expr
+from lakecompute.select._keys import JsonValue, json_key, plain
 from lakecompute.select._scan import scan, typed_for
 from lakecompute.select._types import Static, Typed
 
@@ -75,11 +75,6 @@ def _python(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _json_key(value: Any) -> Any:
-    """A json value as a key of counts: lists and dicts by their JSON text."""
-    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
-
-
 def count_values(data: Dataset | DatasetView, what: Expr | str) -> dict[Any, int]:
     """How often each value occurs in the rows of ``data`` (every object of per-object values counts), most
     frequent first (ties in the values' order); see ``Dataset.count_values``."""
@@ -99,17 +94,19 @@ def count_values(data: Dataset | DatasetView, what: Expr | str) -> dict[Any, int
         uniq, counts = np.unique(flat, return_counts=True)
         order = np.argsort(-counts, kind="stable")
         return {_python(uniq[i]): int(counts[i]) for i in order.tolist()}
-    counter = Counter(_json_key(v) for v in flat.tolist())
+    counter = Counter(json_key(v) if static.kind == "json" else v for v in flat.tolist())
     ranked = sorted(counter.items(), key=lambda kv: (-kv[1], _order_key(kv[0])))
     return dict(ranked)
 
 
 def _order_key(value: Any) -> tuple[int, Any]:
-    """How mixed values sort: numbers (bools among them), then text; None last."""
+    """How mixed values sort: numbers, bools, text, lists and dicts (by their JSON text); None last."""
     if value is None:
-        return (2, 0)
+        return (4, 0)
+    if isinstance(value, JsonValue):
+        return (1, value.value) if isinstance(value.value, bool) else (3, value.text)
     if isinstance(value, str):
-        return (1, value)
+        return (2, value)
     return (0, value)
 
 
@@ -121,7 +118,7 @@ def distinct(data: Dataset | DatasetView, what: Expr | str) -> list[Any]:
     present = [v for v, c in counts.items() if c]
     if static.kind in ("number", "bool"):
         return sorted(present, key=lambda v: (math.isnan(v), v) if isinstance(v, float) else (False, v))
-    return sorted(present, key=_order_key)
+    return [plain(v) for v in sorted(present, key=_order_key)]
 
 
 def bounds(data: Dataset | DatasetView, what: Expr | str) -> tuple[Any, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.select import col
+from lakecompute.select._keys import plain
 
 __all__ = ["count_values", "select", "value_clause"]
 
@@ -39,7 +40,7 @@ def count_values(data: Any, tensor: str) -> list[tuple[Any, int]]:
         ExpressionError: a tensor whose values cannot be counted.
     """
     counts = data.count_values(col(tensor))  # col: a tensor named like a keyword is still a name
-    return [(v.item() if isinstance(v, np.generic) else v, int(n)) for v, n in counts.items()]
+    return [(v.item() if isinstance(v, np.generic) else plain(v), int(n)) for v, n in counts.items()]
 
 
 def value_clause(tensor: str, value: Any) -> str:

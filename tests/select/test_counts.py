@@ -60,6 +60,30 @@ def test_zero_names_and_unnamed_labels() -> None:
     assert ds[0:0].count_values("labels") == {"a": 0, "b": 0, "c": 0}
 
 
+def test_json_counts_keep_json_types_apart() -> None:
+    """count_values and distinct of json values follow JSON's equality, as filters do: true is not 1,
+    false is not 0, a list is not its text; 1 and 1.0 are one number. Every count is what a filter keeps."""
+    ds = lc.empty("mem://select-json-counts", overwrite=True)
+    ds.create_tensor("meta", htype="json")
+    values = [1, True, 0, False, 1.0, "1", [1, 2], "[1, 2]", {"a": 1}, None, True, [1, 2]]
+    ds.extend({"meta": [{"v": v} for v in values]})
+    counts = ds.count_values("meta['v']")
+    assert len(counts) == 9
+    assert sum(counts.values()) == len(values)
+    assert [counts[k] for k in (1, True, 0, False, "[1, 2]", None)] == [2, 2, 1, 1, 1, 1]
+    assert [(k, c) for k, c in counts.items() if c == 2] == [(1, 2), (True, 2), ([1, 2], 2)]
+    for key in (1, True, 0, False, "1", "[1, 2]", None):
+        assert len(ds.filter(f"meta['v'] == {key!r}")) == counts[key], key
+    json_value = lc.select.JsonValue  # bools, lists and dicts: a dict literal would merge True with 1
+    assert [type(k) for k in counts if isinstance(k, (bool, json_value))] == [json_value] * 4
+    assert counts == {
+        1: 2, json_value(True): 2, "[1, 2]": 1, 0: 1, json_value(False): 1, "1": 1, json_value([1, 2]): 2,
+        json_value({"a": 1}): 1, None: 1,
+    }  # fmt: skip
+    assert ds.distinct("meta['v']") == [0, 1, False, True, "1", "[1, 2]", [1, 2], {"a": 1}, None]
+    assert [type(v) for v in ds.distinct("meta['v']")[:4]] == [int, int, bool, bool]
+
+
 def test_distinct_and_bounds(every: lc.Dataset) -> None:
     """distinct is sorted; bounds leave NaN and None out and refuse class labels."""
     rows = _rows(every)

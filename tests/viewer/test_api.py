@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import io
+import json
+import math
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import numpy as np
@@ -12,6 +16,7 @@ from PIL import Image
 
 import lakecompute as lc
 from lakecompute.viewer import Viewer, serve
+from lakecompute.viewer._select import value_clause
 from lakecompute.viz import target_tensors
 from tests.viewer.scene import BOX, CLASSES, SIZE, N, as_json, fetch, get_json, make_scene
 
@@ -236,3 +241,71 @@ def test_diff_to_version_zero(scene: lc.Dataset, viewer: Viewer) -> None:
     data = get_json(viewer.url, "/api/diff?a=2&b=0")
     assert (data["a"], data["b"]) == (2, 0)
     assert data["diff"] == as_json(lc.load(scene.path, read_only=True).diff(2, 0).to_dict())
+
+
+def _holds(value: Any, wanted: Any) -> bool:
+    """Whether a row's value is ``wanted`` as JSON has it (NaN is NaN; 1 is not True)."""
+    if isinstance(wanted, float) and math.isnan(wanted):
+        return isinstance(value, float) and math.isnan(value)
+    if isinstance(wanted, (list, dict)):
+        return json.dumps(value, sort_keys=True) == json.dumps(wanted, sort_keys=True)
+    return (type(value) is type(wanted) or (_number(value) and _number(wanted))) and value == wanted
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def test_each_count_clause_selects_the_rows_counted(tmp_path: Path) -> None:
+    """For every value /api/count gives, of numbers with NaN, per-object numbers, text with quotes, class
+    labels with and without names, and json (dicts, lists, nested, bools beside numbers), its clause keeps
+    exactly the rows that hold the value (per-object values: the rows where any object does); the values no
+    text of the language selects (an empty json list or dict, a dict holding a null) have none."""
+    ds = lc.empty(str(tmp_path / "ds"), overwrite=True)
+    ds.create_tensor("score", dtype="float32")
+    ds.create_tensor("scores", dtype="float32")
+    ds.create_tensor("caption", htype="text")
+    ds.create_tensor("labels", htype="class_label", class_names=["it's", 'a "b"'])
+    ds.create_tensor("raw", htype="class_label")
+    ds.create_tensor("meta", htype="json")
+    nan = float("nan")
+    metas: list[Any] = [
+        {"k": 1}, [1, 2], {"k": True}, [1, [2, {"j": "x"}]], 1, True, [], {}, "", {"k": None}, [None, 1],
+        {"k": 1}, [1, 2], "[1, 2]", None, {"k": 1.5, "s": "it's"}, [2.5], False, 0,
+    ]  # fmt: skip
+    rows = len(metas)
+    ds.extend({
+        "score": np.float32([nan if i % 3 == 0 else i % 4 / 2 for i in range(rows)]),
+        "scores": [np.float32([nan, 0.5][: i % 3]) for i in range(rows)],
+        "caption": [["it's", 'say "hi"', "back\\slash", "two\nlines", ""][i % 5] for i in range(rows)],
+        "labels": [i % 2 for i in range(rows)],
+        "raw": [i % 3 * 7 for i in range(rows)],
+        "meta": metas,
+    })  # fmt: skip
+    ds.commit("the values")
+    values = {
+        "score": [float(v) for v in ds.score.numpy().reshape(-1)],
+        "caption": [ds.caption[i].data() for i in range(rows)],
+        "labels": [["it's", 'a "b"'][i % 2] for i in range(rows)],
+        "raw": [i % 3 * 7 for i in range(rows)],
+        "meta": metas,
+    }
+    with serve(ds.path, open_browser=False) as viewer:
+        for tensor in ("score", "scores", "caption", "labels", "raw", "meta"):
+            data = get_json(viewer.url, f"/api/count?tensor={tensor}")
+            for (value, n), clause in zip(data["counts"], data["clauses"], strict=True):
+                wanted = nan if value == "nan" and tensor in ("score", "scores") else value
+                if tensor == "scores":
+                    objects = [[float(x) for x in ds.scores[i].numpy()] for i in range(rows)]
+                    kept = [i for i in range(rows) if any(_holds(x, wanted) for x in objects[i])]
+                    assert n == sum(_holds(x, wanted) for row in objects for x in row)
+                else:
+                    kept = [i for i in range(rows) if _holds(values[tensor][i], wanted)]
+                    assert n == len(kept), (tensor, value)
+                if clause is None:
+                    assert tensor == "meta"
+                    assert value in ([], {}, {"k": None}), value
+                    continue
+                got = get_json(viewer.url, f"/api/samples?limit=100&expr={quote(clause)}")
+                assert [r["index"] for r in got["rows"]] == kept, (tensor, value, clause)
+    assert value_clause("meta", [nan]) == "(len(meta) == 1 and meta[0] != meta[0])"

@@ -123,6 +123,10 @@ async function countsOf(tensor, box) {
     const list = el("ul", { class: "counts", "data-tensor": tensor });
     data.counts.forEach(([value, n], k) => {
       const clause = data.clauses[k];
+      if (clause === null) {  // no text of the language selects this value: no toggle
+        list.append(el("li", {}, el("label", {}, ` ${value}`), el("span", { class: "n", text: String(n) })));
+        return;
+      }
       const on = findClause(state.expr, clause) >= 0;
       const input = el("input", { type: "checkbox", checked: on, "data-clause": clause });
       input.addEventListener("change", () => {

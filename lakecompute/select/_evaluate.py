@@ -440,14 +440,23 @@ def _is_int64(value: Any) -> bool:
 
 
 def _may_overflow(op: str, a: Any, b: Any) -> bool:
-    """Whether int64 ``a op b`` may lie past int64 (found in float64, with a margin for its rounding)."""
+    """Whether int64 ``a op b`` may lie past int64, from the operands' bounds alone (exact, in Python's
+    integers: ``|a + b|``, ``|a - b|`` and ``|a * b|`` are at most the sum or product of the largest
+    magnitudes; ``//`` overflows only for -2**63 // -1; ``%`` never)."""
     if op == "%":
         return False
+    (a_lo, a_hi), (b_lo, b_hi) = _bounds(a), _bounds(b)
     if op == "//":
-        return bool(np.any((np.asarray(a) == _INT64[0]) & (np.asarray(b) == -1)))
-    with np.errstate(all="ignore"):
-        approx = _NUMPY_OPS[op](np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-    return bool(np.any(np.abs(approx) >= 2.0**62))
+        return a_lo == _INT64[0] and b_lo <= -1 <= b_hi
+    a_max, b_max = max(-a_lo, a_hi), max(-b_lo, b_hi)
+    return (a_max * b_max if op == "*" else a_max + b_max) > _INT64[1]
+
+
+def _bounds(value: Any) -> tuple[int, int]:
+    """The least and greatest of int64 values (an array or a Python int), as Python ints."""
+    if isinstance(value, np.ndarray):
+        return (int(value.min()), int(value.max())) if value.size else (0, 0)
+    return int(value), int(value)
 
 
 def _exact_arith(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -9,8 +9,8 @@ The functions here take a dataset or view and return plain data (dicts, lists, n
 that other front ends (the command line, the viewer's JSON API) call them as they are.
 """
 
-from lakecompute.select._expr import MAX_DEPTH, Expr, col
-from lakecompute.select._keys import JsonValue
+from lakecompute.select._expr import MAX_DEPTH, Expr, Logical, col
+from lakecompute.select._keys import JsonValue, plain_value
 from lakecompute.select._parse import MAX_TEXT, expr, parse_expression
 from lakecompute.select._queries import bounds, count_values, distinct, filter_mask, sort_order
 from lakecompute.select._scan import typed_for
@@ -21,6 +21,7 @@ __all__ = [
     "MAX_TEXT",
     "Expr",
     "JsonValue",
+    "Logical",
     "bounds",
     "col",
     "count_values",
@@ -30,6 +31,7 @@ __all__ = [
     "filter_mask",
     "filter_view",
     "parse_expression",
+    "plain_value",
     "shuffle_view",
     "sort_order",
     "sort_view",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["JsonValue", "json_key", "plain"]
+__all__ = ["JsonValue", "json_key", "plain_value"]
 
 
 class JsonValue:
@@ -52,6 +52,6 @@ def json_key(value: Any) -> Any:
     return JsonValue(value) if isinstance(value, (bool, list, dict)) else value
 
 
-def plain(key: Any) -> Any:
+def plain_value(key: Any) -> Any:
     """A key of counts as the value it stands for."""
     return key.value if isinstance(key, JsonValue) else key

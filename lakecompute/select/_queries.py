@@ -17,7 +17,7 @@ import numpy as np
 from lakecompute.errors import ExpressionError
 from lakecompute.select._evaluate import Values, truth
 from lakecompute.select._expr import Expr
-from lakecompute.select._keys import JsonValue, json_key, plain
+from lakecompute.select._keys import JsonValue, json_key, plain_value
 from lakecompute.select._scan import scan, typed_for
 from lakecompute.select._types import Static, Typed
 
@@ -118,7 +118,7 @@ def distinct(data: Dataset | DatasetView, what: Expr | str) -> list[Any]:
     present = [v for v, c in counts.items() if c]
     if static.kind in ("number", "bool"):
         return sorted(present, key=lambda v: (math.isnan(v), v) if isinstance(v, float) else (False, v))
-    return [plain(v) for v in sorted(present, key=_order_key)]
+    return [plain_value(v) for v in sorted(present, key=_order_key)]
 
 
 def bounds(data: Dataset | DatasetView, what: Expr | str) -> tuple[Any, Any]:

@@ -16,9 +16,7 @@ from typing import Any
 import numpy as np
 
 from lakecompute.errors import ExpressionError
-from lakecompute.select import Expr, col, parse_expression
-from lakecompute.select._expr import Logical
-from lakecompute.select._keys import plain
+from lakecompute.select import Expr, Logical, col, parse_expression, plain_value
 
 __all__ = ["count_values", "select", "value_clause"]
 
@@ -43,7 +41,7 @@ def count_values(data: Any, tensor: str) -> list[tuple[Any, int]]:
         ExpressionError: a tensor whose values cannot be counted.
     """
     counts = data.count_values(col(tensor))  # col: a tensor named like a keyword is still a name
-    return [(v.item() if isinstance(v, np.generic) else plain(v), int(n)) for v, n in counts.items()]
+    return [(v.item() if isinstance(v, np.generic) else plain_value(v), int(n)) for v, n in counts.items()]
 
 
 def value_clause(tensor: str, value: Any) -> str | None:

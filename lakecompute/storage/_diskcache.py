@@ -356,8 +356,15 @@ class DiskCache:
         return self._lock_fd.get()
 
     def _open_lock_file(self) -> int:
+        """The lock file, which holds the count of bytes: never through a link (``O_NOFOLLOW``), never
+        anything but a plain file of the cache's own (an OSError turns the cache's writes off)."""
         self._prepare()
-        return os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(os.path.join(self.root, "lock"), flags, 0o666)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "its lock file is not a plain file")
+        return fd
 
     def _prepare(self) -> None:
         os.makedirs(self.root, exist_ok=True)

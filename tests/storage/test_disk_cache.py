@@ -243,3 +243,17 @@ def test_chunks_covered_are_the_chunks_the_runs_touch(runs: list[tuple[int, int]
     lengths = np.array([n for _, n in runs], dtype=np.int64)
     expected = sorted({(s + k) // size for s, n in runs for k in range(max(n, 1))})
     assert chunks_covered(starts, lengths, size) == expected
+
+
+def test_a_lock_that_is_a_link_is_never_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious user data\n")
+    root = tmp_path / "cache" / "lakecompute-cache"
+    root.mkdir(parents=True)
+    os.symlink(victim, root / "lock")
+    cache = DiskCache(CacheSpec(str(tmp_path / "cache"), 10**6))
+    with pytest.warns(lc.LakeComputeWarning, match="not used from now on"):
+        cache.write("a" * 32, "k", 1, _entry_bytes(1000), "{}")
+    assert victim.read_bytes() == b"precious user data\n"
+    assert not cache.writable  # caching off, as for a folder that cannot be written
+    assert cache.read("a" * 32, "k", 1) is None

@@ -22,6 +22,9 @@ disk. `DiskCache` keeps them under ``<cache_dir>/lakecompute-cache/``, one file 
   bound. An entry being read holds a shared lock on its file: it is pinned, and eviction passes it by.
 * **Never required.** A folder that cannot be made or written, or a full disk, turns the cache's writes
   off in that process with one `LakeComputeWarning`; reads go on from the store.
+* **Never through a link.** Nothing is read, written or removed through a link inside the folder: an
+  entry whose namespace or fan folder is a link is a miss and is not kept, and a ``lakecompute-cache``
+  folder or lock file that is a link is a folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -174,6 +177,16 @@ class DiskCache:
         digest = hashlib.sha256(key.encode()).hexdigest()
         return os.path.join(self.root, ns, digest[:2], digest[2:40])
 
+    def _folders(self, path: str) -> tuple[str, str, str]:
+        """The folders of the entry at ``path``: the cache's root, its namespace's and its fan's."""
+        fan = os.path.dirname(path)
+        return self.root, os.path.dirname(fan), fan
+
+    def _within(self, path: str) -> bool:
+        """Whether each folder of the entry at ``path`` is a folder of its own, not a link: the cache never
+        reads, writes or removes a file through a link (an entry behind one is a miss)."""
+        return all(_real_folder(folder) for folder in self._folders(path))
+
     def read(self, ns: str, key: str, need: int) -> memoryview | None:
         """The bytes of chunk ``key`` of namespace ``ns`` as stored *without their crc32c* (verified
         here), if an entry holds at least its first ``need`` items final and passes its checks; None
@@ -185,6 +198,8 @@ class DiskCache:
         the read on this project's VMs (docs/performance.md, the disk cache).
         """
         path = self._path(ns, key)
+        if not self._within(path):
+            return None
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
@@ -213,8 +228,11 @@ class DiskCache:
     def holds(self, ns: str, key: str, need: int) -> bool:
         """Whether an entry of chunk ``key`` holds its first ``need`` items (its header checked, its
         length matching it; the bytes are checked when read)."""
+        path = self._path(ns, key)
+        if not self._within(path):
+            return False
         try:
-            with open(self._path(ns, key), "rb") as f:
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                 head = f.read(_HEAD.size + 1024 + _CRC)
                 size = os.fstat(f.fileno()).st_size
         except OSError:
@@ -296,43 +314,53 @@ class DiskCache:
         head = _HEAD.pack(_MAGIC, fill, len(payload), len(identity)) + identity
         head += int(google_crc32c.value(head)).to_bytes(_CRC, "little")
         size = len(head) + len(payload)
-        path = self._path(ns, key)
         try:
             with self._locked():
                 if not self._room(size):
                     return
-            try:
-                self._store(path, head, payload)
-            except BaseException:
-                with self._locked():
-                    self._add(-size)
-                raise
-            self._note(ns, about)
+            if self._keep(self._path(ns, key), head, payload, size):
+                self._note(ns, about)
         except _Busy:
             return  # another process holds the lock far too long: leave this chunk uncached
         except (OSError, StorageError) as exc:
             self._fail(exc)
 
-    def _store(self, path: str, head: bytes, payload: bytes) -> None:
-        folder = os.path.dirname(path)
+    def _keep(self, path: str, head: bytes, payload: bytes, size: int) -> bool:
+        """Store an entry whose ``size`` bytes are counted; whether it was (else they are counted off)."""
+        stored = False
         try:
-            with atomic_file(path, durable=False, tidy=False) as f:
-                f.write(head)
-                f.write(payload)
-        except StorageError as exc:
-            if not isinstance(exc.__cause__, FileNotFoundError):
-                raise
-            os.makedirs(folder, exist_ok=True)
-            with atomic_file(path, durable=False, tidy=False) as f:
-                f.write(head)
-                f.write(payload)
+            stored = self._store(path, head, payload)
+        finally:
+            if not stored:
+                with self._locked():
+                    self._add(-size)
+        return stored
+
+    def _store(self, path: str, head: bytes, payload: bytes) -> bool:
+        """Write an entry whole; False when a folder on its way is a link (never written through)."""
+        if not self._make_folders(path):
+            return False
+        with atomic_file(path, durable=False, tidy=False) as f:
+            f.write(head)
+            f.write(payload)
+        return True
+
+    def _make_folders(self, path: str) -> bool:
+        """Make the missing folders of the entry at ``path``, one at a time (``os.mkdir`` makes none
+        through a link); whether each is a folder of its own, not a link."""
+        for folder in self._folders(path):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder)
+            if not _real_folder(folder):
+                return False
+        return True
 
     def _note(self, ns: str, about: str) -> None:
         """Note once which dataset a namespace holds (for ``lakecompute cache info``; never read back)."""
         if ns in self._noted:
             return
         path = os.path.join(self.root, ns, _ABOUT)
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             write_atomic(path, about.encode(), durable=False)
         self._noted.add(ns)
 
@@ -368,6 +396,8 @@ class DiskCache:
 
     def _prepare(self) -> None:
         os.makedirs(self.root, exist_ok=True)
+        if not _real_folder(self.root):
+            raise OSError(errno.ELOOP, f"{ROOT} is a link")
         tag = os.path.join(self.root, _TAG)
         if not os.path.exists(tag):
             write_atomic(tag, _TAG_TEXT, durable=False)
@@ -434,6 +464,8 @@ class DiskCache:
         """Every entry with its size and last use; temporary files of live writers counted, those of
         dead ones removed (``sweep``)."""
         scan = _Scan()
+        if not _real_folder(self.root):
+            return scan  # a link: nothing behind it is ever counted or removed
         for ns in _listdir(self.root):
             top = os.path.join(self.root, ns)
             if len(ns) != 32 or not _real_folder(top):
@@ -500,7 +532,7 @@ class DiskCache:
     # -- the whole folder -----------------------------------------------------------------------
     def info(self) -> CacheInfo:
         """What the cache holds (abandoned temporary files are removed on the way)."""
-        if not os.path.isdir(self.root):
+        if not _real_folder(self.root):
             return CacheInfo(self.spec.directory, 0, 0)
         with self._locked():
             scan = self._scan()
@@ -509,7 +541,7 @@ class DiskCache:
 
     def clear(self) -> CacheInfo:
         """Remove every entry (readers holding one open finish reading it); returns what was removed."""
-        if not os.path.isdir(self.root):
+        if not _real_folder(self.root):
             return CacheInfo(self.spec.directory, 0, 0)
         with self._locked():
             scan = self._scan()

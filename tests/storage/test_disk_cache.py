@@ -257,3 +257,51 @@ def test_a_lock_that_is_a_link_is_never_followed(tmp_path: Path) -> None:
     assert victim.read_bytes() == b"precious user data\n"
     assert not cache.writable  # caching off, as for a folder that cannot be written
     assert cache.read("a" * 32, "k", 1) is None
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _fan(key: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()[:2]
+
+
+def test_the_cache_never_reads_or_writes_through_a_link_in_its_folder(tmp_path: Path) -> None:
+    cache = DiskCache(CacheSpec(str(tmp_path / "c"), 10_000))
+    root = tmp_path / "c" / "lakecompute-cache"
+    ns, other = "a" * 32, "b" * 32
+    cache.write(ns, "k0", 1, _entry_bytes(1000), "{}")  # valid entries, then their folders moved out
+    cache.write(other, "k0", 1, _entry_bytes(1000), "{}")
+    os.rename(root / ns, tmp_path / "out-ns")
+    os.symlink(tmp_path / "out-ns", root / ns)  # a namespace that is a link
+    os.rename(root / other / _fan("k0"), tmp_path / "out-fan")
+    os.symlink(tmp_path / "out-fan", root / other / _fan("k0"))  # a fan folder that is a link
+    before = {name: _tree(tmp_path / name) for name in ("out-ns", "out-fan")}
+    same_fan = [f"k{i}" for i in range(2000) if _fan(f"k{i}") == _fan("k0")][:20]
+    for key in same_fan:
+        assert cache.read(ns, key, 1) is None
+        assert not cache.holds(ns, key, 1)
+        assert cache.read(other, key, 1) is None
+        assert not cache.holds(other, key, 1)
+        cache.write(ns, key, 1, _entry_bytes(1000, 1), "{}")
+        cache.write(other, key, 1, _entry_bytes(1000, 2), "{}")
+    assert {name: _tree(tmp_path / name) for name in ("out-ns", "out-fan")} == before
+    assert cache.read(ns, "k0", 1) is None
+    assert cache.read(other, "k0", 1) is None
+    assert cache.writable
+    assert cache.info().nbytes == 0  # nothing written elsewhere in the cache either
+
+
+def test_a_cache_folder_that_is_a_link_is_not_used(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "c").mkdir()
+    os.symlink(tmp_path / "out", tmp_path / "c" / "lakecompute-cache")
+    cache = DiskCache(CacheSpec(str(tmp_path / "c"), 10**6))
+    with pytest.warns(lc.LakeComputeWarning, match="not used from now on"):
+        cache.write("a" * 32, "k", 1, _entry_bytes(1000), "{}")
+    assert list((tmp_path / "out").iterdir()) == []
+    assert cache.info().entries == 0
+    assert cache.clear().removed == 0

@@ -20,6 +20,11 @@ disk. `DiskCache` keeps them under ``<cache_dir>/lakecompute-cache/``, one file 
   an entry that would pass the bound first evicts the least recently used ones (a hit marks an entry used
   by its modification time), down to 90% of the bound, so the folder is listed once per tenth of the
   bound. An entry being read holds a shared lock on its file: it is pinned, and eviction passes it by.
+  The bound counts the entries' bytes (and temporary files being written); beside them, each dataset
+  held keeps its folders and a small note (``about.json``), outside the count: eviction removes a fan
+  folder it empties and a namespace folder it empties with its note (``os.rmdir``: only an empty
+  folder, never a link), so they stay proportional to what is held, and `DiskCache.clear` leaves only
+  the lock and ``CACHEDIR.TAG``. A writer whose folder another process removed makes it again.
 * **Never required.** A folder that cannot be made or written, or a full disk, turns the cache's writes
   off in that process with one `LakeComputeWarning`; reads go on from the store.
 * **Never through a link.** Nothing is read, written or removed through a link inside the folder: an
@@ -41,7 +46,7 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -63,6 +68,7 @@ _HEAD: Final = struct.Struct("<8sQQH")  # magic, fill, payload bytes, identity b
 _CRC: Final = 4
 _LOW_WATER: Final = 0.9
 _LOCK_WAIT: Final = 10.0  # seconds a writer waits for the cache's lock before it skips caching a chunk
+_ATTEMPTS: Final = 3  # times a writer makes its folders again that another process's eviction removed
 _ABOUT: Final = "about.json"
 _TAG: Final = "CACHEDIR.TAG"
 # https://bford.info/cachedir/: backup tools skip a folder holding this file.
@@ -130,6 +136,8 @@ class _Scan:
     partial: int = 0
     removed: int = 0
     sizes: dict[str, list[int]] = field(default_factory=dict)  # namespace -> [entries, bytes]
+    fans: list[str] = field(default_factory=list)  # every fan folder
+    spent: set[str] = field(default_factory=set)  # fan folders found empty, or emptied by `DiskCache._evict`
 
 
 class _Busy(Exception):
@@ -154,7 +162,6 @@ class DiskCache:
         self._lock_fd = PerProcess(self._open_lock_file)
         self._broken: str | None = None
         self._warned = False
-        self._noted: set[str] = set()
         self._scratch = threading.local()  # each thread's buffer that entries are read into (`_buffer`)
 
     @classmethod
@@ -337,13 +344,20 @@ class DiskCache:
         return stored
 
     def _store(self, path: str, head: bytes, payload: bytes) -> bool:
-        """Write an entry whole; False when a folder on its way is a link (never written through)."""
-        if not self._make_folders(path):
-            return False
-        with atomic_file(path, durable=False, tidy=False) as f:
-            f.write(head)
-            f.write(payload)
-        return True
+        """Write an entry whole; False when a folder on its way is a link (never written through), or
+        when another process's eviction removed its folders (`_prune`) each time they were made."""
+        for _ in range(_ATTEMPTS):
+            try:
+                if not self._make_folders(path):
+                    return False
+                with atomic_file(path, durable=False, tidy=False) as f:
+                    f.write(head)
+                    f.write(payload)
+                return True
+            except (OSError, StorageError) as exc:
+                if not _gone(exc):
+                    raise
+        return False
 
     def _make_folders(self, path: str) -> bool:
         """Make the missing folders of the entry at ``path``, one at a time (``os.mkdir`` makes none
@@ -356,13 +370,16 @@ class DiskCache:
         return True
 
     def _note(self, ns: str, about: str) -> None:
-        """Note once which dataset a namespace holds (for ``lakecompute cache info``; never read back)."""
-        if ns in self._noted:
-            return
+        """Note which dataset a namespace holds, unless noted (for ``lakecompute cache info``; never read
+        back). Looked for on every write: eviction removes a namespace's note with its folder."""
         path = os.path.join(self.root, ns, _ABOUT)
-        if not os.path.lexists(path):
+        if os.path.lexists(path):
+            return
+        try:
             write_atomic(path, about.encode(), durable=False)
-        self._noted.add(ns)
+        except StorageError as exc:
+            if not _gone(exc):
+                raise  # its folder removed by another process's eviction: noted by a later write
 
     def _fail(self, exc: BaseException) -> None:
         """Turn this process's writes off, with one warning."""
@@ -454,9 +471,10 @@ class DiskCache:
         total = scan.total
         if total + size > limit:
             total = self._evict(scan, max(0, int(limit * _LOW_WATER) - size))
-            if total + size > limit:
-                self._set_usage(total)
-                return False
+        self._prune(scan.spent)
+        if total + size > limit:
+            self._set_usage(total)
+            return False
         self._set_usage(total + size)
         return True
 
@@ -472,17 +490,18 @@ class DiskCache:
                 continue  # not ours, or a link: nothing outside the cache is ever counted or removed
             counts = scan.sizes.setdefault(ns, [0, 0])
             for fan in _listdir(top):
-                if fan != _ABOUT:
-                    self._scan_folder(os.path.join(top, fan), scan, counts, sweep)
+                if fan != _ABOUT and _real_folder(os.path.join(top, fan)):
+                    scan.fans.append(os.path.join(top, fan))
+                    self._scan_folder(scan.fans[-1], scan, counts, sweep)
         return scan
 
     def _scan_folder(self, folder: str, scan: _Scan, counts: list[int], sweep: bool) -> None:
-        if not _real_folder(folder):
-            return
         try:
             found = list(os.scandir(folder))
         except OSError:
             return
+        if not found:
+            scan.spent.add(folder)
         for item in found:
             try:
                 st = item.stat(follow_symlinks=False)
@@ -523,11 +542,25 @@ class DiskCache:
             try:
                 os.unlink(entry.path)
                 total -= entry.size
+                scan.spent.add(os.path.dirname(entry.path))
             except OSError:
                 pass
             finally:
                 os.close(fd)
         return total
+
+    def _prune(self, fans: Iterable[str], tops: Iterable[str] = ()) -> None:
+        """Remove the fan folders ``fans`` that are empty, then the namespace folders above them (and
+        ``tops``) that hold nothing but their note. ``os.rmdir`` removes only an empty folder and never
+        a link: a file another process writes keeps its folder, and a writer whose folder went makes it
+        again (`_store`)."""
+        above = set(tops)
+        for fan in fans:
+            with contextlib.suppress(OSError):
+                os.rmdir(fan)
+            above.add(os.path.dirname(fan))
+        for top in above:
+            _prune_namespace(top)
 
     # -- the whole folder -----------------------------------------------------------------------
     def info(self) -> CacheInfo:
@@ -553,7 +586,7 @@ class DiskCache:
             for ns in scan.sizes:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.root, ns, _ABOUT))
-            self._noted.clear()
+            self._prune(scan.fans, [os.path.join(self.root, ns) for ns in scan.sizes])
             self._set_usage(scan.total - sum(e.size for e in scan.entries))
         summary = self._summary(scan)
         return CacheInfo(
@@ -591,6 +624,29 @@ def _real_folder(path: str) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def _gone(exc: BaseException) -> bool:
+    """Whether a write failed because a folder on its way is missing."""
+    return isinstance(exc, FileNotFoundError) or isinstance(exc.__cause__, FileNotFoundError)
+
+
+def _prune_namespace(top: str) -> None:
+    """Remove the namespace folder ``top`` with its note if it holds nothing else (never through a link:
+    the folder is opened with ``O_NOFOLLOW``, its note removed relative to it)."""
+    try:
+        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if set(os.listdir(fd)) <= {_ABOUT}:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_ABOUT, dir_fd=fd)
+            os.rmdir(top)  # fails if a writer made a fan folder in it meanwhile: it stays
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _listdir(folder: str) -> list[str]:

@@ -305,3 +305,42 @@ def test_a_cache_folder_that_is_a_link_is_not_used(tmp_path: Path) -> None:
     assert list((tmp_path / "out").iterdir()) == []
     assert cache.info().entries == 0
     assert cache.clear().removed == 0
+
+
+def test_eviction_removes_the_folders_it_empties_and_clear_empties_the_cache(tmp_path: Path) -> None:
+    cache = DiskCache(CacheSpec(str(tmp_path), 10_000))
+    root = tmp_path / "lakecompute-cache"
+    for i in range(100):  # one chunk per dataset: each eviction empties a namespace
+        note = f'{{"location": "s3://b/ds", "dataset_id": "{i}"}}'
+        cache.write(f"{i:032x}", "seg/data/c/0", 1, _entry_bytes(1000, i), note)
+    info = cache.info()
+    namespaces = [p for p in root.iterdir() if p.is_dir()]
+    assert len(namespaces) == len(info.datasets) == info.entries < 10  # the folders of held datasets only
+    assert {d.location for d in info.datasets} == {"s3://b/ds"}  # each with its note
+    for ns in namespaces:
+        (fan,) = [p for p in ns.iterdir() if p.is_dir()]
+        assert len(list(fan.iterdir())) == 1
+    cache.clear()
+    assert sorted(os.listdir(root)) == ["CACHEDIR.TAG", "lock"]
+
+
+def test_a_writer_whose_folder_another_process_removed_makes_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = DiskCache(CacheSpec(str(tmp_path), 10**6))
+    make = cache._make_folders
+    removed: list[str] = []
+
+    def then_pruned(path: str) -> bool:  # another process's eviction prunes them before the write
+        made = make(path)
+        if len(removed) < 2:
+            removed.append(os.path.dirname(path))
+            os.rmdir(removed[-1])
+            os.rmdir(os.path.dirname(removed[-1]))
+        return made
+
+    monkeypatch.setattr(cache, "_make_folders", then_pruned)
+    cache.write("a" * 32, "k", 1, _entry_bytes(1000), "{}")
+    assert len(removed) == 2
+    assert cache.writable  # not turned off
+    assert cache.read("a" * 32, "k", 1) is not None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakecompute.errors import InvalidArgumentError
+from lakecompute.errors import InvalidArgumentError, warn
 from lakecompute.ingest._files import (
     AS_STORED,
     IMAGE_EXTENSIONS,
@@ -39,33 +39,49 @@ if TYPE_CHECKING:
 __all__ = ["ingest_classification", "ingest_image", "plan_classification"]
 
 
-def _scan(src: str, say_skipped: bool = True) -> tuple[list[str], list[tuple[str, int]]]:
-    """Class names (sorted folder names) and ``(path, label)`` for every image, in sorted order; image
-    files of endings not read are named in a warning (``say_skipped``)."""
+def _scan(src: str, say: bool = True) -> tuple[list[str], list[tuple[str, int]]]:
+    """Class names (every sub-folder's name, sorted, empty ones included) and ``(path, label)`` for every
+    image, in sorted order. With ``say``, a warning names the image files of endings not read, and one
+    names the class folders holding no image (their classes are kept, so labels depend on names only)."""
     if not os.path.isdir(src):
         raise InvalidArgumentError(
             f"Expected a folder of class sub-folders at {src!r}. Got "
             + ("a file." if os.path.exists(src) else "nothing: the path does not exist.")
         )
-    classes: list[tuple[str, list[str]]] = []
     skipped: list[str] = []
-    for entry in sorted(os.scandir(src), key=lambda e: e.name):
-        if entry.name.startswith(".") or not entry.is_dir():
-            continue
-        # Images in sub-sub-folders belong to the class too.
-        files = [os.path.join(entry.path, f) for f in image_files(entry.path, skipped, above=(src,))]
-        if files:
-            classes.append((entry.name, files))
-    if say_skipped:
+    classes = _class_files(src, skipped)
+    if say:
         skipped_images(skipped, "ingest_classification", src)
-    if not classes:
+    if not any(files for _, files in classes):
         raise InvalidArgumentError(
             f"Found no images in class sub-folders of {src!r}. Expected a layout like {src}/cat/1.jpg, "
             f"{src}/dog/2.png (image files ending in {', '.join(sorted(IMAGE_EXTENSIONS))})."
         )
+    if say:
+        _say_empty([name for name, files in classes if not files], src)
     names = [c for c, _ in classes]
     items = [(path, label) for label, (_, files) in enumerate(classes) for path in files]
     return names, items
+
+
+def _class_files(src: str, skipped: list[str]) -> list[tuple[str, list[str]]]:
+    """Every class sub-folder of ``src`` (not hidden), by sorted name, with its image files (at any depth:
+    images in sub-sub-folders belong to the class too); image files not read are added to ``skipped``."""
+    return [
+        (entry.name, [os.path.join(entry.path, f) for f in image_files(entry.path, skipped, above=(src,))])
+        for entry in sorted(os.scandir(src), key=lambda e: e.name)
+        if not entry.name.startswith(".") and entry.is_dir()
+    ]
+
+
+def _say_empty(empty: list[str], src: str) -> None:
+    """Warn, once, naming the class folders of ``src`` that hold no image; nothing when there are none."""
+    if empty:
+        warn(
+            f"ingest_classification found no images in {len(empty)} class folder(s) of {src!r}: "
+            f"{', '.join(repr(name) for name in empty)}. They are kept as classes without samples, so "
+            "every class's label is its place among the sorted folder names, the same in every split."
+        )
 
 
 def plan_classification(
@@ -78,7 +94,7 @@ def plan_classification(
         >>> lc.ingest.plan_classification("./animals").summary()  # doctest: +SKIP
         'Images stored as jpeg: 280 of 300 files kept as they are, 20 converted (png: 12, bmp: 8).'
     """
-    _, items = _scan(os.fspath(src_folder), say_skipped=False)
+    _, items = _scan(os.fspath(src_folder), say=False)
     return plan_images([p for p, _ in items], check_compression(image_compression))
 
 
@@ -111,7 +127,9 @@ def ingest_classification(
       dogs/  4.webp 5.bmp                   -> label 1 ("dogs")
     ```
 
-    Class names are the sub-folder names, sorted; samples follow sorted paths, so the result is the
+    Class names are the sub-folder names, sorted, and a class's label is its place among them: a
+    sub-folder holding no image is a class too (without samples, named in a warning), so splits with the
+    same folders give every class the same label. Samples follow sorted paths, so the result is the
     same on every run. Files ending in .jpg, .jpeg, .png, .webp, .bmp, .tif, .tiff, .ppm or .pgm (any
     case; torchvision's ``ImageFolder``'s endings) are read; image files of other endings (.gif, .heic,
     camera raw, ...) are skipped with a warning naming them; other

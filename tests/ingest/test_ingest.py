@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -253,14 +254,49 @@ def test_ingest_classification_existing_dest_needs_overwrite(animals: Path, tmp_
     assert len(ds) == 6
 
 
-@pytest.mark.parametrize("layout", ["missing", "empty", "flat"])
+def _split(root: Path, classes: list[str]) -> Path:
+    """A split folder with class folders cat, dog and emu, one image in each of ``classes``."""
+    for name in ["cat", "dog", "emu"]:
+        (root / name).mkdir(parents=True)
+    for seed, name in enumerate(classes):
+        _save(root / name / "1.png", Image.fromarray(_rgb(seed)), "PNG")
+    return root
+
+
+def test_ingest_classification_keeps_empty_class_folders_as_classes(tmp_path: Path) -> None:
+    """A class folder without images stays a class, so two splits give each class one label; a warning
+    names the empty folders, once (the plan says nothing), and a split without empty folders gives none."""
+    train = _split(tmp_path / "train", ["cat", "dog", "emu"])
+    val = _split(tmp_path / "val", ["cat", "emu"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tr = lc.ingest_classification(train, tmp_path / "tr", progressbar=False)
+        said_train = [str(w.message) for w in caught if issubclass(w.category, lc.LakeComputeWarning)]
+        va = lc.ingest_classification(val, tmp_path / "va", progressbar=False)
+    assert tr.labels.info.class_names == va.labels.info.class_names == ["cat", "dog", "emu"]
+    assert (tr.labels.numpy().tolist(), va.labels.numpy().tolist()) == ([0, 1, 2], [0, 2])
+    assert said_train == []
+    assert [str(w.message) for w in caught if issubclass(w.category, lc.LakeComputeWarning)] == [
+        f"ingest_classification found no images in 1 class folder(s) of {str(val)!r}: 'dog'. They are kept "
+        "as classes without samples, so every class's label is its place among the sorted folder names, "
+        "the same in every split."
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the plan, like for skipped files, says nothing
+        assert lc.ingest.plan_classification(val).formats == {"png": 2}
+
+
+@pytest.mark.parametrize("layout", ["missing", "empty", "flat", "empty classes"])
 def test_ingest_classification_refuses_folders_without_classes(tmp_path: Path, layout: str) -> None:
-    """A missing folder, an empty one, or images without class folders raise InvalidArgumentError."""
+    """A missing folder, an empty one, images without class folders, or class folders none of which holds
+    an image raise InvalidArgumentError."""
     src = tmp_path / "src"
     if layout != "missing":
         src.mkdir()
     if layout == "flat":
         _save(src / "1.png", Image.fromarray(_rgb(9)), "PNG")
+    if layout == "empty classes":
+        _split(src, [])
     with pytest.raises(lc.InvalidArgumentError, match="class sub-folders"):
         lc.ingest_classification(src, tmp_path / "out", progressbar=False)
 

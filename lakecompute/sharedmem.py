@@ -16,11 +16,11 @@ carry the run's token, and `remove_leftovers` removes them when the run ends. Wh
 
 from __future__ import annotations
 
-import glob
 import itertools
 import math
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,11 +105,25 @@ def share_batch(batch: dict[str, Any], token: str) -> dict[str, Any] | SharedBat
     return SharedBatch(path, tuple(layout), rest, offset, tuple(batch))
 
 
-def remove_leftovers(token: str) -> None:
+def remove_leftovers(
+    token: str,
+    _dir: str = SHM_DIR,
+    _listdir: Callable[[str], list[str]] = os.listdir,
+    _unlink: Callable[[str], None] = os.unlink,
+) -> None:
     """Remove the shared-memory files of run ``token`` that no consumer opened (a run stopped early, a
-    worker that died)."""
-    for path in glob.glob(os.path.join(SHM_DIR, f"lakecompute-{token}-*")):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+    worker that died).
+
+    It uses no module global (the defaults hold what it calls), so it works even at the interpreter's
+    teardown, from a generator collected after this module's globals were cleared."""
+    prefix = "lakecompute-" + token + "-"
+    try:
+        names = _listdir(_dir)
+    except FileNotFoundError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                _unlink(_dir + "/" + name)
+            except FileNotFoundError:
+                pass

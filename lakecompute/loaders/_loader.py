@@ -10,9 +10,12 @@ and send errors back as themselves.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import uuid
-from collections.abc import Iterator
+import weakref
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
@@ -205,12 +208,35 @@ class _Window:
             yield LoaderStep(step)
 
 
-def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]]:
+_Run = Generator[dict[str, Any], None, None]
+# The worker runs not closed yet: closed at exit (`_close_live`), while the interpreter is still whole.
+_live: weakref.WeakSet[_Run] = weakref.WeakSet()
+
+
+def parallel_batches(spec: LoaderSpec, prefetch: int) -> _Run:
     """The run's batches in step order, read by ``num_workers`` processes of the processed scheduler.
 
     At most ``num_workers * prefetch`` batches are read ahead of the one the consumer holds. Closing
-    the generator stops the workers.
+    the generator stops the workers and removes the batches read ahead; one left open is closed when
+    collected, or at the interpreter's exit.
     """
+    run = _parallel_batches(spec, prefetch)
+    _live.add(run)
+    return run
+
+
+@atexit.register
+def _close_live() -> None:
+    """Close the runs still open at exit (a loader left mid-pass in a global): stop their workers and
+    remove their batches' files now, before the interpreter takes modules apart, where a generator
+    collected later would find their globals gone."""
+    for run in list(_live):
+        with contextlib.suppress(ValueError):  # running in another thread: it cannot be closed from here
+            run.close()
+
+
+def _parallel_batches(spec: LoaderSpec, prefetch: int) -> _Run:
+    """`parallel_batches`' generator."""
     steps = range(spec.plan.start_from_step, spec.plan.steps)
     # No more workers than steps: the others would have nothing to read.
     workers = min(spec.plan.num_workers, len(steps))
@@ -224,6 +250,8 @@ def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]
     reader = StepReader(spec, share=token)
     results = _scheduler(spec, workers).run(reader, window.tasks(), max_in_flight=window.window + 1)
     order = InOrder[dict[str, Any] | SharedBatch | WorkerFailure]()
+    # Held here, not looked up at the end: a run collected at teardown finds this module's globals gone.
+    leftovers = functools.partial(remove_leftovers, token)
     try:
         # Taking every result lets the scheduler end the run (its workers exit on their own).
         with contextlib.closing(results):
@@ -234,7 +262,7 @@ def parallel_batches(spec: LoaderSpec, prefetch: int) -> Iterator[dict[str, Any]
                         raise batch.exception()
                     yield batch.open() if isinstance(batch, SharedBatch) else batch
     finally:
-        remove_leftovers(token)  # batches read ahead and never taken, or a worker that died mid-batch
+        leftovers()  # batches read ahead and never taken, or a worker that died mid-batch
 
 
 class Batches(Iterator[dict[str, Any]]):
@@ -244,7 +272,7 @@ class Batches(Iterator[dict[str, Any]]):
     the next one starts the following epoch, with its own order (see `LoaderCursor` for the rules:
     ``set_epoch``, ``start_from_step``, ``state_dict``/``load_state_dict``). ``len()`` is the batches of
     a full epoch. With workers, they start at a pass's first batch and stop when it is exhausted,
-    closed (`close`, or leaving a ``with`` block) or garbage-collected.
+    closed (`close`, or leaving a ``with`` block), garbage-collected or left open at exit.
 
     Attributes:
         cursor: where the loader is (epoch, step) and what it reads.

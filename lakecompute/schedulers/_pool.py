@@ -57,6 +57,9 @@ _FORWARD_JOIN_TIMEOUT = 1.0
 class Pool:
     """The worker processes of one run, and the channels to them."""
 
+    # A class attribute, not a module global: still there when a module's globals are cleared at exit.
+    _finalizing = staticmethod(sys.is_finalizing)
+
     def __init__(
         self,
         start_method: StartMethod,
@@ -253,7 +256,12 @@ class Pool:
         return _with_tail(WorkerDiedError(message, task=None, exitcode=code), tail)
 
     def stop(self, graceful: bool) -> None:
-        """Stop every worker and what it started, and release the channels; never blocks for long."""
+        """Stop every worker and what it started, and release the channels; never blocks for long.
+
+        At the interpreter's teardown (a run collected after the exit hooks), it does nothing: the
+        modules it needs are being taken apart, and the workers exit with this process anyway."""
+        if self._finalizing():
+            return
         if graceful:
             # Workers are idle, waiting for tasks: one None each (if retire() has not queued them)
             # tells them to exit.

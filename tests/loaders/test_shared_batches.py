@@ -6,6 +6,8 @@ from __future__ import annotations
 import glob
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,8 @@ import pytest
 
 import lakecompute as lc
 from lakecompute.sharedmem import MIN_SHARED_BYTES, SHM_DIR, SharedBatch, remove_leftovers, share_batch
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(SHM_DIR), reason="no /dev/shm here: batches use the pipe")
 
@@ -91,3 +95,64 @@ def test_remove_leftovers_removes_only_its_run() -> None:
     assert os.path.exists(other.path)
     remove_leftovers("runother")
     assert not os.path.exists(other.path)
+
+
+# A loader left mid-pass in a global when the script ends, with batches read ahead in /dev/shm. It
+# prints its run's token (shared-memory files are named lakecompute-<token>-<pid>-<n>) once one is there.
+_LEFT_AT_EXIT = """
+import atexit, os, sys
+import numpy as np
+import lakecompute as lc
+from lakecompute.loaders import _loader
+from lakecompute.sharedmem import SHM_DIR
+from tests.helpers import wait_until
+
+where, how = sys.argv[1], sys.argv[2]
+if how == "without the exit hook":  # the teardown path itself: a run collected after modules are cleared
+    atexit.unregister(getattr(_loader, "_close_live", print))
+ds = lc.empty(where, overwrite=True)
+with ds:
+    ds.create_tensor("x", dtype="float32")
+ds.x.extend(np.zeros((64, 64, 64), np.float32))
+loader = ds.batches(4, num_workers=2)
+if how == "next":
+    next(loader)
+else:
+    for batch in loader:
+        break
+token = loader._it.gi_frame.f_locals["token"]
+print(token, flush=True)
+wait_until(lambda: [n for n in os.listdir(SHM_DIR) if n.startswith(f"lakecompute-{token}-")])
+print("read ahead", flush=True)
+"""
+
+
+def _files_of(token: str) -> list[str]:
+    return glob.glob(os.path.join(SHM_DIR, f"lakecompute-{token}-*"))
+
+
+@pytest.mark.parametrize(
+    ("where", "how"),
+    [("ds", "next"), ("mem://left-at-exit", "break"), ("mem://left-at-exit", "without the exit hook")],
+)
+def test_a_loader_left_mid_pass_at_exit_leaves_no_file(tmp_path: Path, where: str, how: str) -> None:
+    """A script ending with a worker loader mid-pass (in a global) exits cleanly, and the batches read
+    ahead and never taken leave no file in /dev/shm; without the exit hook that closes such loaders, the
+    run collected at teardown still says nothing (whether its workers' last files are gone is then a
+    race with them, so only the clean exit is checked)."""
+    target = str(tmp_path / where) if "://" not in where else where
+    run = subprocess.run(
+        [sys.executable, "-c", _LEFT_AT_EXIT, target, how],
+        cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True,
+        timeout=240,
+    )  # fmt: skip
+    token = run.stdout.split()[0] if run.stdout else "none"
+    left = _files_of(token)
+    for path in left:  # this run's files only: other tests may be sharing /dev/shm right now
+        os.unlink(path)
+    assert run.stdout.split()[1:] == ["read", "ahead"], run.stderr[-3000:]
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Exception ignored" not in run.stderr, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    if how != "without the exit hook":
+        assert left == []

@@ -39,7 +39,6 @@ import errno
 import fcntl
 import hashlib
 import io
-import json
 import os
 import re
 import stat
@@ -56,6 +55,17 @@ import numpy as np
 from lakecompute.errors import StorageError, warn
 from lakecompute.localfiles import abandoned_partial, atomic_file, write_atomic
 from lakecompute.perprocess import PerProcess
+from lakecompute.storage._cachefiles import (
+    ABOUT,
+    CachedDataset,
+    CacheInfo,
+    about_note,
+    gone,
+    listdir,
+    prune_namespace,
+    read_about,
+    real_folder,
+)
 from lakecompute.storage._cachespec import CacheSpec
 
 __all__ = ["CacheInfo", "CachedDataset", "DiskCache", "about_note", "namespace"]
@@ -69,7 +79,6 @@ _CRC: Final = 4
 _LOW_WATER: Final = 0.9
 _LOCK_WAIT: Final = 10.0  # seconds a writer waits for the cache's lock before it skips caching a chunk
 _ATTEMPTS: Final = 3  # times a writer makes its folders again that another process's eviction removed
-_ABOUT: Final = "about.json"
 _TAG: Final = "CACHEDIR.TAG"
 # https://bford.info/cachedir/: backup tools skip a folder holding this file.
 _TAG_TEXT: Final = (
@@ -82,44 +91,6 @@ def namespace(place: tuple[str, ...], dataset_id: str) -> str:
     """The namespace of a dataset's entries: a digest of where it is and its id (32 hex digits)."""
     text = "\x00".join((*place, "", dataset_id))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-@dataclass(frozen=True, slots=True)
-class CachedDataset:
-    """What the cache holds of one dataset.
-
-    Attributes:
-        location: where the dataset is, as its reader gave it (``"?"`` if its note is missing).
-        dataset_id: its id.
-        entries: chunks held.
-        nbytes: bytes they take.
-    """
-
-    location: str
-    dataset_id: str
-    entries: int
-    nbytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class CacheInfo:
-    """What a disk cache holds (``lakecompute cache info``).
-
-    Attributes:
-        directory: the cache folder.
-        entries: chunks held.
-        nbytes: bytes their files take.
-        datasets: per dataset, what the cache holds of it (largest first).
-        partial: temporary files being written now.
-        removed: files removed (by `DiskCache.clear`; abandoned temporary files by either call).
-    """
-
-    directory: str
-    entries: int
-    nbytes: int
-    datasets: tuple[CachedDataset, ...] = ()
-    partial: int = 0
-    removed: int = 0
 
 
 @dataclass(slots=True)
@@ -192,7 +163,7 @@ class DiskCache:
     def _within(self, path: str) -> bool:
         """Whether each folder of the entry at ``path`` is a folder of its own, not a link: the cache never
         reads, writes or removes a file through a link (an entry behind one is a miss)."""
-        return all(_real_folder(folder) for folder in self._folders(path))
+        return all(real_folder(folder) for folder in self._folders(path))
 
     def read(self, ns: str, key: str, need: int) -> memoryview | None:
         """The bytes of chunk ``key`` of namespace ``ns`` as stored *without their crc32c* (verified
@@ -355,7 +326,7 @@ class DiskCache:
                     f.write(payload)
                 return True
             except (OSError, StorageError) as exc:
-                if not _gone(exc):
+                if not gone(exc):
                     raise
         return False
 
@@ -365,20 +336,20 @@ class DiskCache:
         for folder in self._folders(path):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder)
-            if not _real_folder(folder):
+            if not real_folder(folder):
                 return False
         return True
 
     def _note(self, ns: str, about: str) -> None:
         """Note which dataset a namespace holds, unless noted (for ``lakecompute cache info``; never read
         back). Looked for on every write: eviction removes a namespace's note with its folder."""
-        path = os.path.join(self.root, ns, _ABOUT)
+        path = os.path.join(self.root, ns, ABOUT)
         if os.path.lexists(path):
             return
         try:
             write_atomic(path, about.encode(), durable=False)
         except StorageError as exc:
-            if not _gone(exc):
+            if not gone(exc):
                 raise  # its folder removed by another process's eviction: noted by a later write
 
     def _fail(self, exc: BaseException) -> None:
@@ -413,7 +384,7 @@ class DiskCache:
 
     def _prepare(self) -> None:
         os.makedirs(self.root, exist_ok=True)
-        if not _real_folder(self.root):
+        if not real_folder(self.root):
             raise OSError(errno.ELOOP, f"{ROOT} is a link")
         tag = os.path.join(self.root, _TAG)
         if not os.path.exists(tag):
@@ -482,15 +453,15 @@ class DiskCache:
         """Every entry with its size and last use; temporary files of live writers counted, those of
         dead ones removed (``sweep``)."""
         scan = _Scan()
-        if not _real_folder(self.root):
+        if not real_folder(self.root):
             return scan  # a link: nothing behind it is ever counted or removed
-        for ns in _listdir(self.root):
+        for ns in listdir(self.root):
             top = os.path.join(self.root, ns)
-            if len(ns) != 32 or not _real_folder(top):
+            if len(ns) != 32 or not real_folder(top):
                 continue  # not ours, or a link: nothing outside the cache is ever counted or removed
             counts = scan.sizes.setdefault(ns, [0, 0])
-            for fan in _listdir(top):
-                if fan != _ABOUT and _real_folder(os.path.join(top, fan)):
+            for fan in listdir(top):
+                if fan != ABOUT and real_folder(os.path.join(top, fan)):
                     scan.fans.append(os.path.join(top, fan))
                     self._scan_folder(scan.fans[-1], scan, counts, sweep)
         return scan
@@ -560,12 +531,12 @@ class DiskCache:
                 os.rmdir(fan)
             above.add(os.path.dirname(fan))
         for top in above:
-            _prune_namespace(top)
+            prune_namespace(top)
 
     # -- the whole folder -----------------------------------------------------------------------
     def info(self) -> CacheInfo:
         """What the cache holds (abandoned temporary files are removed on the way)."""
-        if not _real_folder(self.root):
+        if not real_folder(self.root):
             return CacheInfo(self.spec.directory, 0, 0)
         with self._locked():
             scan = self._scan()
@@ -574,7 +545,7 @@ class DiskCache:
 
     def clear(self) -> CacheInfo:
         """Remove every entry (readers holding one open finish reading it); returns what was removed."""
-        if not _real_folder(self.root):
+        if not real_folder(self.root):
             return CacheInfo(self.spec.directory, 0, 0)
         with self._locked():
             scan = self._scan()
@@ -585,7 +556,7 @@ class DiskCache:
                     removed += 1
             for ns in scan.sizes:
                 with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(self.root, ns, _ABOUT))
+                    os.unlink(os.path.join(self.root, ns, ABOUT))
             self._prune(scan.fans, [os.path.join(self.root, ns) for ns in scan.sizes])
             self._set_usage(scan.total - sum(e.size for e in scan.entries))
         summary = self._summary(scan)
@@ -598,7 +569,7 @@ class DiskCache:
         datasets = []
         for ns, (count, nbytes) in scan.sizes.items():
             if count:
-                location, dataset_id = _about(os.path.join(self.root, ns, _ABOUT))
+                location, dataset_id = read_about(os.path.join(self.root, ns, ABOUT))
                 datasets.append(CachedDataset(location, dataset_id, count, nbytes))
         datasets.sort(key=lambda d: -d.nbytes)
         held = sum(e.size for e in scan.entries)
@@ -616,62 +587,3 @@ _SHARED: PerProcess[tuple[dict[CacheSpec, DiskCache], threading.Lock]] = PerProc
 
 #: The name of an entry's file (`DiskCache._path`): hex digits 2..40 of the digest of its key.
 _ENTRY_NAME: Final = re.compile(r"[0-9a-f]{38}")
-
-
-def _real_folder(path: str) -> bool:
-    """Whether ``path`` is a folder itself, not a link to one."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _gone(exc: BaseException) -> bool:
-    """Whether a write failed because a folder on its way is missing."""
-    return isinstance(exc, FileNotFoundError) or isinstance(exc.__cause__, FileNotFoundError)
-
-
-def _prune_namespace(top: str) -> None:
-    """Remove the namespace folder ``top`` with its note if it holds nothing else (never through a link:
-    the folder is opened with ``O_NOFOLLOW``, its note removed relative to it)."""
-    try:
-        fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        if set(os.listdir(fd)) <= {_ABOUT}:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(_ABOUT, dir_fd=fd)
-            os.rmdir(top)  # fails if a writer made a fan folder in it meanwhile: it stays
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
-
-
-def _about(path: str) -> tuple[str, str]:
-    """The location and id a namespace's note names (``"?"`` for what is missing or unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            note = json.loads(f.read(4096))
-    except (OSError, ValueError):
-        return "?", "?"
-    if not isinstance(note, dict):
-        return "?", "?"
-    location, dataset_id = note.get("location"), note.get("dataset_id")
-    return (
-        location if isinstance(location, str) else "?",
-        dataset_id if isinstance(dataset_id, str) else "?",
-    )
-
-
-def about_note(location: str, dataset_id: str) -> str:
-    """The note `DiskCache.write` keeps once per namespace (for ``lakecompute cache info``)."""
-    return json.dumps({"location": location, "dataset_id": dataset_id})

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -327,19 +328,22 @@ def test_eviction_removes_the_folders_it_empties_and_clear_empties_the_cache(tmp
 def test_a_writer_whose_folder_another_process_removed_makes_it_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import tempfile
+
     cache = DiskCache(CacheSpec(str(tmp_path), 10**6))
-    make = cache._make_folders
+    namespace = os.path.join(str(tmp_path), "lakecompute-cache", "a" * 32)
+    mkstemp = tempfile.mkstemp
     removed: list[str] = []
 
-    def then_pruned(path: str) -> bool:  # another process's eviction prunes them before the write
-        made = make(path)
-        if len(removed) < 2:
-            removed.append(os.path.dirname(path))
-            os.rmdir(removed[-1])
-            os.rmdir(os.path.dirname(removed[-1]))
-        return made
+    def pruned_first(*args: Any, **kwargs: Any) -> Any:  # another process's eviction prunes the folders
+        folder = kwargs.get("dir") or ""  # the entry's fan folder, made just before its file is written
+        if os.path.dirname(folder) == namespace and len(removed) < 2:
+            removed.append(folder)
+            os.rmdir(folder)
+            os.rmdir(namespace)
+        return mkstemp(*args, **kwargs)
 
-    monkeypatch.setattr(cache, "_make_folders", then_pruned)
+    monkeypatch.setattr(tempfile, "mkstemp", pruned_first)
     cache.write("a" * 32, "k", 1, _entry_bytes(1000), "{}")
     assert len(removed) == 2
     assert cache.writable  # not turned off

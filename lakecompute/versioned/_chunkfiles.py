@@ -233,22 +233,11 @@ class Appender:
         (`seal` stores it). A writer that appends many times before anything it wrote is read or
         committed (an eval's task) stores each chunk once, instead of storing the last one padded at
         every append and again, fuller, at the next."""
-        offset, chunk, kept = self.pos, self.chunk, self.tail.size
-        start = self.pos - kept  # a chunk boundary: where the tail's chunk begins
-        total = kept + values.size
-        if total < chunk:
-            self.tail = np.concatenate((self.tail, values)) if kept else values.copy()
+        offset = self.pos
+        if self.tail.size + values.size < self.chunk:
+            self.tail = np.concatenate((self.tail, values)) if self.tail.size else values.copy()
         else:
-            lead = (chunk - kept) % chunk  # values that fill the tail's chunk (none without a tail)
-            if kept:
-                first = np.empty(chunk, dtype=self.tail.dtype)
-                first[:kept] = self.tail
-                first[kept:] = values[:lead]
-                self._put.put(start, first, self._concurrent)
-                start += chunk
-            whole = lead + (values.size - lead) // chunk * chunk
-            if whole > lead:
-                self._put.put(start, values[lead:whole], self._concurrent)
+            _, whole = self._store_whole(values)
             self.tail = values[whole:].copy()
         self.unsealed = self.tail.size > 0
         self.pos += values.size
@@ -257,7 +246,23 @@ class Appender:
     def _append_large(self, values: np.ndarray) -> int:
         """Append many chunks' worth: the whole chunks inside ``values`` are stored from ``values``
         itself; only the chunk the tail starts and the last, partial one are copied (and padded)."""
-        offset, chunk, kept = self.pos, self.chunk, self.tail.size
+        offset = self.pos
+        start, whole = self._store_whole(values)
+        rest = values[whole:]
+        if rest.size:
+            last = np.zeros(self.chunk, dtype=self.tail.dtype)
+            last[: rest.size] = rest
+            self._put.put(start, last, self._concurrent)
+        self.tail = rest.copy()
+        self._tail_chunk = None
+        self.pos += values.size
+        return offset
+
+    def _store_whole(self, values: np.ndarray) -> tuple[int, int]:
+        """Store the chunk the tail starts, filled from ``values`` (at least that many of them), and the
+        whole chunks inside ``values`` after it, from ``values`` itself; where the next chunk starts,
+        and how many of ``values`` were stored."""
+        chunk, kept = self.chunk, self.tail.size
         start = self.pos - kept  # a chunk boundary: where the tail's chunk begins
         lead = (chunk - kept) % chunk  # values that fill the tail's chunk (none without a tail)
         if kept:
@@ -270,12 +275,4 @@ class Appender:
         if whole > lead:
             self._put.put(start, values[lead:whole], self._concurrent)
             start += whole - lead
-        rest = values[whole:]
-        if rest.size:
-            last = np.zeros(chunk, dtype=self.tail.dtype)
-            last[: rest.size] = rest
-            self._put.put(start, last, self._concurrent)
-        self.tail = rest.copy()
-        self._tail_chunk = None
-        self.pos += values.size
-        return offset
+        return start, whole

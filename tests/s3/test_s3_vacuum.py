@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +131,26 @@ def test_s3_writing_on_after_a_delete_leaves_no_object(bucket: str, storage_opti
     assert backend.list("") == []
 
 
+@contextlib.contextmanager
+def _hung_renewal(lease: Any) -> Iterator[threading.Event]:
+    """``lease``'s renewals hang (an endpoint that stopped answering: the client waits out its timeouts and
+    retries) until the block ends; yields once one has begun, the event that ends the hang."""
+    backend, real = lease.backend, lease.backend.replace
+    hanging, answer = threading.Event(), threading.Event()
+
+    def hung(key: str, data: bytes) -> bool:
+        hanging.set()
+        answer.wait(90)
+        return bool(real(key, data))
+
+    backend.replace = hung
+    try:
+        wait_until(hanging.is_set, 30, "the remote lease's renewal to start")
+        yield answer
+    finally:
+        answer.set()
+
+
 @pytest.mark.timeout(120)
 def test_s3_a_hung_renewal_does_not_hold_up_the_other_leases(
     bucket: str, storage_options: dict[str, Any], tmp_path: Path
@@ -136,22 +159,9 @@ def test_s3_a_hung_renewal_does_not_hold_up_the_other_leases(
     timeouts and retries) does not stop the process's other leases from being renewed: a local dataset's
     lease is renewed on schedule meanwhile (it went unrenewed for as long as the hang lasted, and lapsed),
     and the hung lease is renewed again once its request returns."""
-    import threading
-
     local = make_numbers(tmp_path / "local", 3)
     remote = make_numbers(f"s3://{bucket}/hung", 3, storage_options=storage_options)
-    lease = dataset_core(remote).txn.writer.lease
-    backend, real = lease.backend, lease.backend.replace
-    hanging, answer = threading.Event(), threading.Event()
-
-    def hung(key: str, data: bytes) -> bool:
-        hanging.set()
-        answer.wait(60)
-        return bool(real(key, data))
-
-    backend.replace = hung  # type: ignore[method-assign]
-    try:
-        wait_until(hanging.is_set, 30, "the remote lease's renewal to start")
+    with _hung_renewal(dataset_core(remote).txn.writer.lease) as answer:
         seen: set[float] = set()
 
         def renewed_twice() -> bool:
@@ -160,8 +170,6 @@ def test_s3_a_hung_renewal_does_not_hold_up_the_other_leases(
 
         wait_until(renewed_twice, 30, "the local lease to be renewed twice during the hang")
         assert not answer.is_set()
-    finally:
-        answer.set()
     (before,) = lease_files(f"s3://{bucket}/hung", storage_options)
     wait_until(
         lambda: lease_files(f"s3://{bucket}/hung", storage_options)[0]["expires"] > before["expires"],
@@ -179,28 +187,15 @@ def test_s3_a_process_leaving_does_not_wait_for_a_hung_renewal(
     renewal that hangs: it waited for the renewal's client to give up (minutes), so a script that had
     finished its work hung at exit. The lease's file is left to lapse; once the request returns the lease
     is dropped as before."""
-    import threading
-
     remote = make_numbers(f"s3://{bucket}/leaving", 3, storage_options=storage_options)
     lease = dataset_core(remote).txn.writer.lease
-    backend, real = lease.backend, lease.backend.replace
-    hanging, answer, dropped = threading.Event(), threading.Event(), threading.Event()
-
-    def hung(key: str, data: bytes) -> bool:
-        hanging.set()
-        answer.wait(90)
-        return bool(real(key, data))
-
-    backend.replace = hung  # type: ignore[method-assign]
-    try:
-        wait_until(hanging.is_set, 30, "the remote lease's renewal to start")
+    dropped = threading.Event()
+    with _hung_renewal(lease) as answer:
         threading.Thread(target=lambda: (lease.drop(), dropped.set()), daemon=True).start()
         wait_until(dropped.is_set, 30, "the lease to be dropped while its renewal hangs")
         assert not answer.is_set()
         assert lease.stored  # its file is left to lapse: deleting it would hang on the same endpoint
         assert lease_files(f"s3://{bucket}/leaving", storage_options)
-    finally:
-        answer.set()
     wait_until(lambda: not lease.renewing.locked(), 30, "the hung renewal to return")
     lease.drop()
     assert not lease.stored
